@@ -1,0 +1,27 @@
+// Subcommand registration. Each cmd_<name>.cc defines one `register_<name>(CLI::App&, CommandResult&)`
+// that adds its subcommand and a callback; the callback stores its exit code in `result`.
+// Exit codes (docs/architecture.md §8): 0 success or PASS, 1 FAIL or runtime error, 2 usage or
+// configuration error. The CLI is the only layer that reads argv or the environment.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace sp::cli {
+
+struct CommandResult {
+  int exit_code = 0;
+};
+
+// Prints `status` as "shardproof: error: ...\n  hint: ..." on stderr (rank 0 only when `all_ranks`
+// is false) and returns its exit code.
+int report_status(const Status& status, bool all_ranks = true);
+
+void register_train(CLI::App& app, CommandResult& result);
+void register_grads(CLI::App& app, CommandResult& result);
+void register_data(CLI::App& app, CommandResult& result);
+
+}  // namespace sp::cli

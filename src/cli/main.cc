@@ -1,0 +1,22 @@
+// shardproof: the command-line entry point. Parses argv, dispatches to one subcommand.
+#include <cstdio>
+
+#include "cli/command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"shardproof: train LLaMA-style models across MPI ranks and prove each parallel strategy "
+               "computes the same training as one device"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("shardproof ") + SP_GIT_REVISION);
+  sp::cli::CommandResult result;
+  sp::cli::register_train(app, result);
+  sp::cli::register_grads(app, result);
+  sp::cli::register_data(app, result);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return result.exit_code;
+}

@@ -1,0 +1,48 @@
+// Hashing helpers. XXH3-128 digests payloads (trace records, token batches); SHA-256 (OpenSSL)
+// identifies files (checkpoint shards, token shards, tokenizer, corpus) in manifests and contracts.
+// Logical-tensor digests that must not depend on sharding live in evidence/tensor_summary.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace sp {
+
+struct Digest128 {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  bool operator==(const Digest128&) const = default;
+  std::string hex() const;  // 32 lowercase hex digits, high word first
+  static Result<Digest128> from_hex(std::string_view hex);
+};
+
+Digest128 xxh3_128(const void* data, size_t bytes, uint64_t seed = 0);
+uint64_t xxh3_64(const void* data, size_t bytes, uint64_t seed = 0);
+inline uint64_t xxh3_64(std::string_view s, uint64_t seed = 0) { return xxh3_64(s.data(), s.size(), seed); }
+
+// Incremental SHA-256.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(const void* data, size_t bytes);
+  std::string hex_digest();  // finalizes; the object must not be updated afterwards
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string sha256_hex(const void* data, size_t bytes);
+inline std::string sha256_hex(std::string_view s) { return sha256_hex(s.data(), s.size()); }
+// Streams the file; errors name the path.
+Result<std::string> sha256_file(const std::string& path);
+
+}  // namespace sp

@@ -1,0 +1,57 @@
+// The canonical reduction order (docs/equivalence.md). Gradient contributions are summed over a
+// fixed binary tree on their index 0..n−1: a range [lo, hi) with more than one leaf splits at
+// lo + bit_floor(hi − lo − 1), i.e. a perfect left subtree of power-of-two size and the rest on
+// the right. For n = 6: ((x0+x1)+(x2+x3)) + (x4+x5). Every aligned block of power-of-two size k
+// is a subtree, and the tree over n·k leaves restricted above level log2(k) is the tree over n
+// leaves. So a rank that owns micro-batches [r·k, (r+1)·k) sums them into exactly the node the
+// single-device run computes, and combining the dp node values over the same tree (with leaves
+// in dp-rank order) reproduces the single-device sum bit for bit. Elementwise: each element i is
+// reduced independently, so vector width never changes the result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace sp::kernels {
+
+// Where range [lo, hi) (hi − lo ≥ 2) splits.
+int64_t canonical_split(int64_t lo, int64_t hi);
+
+// In place: leaves[0] := canonical sum of leaves[0..n_leaves) over n elements each. Other leaves
+// are clobbered (used as partial-sum storage). n_leaves ≥ 1.
+void canonical_tree_sum_inplace(float* const* leaves, int64_t n_leaves, int64_t n);
+
+// out[i] = a[i] + b[i]; out may alias a.
+void add_into(float* out, const float* a, const float* b, int64_t n);
+
+// Streams leaves in index order and keeps the canonical partial sums on a stack, like a binary
+// counter: after pushing leaf j, equal-sized perfect subtrees are merged (left + right). At most
+// popcount-many partials are live; for a block of k = 2^a leaves at most a + 1. finish() folds the
+// stack from the right, which is the canonical tree for any leaf count. The caller owns the
+// buffers: push() takes a filled buffer and returns one that the caller may reuse.
+class CanonicalAccumulator {
+ public:
+  explicit CanonicalAccumulator(int64_t n) : n_(n) {}
+  // Takes ownership of `leaf` (n floats) as the next leaf. Returns buffers freed by merges,
+  // which the caller may reuse for later leaves.
+  std::vector<float*> push(float* leaf);
+  // Folds the stack; returns the buffer holding the total and appends freed buffers to `freed`.
+  float* finish(std::vector<float*>& freed);
+  int64_t depth() const { return static_cast<int64_t>(stack_.size()); }
+  int64_t leaves() const { return leaves_; }
+
+ private:
+  struct Node {
+    float* data;
+    int64_t size;  // leaves under this node
+  };
+  int64_t n_;
+  int64_t leaves_ = 0;
+  std::vector<Node> stack_;
+};
+
+// How many partial-sum buffers are live at most while streaming `n_leaves` leaves (the stack depth
+// right after a push, before merges, maximized over the stream). Used by the ledger model.
+int64_t canonical_accumulator_peak_buffers(int64_t n_leaves);
+
+}  // namespace sp::kernels

@@ -1,0 +1,62 @@
+// Tensor: an owning, ledger-accounted buffer with a name, a shape, a dtype and a category.
+// Row-major and contiguous; move-only. Views (TensorView) are non-owning and carry no name.
+// The name is the canonical logical name (docs/architecture.md §4) or, for activations and
+// scratch, a descriptive one ("act.layers.3.attn_probs"); the ledger accounts bytes under it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "tensor/dtype.h"
+#include "tensor/memory_ledger.h"
+
+namespace sp {
+
+using Shape = std::vector<int64_t>;
+int64_t shape_numel(const Shape& shape);
+std::string shape_string(const Shape& shape);  // "(4, 256)"
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(MemoryLedger& ledger, std::string name, Category category, Shape shape, DType dtype = DType::kF32);
+  ~Tensor();
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  bool defined() const { return data_ != nullptr; }
+  const std::string& name() const { return name_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(size_t i) const { return shape_.at(i); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Category category() const { return category_; }
+
+  float* f32() {
+    SP_CHECK(dtype_ == DType::kF32, "tensor '{}' is {}, not F32", name_, dtype_name(dtype_));
+    return static_cast<float*>(data_);
+  }
+  const float* f32() const { return const_cast<Tensor*>(this)->f32(); }
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+
+  void zero();
+  // Frees the buffer now (the ledger's live bytes drop); the tensor becomes undefined.
+  void reset();
+
+ private:
+  MemoryLedger* ledger_ = nullptr;
+  void* data_ = nullptr;
+  std::string name_;
+  Shape shape_;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::kF32;
+  Category category_ = Category::kWorkspace;
+};
+
+}  // namespace sp
