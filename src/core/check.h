@@ -15,6 +15,9 @@ namespace sp {
 // Called after the failure message is printed; must not return.
 using FatalHandler = std::function<void()>;
 void set_fatal_handler(FatalHandler handler);
+// Called first on a failed check, before the fatal handler: last words such as flushing the
+// communication op this rank was in (comm/watchdog.h). Must not fail and must not call MPI.
+void set_before_fatal(FatalHandler hook);
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
 
 }  // namespace sp

@@ -1,0 +1,49 @@
+# shardproof: the two commands that do all set-up on a fresh Debian 12 machine (as root).
+#   make demo   installs missing packages, builds, runs the main job on the bundled default
+#   make test   installs missing packages, builds, runs every test
+# Other targets: build, test-asan (unit tests under ASan/UBSan), bench, format, clean.
+JOBS    ?= $(shell nproc)
+BUILD   ?= build
+ASAN    ?= build-asan
+CTEST_J ?= 2
+SP      := $(BUILD)/bin/shardproof
+
+.PHONY: deps build build-asan demo test test-asan test-unit bench format clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(ASAN)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSP_SANITIZE=ON -DSP_BUILD_BENCH=OFF
+
+build-asan: deps $(ASAN)/build.ninja
+	cmake --build $(ASAN) -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(SP)
+
+# Every test: unit, oracle, mpi, parity, ckpt, faults, compare (docs/testing.md).
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(CTEST_J)
+
+# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer (a second full build).
+test-asan: build-asan
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=0 ctest -L unit --output-on-failure -j $(CTEST_J)
+
+test-unit: build
+	cd $(BUILD) && ctest -L unit --output-on-failure -j $(CTEST_J)
+
+bench: build
+	@bash bench/run_all.sh $(BUILD)
+
+format:
+	find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(ASAN)

@@ -1,0 +1,101 @@
+// step_bench: tokens/s of one shardproof training step (the Engine at dp = tp = pp = 1, one micro-batch
+// of the whole batch, AdamW, clipping) and the OpenBLAS sgemm peak of this machine, single-threaded.
+// Run by bench/train_vs_torch.py, which times PyTorch eager on the same shapes in the same run.
+//   step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR]
+// Prints one JSON line: {"tokens_per_s", "step_s", "flops_per_token", "gflops", "sgemm_gflops", ...}.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_scope.h"
+#include "comm/trace_writer.h"
+#include "comm/traced_communicator.h"
+#include "core/timer.h"
+#include "parallel/engine.h"
+
+using namespace sp;
+
+static double sgemm_peak() {
+  const int n = 1024;
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    Stopwatch w;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::max(best, 2.0 * n * n * n / w.seconds() * 1e-9);
+  }
+  return best;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR]\n");
+    return 2;
+  }
+  openblas_set_num_threads(1);
+  comm::MpiScope mpi(&argc, &argv);
+  auto j = parallel::read_toml(argv[1]);
+  if (!j.ok()) return std::fprintf(stderr, "%s\n", j.status().to_string().c_str()), 1;
+  const int64_t B = std::atoll(argv[2]), T = std::atoll(argv[3]), steps = std::atoll(argv[4]);
+  bool checksums = false;
+  std::string trace_dir;
+  for (int i = 5; i < argc; ++i) {
+    if (std::string(argv[i]) == "--checksums") checksums = true;
+    if (std::string(argv[i]) == "--trace" && i + 1 < argc) trace_dir = argv[++i];
+  }
+  (*j)["train"]["micro_batch_size"] = B;
+  (*j)["train"]["global_batch"] = B;
+  (*j)["train"]["seq_len"] = T;
+  (*j)["train"]["steps"] = steps + 2;
+  (*j)["train"]["eval_batches"] = 0;
+  auto rc = parallel::RunConfig::from_json(*j);
+  if (!rc.ok()) return std::fprintf(stderr, "%s\n", rc.status().to_string().c_str()), 1;
+  auto plan = parallel::Plan::make(*rc, 1);
+  if (!plan.ok()) return std::fprintf(stderr, "%s\n", plan.status().to_string().c_str()), 1;
+  auto grid = comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1);
+  comm::GridCommunicators comms = comm::make_grid_communicators(*grid);
+  comm::TraceContext trace;
+  std::unique_ptr<comm::TraceWriter> writer;
+  if (!trace_dir.empty()) {
+    writer = std::move(comm::TraceWriter::open(trace_dir, 0)).value();
+    for (auto* c : {&comms.world, &comms.dp, &comms.tp, &comms.pp})
+      *c = std::make_unique<comm::TracedCommunicator>(std::move(*c), trace, writer.get(), nullptr);
+  }
+  MemoryLedger ledger;
+  const double peak = sgemm_peak();
+  parallel::Engine engine(*plan, *grid, comms, trace, ledger, nullptr, nullptr, nullptr);
+  engine.initialize();
+  const int64_t V = rc->model.vocab_size;
+  engine.set_batch_source([&](int64_t s, int64_t mb, int32_t* tok) {
+    std::mt19937 rng(static_cast<uint32_t>(s * 131 + mb));
+    for (int64_t i = 0; i < B * (T + 1); ++i) tok[i] = static_cast<int32_t>(rng() % V);
+  });
+  engine.step(0, checksums);  // warm-up (first-touch of every buffer)
+  std::vector<double> times;
+  for (int64_t s = 1; s <= steps; ++s) {
+    Stopwatch w;
+    engine.step(s, checksums);
+    times.push_back(w.seconds());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  // Model FLOPs per token: 6 per matmul weight (forward 2, backward 4) + causal attention
+  // 2·2·(T/2)·C per layer forward (QKᵀ and PV over the causal half), ×3 with the backward.
+  const model::LlamaConfig& m = rc->model;
+  const double D = static_cast<double>(m.head_dim());
+  const double matmul_params = static_cast<double>(m.n_layers) *
+                                   ((m.n_heads + 2 * m.n_kv_heads) * D * m.dim + m.dim * m.n_heads * D +
+                                    3.0 * m.ffn_dim * m.dim) +
+                               static_cast<double>(m.vocab_size * m.dim);
+  const double flops_per_token = 6.0 * matmul_params + 6.0 * m.n_layers * static_cast<double>(T) * m.n_heads * D;
+  const double tps = static_cast<double>(B * T) / median;
+  std::printf("{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
+              "\"sgemm_gflops\": %.2f, \"params\": %lld}\n",
+              tps, median, flops_per_token, tps * flops_per_token * 1e-9, peak,
+              static_cast<long long>(m.param_count()));
+  return 0;
+}

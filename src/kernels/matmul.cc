@@ -1,0 +1,57 @@
+// Linear layers via cblas_sgemm (matmul.h) and the row-major gemm wrapper.
+// Not a BLAS: every product is one sgemm call; the wrapper only checks sizes against BLAS's int
+// and defines the K = 0 case. Invariant: shapes passed to BLAS depend only on the op's sizes.
+// Reference: llm.c matmul_forward/backward; docs/kernels.md §linear.
+#include "kernels/matmul.h"
+
+#include <cblas.h>
+
+#include <limits>
+
+#include "core/check.h"
+
+namespace sp::kernels {
+
+namespace {
+
+blasint to_blas_int(int64_t v, const char* what) {
+  SP_CHECK(v >= 0 && v <= std::numeric_limits<blasint>::max(), "gemm: {} = {} does not fit a BLAS int", what, v);
+  return static_cast<blasint>(v);
+}
+
+}  // namespace
+
+void gemm(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+          int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+  if (M == 0 || N == 0) return;
+  SP_CHECK_GE(lda, trans_a ? M : K, "gemm: lda smaller than a row of A");
+  SP_CHECK_GE(ldb, trans_b ? K : N, "gemm: ldb smaller than a row of B");
+  SP_CHECK_GE(ldc, N, "gemm: ldc smaller than a row of C");
+  if (K == 0) {
+    // CBLAS would scale C by beta; define it explicitly (beta = 0 overwrites, even NaN).
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              to_blas_int(M, "M"), to_blas_int(N, "N"), to_blas_int(K, "K"), alpha, a, to_blas_int(lda, "lda"), b,
+              to_blas_int(ldb, "ldb"), beta, c, to_blas_int(ldc, "ldc"));
+}
+
+void linear_forward(float* y, const float* x, const float* w, int64_t N, int64_t IC, int64_t OC) {
+  // y (N, OC) = x (N, IC) · wᵀ
+  gemm(y, x, w, N, OC, IC, false, true, IC, IC, OC, 1.0f, 0.0f);
+}
+
+void linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t IC,
+                     int64_t OC, bool accumulate_dx) {
+  // dx (N, IC) = dy (N, OC) · w (OC, IC)
+  if (dx != nullptr) gemm(dx, dy, w, N, IC, OC, false, false, OC, IC, IC, 1.0f, accumulate_dx ? 1.0f : 0.0f);
+  // dw (OC, IC) += dyᵀ (OC, N) · x (N, IC)
+  if (dw != nullptr) gemm(dw, dy, x, OC, IC, N, true, false, OC, IC, IC, 1.0f, 1.0f);
+}
+
+void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+int blas_threads() { return openblas_get_num_threads(); }
+
+}  // namespace sp::kernels

@@ -1,0 +1,31 @@
+// Linear layers and a strided row-major sgemm wrapper over CBLAS (OpenBLAS).
+// Not a BLAS: no transposed storage, no bias (LLaMA has none), no threading control (the CLI sets
+// OpenBLAS threads). Weights are stored (out_features, in_features) as Hugging Face stores Linear.
+// Accumulation rule: parameter gradients +=, activation gradients = (dx here: = or += by flag, for
+// a tensor that feeds several consumers), residual-stream gradients +=.
+// Reference: llm.c matmul_forward/backward; twin in kernels/reference/matmul.h; docs/kernels.md §linear.
+#pragma once
+
+#include <cstdint>
+
+namespace sp::kernels {
+
+// C (M, N) = alpha · op(A) · op(B) + beta · C, all row-major. op(A) is (M, K): A is (M, K) with row
+// stride lda, or (K, M) if trans_a. op(B) is (K, N): B is (K, N) with row stride ldb, or (N, K) if
+// trans_b. beta = 0 overwrites C (NaN/Inf already in C does not leak).
+void gemm(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+          int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta);
+
+// y (N, OC) = x (N, IC) · wᵀ, w (OC, IC).
+void linear_forward(float* y, const float* x, const float* w, int64_t N, int64_t IC, int64_t OC);
+
+// dx (N, IC) = dy · w (or += when accumulate_dx); dw (OC, IC) += dyᵀ · x. dx or dw may be nullptr (skipped).
+void linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t IC,
+                     int64_t OC, bool accumulate_dx);
+
+// OpenBLAS threads for this process. The bits of a product depend on the thread count, so the
+// run configuration pins it (parallel.blas_threads, recorded in the contract) on every rank.
+void set_blas_threads(int threads);
+int blas_threads();
+
+}  // namespace sp::kernels

@@ -1,0 +1,289 @@
+#include "model/llama_stage.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+
+namespace sp::model {
+namespace k = sp::kernels;
+
+namespace {
+// Offsets of a block's tensors in its flat unit buffer (UnitLayout order: ln1, q, k, v, o, ln2, gate, up, down).
+struct BlockOffsets {
+  int64_t ln1, qkv, o, ln2, gu, down;
+  explicit BlockOffsets(const UnitLayout& u)
+      : ln1(u.tensor("input_layernorm.weight").offset),
+        qkv(u.tensor("q_proj.weight").offset),
+        o(u.tensor("o_proj.weight").offset),
+        ln2(u.tensor("post_attention_layernorm.weight").offset),
+        gu(u.tensor("gate_proj.weight").offset),
+        down(u.tensor("down_proj.weight").offset) {}
+};
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+}  // namespace
+
+LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryLedger& ledger)
+    : config_(config), spec_(spec), ledger_(&ledger) {
+  SP_CHECK(spec.layer_begin >= 0 && spec.layer_begin <= spec.layer_end && spec.layer_end <= config.n_layers,
+           "stage layers [{}, {}) outside [0, {})", spec.layer_begin, spec.layer_end, config.n_layers);
+  B_ = spec.micro_batch_size;
+  T_ = spec.seq_len;
+  N_ = B_ * T_;
+  C_ = config.dim;
+  D_ = config.head_dim();
+  const int tp = spec.tp_size;
+  Hl_ = config.n_heads / tp;
+  KVl_ = config.n_kv_heads / tp;
+  Fl_ = config.ffn_dim / tp;
+  Vl_ = config.vocab_size / tp;
+  v_begin_ = Vl_ * spec.tp_rank;
+  Wqkv_ = (Hl_ + 2 * KVl_) * D_;
+  n_local_ = spec.layer_end - spec.layer_begin;
+  SP_CHECK(T_ >= 1 && T_ <= config.max_seq, "seq_len {} outside [1, max_seq = {}]", T_, config.max_seq);
+
+  const int L = static_cast<int>(config.n_layers);
+  if (spec.first) unit_ids_.push_back(0);
+  for (int l = spec.layer_begin; l < spec.layer_end; ++l) unit_ids_.push_back(1 + l);
+  if (spec.last) unit_ids_.push_back(L + 1);
+  for (int id : unit_ids_) layouts_.push_back(unit_layout(config, id, spec.tp_rank, tp));
+
+  MemoryLedger& m = ledger;
+  const auto W = Category::kWorkspace;
+  rope_cos_ = Tensor(m, "rope.cos", W, {T_, D_ / 2});
+  rope_sin_ = Tensor(m, "rope.sin", W, {T_, D_ / 2});
+  k::rope_tables(rope_cos_.f32(), rope_sin_.f32(), T_, D_, config.rope_theta);
+  tmp_ = Tensor(m, "scratch.tmp", W, {N_, C_});
+  dres_ = Tensor(m, "scratch.dres", W, {N_, C_});
+  if (n_local_ > 0 || spec.last) dxn_ = Tensor(m, "scratch.dxn", W, {N_, C_});
+  if (n_local_ > 0) {
+    dqkv_ = Tensor(m, "scratch.dqkv", W, {N_, Wqkv_});
+    dattn_ = Tensor(m, "scratch.dattn", W, {N_, Hl_ * D_});
+    dgu_ = Tensor(m, "scratch.dgu", W, {N_, 2 * Fl_});
+    dh_ = Tensor(m, "scratch.dh", W, {N_, Fl_});
+    att_scratch_ = Tensor(m, "scratch.attention", W, {k::attention_scratch_floats(T_)});
+    if (spec.recompute == Recompute::kFull) recompute_.push_back(make_block_activations("recompute"));
+  }
+}
+
+const UnitLayout& LlamaStage::layout(int unit) const {
+  for (size_t i = 0; i < unit_ids_.size(); ++i)
+    if (unit_ids_[i] == unit) return layouts_[i];
+  SP_CHECK(false, "unit {} is not on this stage", unit);
+  __builtin_unreachable();
+}
+
+BlockActivations LlamaStage::make_block_activations(const std::string& p) const {
+  MemoryLedger& m = *ledger_;
+  const auto A = Category::kActivation;
+  BlockActivations a;
+  a.xn1 = Tensor(m, p + ".xn1", A, {N_, C_});
+  a.rstd1 = Tensor(m, p + ".rstd1", A, {N_});
+  a.qkv = Tensor(m, p + ".qkv", A, {N_, Wqkv_});
+  a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_});
+  a.attn = Tensor(m, p + ".attn", A, {N_, Hl_ * D_});
+  a.mid = Tensor(m, p + ".mid", A, {N_, C_});
+  a.xn2 = Tensor(m, p + ".xn2", A, {N_, C_});
+  a.rstd2 = Tensor(m, p + ".rstd2", A, {N_});
+  a.gu = Tensor(m, p + ".gu", A, {N_, 2 * Fl_});
+  a.h = Tensor(m, p + ".h", A, {N_, Fl_});
+  return a;
+}
+
+std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
+  MemoryLedger& m = *ledger_;
+  const auto A = Category::kActivation;
+  const std::string p = fmt::format("act.s{}", index);
+  auto s = std::make_unique<ActivationSlot>();
+  s->index = index;
+  if (spec_.first) s->inputs = Tensor(m, p + ".inputs", Category::kIo, {N_}, DType::kI32);
+  if (spec_.last) s->targets = Tensor(m, p + ".targets", Category::kIo, {N_}, DType::kI32);
+  for (int i = 0; i <= n_local_; ++i) s->res.emplace_back(m, fmt::format("{}.res{}", p, i), A, Shape{N_, C_});
+  if (spec_.recompute == Recompute::kNone)
+    for (int i = 0; i < n_local_; ++i)
+      s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i)));
+  if (spec_.last) {
+    s->xf = Tensor(m, p + ".xf", A, {N_, C_});
+    s->rstdf = Tensor(m, p + ".rstdf", A, {N_});
+    s->logits = Tensor(m, p + ".logits", A, {N_, Vl_});
+    s->rowmax = Tensor(m, p + ".rowmax", A, {N_});
+    s->sumexp = Tensor(m, p + ".sumexp", A, {N_});
+    s->tlogit = Tensor(m, p + ".tlogit", A, {N_});
+    s->losses = Tensor(m, p + ".losses", A, {N_});
+  }
+  return s;
+}
+
+void LlamaStage::load_tokens(ActivationSlot& slot, const int32_t* tokens) const {
+  for (int64_t b = 0; b < B_; ++b) {
+    const int32_t* row = tokens + b * (T_ + 1);
+    if (spec_.first) std::memcpy(static_cast<int32_t*>(slot.inputs.raw()) + b * T_, row, sizeof(int32_t) * T_);
+    if (spec_.last) std::memcpy(static_cast<int32_t*>(slot.targets.raw()) + b * T_, row + 1, sizeof(int32_t) * T_);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, const float* w,
+                               TensorParallelOps& tp, bool write_output) {
+  const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
+  const float* x = slot.res[static_cast<size_t>(i)].f32();  // (N, C)
+  k::rmsnorm_forward(a.xn1.f32(), a.rstd1.f32(), x, w + o.ln1, N_, C_, config_.norm_eps);
+  k::linear_forward(a.qkv.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_);
+  // RoPE on the q and k heads, which are adjacent at the start of every qkv row.
+  k::rope_forward(a.qkv.f32(), a.qkv.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
+  k::attention_forward(a.attn.f32(), a.probs.f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
+  k::linear_forward(tmp_.f32(), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_);
+  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // o_proj is row-parallel: sum the partial products
+  add(a.mid.f32(), x, tmp_.f32(), N_ * C_);
+  k::rmsnorm_forward(a.xn2.f32(), a.rstd2.f32(), a.mid.f32(), w + o.ln2, N_, C_, config_.norm_eps);
+  k::linear_forward(a.gu.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_);
+  k::swiglu_forward(a.h.f32(), a.gu.f32(), N_, Fl_);
+  k::linear_forward(tmp_.f32(), a.h.f32(), w + o.down, N_, Fl_, C_);
+  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // down_proj is row-parallel
+  if (write_output) add(slot.res[static_cast<size_t>(i + 1)].f32(), a.mid.f32(), tmp_.f32(), N_ * C_);
+}
+
+void LlamaStage::head_forward(ActivationSlot& s, const float* w, const float* w_lm, TensorParallelOps& tp) {
+  const float* x = s.res.back().f32();
+  k::rmsnorm_forward(s.xf.f32(), s.rstdf.f32(), x, w, N_, C_, config_.norm_eps);
+  k::linear_forward(s.logits.f32(), s.xf.f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
+  // Vocabulary-parallel cross-entropy (Megatron): global max, global Σexp and the target logit from
+  // whichever rank holds it, each one all-reduce over the tp group; no rank ever holds (N, V).
+  const auto* targets = static_cast<const int32_t*>(s.targets.raw());
+  k::cross_entropy_row_max(s.rowmax.f32(), s.logits.f32(), N_, Vl_);
+  tp.all_reduce_max(s.rowmax.f32(), N_);
+  k::cross_entropy_row_sumexp(s.sumexp.f32(), s.logits.f32(), s.rowmax.f32(), N_, Vl_);
+  tp.all_reduce_sum(s.sumexp.f32(), N_);
+  k::cross_entropy_target_logit(s.tlogit.f32(), s.logits.f32(), targets, N_, Vl_, v_begin_);
+  tp.all_reduce_sum(s.tlogit.f32(), N_);
+  k::cross_entropy_losses(s.losses.f32(), s.rowmax.f32(), s.sumexp.f32(), s.tlogit.f32(), targets, N_);
+}
+
+double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp,
+                           ActivationObserver* observer) {
+  const int L = static_cast<int>(config_.n_layers);
+  if (spec_.first) {
+    const float* emb = params.acquire(0);
+    k::embedding_forward(slot.res[0].f32(), static_cast<const int32_t*>(slot.inputs.raw()), emb, N_, C_, v_begin_,
+                         Vl_);
+    tp.reduce_from_tp(slot.res[0].f32(), N_ * C_);  // vocab-parallel lookup: each row is nonzero on one rank
+    params.release(0);
+    if (observer) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);  // -- activation digests --
+  }
+  for (int i = 0; i < n_local_; ++i) {
+    const int unit = 1 + spec_.layer_begin + i;
+    BlockActivations& a = spec_.recompute == Recompute::kNone ? slot.blocks[static_cast<size_t>(i)] : recompute_[0];
+    block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
+    params.release(unit);
+    if (observer)  // -- activation digests --
+      observer->observe(fmt::format("block.{}", unit - 1).c_str(), slot.micro_batch,
+                        slot.res[static_cast<size_t>(i + 1)].f32(), N_ * C_);
+  }
+  if (!spec_.last) return 0.0;
+  const float* hw = params.acquire(L + 1);
+  const float* w_lm = config_.tie_embeddings ? params.acquire(0) : hw + layout(L + 1).tensor("lm_head.weight").offset;
+  head_forward(slot, hw, w_lm, tp);
+  if (observer) {  // -- activation digests --
+    observer->observe("final_norm", slot.micro_batch, slot.xf.f32(), N_ * C_);
+    observer->observe("logits", slot.micro_batch, slot.logits.f32(), N_ * Vl_);
+  }
+  params.release(L + 1);
+  if (config_.tie_embeddings) params.release(0);
+  double sum = 0.0;
+  const float* losses = slot.losses.f32();
+  for (int64_t n = 0; n < N_; ++n) sum += losses[n];
+  return sum;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+void LlamaStage::head_backward(ActivationSlot& s, const float* w, const float* w_lm, float* dw, float* dw_lm,
+                               TensorParallelOps& tp, float loss_scale) {
+  const auto* targets = static_cast<const int32_t*>(s.targets.raw());
+  float* dlogits = s.logits.f32();  // in place: logits are not needed after this
+  k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
+                            loss_scale);
+  k::linear_backward(dxn_.f32(), dw_lm, dlogits, s.xf.f32(), w_lm, N_, C_, Vl_, /*accumulate_dx=*/false);
+  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // xf entered the vocab-parallel head replicated
+  std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(N_ * C_));
+  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), N_, C_);
+}
+
+void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,
+                                TensorParallelOps& tp) {
+  const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
+  const float* x = slot.res[static_cast<size_t>(i)].f32();
+  float* dres = dres_.f32();  // in: dL/d(block output); out: dL/d(block input)
+  // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
+  k::linear_backward(dh_.f32(), dw + o.down, dres, a.h.f32(), w + o.down, N_, Fl_, C_, false);
+  k::swiglu_backward(dgu_.f32(), dh_.f32(), a.gu.f32(), N_, Fl_);
+  k::linear_backward(dxn_.f32(), dw + o.gu, dgu_.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_, false);
+  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // gate/up are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), N_, C_);
+  // Attention: mid = x + o(attn).
+  k::linear_backward(dattn_.f32(), dw + o.o, dres, a.attn.f32(), w + o.o, N_, Hl_ * D_, C_, false);
+  k::attention_backward(dqkv_.f32(), att_scratch_.f32(), dattn_.f32(), a.qkv.f32(), a.probs.f32(), B_, T_, Hl_, KVl_,
+                        D_);
+  k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
+  k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_, false);
+  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // q/k/v are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, w + o.ln1, a.rstd1.f32(), N_, C_);
+}
+
+void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
+                          float loss_scale) {
+  const int L = static_cast<int>(config_.n_layers);
+  if (spec_.last) {
+    const float* hw = params.acquire(L + 1);
+    float* hdw = grads.leaf(L + 1);
+    const float* w_lm;
+    float* dw_lm;
+    if (config_.tie_embeddings) {
+      w_lm = params.acquire(0);
+      dw_lm = grads.leaf(0);
+    } else {
+      const int64_t off = layout(L + 1).tensor("lm_head.weight").offset;
+      w_lm = hw + off;
+      dw_lm = hdw + off;
+    }
+    head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
+    params.release(L + 1);
+    if (config_.tie_embeddings) params.release(0);
+    grads.done(L + 1);
+  }
+  for (int i = n_local_ - 1; i >= 0; --i) {
+    const int unit = 1 + spec_.layer_begin + i;
+    const float* w = params.acquire(unit);
+    BlockActivations* a = nullptr;
+    if (spec_.recompute == Recompute::kNone) {
+      a = &slot.blocks[static_cast<size_t>(i)];
+    } else {
+      a = &recompute_[0];  // replay this block's forward from its saved input, output not rewritten
+      block_forward(i, slot, *a, w, tp, /*write_output=*/false);
+    }
+    block_backward(i, slot, *a, w, grads.leaf(unit), tp);
+    params.release(unit);
+    grads.done(unit);
+  }
+  if (spec_.first) {
+    // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity.
+    k::embedding_backward(grads.leaf(0), dres_.f32(), static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
+                          v_begin_, Vl_);
+    grads.done(0);
+  }
+}
+
+}  // namespace sp::model

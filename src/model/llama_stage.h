@@ -1,0 +1,129 @@
+// LlamaStage: forward and backward of one pipeline stage of a LLaMA decoder for one micro-batch.
+// A stage owns global layers [layer_begin, layer_end), plus the embedding if it is first and the
+// final norm, LM head and loss if it is last; with pp = 1 it is the whole model. It holds no
+// parameters: ParamSource hands it each unit's flat buffer (UnitLayout order) and GradSink takes
+// the gradients. Accumulation rule (STYLE.md): parameter gradients +=, activation gradients =,
+// residual-stream gradients +=. The math is Hugging Face LLaMA's (docs/model.md):
+//   h = embed(x);  per block: h += o(attn(rope(q,k), v)(rmsnorm₁(h)));  h += down(silu(gate)·up)(rmsnorm₂(h))
+//   logits = lm_head(rmsnorm_f(h));  loss = Σ_tokens CE(logits, target) · loss_scale
+// Activations of a micro-batch live in an ActivationSlot so that several micro-batches can be in
+// flight (pipeline schedules); backward scratch is shared by all slots.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/llama_config.h"
+#include "model/stage_hooks.h"
+#include "model/weights.h"
+#include "tensor/tensor.h"
+
+namespace sp::model {
+
+enum class Recompute { kNone, kFull };
+
+struct StageSpec {
+  int layer_begin = 0;  // global layer ids [layer_begin, layer_end)
+  int layer_end = 0;
+  bool first = true;    // embedding lives here
+  bool last = true;     // final norm, lm_head and loss live here
+  int tp_rank = 0;
+  int tp_size = 1;
+  int64_t micro_batch_size = 0;  // B
+  int64_t seq_len = 0;           // T
+  Recompute recompute = Recompute::kNone;
+};
+
+// Saved activations of one block for one micro-batch. Shapes use local (tensor-parallel) sizes:
+// Hl = H/tp, KVl = KV/tp, Fl = F/tp, Wqkv = (Hl + 2·KVl)·D, N = B·T.
+struct BlockActivations {
+  Tensor xn1;    // (N, C)         input_layernorm output
+  Tensor rstd1;  // (N)
+  Tensor qkv;    // (N, Wqkv)      q and k after RoPE, v
+  Tensor probs;  // (B, Hl, T, T)  causal softmax
+  Tensor attn;   // (N, Hl·D)      attention output (o_proj input)
+  Tensor mid;    // (N, C)         residual stream after attention
+  Tensor xn2;    // (N, C)         post_attention_layernorm output
+  Tensor rstd2;  // (N)
+  Tensor gu;     // (N, 2·Fl)      [gate | up]
+  Tensor h;      // (N, Fl)        silu(gate)·up (down_proj input)
+};
+
+struct ActivationSlot {
+  int index = 0;
+  int64_t micro_batch = -1;  // the micro-batch that occupies the slot
+  Tensor inputs;             // (N) int32 token ids (first stage)
+  Tensor targets;            // (N) int32 next-token ids, < 0 = ignored (last stage)
+  std::vector<Tensor> res;   // n_local + 1 of (N, C): res[i] enters local layer i; res.back() leaves the stage
+  std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full
+  Tensor xf;      // (N, C)  final norm output
+  Tensor rstdf;   // (N)
+  Tensor logits;  // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
+  Tensor rowmax;  // (N)
+  Tensor sumexp;  // (N)
+  Tensor tlogit;  // (N)
+  Tensor losses;  // (N)
+  float* input() { return res.front().f32(); }    // (N, C) receive buffer of a non-first stage
+  float* output() { return res.back().f32(); }    // (N, C) send buffer of a non-last stage
+};
+
+class LlamaStage {
+ public:
+  LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryLedger& ledger);
+
+  const LlamaConfig& config() const { return config_; }
+  const StageSpec& spec() const { return spec_; }
+  int64_t tokens() const { return N_; }  // N = B·T
+  // Global unit ids held by this stage, in forward order.
+  const std::vector<int>& unit_ids() const { return unit_ids_; }
+  const UnitLayout& layout(int unit) const;
+
+  // Allocates one slot's activations through the ledger (names "act.s<index>.*").
+  std::unique_ptr<ActivationSlot> make_slot(int index) const;
+  // Splits a (B, T+1) token window batch into the slot's inputs and targets.
+  void load_tokens(ActivationSlot& slot, const int32_t* tokens) const;
+
+  // Forward of one micro-batch. A non-first stage expects slot.input() filled by the caller. Returns the
+  // sum of this micro-batch's per-token losses (last stage; summed in token order in double), else 0.
+  // `observer` (optional) sees the activations at fixed points (stage_hooks.h); backward never calls it.
+  double forward(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp,
+                 ActivationObserver* observer = nullptr);
+  // Backward of one micro-batch. A non-last stage expects grad_output() filled with dL/d(slot.output()).
+  // Afterwards a non-first stage's grad_input() holds dL/d(slot.input()). loss_scale multiplies the
+  // per-token loss gradients (1 / global target-token count: the loss is the mean over the global batch).
+  void backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp, float loss_scale);
+  float* grad_output() { return dres_.f32(); }  // (N, C)
+  float* grad_input() { return dres_.f32(); }   // (N, C)
+
+ private:
+  void block_forward(int local, ActivationSlot& slot, BlockActivations& a, const float* w, TensorParallelOps& tp,
+                     bool write_output);
+  void block_backward(int local, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,
+                      TensorParallelOps& tp);
+  void head_forward(ActivationSlot& slot, const float* w, const float* w_lm, TensorParallelOps& tp);
+  void head_backward(ActivationSlot& slot, const float* w, const float* w_lm, float* dw, float* dw_lm,
+                     TensorParallelOps& tp, float loss_scale);
+  BlockActivations make_block_activations(const std::string& prefix) const;
+
+  LlamaConfig config_;
+  StageSpec spec_;
+  MemoryLedger* ledger_;
+  int64_t B_, T_, N_, C_, D_, Hl_, KVl_, Fl_, Vl_, v_begin_, Wqkv_;
+  int n_local_;
+  std::vector<int> unit_ids_;
+  std::vector<UnitLayout> layouts_;  // indexed like unit_ids_
+  Tensor rope_cos_, rope_sin_;       // (T, D/2)
+  // Backward scratch shared by all slots (category workspace).
+  Tensor tmp_;        // (N, C) row-parallel partial output
+  Tensor dres_;       // (N, C) gradient of the residual stream
+  Tensor dxn_;        // (N, C)
+  Tensor dqkv_;       // (N, Wqkv)
+  Tensor dattn_;      // (N, Hl·D)
+  Tensor dgu_;        // (N, 2·Fl)
+  Tensor dh_;         // (N, Fl)
+  Tensor att_scratch_;
+  std::vector<BlockActivations> recompute_;  // one shared set under recompute = full
+};
+
+}  // namespace sp::model

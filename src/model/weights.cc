@@ -1,0 +1,101 @@
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include "core/rng.h"
+
+namespace sp::model {
+
+int64_t TensorSlot::logical_index(int64_t k) const {
+  if (slice.dim != 1) return (slice.dim == 0 ? slice.begin * (spec.shape.size() > 1 ? spec.shape[1] : 1) : 0) + k;
+  // Column shard of a matrix (R, K): local (i, c) with local width w is logical (i, begin + c).
+  const int64_t w = local_shape[1];
+  const int64_t i = k / w;
+  const int64_t c = k % w;
+  return i * spec.shape[1] + slice.begin + c;
+}
+
+const TensorSlot& UnitLayout::tensor(std::string_view suffix) const {
+  for (const auto& t : tensors)
+    if (t.spec.name.size() >= suffix.size() &&
+        t.spec.name.compare(t.spec.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return t;
+  SP_CHECK(false, "unit {} has no tensor ending in '{}'", name, suffix);
+  __builtin_unreachable();
+}
+
+int unit_count(const LlamaConfig& c) { return static_cast<int>(c.n_layers) + 2; }
+
+static std::vector<WeightSpec> unit_specs(const LlamaConfig& c, int id) {
+  const int64_t C = c.dim, D = c.head_dim(), H = c.n_heads, KV = c.n_kv_heads, F = c.ffn_dim, V = c.vocab_size;
+  const int L = static_cast<int>(c.n_layers);
+  if (id == 0) return {{"model.embed_tokens.weight", {V, C}, 0, InitKind::kNormal, true}};
+  if (id == L + 1) {
+    std::vector<WeightSpec> s = {{"model.norm.weight", {C}, -1, InitKind::kOnes, false}};
+    if (!c.tie_embeddings) s.push_back({"lm_head.weight", {V, C}, 0, InitKind::kNormal, true});
+    return s;
+  }
+  const std::string p = fmt::format("model.layers.{}.", id - 1);
+  return {
+      {p + "input_layernorm.weight", {C}, -1, InitKind::kOnes, false},
+      {p + "self_attn.q_proj.weight", {H * D, C}, 0, InitKind::kNormal, true},
+      {p + "self_attn.k_proj.weight", {KV * D, C}, 0, InitKind::kNormal, true},
+      {p + "self_attn.v_proj.weight", {KV * D, C}, 0, InitKind::kNormal, true},
+      {p + "self_attn.o_proj.weight", {C, H * D}, 1, InitKind::kNormal, true},
+      {p + "post_attention_layernorm.weight", {C}, -1, InitKind::kOnes, false},
+      {p + "mlp.gate_proj.weight", {F, C}, 0, InitKind::kNormal, true},
+      {p + "mlp.up_proj.weight", {F, C}, 0, InitKind::kNormal, true},
+      {p + "mlp.down_proj.weight", {C, F}, 1, InitKind::kNormal, true},
+  };
+}
+
+UnitLayout unit_layout(const LlamaConfig& c, int id, int tp_rank, int tp_size) {
+  const int L = static_cast<int>(c.n_layers);
+  SP_CHECK(id >= 0 && id <= L + 1, "unit id {} out of range [0, {}]", id, L + 1);
+  UnitLayout u;
+  u.id = id;
+  u.kind = id == 0 ? UnitKind::kEmbed : (id == L + 1 ? UnitKind::kHead : UnitKind::kBlock);
+  u.layer = u.kind == UnitKind::kBlock ? id - 1 : -1;
+  u.name = id == 0 ? "embed" : (id == L + 1 ? "head" : fmt::format("layers.{}", id - 1));
+  for (WeightSpec& spec : unit_specs(c, id)) {
+    TensorSlot t;
+    t.local_shape = spec.shape;
+    if (spec.tp_dim >= 0) {
+      const int64_t full = spec.shape[static_cast<size_t>(spec.tp_dim)];
+      SP_CHECK(full % tp_size == 0, "{} dim {} = {} is not divisible by tp = {}", spec.name, spec.tp_dim, full, tp_size);
+      const int64_t part = full / tp_size;
+      t.local_shape[static_cast<size_t>(spec.tp_dim)] = part;
+      t.slice = {spec.tp_dim, part * tp_rank, part};
+    } else {
+      t.slice = {-1, 0, spec.shape[0]};
+    }
+    t.numel = shape_numel(t.local_shape);
+    t.offset = u.numel;
+    u.numel += t.numel;
+    t.spec = std::move(spec);
+    u.tensors.push_back(std::move(t));
+  }
+  return u;
+}
+
+std::vector<WeightSpec> weight_table(const LlamaConfig& c) {
+  std::vector<WeightSpec> all;
+  for (int id = 0; id < unit_count(c); ++id)
+    for (WeightSpec& s : unit_specs(c, id)) all.push_back(std::move(s));
+  return all;
+}
+
+void init_unit(float* flat, const UnitLayout& unit, uint64_t seed, float init_std) {
+  for (const TensorSlot& t : unit.tensors) {
+    float* out = flat + t.offset;
+    if (t.spec.init == InitKind::kOnes) {
+      for (int64_t k = 0; k < t.numel; ++k) out[k] = 1.0f;
+      continue;
+    }
+    const PhiloxKey key = philox_key(seed, t.spec.name);
+    for (int64_t k = 0; k < t.numel; ++k)
+      out[k] = static_cast<float>(random_normal(key, static_cast<uint64_t>(t.logical_index(k))) * init_std);
+  }
+}
+
+}  // namespace sp::model

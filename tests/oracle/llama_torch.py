@@ -1,0 +1,182 @@
+"""Independent PyTorch implementation of the shardproof model, for oracle tests only.
+
+The math is Hugging Face LLaMA's (LlamaRMSNorm, LlamaRotaryEmbedding with rotate_half,
+scaled-dot-product causal attention with grouped-query heads, SwiGLU MLP, no biases, optional
+tied embeddings), written from the definitions, not from shardproof's code. Weights use the HF
+names and (out_features, in_features) layout. Works in float32 or float64.
+"""
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+
+
+# ---------------------------------------------------------------- safetensors (written from the spec)
+def write_safetensors(path, tensors, metadata=None):
+    header, offset, blobs = {}, 0, []
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, t in tensors.items():
+        a = np.ascontiguousarray(t.detach().cpu().numpy().astype(np.float32))
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, e in header.items():
+        assert e["dtype"] == "F32", e
+        b, end = e["data_offsets"]
+        out[name] = torch.from_numpy(np.frombuffer(data[8 + n + b:8 + n + end], dtype=np.float32).reshape(e["shape"]).copy())
+    return out, meta
+
+
+def write_token_batch(path, tokens):
+    tokens = np.ascontiguousarray(np.asarray(tokens, dtype=np.int32))
+    rows, cols = tokens.shape
+    with open(path, "wb") as f:
+        f.write(b"SPTOKBAT" + struct.pack("<IIII", 1, rows, cols, 0))
+        f.write(tokens.tobytes())
+
+
+# ---------------------------------------------------------------- model
+def weight_shapes(cfg):
+    C, H, KV, F, V = cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"], cfg["ffn_dim"], cfg["vocab_size"]
+    D = C // H
+    shapes = {"model.embed_tokens.weight": (V, C)}
+    for i in range(cfg["n_layers"]):
+        p = f"model.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = (C,)
+        shapes[p + "self_attn.q_proj.weight"] = (H * D, C)
+        shapes[p + "self_attn.k_proj.weight"] = (KV * D, C)
+        shapes[p + "self_attn.v_proj.weight"] = (KV * D, C)
+        shapes[p + "self_attn.o_proj.weight"] = (C, H * D)
+        shapes[p + "post_attention_layernorm.weight"] = (C,)
+        shapes[p + "mlp.gate_proj.weight"] = (F, C)
+        shapes[p + "mlp.up_proj.weight"] = (F, C)
+        shapes[p + "mlp.down_proj.weight"] = (C, F)
+    shapes["model.norm.weight"] = (C,)
+    if not cfg.get("tie_embeddings", False):
+        shapes["lm_head.weight"] = (V, C)
+    return shapes
+
+
+def random_weights(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    w = {}
+    for name, shape in weight_shapes(cfg).items():
+        if len(shape) == 1:  # norm weights: around 1 so that their gradients are exercised
+            w[name] = 1.0 + 0.1 * torch.randn(shape, generator=g)
+        else:
+            w[name] = 0.05 * torch.randn(shape, generator=g)
+    return w
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_tables(T, D, theta, dtype):
+    # angle(t, i) = t * theta^(-2i/D) in float64, rounded once (as docs/kernels.md specifies)
+    inv = theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
+    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    return cos.to(dtype), sin.to(dtype)
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], -1)
+
+
+def forward_loss(cfg, w, tokens):
+    """Mean cross-entropy over non-ignored targets; tokens (B, T+1) int, -1 = ignored target."""
+    tokens = torch.as_tensor(tokens, dtype=torch.long)
+    x_ids, y = tokens[:, :-1], tokens[:, 1:]
+    B, T = x_ids.shape
+    C, H, KV = cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"]
+    D = C // H
+    eps = cfg.get("norm_eps", 1e-5)
+    dtype = w["model.embed_tokens.weight"].dtype
+    cos, sin = rope_tables(T, D, cfg.get("rope_theta", 10000.0), dtype)
+    # -1 is padding: a zero embedding as input, ignored as a target
+    h = w["model.embed_tokens.weight"][x_ids.clamp(min=0)] * (x_ids >= 0).unsqueeze(-1).to(dtype)
+    mask = torch.full((T, T), float("-inf"), dtype=dtype).triu(1)
+    for i in range(cfg["n_layers"]):
+        p = f"model.layers.{i}."
+        xn = rms_norm(h, w[p + "input_layernorm.weight"], eps)
+        q = (xn @ w[p + "self_attn.q_proj.weight"].T).view(B, T, H, D).transpose(1, 2)
+        k = (xn @ w[p + "self_attn.k_proj.weight"].T).view(B, T, KV, D).transpose(1, 2)
+        v = (xn @ w[p + "self_attn.v_proj.weight"].T).view(B, T, KV, D).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(D) + mask, dim=-1)
+        o = (att @ v).transpose(1, 2).reshape(B, T, H * D)
+        h = h + o @ w[p + "self_attn.o_proj.weight"].T
+        xn = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+        gate = xn @ w[p + "mlp.gate_proj.weight"].T
+        up = xn @ w[p + "mlp.up_proj.weight"].T
+        h = h + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+    h = rms_norm(h, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if cfg.get("tie_embeddings", False) else w["lm_head.weight"]
+    logits = h @ head.T
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-1)
+
+
+def loss_and_grads(cfg, weights, tokens, dtype):
+    w = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
+    loss = forward_loss(cfg, w, tokens)
+    loss.backward()
+    return loss.item(), {k: v.grad.detach() for k, v in w.items()}
+
+
+def lr_at(step, tr):
+    lr, min_lr, warm, total = tr["lr"], tr["min_lr"], tr["warmup_steps"], tr["steps"]
+    if step < warm:
+        return lr * (step + 1) / warm
+    span = max(1, total - warm)
+    prog = min(1.0, (step - warm) / span)
+    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * prog))
+
+
+def train(cfg, tr, weights, batches, dtype):
+    """AdamW (torch.optim.AdamW, foreach=False) with linear warmup + cosine, global-norm clipping.
+    Weight decay applies to matrices only (shardproof's rule). batches: (steps*global_batch, T+1)."""
+    w = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
+    decay = [v for k, v in w.items() if v.dim() == 2]
+    no_decay = [v for k, v in w.items() if v.dim() == 1]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tr["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], foreach=False)
+    G = tr["global_batch"]
+    losses, norms = [], []
+    for s in range(tr["steps"]):
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(s, tr)
+        opt.zero_grad()
+        loss = forward_loss(cfg, w, batches[s * G:(s + 1) * G])
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(w.values()), tr["grad_clip"])
+        opt.step()
+        losses.append(loss.item())
+        norms.append(float(norm))
+    return losses, norms, {k: v.detach() for k, v in w.items()}

@@ -1,0 +1,122 @@
+// Shard-invariant tensor digests (evidence/tensor_summary.h): the summary of a logical tensor is
+// the same whichever way it is split (ZeRO flat ranges, TP row and column shards), a single flipped
+// bit changes it, and the integer transport sums exactly over "ranks".
+#include <bit>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "evidence/tensor_summary.h"
+#include "model/weights.h"
+
+namespace sp::evidence {
+namespace {
+
+model::LlamaConfig cfg() {
+  model::LlamaConfig c;
+  c.vocab_size = 32;
+  c.dim = 16;
+  c.n_layers = 1;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_dim = 24;
+  c.max_seq = 8;
+  return c;
+}
+
+std::vector<float> logical_values(int64_t n) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// The summary of a logical tensor computed from tp shards of one unit layout.
+TensorSummary from_tp_shards(const model::LlamaConfig& c, int unit, const std::string& suffix, int tp,
+                             const std::vector<float>& logical) {
+  TensorSummary total;
+  for (int r = 0; r < tp; ++r) {
+    const model::UnitLayout u = model::unit_layout(c, unit, r, tp);
+    const model::TensorSlot& t = u.tensor(suffix);
+    std::vector<float> shard(static_cast<size_t>(t.numel));
+    for (int64_t k = 0; k < t.numel; ++k) shard[static_cast<size_t>(k)] = logical[static_cast<size_t>(t.logical_index(k))];
+    // Cut the shard itself in two flat pieces, as ZeRO would.
+    TensorSummary s;
+    const int64_t cut = t.numel / 3;
+    s.add_shard(shard.data(), t, 0, cut);
+    s.add_shard(shard.data() + cut, t, cut, t.numel);
+    total.merge(s);
+  }
+  return total;
+}
+
+TEST(TensorSummary, RowAndColumnShardsGiveTheSingleDeviceDigest) {
+  const auto c = cfg();
+  for (const char* suffix : {"q_proj.weight", "o_proj.weight", "down_proj.weight", "input_layernorm.weight"}) {
+    const model::UnitLayout u1 = model::unit_layout(c, 1, 0, 1);
+    const auto& t = u1.tensor(suffix);
+    const std::vector<float> logical = logical_values(t.numel);
+    TensorSummary ref;
+    ref.add_contiguous(logical.data(), t.numel, 0);
+    for (int tp : {1, 2}) {
+      if (t.spec.tp_dim < 0 && tp > 1) continue;
+      const TensorSummary got = from_tp_shards(c, 1, suffix, tp, logical);
+      EXPECT_EQ(got.digest(), ref.digest()) << suffix << " tp=" << tp;
+      EXPECT_EQ(std::bit_cast<uint64_t>(got.stats.sum_squares()), std::bit_cast<uint64_t>(ref.stats.sum_squares()));
+      EXPECT_EQ(got.stats.count(), static_cast<uint64_t>(t.numel));
+    }
+  }
+}
+
+TEST(TensorSummary, OneFlippedBitChangesBothLanes) {
+  std::vector<float> v = logical_values(4096);
+  TensorSummary a;
+  a.add_contiguous(v.data(), 4096, 0);
+  for (int bit : {0, 13, 31}) {
+    std::vector<float> w = v;
+    w[1234] = std::bit_cast<float>(std::bit_cast<uint32_t>(w[1234]) ^ (1u << bit));
+    TensorSummary b;
+    b.add_contiguous(w.data(), 4096, 0);
+    EXPECT_NE(a.lane0, b.lane0);
+    EXPECT_NE(a.lane1, b.lane1);
+  }
+}
+
+TEST(TensorSummary, SwappedElementsChangeTheDigest) {
+  std::vector<float> v = logical_values(64);
+  TensorSummary a, b;
+  a.add_contiguous(v.data(), 64, 0);
+  std::swap(v[3], v[40]);
+  b.add_contiguous(v.data(), 64, 0);
+  EXPECT_NE(a.digest(), b.digest());
+  EXPECT_EQ(std::bit_cast<uint64_t>(a.stats.sum()), std::bit_cast<uint64_t>(b.stats.sum()));  // stats cannot tell
+}
+
+TEST(TensorSummary, TransportSumsExactlyOverRanks) {
+  std::vector<float> v = logical_values(10000);
+  TensorSummary whole;
+  whole.add_contiguous(v.data(), 10000, 0);
+  // Four "ranks" hold flat pieces; summing their words as an MPI integer SUM would.
+  std::vector<uint64_t> acc(TensorSummary::kSumWords, 0);
+  uint64_t mx = 0;
+  const int64_t cuts[] = {0, 100, 5000, 5001, 10000};
+  for (int r = 0; r < 4; ++r) {
+    TensorSummary s;
+    s.add_contiguous(v.data() + cuts[r], cuts[r + 1] - cuts[r], cuts[r]);
+    std::vector<uint64_t> w(TensorSummary::kSumWords);
+    s.to_sum_words(w);
+    for (size_t i = 0; i < w.size(); ++i) acc[i] += w[i];
+    mx = std::max(mx, s.max_word());
+  }
+  const TensorSummary got = TensorSummary::from_words(acc, mx);
+  EXPECT_EQ(got.digest(), whole.digest());
+  EXPECT_EQ(std::bit_cast<uint64_t>(got.stats.sum_squares()), std::bit_cast<uint64_t>(whole.stats.sum_squares()));
+  EXPECT_EQ(std::bit_cast<uint64_t>(got.stats.sum()), std::bit_cast<uint64_t>(whole.stats.sum()));
+  EXPECT_EQ(got.stats.absmax(), whole.stats.absmax());
+  EXPECT_EQ(got.stats.count(), 10000u);
+}
+
+}  // namespace
+}  // namespace sp::evidence
