@@ -23,5 +23,12 @@ int report_status(const Status& status, bool all_ranks = true);
 void register_train(CLI::App& app, CommandResult& result);
 void register_grads(CLI::App& app, CommandResult& result);
 void register_data(CLI::App& app, CommandResult& result);
+void register_verify(CLI::App& app, CommandResult& result);
+void register_trace(CLI::App& app, CommandResult& result);
+void register_ckpt(CLI::App& app, CommandResult& result);
+void register_prove(CLI::App& app, CommandResult& result);
+void register_compare(CLI::App& app, CommandResult& result);
+void register_lab(CLI::App& app, CommandResult& result);
+void register_activations(CLI::App& app, CommandResult& result);
 
 }  // namespace sp::cli

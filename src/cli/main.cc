@@ -12,6 +12,13 @@ int main(int argc, char** argv) {
   sp::cli::register_train(app, result);
   sp::cli::register_grads(app, result);
   sp::cli::register_data(app, result);
+  sp::cli::register_verify(app, result);
+  sp::cli::register_trace(app, result);
+  sp::cli::register_ckpt(app, result);
+  sp::cli::register_prove(app, result);
+  sp::cli::register_compare(app, result);
+  sp::cli::register_lab(app, result);
+  sp::cli::register_activations(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,199 @@
+// `shardproof compare`: every strategy of a list on the same contract, one mpirun each, side by side;
+// `shardproof bubble DIR`: the measured pipeline bubble of one run next to its theory.
+// compare validates the whole list first (grammar: exit 2), runs dp1 (the reference) first, then each
+// strategy into DIR/<label>/ with its output in DIR/logs/<label>.log; a strategy Plan::make rejects
+// or whose run fails gets an error row instead of stopping the table. Exit 0 when every row is ok
+// (strategy_table.h StrategyRow::ok), 1 otherwise. Reference: docs/compare.md.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/run_setup.h"
+#include "cli/strategy_spec.h"
+#include "core/file_io.h"
+#include "core/timer.h"
+#include "evidence/bubble.h"
+#include "evidence/strategy_table.h"
+#include "parallel/plan.h"
+
+namespace sp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CompareOpts {
+  std::string preset, config, out, root, cache, strategies;
+  std::vector<std::string> sets;
+};
+
+// The most telling line of a failed run's log: the first "error:" line, else the last non-empty one.
+std::string log_summary(const std::string& log_path) {
+  auto text = read_file(log_path, uint64_t{1} << 26);
+  if (!text.ok()) return "(no log)";
+  std::string last, first_error;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    size_t end = text->find('\n', pos);
+    if (end == std::string::npos) end = text->size();
+    const std::string line = text->substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty()) continue;
+    last = line;
+    if (first_error.empty() && line.find("error:") != std::string::npos) first_error = line;
+  }
+  std::string s = first_error.empty() ? last : first_error;
+  if (s.size() > 300) s = s.substr(0, 300) + "…";
+  return s;
+}
+
+// DIR/<label> must be absent, empty or an earlier run's bundle (holds contract.json) to be replaced.
+Status prepare_run_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return Status();
+  if (!fs::is_directory(dir, ec)) return invalid_argument("'{}' exists and is not a directory", dir);
+  if (!fs::is_empty(dir, ec) && !fs::exists(dir + "/contract.json", ec) && !fs::exists(dir + "/metrics.jsonl", ec))
+    return invalid_argument("'{}' exists and is not a shardproof run directory; compare will not replace it", dir)
+        .with_hint("choose another --out or remove the directory");
+  fs::remove_all(dir, ec);
+  if (ec) return io_error("cannot remove the earlier run '{}': {}", dir, ec.message());
+  return Status();
+}
+
+evidence::StrategyRow error_row(const StrategySpec& spec, const std::string& dir, const std::string& error) {
+  evidence::StrategyRow row;
+  row.label = spec.label;
+  row.dir = dir;
+  row.overrides = spec.overrides();
+  row.dp = spec.dp;
+  row.tp = spec.tp;
+  row.pp = spec.pp;
+  row.zero = spec.zero;
+  row.world = spec.world();
+  row.schedule = spec.schedule;
+  row.error = error;
+  row.exit_code = -1;
+  return row;
+}
+
+int run_compare(const CompareOpts& o) {
+  if (launched_by_mpi())
+    return report_status(invalid_argument("shardproof compare was started under mpirun")
+                             .with_hint("run it directly: it starts one mpirun per strategy itself"));
+  auto specs = parse_strategy_list(o.strategies);
+  if (!specs.ok()) return report_status(specs.status());
+  const std::vector<StrategySpec> list = with_reference_first(std::move(*specs));
+  const std::string root = o.root.empty() ? default_root() : o.root;
+  auto base = load_run_config(root, o.preset, o.config, o.sets);
+  if (!base.ok()) return report_status(base.status());
+  if (Status st = make_directories(o.out + "/logs"); !st.ok()) return report_status(st);
+
+  std::vector<evidence::StrategyRow> rows;
+  std::string ref_dir;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const StrategySpec& spec = list[i];
+    const std::string dir = o.out + "/" + spec.label;
+    const std::string log_path = o.out + "/logs/" + spec.label + ".log";
+    std::vector<std::string> sets = o.sets;
+    for (const std::string& s : spec.overrides()) sets.push_back(s);
+    std::fprintf(stderr, "compare [%zu/%zu] %s (%d rank%s): ", i + 1, list.size(), spec.label.c_str(), spec.world(),
+                 spec.world() == 1 ? "" : "s");
+    std::fflush(stderr);
+    auto config = load_run_config(root, o.preset, o.config, sets);
+    Status st = config.status();
+    if (st.ok()) st = parallel::Plan::make(*config, spec.world()).status();
+    if (st.ok()) st = prepare_run_dir(dir);
+    if (!st.ok()) {
+      std::fprintf(stderr, "not run: %s\n", st.message().c_str());
+      rows.push_back(error_row(spec, dir, "not run: " + st.message()));
+      continue;
+    }
+    std::vector<std::string> args = {"train", "--out", dir, "--quiet", "--root", root};
+    if (!o.config.empty()) args.insert(args.end(), {"--config", o.config});
+    else args.insert(args.end(), {"--preset", o.preset.empty() ? "tiny" : o.preset});
+    if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
+    for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+    Stopwatch watch;
+    const int rc = run_with_mpirun(spec.world(), args, log_path);
+    evidence::StrategyRow row;
+    if (rc != 0) {
+      row = error_row(spec, dir, fmt::format("run exited {}: {} (log: {})", rc, log_summary(log_path), log_path));
+      row.exit_code = rc;
+    } else {
+      row = evidence::strategy_row_of_run(dir, spec.is_reference() ? std::string() : ref_dir);
+      row.label = spec.label;
+      row.overrides = spec.overrides();
+    }
+    if (spec.is_reference() && rc == 0) ref_dir = dir;
+    std::fprintf(stderr, "%s in %.1f s%s\n", row.ok() ? "ok" : "FAIL", watch.seconds(),
+                 row.equivalence.empty() ? "" : (", " + row.equivalence).c_str());
+    rows.push_back(std::move(row));
+  }
+  evidence::fill_ratios(rows);
+
+  const std::string title = o.config.empty() ? fmt::format("shardproof compare: preset {}", o.preset.empty() ? "tiny" : o.preset)
+                                              : fmt::format("shardproof compare: {} ({})", o.config, base->name);
+  std::string md = evidence::strategy_table_markdown(rows, title);
+  nlohmann::json j = evidence::strategy_table_json(rows);
+  j["preset"] = o.preset;
+  j["config_file"] = o.config;
+  j["sets"] = o.sets;
+  j["strategies"] = o.strategies;
+  if (Status st = write_file_atomic(o.out + "/compare.md", md); !st.ok()) return report_status(st);
+  if (Status st = write_file_atomic(o.out + "/compare.json", j.dump(2) + "\n"); !st.ok()) return report_status(st);
+  std::fputs(md.c_str(), stdout);
+  bool all_ok = true;
+  for (const auto& r : rows) all_ok = all_ok && r.ok();
+  std::fprintf(stdout, "\n%s: %s (%s/compare.md, %s/compare.json)\n", all_ok ? "PASS" : "FAIL",
+               all_ok ? "every strategy ran, matched dp1 and its predictions" : "see the rows marked FAIL or ERROR",
+               o.out.c_str(), o.out.c_str());
+  return all_ok ? 0 : 1;
+}
+
+int run_bubble(const std::string& dir, const std::string& json_out) {
+  auto rep = evidence::bubble_of_run(dir);
+  if (!rep.ok()) return report_status(rep.status());
+  std::fputs(rep->to_markdown().c_str(), stdout);
+  if (!json_out.empty())
+    if (Status st = write_file_atomic(json_out, rep->to_json().dump(2) + "\n"); !st.ok()) return report_status(st);
+  return 0;
+}
+
+}  // namespace
+
+void register_compare(CLI::App& app, CommandResult& result) {
+  auto o = std::make_shared<CompareOpts>();
+  CLI::App* cmd = app.add_subcommand("compare", "Run several parallel strategies on one contract and compare them "
+                                                "with dp=1 side by side (docs/compare.md)");
+  cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
+  cmd->add_option("--config", o->config, "Run configuration file (TOML)");
+  cmd->add_option("--set", o->sets, "Override a key for every strategy: --set train.steps=5 (repeatable)");
+  cmd->add_option("--strategies", o->strategies,
+                  "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "
+                  "interleaved[V] recompute fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always runs first)")
+      ->required();
+  cmd->add_option("--out", o->out, "Directory for the runs (DIR/<strategy>/), logs, compare.md and compare.json")
+      ->required();
+  cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");
+  cmd->add_option("--cache", o->cache, "Prepared-data cache directory (default: <root>/.shardproof-cache)");
+  cmd->callback([o, &result] { result.exit_code = run_compare(*o); });
+
+  struct BubbleOpts {
+    std::string dir, json;
+  };
+  auto b = std::make_shared<BubbleOpts>();
+  CLI::App* bub = app.add_subcommand("bubble", "Print the measured pipeline bubble of a run per stage next to its "
+                                               "theory (docs/compare.md)");
+  bub->add_option("DIR", b->dir, "Run directory holding timeline/, topology.json and contract.json")->required();
+  bub->add_option("--json", b->json, "Also write the report (with every rank and step) as JSON to this file");
+  bub->callback([b, &result] { result.exit_code = run_bubble(b->dir, b->json); });
+}
+
+}  // namespace sp::cli

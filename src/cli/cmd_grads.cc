@@ -1,0 +1,117 @@
+// `shardproof grads`: the loss and every gradient of one token batch for given weights, written as
+// safetensors with Hugging Face names and (out, in) layout — the interface the PyTorch oracle tests
+// use. Runs the same engine path as training at dp = tp = pp = 1 with one micro-batch.
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "ckpt/safetensors.h"
+#include "cli/command.h"
+#include "cli/run_setup.h"
+#include "core/file_io.h"
+#include "core/log.h"
+#include "cli/token_batch.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_scope.h"
+#include "parallel/engine.h"
+
+namespace sp::cli {
+namespace {
+
+Result<model::LlamaConfig> read_model_config(const std::string& path) {
+  nlohmann::json j;
+  if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
+    SP_ASSIGN_OR_RETURN(std::string text, read_file(path, 1 << 24));
+    j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) return invalid_argument("model config '{}' is not valid JSON", path);
+  } else {
+    SP_ASSIGN_OR_RETURN(j, parallel::read_toml(path));
+  }
+  if (j.is_object() && j.contains("model")) j = j.at("model");
+  auto c = model::LlamaConfig::from_json(j);
+  if (!c.ok()) return c.status().with_context(path);
+  return c;
+}
+
+Status run_grads(const std::string& config_path, const std::string& weights, const std::string& tokens_path,
+                 const std::string& out) {
+  SP_ASSIGN_OR_RETURN(model::LlamaConfig mc, read_model_config(config_path));
+  SP_ASSIGN_OR_RETURN(TokenBatch batch, read_token_batch(tokens_path, mc.vocab_size));
+  if (batch.cols - 1 > mc.max_seq)
+    return invalid_argument("token batch '{}' has sequences of {} tokens; model.max_seq is {}", tokens_path,
+                            batch.cols - 1, mc.max_seq);
+  SP_ASSIGN_OR_RETURN(ckpt::SafetensorsReader reader, ckpt::SafetensorsReader::open(weights));
+  std::map<std::string, std::vector<float>> w;
+  for (const model::WeightSpec& s : model::weight_table(mc)) {
+    std::vector<float> v(static_cast<size_t>(shape_numel(s.shape)));
+    SP_RETURN_IF_ERROR(reader.read_f32(s.name, s.shape, v.data()));
+    w[s.name] = std::move(v);
+  }
+  for (const auto& e : reader.tensors())
+    if (!w.count(e.name))
+      return invalid_argument("weights '{}' hold tensor '{}', which this model configuration does not have", weights,
+                              e.name);
+
+  parallel::RunConfig rc;
+  rc.model = mc;
+  rc.data.vocab_size = mc.vocab_size;
+  rc.train.micro_batch_size = batch.rows;
+  rc.train.global_batch = batch.rows;
+  rc.train.seq_len = batch.cols - 1;
+  rc.train.eval_batches = 0;
+  SP_ASSIGN_OR_RETURN(parallel::Plan plan, parallel::Plan::make(rc, 1));
+  SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
+  comm::GridCommunicators comms = comm::make_grid_communicators(grid);
+  comm::TraceContext trace;
+  MemoryLedger ledger;
+  ckpt::SafetensorsWriter writer;
+  std::map<std::string, std::vector<float>> grads;
+  double loss = 0.0;
+  {
+    parallel::Engine engine(plan, grid, comms, trace, ledger, nullptr, nullptr, nullptr);
+    engine.set_parameters([&](const std::string& name) -> const float* {
+      auto it = w.find(name);
+      return it == w.end() ? nullptr : it->second.data();
+    });
+    loss = engine.compute_gradients(batch.tokens.data());
+    for (const model::UnitPiece& p : engine.gradient_pieces())
+      for (const model::TensorSlot& t : p.unit->tensors) {
+        auto& g = grads[t.spec.name];
+        g.resize(static_cast<size_t>(t.numel));
+        std::memcpy(g.data(), p.data + t.offset, sizeof(float) * static_cast<size_t>(t.numel));
+      }
+  }
+  for (const model::WeightSpec& s : model::weight_table(mc))
+    writer.add(s.name, DType::kF32, s.shape, grads.at(s.name).data());
+  writer.set_metadata("format", "shardproof-grads");
+  writer.set_metadata("loss", fmt::format("{:.17g}", loss));
+  writer.set_metadata("engine", SP_GIT_REVISION);
+  SP_RETURN_IF_ERROR(writer.write(out));
+  log_info("loss {:.9f}; {} gradients written to {}", loss, grads.size(), out);
+  return Status();
+}
+
+}  // namespace
+
+void register_grads(CLI::App& app, CommandResult& result) {
+  struct Opts {
+    std::string config, weights, tokens, out;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("grads", "Loss and every gradient of one token batch for given weights");
+  cmd->add_option("--config", o->config, "Model configuration (JSON or TOML, keys of [model])")->required();
+  cmd->add_option("--weights", o->weights, "Weights, safetensors with Hugging Face names")->required();
+  cmd->add_option("--tokens", o->tokens, "Token batch file (docs/formats/token_batch.md)")->required();
+  cmd->add_option("--out", o->out, "Output safetensors: gradients, loss in the metadata")->required();
+  cmd->callback([o, &result] {
+    comm::MpiScope mpi(nullptr, nullptr);
+    if (mpi.world_size() != 1) {
+      result.exit_code = report_status(invalid_argument("shardproof grads runs on one rank, got {}", mpi.world_size()));
+      return;
+    }
+    result.exit_code = report_status(run_grads(o->config, o->weights, o->tokens, o->out));
+  });
+}
+
+}  // namespace sp::cli

@@ -1,0 +1,94 @@
+// `shardproof lab list | show KEY | run KEY --out DIR`: the learning labs LSL-A … LSL-O (docs/labs.md).
+// A driver process like `prove`, not an MPI rank: `run` validates the lab (config, topology, fault)
+// and hands it to the proof protocol (cli/prove.h), which launches its own mpirun stages.
+// Exit codes: list/show 0, unknown key 2; run: prove's (0 PASS, 1 FAIL, 2 usage), and 2 for a lab this
+// engine cannot demonstrate (it prints why and the closest runnable lab; it never runs a substitute).
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.h"
+#include "cli/labs.h"
+#include "cli/prove.h"
+#include "cli/run_setup.h"
+
+namespace sp::cli {
+namespace {
+
+struct LabOptions {
+  std::string key;
+  std::string out;
+  std::string root;
+  std::string cache;
+  std::vector<std::string> sets;
+  bool quiet = false;
+};
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Unknown keys are usage errors (exit 2), whatever the Status code.
+const Lab* lab_or_report(const std::string& key, CommandResult& result) {
+  Result<const Lab*> lab = find_lab(key);
+  if (lab.ok()) return *lab;
+  report_status(lab.status());
+  result.exit_code = 2;
+  return nullptr;
+}
+
+int run_lab(const Lab& lab, const LabOptions& o) {
+  if (!lab.available) {
+    print(lab_unavailable_text(lab));
+    return 2;
+  }
+  const std::string root = o.root.empty() ? default_root() : o.root;
+  if (Status s = validate_lab(lab, root, o.sets); !s.ok()) {
+    report_status(s);
+    return 2;
+  }
+  ProveOptions p = lab_prove_options(
+      lab, LabRunOptions{.out = o.out, .root = root, .cache = o.cache, .extra_sets = o.sets, .quiet = o.quiet});
+  print(lab.key + " §" + lab.section + " " + lab.title + ": " + std::to_string(lab.world) + " ranks, fault " +
+        lab.fault + (o.sets.empty() ? "" : " (with your --set overrides: not the lab's preset)") + "\n");
+  const int rc = run_prove(p);
+  // The lab's point: where to look next (printed with --quiet too; it is not progress output).
+  std::string text = "\nwhat to observe in " + o.out + " (shardproof lab show " + lab.key + "):\n";
+  for (const std::string& line : lab.observe) text += "  - " + line + "\n";
+  print(text);
+  return rc;
+}
+
+}  // namespace
+
+void register_lab(CLI::App& app, CommandResult& result) {
+  auto o = std::make_shared<LabOptions>();
+  CLI::App* lab = app.add_subcommand("lab",
+                                     "learning labs LSL-A … LSL-O, one per section of chapter 4 "
+                                     "(distributed training): list, show, run");
+  lab->require_subcommand(1);
+
+  CLI::App* list = lab->add_subcommand("list", "every lab: key, section, ranks, fault, title");
+  list->callback([] { print(lab_list_text()); });
+
+  CLI::App* show = lab->add_subcommand("show", "what a lab runs, what to observe, what it cannot be extrapolated to");
+  show->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
+  show->callback([o, &result] {
+    if (const Lab* l = lab_or_report(o->key, result)) print(lab_show_text(*l));
+  });
+
+  CLI::App* run = lab->add_subcommand("run", "run a lab through the proof protocol (shardproof prove) into DIR");
+  run->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
+  run->add_option("--out", o->out, "bundle directory (must not hold a previous bundle)")->required();
+  run->add_option("--root", o->root, "repository root for configs/ and data/ (default: the source tree)");
+  run->add_option("--cache", o->cache, "prepared-data cache (default: <root>/.shardproof-cache)");
+  run->add_option("--set", o->sets,
+                  "a variation on the lab: --set train.recompute=none (repeatable; applied after "
+                  "the lab's own overrides)");
+  run->add_flag("--quiet", o->quiet, "no per-step progress lines");
+  run->callback([o, &result] {
+    if (const Lab* l = lab_or_report(o->key, result)) result.exit_code = run_lab(*l, *o);
+  });
+}
+
+}  // namespace sp::cli

@@ -1,0 +1,125 @@
+// `shardproof train`: one training run with its evidence bundle (docs/cli.md).
+#include <memory>
+
+#include "cli/command.h"
+#include "cli/run_setup.h"
+#include "comm/mpi_scope.h"
+#include "core/log.h"
+#include "evidence/faults.h"
+#include "parallel/checkpointing.h"
+#include "parallel/trainer.h"
+
+namespace sp::cli {
+
+void register_train(CLI::App& app, CommandResult& result) {
+  struct Opts {
+    std::string preset, config, out, root, cache;
+    std::vector<std::string> sets;
+    int np = 0;
+    bool quiet = false;
+    // -- checkpoints --
+    std::string resume = "auto", init_from;
+    std::vector<std::string> faults;
+    bool fallback_previous = false;
+    int64_t stop_after = 0;
+    // -- proof protocol --
+    std::string expect_contract;
+    bool contract_only = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model and write its evidence bundle");
+  cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
+  cmd->add_option("--config", o->config, "Run configuration file (TOML)");
+  cmd->add_option("--set", o->sets, "Override a key: --set parallel.dp=4 (repeatable)");
+  cmd->add_option("--out", o->out, "Evidence bundle directory")->required();
+  cmd->add_option("--np", o->np, "Start mpirun with this many ranks (instead of running under mpirun)");
+  cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");
+  cmd->add_option("--cache", o->cache, "Prepared-data cache directory (default: <root>/.shardproof-cache)");
+  cmd->add_flag("--quiet", o->quiet, "No progress line");
+  // -- checkpoints (docs/checkpoints.md) --
+  cmd->add_option("--resume", o->resume,
+                  "auto: resume from the run directory's newest checkpoint if there is one; required: refuse to "
+                  "start without one; never: refuse to start if the directory holds checkpoints")
+      ->check(CLI::IsMember({"auto", "required", "never"}));
+  cmd->add_flag("--fallback-previous", o->fallback_previous,
+                "If the newest checkpoint is damaged, resume from the previous good one (saying so)");
+  cmd->add_option("--stop-after", o->stop_after, "Stop after this many steps, as an interrupted run would")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--init-from", o->init_from,
+                  "Start a fresh run from consolidated weights (shardproof ckpt export; HF names, F32)");
+  cmd->add_option("--fault", o->faults,
+                  "Inject one fault: a catalogue fault NAME[@STEP][:RANK] (docs/faults.md), or a checkpoint-save "
+                  "fault ckpt-kill-PHASE[@STEP][:RANK], ckpt-enospc[@STEP][:RANK] (docs/checkpoints.md)");
+  cmd->add_option("--expect-contract", o->expect_contract,
+                  "Refuse to run unless this run's contract equals the frozen one in FILE (up to topology and "
+                  "evidence settings; docs/prove.md)");
+  cmd->add_flag("--contract-only", o->contract_only, "Prepare the data, write contract.json to --out and stop");
+  cmd->callback([o, &result, cmd] {
+    if (o->np > 0 && !launched_by_mpi()) {
+      std::vector<std::string> args = {"train"};
+      for (const auto& opt : cmd->get_options()) {
+        if (opt->get_name() == "--np" || opt->get_name() == "--help" || opt->count() == 0) continue;
+        for (const auto& v : opt->results()) {
+          args.push_back(opt->get_name());
+          if (opt->get_expected_min() > 0) args.push_back(v);
+        }
+      }
+      result.exit_code = relaunch_with_mpirun(o->np, args);
+      return;
+    }
+    const std::string root = o->root.empty() ? default_root() : o->root;
+    auto config = load_run_config(root, o->preset, o->config, o->sets);
+    if (!config.ok()) {
+      result.exit_code = report_status(config.status());
+      return;
+    }
+    comm::MpiScope mpi(nullptr, nullptr);
+    parallel::TrainOptions topt;
+    topt.out_dir = o->out;
+    topt.root_dir = root;
+    topt.cache_dir = o->cache;
+    topt.progress = !o->quiet;
+    // -- checkpoints --
+    topt.resume.mode = parallel::parse_resume_mode(o->resume).value();  // CLI::IsMember checked it
+    topt.resume.fallback_previous = o->fallback_previous;
+    topt.stop_after = o->stop_after;
+    topt.init_from = o->init_from;
+    topt.expect_contract = o->expect_contract;
+    topt.contract_only = o->contract_only;
+    if (o->faults.size() > 1) {
+      result.exit_code = report_status(invalid_argument("--fault given {} times; a run injects at most one fault",
+                                                        o->faults.size()));
+      return;
+    }
+    for (const std::string& spec : o->faults) {
+      auto save_fault = ckpt::parse_save_fault(spec);
+      if (!save_fault.ok()) {
+        result.exit_code = report_status(save_fault.status());
+        return;
+      }
+      if (save_fault->has_value()) {
+        topt.ckpt_fault = **save_fault;
+        continue;
+      }
+      auto fault = evidence::parse_fault(spec);
+      if (!fault.ok()) {
+        result.exit_code = report_status(
+            fault.status().with_hint("or a checkpoint-save fault: ckpt-kill-PHASE[@STEP][:RANK], "
+                                     "ckpt-enospc[@STEP][:RANK]"));
+        return;
+      }
+      topt.fault = *fault;
+    }
+    auto summary = parallel::run_training(*config, topt, mpi);
+    if (!summary.ok()) {
+      result.exit_code = report_status(summary.status());
+      return;
+    }
+    if (mpi.world_rank() == 0)
+      log_info("done: {} steps, loss {:.4f}, eval loss {:.4f} (at init {:.4f}), {:.0f} tokens/s; evidence in {}",
+               summary->steps, summary->final_loss, summary->final_eval_loss, summary->initial_eval_loss,
+               summary->tokens_per_second, o->out);
+  });
+}
+
+}  // namespace sp::cli

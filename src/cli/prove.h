@@ -1,0 +1,37 @@
+// `shardproof prove`: the four-stage proof protocol (docs/prove.md). Driver process, not an MPI rank:
+// each stage is its own `mpirun` launch of this binary, and the gate is derived from the files the
+// stages wrote (evidence/proof.h), the same way `shardproof verify DIR` derives it for a third party.
+//   1 contract   freeze the run contract (config, data, versions) into DIR/contract.json
+//   2 reference  dp=tp=pp=1 and the parallel configuration, full evidence, checkpoint at step k
+//   3 fault      the parallel configuration with exactly one catalogue fault: first divergence
+//   4 recovery   no fault, resume from the step-k checkpoint: the reference trajectory again
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "parallel/proof.h"
+
+namespace sp::cli {
+
+struct ProveOptions {
+  std::string preset;              // configs/NAME.toml (default: the config's own default, tiny)
+  std::string config;              // or a TOML file
+  std::vector<std::string> sets;   // --set key=value overrides, in order
+  std::string fault;               // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
+  std::string out;                 // bundle directory (must not hold a previous bundle)
+  std::string root;                // source root for configs/ and data/ (default_root() when empty)
+  std::string cache;               // prepared-data cache (default <root>/.shardproof-cache)
+  std::string title;               // heading of summary.md (labs pass their key and title)
+  bool quiet = false;              // no per-step progress lines from the stages
+  bool no_recovery = false;        // skip stage 4: shows that the gate fails without it (tests, labs)
+};
+
+// Runs the protocol; prints the stage lines, the verdict, the first-divergence line and the bundle path.
+// Returns the exit code: 0 PASS, 1 FAIL, 2 usage or configuration error.
+int run_prove(const ProveOptions& options);
+
+// The gate table, the first-divergence line, the verdict and the bundle path, on stdout.
+void print_verdict(const parallel::ProofVerdict& verdict, const std::string& bundle);
+
+}  // namespace sp::cli

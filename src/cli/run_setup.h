@@ -1,0 +1,29 @@
+// Shared CLI plumbing for commands that run the engine: the source root (configs/, data/), config
+// loading (--preset / --config / --set), and relaunching under mpirun for --np.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "parallel/run_config.h"
+
+namespace sp::cli {
+
+// The repository root used to resolve presets and relative data paths: --root, else $SHARDPROOF_ROOT,
+// else the source directory this binary was built from.
+std::string default_root();
+// --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
+Result<parallel::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+                                            const std::string& config_file, const std::vector<std::string>& sets);
+// True when this process was started by mpirun/srun (one rank of a job).
+bool launched_by_mpi();
+// Re-executes this binary under `mpirun -np N` with `args` (argv without --np), returns its exit code.
+int relaunch_with_mpirun(int np, const std::vector<std::string>& args);
+// The same with stdout and stderr appended to `log_path` (empty: inherited). A job that ended on a
+// signal returns 128 + the signal number.
+int run_with_mpirun(int np, const std::vector<std::string>& args, const std::string& log_path);
+
+}  // namespace sp::cli

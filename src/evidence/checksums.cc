@@ -1,0 +1,92 @@
+#include "evidence/checksums.h"
+
+#include <algorithm>
+#include <bit>
+
+#include <fmt/format.h>
+
+namespace sp::evidence {
+
+LogicalTensors::LogicalTensors(const model::LlamaConfig& config) : specs_(model::weight_table(config)) {}
+
+size_t LogicalTensors::index_of(const std::string& name) const {
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].name == name) return i;
+  SP_CHECK(false, "no logical tensor named '{}'", name);
+  __builtin_unreachable();
+}
+
+std::vector<TensorSummary> summarize_pieces(const LogicalTensors& tensors, const std::vector<model::UnitPiece>& pieces,
+                                            bool contribute_replicated) {
+  std::vector<TensorSummary> out(tensors.size());
+  for (const model::UnitPiece& p : pieces) {
+    for (const model::TensorSlot& t : p.unit->tensors) {
+      if (t.spec.tp_dim < 0 && !contribute_replicated) continue;
+      const int64_t lo = std::max(p.begin, t.offset);
+      const int64_t hi = std::min(p.end, t.offset + t.numel);
+      if (lo >= hi) continue;
+      out[tensors.index_of(t.spec.name)].add_shard(p.data + (lo - p.begin), t, lo - t.offset, hi - t.offset);
+    }
+  }
+  return out;
+}
+
+std::vector<TensorSummary> all_reduce_summaries(comm::Communicator& world, const std::vector<TensorSummary>& local) {
+  const size_t n = local.size();
+  constexpr size_t W = TensorSummary::kSumWords;
+  std::vector<uint64_t> sums(n * W), maxes(n);
+  for (size_t i = 0; i < n; ++i) {
+    local[i].to_sum_words(std::span<uint64_t>(sums.data() + i * W, W));
+    maxes[i] = local[i].max_word();
+  }
+  world.all_reduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kU64, comm::ReduceOp::kSum);
+  world.all_reduce(maxes.data(), static_cast<int64_t>(maxes.size()), DType::kU64, comm::ReduceOp::kMax);
+  std::vector<TensorSummary> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(TensorSummary::from_words(std::span<const uint64_t>(sums.data() + i * W, W), maxes[i]));
+  return out;
+}
+
+TensorSummary merge_all(const std::vector<TensorSummary>& summaries) {
+  TensorSummary total;
+  for (const TensorSummary& s : summaries) total.merge(s);
+  return total;
+}
+
+Result<ChecksumWriter> ChecksumWriter::open(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return io_error("cannot create checksum file '{}'", path);
+  return ChecksumWriter(f);
+}
+
+ChecksumWriter::ChecksumWriter(ChecksumWriter&& o) noexcept : f_(std::exchange(o.f_, nullptr)) {}
+
+ChecksumWriter::~ChecksumWriter() {
+  if (f_ != nullptr) std::fclose(f_);
+}
+
+void ChecksumWriter::write_tensors(int64_t step, const std::string& phase, const LogicalTensors& tensors,
+                                   const std::vector<TensorSummary>& summaries) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    nlohmann::json j = {{"step", step}, {"phase", phase}, {"tensor", tensors.spec(i).name},
+                        {"numel", tensors.numel(i)}};
+    j.update(summaries[i].to_json());
+    const std::string line = j.dump() + "\n";
+    std::fwrite(line.data(), 1, line.size(), f_);
+  }
+}
+
+void ChecksumWriter::write_scalar(int64_t step, const std::string& phase, const std::string& name, double value) {
+  nlohmann::json j = {{"step", step},
+                      {"phase", phase},
+                      {"tensor", name},
+                      {"value", value},
+                      {"bits", fmt::format("{:016x}", std::bit_cast<uint64_t>(value))}};
+  const std::string line = j.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), f_);
+}
+
+void ChecksumWriter::flush() { std::fflush(f_); }
+
+}  // namespace sp::evidence

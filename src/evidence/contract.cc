@@ -1,0 +1,65 @@
+#include "evidence/contract.h"
+
+#include <cblas.h>
+
+#include <fmt/format.h>
+
+#include "core/hash.h"
+
+namespace sp::evidence {
+
+std::string engine_revision() { return SP_GIT_REVISION; }
+std::string compiler_version() { return fmt::format("g++ {}", __VERSION__); }
+std::string blas_version() { return openblas_get_config(); }
+
+std::string contract_hash(const nlohmann::json& c) { return sha256_hex(c.dump()); }
+
+nlohmann::json make_contract(const ContractInputs& in) {
+  nlohmann::json c = {
+      {"format_version", 1},
+      {"engine",
+       {{"revision", engine_revision()}, {"compiler", compiler_version()}, {"mpi", in.mpi_version},
+        {"blas", blas_version()}}},
+      {"config", in.config},
+      {"data", in.data_identity},
+      {"world_size", in.world_size},
+  };
+  c["hash"] = contract_hash(c);
+  return c;
+}
+
+Status verify_contract(const nlohmann::json& contract, const std::string& label) {
+  if (!contract.is_object() || !contract.contains("hash") || !contract.at("hash").is_string())
+    return corrupt("{}: contract has no \"hash\" field", label);
+  nlohmann::json body = contract;
+  body.erase("hash");
+  const std::string want = contract_hash(body);
+  if (contract.at("hash").get<std::string>() != want)
+    return corrupt("{}: contract content does not match its hash (stored {}, computed {}): the file was edited",
+                   label, contract.at("hash").get<std::string>(), want);
+  return Status();
+}
+
+static void diff(const nlohmann::json& a, const nlohmann::json& b, const std::string& path,
+                 const std::vector<std::string>& ignore, std::vector<std::string>& out) {
+  for (const auto& prefix : ignore)
+    if (path == prefix || path.rfind(prefix + ".", 0) == 0) return;
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [k, v] : a.items())
+      diff(v, b.contains(k) ? b.at(k) : nlohmann::json(), path.empty() ? k : path + "." + k, ignore, out);
+    for (const auto& [k, v] : b.items())
+      if (!a.contains(k)) diff(nlohmann::json(), v, path.empty() ? k : path + "." + k, ignore, out);
+    return;
+  }
+  if (a != b) out.push_back(fmt::format("{}: {} ≠ {}", path, a.is_null() ? "(absent)" : a.dump(),
+                                        b.is_null() ? "(absent)" : b.dump()));
+}
+
+std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::json& b,
+                                       const std::vector<std::string>& ignore) {
+  std::vector<std::string> out;
+  diff(a, b, "", ignore, out);
+  return out;
+}
+
+}  // namespace sp::evidence

@@ -1,0 +1,36 @@
+// The run contract (contract.json, docs/formats/contract.md): everything that defines a run,
+// frozen and hashed. Two runs are comparable only if their contracts agree on every field except
+// the topology; a resumed run or a later protocol stage must present the identical contract, and
+// a difference is reported field by field ("train.seed: 1234 ≠ 99").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace sp::evidence {
+
+struct ContractInputs {
+  nlohmann::json config;         // RunConfig::to_json()
+  nlohmann::json data_identity;  // corpus/tokenizer/split/shard hashes, vocab size
+  std::string mpi_version;
+  int world_size = 1;
+};
+
+// Builds the contract document with its "hash" (SHA-256 of the canonical dump of everything else).
+nlohmann::json make_contract(const ContractInputs& in);
+std::string contract_hash(const nlohmann::json& contract_without_hash);
+// Checks the stored hash against the content (a tampered file fails, naming the file).
+Status verify_contract(const nlohmann::json& contract, const std::string& label);
+// Field-by-field differences ("train.seed: 1234 ≠ 99"), skipping keys under `ignore` prefixes.
+std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::json& b,
+                                       const std::vector<std::string>& ignore = {});
+
+std::string engine_revision();
+std::string compiler_version();
+std::string blas_version();
+
+}  // namespace sp::evidence

@@ -1,0 +1,147 @@
+#include "evidence/faults.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace sp::evidence {
+
+std::string_view view_name(View v) {
+  switch (v) {
+    case View::kTraceConsistency: return "trace consistency";
+    case View::kTraceVsPrediction: return "trace vs predicted communication";
+    case View::kActivations: return "per-layer activation trace";
+    case View::kChecksums: return "gradient/parameter checksums vs reference";
+    case View::kReplicas: return "dp replica consistency";
+    case View::kCheckpoint: return "checkpoint integrity";
+    case View::kEval: return "independent evaluation";
+    case View::kJob: return "job status";
+  }
+  return "?";
+}
+
+const std::vector<FaultInfo>& fault_catalogue() {
+  static const std::vector<FaultInfo> k = {
+      {FaultKind::kSkipGradAllreduce, "skip-grad-allreduce",
+       "every rank skips the dp gradient sync of one unit (a parameter missing from the all-reduce)",
+       View::kTraceVsPrediction, "grad_sync bytes below the plan at that step on the dp groups", "dp > 1"},
+      {FaultKind::kStaleGrad, "stale-grad", "one rank does not zero its gradient buffers: last step's gradient leaks in",
+       View::kChecksums, "grad digests differ from the reference from that step on", "steps ≥ 2 and step ≥ 1"},
+      {FaultKind::kWrongLossScale, "wrong-loss-scale",
+       "one rank divides by its micro-batch's token count instead of the global batch's", View::kChecksums,
+       "grad digests differ at that step (loss unchanged at that step)", "micro-batches ≥ 2"},
+      {FaultKind::kDropTpAllreduce, "drop-tp-allreduce",
+       "the forward all-reduce after o_proj of the first block is skipped", View::kTraceVsPrediction,
+       "forward bytes below the plan on the tp groups at that step", "tp > 1"},
+      {FaultKind::kPpMicrobatchSwap, "pp-microbatch-swap",
+       "the last pipeline stage pairs micro-batches 0 and 1 with each other's targets", View::kChecksums,
+       "the loss differs from the reference at that step", "pp > 1 and micro-batches per dp rank ≥ 2"},
+      {FaultKind::kZero3StaleParam, "zero3-stale-param",
+       "one rank serves its pre-update shard of the first block in the step's ZeRO-3 gathers", View::kActivations,
+       "block.0's output differs from the reference at that step (the loss follows)", "zero = 3, dp > 1, step ≥ 1"},
+      {FaultKind::kDesyncExtraCollective, "desync-extra-collective", "one rank issues one extra all-reduce",
+       View::kTraceConsistency, "the checker names the group, sequence number, ranks and field", "world > 1"},
+      {FaultKind::kRankCrash, "rank-crash", "one rank is killed (SIGKILL) in the middle of the step", View::kJob,
+       "the job ends with a non-zero status naming the rank; its trace stops", "world > 1"},
+      {FaultKind::kCkptBitflip, "ckpt-bitflip", "one bit of a committed checkpoint shard flips", View::kCheckpoint,
+       "SHA-256 mismatch naming the file", "a checkpoint"},
+      {FaultKind::kCkptTruncate, "ckpt-truncate", "a committed checkpoint shard loses its last byte",
+       View::kCheckpoint, "size mismatch naming the file", "a checkpoint"},
+      {FaultKind::kCkptMissingShard, "ckpt-missing-shard", "a committed checkpoint shard is deleted",
+       View::kCheckpoint, "missing file named", "a checkpoint"},
+      {FaultKind::kDataOrder, "data-order", "one rank draws its micro-batches with another seed", View::kActivations,
+       "the embedding output of that rank's micro-batches differs at that step", "none"},
+      {FaultKind::kNanInjection, "nan-injection", "one rank's first micro-batch gradient gets a NaN",
+       View::kChecksums, "non-finite gradients at that step, no update applied", "none"},
+  };
+  return k;
+}
+
+const FaultInfo& fault_info(FaultKind kind) {
+  for (const FaultInfo& f : fault_catalogue())
+    if (f.kind == kind) return f;
+  SP_CHECK(false, "no catalogue entry for fault kind {}", static_cast<int>(kind));
+  __builtin_unreachable();
+}
+
+std::string FaultSpec::to_string() const {
+  if (!any()) return "none";
+  return fmt::format("{}@{}:{}", fault_info(kind).name, step, rank);
+}
+
+bool FaultSpec::fires(FaultKind k, int64_t at_step, int at_rank) const {
+  if (kind != k || at_step != step) return false;
+  switch (k) {
+    case FaultKind::kSkipGradAllreduce:
+    case FaultKind::kDropTpAllreduce:
+    case FaultKind::kPpMicrobatchSwap:
+      return true;
+    default:
+      return at_rank == rank;
+  }
+}
+
+Result<FaultSpec> parse_fault(std::string_view text) {
+  FaultSpec f;
+  std::string_view name = text;
+  auto number = [&](std::string_view s, const char* what, int64_t& out) -> Status {
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || out < 0)
+      return invalid_argument("--fault '{}': the {} '{}' is not a non-negative integer", text, what, s);
+    return Status();
+  };
+  if (const auto colon = name.find(':'); colon != std::string_view::npos) {
+    int64_t r = 0;
+    SP_RETURN_IF_ERROR(number(name.substr(colon + 1), "rank", r));
+    f.rank = static_cast<int>(r);
+    name = name.substr(0, colon);
+  }
+  if (const auto at = name.find('@'); at != std::string_view::npos) {
+    SP_RETURN_IF_ERROR(number(name.substr(at + 1), "step", f.step));
+    name = name.substr(0, at);
+  }
+  for (const FaultInfo& i : fault_catalogue())
+    if (i.name == name) {
+      f.kind = i.kind;
+      return f;
+    }
+  std::string names;
+  for (const FaultInfo& i : fault_catalogue()) names += (names.empty() ? "" : ", ") + std::string(i.name);
+  return invalid_argument("unknown fault '{}'", name).with_hint("the catalogue: " + names + " (NAME[@step][:rank])");
+}
+
+Status check_fault_applicable(const FaultSpec& f, int dp, int tp, int pp, int zero, int world, int64_t steps,
+                              int64_t micro_batches) {
+  if (!f.any()) return Status();
+  const FaultInfo& i = fault_info(f.kind);
+  auto refuse = [&](const std::string& why) {
+    return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
+        .with_hint(fmt::format("{} needs {}", i.name, i.needs));
+  };
+  if (f.step >= steps) return refuse(fmt::format("step {} ≥ train.steps = {}", f.step, steps));
+  if (f.rank >= world) return refuse(fmt::format("rank {} ≥ world size {}", f.rank, world));
+  switch (f.kind) {
+    case FaultKind::kSkipGradAllreduce: if (dp < 2) return refuse("dp = 1"); break;
+    case FaultKind::kStaleGrad: if (f.step < 1) return refuse("step 0 has no previous gradient"); break;
+    case FaultKind::kWrongLossScale: if (micro_batches < 2) return refuse("one micro-batch per step"); break;
+    case FaultKind::kDropTpAllreduce: if (tp < 2) return refuse("tp = 1"); break;
+    case FaultKind::kPpMicrobatchSwap:
+      if (pp < 2) return refuse("pp = 1");
+      if (micro_batches / dp < 2) return refuse("fewer than 2 micro-batches per dp rank");
+      break;
+    case FaultKind::kZero3StaleParam:
+      if (zero != 3 || dp < 2) return refuse(fmt::format("zero = {}, dp = {}", zero, dp));
+      if (f.step < 1) return refuse("step 0 has no previous parameters");
+      break;
+    case FaultKind::kDesyncExtraCollective:
+    case FaultKind::kRankCrash:
+      if (world < 2) return refuse("world size 1");
+      break;
+    default: break;
+  }
+  return Status();
+}
+
+}  // namespace sp::evidence

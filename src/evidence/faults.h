@@ -1,0 +1,67 @@
+// The fault catalogue (docs/faults.md): one injected fault per run, `--fault NAME[@step][:rank]`.
+// Each entry names what it breaks, the topology it needs, and the evidence view expected to catch
+// it first; the protocol's stage 3 checks that the view did. Faults are compiled in and cost one
+// comparison when off: hook sites ask `fires(kind, step, rank)`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace sp::evidence {
+
+enum class FaultKind {
+  kNone,
+  kSkipGradAllreduce,     // every rank skips the dp sync of one unit's gradients at `step`
+  kStaleGrad,             // `rank` does not zero its gradient leaves at `step`: last step's values leak in
+  kWrongLossScale,        // `rank` scales by its micro-batch's token count instead of the global batch's
+  kDropTpAllreduce,       // every tp rank skips the forward all-reduce after o_proj of the first block
+  kPpMicrobatchSwap,      // the last pipeline stage pairs micro-batches 0 and 1 with each other's targets
+  kZero3StaleParam,       // `rank` serves its pre-update shard of one unit in the step's ZeRO-3 gathers
+  kDesyncExtraCollective, // `rank` issues one extra all-reduce on the world group
+  kRankCrash,             // `rank` kills itself (SIGKILL) in the middle of the step
+  kCkptBitflip,           // one bit of a committed checkpoint shard is flipped after the save
+  kCkptTruncate,          // a committed checkpoint shard loses its last byte
+  kCkptMissingShard,      // a committed checkpoint shard is deleted
+  kDataOrder,             // `rank` draws its micro-batches with another seed at `step`
+  kNanInjection,          // `rank` puts a NaN into its first micro-batch's gradient at `step`
+};
+
+// The views of the evidence, in the order they observe a step (docs/faults.md).
+enum class View { kTraceConsistency, kTraceVsPrediction, kActivations, kChecksums, kReplicas, kCheckpoint, kEval,
+                  kJob };
+std::string_view view_name(View v);
+
+struct FaultInfo {
+  FaultKind kind;
+  std::string_view name;
+  std::string_view breaks;        // one line: what goes wrong
+  View expected_view;             // the view that must catch it first
+  std::string_view expectation;   // what the catching view reports
+  std::string_view needs;         // topology requirement, e.g. "dp > 1"
+};
+const std::vector<FaultInfo>& fault_catalogue();
+const FaultInfo& fault_info(FaultKind kind);
+
+struct FaultSpec {
+  FaultKind kind = FaultKind::kNone;
+  int64_t step = 1;  // default: the second step, so that step 0 proves the clean state
+  int rank = 0;      // world rank (for faults on one rank)
+  std::string to_string() const;
+  bool any() const { return kind != FaultKind::kNone; }
+  // The hook sites' question: does this fault act at `step` on world rank `rank`? Faults that act on
+  // every rank (skip-grad-allreduce, drop-tp-allreduce, pp-microbatch-swap) ignore `rank`.
+  bool fires(FaultKind k, int64_t at_step, int at_rank) const;
+};
+
+// "skip-grad-allreduce@3:1" → kind, step 3, rank 1. Errors list the catalogue.
+Result<FaultSpec> parse_fault(std::string_view text);
+// Refuses a fault the topology cannot express ("drop-tp-allreduce needs tp > 1; this run has tp = 1").
+Status check_fault_applicable(const FaultSpec& f, int dp, int tp, int pp, int zero, int world, int64_t steps,
+                              int64_t micro_batches);
+
+}  // namespace sp::evidence

@@ -1,0 +1,61 @@
+// Ledger model: the predicted memory of one rank, derived from the configuration and the documented
+// allocation policy alone (docs/memory.md), not from the engine's allocator. It replays the events
+// that allocate or free memory — setup, the pipeline schedule's forwards and backwards, ZeRO-3
+// gathers, gradient-accumulation buffers of the canonical tree, evaluation — with sizes from the
+// shape formulas, and reports peak bytes per category, per named tensor and in total. The gate
+// requires measurement == prediction to the byte: any allocation the policy does not explain, or
+// a buffer freed later than documented, shows up as a difference.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/llama_config.h"
+#include "model/llama_stage.h"
+#include "tensor/memory_ledger.h"
+
+namespace sp::evidence {
+
+struct LedgerModelInput {
+  model::LlamaConfig model;
+  int dp = 1, tp = 1, pp = 1;
+  int dp_rank = 0, tp_rank = 0;
+  int zero = 0;
+  bool deterministic = true;
+  int64_t micro_batch_size = 1;  // B
+  int64_t seq_len = 1;           // T
+  model::Recompute recompute = model::Recompute::kNone;
+  struct Chunk {
+    int layer_begin = 0, layer_end = 0;
+    bool first = false, last = false;
+  };
+  std::vector<Chunk> chunks;  // by virtual stage
+  struct Action {
+    bool forward = true;
+    int virtual_stage = 0;
+    int64_t micro_batch = 0;
+  };
+  std::vector<Action> train_actions;  // one step
+  int64_t local_micro_batches = 1;    // k
+  std::vector<Action> eval_actions;   // forward only; empty when there is no eval set on this rank
+  int64_t steps = 1;
+  int64_t eval_every = 0;  // evaluation after step s when (s + 1) % eval_every == 0, and after the last
+};
+
+struct LedgerPrediction {
+  MemoryLedger::Bytes total;
+  std::array<MemoryLedger::Bytes, kCategoryCount> by_category{};
+  std::map<std::string, MemoryLedger::Entry> entries;
+};
+
+LedgerPrediction predict_ledger(const LedgerModelInput& in);
+
+// The per-rank comparison document: for total, each category and each name: measured live/peak,
+// predicted live/peak, equal (bool); and `equal` overall.
+nlohmann::json compare_ledger(const MemoryLedger& measured, const LedgerPrediction& predicted);
+
+}  // namespace sp::evidence

@@ -1,0 +1,380 @@
+// Strategy table rows from run directories, and their Markdown and JSON renderings (strategy_table.h).
+#include "evidence/strategy_table.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/file_io.h"
+#include "evidence/compare.h"
+#include "evidence/trace_check.h"
+
+namespace sp::evidence {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string>& step_phases() {
+  static const std::set<std::string> k = {"forward", "backward", "grad_sync", "optimizer", "evidence"};
+  return k;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Result<json> read_json_file(const std::string& path) {
+  SP_ASSIGN_OR_RETURN(std::string text, read_file(path, uint64_t{1} << 30));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return corrupt("'{}' is not valid JSON", path);
+  return j;
+}
+
+std::string axis_of(const std::string& group) { return group.substr(0, group.find('[')); }
+
+std::string human_bytes(int64_t b) {
+  if (b < 0) return "–";
+  if (b < 1024) return fmt::format("{} B", b);
+  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024.0);
+  return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+}
+
+// Text safe inside one Markdown table cell: no line breaks, no unescaped '|'.
+std::string cell_text(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\n') {
+      while (i + 1 < s.size() && (s[i + 1] == ' ' || s[i + 1] == '-')) ++i;  // "\n  - " list items
+      out += !out.empty() && out.back() == ':' ? " " : "; ";
+    } else if (s[i] == '|') {
+      out += "\\|";
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::string mib(int64_t b) { return fmt::format("{:.2f}", static_cast<double>(b) / (1024.0 * 1024.0)); }
+
+// Config facts from contract.json (strategy label aside, the row describes what actually ran).
+void fill_config(StrategyRow& row, const json& contract) {
+  const json& c = contract.value("config", json::object());
+  const json& p = c.value("parallel", json::object());
+  const json& t = c.value("train", json::object());
+  row.dp = p.value("dp", 1);
+  row.tp = p.value("tp", 1);
+  row.pp = p.value("pp", 1);
+  row.zero = p.value("zero", 0);
+  row.virtual_stages = p.value("virtual_stages", 1);
+  row.schedule = p.value("schedule", std::string());
+  row.reduction = p.value("reduction", std::string());
+  row.recompute = t.value("recompute", std::string());
+  row.world = contract.value("world_size", row.dp * row.tp * row.pp);
+}
+
+void fill_metrics(StrategyRow& row, const std::string& dir) {
+  auto lines = read_jsonl(dir + "/metrics.jsonl");
+  if (!lines.ok()) {
+    row.error = lines.status().message();
+    return;
+  }
+  std::vector<double> step_s, compute_s;
+  double step0 = -1, compute0 = -1;
+  for (const json& m : *lines) {
+    const int64_t step = m.value("step", int64_t{-2});
+    if (m.contains("eval_loss") && m["eval_loss"].is_number()) {
+      row.final_eval_loss = m["eval_loss"].get<double>();
+      row.has_eval_loss = true;
+    }
+    if (step < 0) continue;
+    ++row.steps;
+    row.final_loss = m.value("loss", 0.0);
+    const double s = m.value("step_s", 0.0), c = m.value("compute_s", 0.0);
+    if (step == 0) {
+      step0 = s;
+      compute0 = c;
+    } else {
+      step_s.push_back(s);
+      compute_s.push_back(c);
+    }
+  }
+  if (step_s.empty() && step0 >= 0) {
+    step_s.push_back(step0);
+    compute_s.push_back(compute0);
+  }
+  row.step_s = median(step_s);
+  row.compute_s = median(compute_s);
+}
+
+void fill_traffic(StrategyRow& row, const std::string& dir) {
+  auto rep = check_trace_dir(dir);
+  if (!rep.ok()) {
+    row.first_trace_problem = rep.status().message();
+    return;
+  }
+  row.trace_found = true;
+  row.trace_consistent = rep->consistent();
+  row.prediction_found = rep->prediction_found;
+  row.traced_equals_predicted = rep->matches_prediction();
+  row.prediction_mismatches = static_cast<int64_t>(rep->prediction_mismatches.size());
+  if (!rep->mismatches.empty()) row.first_trace_problem = rep->mismatches.front().message;
+  else if (!rep->prediction_mismatches.empty()) row.first_trace_problem = rep->prediction_mismatches.front().message;
+  for (const auto& [key, t] : rep->traffic)
+    if (key.step >= 0) row.bytes_step = std::max(row.bytes_step, key.step);
+  if (row.bytes_step < 0) return;
+  for (const auto& [key, t] : rep->traffic)
+    if (key.step == row.bytes_step && step_phases().count(std::string(comm::phase_name(key.phase))))
+      row.group_bytes[key.group].traced += t.bytes;
+  if (row.prediction_found) {
+    auto predicted = read_json_file(dir + "/comm_predicted.json");
+    if (predicted.ok() && predicted->contains("ranks") && (*predicted)["ranks"].is_array()) {
+      for (auto& [g, b] : row.group_bytes) b.predicted = 0;
+      const std::string step_key = std::to_string(row.bytes_step);
+      for (const json& r : (*predicted)["ranks"]) {
+        if (!r.is_object() || !r.contains("steps") || !r["steps"].contains(step_key)) continue;
+        for (const auto& [group, phases] : r["steps"][step_key].items()) {
+          if (!phases.is_object()) continue;
+          StepBytes& b = row.group_bytes[group];
+          if (b.predicted < 0) b.predicted = 0;
+          for (const auto& [phase, cell] : phases.items())
+            if (step_phases().count(phase) && cell.is_object()) b.predicted += cell.value("bytes", int64_t{0});
+        }
+      }
+    }
+  }
+  for (const auto& [g, b] : row.group_bytes) {
+    StepBytes& a = row.axis_bytes[axis_of(g)];
+    a.traced += b.traced;
+    if (b.predicted >= 0) a.predicted = std::max<int64_t>(a.predicted, 0) + b.predicted;
+  }
+}
+
+void fill_memory(StrategyRow& row, const std::string& dir) {
+  auto ledger = read_json_file(dir + "/ledger.json");
+  if (!ledger.ok() || !ledger->is_object()) return;
+  row.ledger_found = true;
+  row.ledger_equal = ledger->value("equal", false);
+  row.max_peak_bytes = ledger->value("max_peak_bytes", int64_t{0});
+  if (!ledger->contains("ranks") || !(*ledger)["ranks"].is_array()) return;
+  const auto cell = [](const json& j) {
+    return MemoryCell{j.value("measured_peak", int64_t{0}), j.value("predicted_peak", int64_t{0})};
+  };
+  for (const json& r : (*ledger)["ranks"]) {
+    if (!r.is_object()) continue;
+    RankMemory m;
+    m.rank = r.value("rank", 0);
+    m.coords = r.value("coords", std::string());
+    m.equal = r.value("equal", false);
+    if (r.contains("total") && r["total"].is_object()) m.total = cell(r["total"]);
+    if (r.contains("categories") && r["categories"].is_object())
+      for (const auto& [name, c] : r["categories"].items())
+        if (c.is_object()) m.categories[name] = cell(c);
+    row.memory.push_back(std::move(m));
+  }
+}
+
+void fill_equivalence(StrategyRow& row, const std::string& dir, const std::string& reference_dir) {
+  if (reference_dir.empty()) {
+    row.equivalence = "reference";
+    return;
+  }
+  auto c = compare_checksums(dir + "/checksums.jsonl", reference_dir + "/checksums.jsonl");
+  if (!c.ok()) {
+    row.equivalence = "no reference";
+    row.first_divergence = c.status().message();
+    return;
+  }
+  row.equivalence = equivalence_name(c->verdict);
+  row.max_rel_loss = c->max_rel_loss;
+  row.max_rel_param = c->max_rel_param;
+  row.max_rel_grad_first = c->max_rel_grad_first;
+  row.max_rel_grad_later = c->max_rel_grad_later;
+  if (!c->divergence.empty()) row.first_divergence = c->divergence.front().to_string();
+}
+
+}  // namespace
+
+bool StrategyRow::ok() const {
+  if (!error.empty() || exit_code != 0) return false;
+  if (equivalence == "divergent" || equivalence == "no reference") return false;
+  if (!trace_found || !trace_consistent || (prediction_found && !traced_equals_predicted)) return false;
+  return ledger_found && ledger_equal;
+}
+
+StrategyRow strategy_row_of_run(const std::string& dir, const std::string& reference_dir) {
+  StrategyRow row;
+  row.dir = dir;
+  row.label = std::filesystem::path(dir).filename().string();
+  auto contract = read_json_file(dir + "/contract.json");
+  if (!contract.ok()) {
+    row.error = contract.status().message();
+    return row;
+  }
+  fill_config(row, *contract);
+  fill_metrics(row, dir);
+  if (!row.error.empty()) return row;
+  auto bubble = bubble_of_run(dir);
+  if (bubble.ok()) {
+    row.has_bubble = true;
+    row.bubble = std::move(*bubble);
+  }
+  fill_traffic(row, dir);
+  fill_memory(row, dir);
+  fill_equivalence(row, dir, reference_dir);
+  return row;
+}
+
+void fill_ratios(std::vector<StrategyRow>& rows) {
+  if (rows.empty() || rows[0].equivalence != "reference" || rows[0].step_s <= 0) return;
+  for (StrategyRow& r : rows)
+    if (r.error.empty() && r.step_s > 0) r.ratio_vs_ref = r.step_s / rows[0].step_s;
+}
+
+json StrategyRow::to_json() const {
+  json j = {{"label", label}, {"dir", dir}, {"overrides", overrides}, {"world", world}, {"dp", dp}, {"tp", tp},
+            {"pp", pp}, {"zero", zero}, {"schedule", schedule}, {"virtual_stages", virtual_stages},
+            {"reduction", reduction}, {"recompute", recompute}, {"ok", ok()}, {"exit_code", exit_code}};
+  if (!error.empty()) {
+    j["error"] = error;
+    return j;
+  }
+  j["time"] = {{"steps", steps}, {"step_s_median", step_s}, {"ratio_vs_dp1", ratio_vs_ref},
+               {"compute_s_median_rank0", compute_s}};
+  j["bubble"] = has_bubble ? bubble.to_json() : json(nullptr);
+  if (has_bubble) j["bubble"].erase("rank_steps");  // per-rank detail: `shardproof bubble DIR --json`
+  json groups = json::object(), axes = json::object();
+  for (const auto& [g, b] : group_bytes)
+    groups[g] = {{"traced", b.traced}, {"predicted", b.predicted < 0 ? json(nullptr) : json(b.predicted)}};
+  for (const auto& [a, b] : axis_bytes)
+    axes[a] = {{"traced", b.traced}, {"predicted", b.predicted < 0 ? json(nullptr) : json(b.predicted)}};
+  j["traffic"] = {{"trace_found", trace_found}, {"consistent", trace_consistent},
+                  {"prediction_found", prediction_found}, {"traced_equals_predicted", traced_equals_predicted},
+                  {"prediction_mismatches", prediction_mismatches}, {"first_problem", first_trace_problem},
+                  {"step", bytes_step}, {"bytes_per_step_by_group", groups}, {"bytes_per_step_by_axis", axes}};
+  json ranks = json::array();
+  for (const RankMemory& m : memory) {
+    json cats = json::object();
+    for (const auto& [name, c] : m.categories) cats[name] = {{"measured_peak", c.measured_peak}, {"predicted_peak", c.predicted_peak}};
+    ranks.push_back({{"rank", m.rank}, {"coords", m.coords}, {"equal", m.equal}, {"categories", cats},
+                     {"total", {{"measured_peak", m.total.measured_peak}, {"predicted_peak", m.total.predicted_peak}}}});
+  }
+  j["memory"] = {{"ledger_found", ledger_found}, {"equal", ledger_equal}, {"max_peak_bytes", max_peak_bytes}, {"ranks", ranks}};
+  j["equivalence"] = {{"class", equivalence}, {"max_rel_loss", max_rel_loss}, {"max_rel_param", max_rel_param},
+                      {"max_rel_grad_first_step", max_rel_grad_first}, {"max_rel_grad_later", max_rel_grad_later},
+                      {"first_divergence", first_divergence}};
+  j["loss"] = {{"final", final_loss}, {"final_eval", has_eval_loss ? json(final_eval_loss) : json(nullptr)}};
+  return j;
+}
+
+json strategy_table_json(const std::vector<StrategyRow>& rows) {
+  json j = {{"format_version", 1}, {"rows", json::array()}};
+  bool all_ok = true;
+  for (const StrategyRow& r : rows) {
+    j["rows"].push_back(r.to_json());
+    all_ok = all_ok && r.ok();
+  }
+  j["ok"] = all_ok;
+  return j;
+}
+
+std::string strategy_table_markdown(const std::vector<StrategyRow>& rows, const std::string& title) {
+  std::string out = "# " + title + "\n\n## Equivalence against dp1 and losses\n\n";
+  out += "| strategy | world | dp | tp | pp | zero | schedule | equivalence | max rel diff loss / param / grad | "
+         "final loss | eval loss | verdict |\n|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n";
+  for (const StrategyRow& r : rows) {
+    if (!r.error.empty()) {
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | – | – | – | – | ERROR: {} |\n", r.label, r.world, r.dp,
+                         r.tp, r.pp, r.zero, r.schedule.empty() ? "–" : r.schedule, cell_text(r.error));
+      continue;
+    }
+    const std::string sched = r.pp > 1 ? (r.schedule == "interleaved" ? fmt::format("interleaved v{}", r.virtual_stages)
+                                                                       : r.schedule)
+                                       : "–";
+    const std::string diffs = r.equivalence == "reference"
+                                  ? "–"
+                                  : fmt::format("{:.2g} / {:.2g} / {:.2g}", r.max_rel_loss, r.max_rel_param,
+                                                std::max(r.max_rel_grad_first, r.max_rel_grad_later));
+    const std::string eval = r.has_eval_loss ? fmt::format("{:.4f}", r.final_eval_loss) : "–";
+    std::string verdict = r.ok() ? "ok" : "FAIL";
+    if (!r.ok()) {
+      if (r.equivalence == "divergent") verdict += ": divergent, " + r.first_divergence;
+      else if (!r.trace_consistent || (r.prediction_found && !r.traced_equals_predicted)) verdict += ": trace, " + r.first_trace_problem;
+      else if (!r.ledger_equal) verdict += ": ledger measured ≠ predicted";
+      else if (r.exit_code != 0) verdict += fmt::format(": exit code {}", r.exit_code);
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {}{}{} | {} | {} | {:.4f} | {} | {} |\n", r.label, r.world, r.dp,
+                       r.tp, r.pp, r.zero, sched, r.recompute == "full" ? ", recompute" : "",
+                       r.reduction == "fast" ? ", fast" : "", r.equivalence, diffs, r.final_loss, eval, cell_text(verdict));
+  }
+
+  out += "\n## Step time and its split (timeline; bubble = 1 − compute / pipeline span)\n\n";
+  out += "| strategy | step s (median) | × dp1 | fwd+bwd s (rank 0) | pipeline span ms | compute | p2p | "
+         "bubble measured (stage min–max) | bubble theory |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n";
+  for (const StrategyRow& r : rows) {
+    if (!r.error.empty()) continue;
+    const BubbleReport& b = r.bubble;
+    out += fmt::format("| {} | {:.3f} | {} | {:.3f} | {} | {} | {} | {} | {} |\n", r.label, r.step_s,
+                       r.ratio_vs_ref > 0 ? fmt::format("{:.2f}", r.ratio_vs_ref) : "–", r.compute_s,
+                       r.has_bubble ? fmt::format("{:.1f}", b.span_ms) : "–",
+                       r.has_bubble ? fmt::format("{:.0f}%", 100 * b.compute_fraction) : "–",
+                       r.has_bubble ? fmt::format("{:.0f}%", 100 * b.comm_fraction) : "–",
+                       r.has_bubble ? fmt::format("{:.3f} ({:.3f}–{:.3f})", b.measured, b.measured_min, b.measured_max) : "–",
+                       r.has_bubble ? fmt::format("{:.3f}", b.theory) : "–");
+  }
+
+  std::set<std::string> axes;
+  for (const StrategyRow& r : rows)
+    for (const auto& [a, b] : r.axis_bytes) axes.insert(a);
+  out += "\n## Bytes per training step by axis (traced; \"≠ P\" where the prediction differs)\n\n| strategy | trace |";
+  for (const std::string& a : axes) out += " " + a + " |";
+  out += " traced = predicted |\n|---|---|";
+  for (size_t i = 0; i < axes.size(); ++i) out += "---:|";
+  out += "---|\n";
+  for (const StrategyRow& r : rows) {
+    if (!r.error.empty()) continue;
+    out += fmt::format("| {} | {} |", r.label, !r.trace_found ? "missing" : r.trace_consistent ? "consistent" : "MISMATCH");
+    for (const std::string& a : axes) {
+      auto it = r.axis_bytes.find(a);
+      if (it == r.axis_bytes.end()) {
+        out += " – |";
+        continue;
+      }
+      const StepBytes& b = it->second;
+      out += " " + human_bytes(b.traced);
+      if (b.predicted >= 0 && b.predicted != b.traced) out += " ≠ P " + human_bytes(b.predicted);
+      out += " |";
+    }
+    out += r.prediction_found ? (r.traced_equals_predicted ? " yes |" : fmt::format(" NO ({} cells) |", r.prediction_mismatches))
+                              : " no prediction |";
+    out += "\n";
+  }
+
+  static const char* kCats[] = {"param", "grad", "optim", "activation", "comm", "workspace", "io"};
+  out += "\n## Peak memory per rank, MiB (largest rank per category; measured = predicted checked on every rank)\n\n"
+         "| strategy | param | grad | optim | activation | comm | workspace | io | total | measured = predicted |\n"
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const StrategyRow& r : rows) {
+    if (!r.error.empty()) continue;
+    out += "| " + r.label + " |";
+    for (const char* c : kCats) {
+      int64_t peak = -1;
+      for (const RankMemory& m : r.memory) {
+        auto it = m.categories.find(c);
+        if (it != m.categories.end()) peak = std::max(peak, it->second.measured_peak);
+      }
+      out += peak < 0 ? " – |" : " " + mib(peak) + " |";
+    }
+    int64_t total = 0;
+    for (const RankMemory& m : r.memory) total = std::max(total, m.total.measured_peak);
+    out += " " + mib(total) + " | " + (!r.ledger_found ? "no ledger" : r.ledger_equal ? "yes" : "NO") + " |\n";
+  }
+  return out;
+}
+
+}  // namespace sp::evidence

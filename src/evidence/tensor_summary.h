@@ -1,0 +1,53 @@
+// TensorSummary: the checksum of a logical tensor that does not depend on how it is sharded.
+//
+// digest: two 64-bit lanes, each Σ_j mix(j, bits(x_j)) mod 2^64 over the logical elements j, where
+// mix is a 64-bit finalizer (murmur3 fmix64) of the logical index and the fp32 bit pattern. Integer
+// addition is exact and order-free, so the digest of a tensor assembled from any shards (ZeRO flat
+// ranges, TP row or column slices, pipeline stages) equals the digest computed on one device, and
+// summaries of shards merge by adding lanes. A change of any element changes each lane unless two
+// 64-bit mixes collide (probability ~2^-64 per lane). It is not a cryptographic commitment.
+// Statistics (Σx, Σx², absmax, non-finite counts) come from ExactSum: exact, hence also order-free.
+// Each logical element must be contributed by exactly one rank; `count` proves it (== numel).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/exact_sum.h"
+#include "core/hash.h"
+#include "model/weights.h"
+
+namespace sp::evidence {
+
+struct TensorSummary {
+  uint64_t lane0 = 0;
+  uint64_t lane1 = 0;
+  ExactSum stats;
+
+  // Adds elements x[0..n) whose logical indices are index_of(k) for k in [0, n).
+  void add_contiguous(const float* x, int64_t n, int64_t first_logical_index);
+  // Adds local elements [k0, k1) of a tensor shard; x points at local element k0 (logical indices via
+  // the slot's slice).
+  void add_shard(const float* x, const model::TensorSlot& slot, int64_t k0, int64_t k1);
+  void merge(const TensorSummary& other);
+
+  Digest128 digest() const { return {lane0, lane1}; }
+  nlohmann::json to_json() const;  // {"digest","l2","sum","absmax","finite","count"}
+
+  // Transport for an all-reduce with integer SUM (lanes wrap mod 2^64 as the digest does; squares
+  // are carried as 32-bit limbs in 64-bit words so that sums over ranks cannot overflow) plus a
+  // separate MAX word for absmax. to_words/merge_words are exact inverses under summation.
+  static constexpr size_t kSumWords = 2 + ExactSum::kBins * 5 + 3;
+  void to_sum_words(std::span<uint64_t> out) const;     // out.size() == kSumWords
+  uint64_t max_word() const;                             // absmax bit pattern (non-negative float: orders as uint)
+  static TensorSummary from_words(std::span<const uint64_t> sum_words, uint64_t max_word);
+};
+
+// The mixing function, exposed for tests and for independent re-implementation (docs/formats/checksums.md).
+uint64_t summary_mix(uint64_t logical_index, uint32_t bits, uint64_t lane);
+
+}  // namespace sp::evidence

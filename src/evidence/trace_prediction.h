@@ -1,0 +1,23 @@
+// Traced traffic against the prediction: for every rank, step, group and phase, the ops and payload
+// bytes in trace/rank-N.jsonl must equal those in comm_predicted.json (parallel/comm_model.h). Agreement
+// among ranks (trace_check.h) cannot see a collective that every rank skips or adds; this can.
+// Compared: every predicted step from the first traced one (a resumed run's trace starts at its
+// checkpoint step) to where each rank's trace ends (a run that stopped early is reported by other
+// views; cells it never reached are counted in a warning, not compared). Not compared: phases `setup` and `checkpoint`, whose
+// agreement traffic depends on the file system's answers, not on the plan (docs/formats/trace.md).
+#pragma once
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evidence/trace_check.h"
+
+namespace sp::evidence {
+
+// Fills report.prediction_* from `predicted` (the comm_predicted.json document). A malformed document
+// is one mismatch naming the key.
+void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann::json& predicted,
+                             TraceReport& report);
+
+}  // namespace sp::evidence

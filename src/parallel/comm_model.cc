@@ -1,0 +1,151 @@
+#include "parallel/comm_model.h"
+
+#include "comm/deterministic.h"
+#include "evidence/tensor_summary.h"
+#include "model/weights.h"
+#include "parallel/schedule.h"
+
+namespace sp::parallel {
+namespace {
+
+struct Ctx {
+  const Plan& plan;
+  const comm::ProcessGrid& grid;
+  int rank;
+  comm::Coords c;
+  StepTraffic out;
+  std::string dp, tp, pp, world = "world";
+  bool det;
+  void add(const std::string& group, const char* phase, int64_t ops, int64_t bytes) {
+    Traffic& t = out[{group, phase}];
+    t.ops += ops;
+    t.bytes += bytes;
+  }
+  // A sum over a group of n floats as the engine performs it (deterministic or fast).
+  void sum(const std::string& group, const char* phase, int64_t n) {
+    if (det) add(group, phase, 2, 2 * 4 * n);
+    else add(group, phase, 1, 4 * n);
+  }
+};
+
+}  // namespace
+
+StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
+                                 bool eval_after) {
+  const RunConfig& rc = plan.config;
+  const model::LlamaConfig& m = rc.model;
+  Ctx x{plan, grid, rank, grid.coords_of(rank), {}, "", "", "", "world", false};
+  x.dp = grid.group_name(comm::Axis::kDp, rank);
+  x.tp = grid.group_name(comm::Axis::kTp, rank);
+  x.pp = grid.group_name(comm::Axis::kPp, rank);
+  x.det = rc.parallel.reduction == Reduction::kDeterministic;
+  const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
+  const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
+  const int L = static_cast<int>(m.n_layers);
+  const auto chunks = plan.chunks_of(x.c.pp);
+  auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
+
+  // One forward or backward pass of a chunk for one micro-batch.
+  auto pass = [&](const ChunkPlacement& ch, bool forward, const char* phase) {
+    const int blocks = ch.layer_end - ch.layer_begin;
+    auto gather = [&](int id) {  // ZeRO-3 acquisition
+      if (zero == 3 && dp > 1) x.add(x.dp, phase, 1, 4 * numel(id));
+    };
+    if (forward) {
+      if (ch.first) {
+        gather(0);
+        if (tp > 1) x.sum(x.tp, phase, N * C);
+      }
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(1 + l);
+      if (tp > 1) for (int b = 0; b < blocks; ++b) { x.sum(x.tp, phase, N * C); x.sum(x.tp, phase, N * C); }
+      if (ch.last) {
+        gather(L + 1);
+        if (m.tie_embeddings) gather(0);
+        if (tp > 1) {
+          x.add(x.tp, phase, 1, 4 * N);  // max
+          x.sum(x.tp, phase, N);         // Σexp
+          x.sum(x.tp, phase, N);         // target logit
+        }
+      }
+      if (!ch.first) x.add(x.pp, phase, 1, 4 * N * C);  // recv_forward
+      if (!ch.last) x.add(x.pp, phase, 1, 4 * N * C);   // send_forward
+    } else {
+      if (ch.last) {
+        gather(L + 1);
+        if (m.tie_embeddings) gather(0);
+        if (tp > 1) x.sum(x.tp, phase, N * C);
+      }
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(1 + l);
+      if (tp > 1) {
+        const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
+        for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
+      }
+      if (!ch.last) x.add(x.pp, phase, 1, 4 * N * C);   // recv_backward
+      if (!ch.first) x.add(x.pp, phase, 1, 4 * N * C);  // send_backward
+    }
+  };
+  const auto all_units = [&] {
+    std::vector<int> ids;
+    for (const auto& ch : chunks) {
+      if (ch.first) ids.push_back(0);
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l) ids.push_back(1 + l);
+      if (ch.last) ids.push_back(L + 1);
+    }
+    return ids;
+  }();
+  const int64_t n_tensors = static_cast<int64_t>(model::weight_table(m).size());
+  const int64_t summary_bytes = n_tensors * static_cast<int64_t>(evidence::TensorSummary::kSumWords) * 8;
+
+  auto evaluation = [&] {
+    if (rc.train.eval_batches <= 0) return;
+    int64_t mine = 0;
+    for (int64_t i = x.c.dp; i < rc.train.eval_batches; i += dp) ++mine;
+    for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp,
+                                                rc.parallel.virtual_stages, std::max<int64_t>(mine, 1)))
+      if (a.forward && mine > 0) pass(chunks[static_cast<size_t>(a.virtual_stage)], true, "eval");
+    x.add(x.world, "eval", 1, 8 * rc.train.eval_batches);
+  };
+  // The training step.
+  for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp, rc.parallel.virtual_stages,
+                                              plan.local_micro_batches))
+    pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
+  if (dp > 1)
+    for (int id : all_units) {
+      if (zero == 0) x.sum(x.dp, "grad_sync", numel(id));
+      else x.add(x.dp, "grad_sync", 1, 4 * numel(id));  // all_to_all (deterministic) or reduce_scatter (fast)
+    }
+  x.add(x.world, "evidence", 1, 8 * plan.micro_batches);       // loss
+  x.add(x.world, "optimizer", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums and max
+  if ((zero == 1 || zero == 2) && dp > 1)
+    for (int id : all_units) x.add(x.dp, "optimizer", 1, 4 * numel(id));
+  if (checksums) x.add(x.world, "evidence", 2, summary_bytes + 8 * n_tensors);
+  if (dp > 1 && zero < 3) x.add(x.world, "evidence", 1, 16 * static_cast<int64_t>(grid.world_size()));
+  if (eval_after) evaluation();
+  return x.out;
+}
+
+nlohmann::json predict_run_traffic_for_rank(const Plan& plan, const comm::ProcessGrid& grid, int rank) {
+  const RunConfig& rc = plan.config;
+  nlohmann::json steps = nlohmann::json::object();
+  auto put = [&](int64_t s, const StepTraffic& t) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [key, v] : t) j[key.first][key.second] = {{"ops", v.ops}, {"bytes", v.bytes}};
+    steps[std::to_string(s)] = j;
+  };
+  // Step −1: the evaluation before training only.
+  {
+    StepTraffic before = predict_step_traffic(plan, grid, rank, false, true);
+    StepTraffic only_eval;
+    for (const auto& [k, v] : before)
+      if (k.second == "eval") only_eval[k] = v;
+    put(-1, only_eval);
+  }
+  for (int64_t s = 0; s < rc.train.steps; ++s) {
+    const bool checks = rc.evidence.checksum_every > 0 && s % rc.evidence.checksum_every == 0;
+    const bool eval = (rc.train.eval_every > 0 && (s + 1) % rc.train.eval_every == 0) || s + 1 == rc.train.steps;
+    put(s, predict_step_traffic(plan, grid, rank, checks, eval));
+  }
+  return {{"rank", rank}, {"steps", steps}};
+}
+
+}  // namespace sp::parallel

@@ -1,0 +1,46 @@
+// Communication model: the collective and p2p traffic one rank must issue in each step, per group
+// and phase, predicted from the plan and the documented algorithms alone (docs/comm.md §4,
+// docs/equivalence.md) — not from a trace. The trace check compares it with what was traced, so a
+// skipped all-reduce, an extra collective or a wrong message size is an error even when every rank
+// agrees with every other. Bytes follow the trace's payload definition (docs/formats/trace.md).
+//   dp, grad_sync:  per unit of n floats: deterministic all-reduce = all_to_all(n) + all_gather(n);
+//                   fast all_reduce(n); ZeRO ≥ 1: all_to_all(n) (deterministic) or reduce_scatter(n)
+//   dp, optimizer:  ZeRO-1/2: all_gather(n) per unit      dp, forward/backward/eval: ZeRO-3 all_gather(n)
+//                   per unit acquisition (once before its forward, once before its backward)
+//   tp, forward/backward/eval: 2 per block forward (o_proj, down_proj), 2 per block backward
+//                   (q/k/v and gate/up input gradients), +1 forward for the embedding, head: max, Σexp,
+//                   target logit (N each) forward and 1 (N·C) backward; recompute replays the forward ones
+//   pp:             send/recv of (N, C) per micro-batch per chunk boundary, each direction
+//   world:          loss all_reduce (M doubles), gradient summaries (norm), parameter summaries and the
+//                   dp-replica digest exchange (evidence)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/process_grid.h"
+#include "parallel/plan.h"
+
+namespace sp::parallel {
+
+struct Traffic {
+  int64_t ops = 0;
+  int64_t bytes = 0;
+  bool operator==(const Traffic&) const = default;
+};
+
+// (group name, phase name) → traffic of one step on this rank.
+using StepTraffic = std::map<std::pair<std::string, std::string>, Traffic>;
+
+// Predicted traffic of world rank `rank` in step `step` (with checksums taken or not, and evaluation
+// after the step or not). Step −1 is the evaluation before training.
+StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
+                                 bool eval_after);
+// Every step of the run as the trainer schedules it: {"ranks": [{"rank", "steps": {"<s>": {group: {phase: {ops,bytes}}}}}]}
+nlohmann::json predict_run_traffic_for_rank(const Plan& plan, const comm::ProcessGrid& grid, int rank);
+
+}  // namespace sp::parallel

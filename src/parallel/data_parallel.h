@@ -1,0 +1,50 @@
+// Data-parallel gradient synchronization over the dp axis, in the two modes of docs/equivalence.md:
+//   deterministic: comm/deterministic.h (all-to-all, canonical tree over dp ranks in rank order,
+//                  all-gather): every rank gets the same bits, equal to the single-device sum;
+//   fast:          MPI's own all-reduce / reduce-scatter (MPI's order; compared with tolerances).
+// Shards (ZeRO) are contiguous ranges of a unit's flat buffer that ignore tensor boundaries: rank d
+// of n owns [offset_d, offset_d + count_d) with counts from even_split_counts(numel, n).
+// At dp = 1 every call is a no-op (the reduction of one leaf is the leaf).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/run_config.h"
+#include "tensor/tensor.h"
+
+namespace sp::parallel {
+
+struct ShardRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// The counts of a flat buffer of n elements split over `parts` ranks, and the range rank `index` owns.
+std::vector<int64_t> shard_counts(int64_t n, int parts);
+ShardRange shard_range_of(int64_t n, int parts, int index);
+
+class GradientSync {
+ public:
+  // max_numel: the largest buffer ever synchronized (sizes the staging buffer, category comm).
+  GradientSync(comm::Communicator& dp, Reduction mode, MemoryLedger& ledger, int64_t max_numel);
+
+  int dp_rank() const { return dp_.rank(); }
+  int dp_size() const { return dp_.size(); }
+  // data (n) := Σ over dp ranks, in place.
+  void all_reduce(float* data, int64_t n);
+  // shard (shard_range_of(n, dp, rank).size()) := the owned range of Σ over dp ranks of full (n).
+  void reduce_scatter(const float* full, float* shard, int64_t n);
+  // full (n) := concatenation of every rank's shard (the owned ranges).
+  void all_gather(const float* shard, float* full, int64_t n);
+  static int64_t staging_floats(Reduction mode, int dp, int64_t max_numel);
+
+ private:
+  comm::Communicator& dp_;
+  Reduction mode_;
+  Tensor staging_;  // (staging_floats) category comm, deterministic mode only
+};
+
+}  // namespace sp::parallel

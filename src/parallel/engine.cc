@@ -1,0 +1,387 @@
+#include "parallel/engine.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/timer.h"
+#include "kernels/clip.h"
+#include "kernels/matmul.h"
+
+namespace sp::parallel {
+
+Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms,
+               comm::TraceContext& trace, MemoryLedger& ledger, const data::TokenDataset* train,
+               const data::TokenDataset* eval, Timeline* timeline)
+    : plan_(plan), grid_(grid), comms_(comms), trace_(trace), ledger_(ledger), train_(train), eval_(eval),
+      timeline_(timeline), tensors_(plan.config.model) {
+  const RunConfig& c = plan_.config;
+  coords_ = grid_.coords_of(comms_.world->rank());
+  kernels::set_blas_threads(c.parallel.blas_threads);
+  comm::ScopedPhase phase(trace_, comm::Phase::kSetup, -1);
+
+  placements_ = plan_.chunks_of(coords_.pp);
+  for (const ChunkPlacement& pl : placements_) {
+    model::StageSpec spec;
+    spec.layer_begin = pl.layer_begin;
+    spec.layer_end = pl.layer_end;
+    spec.first = pl.first;
+    spec.last = pl.last;
+    spec.tp_rank = coords_.tp;
+    spec.tp_size = c.parallel.tp;
+    spec.micro_batch_size = c.train.micro_batch_size;
+    spec.seq_len = c.train.seq_len;
+    spec.recompute = c.train.recompute;
+    stages_.push_back(std::make_unique<model::LlamaStage>(c.model, spec, ledger_));
+  }
+  const std::vector<const model::UnitLayout*> us = units();
+  int64_t max_unit = 0;
+  for (const model::UnitLayout* u : us) max_unit = std::max(max_unit, u->numel);
+  dp_sync_ = std::make_unique<GradientSync>(comms_.axis(comm::Axis::kDp), c.parallel.reduction, ledger_, max_unit);
+  tp_ops_ = std::make_unique<TensorParallel>(comms_.axis(comm::Axis::kTp), c.parallel.reduction, ledger_,
+                                             c.train.micro_batch_size * c.train.seq_len * c.model.dim);
+  params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_);
+  grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_);
+  std::vector<optim::OwnedRange> ranges;
+  for (const model::UnitPiece& p : params_->owned()) ranges.push_back({p.unit, p.begin, p.end});
+  optimizer_ = std::make_unique<optim::AdamW>(
+      optim::AdamWConfig{c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay}, ranges, ledger_);
+  std::vector<PipelineRunner::Chunk> chunks;
+  for (size_t j = 0; j < stages_.size(); ++j) chunks.push_back({stages_[j].get(), placements_[j]});
+  runner_ = std::make_unique<PipelineRunner>(chunks, comms_.axis(comm::Axis::kPp), ledger_, trace_, timeline_);
+  schedule_ = {c.train.lr, c.train.min_lr, c.train.warmup_steps, c.train.steps};
+  actions_ = schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
+                              plan_.local_micro_batches);
+  if (train_ != nullptr) {
+    loader_.emplace(*train_, data::LoaderSpec{c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches,
+                                              c.train.seed});
+    batches_ = [this](int64_t s, int64_t mb, int32_t* buf) { loader_->micro_batch(s, mb, buf); };
+  }
+  if (eval_ != nullptr && c.train.eval_batches > 0)
+    eval_set_.emplace(*eval_, c.train.micro_batch_size, c.train.seq_len, c.train.eval_batches);
+}
+
+Engine::~Engine() = default;
+
+void Engine::set_fault(const evidence::FaultSpec& fault) {
+  fault_ = fault;
+  using evidence::FaultKind;
+  if (fault.kind == FaultKind::kSkipGradAllreduce) {
+    // The unit skipped is the first block this rank holds, or its first unit: the same on every dp
+    // rank of a pipeline stage, so the dp group stays in step (no hang) and silently diverges.
+    int target = units().front()->id;
+    for (const model::UnitLayout* u : units())
+      if (u->kind == model::UnitKind::kBlock) {
+        target = u->id;
+        break;
+      }
+    grads_->set_sync_hook([this, target](int unit, float*, int64_t) {
+      return !(unit == target && fault_.fires(evidence::FaultKind::kSkipGradAllreduce, current_step_, -1));
+    });
+  }
+  if (fault.kind == FaultKind::kDataOrder && train_ != nullptr) {
+    const auto& t = plan_.config.train;
+    other_seed_loader_.emplace(*train_, data::LoaderSpec{t.micro_batch_size, t.seq_len, plan_.micro_batches,
+                                                         t.seed + 1});
+  }
+}
+
+std::vector<const model::UnitLayout*> Engine::units() const {
+  std::vector<const model::UnitLayout*> out;
+  for (const auto& s : stages_)
+    for (int id : s->unit_ids()) out.push_back(&s->layout(id));
+  return out;
+}
+
+void Engine::initialize() { params_->initialize(plan_.config.train.seed, plan_.config.model.init_std); }
+
+double Engine::global_target_tokens(int64_t step) const {
+  // The loss is the mean over every target token of the global batch, whatever the split: count
+  // them from the topology-free loader (targets < 0 would be ignored tokens).
+  const auto& t = plan_.config.train;
+  std::vector<int32_t> buf(static_cast<size_t>(t.micro_batch_size * (t.seq_len + 1)));
+  double n = 0;
+  for (int64_t mb = 0; mb < plan_.micro_batches; ++mb) {
+    batches_(step, mb, buf.data());
+    for (int64_t b = 0; b < t.micro_batch_size; ++b)
+      for (int64_t i = 1; i <= t.seq_len; ++i) n += buf[static_cast<size_t>(b * (t.seq_len + 1) + i)] >= 0 ? 1 : 0;
+  }
+  return n;
+}
+
+std::vector<evidence::TensorSummary> Engine::summarize(const std::vector<model::UnitPiece>& pieces, bool digest) {
+  std::vector<evidence::TensorSummary> local = evidence::summarize_pieces(tensors_, pieces, coords_.tp == 0);
+  if (!digest)
+    for (auto& s : local) s.lane0 = s.lane1 = 0;
+  return evidence::all_reduce_summaries(*comms_.world, local);
+}
+
+StepResult Engine::step(int64_t s, bool checksums) {
+  SP_CHECK(batches_ != nullptr, "Engine::step needs a training dataset or a batch source");
+  const RunConfig& c = plan_.config;
+  Stopwatch watch;
+  StepResult r;
+  r.step = s;
+  grads_->begin_step(s);
+  current_step_ = s;
+  if (timeline_) timeline_->begin_step(s);
+  const double tokens = global_target_tokens(s);
+  using evidence::FaultKind;
+  const int me = comms_.world->rank();
+  if (fault_.fires(FaultKind::kStaleGrad, s, me)) grads_->inject_stale_leaves();
+  if (fault_.fires(FaultKind::kNanInjection, s, me)) grads_->inject_nan();
+  // drop-tp-allreduce: the first block's o_proj reduction is call 1 on the stage holding the
+  // embedding (call 0 is the vocabulary-parallel lookup).
+  tp_ops_->drop_forward_reduce(fault_.fires(FaultKind::kDropTpAllreduce, s, me) && coords_.pp == 0 ? 1 : -1);
+  if (fault_.kind == FaultKind::kZero3StaleParam && params_->zero() == 3) {
+    int first_block = -1;
+    for (const model::UnitLayout* u : units())
+      if (u->kind == model::UnitKind::kBlock && first_block < 0) first_block = u->id;
+    params_->serve_stale(first_block >= 0 && fault_.fires(FaultKind::kZero3StaleParam, s, me));
+  }
+  std::vector<double> mb_loss(static_cast<size_t>(plan_.micro_batches), 0.0);
+
+  PipelineRunner::StepIO io;
+  io.step = s;
+  io.first_micro_batch = plan_.first_micro_batch(coords_.dp);
+  io.micro_batches = plan_.local_micro_batches;
+  const bool swap = fault_.fires(FaultKind::kPpMicrobatchSwap, s, me) && coords_.pp == c.parallel.pp - 1;
+  const bool other_seed = fault_.fires(FaultKind::kDataOrder, s, me) && other_seed_loader_.has_value();
+  io.tokens = [&](int64_t mb, int32_t* buf) {
+    if (swap && mb - io.first_micro_batch < 2) mb = io.first_micro_batch + (1 - (mb - io.first_micro_batch));
+    if (other_seed) other_seed_loader_->micro_batch(s, mb, buf);
+    else batches_(s, mb, buf);
+  };
+  io.loss = [&](int64_t mb, double v) {
+    if (coords_.tp == 0) mb_loss[static_cast<size_t>(mb)] = v;
+  };
+  io.params = params_.get();
+  io.grads = grads_.get();
+  io.tp = tp_ops_.get();
+  io.loss_scale = static_cast<float>(1.0 / tokens);
+  // -- activation digests --
+  if (activations_ != nullptr) {
+    activations_->begin_step(s);
+    io.observer = activations_;
+  }
+  // -- end activation digests --
+  if (fault_.fires(FaultKind::kWrongLossScale, s, me))
+    io.loss_scale = static_cast<float>(1.0 / static_cast<double>(c.train.micro_batch_size * c.train.seq_len));
+  runner_->run(actions_, io);
+  if (fault_.fires(FaultKind::kRankCrash, s, me)) {
+    log_error("fault rank-crash: world rank {} kills itself at step {}", me, s);
+    std::raise(SIGKILL);
+  }
+  SP_CHECK(grads_->complete(), "step {}: not every unit's gradients were synchronized", s);
+
+  {
+    // Loss: each micro-batch's sum has exactly one owner (last stage, tp rank 0 of its dp rank), so a
+    // sum over ranks adds zeros to it: exact. Then sum in micro-batch order.
+    comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, s);
+    if (fault_.fires(FaultKind::kDesyncExtraCollective, s, me)) {
+      int64_t extra = 1;
+      comms_.world->all_reduce(&extra, 1, DType::kI64, comm::ReduceOp::kSum);
+    }
+    comms_.world->all_reduce(mb_loss.data(), static_cast<int64_t>(mb_loss.size()), DType::kF64, comm::ReduceOp::kSum);
+    double sum = 0.0;
+    for (double v : mb_loss) sum += v;
+    r.loss = sum / tokens;
+  }
+  {
+    // Clipping needs the global norm; its exact sum of squares does not depend on the topology.
+    comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
+    std::vector<evidence::TensorSummary> g = summarize(grads_->evidence_pieces(), checksums);
+    const evidence::TensorSummary total = evidence::merge_all(g);
+    r.grad_norm = total.stats.l2_norm();
+    r.finite = total.stats.finite();
+    if (checksums) r.grads = std::move(g);
+  }
+  r.lr = schedule_.at(s);
+  r.clip = kernels::clip_coefficient(r.grad_norm, c.train.grad_clip);
+  if (!r.finite) {
+    r.skipped = true;  // every rank saw the same summary: all skip together
+  } else {
+    comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
+    if (fault_.kind == FaultKind::kZero3StaleParam && fault_.fires(FaultKind::kZero3StaleParam, s + 1, me))
+      for (const model::UnitLayout* u : units())
+        if (u->kind == model::UnitKind::kBlock) {
+          params_->snapshot_shard(u->id);  // the pre-update shard, served at the next step
+          break;
+        }
+    std::vector<float*> p;
+    for (const model::UnitPiece& piece : params_->owned()) p.push_back(piece.data);
+    optimizer_->step(p, grads_->owned_grads(), r.lr, r.clip);
+    params_->gather_after_update();
+  }
+  {
+    comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, s);
+    if (checksums) r.params = summarize(params_->evidence_pieces(), true);
+    r.diverging_ranks = replica_check();
+  }
+  if (timeline_) {
+    timeline_->end_step();
+    for (const Interval& iv : timeline_->last_step())
+      if (iv.kind == "forward" || iv.kind == "backward") r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
+  }
+  r.seconds = watch.seconds();
+  return r;
+}
+
+std::vector<int> Engine::replica_check() {
+  // Every rank's XXH3-128 of the parameters it holds, all-gathered over the world; ranks of one dp
+  // group must agree (zero < 3: full replicas). Under ZeRO-3 replicas hold different shards by
+  // design: the trace checker compares the all-gathered outputs instead.
+  std::vector<int> diverging;
+  if (plan_.config.parallel.dp == 1 || plan_.config.parallel.zero == 3) return diverging;
+  const Digest128 mine = params_->replica_digest();
+  const int world = comms_.world->size();
+  std::vector<uint64_t> all(2 * static_cast<size_t>(world));
+  const uint64_t send[2] = {mine.hi, mine.lo};
+  const std::vector<int64_t> counts(static_cast<size_t>(world), 2);
+  comms_.world->all_gather(send, all.data(), counts, DType::kU64);
+  for (int r = 0; r < world; ++r) {
+    comm::Coords cr = grid_.coords_of(r);
+    comm::Coords c0 = cr;
+    c0.dp = 0;
+    const int r0 = grid_.rank_of(c0);
+    if (all[2 * static_cast<size_t>(r)] != all[2 * static_cast<size_t>(r0)] ||
+        all[2 * static_cast<size_t>(r) + 1] != all[2 * static_cast<size_t>(r0) + 1])
+      diverging.push_back(r);
+  }
+  return diverging;
+}
+
+std::vector<int64_t> Engine::eval_batches_of_this_rank() const {
+  // dp rank d evaluates batches d, d + dp, ...; every batch's loss sum has one owner.
+  std::vector<int64_t> mine;
+  if (!eval_set_.has_value()) return mine;
+  for (int64_t i = coords_.dp; i < eval_set_->batches(); i += plan_.config.parallel.dp) mine.push_back(i);
+  return mine;
+}
+
+std::vector<PipeAction> Engine::eval_actions(int64_t batches) const {
+  const RunConfig& c = plan_.config;
+  std::vector<PipeAction> fwd;
+  if (batches == 0) return fwd;
+  for (const PipeAction& a :
+       schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages, batches))
+    if (a.forward) fwd.push_back(a);
+  return fwd;
+}
+
+evidence::LedgerModelInput Engine::ledger_input() const {
+  const RunConfig& c = plan_.config;
+  evidence::LedgerModelInput in;
+  in.model = c.model;
+  in.dp = c.parallel.dp;
+  in.tp = c.parallel.tp;
+  in.pp = c.parallel.pp;
+  in.dp_rank = coords_.dp;
+  in.tp_rank = coords_.tp;
+  in.zero = c.parallel.zero;
+  in.deterministic = c.parallel.reduction == Reduction::kDeterministic;
+  in.micro_batch_size = c.train.micro_batch_size;
+  in.seq_len = c.train.seq_len;
+  in.recompute = c.train.recompute;
+  for (const ChunkPlacement& p : placements_) in.chunks.push_back({p.layer_begin, p.layer_end, p.first, p.last});
+  for (const PipeAction& a : actions_) in.train_actions.push_back({a.forward, a.virtual_stage, a.micro_batch});
+  in.local_micro_batches = plan_.local_micro_batches;
+  for (const PipeAction& a : eval_actions(static_cast<int64_t>(eval_batches_of_this_rank().size())))
+    in.eval_actions.push_back({a.forward, a.virtual_stage, a.micro_batch});
+  in.steps = c.train.steps;
+  in.eval_every = c.train.eval_every;
+  return in;
+}
+
+double Engine::evaluate(int64_t s) {
+  if (!eval_set_.has_value()) return std::nan("");
+  const RunConfig& c = plan_.config;
+  const int64_t E = eval_set_->batches();
+  const std::vector<int64_t> mine = eval_batches_of_this_rank();
+  std::vector<double> sums(static_cast<size_t>(E), 0.0);
+  if (!mine.empty()) {
+    const std::vector<PipeAction> fwd = eval_actions(static_cast<int64_t>(mine.size()));
+    PipelineRunner::StepIO io;
+    io.step = s;
+    io.first_micro_batch = 0;
+    io.micro_batches = static_cast<int64_t>(mine.size());
+    io.tokens = [&](int64_t local, int32_t* buf) { eval_set_->batch(mine[static_cast<size_t>(local)], buf); };
+    io.loss = [&](int64_t local, double v) {
+      if (coords_.tp == 0) sums[static_cast<size_t>(mine[static_cast<size_t>(local)])] = v;
+    };
+    io.params = params_.get();
+    io.tp = tp_ops_.get();
+    io.forward_phase = comm::Phase::kEval;
+    runner_->run(fwd, io);
+  }
+  comm::ScopedPhase phase(trace_, comm::Phase::kEval, s);
+  comms_.world->all_reduce(sums.data(), E, DType::kF64, comm::ReduceOp::kSum);
+  double total = 0.0;
+  for (double v : sums) total += v;
+  return total / static_cast<double>(E * c.train.micro_batch_size * c.train.seq_len);
+}
+
+std::vector<Engine::StatePiece> Engine::state_pieces() {
+  std::vector<StatePiece> out;
+  const std::vector<model::UnitPiece> owned = params_->owned();
+  for (size_t i = 0; i < owned.size(); ++i)
+    out.push_back({owned[i].unit, owned[i].begin, owned[i].end, owned[i].data, optimizer_->exp_avg(i).f32(),
+                   optimizer_->exp_avg_sq(i).f32()});
+  return out;
+}
+
+void Engine::state_loaded() {
+  comm::ScopedPhase phase(trace_, comm::Phase::kCheckpoint, -1);
+  params_->gather_after_update();
+}
+
+nlohmann::json Engine::loader_cursor(int64_t next_step) const {
+  return loader_.has_value() ? loader_->cursor(next_step) : nlohmann::json{{"next_step", next_step}};
+}
+
+Result<int64_t> Engine::restore_loader(const nlohmann::json& cursor) const {
+  if (!loader_.has_value()) return failed_precondition("no training data to restore a cursor for");
+  return loader_->restore(cursor);
+}
+
+void Engine::set_parameters(const std::function<const float*(const std::string& name)>& logical) {
+  for (const model::UnitPiece& p : params_->owned())
+    for (const model::TensorSlot& t : p.unit->tensors) {
+      const int64_t lo = std::max(p.begin, t.offset), hi = std::min(p.end, t.offset + t.numel);
+      if (lo >= hi) continue;
+      const float* src = logical(t.spec.name);
+      SP_CHECK(src != nullptr, "no values for tensor '{}'", t.spec.name);
+      for (int64_t x = lo; x < hi; ++x) p.data[x - p.begin] = src[t.logical_index(x - t.offset)];
+    }
+  params_->gather_after_update();
+}
+
+double Engine::compute_gradients(const int32_t* tokens) {
+  const RunConfig& c = plan_.config;
+  SP_CHECK(c.parallel.dp == 1 && plan_.micro_batches == 1, "compute_gradients needs dp = 1 and one micro-batch");
+  const int64_t B = c.train.micro_batch_size, T = c.train.seq_len;
+  double count = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 1; i <= T; ++i) count += tokens[b * (T + 1) + i] >= 0 ? 1 : 0;
+  grads_->begin_step(0);
+  double loss = 0.0;
+  PipelineRunner::StepIO io;
+  io.step = 0;
+  io.first_micro_batch = 0;
+  io.micro_batches = 1;
+  io.tokens = [&](int64_t, int32_t* buf) { std::memcpy(buf, tokens, sizeof(int32_t) * static_cast<size_t>(B * (T + 1))); };
+  io.loss = [&](int64_t, double v) {
+    if (coords_.tp == 0) loss = v;
+  };
+  io.params = params_.get();
+  io.grads = grads_.get();
+  io.tp = tp_ops_.get();
+  io.loss_scale = static_cast<float>(1.0 / count);
+  runner_->run(actions_, io);
+  comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, 0);
+  comms_.world->all_reduce(&loss, 1, DType::kF64, comm::ReduceOp::kSum);
+  return loss / count;
+}
+
+}  // namespace sp::parallel

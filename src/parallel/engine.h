@@ -1,0 +1,158 @@
+// Engine: one rank's share of a run, composed from the plan (docs/architecture.md §5).
+// It builds this rank's pipeline chunks (model stages), parameter and gradient stores (ZeRO over
+// dp), the tensor-parallel ops, the optimizer and the pipeline runner, and runs steps:
+//   1. every dp rank runs its k = M/dp micro-batches through the pipeline schedule; each unit's
+//      leaves are summed over the canonical tree and synchronized over dp after the last one;
+//   2. the loss is the sum of the M micro-batch loss sums (in micro-batch order) / global tokens;
+//   3. the global gradient norm comes from exact sums (order-free, so topology-free), then
+//      clipping and the AdamW update of the owned pieces, and the ZeRO-1/2 parameter all-gather;
+//   4. evidence: checksums of gradients and parameters, the dp-replica digest check.
+// At dp = tp = pp = 1 every strategy is a no-op on this same code path: that is the reference.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "comm/process_grid.h"
+#include "comm/trace_context.h"
+#include "data/loader.h"
+#include "evidence/activations.h"
+#include "evidence/checksums.h"
+#include "evidence/faults.h"
+#include "evidence/ledger_model.h"
+#include "model/llama_stage.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "parallel/data_parallel.h"
+#include "parallel/grad_store.h"
+#include "parallel/param_store.h"
+#include "parallel/pipeline.h"
+#include "parallel/plan.h"
+#include "parallel/tensor_parallel.h"
+
+namespace sp::parallel {
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0.0;
+  double grad_norm = 0.0;
+  double lr = 0.0;
+  float clip = 1.0f;
+  bool finite = true;
+  bool skipped = false;            // no update applied (non-finite gradients)
+  double seconds = 0.0;
+  double compute_seconds = 0.0;    // forward + backward intervals on this rank
+  std::vector<evidence::TensorSummary> grads;   // when checksums were taken (all tensors, canonical order)
+  std::vector<evidence::TensorSummary> params;
+  // Replica check: per world rank, its dp group's verdict.
+  std::vector<int> diverging_ranks;  // world ranks whose parameters differ from their dp group's rank 0
+};
+
+class Engine {
+ public:
+  Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms, comm::TraceContext& trace,
+         MemoryLedger& ledger, const data::TokenDataset* train, const data::TokenDataset* eval, Timeline* timeline);
+  ~Engine();
+
+  // Where training batches come from: by default the topology-free loader over the train split.
+  // `source(step, micro_batch, tokens)` must fill (B, T+1) tokens as a pure function of its arguments.
+  using BatchSource = std::function<void(int64_t step, int64_t micro_batch, int32_t* tokens)>;
+  void set_batch_source(BatchSource source) { batches_ = std::move(source); }
+
+  // Arms one fault of the catalogue (evidence/faults.h); the hook sites below act on its step/rank.
+  void set_fault(const evidence::FaultSpec& fault);
+
+  // -- activation digests --
+  // The per-layer activation trace of training forward passes (not eval, not recompute replays);
+  // null (the default) records nothing. The recorder outlives the engine.
+  void set_activation_recorder(evidence::ActivationRecorder* recorder) { activations_ = recorder; }
+  // -- end activation digests --
+
+  // Shard-invariant initialization from the run seed.
+  void initialize();
+  // One optimizer step. `checksums`: take gradient and parameter summaries this step.
+  StepResult step(int64_t step, bool checksums);
+  // Mean loss over the eval set (every rank returns the same value).
+  double evaluate(int64_t step);
+
+  // The training state this rank owns, for checkpoints: each owned piece of a unit (the dp-shard, or
+  // the whole local unit at ZeRO 0) with its parameters and both AdamW moments over the same range.
+  // At ZeRO 0 every dp rank holds a full replica; `saver` is true only on dp rank 0.
+  struct StatePiece {
+    const model::UnitLayout* unit = nullptr;
+    int64_t begin = 0, end = 0;  // elements of the unit's flat (tensor-parallel local) buffer
+    float* param = nullptr;      // element `begin`
+    float* exp_avg = nullptr;
+    float* exp_avg_sq = nullptr;
+  };
+  std::vector<StatePiece> state_pieces();
+  bool saves_state() const { return plan_.config.parallel.zero > 0 || coords_.dp == 0; }
+  // After parameters were written through state_pieces(): make replicas consistent again (the
+  // ZeRO-1/2 all-gather of the owned shards into the full buffers).
+  void state_loaded();
+  // The data-loader position to resume at `next_step` (JSON, data/loader.h).
+  nlohmann::json loader_cursor(int64_t next_step) const;
+  Result<int64_t> restore_loader(const nlohmann::json& cursor) const;
+
+  // Overwrites every parameter this rank holds from full logical tensors (HF names, (out, in) layout).
+  void set_parameters(const std::function<const float*(const std::string& name)>& logical);
+  // Loss and gradients of one micro-batch of explicit tokens (B, T+1), no update: `shardproof grads`.
+  // Requires dp = 1 (any tp, pp). Returns the loss; gradients via gradient_pieces().
+  double compute_gradients(const int32_t* tokens);
+  std::vector<model::UnitPiece> gradient_pieces() { return grads_->evidence_pieces(); }
+  std::vector<model::UnitPiece> parameter_pieces() { return params_->evidence_pieces(); }
+  std::vector<model::UnitPiece> owned_parameter_pieces() { return params_->owned(); }
+  const evidence::LogicalTensors& tensors() const { return tensors_; }
+  const comm::ProcessGrid& grid() const { return grid_; }
+  comm::Coords coords() const { return coords_; }
+  const Plan& plan() const { return plan_; }
+  optim::AdamW& optimizer() { return *optimizer_; }
+  PipelineRunner& runner() { return *runner_; }
+  // Summaries of the pieces given (a world collective): used for checksums and by tests.
+  std::vector<evidence::TensorSummary> summarize(const std::vector<model::UnitPiece>& pieces, bool digest);
+  std::vector<const model::UnitLayout*> units() const;
+  // What the ledger model needs to predict this rank's memory (evidence/ledger_model.h).
+  evidence::LedgerModelInput ledger_input() const;
+
+ private:
+  double global_target_tokens(int64_t step) const;
+  std::vector<int64_t> eval_batches_of_this_rank() const;
+  std::vector<PipeAction> eval_actions(int64_t batches) const;
+  std::vector<int> replica_check();
+
+  Plan plan_;
+  comm::ProcessGrid grid_;
+  comm::Coords coords_;
+  comm::GridCommunicators& comms_;
+  comm::TraceContext& trace_;
+  MemoryLedger& ledger_;
+  const data::TokenDataset* train_;
+  const data::TokenDataset* eval_;
+  Timeline* timeline_;
+  evidence::LogicalTensors tensors_;
+  std::vector<std::unique_ptr<model::LlamaStage>> stages_;  // by virtual stage
+  std::vector<ChunkPlacement> placements_;
+  std::unique_ptr<GradientSync> dp_sync_;
+  std::unique_ptr<TensorParallel> tp_ops_;
+  std::unique_ptr<ParamStore> params_;
+  std::unique_ptr<GradStore> grads_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<PipelineRunner> runner_;
+  std::optional<data::Loader> loader_;
+  BatchSource batches_;
+  evidence::FaultSpec fault_;
+  int64_t current_step_ = -1;
+  std::optional<data::Loader> other_seed_loader_;  // fault data-order only
+  std::optional<data::EvalSet> eval_set_;
+  optim::LrSchedule schedule_;
+  std::vector<PipeAction> actions_;
+  evidence::ActivationRecorder* activations_ = nullptr;  // -- activation digests --
+};
+
+}  // namespace sp::parallel

@@ -1,0 +1,80 @@
+// GradStore: the GradSink of a rank — canonical accumulation over its micro-batches, then dp sync.
+// Per unit, each micro-batch's gradient is a fresh zeroed leaf; done() pushes it into a
+// CanonicalAccumulator (kernels/reduce.h), which merges partial sums over the canonical tree. After
+// the rank's last local micro-batch the unit's total is synchronized at once (bucket = unit):
+//   zero 0:   all-reduce in place; the total stays in the accumulation buffer;
+//   zero 1:   reduce-scatter into the owned shard ("grad.<unit>.shard"); buffers kept for next step;
+//   zero 2/3: reduce-scatter into the shard, then every full-size buffer of the unit is freed, so
+//             between steps only 1/dp of the gradients is resident (Rajbhandari et al. SC'20 §5.2).
+// Buffers are "grad.<unit>.b<i>"; how many a unit needs is canonical_accumulator_peak_buffers(k).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "comm/trace_context.h"
+#include "kernels/reduce.h"
+#include "model/stage_hooks.h"
+#include "model/weights.h"
+#include "parallel/data_parallel.h"
+#include "parallel/param_store.h"
+
+namespace sp::parallel {
+
+class GradStore final : public model::GradSink {
+ public:
+  // k: micro-batches this rank runs per step (its leaves per unit).
+  GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp,
+            MemoryLedger& ledger, comm::TraceContext& trace);
+
+  float* leaf(int unit) override;
+  void done(int unit) override;
+
+  void begin_step(int64_t step);
+  // True once every unit has been synchronized this step.
+  bool complete() const;
+  // The synchronized gradient of the pieces ParamStore::owned() names, in the same order.
+  std::vector<const float*> owned_grads() const;
+  // Pieces for logical-tensor evidence (zero 0: dp rank 0 only).
+  std::vector<OwnedPiece> evidence_pieces();
+
+  // Fault hook (evidence/faults): called with (unit id, total buffer, n) just before the dp sync; may
+  // return false to skip the sync of that unit on this rank.
+  using SyncHook = std::function<bool(int unit, float* total, int64_t n)>;
+  void set_sync_hook(SyncHook hook) { hook_ = std::move(hook); }
+  // Fault hooks for the current step only (reset by begin_step): leaves are not zeroed (stale-grad);
+  // the first leaf handed back gets a NaN (nan-injection).
+  void inject_stale_leaves() { stale_ = true; }
+  void inject_nan() { nan_ = true; }
+
+ private:
+  struct Unit {
+    Unit(const model::UnitLayout* l, ShardRange r) : layout(l), range(r), acc(l->numel) {}
+    const model::UnitLayout* layout;
+    ShardRange range;
+    kernels::CanonicalAccumulator acc;
+    std::vector<Tensor> buffers;  // every full-size buffer allocated for this unit
+    std::vector<float*> free;     // buffers not on the accumulator stack
+    float* current = nullptr;     // leaf of the micro-batch in progress
+    float* total = nullptr;       // synchronized sum (zero 0) after the last leaf
+    int64_t leaves = 0;
+    Tensor shard;                 // zero ≥ 1
+    bool synced = false;
+  };
+  Unit& unit(int id);
+  void sync(Unit& u);
+
+  std::vector<Unit> units_;
+  int64_t k_;
+  int zero_;
+  GradientSync& dp_;
+  MemoryLedger& ledger_;
+  comm::TraceContext& trace_;
+  int64_t step_ = -1;
+  SyncHook hook_;
+  bool stale_ = false;
+  bool nan_ = false;
+};
+
+}  // namespace sp::parallel

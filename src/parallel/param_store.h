@@ -1,0 +1,69 @@
+// ParamStore: where this rank's parameters live, and the ParamSource the model reads them from.
+//   zero 0:   every unit's full (tensor-parallel) flat buffer, replicated over dp;
+//   zero 1/2: the same full buffers; the optimizer updates only the owned dp-shard, then the shards
+//             are all-gathered back into the full buffers (Rajbhandari et al. SC'20 §5.1);
+//   zero 3:   only the owned dp-shard of each unit persists; acquire() all-gathers the unit into a
+//             temporary buffer ("param.gather.<unit>", category param) and release() frees it, once
+//             before a unit's forward and again before its backward (§5.3).
+// acquire/release nest (a tied embedding is acquired twice by one micro-batch).
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "comm/trace_context.h"
+#include "core/hash.h"
+#include "model/stage_hooks.h"
+#include "model/weights.h"
+#include "parallel/data_parallel.h"
+
+namespace sp::parallel {
+
+using OwnedPiece = model::UnitPiece;
+
+class ParamStore final : public model::ParamSource {
+ public:
+  ParamStore(std::vector<const model::UnitLayout*> units, int zero, GradientSync& dp, MemoryLedger& ledger);
+
+  // Shard-invariant initialization of everything this rank holds.
+  void initialize(uint64_t seed, float init_std);
+
+  const float* acquire(int unit) override;
+  void release(int unit) override;
+
+  // The pieces the optimizer updates (the owned dp-shard, or the whole unit at zero 0).
+  std::vector<OwnedPiece> owned();
+  // Pieces this rank contributes to logical-tensor evidence: each element of the dp group's copy
+  // exactly once (zero 0: dp rank 0 holds everything; otherwise each rank its shard).
+  std::vector<OwnedPiece> evidence_pieces();
+  // zero 1/2: all-gather the updated shards into the full buffers. No-op at zero 0/3.
+  void gather_after_update();
+  // XXH3-128 over this rank's full parameter buffers (zero < 3) or shards (zero 3): replica check.
+  Digest128 replica_digest() const;
+  int zero() const { return zero_; }
+  // Fault hooks (zero3-stale-param): keep a copy of `unit`'s shard as it is now; while serving stale,
+  // acquire() gathers that copy instead of the current shard.
+  void snapshot_shard(int unit);
+  void serve_stale(bool on) { serve_stale_ = on; }
+
+ private:
+  struct Unit {
+    const model::UnitLayout* layout;
+    ShardRange range;   // owned dp-shard
+    Tensor full;        // zero < 3
+    Tensor shard;       // zero 3
+    Tensor gathered;    // zero 3, while acquired
+    int refs = 0;
+  };
+  Unit& unit(int id);
+  std::vector<Unit> units_;
+  int zero_;
+  GradientSync& dp_;
+  MemoryLedger& ledger_;
+  Tensor send_shard_;   // zero 1/2: staging for the all-gather's send side (category comm)
+  int stale_unit_ = -1;
+  std::vector<float> stale_copy_;  // fault injection only, outside the ledger by design
+  bool serve_stale_ = false;
+};
+
+}  // namespace sp::parallel

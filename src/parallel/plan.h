@@ -1,0 +1,44 @@
+// Plan: the whole-run validation and the static layout every rank derives from the config alone.
+// make() checks every rule for a (config, world size) pair and reports all violations at once,
+// identically on every rank, before any communication, allocation or file write (STYLE.md habit 9).
+// It also fixes which layers each pipeline chunk holds and which micro-batches each dp rank runs.
+//
+// Pipeline placement (Narayanan et al. SC'21 §2.2): L layers form pp·v chunks of L/(pp·v) layers;
+// chunk c = j·pp + r sits on pipeline rank r as its virtual stage j. With v = 1 rank r holds layers
+// [r·L/pp, (r+1)·L/pp). Data: dp rank d runs global micro-batches [d·k, (d+1)·k), k = M/dp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "parallel/run_config.h"
+
+namespace sp::parallel {
+
+struct ChunkPlacement {
+  int chunk = 0;        // global chunk index c
+  int pp_rank = 0;
+  int virtual_stage = 0;
+  int layer_begin = 0;  // [layer_begin, layer_end)
+  int layer_end = 0;
+  bool first = false;   // holds the embedding
+  bool last = false;    // holds the final norm, LM head and loss
+};
+
+struct Plan {
+  RunConfig config;
+  int world = 1;
+  int64_t micro_batches = 1;        // M per step (global)
+  int64_t local_micro_batches = 1;  // k = M / dp
+
+  static Result<Plan> make(const RunConfig& config, int world);
+  // The chunks pipeline rank r holds, by virtual stage.
+  std::vector<ChunkPlacement> chunks_of(int pp_rank) const;
+  int chunk_count() const { return config.parallel.pp * config.parallel.virtual_stages; }
+  ChunkPlacement chunk(int c) const;
+  int64_t first_micro_batch(int dp_rank) const { return dp_rank * local_micro_batches; }
+};
+
+}  // namespace sp::parallel

@@ -1,0 +1,295 @@
+#include "parallel/proof.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "ckpt/load.h"
+#include "ckpt/names.h"
+#include "comm/process_grid.h"
+#include "comm/topology.h"
+#include "core/file_io.h"
+#include "core/hash.h"
+#include "evidence/contract.h"
+#include "evidence/activations.h"
+#include "evidence/trace_check.h"
+#include "parallel/comm_model.h"
+#include "parallel/plan.h"
+#include "parallel/run_config.h"
+#include "parallel/trainer.h"
+
+namespace sp::parallel {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using evidence::View;
+
+namespace {
+
+// Where in a step a view observes (docs/prove.md): a crash is seen before anything the dead rank
+// failed to do; then the phases in the order a step runs them.
+int trace_point(const std::string& phase) {
+  // "evidence" collectives run twice a step (the loss sum before the optimizer, the checksums and
+  // replica digests after it): the earlier point is taken.
+  static const std::map<std::string, int> k = {{"forward", 1}, {"backward", 2}, {"grad_sync", 3},
+                                               {"evidence", 4}, {"optimizer", 5}, {"checkpoint", 8},
+                                               {"eval", 9},     {"setup", 0}};
+  const auto it = k.find(phase);
+  return it == k.end() ? 10 : it->second;
+}
+int checksum_point(const std::string& phase) { return phase == "param" ? 6 : 4; }
+
+std::vector<json> read_lines(const std::string& path) {
+  auto r = evidence::read_jsonl(path);
+  return r.ok() ? std::move(r).value() : std::vector<json>{};
+}
+
+// step → eval loss, from metrics.jsonl (step −1: at initialization).
+std::map<int64_t, double> eval_losses(const std::string& run) {
+  std::map<int64_t, double> out;
+  for (const json& m : read_lines(run + "/metrics.jsonl"))
+    if (m.contains("eval_loss") && m["eval_loss"].is_number() && m.contains("step"))
+      out[m["step"].get<int64_t>()] = m["eval_loss"].get<double>();
+  return out;
+}
+
+bool same_loss(double a, double b, bool bitwise, double tol) {
+  if (bitwise) return std::memcmp(&a, &b, sizeof a) == 0;
+  return std::fabs(a - b) <= tol * std::max(std::fabs(b), 1e-30);
+}
+
+std::string fmt_g(double v) { return fmt::format("{:.6g}", v); }
+
+Detection trace_detection(const evidence::TraceReport& r, bool prediction) {
+  Detection d{.view = prediction ? View::kTraceVsPrediction : View::kTraceConsistency};
+  d.evidence = prediction ? "fault/trace/, fault/comm_predicted.json" : "fault/trace/, fault/topology.json";
+  const auto& list = prediction ? r.prediction_mismatches : r.mismatches;
+  if (prediction && !r.prediction_found) {
+    d.recorded = false;
+    d.detail = "no comm_predicted.json";
+    return d;
+  }
+  if (list.empty()) return d;
+  const evidence::TraceMismatch& m = list.front();
+  d.found = true;
+  d.step = m.step;
+  d.phase = m.phase.empty() ? "setup" : m.phase;
+  d.point = trace_point(d.phase);
+  // Every rank the view names at that step and phase (a fault on every rank shows on every rank).
+  for (const evidence::TraceMismatch& o : list)
+    if (o.step == m.step && o.phase == m.phase)
+      for (int r : o.ranks)
+        if (std::find(d.ranks.begin(), d.ranks.end(), r) == d.ranks.end()) d.ranks.push_back(r);
+  std::sort(d.ranks.begin(), d.ranks.end());
+  d.tensor = m.group;
+  d.detail = m.message;
+  return d;
+}
+
+}  // namespace
+
+json Detection::to_json() const {
+  json j = {{"view", evidence::view_name(view)}, {"recorded", recorded}, {"found", found}, {"evidence", evidence}};
+  if (found) {
+    j["step"] = step;
+    j["phase"] = phase;
+    j["ranks"] = ranks;
+    if (!tensor.empty()) j["tensor"] = tensor;
+  }
+  if (!detail.empty()) j["detail"] = detail;
+  return j;
+}
+
+json FirstDivergence::to_json() const {
+  json j = {{"views", json::array()}, {"first", nullptr}, {"propagation", json::array()}};
+  for (const Detection& d : views) j["views"].push_back(d.to_json());
+  if (const Detection* e = earliest()) j["first"] = e->to_json();
+  for (const auto& [s, n] : propagation) j["propagation"].push_back({{"step", s}, {"records", n}});
+  return j;
+}
+
+std::string FirstDivergence::line() const {
+  const Detection* e = earliest();
+  if (e == nullptr) return "first divergence: none (no view differs from the reference)";
+  std::string s = fmt::format("first divergence: {} at step {}, {}", evidence::view_name(e->view), e->step, e->phase);
+  if (!e->ranks.empty()) s += fmt::format(", rank {}", fmt::join(e->ranks, ","));
+  if (!e->tensor.empty()) s += ", " + e->tensor;
+  if (!propagation.empty()) {
+    s += "; then";
+    for (size_t i = 0; i < propagation.size() && i < 4; ++i)
+      s += fmt::format(" step {}: {} records{}", propagation[i].first, propagation[i].second,
+                       i + 1 < std::min<size_t>(propagation.size(), 4) ? "," : "");
+    if (propagation.size() > 4) s += ", ...";
+  }
+  return s;
+}
+
+const json* find_stage(const json& prove, const std::string& name) {
+  if (!prove.contains("stages") || !prove["stages"].is_array()) return nullptr;
+  for (const json& s : prove["stages"])
+    if (s.is_object() && s.value("name", "") == name) return &s;
+  return nullptr;
+}
+
+Result<json> read_json_file(const std::string& path) {
+  SP_ASSIGN_OR_RETURN(const std::string text, read_file(path, uint64_t{1} << 30));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return corrupt("'{}' is not valid JSON", path);
+  return j;
+}
+
+FirstDivergence locate_first_divergence(const std::string& bundle, const json& prove, bool bitwise,
+                                        const evidence::Tolerances& tol) {
+  const std::string fault = bundle + "/fault", ref = bundle + "/reference";
+  FirstDivergence out;
+
+  // Job: how the fault stage ended.
+  Detection job{.view = View::kJob, .evidence = "prove.json (stages), fault/stage.log"};
+  if (const json* st = find_stage(prove, "fault"); st != nullptr && st->value("exit_code", 0) != 0) {
+    job.found = true;
+    job.detail = st->value("error", fmt::format("exit status {}", st->value("exit_code", 0)));
+    const int crashed = st->value("crashed_rank", -1);
+    if (crashed >= 0) {
+      job.ranks = {crashed};
+      job.phase = "crash";
+      job.point = 0;
+      // The step the dead rank was in: its trace's last record.
+      const auto recs = read_lines(fmt::format("{}/trace/rank-{:05d}.jsonl", fault, crashed));
+      job.step = recs.empty() ? 0 : recs.back().value("step", int64_t{0});
+      if (!recs.empty()) job.phase = "crash during " + recs.back().value("phase", std::string("?"));
+    } else {
+      job.phase = "exit";
+      job.point = 10;
+      // The step the job ended in: the latest step any rank's trace reached.
+      job.step = -1;
+      const int world = prove.value("world_size", 1);
+      for (int r = 0; r < world; ++r) {
+        const auto recs = read_lines(fmt::format("{}/trace/rank-{:05d}.jsonl", fault, r));
+        if (!recs.empty()) job.step = std::max(job.step, recs.back().value("step", int64_t{-1}));
+      }
+      if (job.step < 0) {
+        const auto m = read_lines(fault + "/metrics.jsonl");
+        job.step = m.empty() ? 0 : m.back().value("step", int64_t{-1}) + 1;
+      }
+    }
+  }
+
+  // Traces: agreement among ranks, and against the plan.
+  Detection consistency{.view = View::kTraceConsistency}, prediction{.view = View::kTraceVsPrediction};
+  if (auto report = evidence::check_trace_dir(fault); report.ok()) {
+    consistency = trace_detection(*report, false);
+    prediction = trace_detection(*report, true);
+  } else {
+    consistency.recorded = prediction.recorded = false;
+    consistency.detail = prediction.detail = report.status().message();
+  }
+
+  // Per-layer activations of every training micro-batch against the reference's, in forward order.
+  Detection activations{.view = View::kActivations,
+                        .evidence = "fault/activations/, reference/activations/"};
+  if (auto c = evidence::compare_activations(fault, ref, bitwise, tol.loss); !c.ok()) {
+    activations.recorded = false;
+    activations.detail = c.status().message();
+  } else if (!c->recorded || !c->reference_recorded) {
+    activations.recorded = false;
+    activations.detail = "evidence.activation_digests was off";
+  } else if (c->first) {
+    const evidence::ActivationDifference& d = *c->first;
+    activations.found = true;
+    activations.step = d.step;
+    activations.phase = "forward";
+    activations.point = 1;
+    if (d.rank >= 0) activations.ranks = {d.rank};
+    activations.tensor = fmt::format("{} (micro-batch {})", d.point, d.micro_batch);
+    activations.detail = d.message;
+  }
+
+  // Gradient checksums (and losses, parameters) against the single-device reference.
+  Detection checksums{.view = View::kChecksums, .evidence = "fault/checksums.jsonl, reference/checksums.jsonl"};
+  if (auto c = evidence::compare_checksums(fault + "/checksums.jsonl", ref + "/checksums.jsonl", tol); c.ok()) {
+    const auto& list = bitwise ? c->first_mismatch : c->divergence;
+    if (!list.empty()) {
+      const evidence::Divergence& d = list.front();
+      checksums.found = true;
+      checksums.step = d.step;
+      checksums.phase = d.phase;
+      checksums.point = checksum_point(d.phase);
+      checksums.tensor = d.tensor;
+      checksums.detail = d.to_string();
+    }
+    out.propagation = c->divergent_per_step;
+  } else {
+    checksums.recorded = false;
+    checksums.detail = c.status().message();
+  }
+
+  // Replicas: the dp-replica digest exchange recorded in metrics.jsonl.
+  Detection replicas{.view = View::kReplicas, .evidence = "fault/metrics.jsonl"};
+  for (const json& m : read_lines(fault + "/metrics.jsonl"))
+    if (m.contains("diverging_ranks") && !m["diverging_ranks"].empty()) {
+      replicas.found = true;
+      replicas.step = m.value("step", int64_t{0});
+      replicas.phase = "evidence";
+      replicas.point = 7;
+      replicas.ranks = m["diverging_ranks"].get<std::vector<int>>();
+      replicas.detail = fmt::format("dp replicas differ after step {}: world rank(s) {}", replicas.step,
+                                    fmt::join(replicas.ranks, ", "));
+      break;
+    }
+
+  // Checkpoints: every committed checkpoint of the fault run, fully verified.
+  Detection checkpoint{.view = View::kCheckpoint, .evidence = "fault/checkpoints/"};
+  {
+    const ckpt::CheckpointPaths paths(fault);
+    auto listing = ckpt::list_checkpoints(paths);
+    if (!listing.ok() || listing->steps.empty()) {
+      checkpoint.recorded = false;
+      checkpoint.detail = "the fault run saved no checkpoint";
+    } else {
+      for (int64_t s : listing->steps)
+        if (Status v = ckpt::verify_checkpoint(paths, s); !v.ok()) {
+          checkpoint.found = true;
+          checkpoint.step = s - 1;  // saved after step s − 1
+          checkpoint.phase = "checkpoint";
+          checkpoint.point = 8;
+          checkpoint.detail = v.message();
+          std::smatch m;
+          static const std::regex kShard("rank-(\\d{5})\\.safetensors");
+          if (std::regex_search(checkpoint.detail, m, kShard)) checkpoint.ranks = {std::stoi(m[1].str())};
+          break;
+        }
+    }
+  }
+
+  // Eval: the held-out loss at every evaluation.
+  Detection eval{.view = View::kEval, .evidence = "fault/metrics.jsonl, reference/metrics.jsonl"};
+  {
+    const auto got = eval_losses(fault), want = eval_losses(ref);
+    for (const auto& [s, v] : got)
+      if (auto it = want.find(s); it != want.end() && !same_loss(v, it->second, bitwise, tol.loss)) {
+        eval.found = true;
+        eval.step = s;
+        eval.phase = "eval";
+        eval.point = 9;
+        eval.detail = fmt::format("eval loss {} vs reference {}", fmt_g(v), fmt_g(it->second));
+        break;
+      }
+  }
+
+  out.views = {consistency, prediction, activations, checksums, replicas, checkpoint, eval, job};
+  for (size_t i = 0; i < out.views.size(); ++i) {
+    const Detection& d = out.views[i];
+    if (!d.found) continue;
+    const Detection* e = out.earliest();
+    if (e == nullptr || std::make_tuple(d.step, d.point) < std::make_tuple(e->step, e->point))
+      out.first = static_cast<int>(i);
+  }
+  return out;
+}
+
+}  // namespace sp::parallel

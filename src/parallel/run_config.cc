@@ -1,0 +1,287 @@
+#include "parallel/run_config.h"
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+namespace sp::parallel {
+namespace {
+using nlohmann::json;
+
+json toml_to_json(const toml::node& node) {
+  if (auto* t = node.as_table()) {
+    json o = json::object();
+    for (auto&& [k, v] : *t) o[std::string(k.str())] = toml_to_json(v);
+    return o;
+  }
+  if (auto* a = node.as_array()) {
+    json arr = json::array();
+    for (auto&& v : *a) arr.push_back(toml_to_json(v));
+    return arr;
+  }
+  if (auto* s = node.as_string()) return s->get();
+  if (auto* i = node.as_integer()) return i->get();
+  if (auto* f = node.as_floating_point()) return f->get();
+  if (auto* b = node.as_boolean()) return b->get();
+  if (auto* d = node.as_date()) return fmt::format("{:04}-{:02}-{:02}", d->get().year, d->get().month, d->get().day);
+  return json("<unsupported TOML value>");
+}
+
+// Reads one section's fields strictly. Each field: key, a reader that checks the type and range.
+class SectionReader {
+ public:
+  SectionReader(const json& root, std::string section) : section_(std::move(section)) {
+    if (root.contains(section_)) {
+      node_ = &root.at(section_);
+      if (!node_->is_object()) error_ = invalid_argument("[{}] must be a table", section_);
+    }
+  }
+  template <typename T>
+  void integer(const char* key, T& out, int64_t lo, int64_t hi) {
+    const json* v = take(key);
+    if (!v) return;
+    if (!v->is_number_integer()) return fail(key, fmt::format("must be an integer, got {}", v->dump()));
+    const auto x = v->get<int64_t>();
+    if (x < lo || x > hi) return fail(key, fmt::format("= {} is out of range [{}, {}]", x, lo, hi));
+    out = static_cast<T>(x);
+  }
+  void number(const char* key, double& out, double lo, double hi) {
+    const json* v = take(key);
+    if (!v) return;
+    if (!v->is_number()) return fail(key, fmt::format("must be a number, got {}", v->dump()));
+    const double x = v->get<double>();
+    if (!(x >= lo && x <= hi)) return fail(key, fmt::format("= {} is out of range [{}, {}]", x, lo, hi));
+    out = x;
+  }
+  void boolean(const char* key, bool& out) {
+    const json* v = take(key);
+    if (!v) return;
+    if (!v->is_boolean()) return fail(key, fmt::format("must be true or false, got {}", v->dump()));
+    out = v->get<bool>();
+  }
+  void string(const char* key, std::string& out) {
+    const json* v = take(key);
+    if (!v) return;
+    if (!v->is_string()) return fail(key, fmt::format("must be a string, got {}", v->dump()));
+    out = v->get<std::string>();
+  }
+  template <typename E>
+  void choice(const char* key, E& out, const std::map<std::string, E>& options) {
+    std::string s;
+    const json* v = take(key);
+    if (!v) return;
+    if (!v->is_string()) return fail(key, fmt::format("must be a string, got {}", v->dump()));
+    s = v->get<std::string>();
+    auto it = options.find(s);
+    if (it == options.end()) {
+      std::string names;
+      for (const auto& [n, e] : options) names += (names.empty() ? "" : ", ") + n;
+      return fail(key, fmt::format("= \"{}\" is not one of: {}", s, names));
+    }
+    out = it->second;
+  }
+  // All keys must have been read; otherwise "unknown key".
+  Status finish() {
+    if (!error_.ok()) return error_;
+    if (node_)
+      for (const auto& [k, v] : node_->items())
+        if (!seen_.count(k)) {
+          std::string known;
+          for (const auto& s : seen_all_) known += (known.empty() ? "" : ", ") + s;
+          return invalid_argument("unknown key {}.{}", section_, k).with_hint("known keys in [" + section_ + "]: " + known);
+        }
+    return Status();
+  }
+
+ private:
+  const json* take(const char* key) {
+    seen_all_.insert(key);
+    if (!node_ || !node_->is_object() || !node_->contains(key)) return nullptr;
+    seen_.insert(key);
+    return &node_->at(key);
+  }
+  void fail(const char* key, const std::string& what) {
+    if (error_.ok()) error_ = invalid_argument("{}.{} {}", section_, key, what);
+  }
+  std::string section_;
+  const json* node_ = nullptr;
+  std::set<std::string> seen_, seen_all_;
+  Status error_;
+};
+}  // namespace
+
+std::string schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+std::string reduction_name(Reduction r) { return r == Reduction::kDeterministic ? "deterministic" : "fast"; }
+
+json RunConfig::to_json() const {
+  json m = model.to_json();
+  return {
+      {"name", name},
+      {"model", m},
+      {"train",
+       {{"seed", train.seed}, {"steps", train.steps}, {"global_batch", train.global_batch},
+        {"micro_batch_size", train.micro_batch_size}, {"seq_len", train.seq_len}, {"lr", train.lr},
+        {"min_lr", train.min_lr}, {"warmup_steps", train.warmup_steps}, {"weight_decay", train.weight_decay},
+        {"beta1", train.beta1}, {"beta2", train.beta2}, {"eps", train.eps}, {"grad_clip", train.grad_clip},
+        {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches},
+        {"recompute", train.recompute == model::Recompute::kFull ? "full" : "none"}}},
+      {"parallel",
+       {{"dp", parallel.dp}, {"tp", parallel.tp}, {"pp", parallel.pp}, {"zero", parallel.zero},
+        {"schedule", schedule_name(parallel.schedule)}, {"virtual_stages", parallel.virtual_stages},
+        {"reduction", reduction_name(parallel.reduction)}, {"axis_order", parallel.axis_order},
+        {"blas_threads", parallel.blas_threads}}},
+      {"data",
+       {{"sources", data.sources}, {"vocab_size", data.vocab_size}, {"eval_fraction", data.eval_fraction},
+        {"seed", data.seed}}},
+      {"evidence",
+       {{"checksum_every", evidence.checksum_every}, {"trace", evidence.trace},
+        {"activation_digests", evidence.activation_digests}, {"watchdog_seconds", evidence.watchdog_seconds},
+        {"memory_budget_mb", evidence.memory_budget_mb}, {"checkpoint_every", evidence.checkpoint_every},
+        {"keep_last", evidence.keep_last}, {"stop_on_divergence", evidence.stop_on_divergence}}},
+      {"prove",
+       {{"fault", prove.fault}, {"checkpoint_step", prove.checkpoint_step}, {"eval_margin", prove.eval_margin}}},
+  };
+}
+
+Result<RunConfig> RunConfig::from_json(const json& root) {
+  if (!root.is_object()) return invalid_argument("the run configuration must be a table");
+  static const std::set<std::string> kSections = {"name", "model", "train", "parallel", "data", "evidence", "prove"};
+  for (const auto& [k, v] : root.items())
+    if (!kSections.count(k))
+      return invalid_argument("unknown section [{}]", k).with_hint("sections: model, train, parallel, data, evidence, prove");
+  RunConfig c;
+  if (root.contains("name")) {
+    if (!root.at("name").is_string()) return invalid_argument("name must be a string");
+    c.name = root.at("name").get<std::string>();
+  }
+  constexpr int64_t kBig = int64_t{1} << 40;
+
+  SectionReader t(root, "train");
+  t.integer("seed", c.train.seed, 0, INT64_MAX);
+  t.integer("steps", c.train.steps, 1, kBig);
+  t.integer("global_batch", c.train.global_batch, 1, kBig);
+  t.integer("micro_batch_size", c.train.micro_batch_size, 1, kBig);
+  t.integer("seq_len", c.train.seq_len, 1, kBig);
+  t.number("lr", c.train.lr, 0.0, 10.0);
+  t.number("min_lr", c.train.min_lr, 0.0, 10.0);
+  t.integer("warmup_steps", c.train.warmup_steps, 0, kBig);
+  t.number("weight_decay", c.train.weight_decay, 0.0, 10.0);
+  t.number("beta1", c.train.beta1, 0.0, 0.999999);
+  t.number("beta2", c.train.beta2, 0.0, 0.999999999);
+  t.number("eps", c.train.eps, 1e-30, 1.0);
+  t.number("grad_clip", c.train.grad_clip, 0.0, 1e30);
+  t.integer("eval_every", c.train.eval_every, 0, kBig);
+  t.integer("eval_batches", c.train.eval_batches, 0, kBig);
+  t.choice("recompute", c.train.recompute, {{"none", model::Recompute::kNone}, {"full", model::Recompute::kFull}});
+  SP_RETURN_IF_ERROR(t.finish());
+
+  SectionReader p(root, "parallel");
+  p.integer("dp", c.parallel.dp, 1, 1 << 20);
+  p.integer("tp", c.parallel.tp, 1, 1 << 20);
+  p.integer("pp", c.parallel.pp, 1, 1 << 20);
+  p.integer("zero", c.parallel.zero, 0, 3);
+  p.choice("schedule", c.parallel.schedule,
+           {{"gpipe", Schedule::kGpipe}, {"1f1b", Schedule::k1F1B}, {"interleaved", Schedule::kInterleaved}});
+  p.integer("virtual_stages", c.parallel.virtual_stages, 1, 1 << 10);
+  p.choice("reduction", c.parallel.reduction,
+           {{"deterministic", Reduction::kDeterministic}, {"fast", Reduction::kFast}});
+  p.string("axis_order", c.parallel.axis_order);
+  p.integer("blas_threads", c.parallel.blas_threads, 1, 1024);
+  SP_RETURN_IF_ERROR(p.finish());
+
+  SectionReader d(root, "data");
+  d.string("sources", c.data.sources);
+  d.integer("vocab_size", c.data.vocab_size, 1, int64_t{1} << 31);
+  d.number("eval_fraction", c.data.eval_fraction, 0.0, 0.5);
+  d.integer("seed", c.data.seed, 0, INT64_MAX);
+  SP_RETURN_IF_ERROR(d.finish());
+
+  SectionReader e(root, "evidence");
+  e.integer("checksum_every", c.evidence.checksum_every, 0, kBig);
+  e.boolean("trace", c.evidence.trace);
+  e.boolean("activation_digests", c.evidence.activation_digests);
+  e.number("watchdog_seconds", c.evidence.watchdog_seconds, 0.0, 1e7);
+  e.number("memory_budget_mb", c.evidence.memory_budget_mb, 0.0, 1e12);
+  e.integer("checkpoint_every", c.evidence.checkpoint_every, 0, kBig);
+  e.integer("keep_last", c.evidence.keep_last, 1, 1 << 20);
+  e.boolean("stop_on_divergence", c.evidence.stop_on_divergence);
+  SP_RETURN_IF_ERROR(e.finish());
+
+  SectionReader pr(root, "prove");
+  pr.string("fault", c.prove.fault);
+  pr.integer("checkpoint_step", c.prove.checkpoint_step, 0, kBig);
+  pr.number("eval_margin", c.prove.eval_margin, 0.0, 100.0);
+  SP_RETURN_IF_ERROR(pr.finish());
+
+  // The model's vocabulary is the tokenizer's: data.vocab_size, unless the model says the same.
+  json model = root.contains("model") ? root.at("model") : json::object();
+  if (!model.is_object()) return invalid_argument("[model] must be a table");
+  if (!model.contains("vocab_size")) model["vocab_size"] = c.data.vocab_size;
+  SP_ASSIGN_OR_RETURN(c.model, model::LlamaConfig::from_json(model));
+  if (c.model.vocab_size != c.data.vocab_size)
+    return invalid_argument("model.vocab_size = {} differs from data.vocab_size = {} (the tokenizer's vocabulary)",
+                            c.model.vocab_size, c.data.vocab_size)
+        .with_hint("drop model.vocab_size; it is taken from data.vocab_size");
+  return c;
+}
+
+Result<json> read_toml(const std::string& path) {
+  try {
+    toml::table t = toml::parse_file(path);
+    return toml_to_json(t);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    if (!std::filesystem::exists(path)) return not_found("config file '{}' does not exist", path);
+    return invalid_argument("{}:{}:{}: {}", path, src.begin.line, src.begin.column, e.description());
+  }
+}
+
+Status apply_override(json& config, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  const auto dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    return invalid_argument("--set '{}' is not of the form section.key=value", assignment)
+        .with_hint("for example --set parallel.dp=4 or --set train.lr=1e-3");
+  const std::string section = assignment.substr(0, dot);
+  const std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  const std::string text = assignment.substr(eq + 1);
+  json value;
+  try {
+    toml::table t = toml::parse("v = " + text);
+    value = toml_to_json(*t.get("v"));
+  } catch (const toml::parse_error&) {
+    value = text;  // a bare word is a string: --set parallel.schedule=gpipe
+  }
+  if (key.empty()) return invalid_argument("--set '{}' has an empty key", assignment);
+  if (!config.contains(section)) config[section] = json::object();
+  config[section][key] = value;
+  return Status();
+}
+
+Result<json> read_preset(const std::string& configs_dir, const std::string& name) {
+  const std::string path = configs_dir + "/" + name + ".toml";
+  if (!std::filesystem::exists(path)) {
+    std::string names;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(configs_dir, ec))
+      if (entry.path().extension() == ".toml") names += (names.empty() ? "" : ", ") + entry.path().stem().string();
+    return invalid_argument("no preset named '{}' in {}", name, configs_dir)
+        .with_hint(names.empty() ? "no presets found; pass --config FILE" : "presets: " + names);
+  }
+  SP_ASSIGN_OR_RETURN(json j, read_toml(path));
+  if (!j.contains("name")) j["name"] = name;
+  return j;
+}
+
+}  // namespace sp::parallel

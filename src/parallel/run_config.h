@@ -1,0 +1,102 @@
+// RunConfig: everything that defines a run, read from a TOML preset plus `--set key=value`
+// overrides, strictly: unknown keys, wrong types and out-of-range values are errors that name the
+// key. Validation against a world size (the full dp·tp·pp equation, batch divisibility, TP/PP
+// divisibility, unsupported combinations) is in plan.h and runs on every rank before any
+// communication. Schema and defaults: docs/config.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "model/llama_config.h"
+#include "model/llama_stage.h"
+
+namespace sp::parallel {
+
+enum class Schedule { kGpipe, k1F1B, kInterleaved };
+enum class Reduction { kDeterministic, kFast };
+
+struct TrainConfig {
+  uint64_t seed = 1234;
+  int64_t steps = 20;
+  int64_t global_batch = 8;       // sequences per step
+  int64_t micro_batch_size = 2;   // B; micro-batches per step M = global_batch / B
+  int64_t seq_len = 128;          // T
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup_steps = 2;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;         // max global L2 norm; 0 = off
+  int64_t eval_every = 10;        // 0 = only at the end
+  int64_t eval_batches = 4;
+  model::Recompute recompute = model::Recompute::kNone;
+  int64_t micro_batches() const { return global_batch / micro_batch_size; }
+};
+
+struct ParallelConfig {
+  int dp = 1, tp = 1, pp = 1;
+  int zero = 0;                   // 0 (plain DP), 1, 2, 3
+  Schedule schedule = Schedule::k1F1B;
+  int virtual_stages = 1;         // v, interleaved schedule only
+  Reduction reduction = Reduction::kDeterministic;
+  std::string axis_order = "tp-dp-pp";  // fastest-varying axis first
+  int blas_threads = 1;           // OpenBLAS threads per rank; results depend on it, so it is pinned
+  int world() const { return dp * tp * pp; }
+};
+
+struct DataConfig {
+  std::string sources = "data/sources.json";  // relative paths resolve against the repository/config root
+  int64_t vocab_size = 2048;
+  double eval_fraction = 0.05;
+  uint64_t seed = 1234;
+};
+
+struct EvidenceConfig {
+  int64_t checksum_every = 1;     // steps; 0 = off
+  bool trace = true;
+  bool activation_digests = false;
+  double watchdog_seconds = 120;  // 0 = off
+  double memory_budget_mb = 0;    // per rank, 0 = none
+  int64_t checkpoint_every = 0;   // steps; 0 = none
+  int64_t keep_last = 2;
+  bool stop_on_divergence = true; // replica mismatch or non-finite gradient stops the run
+};
+
+// The proof protocol's parameters (`shardproof prove`, docs/prove.md); training ignores them.
+struct ProveConfig {
+  std::string fault;              // catalogue fault NAME[@step][:rank]; "" = choose from the topology
+  int64_t checkpoint_step = 0;    // k: steps before the recovery checkpoint; 0 = train.steps / 2
+  double eval_margin = 0.5;       // nats the final eval loss must beat the initial one by
+};
+
+struct RunConfig {
+  std::string name = "custom";    // preset name
+  model::LlamaConfig model;
+  TrainConfig train;
+  ParallelConfig parallel;
+  DataConfig data;
+  EvidenceConfig evidence;
+  ProveConfig prove;
+
+  nlohmann::json to_json() const;
+  static Result<RunConfig> from_json(const nlohmann::json& j);
+};
+
+// Reads a TOML file into JSON (tables → objects), errors name the file, line and column.
+Result<nlohmann::json> read_toml(const std::string& path);
+// Applies "section.key=value" (value parsed as TOML: 3, 1e-3, true, "x" or a bare word string).
+Status apply_override(nlohmann::json& config, const std::string& assignment);
+// configs/<name>.toml under `configs_dir`; errors list the presets that exist.
+Result<nlohmann::json> read_preset(const std::string& configs_dir, const std::string& name);
+
+std::string schedule_name(Schedule s);
+std::string reduction_name(Reduction r);
+
+}  // namespace sp::parallel

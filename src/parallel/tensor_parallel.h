@@ -1,0 +1,43 @@
+// TensorParallel: the conjugate communication pair of Megatron-style tensor parallelism over the
+// tp axis (model/stage_hooks.h states the math). Deterministic mode uses the canonical reduction,
+// so every tp rank holds bit-identical replicated activations; fast mode uses MPI's all-reduce.
+// At tp = 1 every call returns immediately (no communication, no trace record).
+#pragma once
+
+#include "comm/communicator.h"
+#include "model/stage_hooks.h"
+#include "parallel/run_config.h"
+#include "tensor/tensor.h"
+
+namespace sp::parallel {
+
+class TensorParallel final : public model::TensorParallelOps {
+ public:
+  // max_count: the largest activation reduced (N·C), sizes the deterministic staging (category comm).
+  TensorParallel(comm::Communicator& tp, Reduction mode, MemoryLedger& ledger, int64_t max_count);
+  int rank() const override { return tp_.rank(); }
+  int size() const override { return tp_.size(); }
+  void reduce_from_tp(float* x, int64_t n) override {
+    if (drop_at_ >= 0 && forward_calls_++ == drop_at_) return;  // fault: drop-tp-allreduce
+    sum(x, n);
+  }
+  // Fault hook: skip the `index`-th reduce_from_tp call from now on (−1 = none); counts restart here.
+  void drop_forward_reduce(int64_t index) {
+    drop_at_ = index;
+    forward_calls_ = 0;
+  }
+  void copy_to_tp_backward(float* dx, int64_t n) override { sum(dx, n); }
+  void all_reduce_max(float* x, int64_t n) override;
+  void all_reduce_sum(float* x, int64_t n) override { sum(x, n); }
+  static int64_t staging_floats(Reduction mode, int tp, int64_t max_count);
+
+ private:
+  void sum(float* x, int64_t n);
+  comm::Communicator& tp_;
+  Reduction mode_;
+  Tensor staging_;
+  int64_t drop_at_ = -1;
+  int64_t forward_calls_ = 0;
+};
+
+}  // namespace sp::parallel

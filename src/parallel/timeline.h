@@ -1,0 +1,44 @@
+// Timeline: per-rank intervals of compute, send, recv and idle per micro-batch
+// (timeline/rank-NNNNN.jsonl, docs/formats/timeline.md), from which the pipeline bubble is measured.
+// An interval is [t0, t1) in microseconds of the steady clock relative to the step start.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace sp::parallel {
+
+struct Interval {
+  int64_t step = 0;
+  std::string kind;        // "forward", "backward", "send", "recv", "wait", "optimizer", "grad_sync"
+  int virtual_stage = 0;
+  int64_t micro_batch = -1;
+  int64_t t0_us = 0;
+  int64_t t1_us = 0;
+};
+
+class Timeline {
+ public:
+  static Result<Timeline> open(const std::string& run_dir, int world_rank);
+  Timeline(Timeline&& o) noexcept;
+  ~Timeline();
+  void begin_step(int64_t step);
+  // Records [start_ns, now) as `kind`.
+  void record(const char* kind, int virtual_stage, int64_t micro_batch, int64_t start_ns);
+  // Writes the step's intervals; returns the step's busy (compute) fraction data for the bubble.
+  void end_step();
+  const std::vector<Interval>& last_step() const { return last_; }
+
+ private:
+  explicit Timeline(std::FILE* f) : f_(f) {}
+  std::FILE* f_ = nullptr;
+  int64_t step_ = 0;
+  int64_t step_start_ns_ = 0;
+  std::vector<Interval> current_, last_;
+};
+
+}  // namespace sp::parallel

@@ -1,0 +1,103 @@
+"""Parity tests: every parallel strategy against the single-device reference on one contract.
+
+Each case trains the tiny preset (3 steps) under mpirun with the case's --set overrides and requires:
+  * `shardproof verify RUN --against REF` gives the expected equivalence class (bitwise for DP,
+    ZeRO-1/2/3 and PP in deterministic mode; within tolerance for TP and fast-mode reductions);
+  * ledger.json: predicted bytes == measured bytes on every rank;
+  * `shardproof trace check RUN`: every group issued the same collective sequence.
+The reference is produced once by the `ref` case (a CTest fixture).
+Usage: parity.py CASE --bin shardproof --work DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+COMMON = ["--preset", "tiny", "--set", "train.steps=3", "--set", "train.eval_batches=2", "--set", "train.eval_every=0",
+          "--quiet"]
+
+# name: (ranks, overrides, expected class)
+CASES = {
+    "ref": (1, [], "bitwise-equal"),
+    "dp2": (2, ["parallel.dp=2"], "bitwise-equal"),
+    "dp4": (4, ["parallel.dp=4"], "bitwise-equal"),
+    "zero1_dp2": (2, ["parallel.dp=2", "parallel.zero=1"], "bitwise-equal"),
+    "zero2_dp2": (2, ["parallel.dp=2", "parallel.zero=2"], "bitwise-equal"),
+    "zero3_dp2": (2, ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "zero1_dp4": (4, ["parallel.dp=4", "parallel.zero=1"], "bitwise-equal"),
+    "zero2_dp4": (4, ["parallel.dp=4", "parallel.zero=2"], "bitwise-equal"),
+    "zero3_dp4": (4, ["parallel.dp=4", "parallel.zero=3", "train.eval_batches=4"], "bitwise-equal"),
+    "fast_dp2": (2, ["parallel.dp=2", "parallel.reduction=fast"], "within-tolerance|bitwise-equal"),
+    "fast_dp4": (4, ["parallel.dp=4", "parallel.reduction=fast"], "within-tolerance|bitwise-equal"),
+    "recompute_dp2": (2, ["parallel.dp=2", "train.recompute=full"], "bitwise-equal"),
+    "pp2_gpipe": (2, ["parallel.pp=2", "parallel.schedule=gpipe"], "bitwise-equal"),
+    "pp2_1f1b": (2, ["parallel.pp=2", "parallel.schedule=1f1b"], "bitwise-equal"),
+    "pp4_1f1b": (4, ["parallel.pp=4", "parallel.schedule=1f1b"], "bitwise-equal"),
+    "pp4_gpipe": (4, ["parallel.pp=4", "parallel.schedule=gpipe"], "bitwise-equal"),
+    "pp2_interleaved": (2, ["parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"],
+                        "bitwise-equal"),
+    "pp2_1f1b_recompute": (2, ["parallel.pp=2", "train.recompute=full"], "bitwise-equal"),
+    "tp2": (2, ["parallel.tp=2"], "within-tolerance"),
+    "tp4": (4, ["parallel.tp=4"], "within-tolerance"),
+    "tp2_pp2": (4, ["parallel.tp=2", "parallel.pp=2"], "within-tolerance"),
+    "dp2_tp2": (4, ["parallel.dp=2", "parallel.tp=2", "parallel.zero=1"], "within-tolerance"),
+    "dp2_pp2": (4, ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
+    "dp2_tp2_zero3": (4, ["parallel.dp=2", "parallel.tp=2", "parallel.zero=3"], "within-tolerance"),
+    "dp2_tp2_pp2": (8, ["parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.zero=1"], "within-tolerance"),
+}
+
+
+def mpirun(n):
+    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    ranks, sets, expected = CASES[args.case]
+    out = os.path.join(args.work, args.case)
+    ref = os.path.join(args.work, "ref")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ([args.bin] if ranks == 1 else mpirun(ranks) + [args.bin]) + ["train", "--out", out] + COMMON
+    for s in sets:
+        cmd += ["--set", s]
+    p = run(cmd)
+    if p.returncode != 0:
+        print(p.stdout, p.stderr)
+        print(f"FAIL: training exited {p.returncode}")
+        return 1
+    failures = []
+    ledger = json.load(open(os.path.join(out, "ledger.json")))
+    if not ledger["equal"]:
+        bad = [(r["rank"], n) for r in ledger["ranks"] for n, v in r["tensors"].items() if not v["equal"]]
+        failures.append(f"ledger prediction != measurement on {bad[:5]}")
+    t = run([args.bin, "trace", "check", out])
+    if t.returncode != 0:
+        failures.append(f"trace check failed: {t.stdout[-2000:]} {t.stderr[-2000:]}")
+    if args.case != "ref":
+        v = run([args.bin, "verify", out, "--against", ref])
+        print(v.stdout)
+        verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"
+        if verdict not in expected.split("|"):
+            failures.append(f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
+    for f in failures:
+        print("FAIL:", f)
+    print("PASS" if not failures else "FAIL", args.case)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
