@@ -1,0 +1,145 @@
+#include "ckpt/json_input.h"
+
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace sp::ckpt {
+namespace {
+
+// First pass: structure only. Depth counts open objects and arrays; each object remembers its keys.
+class GuardSax final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  GuardSax(const std::string& label, int max_depth) : label_(label), max_depth_(max_depth) {}
+  Status status;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    is_object_.push_back(true);
+    return deeper();
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    is_object_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    is_object_.push_back(false);
+    return deeper();
+  }
+  bool end_array() override {
+    is_object_.pop_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!keys_.back().insert(k).second) {
+      status = corrupt("{}: key {:?} appears twice in one object", label_, k.substr(0, 120));
+      return false;
+    }
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    status = corrupt("{}: not valid JSON at byte {}: {}", label_, position, std::string(e.what()).substr(0, 200));
+    return false;
+  }
+
+ private:
+  bool deeper() {
+    if (static_cast<int>(is_object_.size()) <= max_depth_) return true;
+    status = corrupt("{}: JSON nested deeper than {} levels", label_, max_depth_);
+    return false;
+  }
+  const std::string& label_;
+  int max_depth_;
+  std::vector<std::set<std::string>> keys_;
+  std::vector<bool> is_object_;
+};
+
+}  // namespace
+
+Result<nlohmann::json> parse_json_strict(std::string_view text, const std::string& label, int max_depth) {
+  GuardSax guard(label, max_depth);
+  bool ok = false;
+  try {
+    ok = nlohmann::json::sax_parse(text.begin(), text.end(), &guard);
+  } catch (const std::exception& e) {
+    return corrupt("{}: not valid JSON: {}", label, std::string(e.what()).substr(0, 200));
+  }
+  if (!guard.status.ok()) return guard.status;
+  if (!ok) return corrupt("{}: not valid JSON", label);
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return corrupt("{}: not valid JSON", label);
+  return j;
+}
+
+bool is_sha256_hex(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+Status JsonFields::error(std::string_view key, std::string_view what) const {
+  return corrupt("{}: {}.{} {}", label_, where_, key, what);
+}
+
+Status JsonFields::expect_keys(std::initializer_list<std::string_view> keys) const {
+  if (!j_.is_object()) return corrupt("{}: {} must be an object, got {}", label_, where_, j_.type_name());
+  for (std::string_view k : keys)
+    if (!j_.contains(k)) return error(k, "is missing");
+  for (const auto& [k, v] : j_.items()) {
+    bool known = false;
+    for (std::string_view want : keys) known = known || k == want;
+    if (!known) return corrupt("{}: {} has an unknown key {:?}", label_, where_, k.substr(0, 120));
+  }
+  return Status();
+}
+
+Result<int64_t> JsonFields::integer(std::string_view key, int64_t lo, int64_t hi) const {
+  const nlohmann::json& v = j_.at(key);
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) return error(key, fmt::format("= {} is out of range [{}, {}]", u, lo, hi));
+    const auto x = static_cast<int64_t>(u);
+    if (x < lo) return error(key, fmt::format("= {} is out of range [{}, {}]", x, lo, hi));
+    return x;
+  }
+  if (!v.is_number_integer()) return error(key, fmt::format("must be an integer, got {}", v.type_name()));
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) return error(key, fmt::format("= {} is out of range [{}, {}]", x, lo, hi));
+  return x;
+}
+
+Result<std::string> JsonFields::string(std::string_view key) const {
+  const nlohmann::json& v = j_.at(key);
+  if (!v.is_string()) return error(key, fmt::format("must be a string, got {}", v.type_name()));
+  return v.get<std::string>();
+}
+
+Result<const nlohmann::json*> JsonFields::object(std::string_view key) const {
+  const nlohmann::json& v = j_.at(key);
+  if (!v.is_object()) return error(key, fmt::format("must be an object, got {}", v.type_name()));
+  return &v;
+}
+
+Result<const nlohmann::json*> JsonFields::array(std::string_view key) const {
+  const nlohmann::json& v = j_.at(key);
+  if (!v.is_array()) return error(key, fmt::format("must be an array, got {}", v.type_name()));
+  return &v;
+}
+
+Result<std::string> JsonFields::sha256(std::string_view key) const {
+  SP_ASSIGN_OR_RETURN(std::string s, string(key));
+  if (!is_sha256_hex(s)) return error(key, fmt::format("= {:?} is not a lowercase hex SHA-256", s.substr(0, 80)));
+  return s;
+}
+
+}  // namespace sp::ckpt
