@@ -1,0 +1,246 @@
+"""Proof-protocol tests: `shardproof prove` with one catalogue fault per case (docs/faults.md).
+
+Each fault case runs the whole protocol on a small model at the case's topology and requires:
+  * exit 0 and gate.json verdict PASS (stage 2 proved the configuration clean, the fault was caught,
+    recovery was exact, the held-out eval improved);
+  * first_divergence.json: the first view is the one this test expects (stated here, independently of
+    the catalogue in src/evidence/faults.cc), at the injected step, naming the injected rank where the
+    view names ranks;
+  * `shardproof verify BUNDLE` re-derives PASS from the files alone.
+Other cases: `no_recovery` (stage 4 skipped: the gate must FAIL, naming the recovery criteria),
+`tamper` (verify FAILs naming the edited/removed file), `contract` (a stage under another contract is
+refused naming the field), `repeat` (two clean runs of one contract are bitwise equal: no false alarm),
+`usage` (bad flags exit 2 with a message naming the thing).
+Usage: prove_case.py CASE --bin shardproof --work DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+# A small model so that each protocol (5 mpirun launches) takes seconds on 2 cores.
+SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
+         "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "train.warmup_steps=1", "train.lr=5e-3",
+         "prove.checkpoint_step=3", "prove.eval_margin=0.25"]
+
+DP2 = ["parallel.dp=2"]
+# name: (fault, topology overrides, expected first view, does the view name the injected rank)
+CASES = {
+    "skip_grad_allreduce": ("skip-grad-allreduce@3", DP2, "trace vs predicted communication", False),
+    "stale_grad": ("stale-grad@3:1", DP2 + ["parallel.zero=1"], "gradient/parameter checksums vs reference", False),
+    "wrong_loss_scale": ("wrong-loss-scale@3:1", DP2 + ["parallel.zero=2"],
+                         "gradient/parameter checksums vs reference", False),
+    "zero3_stale_param": ("zero3-stale-param@3:1", DP2 + ["parallel.zero=3"], "per-layer activation trace", False),
+    "drop_tp_allreduce": ("drop-tp-allreduce@3", ["parallel.tp=2"], "trace vs predicted communication", False),
+    "pp_microbatch_swap": ("pp-microbatch-swap@3", ["parallel.pp=2", "parallel.schedule=gpipe"],
+                           "gradient/parameter checksums vs reference", False),
+    # world rank 1 = (dp 1, pp 0): a first pipeline stage, so its embedding sees the other tokens.
+    "data_order": ("data-order@3:1", DP2 + ["parallel.pp=2", "parallel.schedule=1f1b"], "per-layer activation trace",
+                   True),
+    "nan_injection": ("nan-injection@3:1", ["parallel.pp=2", "parallel.schedule=interleaved",
+                                            "parallel.virtual_stages=2"],
+                      "gradient/parameter checksums vs reference", False),
+    "desync_extra_collective": ("desync-extra-collective@3:1", DP2 + ["parallel.tp=2", "parallel.zero=1"],
+                                "trace consistency", True),
+    "rank_crash": ("rank-crash@3:1", ["parallel.tp=2", "parallel.pp=2"], "job status", True),
+    "ckpt_bitflip": ("ckpt-bitflip@2:1", DP2 + ["parallel.pp=2", "parallel.zero=1"], "checkpoint integrity", True),
+    "ckpt_truncate": ("ckpt-truncate@2:0", DP2 + ["parallel.tp=2", "parallel.zero=3"], "checkpoint integrity", True),
+    "ckpt_missing_shard": ("ckpt-missing-shard@2:2", DP2 + ["parallel.tp=2", "parallel.pp=2", "parallel.zero=1"],
+                           "checkpoint integrity", True),
+}
+
+
+def world(sets):
+    n = 1
+    for s in sets:
+        k, v = s.split("=")
+        if k in ("parallel.dp", "parallel.tp", "parallel.pp"):
+            n *= int(v)
+    return n
+
+
+def prove(args, out, fault, sets, extra=()):
+    cmd = [args.bin, "prove", "--out", out, "--fault", fault, "--quiet"]
+    for s in SMALL + sets:
+        cmd += ["--set", s]
+    cmd += list(extra)
+    print("$", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    print(p.stdout[-6000:])
+    print(p.stderr[-3000:], file=sys.stderr)
+    return p
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def check_fault_case(args, name):
+    fault, sets, view, names_rank = CASES[name]
+    out = os.path.join(args.work, name)
+    shutil.rmtree(out, ignore_errors=True)
+    p = prove(args, out, fault, sets)
+    gate = load(os.path.join(out, "gate.json"))
+    failed = [c["name"] + ": " + c.get("detail", "") for c in gate["criteria"] if c["required"] and not c["passed"]]
+    if p.returncode != 0 or gate["verdict"] != "PASS":
+        fail(f"prove exit {p.returncode}, verdict {gate['verdict']}; failed: {failed}")
+    fd = load(os.path.join(out, "first_divergence.json"))
+    first = fd["first"]
+    if first is None or first["view"] != view:
+        fail(f"first view {first and first['view']!r}, expected {view!r}")
+    step = int(fault.split("@")[1].split(":")[0])
+    if first["step"] != step:
+        fail(f"first divergence at step {first['step']}, injected at {step}")
+    if name == "zero3_stale_param" and not first.get("tensor", "").startswith("block.0 "):
+        fail(f"zero3-stale-param localized to {first.get('tensor')!r}, expected block.0")
+    if name == "data_order" and not first.get("tensor", "").startswith("embed "):
+        fail(f"data-order localized to {first.get('tensor')!r}, expected embed")
+    if names_rank:
+        rank = int(fault.split(":")[1]) if ":" in fault else 0
+        if rank not in first["ranks"]:
+            fail(f"first divergence names ranks {first['ranks']}, injected on rank {rank}")
+    v = subprocess.run([args.bin, "verify", out], capture_output=True, text=True, timeout=300)
+    if v.returncode != 0 or "verdict: PASS" not in v.stdout:
+        fail(f"verify {out}: exit {v.returncode}\n{v.stdout[-3000:]}")
+    print(f"PASS {name}: {first['view']} at step {first['step']}")
+
+
+def check_no_recovery(args):
+    out = os.path.join(args.work, "no_recovery")
+    shutil.rmtree(out, ignore_errors=True)
+    p = prove(args, out, "skip-grad-allreduce@3", DP2, ["--no-recovery"])
+    if p.returncode != 1:
+        fail(f"prove without recovery: exit {p.returncode}, expected 1 (FAIL)")
+    gate = load(os.path.join(out, "gate.json"))
+    failed = {c["name"] for c in gate["criteria"] if c["required"] and not c["passed"]}
+    for want in ("resume is exact", "recovery reproduces the reference"):
+        if want not in failed:
+            fail(f"criterion {want!r} did not fail without recovery: failed = {sorted(failed)}")
+    if "fault detected and localized" in failed:
+        fail("the fault was not detected")
+    print("PASS no_recovery:", sorted(failed))
+
+
+def tamper_case(args, base, name, edit, expect_in_output):
+    out = os.path.join(args.work, "tamper_" + name)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(base, out)
+    edit(out)
+    v = subprocess.run([args.bin, "verify", out], capture_output=True, text=True, timeout=300)
+    if v.returncode != 1 or "verdict: FAIL" not in v.stdout or expect_in_output not in v.stdout:
+        fail(f"tampered ({name}): verify exit {v.returncode}, expected FAIL naming {expect_in_output!r}\n"
+             f"{v.stdout[-3000:]}")
+    print(f"PASS tamper {name}: FAIL naming {expect_in_output}")
+
+
+def check_tamper(args):
+    base = os.path.join(args.work, "tamper_base")
+    shutil.rmtree(base, ignore_errors=True)
+    p = prove(args, base, "skip-grad-allreduce@3", DP2)
+    if p.returncode != 0:
+        fail("the untampered bundle did not PASS")
+
+    def edit_checksum(d):
+        path = os.path.join(d, "parallel", "checksums.jsonl")
+        lines = open(path).read().splitlines()
+        rec = json.loads(lines[5])
+        rec["digest"] = "0" * len(rec.get("digest", "0" * 32))
+        lines[5] = json.dumps(rec)
+        open(path, "w").write("\n".join(lines) + "\n")
+
+    def remove_trace(d):
+        os.remove(os.path.join(d, "parallel", "trace", "rank-00001.jsonl"))
+
+    def change_contract(d):
+        path = os.path.join(d, "contract.json")
+        c = load(path)
+        c["config"]["train"]["seed"] = 99
+        open(path, "w").write(json.dumps(c, indent=2) + "\n")
+
+    tamper_case(args, base, "checksum", edit_checksum, "parallel/checksums.jsonl")
+    tamper_case(args, base, "trace", remove_trace, "parallel/trace/rank-00001.jsonl")
+    tamper_case(args, base, "contract", change_contract, "contract.json")
+
+
+def check_contract(args):
+    """A stage whose contract differs from the frozen one is refused, naming the field."""
+    out = os.path.join(args.work, "contract_refusal")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    base = [args.bin, "train", "--quiet"] + sum((["--set", s] for s in SMALL), [])
+    subprocess.run(base + ["--out", out, "--contract-only"], check=True, timeout=300)
+    p = subprocess.run(base + ["--set", "train.seed=99", "--out", os.path.join(out, "run"), "--expect-contract",
+                               os.path.join(out, "contract.json")], capture_output=True, text=True, timeout=300)
+    if p.returncode == 0 or "config.train.seed" not in p.stderr:
+        fail(f"a different seed was not refused naming config.train.seed: exit {p.returncode}\n{p.stderr}")
+    print("PASS contract refusal:", [l for l in p.stderr.splitlines() if "seed" in l][:1])
+
+
+def check_repeat(args):
+    """No false alarm: two clean runs of one contract are bitwise equal."""
+    runs = []
+    for i in range(2):
+        out = os.path.join(args.work, f"repeat_{i}")
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", args.bin, "train", "--quiet",
+               "--out", out] + sum((["--set", s] for s in SMALL + DP2 + ["parallel.zero=1"]), [])
+        subprocess.run(cmd, check=True, timeout=600, capture_output=True)
+        runs.append(out)
+    v = subprocess.run([args.bin, "verify", runs[1], "--against", runs[0]], capture_output=True, text=True)
+    if v.returncode != 0 or "bitwise-equal" not in v.stdout:
+        fail(f"two clean runs differ:\n{v.stdout}")
+    print("PASS repeat:", v.stdout.splitlines()[0])
+
+
+def check_usage(args):
+    cases = [
+        (["--fault", "no-such-fault"], "unknown fault"),
+        (["--fault", "drop-tp-allreduce"], "tp = 1"),
+        (["--set", "parallel.dp=3"], "dp"),
+        (["--set", "prove.checkpoint_step=6"], "prove.checkpoint_step"),
+    ]
+    for extra, expect in cases:
+        out = os.path.join(args.work, "usage")
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [args.bin, "prove", "--out", out] + sum((["--set", s] for s in SMALL + DP2), []) + extra
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if p.returncode != 2 or expect not in p.stderr:
+            fail(f"{extra}: exit {p.returncode}, expected 2 with {expect!r}\n{p.stderr}")
+    os.makedirs(os.path.join(args.work, "usage_full"), exist_ok=True)
+    open(os.path.join(args.work, "usage_full", "keep"), "w").write("x")
+    p = subprocess.run([args.bin, "prove", "--out", os.path.join(args.work, "usage_full")], capture_output=True,
+                       text=True, timeout=120)
+    if p.returncode != 2 or "never overwritten" not in p.stderr:
+        fail(f"an existing bundle directory was not refused: exit {p.returncode}\n{p.stderr}")
+    print("PASS usage")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    special = {"no_recovery": check_no_recovery, "tamper": check_tamper, "contract": check_contract,
+               "repeat": check_repeat, "usage": check_usage}
+    if args.case in special:
+        special[args.case](args)
+    elif args.case in CASES:
+        check_fault_case(args, args.case)
+        # Bundles are ~10 MB each: keep the disk small, keep the failed ones for inspection.
+        shutil.rmtree(os.path.join(args.work, args.case), ignore_errors=True)
+    else:
+        fail(f"unknown case {args.case}")
+
+
+if __name__ == "__main__":
+    main()
