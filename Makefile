@@ -14,7 +14,7 @@ deps:
 	@bash scripts/install-deps.sh
 
 $(BUILD)/build.ninja: CMakeLists.txt | deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSP_BUILD_BENCH=OFF
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -39,7 +39,10 @@ test-asan: build-asan
 test-unit: build
 	cd $(BUILD) && ctest -L unit --output-on-failure -j $(CTEST_J)
 
+# Benchmarks are not part of `build` (they are not tests); this turns them on in the same build tree.
 bench: build
+	cmake -S . -B $(BUILD) -DSP_BUILD_BENCH=ON
+	cmake --build $(BUILD) -j $(JOBS)
 	@bash bench/run_all.sh $(BUILD)
 
 format:

@@ -115,7 +115,9 @@ void register_train(CLI::App& app, CommandResult& result) {
       result.exit_code = report_status(summary.status());
       return;
     }
-    if (mpi.world_rank() == 0)
+    if (mpi.world_rank() == 0 && o->contract_only)
+      log_info("contract written: {}/contract.json", o->out);
+    else if (mpi.world_rank() == 0)
       log_info("done: {} steps, loss {:.4f}, eval loss {:.4f} (at init {:.4f}), {:.0f} tokens/s; evidence in {}",
                summary->steps, summary->final_loss, summary->final_eval_loss, summary->initial_eval_loss,
                summary->tokens_per_second, o->out);

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# make bench: every benchmark once, on this machine, with the figures docs/performance.md reports.
+# Ratios measured in one run are what to compare; absolute numbers depend on the machine and its load.
+set -euo pipefail
+BUILD=${1:-build}
+echo "== kernels (OPENBLAS_NUM_THREADS=1) =="
+OPENBLAS_NUM_THREADS=1 "$BUILD/bench/kernels_bench"
+echo "== data: tokenizer encode, corpus preparation =="
+"$BUILD/bench/data_bench"
+echo "== checkpoints: save/load vs raw disk =="
+"$BUILD/bench/ckpt_bench"
+echo "== one training step vs PyTorch eager (tiny, small) =="
+/usr/bin/python3 "$(dirname "$0")/train_vs_torch.py" "$BUILD"
