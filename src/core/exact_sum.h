@@ -40,12 +40,9 @@ class ExactSum {
   static constexpr size_t kWords = 3 * kBins + 4;
 
  private:
-  void flush_squares();
   std::array<int64_t, kBins> sum_{};      // Σ ±M per bin; |M| < 2^24, safe for 2^39 adds
   std::array<uint64_t, kBins> sq_lo_{};   // Σ M² per bin, low and high 64 bits of a 128-bit sum
   std::array<uint64_t, kBins> sq_hi_{};
-  std::array<uint64_t, kBins> sq_fast_{}; // staging: < 2^16 adds of M² < 2^48 before a flush
-  uint64_t pending_ = 0;
   uint64_t count_ = 0, nan_ = 0, inf_ = 0;
   float absmax_ = 0.0f;
 };

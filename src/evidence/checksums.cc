@@ -17,7 +17,7 @@ size_t LogicalTensors::index_of(const std::string& name) const {
 }
 
 std::vector<TensorSummary> summarize_pieces(const LogicalTensors& tensors, const std::vector<model::UnitPiece>& pieces,
-                                            bool contribute_replicated) {
+                                            bool contribute_replicated, bool digest) {
   std::vector<TensorSummary> out(tensors.size());
   for (const model::UnitPiece& p : pieces) {
     for (const model::TensorSlot& t : p.unit->tensors) {
@@ -25,7 +25,7 @@ std::vector<TensorSummary> summarize_pieces(const LogicalTensors& tensors, const
       const int64_t lo = std::max(p.begin, t.offset);
       const int64_t hi = std::min(p.end, t.offset + t.numel);
       if (lo >= hi) continue;
-      out[tensors.index_of(t.spec.name)].add_shard(p.data + (lo - p.begin), t, lo - t.offset, hi - t.offset);
+      out[tensors.index_of(t.spec.name)].add_shard(p.data + (lo - p.begin), t, lo - t.offset, hi - t.offset, digest);
     }
   }
   return out;

@@ -33,8 +33,9 @@ class LogicalTensors {
 };
 
 // This rank's contribution: one summary per logical tensor (empty where it holds nothing).
+// digest = false: statistics only, lanes zero (TensorSummary::add_contiguous).
 std::vector<TensorSummary> summarize_pieces(const LogicalTensors& tensors, const std::vector<model::UnitPiece>& pieces,
-                                            bool contribute_replicated);
+                                            bool contribute_replicated, bool digest = true);
 // Collective over `world`: the sum of every rank's summaries, identical on every rank.
 std::vector<TensorSummary> all_reduce_summaries(comm::Communicator& world, const std::vector<TensorSummary>& local);
 // Everything merged into one (e.g. the global gradient norm from its exact sum of squares).

@@ -28,11 +28,13 @@ struct TensorSummary {
   uint64_t lane1 = 0;
   ExactSum stats;
 
-  // Adds elements x[0..n) whose logical indices are index_of(k) for k in [0, n).
-  void add_contiguous(const float* x, int64_t n, int64_t first_logical_index);
+  // Adds elements x[0..n) whose logical indices are first_logical_index + k for k in [0, n).
+  // digest = false accumulates the statistics only and leaves the lanes alone (a gradient norm for
+  // clipping, when no checksum record is due).
+  void add_contiguous(const float* x, int64_t n, int64_t first_logical_index, bool digest = true);
   // Adds local elements [k0, k1) of a tensor shard; x points at local element k0 (logical indices via
   // the slot's slice).
-  void add_shard(const float* x, const model::TensorSlot& slot, int64_t k0, int64_t k1);
+  void add_shard(const float* x, const model::TensorSlot& slot, int64_t k0, int64_t k1, bool digest = true);
   void merge(const TensorSummary& other);
 
   Digest128 digest() const { return {lane0, lane1}; }
@@ -49,5 +51,10 @@ struct TensorSummary {
 
 // The mixing function, exposed for tests and for independent re-implementation (docs/formats/checksums.md).
 uint64_t summary_mix(uint64_t logical_index, uint32_t bits, uint64_t lane);
+// a += Σ_k summary_mix(first + k, bits(x[k]), 0) and b likewise for lane 1, mod 2^64. Uses AVX-512DQ
+// when the CPU has it (same bits: the sums are modular) unless allow_simd is false or SP_NO_AVX512
+// is set; exposed so that tests compare both paths.
+void mix_lanes(const float* x, int64_t n, int64_t first, uint64_t& a, uint64_t& b, bool allow_simd = true);
+bool mix_lanes_simd_available();
 
 }  // namespace sp::evidence

@@ -111,9 +111,8 @@ double Engine::global_target_tokens(int64_t step) const {
 }
 
 std::vector<evidence::TensorSummary> Engine::summarize(const std::vector<model::UnitPiece>& pieces, bool digest) {
-  std::vector<evidence::TensorSummary> local = evidence::summarize_pieces(tensors_, pieces, coords_.tp == 0);
-  if (!digest)
-    for (auto& s : local) s.lane0 = s.lane1 = 0;
+  const std::vector<evidence::TensorSummary> local =
+      evidence::summarize_pieces(tensors_, pieces, coords_.tp == 0, digest);
   return evidence::all_reduce_summaries(*comms_.world, local);
 }
 

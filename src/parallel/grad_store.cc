@@ -103,10 +103,9 @@ std::vector<const float*> GradStore::owned_grads() const {
 
 std::vector<OwnedPiece> GradStore::evidence_pieces() {
   std::vector<OwnedPiece> out;
-  if (zero_ == 0 && dp_.dp_rank() != 0) return out;
   for (Unit& u : units_) {
-    if (zero_ == 0)
-      out.push_back({u.layout, 0, u.layout->numel, u.total});
+    if (zero_ == 0)  // replicas: each dp rank its 1/dp range (ParamStore::evidence_pieces)
+      out.push_back({u.layout, u.range.begin, u.range.end, u.total + u.range.begin});
     else
       out.push_back({u.layout, u.range.begin, u.range.end, u.shard.f32()});
   }

@@ -36,7 +36,7 @@ class GradStore final : public model::GradSink {
   bool complete() const;
   // The synchronized gradient of the pieces ParamStore::owned() names, in the same order.
   std::vector<const float*> owned_grads() const;
-  // Pieces for logical-tensor evidence (zero 0: dp rank 0 only).
+  // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage.
   std::vector<OwnedPiece> evidence_pieces();
 
   // Fault hook (evidence/faults): called with (unit id, total buffer, n) just before the dp sync; may

@@ -82,8 +82,12 @@ std::vector<OwnedPiece> ParamStore::owned() {
 }
 
 std::vector<OwnedPiece> ParamStore::evidence_pieces() {
-  if (zero_ == 0 && dp_.dp_rank() != 0) return {};
-  return owned();
+  if (zero_ > 0) return owned();
+  // Replicas (zero 0): each dp rank summarizes its 1/dp range of every unit, so the cost is shared
+  // and a replica that diverged shows in the records too, not only in the replica check.
+  std::vector<OwnedPiece> out;
+  for (Unit& u : units_) out.push_back({u.layout, u.range.begin, u.range.end, u.full.f32() + u.range.begin});
+  return out;
 }
 
 void ParamStore::gather_after_update() {

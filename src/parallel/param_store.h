@@ -34,7 +34,7 @@ class ParamStore final : public model::ParamSource {
   // The pieces the optimizer updates (the owned dp-shard, or the whole unit at zero 0).
   std::vector<OwnedPiece> owned();
   // Pieces this rank contributes to logical-tensor evidence: each element of the dp group's copy
-  // exactly once (zero 0: dp rank 0 holds everything; otherwise each rank its shard).
+  // exactly once: its shard's range of every unit (zero 0: the same range of its full replica).
   std::vector<OwnedPiece> evidence_pieces();
   // zero 1/2: all-gather the updated shards into the full buffers. No-op at zero 0/3.
   void gather_after_update();

@@ -1,6 +1,6 @@
 """Parity tests: every parallel strategy against the single-device reference on one contract.
 
-Each case trains the tiny preset (3 steps) under mpirun with the case's --set overrides and requires:
+Each case trains the tiny preset (5 steps) under mpirun with the case's --set overrides and requires:
   * `shardproof verify RUN --against REF` gives the expected equivalence class (bitwise for DP,
     ZeRO-1/2/3 and PP in deterministic mode; within tolerance for TP and fast-mode reductions);
   * ledger.json: predicted bytes == measured bytes on every rank;
@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 
-COMMON = ["--preset", "tiny", "--set", "train.steps=3", "--set", "train.eval_batches=2", "--set", "train.eval_every=0",
+COMMON = ["--preset", "tiny", "--set", "train.steps=5", "--set", "train.eval_batches=2", "--set", "train.eval_every=0",
           "--quiet"]
 
 # name: (ranks, overrides, expected class)

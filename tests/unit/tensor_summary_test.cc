@@ -120,3 +120,34 @@ TEST(TensorSummary, TransportSumsExactlyOverRanks) {
 
 }  // namespace
 }  // namespace sp::evidence
+
+namespace sp::evidence {
+namespace {
+
+// The vectorized digest path is the scalar definition bit for bit, for every length mod 8 (tails),
+// odd starting indices and non-finite patterns; on a CPU without AVX-512DQ both calls take the
+// scalar path and the test still checks mix_lanes against summary_mix.
+TEST(TensorSummary, SimdDigestEqualsScalarDefinition) {
+  std::vector<float> v = logical_values(1000);
+  v[3] = std::bit_cast<float>(0x7fc00001u);  // NaN payload
+  v[11] = -0.0f;
+  v[17] = std::bit_cast<float>(0x00000001u);  // smallest subnormal
+  for (int64_t n : {0, 1, 7, 8, 9, 63, 64, 65, 1000})
+    for (int64_t first : {int64_t{0}, int64_t{5}, int64_t{1} << 40}) {
+      uint64_t a = 0, b = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        a += summary_mix(static_cast<uint64_t>(first + k), std::bit_cast<uint32_t>(v[static_cast<size_t>(k)]), 0);
+        b += summary_mix(static_cast<uint64_t>(first + k), std::bit_cast<uint32_t>(v[static_cast<size_t>(k)]), 1);
+      }
+      uint64_t sa = 7, sb = 9, ra = 7, rb = 9;  // accumulates onto what is there
+      mix_lanes(v.data(), n, first, sa, sb, true);
+      mix_lanes(v.data(), n, first, ra, rb, false);
+      EXPECT_EQ(sa, a + 7) << "n=" << n << " first=" << first << " simd=" << mix_lanes_simd_available();
+      EXPECT_EQ(sb, b + 9) << "n=" << n << " first=" << first;
+      EXPECT_EQ(ra, a + 7) << "n=" << n << " first=" << first;
+      EXPECT_EQ(rb, b + 9) << "n=" << n << " first=" << first;
+    }
+}
+
+}  // namespace
+}  // namespace sp::evidence
