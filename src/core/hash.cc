@@ -14,6 +14,9 @@
 #include <vector>
 
 #include <openssl/evp.h>
+// Inlined so that XXH3 is compiled for this target (AVX2 under -march=native) rather than the
+// distribution library's baseline x86-64 build: the same digests, about twice as fast.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "core/check.h"
