@@ -56,14 +56,132 @@ void ExactSum::add(const float* x, size_t n) {
   absmax_ = std::bit_cast<float>(maxbits);
 }
 
-void ExactSum::merge(const ExactSum& other) {
-  const ExactSum& o = other;
+namespace {
+
+constexpr uint64_t kLimbMask = 0xffffffffULL;
+
+// limbs += v · 2^shift, v < 2^128, limbs of 32 bits (the words may exceed 2^32 until normalized).
+template <size_t K>
+void add_shifted(std::array<uint64_t, K>& limbs, unsigned __int128 v, int shift) {
+  if (v == 0) return;
+  const int q = shift / 32, r = shift % 32;
+  const unsigned __int128 lo = v << r;
+  const uint64_t hi = r == 0 ? 0 : static_cast<uint64_t>(v >> (128 - r));
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t chunk = i < 4 ? static_cast<uint64_t>(lo >> (32 * i)) & kLimbMask : hi;
+    if (chunk == 0) continue;
+    SP_CHECK(static_cast<size_t>(q + i) < K, "ExactSum: fixed-point limb {} out of range", q + i);
+    limbs[static_cast<size_t>(q + i)] += chunk;
+  }
+}
+
+// Carries so that every word is < 2^32; the value must fit (the limb counts are sized for it).
+template <size_t K>
+void normalize(std::array<uint64_t, K>& limbs) {
+  uint64_t carry = 0;
+  for (size_t k = 0; k < K; ++k) {
+    const unsigned __int128 w = static_cast<unsigned __int128>(limbs[k]) + carry;
+    limbs[k] = static_cast<uint64_t>(w) & kLimbMask;
+    carry = static_cast<uint64_t>(w >> 32);
+  }
+  SP_CHECK_EQ(carry, uint64_t{0}, "ExactSum: fixed-point overflow");
+}
+
+template <size_t K>
+int compare(const std::array<uint64_t, K>& a, const std::array<uint64_t, K>& b) {
+  for (size_t k = K; k-- > 0;)
+    if (a[k] != b[k]) return a[k] < b[k] ? -1 : 1;
+  return 0;
+}
+
+// a − b for normalized a ≥ b.
+template <size_t K>
+std::array<uint64_t, K> subtract(const std::array<uint64_t, K>& a, const std::array<uint64_t, K>& b) {
+  std::array<uint64_t, K> d{};
+  int64_t borrow = 0;
+  for (size_t k = 0; k < K; ++k) {
+    int64_t v = static_cast<int64_t>(a[k]) - static_cast<int64_t>(b[k]) - borrow;
+    borrow = v < 0 ? 1 : 0;
+    d[k] = static_cast<uint64_t>(v + (borrow << 32));
+  }
+  return d;
+}
+
+int bit_length(unsigned __int128 w) {
+  const auto hi = static_cast<uint64_t>(w >> 64), lo = static_cast<uint64_t>(w);
+  return hi != 0 ? 128 - std::countl_zero(hi) : 64 - std::countl_zero(lo);
+}
+
+// The normalized fixed-point value Σ limbs[k]·2^(32k + unit_exp), correctly rounded to double
+// (nearest, ties to even).
+template <size_t K>
+double to_double(const std::array<uint64_t, K>& limbs, int unit_exp) {
+  int top = static_cast<int>(K) - 1;
+  while (top >= 0 && limbs[static_cast<size_t>(top)] == 0) --top;
+  if (top < 0) return 0.0;
+  const int low = std::max(0, top - 2);  // a window of up to three limbs holds ≥ 65 significant bits
+  unsigned __int128 w = 0;
+  for (int k = top; k >= low; --k) w = (w << 32) | limbs[static_cast<size_t>(k)];
+  bool sticky = false;
+  for (int k = 0; k < low; ++k) sticky |= limbs[static_cast<size_t>(k)] != 0;
+  int e = 32 * low;
+  const int nbits = bit_length(w);
+  if (nbits > 64) {
+    const int drop = nbits - 64;
+    sticky |= (w & ((static_cast<unsigned __int128>(1) << drop) - 1)) != 0;
+    w >>= drop;
+    e += drop;
+  }
+  auto m = static_cast<uint64_t>(w);
+  const int mb = 64 - std::countl_zero(m);
+  if (mb > 53) {
+    const int sh = mb - 53;
+    const uint64_t rest = m & ((uint64_t{1} << sh) - 1), half = uint64_t{1} << (sh - 1);
+    m >>= sh;
+    e += sh;
+    if (rest > half || (rest == half && (sticky || (m & 1) != 0))) {
+      ++m;
+      if (m == (uint64_t{1} << 53)) {
+        m >>= 1;
+        ++e;
+      }
+    }
+  }
+  return std::ldexp(static_cast<double>(m), e + unit_exp);
+}
+
+}  // namespace
+
+ExactSum::Settled ExactSum::settled() const {
+  Settled s = fixed_;
+  for (int b = 1; b < kBins; ++b) {
+    const int64_t v = sum_[b];
+    // value M·2^(b−150) = M·2^(b−1) units of 2^−149; M²·2^(2b−300) = M²·2^(2b−2) units of 2^−298
+    if (v > 0) add_shifted(s.pos, static_cast<unsigned __int128>(v), b - 1);
+    if (v < 0) add_shifted(s.neg, static_cast<unsigned __int128>(-static_cast<__int128>(v)), b - 1);
+    add_shifted(s.sq, (static_cast<unsigned __int128>(sq_hi_[b]) << 64) | sq_lo_[b], 2 * (b - 1));
+  }
+  normalize(s.pos);
+  normalize(s.neg);
+  normalize(s.sq);
+  return s;
+}
+
+void ExactSum::merge(const ExactSum& o) {
   for (int b = 0; b < kBins; ++b) {
     sum_[b] += o.sum_[b];
     const uint64_t lo = sq_lo_[b] + o.sq_lo_[b];
     sq_hi_[b] += o.sq_hi_[b] + ((lo < o.sq_lo_[b]) ? 1 : 0);
     sq_lo_[b] = lo;
   }
+  for (int k = 0; k < kSumLimbs; ++k) {
+    fixed_.pos[static_cast<size_t>(k)] += o.fixed_.pos[static_cast<size_t>(k)];
+    fixed_.neg[static_cast<size_t>(k)] += o.fixed_.neg[static_cast<size_t>(k)];
+  }
+  for (int k = 0; k < kSqLimbs; ++k) fixed_.sq[static_cast<size_t>(k)] += o.fixed_.sq[static_cast<size_t>(k)];
+  normalize(fixed_.pos);
+  normalize(fixed_.neg);
+  normalize(fixed_.sq);
   count_ += o.count_;
   nan_ += o.nan_;
   inf_ += o.inf_;
@@ -71,50 +189,44 @@ void ExactSum::merge(const ExactSum& other) {
 }
 
 double ExactSum::sum() const {
-  // Fixed order, largest bin first, in long double: a deterministic single rounding path.
-  long double acc = 0.0L;
-  for (int b = kBins - 1; b >= 1; --b)
-    if (sum_[b] != 0) acc += std::ldexp(static_cast<long double>(sum_[b]), b - 150);
-  return static_cast<double>(acc);
+  const Settled s = settled();
+  const int c = compare(s.pos, s.neg);
+  if (c == 0) return 0.0;
+  return c > 0 ? to_double(subtract(s.pos, s.neg), -149) : -to_double(subtract(s.neg, s.pos), -149);
 }
 
-double ExactSum::sum_squares() const {
-  long double acc = 0.0L;
-  for (int b = kBins - 1; b >= 1; --b) {
-    const unsigned __int128 v = (static_cast<unsigned __int128>(sq_hi_[b]) << 64) + sq_lo_[b];
-    if (v != 0) acc += std::ldexp(static_cast<long double>(v), 2 * (b - 150));
-  }
-  return static_cast<double>(acc);
-}
+double ExactSum::sum_squares() const { return to_double(settled().sq, -298); }
 
 double ExactSum::l2_norm() const { return std::sqrt(sum_squares()); }
 
 std::vector<uint64_t> ExactSum::to_words() const {
-  const ExactSum& c = *this;
+  const Settled s = settled();
   std::vector<uint64_t> w;
   w.reserve(kWords);
-  for (int b = 0; b < kBins; ++b) w.push_back(static_cast<uint64_t>(c.sum_[b]));
-  w.insert(w.end(), c.sq_lo_.begin(), c.sq_lo_.end());
-  w.insert(w.end(), c.sq_hi_.begin(), c.sq_hi_.end());
-  w.push_back(c.count_);
-  w.push_back(c.nan_);
-  w.push_back(c.inf_);
-  w.push_back(std::bit_cast<uint32_t>(c.absmax_));
+  w.insert(w.end(), s.pos.begin(), s.pos.end());
+  w.insert(w.end(), s.neg.begin(), s.neg.end());
+  w.insert(w.end(), s.sq.begin(), s.sq.end());
+  w.push_back(count_);
+  w.push_back(nan_);
+  w.push_back(inf_);
+  w.push_back(std::bit_cast<uint32_t>(absmax_));
   return w;
 }
 
 ExactSum ExactSum::from_words(std::span<const uint64_t> w) {
   SP_CHECK_EQ(w.size(), kWords, "ExactSum word count");
   ExactSum s;
-  for (int b = 0; b < kBins; ++b) {
-    s.sum_[b] = static_cast<int64_t>(w[b]);
-    s.sq_lo_[b] = w[kBins + b];
-    s.sq_hi_[b] = w[2 * kBins + b];
-  }
-  s.count_ = w[3 * kBins];
-  s.nan_ = w[3 * kBins + 1];
-  s.inf_ = w[3 * kBins + 2];
-  s.absmax_ = std::bit_cast<float>(static_cast<uint32_t>(w[3 * kBins + 3]));
+  size_t i = 0;
+  for (auto& x : s.fixed_.pos) x = w[i++];
+  for (auto& x : s.fixed_.neg) x = w[i++];
+  for (auto& x : s.fixed_.sq) x = w[i++];
+  normalize(s.fixed_.pos);
+  normalize(s.fixed_.neg);
+  normalize(s.fixed_.sq);
+  s.count_ = w[i++];
+  s.nan_ = w[i++];
+  s.inf_ = w[i++];
+  s.absmax_ = std::bit_cast<float>(static_cast<uint32_t>(w[i]));
   return s;
 }
 

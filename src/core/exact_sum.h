@@ -1,12 +1,15 @@
 // ExactSum: order-independent, exact accumulation of fp32 values and their squares.
 //
 // Every finite fp32 value is M·2^(b−150) with an integer mantissa M < 2^24 and a bin b in [1, 254].
-// The accumulator keeps one integer per bin for Σ±M and one for ΣM², so adding values is integer
-// addition: exact, associative and commutative. Two accumulators merge by adding bins. Hence a
-// sum or sum of squares over a tensor is bit-identical however the tensor is sharded across ranks
-// and in whatever order the pieces are combined: the gradient norm used for clipping and the
-// statistics in checksums.jsonl do not depend on the topology (docs/equivalence.md).
-// Only the final conversion to double rounds, once, in a fixed order.
+// add() keeps one integer per bin for Σ±M and one (128-bit) for ΣM², so adding values is integer
+// addition: exact, associative and commutative. For transport and merging the bins are settled into
+// three fixed-point integers held as 32-bit limbs: Σ of the positive values and Σ of the magnitudes of
+// the negative ones in units of 2^−149 (kSumLimbs limbs each), Σx² in units of 2^−298 (kSqLimbs
+// limbs). Limb-wise integer sums of such words (an MPI SUM over ranks) are again exact, so a sum or
+// sum of squares over a tensor is bit-identical however it is sharded across ranks and in whatever
+// order the pieces are combined: the gradient norm used for clipping and the statistics in
+// checksums.jsonl do not depend on the topology (docs/equivalence.md). Only the final conversion to
+// double rounds, once (round to nearest even).
 #pragma once
 
 #include <array>
@@ -19,7 +22,9 @@ namespace sp {
 
 class ExactSum {
  public:
-  static constexpr int kBins = 256;  // bin 0 unused (subnormals go to bin 1), 255 = non-finite
+  static constexpr int kBins = 256;      // bin 0 unused (subnormals go to bin 1), 255 = non-finite
+  static constexpr int kSumLimbs = 12;   // 384 bits: |Σx| / 2^−149 < 2^24 · 2^253 · 2^(count bits)
+  static constexpr int kSqLimbs = 21;    // 672 bits: Σx² / 2^−298 < 2^48 · 2^506 · 2^(count bits)
 
   void add(const float* x, size_t n);
   void merge(const ExactSum& other);
@@ -34,15 +39,26 @@ class ExactSum {
   uint64_t inf_count() const { return inf_; }
   bool finite() const { return nonfinite_count() == 0; }
 
-  // Flat little-endian words for transport (MPI, files); from_words(to_words()) == *this.
+  // Flat words for transport: [positive limbs | negative limbs | square limbs | count nan inf absmax].
+  // Every limb word is < 2^32, so word-wise integer sums over up to 2^32 accumulators do not overflow
+  // and from_words() of such a sum is the merge of them all (absmax must be combined by max instead).
   std::vector<uint64_t> to_words() const;
   static ExactSum from_words(std::span<const uint64_t> words);
-  static constexpr size_t kWords = 3 * kBins + 4;
+  static constexpr size_t kWords = 2 * kSumLimbs + kSqLimbs + 4;
 
  private:
+  using SumLimbs = std::array<uint64_t, kSumLimbs>;
+  using SqLimbs = std::array<uint64_t, kSqLimbs>;
+  struct Settled {
+    SumLimbs pos{}, neg{};
+    SqLimbs sq{};
+  };
+  Settled settled() const;  // bins folded into the fixed-point part, limbs normalized
+
   std::array<int64_t, kBins> sum_{};      // Σ ±M per bin; |M| < 2^24, safe for 2^39 adds
   std::array<uint64_t, kBins> sq_lo_{};   // Σ M² per bin, low and high 64 bits of a 128-bit sum
   std::array<uint64_t, kBins> sq_hi_{};
+  Settled fixed_;                         // merged or received accumulators (32-bit limbs)
   uint64_t count_ = 0, nan_ = 0, inf_ = 0;
   float absmax_ = 0.0f;
 };

@@ -145,44 +145,20 @@ nlohmann::json TensorSummary::to_json() const {
 
 void TensorSummary::to_sum_words(std::span<uint64_t> out) const {
   SP_CHECK_EQ(out.size(), kSumWords, "TensorSummary transport size");
-  const std::vector<uint64_t> w = stats.to_words();  // [sum bins | sq lo | sq hi | count nan inf absmax]
-  constexpr size_t B = ExactSum::kBins;
+  // [lane0, lane1 | ExactSum words without absmax]: lanes wrap mod 2^64 as the digest does, and the
+  // ExactSum limbs are < 2^32, so an integer SUM over ranks is exact for both.
+  const std::vector<uint64_t> w = stats.to_words();
   out[0] = lane0;
   out[1] = lane1;
-  for (size_t b = 0; b < B; ++b) {
-    out[2 + b] = w[b];  // signed sums: two's complement addition is exact mod 2^64 and they never overflow
-    const uint64_t lo = w[B + b], hi = w[2 * B + b];
-    out[2 + B + 4 * b + 0] = lo & 0xffffffffULL;
-    out[2 + B + 4 * b + 1] = lo >> 32;
-    out[2 + B + 4 * b + 2] = hi & 0xffffffffULL;
-    out[2 + B + 4 * b + 3] = hi >> 32;
-  }
-  out[2 + 5 * B + 0] = w[3 * B + 0];
-  out[2 + 5 * B + 1] = w[3 * B + 1];
-  out[2 + 5 * B + 2] = w[3 * B + 2];
+  std::copy(w.begin(), w.end() - 1, out.begin() + 2);
 }
 
 uint64_t TensorSummary::max_word() const { return std::bit_cast<uint32_t>(stats.absmax()); }
 
 TensorSummary TensorSummary::from_words(std::span<const uint64_t> in, uint64_t max_word) {
   SP_CHECK_EQ(in.size(), kSumWords, "TensorSummary transport size");
-  constexpr size_t B = ExactSum::kBins;
-  std::vector<uint64_t> w(ExactSum::kWords, 0);
-  for (size_t b = 0; b < B; ++b) {
-    w[b] = in[2 + b];
-    // Renormalize the limbs: each is a sum of 32-bit values over ranks, so carry upward.
-    unsigned __int128 acc = 0;
-    acc += static_cast<unsigned __int128>(in[2 + B + 4 * b + 0]);
-    acc += static_cast<unsigned __int128>(in[2 + B + 4 * b + 1]) << 32;
-    acc += static_cast<unsigned __int128>(in[2 + B + 4 * b + 2]) << 64;
-    acc += static_cast<unsigned __int128>(in[2 + B + 4 * b + 3]) << 96;
-    w[B + b] = static_cast<uint64_t>(acc);
-    w[2 * B + b] = static_cast<uint64_t>(acc >> 64);
-  }
-  w[3 * B + 0] = in[2 + 5 * B + 0];
-  w[3 * B + 1] = in[2 + 5 * B + 1];
-  w[3 * B + 2] = in[2 + 5 * B + 2];
-  w[3 * B + 3] = max_word;
+  std::vector<uint64_t> w(in.begin() + 2, in.end());
+  w.push_back(max_word);
   TensorSummary s;
   s.lane0 = in[0];
   s.lane1 = in[1];

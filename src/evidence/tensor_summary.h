@@ -40,10 +40,10 @@ struct TensorSummary {
   Digest128 digest() const { return {lane0, lane1}; }
   nlohmann::json to_json() const;  // {"digest","l2","sum","absmax","finite","count"}
 
-  // Transport for an all-reduce with integer SUM (lanes wrap mod 2^64 as the digest does; squares
-  // are carried as 32-bit limbs in 64-bit words so that sums over ranks cannot overflow) plus a
-  // separate MAX word for absmax. to_words/merge_words are exact inverses under summation.
-  static constexpr size_t kSumWords = 2 + ExactSum::kBins * 5 + 3;
+  // Transport for an all-reduce with integer SUM (lanes wrap mod 2^64 as the digest does; the exact
+  // sums travel as ExactSum's 32-bit limbs, which cannot overflow over ranks) plus a separate MAX
+  // word for absmax. to_sum_words/from_words are exact inverses under summation.
+  static constexpr size_t kSumWords = 2 + ExactSum::kWords - 1;
   void to_sum_words(std::span<uint64_t> out) const;     // out.size() == kSumWords
   uint64_t max_word() const;                             // absmax bit pattern (non-negative float: orders as uint)
   static TensorSummary from_words(std::span<const uint64_t> sum_words, uint64_t max_word);

@@ -96,6 +96,26 @@ TEST(ExactSum, ManySquaresDoNotOverflow) {
   EXPECT_EQ(s.sum_squares(), want);
 }
 
+// The exact total is converted to double once, rounding to nearest with ties to even: 1 + 2^−53 is a
+// tie (stays 1), anything above it rounds up, in either sign.
+TEST(ExactSum, RoundsTheExactTotalOnceToNearestEven) {
+  auto total = [](std::vector<float> v) {
+    ExactSum s;
+    s.add(v.data(), v.size());
+    return s.sum();
+  };
+  const float t53 = std::ldexp(1.0f, -53), t100 = std::ldexp(1.0f, -100), big = std::ldexp(1.0f, 100);
+  EXPECT_EQ(total({1.0f, t53}), 1.0);
+  EXPECT_EQ(total({1.0f, t53, t100}), 1.0 + std::ldexp(1.0, -52));
+  EXPECT_EQ(total({-1.0f, -t53, -t100}), -(1.0 + std::ldexp(1.0, -52)));
+  EXPECT_EQ(total({big, 1.0f, -big}), 1.0);
+  EXPECT_EQ(total({t100, -t100}), 0.0);
+  ExactSum sq;
+  const std::vector<float> v = {1.0f, std::ldexp(1.0f, -27)};  // 1 + 2^−54: below the tie, stays 1
+  sq.add(v.data(), v.size());
+  EXPECT_EQ(sq.sum_squares(), 1.0);
+}
+
 TEST(ExactSum, WordsRoundTrip) {
   std::vector<float> v = wide_values(1000, 3);
   ExactSum s;
