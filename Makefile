@@ -19,8 +19,8 @@ $(BUILD)/build.ninja: CMakeLists.txt | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The sanitizer build compiles each library as one unity file at -O0 -g1 (5 minutes on 2 cores instead
-# of 9) and builds only what the unit tests run: their executables and the CLI they call.
+# The sanitizer build compiles each library as one unity file at -O0 -g1 (about 5.5 minutes on 2 cores)
+# and builds only what the unit tests run: their executables and the CLI they call.
 UNIT_TESTS := $(basename $(notdir $(wildcard tests/unit/*_test.cc)))
 
 $(ASAN)/build.ninja: CMakeLists.txt | deps

@@ -8,7 +8,33 @@
 
 namespace sp {
 
+// Short runs (column-shard rows, small tensors): straight into the bins, since zeroing and folding
+// add()'s four histograms would cost more than the run itself. Same decoding as add().
+void ExactSum::add_short(const float* x, size_t n) {
+  uint32_t maxbits = std::bit_cast<uint32_t>(absmax_);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = std::bit_cast<uint32_t>(x[i]);
+    const uint32_t e = (u >> 23) & 0xFFu;
+    const uint32_t m = u & 0x7FFFFFu;
+    if (e == 0xFFu) {
+      if (m != 0) ++nan_; else ++inf_;
+      continue;
+    }
+    const uint32_t b = e == 0 ? 1u : e;
+    const int64_t mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
+    sum_[b] += (u >> 31) ? -mant : mant;
+    const auto sq = static_cast<uint64_t>(mant * mant);
+    const uint64_t lo = sq_lo_[b] + sq;
+    sq_hi_[b] += (lo < sq) ? 1 : 0;
+    sq_lo_[b] = lo;
+    maxbits = std::max(maxbits, u & 0x7FFFFFFFu);
+  }
+  count_ += n;
+  absmax_ = std::bit_cast<float>(maxbits);
+}
+
 void ExactSum::add(const float* x, size_t n) {
+  if (n < 4096) return add_short(x, n);
   // Loop check: each value lands in exactly one bin; subnormals (exponent field 0) share bin 1
   // with mantissa M = m (no hidden bit), which keeps value = M·2^(b−150) exact for them too.
   // Speed: neighbouring values mostly share an exponent, so one histogram would chain every add

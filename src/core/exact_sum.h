@@ -53,6 +53,7 @@ class ExactSum {
     SumLimbs pos{}, neg{};
     SqLimbs sq{};
   };
+  void add_short(const float* x, size_t n);
   Settled settled() const;  // bins folded into the fixed-point part, limbs normalized
 
   std::array<int64_t, kBins> sum_{};      // Σ ±M per bin; |M| < 2^24, safe for 2^39 adds

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <condition_variable>
@@ -79,6 +78,76 @@ std::string sha256_hex(const void* data, size_t bytes) {
   return h.hex_digest();
 }
 
+namespace {
+
+// Reads until `n` bytes or end of file; returns the count, errno in `err` (0 if none).
+size_t read_full(int fd, char* buf, size_t n, int& err) {
+  size_t got = 0;
+  err = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = errno;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
+// Hashes the file in kChunk pieces. Files larger than one chunk are read on a second thread while
+// this one hashes the previous chunk (a ring of kSlots buffers, hashed strictly in file order), so a
+// cold checkpoint shard costs max(read, hash) instead of their sum.
+Result<std::string> sha256_fd(int fd, const std::string& path) {
+  constexpr size_t kChunk = size_t{4} << 20, kSlots = 3;
+  struct stat st {};
+  Sha256 h;
+  int err = 0;
+  if (::fstat(fd, &st) == 0 && st.st_size <= static_cast<off_t>(kChunk)) {
+    std::vector<char> buf(static_cast<size_t>(st.st_size) + 1);  // + 1: notices a file that grew
+    for (size_t n; (n = read_full(fd, buf.data(), buf.size(), err)) > 0 && err == 0;) h.update(buf.data(), n);
+  } else {
+    std::array<std::vector<char>, kSlots> bufs;
+    std::array<size_t, kSlots> len{};
+    for (auto& b : bufs) b.resize(kChunk);
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t produced = 0, consumed = 0;
+    bool eof = false;
+    std::thread reader([&] {
+      for (;;) {
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return produced - consumed < kSlots; });
+        }
+        int e = 0;
+        const size_t n = read_full(fd, bufs[produced % kSlots].data(), kChunk, e);
+        std::lock_guard lock(mu);
+        if (n > 0 && e == 0) len[produced++ % kSlots] = n;
+        err = e;
+        eof = n < kChunk || e != 0;
+        cv.notify_all();
+        if (eof) return;
+      }
+    });
+    for (;;) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return consumed < produced || eof; });
+      if (consumed == produced) break;  // the reader is done and every chunk is hashed
+      const size_t slot = consumed % kSlots;
+      lock.unlock();
+      h.update(bufs[slot].data(), len[slot]);
+      lock.lock();
+      ++consumed;
+      cv.notify_all();
+    }
+    reader.join();
+  }
+  if (err != 0) return io_error("read error while hashing '{}': {}", path, std::strerror(err));
+  return h.hex_digest();
+}
+
+}  // namespace
+
 Result<std::string> sha256_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -86,62 +155,9 @@ Result<std::string> sha256_file(const std::string& path) {
     return io_error("cannot open '{}' to hash it: {}", path, std::strerror(errno));
   }
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  // Reading and hashing overlap: a reader thread fills the next chunks while this thread hashes the
-  // previous one, so a cold file costs max(read, hash) instead of their sum. Chunks are hashed
-  // strictly in file order (a ring of kSlots buffers, one producer, one consumer).
-  constexpr size_t kSlots = 3;
-  struct stat st {};
-  const size_t kChunk = ::fstat(fd, &st) == 0 && st.st_size < (off_t{4} << 20)
-                            ? std::max<size_t>(static_cast<size_t>(st.st_size), 4096)
-                            : size_t{4} << 20;
-  std::array<std::vector<char>, kSlots> bufs;
-  std::array<size_t, kSlots> len{};
-  for (auto& b : bufs) b.resize(kChunk);
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t produced = 0, consumed = 0;
-  bool eof = false;
-  int read_errno = 0;
-  std::thread reader([&] {
-    for (;;) {
-      {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return produced - consumed < kSlots; });
-      }
-      std::vector<char>& b = bufs[produced % kSlots];
-      size_t n = 0;
-      int err = 0;
-      while (n < kChunk) {
-        const ssize_t got = ::read(fd, b.data() + n, kChunk - n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) err = errno;
-        if (got <= 0) break;
-        n += static_cast<size_t>(got);
-      }
-      std::lock_guard lock(mu);
-      if (n > 0 && err == 0) len[produced++ % kSlots] = n;
-      if (err != 0) read_errno = err;
-      if (n < kChunk || err != 0) eof = true;
-      cv.notify_all();
-      if (eof) return;
-    }
-  });
-  Sha256 h;
-  for (;;) {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return consumed < produced || eof; });
-    if (consumed == produced) break;  // the reader is done and every chunk is hashed
-    const size_t slot = consumed % kSlots;
-    lock.unlock();
-    h.update(bufs[slot].data(), len[slot]);
-    lock.lock();
-    ++consumed;
-    cv.notify_all();
-  }
-  reader.join();
+  auto digest = sha256_fd(fd, path);
   ::close(fd);
-  if (read_errno != 0) return io_error("read error while hashing '{}': {}", path, std::strerror(read_errno));
-  return h.hex_digest();
+  return digest;
 }
 
 }  // namespace sp

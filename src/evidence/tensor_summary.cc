@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -93,8 +92,7 @@ __attribute__((target("avx512f,avx512dq"))) void mix_lanes_avx512(const float* x
 
 const bool kUseAvx512 = [] {
 #ifdef SP_HAVE_MIX_AVX512
-  return std::getenv("SP_NO_AVX512") == nullptr && __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512dq");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
 #else
   return false;
 #endif

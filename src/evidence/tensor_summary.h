@@ -52,8 +52,8 @@ struct TensorSummary {
 // The mixing function, exposed for tests and for independent re-implementation (docs/formats/checksums.md).
 uint64_t summary_mix(uint64_t logical_index, uint32_t bits, uint64_t lane);
 // a += Σ_k summary_mix(first + k, bits(x[k]), 0) and b likewise for lane 1, mod 2^64. Uses AVX-512DQ
-// when the CPU has it (same bits: the sums are modular) unless allow_simd is false or SP_NO_AVX512
-// is set; exposed so that tests compare both paths.
+// when the CPU has it (same bits: the sums are modular) unless allow_simd is false; exposed so that
+// tests compare both paths.
 void mix_lanes(const float* x, int64_t n, int64_t first, uint64_t& a, uint64_t& b, bool allow_simd = true);
 bool mix_lanes_simd_available();
 
