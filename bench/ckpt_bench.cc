@@ -18,6 +18,7 @@
 #include "../tests/ckpt/ckpt_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
+#include "core/threads.h"
 #include "parallel/run_config.h"
 
 namespace {
@@ -194,6 +195,22 @@ void BM_CheckpointLoad(benchmark::State& state) {
                  (state.range(0) == 1 ? "same topology" : "resharded to tp rank 0 of tp 2"));
 }
 
+// The verification part of a load alone: the manifest and every shard's size and chunk SHA-256s.
+void BM_CheckpointVerify(benchmark::State& state) {
+  Fixture& f = fixture();
+  const CheckpointPaths paths(f.dir);
+  const int64_t step = read_latest(paths).value().step;
+  for (auto _ : state) {
+    state.PauseTiming();
+    drop_cache(f.dir);
+    state.ResumeTiming();
+    auto m = read_manifest(paths, step);
+    SP_CHECK(m.ok() && verify_shard_files(paths.step_dir(step), *m).ok(), "verify");
+  }
+  set_rate(state, f.bytes);
+  state.SetLabel(fmt::format("cold, {} hashing threads", usable_cpus()));
+}
+
 BENCHMARK(BM_RawWrite)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_CheckpointSave)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_RawRead)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
@@ -205,6 +222,7 @@ BENCHMARK(BM_CheckpointLoad)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
+BENCHMARK(BM_CheckpointVerify)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 

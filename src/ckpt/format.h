@@ -11,7 +11,7 @@
 
 namespace sp::ckpt {
 
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;  // 2: per-chunk SHA-256 of every shard in the manifest
 inline constexpr std::string_view kManifestFormat = "shardproof-checkpoint";
 inline constexpr std::string_view kLatestFormat = "shardproof-checkpoint-latest";
 inline constexpr std::string_view kShardFormat = "shardproof-checkpoint-shard";
@@ -31,7 +31,7 @@ inline constexpr std::string_view kRefusedSuffix = ".refused";    // set aside b
 
 // Keys of a shard's safetensors "__metadata__" (all values are strings, as safetensors requires).
 inline constexpr std::string_view kMetaFormat = "format";          // kShardFormat
-inline constexpr std::string_view kMetaVersion = "format_version";  // "1"
+inline constexpr std::string_view kMetaVersion = "format_version";  // "2"
 inline constexpr std::string_view kMetaRank = "rank";               // world rank that wrote the shard
 inline constexpr std::string_view kMetaCoords = "coords";           // "dp0.tp1.pp0"
 inline constexpr std::string_view kMetaStep = "step";
@@ -43,6 +43,10 @@ inline constexpr std::array<StateKind, 3> kStateKinds = {StateKind::kParam, Stat
 inline constexpr std::array<std::string_view, 3> kStateKindNames = {"param", "exp_avg", "exp_avg_sq"};
 inline constexpr std::string_view state_kind_name(StateKind k) { return kStateKindNames[static_cast<size_t>(k)]; }
 
+// A shard's SHA-256 is also recorded per consecutive chunk of this many bytes (the last may be
+// shorter), so that a load verifies a shard on several cores (SHA-256 itself is sequential).
+inline constexpr uint64_t kShaChunkBytes = uint64_t{32} << 20;
+
 // Bounds on untrusted input (a damaged or hostile file is refused before it can size an allocation).
 inline constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kMaxLatestBytes = 4096;
@@ -50,7 +54,7 @@ inline constexpr int64_t kMaxStep = 999'999'999'999;  // 12 digits
 inline constexpr int kMaxWorld = 1 << 20;
 inline constexpr int kMaxJsonDepth = 64;  // manifest, LATEST and fragment metadata nesting
 
-static_assert(kFormatVersion == 1, "a format change bumps the version and docs/formats/checkpoint.md");
+static_assert(kFormatVersion == 2, "a format change bumps the version and docs/formats/checkpoint.md");
 static_assert(kStepDigits >= 6 && kRankDigits >= 5, "names sort lexicographically up to 10^6 steps / 10^5 ranks");
 static_assert(kShardSuffix == ".safetensors", "shards are plain safetensors files");
 static_assert(kStateKindNames.size() == kStateKinds.size());

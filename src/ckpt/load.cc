@@ -12,8 +12,10 @@
 #include "ckpt/json_input.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
+#include "core/check.h"
 #include "core/file_io.h"
 #include "core/hash.h"
+#include "core/threads.h"
 
 namespace sp::ckpt {
 
@@ -86,12 +88,17 @@ Status verify_shard_files(const std::string& step_dir, const Manifest& manifest,
                      static_cast<uint64_t>(st.st_size) < rec.bytes ? "truncated" : "longer than written")
           .with_hint("the file was damaged after the checkpoint was committed; --fallback-previous resumes from "
                      "the previous checkpoint");
-    SP_ASSIGN_OR_RETURN(const std::string sha, sha256_file(path));
-    if (sha != rec.sha256)
-      return corrupt("checkpoint shard '{}' has SHA-256 {}, the manifest says {}: {}", path, sha, rec.sha256,
-                     locate_shard_damage(path))
-          .with_hint("the file was damaged after the checkpoint was committed; --fallback-previous resumes from "
-                     "the previous checkpoint");
+    // The chunk digests cover every byte as the whole-file one does, and verify on every core.
+    SP_ASSIGN_OR_RETURN(const std::vector<std::string> chunks, sha256_file_chunks(path, kShaChunkBytes, usable_cpus()));
+    SP_CHECK_EQ(chunks.size(), rec.sha256_chunks.size(), "chunk digests of '{}' (size checked above)", path);
+    for (size_t c = 0; c < chunks.size(); ++c)
+      if (chunks[c] != rec.sha256_chunks[c])
+        return corrupt("checkpoint shard '{}' fails its SHA-256 check: bytes {}..{} (chunk {} of {}) have SHA-256 {}, "
+                       "the manifest says {}: {}",
+                       path, c * kShaChunkBytes, std::min<uint64_t>(rec.bytes, (c + 1) * kShaChunkBytes), c,
+                       chunks.size(), chunks[c], rec.sha256_chunks[c], locate_shard_damage(path))
+            .with_hint("the file was damaged after the checkpoint was committed; --fallback-previous resumes from "
+                       "the previous checkpoint");
   }
   return Status();
 }
@@ -128,6 +135,15 @@ Status verify_checkpoint(const CheckpointPaths& paths, int64_t step) {
     return corrupt("'{}' names manifest digest {} for step {}, but '{}' has digest {}", paths.latest(),
                    latest->manifest_digest, step, CheckpointPaths::manifest_in(paths.step_dir(step)), m.digest);
   SP_RETURN_IF_ERROR(verify_shard_files(paths.step_dir(step), m));
+  // The whole-file digests too (what `sha256sum` checks): the chunks matched, so only a manifest
+  // written inconsistently can fail here.
+  for (const ShardRecord& rec : m.shards) {
+    const std::string path = CheckpointPaths::shard_in(paths.step_dir(step), rec.rank);
+    SP_ASSIGN_OR_RETURN(const std::string sha, sha256_file(path));
+    if (sha != rec.sha256)
+      return corrupt("checkpoint shard '{}' has SHA-256 {}, the manifest says {} (while every chunk digest matches)",
+                     path, sha, rec.sha256);
+  }
   SP_ASSIGN_OR_RETURN(const model::LlamaConfig config, m.model_config());
   SP_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::open(paths.step_dir(step), m, config));
   return source.check_coverage();

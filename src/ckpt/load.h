@@ -21,8 +21,9 @@ Result<Latest> read_latest(const CheckpointPaths& paths);
 // step-N/manifest.json, parsed and digest-checked; its step must be N.
 Result<Manifest> read_manifest(const CheckpointPaths& paths, int64_t step);
 
-// Size and SHA-256 of the shards of `manifest` whose rank r satisfies r % stride == offset (all with
-// the defaults). A mismatch names the file, expected vs actual, and the damaged tensor when found.
+// Size and chunk SHA-256s (hashed on every CPU this process may use) of the shards of `manifest`
+// whose rank r satisfies r % stride == offset (all with the defaults). A mismatch names the file,
+// the byte range, expected vs actual, and the damaged tensor when found.
 Status verify_shard_files(const std::string& step_dir, const Manifest& manifest, int offset = 0, int stride = 1);
 // After a SHA-256 mismatch: which stored tensor (or the header) differs from what was written.
 std::string locate_shard_damage(const std::string& shard_path);
@@ -40,7 +41,8 @@ struct Candidates {
 Result<Candidates> find_candidates(const CheckpointPaths& paths, bool fallback_previous);
 
 // Full single-process check of one checkpoint (`shardproof ckpt verify`): manifest, LATEST agreement
-// (when `step` is LATEST's), shard files, shard metadata against the contract's model, coverage.
+// (when `step` is LATEST's), shard files (chunk and whole-file digests), shard metadata against the
+// contract's model, coverage.
 Status verify_checkpoint(const CheckpointPaths& paths, int64_t step);
 
 }  // namespace sp::ckpt

@@ -23,7 +23,8 @@ json Manifest::content() const {
   json shard_list = json::array();
   for (const ShardRecord& s : shards)
     shard_list.push_back(
-        {{"rank", s.rank}, {"coords", s.coords}, {"file", s.file}, {"bytes", s.bytes}, {"sha256", s.sha256}});
+        {{"rank", s.rank}, {"coords", s.coords}, {"file", s.file}, {"bytes", s.bytes}, {"sha256", s.sha256},
+         {"sha256_chunks", s.sha256_chunks}});
   json ev = json::object();
   for (const auto& [name, p] : evidence) ev[name] = {{"bytes", p.bytes}, {"sha256", p.sha256}};
   return {{"format", kManifestFormat},
@@ -88,7 +89,7 @@ Result<Topology> parse_topology(const json& j, const std::string& label) {
 
 Result<ShardRecord> parse_shard_record(const json& j, size_t index, const std::string& label) {
   JsonFields f(j, label, fmt::format("shards[{}]", index));
-  SP_RETURN_IF_ERROR(f.expect_keys({"rank", "coords", "file", "bytes", "sha256"}));
+  SP_RETURN_IF_ERROR(f.expect_keys({"rank", "coords", "file", "bytes", "sha256", "sha256_chunks"}));
   ShardRecord s;
   SP_ASSIGN_OR_RETURN(const int64_t rank, f.integer("rank", 0, kMaxWorld - 1));
   if (rank != static_cast<int64_t>(index)) return f.error("rank", fmt::format("= {}, expected {}", rank, index));
@@ -101,6 +102,17 @@ Result<ShardRecord> parse_shard_record(const json& j, size_t index, const std::s
   SP_ASSIGN_OR_RETURN(const int64_t bytes, f.integer("bytes", 8, INT64_MAX));
   s.bytes = static_cast<uint64_t>(bytes);
   SP_ASSIGN_OR_RETURN(s.sha256, f.sha256("sha256"));
+  SP_ASSIGN_OR_RETURN(const json* chunks, f.array("sha256_chunks"));
+  if (chunks->size() != chunk_count(s.bytes, kShaChunkBytes))
+    return f.error("sha256_chunks", fmt::format("has {} digests, a file of {} bytes has {} chunks of {} bytes",
+                                                chunks->size(), s.bytes, chunk_count(s.bytes, kShaChunkBytes),
+                                                kShaChunkBytes));
+  for (size_t c = 0; c < chunks->size(); ++c) {
+    const json& d = (*chunks)[c];
+    if (!d.is_string() || !is_sha256_hex(d.get_ref<const std::string&>()))
+      return f.error(fmt::format("sha256_chunks[{}]", c), "is not a lowercase hex SHA-256");
+    s.sha256_chunks.push_back(d.get<std::string>());
+  }
   return s;
 }
 

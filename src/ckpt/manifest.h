@@ -34,7 +34,8 @@ struct ShardRecord {
   std::string coords;  // "dp0.tp1.pp0", for people; the topology is authoritative
   std::string file;    // always shard_file_name(rank)
   uint64_t bytes = 0;
-  std::string sha256;
+  std::string sha256;                       // of the whole file
+  std::vector<std::string> sha256_chunks;   // of each kShaChunkBytes piece, chunk_count(bytes, ...) of them
 };
 
 // Size and SHA-256 of an evidence file's first `bytes` bytes when the checkpoint was taken: resuming

@@ -15,6 +15,7 @@
 
 #include "ckpt/names.h"
 #include "core/check.h"
+#include "core/threads.h"
 
 namespace sp::ckpt {
 namespace {
@@ -200,20 +201,35 @@ Status CheckpointSource::fill_region(const model::WeightSpec& spec, StateKind ki
 }
 
 Status CheckpointSource::fill(const std::vector<StateSpan>& spans, int tp_rank) const {
+  struct Job {
+    const model::WeightSpec* spec;
+    StateKind kind;
+    Geometry g;
+    int64_t ta, tb;
+    float* dst;
+  };
+  std::vector<Job> jobs;
   for (const StateSpan& span : spans)
     for (const model::TensorSlot& t : span.unit->tensors) {
       const int64_t lo = std::max(span.begin, t.offset), hi = std::min(span.end, t.offset + t.numel);
       if (lo >= hi) continue;
       const auto spec = impl_->weights.find(t.spec.name);
       SP_CHECK(spec != impl_->weights.end(), "tensor {} is not in the model's weight table", t.spec.name);
-      const Geometry g = geometry_of(t.spec.shape, t.slice);
       for (StateKind kind : kStateKinds) {
         float* dst = span.data[static_cast<size_t>(kind)];
         SP_CHECK(dst != nullptr, "state span of unit {} has no {} buffer", span.unit->name, state_kind_name(kind));
-        SP_RETURN_IF_ERROR(fill_region(spec->second, kind, g, lo - t.offset, hi - t.offset, dst + (lo - span.begin),
-                                       tp_rank));
+        jobs.push_back({&spec->second, kind, geometry_of(t.spec.shape, t.slice), lo - t.offset, hi - t.offset,
+                        dst + (lo - span.begin)});
       }
     }
+  // The regions are disjoint, so they fill on every usable CPU; the error reported is the first in
+  // job order, whichever thread met it.
+  std::vector<Status> status(jobs.size());
+  run_indexed(jobs.size(), usable_cpus(), [&](size_t i) {
+    const Job& j = jobs[i];
+    status[i] = fill_region(*j.spec, j.kind, j.g, j.ta, j.tb, j.dst, tp_rank);
+  });
+  for (Status& st : status) SP_RETURN_IF_ERROR(st);
   return Status();
 }
 

@@ -31,7 +31,8 @@ class CheckpointSource {
   CheckpointSource& operator=(CheckpointSource&&) noexcept;
   ~CheckpointSource();
 
-  // Fills all three kinds of every span of a rank whose tensor-parallel coordinate is `tp_rank`.
+  // Fills all three kinds of every span of a rank whose tensor-parallel coordinate is `tp_rank`
+  // (the disjoint regions on every usable CPU, core/threads.h).
   Status fill(const std::vector<StateSpan>& spans, int tp_rank) const;
   // A whole logical tensor (row-major, numel(spec.shape) floats): consolidated export.
   Status read_logical(const std::string& tensor, StateKind kind, float* dst) const;

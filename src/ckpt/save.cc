@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include "ckpt/names.h"
 #include "core/check.h"
 #include "core/file_io.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/timer.h"
 
@@ -201,8 +203,12 @@ Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const AgreeFn& ag
   SP_RETURN_IF_ERROR(agree(rank == 0 ? prepare(paths, req.step) : Status()).with_context(context));
 
   const std::string partial = paths.partial_dir(req.step);
-  const ShardImage img = build_shard(rank, req.coords, req.tp_rank, req.step, req.spans);
-  const Status wrote = agree(write_shard(img, CheckpointPaths::shard_in(partial, rank), req, rank));
+  // The digests are computed from memory while the same memory is written out (and fsynced).
+  ShardImage img = build_shard(rank, req.coords, req.tp_rank, req.step, req.spans, /*digests=*/false);
+  std::thread hasher([&img] { digest_shard(img); });
+  const Status written = write_shard(img, CheckpointPaths::shard_in(partial, rank), req, rank);
+  hasher.join();
+  const Status wrote = agree(written);
   if (!wrote.ok()) {
     if (rank == 0) {
       const Status rm = remove_tree(partial);
@@ -212,26 +218,47 @@ Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const AgreeFn& ag
   }
 
   if (rank != 0) maybe_kill(req, SavePhase::kBeforeManifest, rank);
+  // Every rank learns every shard's size (the chunk-digest counts of the second gather), rank 0
+  // also the digests.
+  const size_t world_size = static_cast<size_t>(world.size());
   char mine[kRecordBytes];
   for (size_t i = 0; i < 8; ++i) mine[i] = static_cast<char>((img.bytes >> (8 * i)) & 0xFF);
   std::memcpy(mine + 8, img.sha256.data(), 64);
-  std::vector<char> all(rank == 0 ? kRecordBytes * static_cast<size_t>(world.size()) : 0);
-  const std::vector<int64_t> counts(static_cast<size_t>(world.size()), static_cast<int64_t>(kRecordBytes));
-  world.gather(mine, static_cast<int64_t>(kRecordBytes), rank == 0 ? all.data() : nullptr, counts, DType::kU8, 0);
+  std::vector<char> all(kRecordBytes * world_size);
+  std::vector<int64_t> counts(world_size, static_cast<int64_t>(kRecordBytes));
+  world.all_gather(mine, all.data(), counts, DType::kU8);
+  auto bytes_of = [&](size_t r) {
+    uint64_t b = 0;
+    for (int i = 7; i >= 0; --i) b = (b << 8) | static_cast<unsigned char>(all[kRecordBytes * r + static_cast<size_t>(i)]);
+    return b;
+  };
+  int64_t total_chunk_chars = 0;
+  for (size_t r = 0; r < world_size; ++r) {
+    counts[r] = static_cast<int64_t>(64 * chunk_count(bytes_of(r), kShaChunkBytes));
+    total_chunk_chars += counts[r];
+  }
+  std::string my_chunks;
+  for (const std::string& d : img.sha256_chunks) my_chunks += d;
+  SP_CHECK_EQ(static_cast<int64_t>(my_chunks.size()), counts[static_cast<size_t>(rank)], "chunk digests");
+  std::string all_chunks(rank == 0 ? static_cast<size_t>(total_chunk_chars) : 0, '\0');
+  world.gather(my_chunks.data(), counts[static_cast<size_t>(rank)], rank == 0 ? all_chunks.data() : nullptr, counts,
+               DType::kU8, 0);
 
   SaveOutcome out;
   Status committed;
   if (rank == 0) {
     SP_CHECK_EQ(req.rank_coords.size(), static_cast<size_t>(world.size()), "coords of every rank");
     std::vector<ShardRecord> records;
-    for (int r = 0; r < world.size(); ++r) {
-      const char* p = all.data() + kRecordBytes * static_cast<size_t>(r);
+    size_t at = 0;  // next chunk digest in all_chunks
+    for (size_t r = 0; r < world_size; ++r) {
       ShardRecord rec;
-      rec.rank = r;
-      rec.coords = req.rank_coords[static_cast<size_t>(r)];
-      rec.file = shard_file_name(r);
-      for (int i = 7; i >= 0; --i) rec.bytes = (rec.bytes << 8) | static_cast<unsigned char>(p[i]);
-      rec.sha256.assign(p + 8, 64);
+      rec.rank = static_cast<int>(r);
+      rec.coords = req.rank_coords[r];
+      rec.file = shard_file_name(rec.rank);
+      rec.bytes = bytes_of(r);
+      rec.sha256.assign(all.data() + kRecordBytes * r + 8, 64);
+      for (uint64_t c = 0; c < chunk_count(rec.bytes, kShaChunkBytes); ++c, at += 64)
+        rec.sha256_chunks.push_back(all_chunks.substr(at, 64));
       records.push_back(std::move(rec));
     }
     committed = commit(paths, req, records, out);

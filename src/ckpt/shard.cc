@@ -9,6 +9,7 @@
 #include "ckpt/json_input.h"
 #include "core/check.h"
 #include "core/hash.h"
+#include "core/threads.h"
 
 namespace sp::ckpt {
 using nlohmann::json;
@@ -36,7 +37,7 @@ WeightIndex weight_index(const model::LlamaConfig& config) {
 }
 
 ShardImage build_shard(int rank, const std::string& coords, int tp_rank, int64_t step,
-                       const std::vector<StateSpan>& spans) {
+                       const std::vector<StateSpan>& spans, bool digests) {
   ShardImage img;
   // Fragments: each span cut at tensor boundaries; the same cut for every kind.
   struct Cut {
@@ -91,21 +92,27 @@ ShardImage build_shard(int rank, const std::string& coords, int tp_rank, int64_t
   img.writer.set_metadata(std::string(kMetaStep), std::to_string(step));
   img.writer.set_metadata(std::string(kMetaFragments), meta.dump());
   // The file is the header followed by the tensors in insertion order (safetensors.h): hash that.
-  const std::string header = img.writer.header_bytes();
-  Sha256 sha;
-  sha.update(header.data(), header.size());
-  uint64_t bytes = header.size();
+  img.header = img.writer.header_bytes();
+  uint64_t bytes = img.header.size();
   for (size_t i = 0; i < img.fragments.size(); ++i) {
     const Fragment& f = img.fragments[i];
     const Cut& c = cuts[i % cuts.size()];
     const float* src = c.span->data[static_cast<size_t>(f.kind)] + (c.slot->offset + f.begin - c.span->begin);
-    sha.update(src, sizeof(float) * static_cast<size_t>(f.size()));
+    img.tensors.push_back({src, sizeof(float) * static_cast<size_t>(f.size())});
     bytes += sizeof(float) * static_cast<uint64_t>(f.size());
   }
-  img.sha256 = sha.hex_digest();
   img.bytes = bytes;
   SP_CHECK_EQ(img.bytes, img.writer.file_size(), "shard image size");
+  if (digests) digest_shard(img);
   return img;
+}
+
+void digest_shard(ShardImage& img) {
+  std::vector<ByteSpan> file = {{img.header.data(), img.header.size()}};
+  file.insert(file.end(), img.tensors.begin(), img.tensors.end());
+  StreamDigests d = sha256_stream(file, kShaChunkBytes, usable_cpus());
+  img.sha256 = std::move(d.sha256);
+  img.sha256_chunks = std::move(d.chunks);
 }
 
 namespace {

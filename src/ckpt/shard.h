@@ -15,6 +15,7 @@
 
 #include "ckpt/format.h"
 #include "ckpt/safetensors.h"
+#include "core/hash.h"
 #include "model/weights.h"
 
 namespace sp::ckpt {
@@ -54,17 +55,24 @@ struct Geometry {
 Geometry geometry_of(const Shape& shape, const model::Slice& slice);
 
 // The image of one rank's shard, ready to write. Stored tensors point into the spans' memory (not
-// copied): the spans must stay unchanged until the file is written. sha256/bytes describe the file
-// write() will produce (hashed from memory, header included).
+// copied): the spans must stay unchanged until the file is written. bytes and the digests describe
+// the file write() will produce (hashed from memory, header included).
 struct ShardImage {
   SafetensorsWriter writer;
   std::vector<Fragment> fragments;
+  std::string header;                      // writer.header_bytes(): the file's first bytes
+  std::vector<ByteSpan> tensors;           // then these, in order (pointing into the spans)
   uint64_t bytes = 0;
-  std::string sha256;
+  std::string sha256;                      // whole file      } filled by digest_shard()
+  std::vector<std::string> sha256_chunks;  // per kShaChunkBytes (format.h)
 };
-// `tp_rank`: this rank's tensor-parallel coordinate (recorded for replicated tensors).
+// `tp_rank`: this rank's tensor-parallel coordinate (recorded for replicated tensors). With
+// `digests`, the image is hashed at once; a saver may instead hash it while it writes the file.
 ShardImage build_shard(int rank, const std::string& coords, int tp_rank, int64_t step,
-                       const std::vector<StateSpan>& spans);
+                       const std::vector<StateSpan>& spans, bool digests = true);
+// img.sha256 and img.sha256_chunks from img.header and the memory img.tensors points to (on every usable CPU). Safe
+// to run while img.writer.write() runs on another thread: both only read that memory.
+void digest_shard(ShardImage& img);
 
 struct ShardContent {
   int rank = 0;

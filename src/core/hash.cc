@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include <xxhash.h>
 
 #include "core/check.h"
+#include "core/threads.h"
 
 namespace sp {
 
@@ -147,6 +150,73 @@ Result<std::string> sha256_fd(int fd, const std::string& path) {
 }
 
 }  // namespace
+
+StreamDigests sha256_stream(std::span<const ByteSpan> pieces, uint64_t chunk_bytes, int threads) {
+  SP_CHECK(chunk_bytes > 0, "chunk size must be positive");
+  std::vector<uint64_t> start(pieces.size() + 1, 0);  // piece p is bytes [start[p], start[p + 1])
+  for (size_t p = 0; p < pieces.size(); ++p) start[p + 1] = start[p] + pieces[p].bytes;
+  const uint64_t total = start.back();
+  auto hash_range = [&](uint64_t begin, uint64_t end) {
+    Sha256 h;
+    size_t p = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) - 1;
+    for (uint64_t pos = begin; pos < end; ++p) {
+      const uint64_t take = std::min(end, start[p + 1]) - pos;
+      h.update(static_cast<const char*>(pieces[p].data) + (pos - start[p]), take);
+      pos += take;
+    }
+    return h.hex_digest();
+  };
+  StreamDigests out;
+  out.chunks.resize(chunk_count(total, chunk_bytes));
+  // One item is the whole stream, the others one chunk each: with two threads or more the whole
+  // stream (item 0, taken first) is hashed while the others take the chunks.
+  run_indexed(out.chunks.size() + 1, threads, [&](size_t i) {
+    if (i == 0) out.sha256 = hash_range(0, total);
+    else out.chunks[i - 1] = hash_range((i - 1) * chunk_bytes, std::min(total, i * chunk_bytes));
+  });
+  return out;
+}
+
+Result<std::vector<std::string>> sha256_file_chunks(const std::string& path, uint64_t chunk_bytes, int threads) {
+  SP_CHECK(chunk_bytes > 0, "chunk size must be positive");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return not_found("cannot open '{}' to hash it: it does not exist", path);
+    return io_error("cannot open '{}' to hash it: {}", path, std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return io_error("cannot stat '{}' to hash it: {}", path, std::strerror(e));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::vector<std::string> out(chunk_count(size, chunk_bytes));
+  std::atomic<int> err{0};  // errno of the first failed read; -1: the file shrank
+  run_indexed(out.size(), threads, [&](size_t c) {
+    if (err.load() != 0) return;
+    {
+      std::vector<char> buf(std::min<uint64_t>(chunk_bytes, uint64_t{256} << 10));  // stays in L2 while hashed
+      Sha256 h;
+      for (uint64_t pos = c * chunk_bytes, end = std::min(size, pos + chunk_bytes); pos < end;) {
+        const ssize_t r = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), end - pos), static_cast<off_t>(pos));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+          int expected = 0;
+          err.compare_exchange_strong(expected, r < 0 ? errno : -1);
+          break;
+        }
+        h.update(buf.data(), static_cast<size_t>(r));
+        pos += static_cast<uint64_t>(r);
+      }
+      out[c] = h.hex_digest();
+    }
+  });
+  ::close(fd);
+  if (err.load() == -1) return io_error("'{}' became shorter while it was hashed", path);
+  if (err.load() != 0) return io_error("read error while hashing '{}': {}", path, std::strerror(err.load()));
+  return out;
+}
 
 Result<std::string> sha256_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

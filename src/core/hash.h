@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -44,5 +46,25 @@ std::string sha256_hex(const void* data, size_t bytes);
 inline std::string sha256_hex(std::string_view s) { return sha256_hex(s.data(), s.size()); }
 // Streams the file; errors name the path.
 Result<std::string> sha256_file(const std::string& path);
+
+// Chunked SHA-256: the digests of consecutive `chunk_bytes` pieces of a byte stream (the last piece
+// may be shorter; an empty stream has none). SHA-256 runs on one core; a list of chunk digests lets a
+// reader verify a large file on several cores (checkpoint shards, docs/formats/checkpoint.md).
+// `threads`: how many threads may hash at once (usually usable_cpus(), core/threads.h).
+inline uint64_t chunk_count(uint64_t bytes, uint64_t chunk_bytes) { return (bytes + chunk_bytes - 1) / chunk_bytes; }
+
+struct ByteSpan {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+struct StreamDigests {
+  std::string sha256;               // of the whole stream
+  std::vector<std::string> chunks;  // chunk_count(total, chunk_bytes) digests
+};
+// Both digests of the concatenation of `pieces`, the whole-stream one on the calling thread while up
+// to threads - 1 others hash the chunks (all on the caller when threads == 1).
+StreamDigests sha256_stream(std::span<const ByteSpan> pieces, uint64_t chunk_bytes, int threads);
+// The chunk digests of a file, chunks read and hashed by up to `threads` threads; errors name the path.
+Result<std::vector<std::string>> sha256_file_chunks(const std::string& path, uint64_t chunk_bytes, int threads);
 
 }  // namespace sp

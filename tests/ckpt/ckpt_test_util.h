@@ -158,7 +158,7 @@ inline Manifest write_sim_checkpoint(const std::string& run_dir, int64_t step, c
                                        r.saver ? r.spans : std::vector<StateSpan>{});
     const Status st = img.writer.write(CheckpointPaths::shard_in(dir, r.rank));
     SP_CHECK(st.ok(), "{}", st.message());
-    m.shards.push_back({r.rank, coords_string(r), shard_file_name(r.rank), img.bytes, img.sha256});
+    m.shards.push_back({r.rank, coords_string(r), shard_file_name(r.rank), img.bytes, img.sha256, img.sha256_chunks});
   }
   m.seal();
   SP_CHECK(write_file(CheckpointPaths::manifest_in(dir), m.to_text()).ok(), "manifest");

@@ -1,12 +1,14 @@
 // Checkpoint names, manifest and LATEST (ckpt/names.h, ckpt/manifest.h): round trips, strict
 // parsing, and the property the format promises: ANY single flipped bit in a manifest or in LATEST
-// is refused (checked exhaustively, bit by bit), with a message naming the file.
+// is refused (checked exhaustively, bit by bit), with a message naming the file; a shard of several
+// SHA-256 chunks fails verification for a flipped byte in any chunk, naming that chunk's byte range.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "ckpt/format.h"
+#include "ckpt/load.h"
 #include "ckpt/manifest.h"
 #include "ckpt/names.h"
 #include "core/hash.h"
@@ -88,7 +90,8 @@ Manifest sample_manifest() {
   m.loader_cursor = {{"format", "shardproof-loader-cursor"}, {"next_step", 4}};
   m.evidence["checksums.jsonl"] = {1234, sha256_hex("a")};
   for (int r = 0; r < 2; ++r)
-    m.shards.push_back({r, r == 0 ? "dp0.tp0.pp0" : "dp1.tp0.pp0", shard_file_name(r), 1000u + r, sha256_hex(fmt::format("s{}", r))});
+    m.shards.push_back({r, r == 0 ? "dp0.tp0.pp0" : "dp1.tp0.pp0", shard_file_name(r), 1000u + r, sha256_hex(fmt::format("s{}", r)),
+                        {sha256_hex(fmt::format("c{}", r))}});
   m.seal();
   return m;
 }
@@ -147,7 +150,7 @@ TEST(CkptManifest, FieldValidation) {
     const char* expect;
   };
   const std::vector<Case> cases = {
-      {"version", [](auto& j) { j["format_version"] = 2; }, "version 2 is not supported"},
+      {"version", [](auto& j) { j["format_version"] = 1; }, "version 1 is not supported"},
       {"format", [](auto& j) { j["format"] = "other"; }, "manifest.format"},
       {"step", [](auto& j) { j["step"] = -1; }, "manifest.step"},
       {"step float", [](auto& j) { j["step"] = 4.5; }, "must be an integer"},
@@ -161,6 +164,9 @@ TEST(CkptManifest, FieldValidation) {
       {"shard rank", [](auto& j) { j["shards"][1]["rank"] = 0; }, "shards[1].rank"},
       {"sha", [](auto& j) { j["shards"][0]["sha256"] = "xyz"; }, "not a lowercase hex SHA-256"},
       {"bytes", [](auto& j) { j["shards"][0]["bytes"] = 3; }, "shards[0].bytes"},
+      {"chunk count", [](auto& j) { j["shards"][0]["bytes"] = (int64_t{32} << 20) + 1; }, "has 1 digests, a file of"},
+      {"chunk digest", [](auto& j) { j["shards"][1]["sha256_chunks"][0] = "00"; }, "sha256_chunks[0] is not a lowercase"},
+      {"chunk list", [](auto& j) { j["shards"][1].erase("sha256_chunks"); }, "sha256_chunks"},
       {"contract hash", [](auto& j) { j["contract_hash"] = sha256_hex("other"); }, "contract_hash"},
       {"optimizer", [](auto& j) { j["optimizer"]["steps_taken"] = 5; }, "exceeds the step"},
       {"evidence path", [](auto& j) { j["evidence"]["../x"] = {{"bytes", 1}, {"sha256", sha256_hex("a")}}; }, "path"},
@@ -174,6 +180,42 @@ TEST(CkptManifest, FieldValidation) {
   // Duplicate keys and deep nesting are refused before the digest is even computed.
   EXPECT_FALSE(Manifest::parse(R"({"step": 1, "step": 2})", "m.json").ok());
   EXPECT_FALSE(Manifest::parse(std::string(100000, '[') + std::string(100000, ']'), "m.json").ok());
+}
+
+TEST(CkptShardFiles, AFlippedByteInAnyChunkIsNamed) {
+  const std::string dir = (std::filesystem::temp_directory_path() / fmt::format("sp_chunks_{}", ::getpid())).string();
+  std::filesystem::create_directories(dir);
+  const uint64_t n = 2 * kShaChunkBytes + 100;  // three chunks, the last one short
+  std::string bytes(n, '\0');
+  for (uint64_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 9);
+  Manifest m = sample_manifest();
+  m.topology = {1, 1, 1, 0, "tp-dp-pp"};
+  m.shards = {{0, "dp0.tp0.pp0", shard_file_name(0), n, sha256_hex(bytes), {}}};
+  for (uint64_t at = 0; at < n; at += kShaChunkBytes) m.shards[0].sha256_chunks.push_back(sha256_hex(bytes.substr(at, kShaChunkBytes)));
+  const std::string path = CheckpointPaths::shard_in(dir, 0);
+  auto write = [&](const std::string& b) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(), static_cast<std::streamsize>(b.size()));
+  };
+  write(bytes);
+  ASSERT_TRUE(verify_shard_files(dir, m).ok());
+  const uint64_t chunk = kShaChunkBytes;
+  const struct {
+    uint64_t at;
+    std::string range;
+  } flips[] = {{0, fmt::format("bytes 0..{} (chunk 0 of 3)", chunk)},
+               {chunk + 5, fmt::format("bytes {}..{} (chunk 1 of 3)", chunk, 2 * chunk)},
+               {n - 1, fmt::format("bytes {}..{} (chunk 2 of 3)", 2 * chunk, n)}};
+  for (const auto& f : flips) {
+    std::string damaged = bytes;
+    damaged[f.at] = static_cast<char>(damaged[f.at] ^ 0x10);
+    write(damaged);
+    const Status st = verify_shard_files(dir, m);
+    ASSERT_FALSE(st.ok()) << f.at;
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+    EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(f.range), std::string::npos) << st.message();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CkptLatest, RoundTripAndEveryBitFlip) {

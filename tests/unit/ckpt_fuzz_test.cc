@@ -56,7 +56,7 @@ TEST(CkptFuzz, ManifestAndLatest) {
   m.optimizer_steps = 4;
   m.loader_cursor = {{"next_step", 4}};
   m.evidence["metrics.jsonl"] = {10, sha256_hex("x")};
-  for (int r = 0; r < 2; ++r) m.shards.push_back({r, "c", shard_file_name(r), 100, sha256_hex("y")});
+  for (int r = 0; r < 2; ++r) m.shards.push_back({r, "c", shard_file_name(r), 100, sha256_hex("y"), {sha256_hex("z")}});
   m.seal();
   const std::string manifest = m.to_text();
   const std::string latest = Latest{4, m.digest}.to_text();
@@ -162,8 +162,8 @@ TEST(CkptFuzz, ShardMetadataAndLoad) {
     m.contract = {{"hash", sha256_hex("c")}};
     m.contract_hash = m.contract["hash"];
     m.topology = t;
-    m.shards = {{0, "a", shard_file_name(0), empty.bytes, empty.sha256},
-                {1, "b", shard_file_name(1), bytes.size(), sha256_hex(bytes)}};
+    m.shards = {{0, "a", shard_file_name(0), empty.bytes, empty.sha256, empty.sha256_chunks},
+                {1, "b", shard_file_name(1), bytes.size(), sha256_hex(bytes), {}}};  // open() reads no digests
     auto source = CheckpointSource::open(paths.step_dir(7), m, c);
     if (!source.ok()) continue;
     ++loaded;

@@ -162,7 +162,7 @@ TEST(CkptReshard, GapsAndDoubleCoversAreCorruption) {
     for (int r = 0; r < 2; ++r) {
       const ShardImage img = build_shard(r, test::coords_string(ranks[r]), 0, 1, r == 0 ? ranks[0].spans : spans1);
       ASSERT_TRUE(img.writer.write(CheckpointPaths::shard_in(paths.step_dir(1), r)).ok());
-      m.shards.push_back({r, test::coords_string(ranks[r]), shard_file_name(r), img.bytes, img.sha256});
+      m.shards.push_back({r, test::coords_string(ranks[r]), shard_file_name(r), img.bytes, img.sha256, img.sha256_chunks});
     }
     m.seal();
     auto source = CheckpointSource::open(paths.step_dir(1), m, c);

@@ -1,6 +1,8 @@
 // core/hash.h: sha256_file (single-threaded for small files, a reader thread plus the hashing thread
 // for larger ones) equals SHA-256 of the same bytes in memory at every size around the chunk
-// boundary, and a missing file is a clear not-found error naming it.
+// boundary, and a missing file is a clear not-found error naming it. Chunked digests
+// (sha256_stream over pieces in memory, sha256_file_chunks over a file) equal SHA-256 of each chunk
+// computed directly, for any thread count, chunk size and split of the stream into pieces.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -9,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "core/hash.h"
+#include "core/threads.h"
 
 namespace sp {
 namespace {
@@ -36,6 +39,47 @@ TEST(Sha256File, MissingFileNamesThePath) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
   EXPECT_NE(got.status().message().find("/nonexistent/sp_hash_test_missing.bin"), std::string::npos);
+}
+
+std::vector<std::string> chunk_digests(const std::string& bytes, size_t chunk) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < bytes.size(); at += chunk) out.push_back(sha256_hex(bytes.substr(at, chunk)));
+  return out;
+}
+
+TEST(Sha256Chunks, StreamAndFileEqualDirectDigests) {
+  const std::string path = (std::filesystem::temp_directory_path() / "sp_hash_chunks_test.bin").string();
+  for (size_t n : {size_t{0}, size_t{1}, size_t{99}, size_t{100}, size_t{101}, size_t{1000}, size_t{12345}}) {
+    std::string bytes(n, '\0');
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 11);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, n, f), n);
+    std::fclose(f);
+    for (size_t chunk : {size_t{1}, size_t{100}, size_t{4096}}) {
+      const std::vector<std::string> want = chunk_digests(bytes, chunk);
+      ASSERT_EQ(want.size(), chunk_count(n, chunk));
+      for (int threads : {1, 2, 5}) {
+        // The stream cut into uneven pieces (some empty) that do not line up with the chunks.
+        std::vector<ByteSpan> pieces;
+        for (size_t at = 0, k = 0; at < n || k == 0; ++k) {
+          const size_t len = std::min(n - at, (k * 37) % 211);
+          pieces.push_back({bytes.data() + at, len});
+          at += len;
+          if (n == 0) break;
+        }
+        const StreamDigests s = sha256_stream(pieces, chunk, threads);
+        EXPECT_EQ(s.sha256, sha256_hex(bytes)) << n << " " << chunk << " " << threads;
+        EXPECT_EQ(s.chunks, want) << n << " " << chunk << " " << threads;
+        auto file = sha256_file_chunks(path, chunk, threads);
+        ASSERT_TRUE(file.ok()) << file.status().message();
+        EXPECT_EQ(*file, want) << n << " " << chunk << " " << threads;
+      }
+    }
+  }
+  std::filesystem::remove(path);
+  EXPECT_GE(usable_cpus(), 1);
+  EXPECT_EQ(sha256_file_chunks("/nonexistent/sp_hash_chunks.bin", 16, 2).status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace
