@@ -116,15 +116,18 @@ void TensorSummary::add_contiguous(const float* x, int64_t n, int64_t first, boo
 
 void TensorSummary::add_shard(const float* x, const model::TensorSlot& slot, int64_t k0, int64_t k1, bool digest) {
   if (k0 >= k1) return;
-  if (slot.slice.dim != 1) {
-    add_contiguous(x, k1 - k0, slot.logical_index(k0), digest);
+  // The statistics are order-free: one run over the local values, whatever their logical positions.
+  stats.add(x, static_cast<size_t>(k1 - k0));
+  if (!digest) return;
+  const int64_t w = slot.slice.dim == 1 ? slot.local_shape[1] : 0;
+  if (w == 0 || w == slot.spec.shape[1]) {  // logically contiguous (a dim-1 slice of every column is too)
+    mix_lanes(x, k1 - k0, slot.logical_index(k0), lane0, lane1);
     return;
   }
   // Column shard: local rows of width w are contiguous runs of the logical row.
-  const int64_t w = slot.local_shape[1];
   for (int64_t k = k0; k < k1;) {
     const int64_t row_end = std::min(k1, (k / w + 1) * w);
-    add_contiguous(x + (k - k0), row_end - k, slot.logical_index(k), digest);
+    mix_lanes(x + (k - k0), row_end - k, slot.logical_index(k), lane0, lane1);
     k = row_end;
   }
 }
