@@ -13,8 +13,9 @@ echo "== one training step vs PyTorch eager (tiny, small) =="
 /usr/bin/python3 "$(dirname "$0")/train_vs_torch.py" "$BUILD"
 echo "== evidence: checksum and digest cost per element =="
 "$BUILD/bench/evidence_bench"
-# One rank per core (dp = nproc, at most 4): oversubscribed ranks swing by ±15 % between rounds and
-# hide a 3 % difference (docs/performance.md).
-NP=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+# One rank per core (dp = 4, 2 or 1, the largest the cores allow; tiny's batch divides by each):
+# oversubscribed ranks swing by ±15 % between rounds and hide a 3 % difference (docs/performance.md).
+CORES=$(nproc)
+NP=$(( CORES >= 4 ? 4 : (CORES >= 2 ? 2 : 1) ))
 echo "== evidence on vs off, deterministic vs fast reduction (tiny, dp=$NP) =="
 /usr/bin/python3 "$(dirname "$0")/evidence_overhead.py" "$BUILD" --np "$NP" --rounds 8 --steps 16
