@@ -149,6 +149,13 @@ Result<std::string> sha256_fd(int fd, const std::string& path) {
   return h.hex_digest();
 }
 
+Result<int> open_to_hash(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  if (errno == ENOENT) return not_found("cannot open '{}' to hash it: it does not exist", path);
+  return io_error("cannot open '{}' to hash it: {}", path, std::strerror(errno));
+}
+
 }  // namespace
 
 StreamDigests sha256_stream(std::span<const ByteSpan> pieces, uint64_t chunk_bytes, int threads) {
@@ -179,11 +186,7 @@ StreamDigests sha256_stream(std::span<const ByteSpan> pieces, uint64_t chunk_byt
 
 Result<std::vector<std::string>> sha256_file_chunks(const std::string& path, uint64_t chunk_bytes, int threads) {
   SP_CHECK(chunk_bytes > 0, "chunk size must be positive");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return not_found("cannot open '{}' to hash it: it does not exist", path);
-    return io_error("cannot open '{}' to hash it: {}", path, std::strerror(errno));
-  }
+  SP_ASSIGN_OR_RETURN(const int fd, open_to_hash(path));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
@@ -195,22 +198,20 @@ Result<std::vector<std::string>> sha256_file_chunks(const std::string& path, uin
   std::atomic<int> err{0};  // errno of the first failed read; -1: the file shrank
   run_indexed(out.size(), threads, [&](size_t c) {
     if (err.load() != 0) return;
-    {
-      std::vector<char> buf(std::min<uint64_t>(chunk_bytes, uint64_t{256} << 10));  // stays in L2 while hashed
-      Sha256 h;
-      for (uint64_t pos = c * chunk_bytes, end = std::min(size, pos + chunk_bytes); pos < end;) {
-        const ssize_t r = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), end - pos), static_cast<off_t>(pos));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-          int expected = 0;
-          err.compare_exchange_strong(expected, r < 0 ? errno : -1);
-          break;
-        }
-        h.update(buf.data(), static_cast<size_t>(r));
-        pos += static_cast<uint64_t>(r);
+    std::vector<char> buf(std::min<uint64_t>(chunk_bytes, uint64_t{256} << 10));  // stays in L2 while hashed
+    Sha256 h;
+    for (uint64_t pos = c * chunk_bytes, end = std::min(size, pos + chunk_bytes); pos < end;) {
+      const ssize_t r = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), end - pos), static_cast<off_t>(pos));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        int expected = 0;
+        err.compare_exchange_strong(expected, r < 0 ? errno : -1);
+        break;
       }
-      out[c] = h.hex_digest();
+      h.update(buf.data(), static_cast<size_t>(r));
+      pos += static_cast<uint64_t>(r);
     }
+    out[c] = h.hex_digest();
   });
   ::close(fd);
   if (err.load() == -1) return io_error("'{}' became shorter while it was hashed", path);
@@ -219,11 +220,7 @@ Result<std::vector<std::string>> sha256_file_chunks(const std::string& path, uin
 }
 
 Result<std::string> sha256_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return not_found("cannot open '{}' to hash it: it does not exist", path);
-    return io_error("cannot open '{}' to hash it: {}", path, std::strerror(errno));
-  }
+  SP_ASSIGN_OR_RETURN(const int fd, open_to_hash(path));
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   auto digest = sha256_fd(fd, path);
   ::close(fd);

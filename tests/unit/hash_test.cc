@@ -16,16 +16,25 @@
 namespace sp {
 namespace {
 
+// n pseudo-random bytes (a multiplicative hash of the index, shifted right by `shift`), written to
+// `path` and returned.
+std::string write_pattern(const std::string& path, size_t n, int shift) {
+  std::string bytes(n, '\0');
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> shift);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << path;
+  if (f != nullptr) {
+    EXPECT_EQ(std::fwrite(bytes.data(), 1, n, f), n);
+    std::fclose(f);
+  }
+  return bytes;
+}
+
 TEST(Sha256File, EqualsInMemoryDigestAcrossChunkBoundaries) {
   const std::string path = (std::filesystem::temp_directory_path() / "sp_hash_test.bin").string();
   constexpr size_t kChunk = size_t{4} << 20;  // sha256_file's chunk
   for (size_t n : {size_t{0}, size_t{1}, size_t{4095}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk, 3 * kChunk + 7}) {
-    std::string bytes(n, '\0');
-    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    ASSERT_EQ(std::fwrite(bytes.data(), 1, n, f), n);
-    std::fclose(f);
+    const std::string bytes = write_pattern(path, n, 13);
     auto got = sha256_file(path);
     ASSERT_TRUE(got.ok()) << got.status().message();
     EXPECT_EQ(*got, sha256_hex(bytes)) << "size " << n;
@@ -50,12 +59,7 @@ std::vector<std::string> chunk_digests(const std::string& bytes, size_t chunk) {
 TEST(Sha256Chunks, StreamAndFileEqualDirectDigests) {
   const std::string path = (std::filesystem::temp_directory_path() / "sp_hash_chunks_test.bin").string();
   for (size_t n : {size_t{0}, size_t{1}, size_t{99}, size_t{100}, size_t{101}, size_t{1000}, size_t{12345}}) {
-    std::string bytes(n, '\0');
-    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 11);
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    ASSERT_EQ(std::fwrite(bytes.data(), 1, n, f), n);
-    std::fclose(f);
+    const std::string bytes = write_pattern(path, n, 11);
     for (size_t chunk : {size_t{1}, size_t{100}, size_t{4096}}) {
       const std::vector<std::string> want = chunk_digests(bytes, chunk);
       ASSERT_EQ(want.size(), chunk_count(n, chunk));
