@@ -15,7 +15,7 @@ deps:
 	@bash scripts/install-deps.sh
 
 # Unity build: each library compiles as a few large files, which halves a clean build on 2 cores
-# (3.5 instead of 6.3 minutes) and gives the same bits (checksums compared; docs/testing.md).
+# (3.7 instead of 6.3 minutes) and gives the same bits (checksums compared; docs/testing.md).
 $(BUILD)/build.ninja: CMakeLists.txt | deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSP_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON
 
