@@ -8,32 +8,20 @@
 
 namespace sp {
 
-namespace {
-
-// A finite fp32 value (bits u) is M·2^(b−150): its bin b and unsigned mantissa M. Subnormals
-// (exponent field 0) share bin 1 with M = m (no hidden bit), which keeps the value exact for them too.
-// False for NaN and infinities (exponent field 255).
-inline bool decode(uint32_t u, uint32_t& bin, int64_t& mant) {
-  const uint32_t e = (u >> 23) & 0xFFu, m = u & 0x7FFFFFu;
-  bin = e == 0 ? 1u : e;
-  mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
-  return e != 0xFFu;
-}
-
-}  // namespace
-
 // Short runs (column-shard rows, small tensors): straight into the bins, since zeroing and folding
-// add()'s four histograms would cost more than the run itself.
+// add()'s four histograms would cost more than the run itself. Same decoding as add().
 void ExactSum::add_short(const float* x, size_t n) {
   uint32_t maxbits = std::bit_cast<uint32_t>(absmax_);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t u = std::bit_cast<uint32_t>(x[i]);
-    uint32_t b;
-    int64_t mant;
-    if (!decode(u, b, mant)) {
-      if ((u & 0x7FFFFFu) != 0) ++nan_; else ++inf_;
+    const uint32_t e = (u >> 23) & 0xFFu;
+    const uint32_t m = u & 0x7FFFFFu;
+    if (e == 0xFFu) {
+      if (m != 0) ++nan_; else ++inf_;
       continue;
     }
+    const uint32_t b = e == 0 ? 1u : e;
+    const int64_t mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
     sum_[b] += (u >> 31) ? -mant : mant;
     const auto sq = static_cast<uint64_t>(mant * mant);
     const uint64_t lo = sq_lo_[b] + sq;
@@ -47,7 +35,8 @@ void ExactSum::add_short(const float* x, size_t n) {
 
 void ExactSum::add(const float* x, size_t n) {
   if (n < 4096) return add_short(x, n);
-  // Loop check: each value lands in exactly one bin (decode()).
+  // Loop check: each value lands in exactly one bin; subnormals (exponent field 0) share bin 1
+  // with mantissa M = m (no hidden bit), which keeps value = M·2^(b−150) exact for them too.
   // Speed: neighbouring values mostly share an exponent, so one histogram would chain every add
   // through the same memory word. kWays histograms (element i goes to way i % kWays) keep kWays
   // chains in flight; a block of at most kBlock values is folded into the bins (integer adds, so
@@ -64,12 +53,14 @@ void ExactSum::add(const float* x, size_t n) {
     uint32_t mx[kWays] = {maxbits, maxbits, maxbits, maxbits};
     size_t i = b0;
     auto one = [&](size_t way, uint32_t u) {
-      uint32_t b;
-      int64_t mant;
-      if (!decode(u, b, mant)) {
-        if ((u & 0x7FFFFFu) != 0) ++nan_; else ++inf_;
+      const uint32_t e = (u >> 23) & 0xFFu;
+      const uint32_t m = u & 0x7FFFFFu;
+      if (e == 0xFFu) {
+        if (m != 0) ++nan_; else ++inf_;
         return;
       }
+      const uint32_t b = e == 0 ? 1u : e;
+      const int64_t mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
       ws[way][b] += (u >> 31) ? -mant : mant;
       wq[way][b] += static_cast<uint64_t>(mant * mant);
       mx[way] = std::max(mx[way], u & 0x7FFFFFFFu);
