@@ -4,6 +4,10 @@
 #include <bit>
 #include <cmath>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/check.h"
 
 namespace sp {
@@ -33,7 +37,19 @@ void ExactSum::add_short(const float* x, size_t n) {
   absmax_ = std::bit_cast<float>(maxbits);
 }
 
-void ExactSum::add(const float* x, size_t n) {
+void ExactSum::bin_one(uint32_t u) {
+  const uint32_t e = (u >> 23) & 0xFFu;
+  const uint32_t m = u & 0x7FFFFFu;
+  const uint32_t b = e == 0 ? 1u : e;
+  const int64_t mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
+  sum_[b] += (u >> 31) ? -mant : mant;
+  const auto sq = static_cast<uint64_t>(mant * mant);
+  const uint64_t lo = sq_lo_[b] + sq;
+  sq_hi_[b] += (lo < sq) ? 1 : 0;
+  sq_lo_[b] = lo;
+}
+
+void ExactSum::add_histogram(const float* x, size_t n) {
   if (n < 4096) return add_short(x, n);
   // Loop check: each value lands in exactly one bin; subnormals (exponent field 0) share bin 1
   // with mantissa M = m (no hidden bit), which keeps value = M·2^(b−150) exact for them too.
@@ -177,6 +193,116 @@ double to_double(const std::array<uint64_t, K>& limbs, int unit_exp) {
 }
 
 }  // namespace
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SP_HAVE_EXACT_SUM_AVX512 1
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// The same exact sums without a histogram, sixteen values at a time. Per block of kBlock values:
+// pass 1 finds the largest exponent field E (a block holding an Inf or NaN goes to the histogram);
+// pass 2 writes every value with bin b ≥ B = max(E − kWindow, 1) as a fixed-point integer in units
+// of 2^(B−150): a = M·2^(b−B) < 2^(24+kWindow) = 2^48, and its square M²·2^(2(b−B)) < 2^96 as
+// lo = low 48 bits and hi = the rest (< 2^48). Σa of positive and of negative values, Σlo and Σhi
+// go to 64-bit lanes: each lane takes kBlock/8 = 2^10 terms < 2^48, far from 2^64. The block's four
+// lane totals are then added into the fixed-point limbs (the same units settled() uses for bins).
+// A non-zero value below the window (bin < B: smaller than 2^−24 of the block's largest, rare in
+// weights and gradients) goes to its bin instead. All integer arithmetic: the result is the exact
+// sum, so it equals the histogram's bit for bit after settling (tests/unit/exact_sum_test.cc).
+__attribute__((target("avx512f"))) void ExactSum::add_window_avx512(const float* x, size_t n) {
+  constexpr size_t kBlock = 8192;
+  constexpr int kWindow = 24;
+  const __m512i exp_mask = _mm512_set1_epi32(0x7F800000), man_mask = _mm512_set1_epi32(0x7FFFFF),
+                hidden = _mm512_set1_epi32(0x800000), abs_mask = _mm512_set1_epi32(0x7FFFFFFF),
+                sign = _mm512_set1_epi32(static_cast<int>(0x80000000u)), one = _mm512_set1_epi32(1),
+                byte = _mm512_set1_epi32(0xFF), zero = _mm512_setzero_si512(),
+                low48 = _mm512_set1_epi64((int64_t{1} << 48) - 1), s48 = _mm512_set1_epi64(48);
+  __m512i vmax = _mm512_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(absmax_)));
+  for (size_t b0 = 0; b0 < n; b0 += kBlock) {
+    const size_t len = std::min(kBlock, n - b0);
+    const float* xb = x + b0;
+    const __mmask16 tail = static_cast<__mmask16>((1u << (len % 16)) - 1);
+    __m512i em = zero;
+    size_t i = 0;
+    for (; i + 16 <= len; i += 16) em = _mm512_max_epu32(em, _mm512_and_si512(_mm512_loadu_si512(xb + i), exp_mask));
+    if (i < len) em = _mm512_max_epu32(em, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail, xb + i), exp_mask));
+    const uint32_t emax = _mm512_reduce_max_epu32(em) >> 23;
+    if (emax == 0xFFu) {  // an Inf or NaN: count it in the histogram
+      add_short(xb, len);
+      continue;
+    }
+    const int base = std::max(static_cast<int>(emax) - kWindow, 1);
+    const __m512i vbase = _mm512_set1_epi32(base);
+    __m512i pos = zero, neg = zero, sq_lo = zero, sq_hi = zero;
+    for (i = 0; i < len; i += 16) {
+      const __m512i u = i + 16 <= len ? _mm512_loadu_si512(xb + i) : _mm512_maskz_loadu_epi32(tail, xb + i);
+      const __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), byte);
+      const __m512i m = _mm512_and_si512(u, man_mask);
+      __m512i mant = _mm512_mask_or_epi32(m, _mm512_test_epi32_mask(e, e), m, hidden);
+      __m512i d = _mm512_sub_epi32(_mm512_max_epu32(e, one), vbase);
+      const __mmask16 in_window = _mm512_cmpge_epi32_mask(d, zero);
+      const __mmask16 below = static_cast<__mmask16>(~in_window & _mm512_test_epi32_mask(mant, mant));
+      if (below != 0) [[unlikely]] {
+        alignas(64) uint32_t us[16];
+        _mm512_store_si512(us, u);
+        for (unsigned k = 0; k < 16; ++k)
+          if ((below >> k) & 1u) bin_one(us[k]);
+      }
+      mant = _mm512_maskz_mov_epi32(in_window, mant);
+      d = _mm512_maskz_mov_epi32(in_window, d);
+      vmax = _mm512_max_epu32(vmax, _mm512_and_si512(u, abs_mask));
+      const __mmask16 negative = _mm512_test_epi32_mask(u, sign);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i m64 = _mm512_cvtepu32_epi64(h == 0 ? _mm512_castsi512_si256(mant) : _mm512_extracti64x4_epi64(mant, 1));
+        const __m512i d64 = _mm512_cvtepu32_epi64(h == 0 ? _mm512_castsi512_si256(d) : _mm512_extracti64x4_epi64(d, 1));
+        const auto ng = static_cast<__mmask8>(h == 0 ? negative : negative >> 8);
+        const __m512i a = _mm512_sllv_epi64(m64, d64);
+        pos = _mm512_mask_add_epi64(pos, static_cast<__mmask8>(~ng), pos, a);
+        neg = _mm512_mask_add_epi64(neg, ng, neg, a);
+        const __m512i sq = _mm512_mul_epu32(m64, m64);
+        const __m512i d2 = _mm512_add_epi64(d64, d64);
+        sq_lo = _mm512_add_epi64(sq_lo, _mm512_and_si512(_mm512_sllv_epi64(sq, d2), low48));
+        sq_hi = _mm512_add_epi64(sq_hi, _mm512_srlv_epi64(sq, _mm512_sub_epi64(s48, d2)));
+      }
+    }
+    alignas(64) uint64_t lanes[4][8];
+    _mm512_store_si512(lanes[0], pos);
+    _mm512_store_si512(lanes[1], neg);
+    _mm512_store_si512(lanes[2], sq_lo);
+    _mm512_store_si512(lanes[3], sq_hi);
+    unsigned __int128 t[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 8; ++l) t[k] += lanes[k][l];
+    // units: a·2^(base−150) = a·2^(base−1) units of 2^−149; squares 2^(2base−2) units of 2^−298
+    add_shifted(fixed_.pos, t[0], base - 1);
+    add_shifted(fixed_.neg, t[1], base - 1);
+    add_shifted(fixed_.sq, t[2], 2 * base - 2);
+    add_shifted(fixed_.sq, t[3], 2 * base - 2 + 48);
+    count_ += len;
+  }
+  absmax_ = std::max(absmax_, std::bit_cast<float>(_mm512_reduce_max_epu32(vmax)));
+}
+#pragma GCC diagnostic pop
+#endif
+
+namespace {
+const bool kUseAvx512 = [] {
+#ifdef SP_HAVE_EXACT_SUM_AVX512
+  return __builtin_cpu_supports("avx512f") != 0;
+#else
+  return false;
+#endif
+}();
+}  // namespace
+
+bool ExactSum::simd_available() { return kUseAvx512; }
+
+void ExactSum::add(const float* x, size_t n, bool allow_simd) {
+#ifdef SP_HAVE_EXACT_SUM_AVX512
+  if (allow_simd && kUseAvx512 && n >= 64) return add_window_avx512(x, n);
+#endif
+  add_histogram(x, n);
+}
 
 ExactSum::Settled ExactSum::settled() const {
   Settled s = fixed_;

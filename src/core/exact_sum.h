@@ -26,8 +26,10 @@ class ExactSum {
   static constexpr int kSumLimbs = 12;   // 384 bits: |Σx| / 2^−149 < 2^24 · 2^253 · 2^(count bits)
   static constexpr int kSqLimbs = 21;    // 672 bits: Σx² / 2^−298 < 2^48 · 2^506 · 2^(count bits)
 
-  void add(const float* x, size_t n);
+  // allow_simd = false forces the portable histogram (tests compare both paths bit for bit).
+  void add(const float* x, size_t n, bool allow_simd = true);
   void merge(const ExactSum& other);
+  static bool simd_available();  // add() has an AVX-512F path on this CPU
 
   double sum() const;          // Σ x, rounded once
   double sum_squares() const;  // Σ x², rounded once
@@ -54,6 +56,9 @@ class ExactSum {
     SqLimbs sq{};
   };
   void add_short(const float* x, size_t n);
+  void add_histogram(const float* x, size_t n);
+  void add_window_avx512(const float* x, size_t n);
+  void bin_one(uint32_t u);  // one finite value into the bins (no count, no absmax)
   Settled settled() const;  // bins folded into the fixed-point part, limbs normalized
 
   std::array<int64_t, kBins> sum_{};      // Σ ±M per bin; |M| < 2^24, safe for 2^39 adds

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/exact_sum.h"
@@ -61,19 +63,21 @@ TEST(ExactSum, OrderAndSplitDoNotChangeBits) {
   }
 }
 
-// add() of a long run (four interleaved histograms folded per block) gives exactly what adding the
-// values a few at a time (the direct path, one value per bin) gives: the same Σx and Σx² bits, count, absmax
+// add() of a long run (the AVX-512 fixed-point window where the CPU has it, and the portable four
+// interleaved histograms folded per block) gives exactly what adding the values a few at a time (the
+// direct path, one value per bin) gives: the same Σx and Σx² bits, count, absmax
 // and special counts (the words split Σx into positive and negative parts per bin, which is not
 // canonical: only their difference is), for data whose blocks are narrow (Gaussian weights), wide, mixed with zeros, subnormals, values far
-// below the block's largest, NaN and infinities, at lengths that leave block tails.
+// below the block's largest (inside and below the window), NaN and infinities, at lengths that leave
+// block tails and cross the window path's 8192-value blocks.
 TEST(ExactSum, LongRunsEqualValueByValueBins) {
   std::mt19937 rng(11);
   std::normal_distribution<float> gauss(0.0f, 0.02f);
   std::uniform_int_distribution<int> pick(0, 99);
   const uint32_t specials[] = {0x00000001u, 0x807FFFFFu, 0x00800000u, 0x80000000u, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u,
                                0x7FC00001u};
-  for (int kind = 0; kind < 6; ++kind)
-    for (size_t n : {size_t{256}, size_t{4096}, size_t{12345}}) {
+  for (int kind = 0; kind < 7; ++kind)
+    for (size_t n : {size_t{256}, size_t{4096}, size_t{12345}, size_t{8192 * 3 + 5}}) {
       std::vector<float> v = kind == 1 ? wide_values(n, 7 + static_cast<uint32_t>(n)) : std::vector<float>(n);
       for (size_t i = 0; i < n; ++i) {
         if (kind == 1) continue;
@@ -82,30 +86,34 @@ TEST(ExactSum, LongRunsEqualValueByValueBins) {
         if (kind == 3 && pick(rng) < 10) x = std::ldexp(x, -20);                     // far below the block max
         if (kind == 4 && pick(rng) < 5) x = std::bit_cast<float>(specials[i % 5]);   // subnormals, extremes
         if (kind == 5 && pick(rng) < 1) x = std::bit_cast<float>(specials[5 + i % 3]);  // inf, nan
+        if (kind == 6 && pick(rng) < 3) x = std::ldexp(x, -30);                     // below any 24-bit window
         v[i] = x;
       }
-      ExactSum whole, direct;
-      whole.add(v.data(), n);
+      ExactSum direct;
       for (size_t i = 0; i < n; i += 7) direct.add(v.data() + i, std::min<size_t>(7, n - i));
-      EXPECT_EQ(std::bit_cast<uint64_t>(whole.sum()), std::bit_cast<uint64_t>(direct.sum())) << kind << " " << n;
-      EXPECT_EQ(std::bit_cast<uint64_t>(whole.sum_squares()), std::bit_cast<uint64_t>(direct.sum_squares()))
-          << kind << " " << n;
-      EXPECT_EQ(whole.count(), direct.count());
-      // Exactly, not only after rounding: Σx of the run plus Σ(−x) value by value is exactly zero, and
-      // the Σx² limbs (all non-negative, so canonical once normalized) are equal word for word.
       std::vector<float> neg(v);
       for (float& x : neg) x = -x;
-      ExactSum diff = whole;
-      for (size_t i = 0; i < n; i += 7) diff.add(neg.data() + i, std::min<size_t>(7, n - i));
-      if (kind != 5) {
-        EXPECT_EQ(diff.sum(), 0.0) << kind << " " << n;
+      for (bool simd : {true, false}) {
+        const std::string what = fmt::format("kind {} n {} simd {}", kind, n, simd);
+        ExactSum whole;
+        whole.add(v.data(), n, simd);
+        EXPECT_EQ(std::bit_cast<uint64_t>(whole.sum()), std::bit_cast<uint64_t>(direct.sum())) << what;
+        EXPECT_EQ(std::bit_cast<uint64_t>(whole.sum_squares()), std::bit_cast<uint64_t>(direct.sum_squares())) << what;
+        EXPECT_EQ(whole.count(), direct.count()) << what;
+        // Exactly, not only after rounding: Σx of the run plus Σ(−x) value by value is exactly zero, and
+        // the Σx² limbs (all non-negative, so canonical once normalized) are equal word for word.
+        ExactSum diff = whole;
+        for (size_t i = 0; i < n; i += 7) diff.add(neg.data() + i, std::min<size_t>(7, n - i));
+        if (kind != 5) {
+          EXPECT_EQ(diff.sum(), 0.0) << what;
+        }
+        const auto ww = whole.to_words(), dw = direct.to_words();
+        const size_t sq0 = 2 * ExactSum::kSumLimbs;
+        EXPECT_TRUE(std::equal(ww.begin() + sq0, ww.begin() + sq0 + ExactSum::kSqLimbs, dw.begin() + sq0)) << what;
+        EXPECT_EQ(std::bit_cast<uint32_t>(whole.absmax()), std::bit_cast<uint32_t>(direct.absmax())) << what;
+        EXPECT_EQ(whole.nan_count(), direct.nan_count()) << what;
+        EXPECT_EQ(whole.inf_count(), direct.inf_count()) << what;
       }
-      const auto ww = whole.to_words(), dw = direct.to_words();
-      const size_t sq0 = 2 * ExactSum::kSumLimbs;
-      EXPECT_TRUE(std::equal(ww.begin() + sq0, ww.begin() + sq0 + ExactSum::kSqLimbs, dw.begin() + sq0)) << kind;
-      EXPECT_EQ(std::bit_cast<uint32_t>(whole.absmax()), std::bit_cast<uint32_t>(direct.absmax())) << kind;
-      EXPECT_EQ(whole.nan_count(), direct.nan_count());
-      EXPECT_EQ(whole.inf_count(), direct.inf_count());
     }
 }
 
