@@ -14,10 +14,12 @@
 namespace sp {
 namespace {
 
+// 2^24 values (64 MiB, far beyond the caches: a rank's share of the small preset is 16M). The
+// benchmarks take the first state.range(0) · 2^20 of them.
 const std::vector<float>& values() {
   static const std::vector<float> v = [] {
     const PhiloxKey key = philox_key(7, "evidence_bench");
-    std::vector<float> out(size_t{1} << 22);
+    std::vector<float> out(size_t{1} << 24);
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(1e-3 * random_normal(key, static_cast<int64_t>(i)));
     return out;
   }();
@@ -28,35 +30,41 @@ void set_rate(benchmark::State& state, size_t n) {
   state.counters["elem/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+size_t count(const benchmark::State& state) { return static_cast<size_t>(state.range(0)) << 20; }
+
+// Args: millions (2^20) of values; 4 fits the host's last-level cache, 16 does not.
 void BM_exact_sum(benchmark::State& state) {
-  const auto& v = values();
+  const float* v = values().data();
+  const size_t n = count(state);
   for (auto _ : state) {
     ExactSum s;
-    s.add(v.data(), v.size());
+    s.add(v, n);
     benchmark::DoNotOptimize(s.sum_squares());
   }
-  set_rate(state, v.size());
+  set_rate(state, n);
 }
-BENCHMARK(BM_exact_sum)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_exact_sum)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond);
 
-// Statistics plus both digest lanes (arg 1), or statistics only (arg 0).
+// Statistics plus both digest lanes (second arg 1), or statistics only (0).
 void BM_tensor_summary(benchmark::State& state) {
-  const auto& v = values();
+  const float* v = values().data();
+  const size_t n = count(state);
   for (auto _ : state) {
     evidence::TensorSummary s;
-    s.add_contiguous(v.data(), static_cast<int64_t>(v.size()), 0, state.range(0) != 0);
+    s.add_contiguous(v, static_cast<int64_t>(n), 0, state.range(1) != 0);
     benchmark::DoNotOptimize(s.lane0);
   }
-  set_rate(state, v.size());
+  set_rate(state, n);
 }
-BENCHMARK(BM_tensor_summary)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_tensor_summary)->Args({4, 0})->Args({4, 1})->Args({16, 0})->Args({16, 1})->Unit(benchmark::kMillisecond);
 
 void BM_xxh3_128(benchmark::State& state) {
-  const auto& v = values();
-  for (auto _ : state) benchmark::DoNotOptimize(xxh3_128(v.data(), v.size() * sizeof(float)));
-  set_rate(state, v.size());
+  const float* v = values().data();
+  const size_t n = count(state);
+  for (auto _ : state) benchmark::DoNotOptimize(xxh3_128(v, n * sizeof(float)));
+  set_rate(state, n);
 }
-BENCHMARK(BM_xxh3_128)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_xxh3_128)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sp

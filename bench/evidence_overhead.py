@@ -5,9 +5,12 @@ For a preset at dp=4 (4 MPI ranks) it runs, interleaved round by round so that m
 every variant alike: evidence on (trace + checksums every step, the default), evidence off
 (evidence.trace=false, evidence.checksum_every=0), trace only, checksums only, and evidence on with
 parallel.reduction=fast; each run trains `--steps` steps without eval and the figure is the median
-of metrics.jsonl step_s over steps 1.. of all rounds. Extra --set options (e.g. train.global_batch=32)
-apply to every variant. Usage: evidence_overhead.py BUILD_DIR [--preset tiny] [--rounds 3] [--steps 8]
-[--np 4] [--set key=value ...]
+of metrics.jsonl step_s over steps 1.. of all rounds. Because this machine drifts between runs, each
+variant is also compared with "off" of the same round (the runs are back to back): the paired figure
+is the median over rounds of (median step of the variant / median step of "off" − 1), with its range.
+Extra --set options (e.g. train.global_batch=32) apply to every variant; --only on,off runs a subset
+("off" is always included). Usage: evidence_overhead.py BUILD_DIR [--preset tiny] [--rounds 3]
+[--steps 8] [--np 4] [--only v1,v2] [--set key=value ...]
 """
 import argparse
 import json
@@ -45,24 +48,35 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--only", default="")
     a = ap.parse_args()
-    times = {k: [] for k in VARIANTS}
+    names = [k for k in VARIANTS if not a.only or k == "off" or k in a.only.split(",")]
+    times = {k: [] for k in names}
+    paired = {k: [] for k in names}
     tmp = tempfile.mkdtemp(prefix="sp-evidence-overhead-")
     try:
         for r in range(a.rounds):
-            for k, sets in VARIANTS.items():
+            this_round = {}
+            for k in names:
                 out = os.path.join(tmp, f"{r}-{k.replace(' ', '_').replace(',', '')}")
-                times[k] += run(a.build, a.preset, a.np, a.steps, sets + a.set, out)
+                steps = run(a.build, a.preset, a.np, a.steps, VARIANTS[k] + a.set, out)
+                times[k] += steps
+                this_round[k] = statistics.median(steps)
+            for k in names:
+                paired[k].append(this_round[k] / this_round["off"] - 1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     extra = " ".join("--set " + s for s in a.set)
     print(f"preset {a.preset}, dp={a.np}, {a.rounds} rounds x {a.steps} steps {extra}".rstrip())
-    print("| variant | median step | vs evidence off |")
-    print("|---|---|---|")
+    print("| variant | median step | vs evidence off (pooled) | vs off of the same round: median [min, max] |")
+    print("|---|---|---|---|")
     for k, v in med.items():
-        print(f"| {k} | {v:.4f} s | {100 * (v / med['off'] - 1):+.1f} % |")
-    print(f"deterministic vs fast reduction (evidence on): {100 * (med['on'] / med['on, fast reduction'] - 1):+.1f} %")
+        p = paired[k]
+        print(f"| {k} | {v:.4f} s | {100 * (v / med['off'] - 1):+.1f} % | {100 * statistics.median(p):+.1f} % "
+              f"[{100 * min(p):+.1f}, {100 * max(p):+.1f}] |")
+    if "on" in med and "on, fast reduction" in med:
+        print(f"deterministic vs fast reduction (evidence on): {100 * (med['on'] / med['on, fast reduction'] - 1):+.1f} %")
 
 
 if __name__ == "__main__":

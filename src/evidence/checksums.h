@@ -41,6 +41,11 @@ std::vector<TensorSummary> all_reduce_summaries(comm::Communicator& world, const
 // Everything merged into one (e.g. the global gradient norm from its exact sum of squares).
 TensorSummary merge_all(const std::vector<TensorSummary>& summaries);
 
+// One checksums.jsonl line (with its newline) for a logical tensor's summary: the record
+// {"step","phase","tensor","numel"} + TensorSummary::to_json(), dumped with sorted keys.
+std::string tensor_record(int64_t step, const std::string& phase, const std::string& tensor, int64_t numel,
+                          const TensorSummary& summary);
+
 class ChecksumWriter {
  public:
   static Result<ChecksumWriter> open(const std::string& path);

@@ -270,6 +270,7 @@ Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& o
       const bool take = config.evidence.checksum_every > 0 && s % config.evidence.checksum_every == 0;
       StepResult r = engine.step(s, take);
       tokens_seen += tokens_per_step;
+      Stopwatch record_clock;  // step_s includes writing this step's checksum records
       if (checksums) {
         checksums->write_scalar(s, "loss", "loss", r.loss);
         if (take) {
@@ -280,6 +281,7 @@ Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& o
         if (checksum_tail)
           if (Status st = checksum_tail->pump(); !st.ok()) log_warn("{}", st.message());
       }
+      r.seconds += record_clock.seconds();
       nlohmann::json m = {{"step", s},          {"loss", r.loss},       {"lr", r.lr},
                           {"grad_norm", r.grad_norm}, {"clip", r.clip}, {"finite", r.finite},
                           {"skipped", r.skipped}, {"step_s", r.seconds}, {"compute_s", r.compute_seconds},

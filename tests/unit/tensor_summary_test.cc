@@ -2,11 +2,14 @@
 // the same whichever way it is split (ZeRO flat ranges, TP row and column shards), a single flipped
 // bit changes it, and the integer transport sums exactly over "ranks".
 #include <bit>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "evidence/checksums.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
 
@@ -146,6 +149,36 @@ TEST(TensorSummary, SimdDigestEqualsScalarDefinition) {
       EXPECT_EQ(sb, b + 9) << "n=" << n << " first=" << first;
       EXPECT_EQ(ra, a + 7) << "n=" << n << " first=" << first;
       EXPECT_EQ(rb, b + 9) << "n=" << n << " first=" << first;
+    }
+}
+
+}  // namespace
+}  // namespace sp::evidence
+
+namespace sp::evidence {
+namespace {
+
+// checksums.jsonl lines are formatted directly (ChecksumWriter's hot path); they must stay the bytes
+// of the json object the record is defined as, for ordinary, integral, tiny, huge, zero-laden and
+// non-finite statistics and for names that need escaping.
+TEST(TensorSummary, RecordLineEqualsTheJsonObjectDump) {
+  const std::vector<std::vector<float>> cases = {
+      {0.5f, -0.25f, 3.0f},
+      {1.0f, 2.0f, 3.0f},
+      {0.0f, -0.0f},
+      {1e-30f, std::bit_cast<float>(0x00000001u), -2e-38f},
+      {3e38f, 3e38f, -1e20f},
+      {1.0f, std::numeric_limits<float>::infinity()},
+      {std::numeric_limits<float>::quiet_NaN(), 2.0f},
+      {},
+  };
+  for (size_t c = 0; c < cases.size(); ++c)
+    for (const std::string name : {"model.layers.0.mlp.up_proj.weight", "odd \"name\"\\\n"}) {
+      TensorSummary s;
+      s.add_contiguous(cases[c].data(), static_cast<int64_t>(cases[c].size()), 7);
+      nlohmann::json j = {{"step", -3 + static_cast<int64_t>(c)}, {"phase", "param"}, {"tensor", name}, {"numel", 1234567}};
+      j.update(s.to_json());
+      EXPECT_EQ(tensor_record(-3 + static_cast<int64_t>(c), "param", name, 1234567, s), j.dump() + "\n") << c;
     }
 }
 
