@@ -1,8 +1,8 @@
 """Benchmark: what tracing and checksums cost a training step (issue 4: target <= 3 %), and what the
 deterministic reduction costs over MPI's own (target <= 10 %).
 
-For a preset at dp=4 (4 MPI ranks) it runs, interleaved round by round so that machine noise hits
-every variant alike: evidence on (trace + checksums every step, the default), evidence off
+For a preset at dp=4 (4 MPI ranks) it runs, interleaved round by round (the order rotated each round)
+so that machine noise hits every variant alike: evidence on (trace + checksums every step, the default), evidence off
 (evidence.trace=false, evidence.checksum_every=0), trace only, checksums only, and evidence on with
 parallel.reduction=fast; each run trains `--steps` steps without eval and the figure is the median
 of metrics.jsonl step_s over steps 1.. of all rounds. Because this machine drifts between runs, each
@@ -57,7 +57,7 @@ def main():
     try:
         for r in range(a.rounds):
             this_round = {}
-            for k in names:
+            for k in names[r % len(names):] + names[:r % len(names)]:  # rotated: no variant always runs first
                 out = os.path.join(tmp, f"{r}-{k.replace(' ', '_').replace(',', '')}")
                 steps = run(a.build, a.preset, a.np, a.steps, VARIANTS[k] + a.set, out)
                 times[k] += steps
