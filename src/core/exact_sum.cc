@@ -15,6 +15,7 @@ namespace sp {
 // Short runs (column-shard rows, small tensors): straight into the bins, since zeroing and folding
 // add()'s four histograms would cost more than the run itself. Same decoding as add().
 void ExactSum::add_short(const float* x, size_t n) {
+  binned_ = true;
   uint32_t maxbits = std::bit_cast<uint32_t>(absmax_);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t u = std::bit_cast<uint32_t>(x[i]);
@@ -38,6 +39,7 @@ void ExactSum::add_short(const float* x, size_t n) {
 }
 
 void ExactSum::bin_one(uint32_t u) {
+  binned_ = true;
   const uint32_t e = (u >> 23) & 0xFFu;
   const uint32_t m = u & 0x7FFFFFu;
   const uint32_t b = e == 0 ? 1u : e;
@@ -51,6 +53,7 @@ void ExactSum::bin_one(uint32_t u) {
 
 void ExactSum::add_histogram(const float* x, size_t n) {
   if (n < 4096) return add_short(x, n);
+  binned_ = true;
   // Loop check: each value lands in exactly one bin; subnormals (exponent field 0) share bin 1
   // with mantissa M = m (no hidden bit), which keeps value = M·2^(b−150) exact for them too.
   // Speed: neighbouring values mostly share an exponent, so one histogram would chain every add
@@ -306,7 +309,7 @@ void ExactSum::add(const float* x, size_t n, bool allow_simd) {
 
 ExactSum::Settled ExactSum::settled() const {
   Settled s = fixed_;
-  for (int b = 1; b < kBins; ++b) {
+  for (int b = 1; binned_ && b < kBins; ++b) {
     const int64_t v = sum_[b];
     // value M·2^(b−150) = M·2^(b−1) units of 2^−149; M²·2^(2b−300) = M²·2^(2b−2) units of 2^−298
     if (v > 0) add_shifted(s.pos, static_cast<unsigned __int128>(v), b - 1);
@@ -320,7 +323,8 @@ ExactSum::Settled ExactSum::settled() const {
 }
 
 void ExactSum::merge(const ExactSum& o) {
-  for (int b = 0; b < kBins; ++b) {
+  binned_ = binned_ || o.binned_;
+  for (int b = 0; o.binned_ && b < kBins; ++b) {
     sum_[b] += o.sum_[b];
     const uint64_t lo = sq_lo_[b] + o.sq_lo_[b];
     sq_hi_[b] += o.sq_hi_[b] + ((lo < o.sq_lo_[b]) ? 1 : 0);

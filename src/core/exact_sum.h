@@ -65,6 +65,7 @@ class ExactSum {
   std::array<uint64_t, kBins> sq_lo_{};   // Σ M² per bin, low and high 64 bits of a 128-bit sum
   std::array<uint64_t, kBins> sq_hi_{};
   Settled fixed_;                         // merged or received accumulators (32-bit limbs)
+  bool binned_ = false;                   // some value went to the bins (else settled() skips them)
   uint64_t count_ = 0, nan_ = 0, inf_ = 0;
   float absmax_ = 0.0f;
 };
