@@ -2,7 +2,9 @@
 //
 // Every finite fp32 value is M·2^(b−150) with an integer mantissa M < 2^24 and a bin b in [1, 254].
 // add() keeps one integer per bin for Σ±M and one (128-bit) for ΣM², so adding values is integer
-// addition: exact, associative and commutative. For transport and merging the bins are settled into
+// addition: exact, associative and commutative. (With AVX-512F, long runs skip the bins: each block
+// of values within 2^24 of its largest becomes fixed-point integers added straight into the limbs
+// below; the same exact sums, see add_window_avx512.) For transport and merging the bins are settled into
 // three fixed-point integers held as 32-bit limbs: Σ of the positive values and Σ of the magnitudes of
 // the negative ones in units of 2^−149 (kSumLimbs limbs each), Σx² in units of 2^−298 (kSqLimbs
 // limbs). Limb-wise integer sums of such words (an MPI SUM over ranks) are again exact, so a sum or
