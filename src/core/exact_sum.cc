@@ -12,6 +12,20 @@
 
 namespace sp {
 
+// One finite value into its bin (no count, no absmax; the caller sets binned_). Subnormals
+// (exponent field 0) share bin 1 with mantissa M = m, no hidden bit.
+inline void ExactSum::bin_one(uint32_t u) {
+  const uint32_t e = (u >> 23) & 0xFFu;
+  const uint32_t m = u & 0x7FFFFFu;
+  const uint32_t b = e == 0 ? 1u : e;
+  const int64_t mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
+  sum_[b] += (u >> 31) ? -mant : mant;
+  const auto sq = static_cast<uint64_t>(mant * mant);
+  const uint64_t lo = sq_lo_[b] + sq;
+  sq_hi_[b] += (lo < sq) ? 1 : 0;
+  sq_lo_[b] = lo;
+}
+
 // Short runs (column-shard rows, small tensors): straight into the bins, since zeroing and folding
 // add()'s four histograms would cost more than the run itself. Same decoding as add().
 void ExactSum::add_short(const float* x, size_t n) {
@@ -25,30 +39,11 @@ void ExactSum::add_short(const float* x, size_t n) {
       if (m != 0) ++nan_; else ++inf_;
       continue;
     }
-    const uint32_t b = e == 0 ? 1u : e;
-    const int64_t mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
-    sum_[b] += (u >> 31) ? -mant : mant;
-    const auto sq = static_cast<uint64_t>(mant * mant);
-    const uint64_t lo = sq_lo_[b] + sq;
-    sq_hi_[b] += (lo < sq) ? 1 : 0;
-    sq_lo_[b] = lo;
+    bin_one(u);
     maxbits = std::max(maxbits, u & 0x7FFFFFFFu);
   }
   count_ += n;
   absmax_ = std::bit_cast<float>(maxbits);
-}
-
-void ExactSum::bin_one(uint32_t u) {
-  binned_ = true;
-  const uint32_t e = (u >> 23) & 0xFFu;
-  const uint32_t m = u & 0x7FFFFFu;
-  const uint32_t b = e == 0 ? 1u : e;
-  const int64_t mant = static_cast<int64_t>(e == 0 ? m : (m | 0x800000u));
-  sum_[b] += (u >> 31) ? -mant : mant;
-  const auto sq = static_cast<uint64_t>(mant * mant);
-  const uint64_t lo = sq_lo_[b] + sq;
-  sq_hi_[b] += (lo < sq) ? 1 : 0;
-  sq_lo_[b] = lo;
 }
 
 void ExactSum::add_histogram(const float* x, size_t n) {
@@ -246,6 +241,7 @@ __attribute__((target("avx512f"))) void ExactSum::add_window_avx512(const float*
       const __mmask16 in_window = _mm512_cmpge_epi32_mask(d, zero);
       const __mmask16 below = static_cast<__mmask16>(~in_window & _mm512_test_epi32_mask(mant, mant));
       if (below != 0) [[unlikely]] {
+        binned_ = true;
         alignas(64) uint32_t us[16];
         _mm512_store_si512(us, u);
         for (unsigned k = 0; k < 16; ++k)

@@ -60,7 +60,7 @@ class ExactSum {
   void add_short(const float* x, size_t n);
   void add_histogram(const float* x, size_t n);
   void add_window_avx512(const float* x, size_t n);
-  void bin_one(uint32_t u);  // one finite value into the bins (no count, no absmax)
+  void bin_one(uint32_t u);  // one finite value into its bin (no count, absmax or binned_)
   Settled settled() const;  // bins folded into the fixed-point part, limbs normalized
 
   std::array<int64_t, kBins> sum_{};      // Σ ±M per bin; |M| < 2^24, safe for 2^39 adds
