@@ -70,7 +70,7 @@ std::string tensor_record(int64_t step, const std::string& phase, const std::str
                           const TensorSummary& summary) {
   // The same bytes as dumping {"step","phase","tensor","numel"} + summary.to_json() as a json object
   // (sorted keys; numbers, NaN/Inf as null and string escapes by nlohmann's own serializer), without
-  // building the object: a few µs less per tensor, about 0.3 ms per step on tiny.
+  // building the object: a few µs less per tensor, 0.2–0.5 ms per step on tiny (docs/performance.md).
   const auto number = [](double v) { return nlohmann::json(v).dump(); };
   const ExactSum& st = summary.stats;
   return fmt::format(

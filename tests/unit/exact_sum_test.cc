@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <string>
@@ -71,6 +72,7 @@ TEST(ExactSum, OrderAndSplitDoNotChangeBits) {
 // below the block's largest (inside and below the window), NaN and infinities, at lengths that leave
 // block tails and cross the window path's 8192-value blocks.
 TEST(ExactSum, LongRunsEqualValueByValueBins) {
+  if (!ExactSum::simd_available()) std::cout << "no AVX-512F on this CPU: both runs below take the portable path\n";
   std::mt19937 rng(11);
   std::normal_distribution<float> gauss(0.0f, 0.02f);
   std::uniform_int_distribution<int> pick(0, 99);
