@@ -17,12 +17,12 @@ void register_train(CLI::App& app, CommandResult& result) {
     std::vector<std::string> sets;
     int np = 0;
     bool quiet = false;
-    // -- checkpoints --
+    // Checkpoints (docs/checkpoints.md).
     std::string resume = "auto", init_from;
     std::vector<std::string> faults;
     bool fallback_previous = false;
     int64_t stop_after = 0;
-    // -- proof protocol --
+    // The proof protocol (docs/prove.md).
     std::string expect_contract;
     bool contract_only = false;
   };
@@ -36,7 +36,6 @@ void register_train(CLI::App& app, CommandResult& result) {
   cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");
   cmd->add_option("--cache", o->cache, "Prepared-data cache directory (default: <root>/.shardproof-cache)");
   cmd->add_flag("--quiet", o->quiet, "No progress line");
-  // -- checkpoints (docs/checkpoints.md) --
   cmd->add_option("--resume", o->resume,
                   "auto: resume from the run directory's newest checkpoint if there is one; required: refuse to "
                   "start without one; never: refuse to start if the directory holds checkpoints")
@@ -79,7 +78,6 @@ void register_train(CLI::App& app, CommandResult& result) {
     topt.root_dir = root;
     topt.cache_dir = o->cache;
     topt.progress = !o->quiet;
-    // -- checkpoints --
     topt.resume.mode = parallel::parse_resume_mode(o->resume).value();  // CLI::IsMember checked it
     topt.resume.fallback_previous = o->fallback_previous;
     topt.stop_after = o->stop_after;

@@ -1,6 +1,6 @@
 // `shardproof verify RUN --against REF`: classify a run against a reference from their evidence
 // files alone (bitwise-equal / within-tolerance / divergent) and report the first divergence.
-// `shardproof verify BUNDLE`: re-derive a proof bundle's gate from its files (parallel/proof.h) for a
+// `shardproof verify BUNDLE`: re-derive a proof bundle's gate from its files (proof/gate.h) for a
 // third party, and compare it with the gate.json the bundle carries.
 #include <filesystem>
 #include <memory>
@@ -12,13 +12,15 @@
 #include "core/log.h"
 #include "cli/prove.h"
 #include "evidence/compare.h"
-#include "parallel/proof.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
+#include "proof/gate.h"
 
 namespace sp::cli {
 
 static Status verify_against(const std::string& run, const std::string& ref, const std::string& json_out, int& rc) {
-  SP_ASSIGN_OR_RETURN(evidence::Comparison c,
-                      evidence::compare_checksums(run + "/checksums.jsonl", ref + "/checksums.jsonl"));
+  SP_ASSIGN_OR_RETURN(evidence::Comparison c, evidence::compare_checksums(evidence::RunPaths(run).checksums(),
+                                                                         evidence::RunPaths(ref).checksums()));
   std::string text = fmt::format("{} vs {}: {} ({} of {} records bitwise equal)\n", run, ref,
                                  evidence::equivalence_name(c.verdict), c.bitwise_records, c.records);
   text += fmt::format("  max relative difference: loss {:.3g}, params {:.3g}, first-step grads {:.3g}, later grads {:.3g}\n",
@@ -38,17 +40,18 @@ static Status verify_against(const std::string& run, const std::string& ref, con
 // Exit 0 PASS, 1 FAIL (naming the criterion and the file), 2 not a bundle.
 static int verify_bundle(const std::string& dir) {
   std::error_code ec;
-  if (!std::filesystem::exists(dir + "/prove.json", ec))
+  const evidence::ProofPaths paths(dir);
+  if (!std::filesystem::exists(paths.prove(), ec))
     return report_status(invalid_argument("'{}' is not a proof bundle (no prove.json)", dir)
                              .with_hint("verify a `shardproof prove` bundle, or compare runs: verify RUN --against REF"));
-  auto verdict = parallel::derive_gate(dir);
+  auto verdict = proof::derive_gate(dir);
   if (!verdict.ok()) {
     std::printf("verdict: FAIL: %s\n", verdict.status().message().c_str());
     return 1;
   }
   print_verdict(*verdict, dir);
   // The bundle's own gate.json must say what the files say.
-  if (auto stored = parallel::read_json_file(dir + "/gate.json"); !stored.ok()) {
+  if (auto stored = read_json_file(paths.gate()); !stored.ok()) {
     std::printf("gate.json: %s\n", stored.status().message().c_str());
     return 1;
   } else if ((stored->value("verdict", std::string()) == "PASS") != verdict->gate.passed()) {

@@ -1,5 +1,7 @@
 #include "evidence/compare.h"
 
+#include "core/json_io.h"
+
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -50,22 +52,6 @@ nlohmann::json Comparison::to_json() const {
   return j;
 }
 
-Result<std::vector<nlohmann::json>> read_jsonl(const std::string& path) {
-  SP_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return corrupt("{}:{}: not a JSON object", path, n);
-    out.push_back(std::move(j));
-  }
-  return out;
-}
-
 namespace {
 using Key = std::tuple<int64_t, std::string, std::string>;
 Status key_of(const nlohmann::json& r, const std::string& path, Key& k) {
@@ -80,8 +66,10 @@ double num(const nlohmann::json& r, const char* k) {
 }  // namespace
 
 Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const Tolerances& tol) {
-  SP_ASSIGN_OR_RETURN(auto got, read_jsonl(run));
-  SP_ASSIGN_OR_RETURN(auto want, read_jsonl(reference));
+  SP_ASSIGN_OR_RETURN(const JsonlDocument got_doc, read_jsonl_file(run));
+  SP_ASSIGN_OR_RETURN(const JsonlDocument want_doc, read_jsonl_file(reference));
+  const std::vector<nlohmann::json>& got = got_doc.records;
+  const std::vector<nlohmann::json>& want = want_doc.records;
   std::map<Key, const nlohmann::json*> ref;
   for (const auto& r : want) {
     Key k;

@@ -53,7 +53,6 @@ struct Comparison {
   nlohmann::json to_json() const;
 };
 
-Result<std::vector<nlohmann::json>> read_jsonl(const std::string& path);
 // Compares `run` against `reference` (both checksums.jsonl paths).
 Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const Tolerances& tol = {});
 

@@ -1,8 +1,10 @@
-// The gate: the verdict of the proof protocol (gate.json + summary.md, docs/formats/gate.md).
+// The gate: the verdict of the proof protocol (gate.json + summary.md, docs/prove.md §gate).
 // A gate is a list of criteria, each with a measured value, a threshold, a pass flag and the evidence
 // file it was derived from; it passes only if every required criterion passes. Throughput is
-// reported as information and can never make a gate pass. The criteria are computed from files
-// alone (parallel/proof.h), so `shardproof verify DIR` re-derives the same gate for a third party.
+// reported as information and can never make a gate pass. derive_gate() evaluates the criteria table
+// (criteria.h) on a bundle's files alone, so `shardproof verify DIR` re-derives the same gate for a
+// third party that `prove` printed.
+// Invariant: the verdict is a pure function of the bundle's bytes.
 #pragma once
 
 #include <string>
@@ -11,8 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "proof/first_divergence.h"
 
-namespace sp::evidence {
+namespace sp::proof {
 
 struct Criterion {
   std::string name;       // "traces consistent", ...
@@ -27,10 +30,18 @@ struct Criterion {
 struct Gate {
   std::vector<Criterion> criteria;
   bool passed() const;
-  Criterion& add(std::string name, bool passed, std::string measured, std::string threshold, std::string evidence,
-                 std::string detail = {});
   nlohmann::json to_json() const;
   std::string summary_markdown(const std::string& title, const std::vector<std::string>& notes) const;
 };
 
-}  // namespace sp::evidence
+struct ProofVerdict {
+  Gate gate;
+  FirstDivergence divergence;
+  std::vector<std::string> notes;  // lines for summary.md
+};
+
+// Every criterion of the gate (criteria.h), from the bundle's files alone. An error only when the
+// bundle cannot be read at all (no prove.json, an unreadable frozen contract).
+Result<ProofVerdict> derive_gate(const std::string& bundle);
+
+}  // namespace sp::proof

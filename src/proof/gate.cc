@@ -1,8 +1,11 @@
-#include "evidence/gate.h"
+#include "proof/gate.h"
 
 #include <fmt/format.h>
 
-namespace sp::evidence {
+#include "evidence/bundle_paths.h"
+#include "proof/criteria.h"
+
+namespace sp::proof {
 
 bool Gate::passed() const {
   if (criteria.empty()) return false;
@@ -11,15 +14,10 @@ bool Gate::passed() const {
   return true;
 }
 
-Criterion& Gate::add(std::string name, bool passed, std::string measured, std::string threshold, std::string evidence,
-                     std::string detail) {
-  criteria.push_back({std::move(name), passed, true, std::move(measured), std::move(threshold), std::move(evidence),
-                      std::move(detail)});
-  return criteria.back();
-}
-
 nlohmann::json Gate::to_json() const {
-  nlohmann::json j = {{"format_version", 1}, {"verdict", passed() ? "PASS" : "FAIL"}, {"criteria", nlohmann::json::array()}};
+  nlohmann::json j = {{"format_version", evidence::kGateFormatVersion},
+                      {"verdict", passed() ? "PASS" : "FAIL"},
+                      {"criteria", nlohmann::json::array()}};
   for (const Criterion& c : criteria)
     j["criteria"].push_back({{"name", c.name}, {"passed", c.passed}, {"required", c.required},
                              {"measured", c.measured}, {"threshold", c.threshold}, {"evidence", c.evidence},
@@ -47,4 +45,16 @@ std::string Gate::summary_markdown(const std::string& title, const std::vector<s
   return s;
 }
 
-}  // namespace sp::evidence
+Result<ProofVerdict> derive_gate(const std::string& dir) {
+  SP_ASSIGN_OR_RETURN(const ProofBundle bundle, ProofBundle::open(dir));
+  SP_ASSIGN_OR_RETURN(const GateContext context, GateContext::make(bundle));
+  ProofVerdict v;
+  for (const CriterionRule& rule : gate_criteria()) v.gate.criteria.push_back(rule.check(context));
+  v.divergence = context.divergence;
+  const evidence::FaultSpec& fault = bundle.fault();
+  v.notes.push_back(fmt::format("fault: {} — {}", fault.to_string(), evidence::fault_info(fault.kind).breaks));
+  v.notes.push_back(v.divergence.line());
+  return v;
+}
+
+}  // namespace sp::proof

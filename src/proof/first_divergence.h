@@ -1,0 +1,51 @@
+// The first divergence of a fault run (docs/prove.md §first divergence): every evidence view is asked
+// when it first saw the fault stage differ from the reference (or from the plan); the earliest
+// (step, point within the step) wins, ties to the view listed first. The gate's fault criterion
+// requires that it is the catalogue's expected view at the injected step and rank (docs/faults.md).
+// Not the views' own comparisons (evidence/: trace checker, checksum and activation comparison).
+// Invariant: a pure function of the bundle's bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evidence/compare.h"
+#include "evidence/faults.h"
+#include "proof/bundle.h"
+
+namespace sp::proof {
+
+// One evidence view's verdict on the fault run.
+struct Detection {
+  evidence::View view = evidence::View::kJob;
+  bool recorded = true;       // the bundle holds this view's evidence
+  bool found = false;         // it saw a difference from the reference (or from the plan)
+  int64_t step = -1;
+  std::string phase = {};     // trace phase, checksum phase (loss/grad/param), "replicas", "checkpoint", ...
+  int point = 0;              // where in a step the view observes (docs/prove.md §first divergence)
+  std::vector<int> ranks = {};  // world ranks named, when the view can name them
+  std::string tensor = {};
+  std::string detail = {};
+  std::string evidence = {};  // file(s), relative to the bundle
+  nlohmann::json to_json() const;
+};
+
+struct FirstDivergence {
+  std::vector<Detection> views;  // every view, in catalogue order
+  int first = -1;                // index into views of the earliest detection; −1: nothing diverged
+  std::vector<std::pair<int64_t, int64_t>> propagation;  // (step, checksum records out of class)
+  const Detection* earliest() const { return first < 0 ? nullptr : &views[static_cast<size_t>(first)]; }
+  nlohmann::json to_json() const;
+  std::string line() const;  // "first divergence: checksums, step 4, grad, layers.1.attn.q_proj.weight ..."
+};
+
+// The fault run (DIR/fault) against the reference (DIR/reference). `bitwise` is the class the
+// parallel stage proved: bitwise configurations are compared bit for bit, the others with the
+// documented tolerances.
+FirstDivergence locate_first_divergence(const ProofBundle& bundle, bool bitwise, const evidence::Tolerances& tol = {});
+
+}  // namespace sp::proof
