@@ -247,7 +247,8 @@ const std::vector<Lab>& lab_catalogue() {
            "shardproof runs its ranks as CPU processes on one machine that talk over shared memory; it has no "
            "accelerator backend and cannot measure or emulate any of these links. Any bandwidth or latency it printed "
            "would describe this host, not cluster hardware. The analytic planner for cluster-scale estimates "
-           "(src/plan/, `shardproof plan`) is not built yet.",
+           "(src/plan/, `shardproof plan`, docs/plan.md) already shows which link each axis of a strategy crosses on "
+           "a described cluster; the lab comes with its memory, bytes and step-time report (issue 15, phase 2).",
        .closest = {"LSL-H", "LSL-K"}},
 
       {.key = "LSL-J",
