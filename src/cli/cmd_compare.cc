@@ -21,8 +21,10 @@
 #include "core/file_io.h"
 #include "core/timer.h"
 #include "evidence/bubble.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/strategy_table.h"
 #include "parallel/plan.h"
+#include "proof/equivalence.h"
 
 namespace sp::cli {
 namespace {
@@ -65,6 +67,28 @@ Status prepare_run_dir(const std::string& dir) {
   fs::remove_all(dir, ec);
   if (ec) return io_error("cannot remove the earlier run '{}': {}", dir, ec.message());
   return Status();
+}
+
+// The row's equivalence to the reference in the class its contract promises (proof/equivalence.h).
+void fill_equivalence(evidence::StrategyRow& row, const std::string& dir, const std::string& reference_dir) {
+  if (reference_dir.empty()) {
+    row.equivalence = "no reference";
+    return;
+  }
+  auto e = proof::compare_runs(evidence::RunPaths(dir), evidence::RunPaths(reference_dir));
+  if (!e.ok()) {
+    row.equivalence = "no reference";
+    row.first_divergence = e.status().message();
+    return;
+  }
+  const evidence::Comparison& c = e->comparison;
+  row.equivalence = evidence::equivalence_name(c.verdict);
+  row.max_rel_loss = c.max_rel_loss;
+  row.max_rel_param = c.max_rel_param;
+  row.max_rel_grad_first = c.max_rel_grad_first;
+  row.max_rel_grad_later = c.max_rel_grad_later;
+  if (!c.problems.empty()) row.first_divergence = c.problems.front();
+  else if (!c.divergence.empty()) row.first_divergence = c.divergence.front().to_string();
 }
 
 evidence::StrategyRow error_row(const StrategySpec& spec, const std::string& dir, const std::string& error) {
@@ -130,6 +154,7 @@ int run_compare(const CompareOpts& o) {
       row = evidence::strategy_row_of_run(dir, spec.is_reference() ? std::string() : ref_dir);
       row.label = spec.label;
       row.overrides = spec.overrides();
+      if (!spec.is_reference()) fill_equivalence(row, dir, ref_dir);
     }
     if (spec.is_reference() && rc == 0) ref_dir = dir;
     std::fprintf(stderr, "%s in %.1f s%s\n", row.ok() ? "ok" : "FAIL", watch.seconds(),

@@ -46,13 +46,31 @@ void read_stage_log(const std::string& log, json& record) {
 
 class Protocol {
  public:
-  Protocol(const ProveOptions& o, std::string root, parallel::RunConfig config, evidence::FaultSpec fault, int64_t k)
-      : o_(o), paths_(o.out), root_(std::move(root)), config_(std::move(config)), fault_(fault), k_(k) {
+  Protocol(const ProveOptions& o, std::string root, parallel::RunConfig config, proof::ProtocolPlan plan)
+      : o_(o), paths_(o.out), root_(std::move(root)), config_(std::move(config)), plan_(std::move(plan)),
+        fault_(plan_.fault), k_(plan_.checkpoint_step) {
     prove_ = {{"format_version", evidence::kProveFormatVersion},
               {"fault", fault_.to_string()},
               {"checkpoint_step", k_},
               {"world_size", config_.parallel.world()},
+              {"anchors", plan_.anchors},
+              {"fault_anchors", plan_.fault_anchors},
+              {"fault_warmup", plan_.fault_warmup},
+              {"title", o_.title.empty() ? std::string("shardproof prove") : o_.title},
               {"stages", json::array()}};
+  }
+
+  static std::string steps_list(const std::vector<int64_t>& steps) { return fmt::format("{}", fmt::join(steps, ",")); }
+
+  // An anchored replay (docs/equivalence.md §anchored): the parallel topology from the reference's
+  // state at every anchor.
+  int anchored_stage(const std::string& name, const evidence::RunPaths& out, const std::vector<int64_t>& anchors,
+                     int64_t warmup, bool with_fault) {
+    auto args = evidence_sets(0, with_fault ? 20 : 120);
+    args.insert(args.end(), {"--out", out.root(), "--anchor-from", paths_.reference().root(), "--anchors",
+                             steps_list(anchors), "--anchor-warmup", std::to_string(warmup)});
+    if (with_fault) args.insert(args.end(), {"--fault", fault_.to_string()});
+    return stage(name, config_.parallel.world(), args);
   }
 
   // One stage: `mpirun -np N shardproof train <common> <extra>`, logged to logs/<name>.log.
@@ -118,14 +136,25 @@ class Protocol {
     ref.insert(ref.end(), {"--out", paths_.reference().root(), "--set", "parallel.dp=1", "--set", "parallel.tp=1", "--set",
                            "parallel.pp=1", "--set", "parallel.zero=0", "--set", "parallel.schedule=1f1b", "--set",
                            "parallel.virtual_stages=1"});
+    if (!plan_.reference_checkpoints.empty())  // the states the anchored replays start from
+      ref.insert(ref.end(), {"--checkpoint-at", steps_list(plan_.reference_checkpoints)});
     if (stage("reference", 1, ref) != 0) return finish();
     auto par = evidence_sets(k_, 120);
     par.insert(par.end(), {"--out", paths_.parallel().root()});
     if (stage("parallel", n, par) != 0) return finish();
+    if (!plan_.anchors.empty()) {
+      std::printf("      not a bitwise class: replaying %zu anchored steps from the reference's state\n",
+                  plan_.anchors.size());
+      if (anchored_stage(std::string(evidence::kAnchoredStage), paths_.anchored(), plan_.anchors, 0, false) != 0)
+        return finish();
+    }
     std::printf("[3/4] fault: the same contract with %s\n", fault_.to_string().c_str());
     auto flt = evidence_sets(ckpt_fault ? k_ : 0, 20);
     flt.insert(flt.end(), {"--out", paths_.fault().root(), "--fault", fault_.to_string()});
     stage("fault", n, flt);  // expected to fail for some faults: its ending is evidence
+    if (!plan_.fault_anchors.empty())  // may fail too (a crash, a non-finite gradient)
+      anchored_stage(std::string(evidence::kFaultAnchoredStage), paths_.fault_anchored(), plan_.fault_anchors,
+                     plan_.fault_warmup, true);
     if (o_.no_recovery) {
       std::printf("[4/4] recovery: skipped (--no-recovery): the gate cannot pass\n");
       return finish();
@@ -151,10 +180,8 @@ class Protocol {
       std::printf("verdict: FAIL (%s)\nbundle: %s\n", verdict.status().message().c_str(), o_.out.c_str());
       return 1;
     }
-    (void)write_file_atomic(paths_.first_divergence(), verdict->divergence.to_json().dump(2) + "\n");
-    (void)write_file_atomic(paths_.gate(), verdict->gate.to_json().dump(2) + "\n");
-    const std::string title = o_.title.empty() ? "shardproof prove" : o_.title;
-    (void)write_file_atomic(paths_.summary(), verdict->gate.summary_markdown(title, verdict->notes));
+    for (const auto& [file, text] : proof::derived_files(*verdict))
+      if (Status s = write_file_atomic(paths_.file(file), text); !s.ok()) return report_status(s);
     print_verdict(*verdict, o_.out);
     return verdict->gate.passed() ? 0 : 1;
   }
@@ -164,6 +191,7 @@ class Protocol {
   const evidence::ProofPaths paths_;
   std::string root_;
   parallel::RunConfig config_;
+  proof::ProtocolPlan plan_;
   evidence::FaultSpec fault_;
   int64_t k_;
   json prove_;
@@ -198,7 +226,7 @@ int run_prove(const ProveOptions& o) {
                              .with_hint("a proof bundle is never overwritten: choose a new directory"));
   fs::create_directories(o.out + "/logs", ec);
   if (ec) return report_status(io_error("cannot create '{}': {}", o.out, ec.message()));
-  return Protocol(o, root, *config, protocol->fault, protocol->checkpoint_step).run();
+  return Protocol(o, root, *config, std::move(protocol).value()).run();
 }
 
 void register_prove(CLI::App& app, CommandResult& result) {

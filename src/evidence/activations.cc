@@ -225,7 +225,7 @@ std::string ActivationComparison::summary() const {
 }
 
 Result<ActivationComparison> compare_activations(const std::string& run_dir, const std::string& ref_dir, bool bitwise,
-                                                 double rel_tol) {
+                                                 double rel_tol, const std::vector<int64_t>& only_steps) {
   ActivationComparison out;
   out.bitwise = bitwise;
   out.tolerance = bitwise ? 0.0 : rel_tol;
@@ -265,7 +265,9 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
   };
   const bool logits = has_logits(run) && has_logits(ref);
   auto in_range = [&](const Key& k) {
-    return std::get<0>(k) >= lo && std::get<0>(k) <= hi && (logits || std::get<1>(k) != kLogitsOrder);
+    const int64_t s = std::get<0>(k);
+    if (!only_steps.empty() && std::find(only_steps.begin(), only_steps.end(), s) == only_steps.end()) return false;
+    return s >= lo && s <= hi && (logits || std::get<1>(k) != kLogitsOrder);
   };
   std::vector<Key> keys;
   for (const auto& [k, r] : got)

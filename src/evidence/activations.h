@@ -117,8 +117,9 @@ struct ActivationComparison {
 // Aligns the run's records with the reference's by (step, micro_batch, point) over the steps the run
 // reached (and the reference has). Bitwise: digests must be equal; otherwise the relative difference
 // of the L2 norms must be ≤ rel_tol. A record present on one side only is a difference, except
-// "logits", compared only when both runs recorded logits (tp = 1 on both sides).
+// "logits", compared only when both runs recorded logits (tp = 1 on both sides). `only_steps` (when not
+// empty) restricts the comparison to those steps: an anchored replay ran only its anchors.
 Result<ActivationComparison> compare_activations(const std::string& run_dir, const std::string& ref_dir, bool bitwise,
-                                                 double rel_tol = 0.0);
+                                                 double rel_tol = 0.0, const std::vector<int64_t>& only_steps = {});
 
 }  // namespace sp::evidence

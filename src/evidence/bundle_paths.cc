@@ -47,7 +47,8 @@ std::string ProofPaths::file(std::string_view relative) const { return fmt::form
 std::string ProofPaths::log_file(std::string_view stage) { return fmt::format("{}/{}.log", kLogsDir, stage); }
 
 bool ProofPaths::is_derived(std::string_view relative) {
-  return relative == kGateFile || relative == kSummaryFile || relative == kFirstDivergenceFile;
+  return relative == kGateFile || relative == kSummaryFile || relative == kFirstDivergenceFile ||
+         relative == kDriftFile;
 }
 
 }  // namespace sp::evidence

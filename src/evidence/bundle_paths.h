@@ -25,9 +25,10 @@ namespace sp::evidence {
 inline constexpr int kContractFormatVersion = 1;       // docs/formats/contract.md
 inline constexpr int kCommPredictedFormatVersion = 1;  // docs/formats/comm_predicted.md
 inline constexpr int kLedgerFormatVersion = 1;         // docs/formats/ledger.md
-inline constexpr int kProveFormatVersion = 1;          // docs/prove.md (prove.json)
+inline constexpr int kProveFormatVersion = 2;          // docs/formats/prove.md (prove.json; 2: anchors)
 inline constexpr int kGateFormatVersion = 1;           // docs/prove.md (gate.json)
 inline constexpr int kStrategyTableFormatVersion = 1;  // docs/compare.md (compare.json)
+inline constexpr int kAnchorsFormatVersion = 1;        // docs/formats/anchors.md
 
 // Names relative to a run bundle's root.
 inline constexpr std::string_view kContractFile = "contract.json";
@@ -37,6 +38,7 @@ inline constexpr std::string_view kMetricsFile = "metrics.jsonl";
 inline constexpr std::string_view kLedgerFile = "ledger.json";
 inline constexpr std::string_view kTimelineDir = "timeline";
 inline constexpr std::string_view kActivationsDir = "activations";
+inline constexpr std::string_view kAnchorsFile = "anchors.json";  // an anchored replay's anchors
 // Named by the layers that write them; repeated here so that one header reaches every name.
 inline constexpr std::string_view kTopologyFile = comm::kTopologyFileName;
 inline constexpr std::string_view kTraceDir = comm::kTraceDirName;
@@ -64,6 +66,7 @@ class RunPaths {
   std::string checksums() const { return file(kChecksumsFile); }
   std::string metrics() const { return file(kMetricsFile); }
   std::string ledger() const { return file(kLedgerFile); }
+  std::string anchors() const { return file(kAnchorsFile); }
   std::string trace_dir() const;
   std::string trace(int world_rank) const;
   std::string timeline_dir() const { return file(kTimelineDir); }
@@ -81,6 +84,9 @@ inline constexpr std::string_view kReferenceStage = "reference", kParallelStage 
                                   kRecoveryStage = "recovery";
 inline constexpr std::array<std::string_view, 4> kStageNames = {kReferenceStage, kParallelStage, kFaultStage,
                                                                 kRecoveryStage};
+// The anchored replays of a configuration whose promise is not bitwise (docs/equivalence.md §anchored).
+inline constexpr std::string_view kAnchoredStage = "anchored", kFaultAnchoredStage = "fault-anchored";
+inline constexpr std::string_view kDriftFile = "drift.json";  // derived: the free-running trajectories' drift
 inline constexpr std::string_view kProveFile = "prove.json";
 inline constexpr std::string_view kFirstDivergenceFile = "first_divergence.json";
 inline constexpr std::string_view kGateFile = "gate.json";
@@ -112,6 +118,9 @@ class ProofPaths {
   RunPaths parallel() const { return stage(kParallelStage); }
   RunPaths fault() const { return stage(kFaultStage); }
   RunPaths recovery() const { return stage(kRecoveryStage); }
+  RunPaths anchored() const { return stage(kAnchoredStage); }
+  RunPaths fault_anchored() const { return stage(kFaultAnchoredStage); }
+  std::string drift() const { return file(kDriftFile); }
   // Files derived from the sealed ones after sealing (`verify` derives them again): not in the seal.
   static bool is_derived(std::string_view relative);
 

@@ -53,6 +53,7 @@ struct FaultInfo {
   std::string_view needs;         // topology requirement, e.g. "dp > 1"
   Reach reach = Reach::kOneRank;
   bool checkpoint = false;        // damages a committed checkpoint after the save of `step` (not the training)
+  int history = 0;                // steps before `step` the fault needs to have run (an anchored replay starts there)
 };
 const std::vector<FaultInfo>& fault_catalogue();
 const FaultInfo& fault_info(FaultKind kind);

@@ -174,30 +174,11 @@ void fill_memory(StrategyRow& row, const std::string& dir) {
   }
 }
 
-void fill_equivalence(StrategyRow& row, const std::string& dir, const std::string& reference_dir) {
-  if (reference_dir.empty()) {
-    row.equivalence = "reference";
-    return;
-  }
-  auto c = compare_checksums(dir + "/checksums.jsonl", reference_dir + "/checksums.jsonl");
-  if (!c.ok()) {
-    row.equivalence = "no reference";
-    row.first_divergence = c.status().message();
-    return;
-  }
-  row.equivalence = equivalence_name(c->verdict);
-  row.max_rel_loss = c->max_rel_loss;
-  row.max_rel_param = c->max_rel_param;
-  row.max_rel_grad_first = c->max_rel_grad_first;
-  row.max_rel_grad_later = c->max_rel_grad_later;
-  if (!c->divergence.empty()) row.first_divergence = c->divergence.front().to_string();
-}
-
 }  // namespace
 
 bool StrategyRow::ok() const {
   if (!error.empty() || exit_code != 0) return false;
-  if (equivalence == "divergent" || equivalence == "no reference") return false;
+  if (equivalence != "reference" && equivalence != "bitwise-equal" && equivalence != "within-tolerance") return false;
   if (!trace_found || !trace_consistent || (prediction_found && !traced_equals_predicted)) return false;
   return ledger_found && ledger_equal;
 }
@@ -221,7 +202,7 @@ StrategyRow strategy_row_of_run(const std::string& dir, const std::string& refer
   }
   fill_traffic(row, dir);
   fill_memory(row, dir);
-  fill_equivalence(row, dir, reference_dir);
+  if (reference_dir.empty()) row.equivalence = "reference";
   return row;
 }
 

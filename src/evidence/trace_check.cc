@@ -269,20 +269,24 @@ void Checker::check_collectives(const std::string& name, const Group& g) {
       ops.emplace_back(w, r ? std::string(comm::op_kind_name(r->op)) : "(none)");
     }
     const std::string where = first->seq == static_cast<int64_t>(i) ? "" : fmt::format(" (collective #{})", i);
+    // The members that issued this op must agree on it; a member that differs is the one that left the
+    // group's sequence (checked before a missing op: a rank killed by the job's end may not have
+    // recorded an op the others did).
+    for (const Field& f : collective_fields()) {
+      std::vector<std::pair<int, std::string>> values;
+      for (const auto& [w, colls] : parts)
+        if (i < colls.size()) values.emplace_back(w, f.value(*colls[i]));
+      if (group_values(values).size() > 1) {
+        add_value_mismatch("field", name, f.name, values, first->seq, first->t_start_us, where);
+        return;  // later positions are unreliable once the sequences diverge
+      }
+    }
     for (const auto& [w, colls] : parts) {
       if (i < colls.size()) continue;
       add_value_mismatch("missing_op", name, "op", ops, first->seq, first->t_start_us, where);
       report_.mismatches.back().message +=
           fmt::format("; rank {} issued {} collectives on this group", w, colls.size());
       return;
-    }
-    for (const Field& f : collective_fields()) {
-      std::vector<std::pair<int, std::string>> values;
-      for (const auto& [w, colls] : parts) values.emplace_back(w, f.value(*colls[i]));
-      if (group_values(values).size() > 1) {
-        add_value_mismatch("field", name, f.name, values, first->seq, first->t_start_us, where);
-        return;  // later positions are unreliable once the sequences diverge
-      }
     }
     if (first->op == OpKind::kAllToAll) {
       // send_counts[b] on rank a must equal recv_counts[a] on rank b (group ranks).

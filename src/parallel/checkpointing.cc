@@ -85,7 +85,35 @@ Status verify_candidate(comm::Communicator& world, const ckpt::CheckpointPaths& 
   return Status();
 }
 
+// Everything but the topology and evidence settings must be the saved run's.
+Status check_checkpoint_contract(const ResumePlan& plan, const json& contract) {
+  SP_RETURN_IF_ERROR(evidence::verify_contract(plan.manifest.contract, ckpt::CheckpointPaths::manifest_in(plan.dir)));
+  const std::vector<std::string> diffs =
+      evidence::contract_diff(plan.manifest.contract, contract, evidence::resumable_contract_differences());
+  if (diffs.empty()) return Status();
+  std::string lines;
+  for (const std::string& d : diffs) lines += "\n    " + d;
+  return failed_precondition("checkpoint step {} in '{}' was saved by a different run (saved ≠ current):{}", plan.step,
+                             plan.dir, lines)
+      .with_hint("resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
+                 "change), or train into another --out directory");
+}
+
 }  // namespace
+
+Result<ResumePlan> plan_anchor(comm::Communicator& world, const std::string& anchor_dir, int64_t step,
+                               const json& contract) {
+  const ckpt::CheckpointPaths paths(anchor_dir);
+  ResumePlan plan;
+  SP_RETURN_IF_ERROR(verify_candidate(world, paths, step, std::nullopt, plan.manifest)
+                         .with_hint(fmt::format("the anchored replay needs '{}' saved by the reference run "
+                                                "(train --checkpoint-at {})", paths.step_dir(step), step)));
+  plan.resume = true;
+  plan.step = step;
+  plan.dir = paths.step_dir(step);
+  SP_RETURN_IF_ERROR(comm::agree(world, check_checkpoint_contract(plan, contract)));
+  return plan;
+}
 
 Result<ResumeMode> parse_resume_mode(std::string_view text) {
   if (text == "auto") return ResumeMode::kAuto;
@@ -182,17 +210,7 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
                                last.ok() ? std::string() : ": the oldest one tried was refused: " + last.message());
 
   // 4. The contract: everything but the topology and evidence settings must be the saved run's.
-  SP_RETURN_IF_ERROR(evidence::verify_contract(plan.manifest.contract, ckpt::CheckpointPaths::manifest_in(plan.dir)));
-  const std::vector<std::string> diffs =
-      evidence::contract_diff(plan.manifest.contract, contract, evidence::resumable_contract_differences());
-  if (!diffs.empty()) {
-    std::string lines;
-    for (const std::string& d : diffs) lines += "\n    " + d;
-    return failed_precondition("checkpoint step {} in '{}' was saved by a different run (saved ≠ current):{}",
-                               plan.step, plan.dir, lines)
-        .with_hint("resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
-                   "change), or train into another --out directory");
-  }
+  SP_RETURN_IF_ERROR(check_checkpoint_contract(plan, contract));
   // 5. Set refused checkpoints aside and point LATEST at the one in use (rank 0), so a later resume or
   //    save never meets them again; nothing is deleted.
   Status moved;

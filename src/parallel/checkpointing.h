@@ -49,6 +49,12 @@ struct ResumePlan {
 Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run_dir, const nlohmann::json& contract,
                                const ResumeOptions& options);
 
+// Collective. The checkpoint `step` of another run (an anchored replay's reference, docs/equivalence.md
+// §anchored), fully verified like a resume candidate, with a contract equal to this run's up to the
+// topology and evidence settings; load it with load_checkpoint.
+Result<ResumePlan> plan_anchor(comm::Communicator& world, const std::string& anchor_dir, int64_t step,
+                               const nlohmann::json& contract);
+
 // Collective. Truncates checksums.jsonl and metrics.jsonl back to the prefixes the checkpoint
 // recorded (refusing files that no longer start with them), and moves trace/ and timeline/ of the
 // interrupted process to segments/resume-NNNNNN/ (their sequence numbers restart with the process).

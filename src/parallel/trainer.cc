@@ -1,6 +1,7 @@
 #include "parallel/trainer.h"
 
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -94,8 +95,37 @@ struct Run {
   }
 };
 
+// The run options that only make sense together (the anchored replay, extra checkpoints).
+Status validate_options(const RunConfig& config, const TrainOptions& opt) {
+  const int64_t steps = config.train.steps;
+  for (int64_t s : opt.checkpoint_at)
+    if (s < 0 || s > steps)
+      return invalid_argument("--checkpoint-at {}: a checkpoint holds the state after 0 … train.steps = {} steps", s,
+                              steps);
+  if (opt.anchor_from.empty()) {
+    if (!opt.anchors.empty()) return invalid_argument("--anchors needs --anchor-from REFERENCE_RUN");
+    return Status();
+  }
+  if (opt.anchors.empty()) return invalid_argument("--anchor-from needs --anchors STEP,STEP,...");
+  if (opt.resume.mode == ResumeMode::kRequired || opt.stop_after > 0 || !opt.init_from.empty() ||
+      config.evidence.checkpoint_every > 0 || !opt.checkpoint_at.empty())
+    return invalid_argument("an anchored replay (--anchor-from) loads its state at every anchor: it cannot also "
+                            "resume, stop early, start from --init-from or save checkpoints")
+        .with_hint("drop --resume required, --stop-after, --init-from, --checkpoint-at and evidence.checkpoint_every");
+  for (size_t i = 0; i < opt.anchors.size(); ++i) {
+    const int64_t a = opt.anchors[i];
+    if (a < opt.anchor_warmup || a >= steps)
+      return invalid_argument("--anchors: step {} must lie in [warmup = {}, train.steps = {})", a, opt.anchor_warmup,
+                              steps);
+    if (i > 0 && a <= opt.anchors[i - 1]) return invalid_argument("--anchors must be increasing ({} after {})", a,
+                                                                  opt.anchors[i - 1]);
+  }
+  return Status();
+}
+
 // 1. Validate and plan: every rule, identically on every rank, before any communication or file write.
 Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
+  SP_RETURN_IF_ERROR(validate_options(config, opt));
   SP_ASSIGN_OR_RETURN(Plan plan, Plan::make(config, mpi.world_size()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
   const ParallelConfig& pc = config.parallel;
@@ -149,7 +179,10 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
 Status open_evidence(Run& run) {
   const RunConfig& config = run.config;
   const std::string& out = run.opt.out_dir;
-  SP_ASSIGN_OR_RETURN(run.resume, plan_resume(*run.comms.world, out, run.contract, run.opt.resume));
+  const bool anchored = !run.opt.anchor_from.empty();
+  if (!anchored) {
+    SP_ASSIGN_OR_RETURN(run.resume, plan_resume(*run.comms.world, out, run.contract, run.opt.resume));
+  }
   if (run.resume.resume) SP_RETURN_IF_ERROR(prepare_evidence_for_resume(*run.comms.world, out, run.resume));
 
   if (config.evidence.trace) {
@@ -167,9 +200,10 @@ Status open_evidence(Run& run) {
   SP_RETURN_IF_ERROR(comm::write_topology(*run.comms.world, run.grid, out));
   if (run.rank == 0) {
     // The communication every rank must issue, predicted from the plan (comm_model.h); `trace check`
-    // and the gate compare the traces with it.
-    SP_RETURN_IF_ERROR(
-        write_file_atomic(run.paths.comm_predicted(), predict_run_traffic(run.plan, run.grid).dump() + "\n"));
+    // and the gate compare the traces with it. (An anchored replay runs only its anchors' steps.)
+    if (!anchored)
+      SP_RETURN_IF_ERROR(
+          write_file_atomic(run.paths.comm_predicted(), predict_run_traffic(run.plan, run.grid).dump() + "\n"));
     SP_RETURN_IF_ERROR(write_file_atomic(run.paths.contract(), run.contract.dump(2) + "\n"));
   }
 
@@ -218,11 +252,74 @@ Status initialize_or_resume(Run& run, TrainSummary& summary) {
     if (run.rank == 0) log_info("initialized from consolidated weights '{}'", run.opt.init_from);
   }
   summary.initial_eval_loss = std::nan("");  // a resumed run took it before its checkpoint
-  if (!run.resume.resume) {
+  if (!run.resume.resume && run.opt.anchor_from.empty()) {
     summary.initial_eval_loss = engine.evaluate(-1);
     run.write_metrics({{"step", -1}, {"eval_loss", summary.initial_eval_loss}});
   }
   return Status();
+}
+
+// The step's checksum records (loss always; gradients and parameters when taken) on rank 0.
+void write_step_records(Run& run, const StepResult& r, bool take) {
+  if (!run.checksums) return;
+  run.checksums->write_scalar(r.step, "loss", "loss", r.loss);
+  if (take) {
+    run.checksums->write_tensors(r.step, "grad", run.engine->tensors(), r.grads);
+    run.checksums->write_tensors(r.step, "param", run.engine->tensors(), r.params);
+  }
+  (void)run.checksums->flush();  // an error is kept and reported by finish()
+}
+
+nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
+  nlohmann::json m = {{"step", r.step},          {"loss", r.loss},       {"lr", r.lr},
+                      {"grad_norm", r.grad_norm}, {"clip", r.clip},      {"finite", r.finite},
+                      {"skipped", r.skipped},    {"step_s", r.seconds}, {"compute_s", r.compute_seconds},
+                      {"tokens_per_s", tokens_per_step / r.seconds}};
+  if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
+  return m;
+}
+
+Status save_at(Run& run, int64_t steps_done, const CheckpointOptions& options) {
+  SP_ASSIGN_OR_RETURN(const ckpt::SaveOutcome saved, save_checkpoint(*run.engine, *run.comms.world, run.trace,
+                                                                     run.opt.out_dir, steps_done, run.contract, options));
+  if (run.rank == 0)
+    log_info("checkpoint step {}: {} ({:.1f} MB, {:.2f} s){}", steps_done, saved.dir, saved.bytes / 1e6, saved.seconds,
+             saved.deleted.empty() ? "" : fmt::format("; removed step {}", fmt::join(saved.deleted, ", ")));
+  return run.engine->faults().after_checkpoint(saved.dir);
+}
+
+// 5b. The anchored replay: for every anchor a, the reference's state at a − warmup, steps up to a, and
+//     step a's records (metrics and anchors.json say which checkpoint each came from).
+Status anchored_loop(Run& run, TrainSummary& summary) {
+  const TrainOptions& opt = run.opt;
+  const double tokens_per_step = static_cast<double>(run.config.train.global_batch * run.config.train.seq_len);
+  nlohmann::json anchors = nlohmann::json::array();
+  for (int64_t a : opt.anchors) {
+    const int64_t start = a - opt.anchor_warmup;
+    SP_ASSIGN_OR_RETURN(const ResumePlan from, plan_anchor(*run.comms.world, opt.anchor_from, start, run.contract));
+    SP_RETURN_IF_ERROR(load_checkpoint(*run.engine, *run.comms.world, run.trace, from));
+    for (int64_t s = start; s <= a; ++s) {
+      const int64_t every = run.config.evidence.checksum_every;
+      const bool take = s == a && every > 0 && s % every == 0;  // the reference's cadence
+      StepResult r = run.engine->step(s, take);
+      if (s < a) continue;  // warm-up: this topology's own step from the reference's state
+      write_step_records(run, r, take);
+      nlohmann::json m = step_metrics(r, tokens_per_step);
+      m["anchor"] = start;
+      run.write_metrics(m);
+      summary.final_loss = r.loss;
+      summary.steps = s + 1;
+      if (run.rank == 0 && opt.progress) log_info("anchor {}: step {} from the reference's step {}: loss {:.6f}", a, s, start, r.loss);
+    }
+    anchors.push_back({{"step", a}, {"loaded", start}, {"manifest_digest", from.manifest.digest}});
+  }
+  return run.on_rank0([&] {
+    const nlohmann::json doc = {{"format_version", evidence::kAnchorsFormatVersion},
+                                {"reference", opt.anchor_from},
+                                {"warmup", opt.anchor_warmup},
+                                {"anchors", anchors}};
+    return write_file_atomic(run.paths.anchors(), doc.dump(2) + "\n");
+  });
 }
 
 // 5. The training loop: a step, its evidence records, the evaluation when due, a checkpoint when due.
@@ -237,6 +334,14 @@ Status train_loop(Run& run, TrainSummary& summary) {
   const int64_t steps = config.train.steps;
   const int64_t last_step = run.opt.stop_after > 0 ? std::min(run.opt.stop_after, steps) : steps;
   const double tokens_per_step = static_cast<double>(config.train.global_batch * config.train.seq_len);
+  const auto checkpoint_due = [&](int64_t steps_done) {
+    return (config.evidence.checkpoint_every > 0 && steps_done % config.evidence.checkpoint_every == 0) ||
+           std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), steps_done) !=
+               run.opt.checkpoint_at.end();
+  };
+  if (first_step == 0 && std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), 0) !=
+                             run.opt.checkpoint_at.end())
+    SP_RETURN_IF_ERROR(save_at(run, 0, ckpt_options));  // the initial state (an anchored replay's step 0)
   Stopwatch run_clock;
   double tokens_seen = 0;
   for (int64_t s = first_step; s < last_step; ++s) {
@@ -244,20 +349,9 @@ Status train_loop(Run& run, TrainSummary& summary) {
     StepResult r = engine.step(s, take);
     tokens_seen += tokens_per_step;
     Stopwatch record_clock;  // step_s includes writing this step's checksum records
-    if (run.checksums) {
-      run.checksums->write_scalar(s, "loss", "loss", r.loss);
-      if (take) {
-        run.checksums->write_tensors(s, "grad", engine.tensors(), r.grads);
-        run.checksums->write_tensors(s, "param", engine.tensors(), r.params);
-      }
-      (void)run.checksums->flush();  // an error is kept and reported by finish()
-    }
+    write_step_records(run, r, take);
     r.seconds += record_clock.seconds();
-    nlohmann::json m = {{"step", s},          {"loss", r.loss},       {"lr", r.lr},
-                        {"grad_norm", r.grad_norm}, {"clip", r.clip}, {"finite", r.finite},
-                        {"skipped", r.skipped}, {"step_s", r.seconds}, {"compute_s", r.compute_seconds},
-                        {"tokens_per_s", tokens_per_step / r.seconds}};
-    if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
+    nlohmann::json m = step_metrics(r, tokens_per_step);
     if ((config.train.eval_every > 0 && (s + 1) % config.train.eval_every == 0) || s + 1 == steps) {
       const double ev = engine.evaluate(s);
       m["eval_loss"] = ev;
@@ -278,15 +372,7 @@ Status train_loop(Run& run, TrainSummary& summary) {
                                  s, fmt::join(r.diverging_ranks, ", "));
     if (!r.finite && config.evidence.stop_on_divergence)
       return failed_precondition("step {}: non-finite gradients (norm {}); no update was applied", s, r.grad_norm);
-    if (config.evidence.checkpoint_every > 0 && (s + 1) % config.evidence.checkpoint_every == 0) {
-      SP_ASSIGN_OR_RETURN(const ckpt::SaveOutcome saved, save_checkpoint(engine, *run.comms.world, run.trace,
-                                                                         run.opt.out_dir, s + 1, run.contract,
-                                                                         ckpt_options));
-      if (run.rank == 0)
-        log_info("checkpoint step {}: {} ({:.1f} MB, {:.2f} s){}", s + 1, saved.dir, saved.bytes / 1e6, saved.seconds,
-                 saved.deleted.empty() ? "" : fmt::format("; removed step {}", fmt::join(saved.deleted, ", ")));
-      SP_RETURN_IF_ERROR(engine.faults().after_checkpoint(saved.dir));
-    }
+    if (checkpoint_due(s + 1)) SP_RETURN_IF_ERROR(save_at(run, s + 1, ckpt_options));
   }
   summary.tokens_per_second = tokens_seen / run_clock.seconds();
   return Status();
@@ -295,12 +381,14 @@ Status train_loop(Run& run, TrainSummary& summary) {
 // 6. Finish: the memory ledger (measured on every rank while everything is live, against the
 //    prediction), then every evidence file closed and checked: a run whose evidence is incomplete fails.
 Status finish(Run& run, const Status& loop) {
-  nlohmann::json mine =
-      evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
-  mine["rank"] = run.rank;
-  mine["coords"] = run.grid.coords_of(run.rank).to_string();
-  SP_RETURN_IF_ERROR(
-      evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb, run.opt.out_dir));
+  if (run.opt.anchor_from.empty()) {  // an anchored replay neither evaluates nor runs the planned steps
+    nlohmann::json mine =
+        evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
+    mine["rank"] = run.rank;
+    mine["coords"] = run.grid.coords_of(run.rank).to_string();
+    SP_RETURN_IF_ERROR(
+        evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb, run.opt.out_dir));
+  }
   run.engine.reset();
   Status files;
   for (Status s : {run.timeline->close(), run.checksums ? run.checksums->close() : Status(),
@@ -322,7 +410,7 @@ Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& o
   SP_RETURN_IF_ERROR(open_evidence(run));
   TrainSummary summary;
   SP_RETURN_IF_ERROR(initialize_or_resume(run, summary));
-  const Status loop = train_loop(run, summary);
+  const Status loop = opt.anchor_from.empty() ? train_loop(run, summary) : anchored_loop(run, summary);
   SP_RETURN_IF_ERROR(finish(run, loop));
   return summary;
 }

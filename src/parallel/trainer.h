@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/save.h"
 #include "comm/mpi_scope.h"
@@ -30,10 +31,18 @@ struct TrainOptions {
   int64_t stop_after = 0;                     // stop after this many steps as if interrupted; 0 = train.steps
   std::optional<ckpt::SaveFault> ckpt_fault;  // --fault ckpt-...: injected into checkpoint saves
   std::string init_from;                      // consolidated weights (ckpt export) to start a fresh run from
+  std::vector<int64_t> checkpoint_at;         // --checkpoint-at: also save the state at these steps (0: the initial state)
   // The proof protocol (docs/prove.md).
   evidence::FaultSpec fault;    // --fault NAME[@step][:rank]: one catalogue fault (docs/faults.md)
   std::string expect_contract;  // --expect-contract FILE: refuse to run under any other contract
   bool contract_only = false;   // --contract-only: prepare data, write contract.json, stop
+  // Anchored replay (docs/equivalence.md §anchored): instead of one trajectory, for every anchor step a
+  // load the state of run `anchor_from` at a − anchor_warmup (its checkpoint), run steps a − warmup … a
+  // and record step a only. Every recorded step then starts (up to `anchor_warmup` steps of this
+  // topology) from the reference's own state, so its single-step tolerance applies.
+  std::string anchor_from;
+  std::vector<int64_t> anchors;
+  int64_t anchor_warmup = 0;
 };
 
 struct TrainSummary {

@@ -16,6 +16,18 @@ Result<ProofBundle> ProofBundle::open(const std::string& dir) {
   SP_ASSIGN_OR_RETURN(b.fault_, evidence::parse_fault(b.prove_.value("fault", std::string())));
   b.checkpoint_step_ = b.prove_.value("checkpoint_step", int64_t{0});
   b.world_size_ = b.prove_.value("world_size", 1);
+  const auto steps = [&](const char* key, std::vector<int64_t>& out) -> Status {
+    if (!b.prove_.contains(key)) return Status();
+    const json& v = b.prove_[key];
+    if (!v.is_array()) return corrupt("'{}': \"{}\" must be an array of steps", b.paths_.prove(), key);
+    for (const json& s : v) {
+      if (!s.is_number_integer()) return corrupt("'{}': \"{}\" must be an array of steps", b.paths_.prove(), key);
+      out.push_back(s.get<int64_t>());
+    }
+    return Status();
+  };
+  SP_RETURN_IF_ERROR(steps("anchors", b.anchors_));
+  SP_RETURN_IF_ERROR(steps("fault_anchors", b.fault_anchors_));
   return b;
 }
 

@@ -32,6 +32,10 @@ class ProofBundle {
   const evidence::FaultSpec& fault() const { return fault_; }
   int64_t checkpoint_step() const { return checkpoint_step_; }  // k
   int world_size() const { return world_size_; }
+  // The anchored replays (prove.json "anchors", "fault_anchors", "fault_warmup"): empty when the
+  // configuration promises bitwise equality and nothing was replayed.
+  const std::vector<int64_t>& anchors() const { return anchors_; }
+  const std::vector<int64_t>& fault_anchors() const { return fault_anchors_; }
   // The record of stage `name` in prove.json's "stages" (null if it did not run).
   const nlohmann::json* stage(std::string_view name) const;
 
@@ -42,6 +46,7 @@ class ProofBundle {
   evidence::FaultSpec fault_;
   int64_t checkpoint_step_ = 0;
   int world_size_ = 1;
+  std::vector<int64_t> anchors_, fault_anchors_;
 };
 
 // Readers of a stage's metrics.jsonl shared by the views and the criteria. A missing or unreadable

@@ -28,12 +28,6 @@ Criterion make(std::string_view name, bool passed, std::string measured, std::st
           passed ? std::string() : std::move(detail)};
 }
 
-std::string describe(const Comparison& c) {
-  return fmt::format("{} ({} of {} records bitwise; max rel. loss {:.2g}, params {:.2g}, grads {:.2g}/{:.2g})",
-                     equivalence_name(c.verdict), c.bitwise_records, c.records, c.max_rel_loss, c.max_rel_param,
-                     c.max_rel_grad_first, c.max_rel_grad_later);
-}
-
 // The smallest step of the run's own traced training traffic (a resumed run starts at its checkpoint).
 int64_t first_traced_step(const TraceReport& r) {
   int64_t first = INT64_MAX;
@@ -42,8 +36,16 @@ int64_t first_traced_step(const TraceReport& r) {
   return first;
 }
 
-bool same_eval(double a, double b, bool bitwise) {
-  return bitwise ? std::memcmp(&a, &b, sizeof a) == 0 : std::fabs(a - b) <= Tolerances{}.loss * std::fabs(b);
+// A held-out loss equal to the reference's: bit for bit, or (not bitwise) within the drift band.
+bool same_eval(double a, double b, const GateContext& c) {
+  return c.bitwise ? std::memcmp(&a, &b, sizeof a) == 0 : std::fabs(a - b) <= c.eval_band * std::fabs(b);
+}
+
+std::string problem_of(const Result<RunEquivalence>& e) {
+  if (!e.ok()) return e.status().message();
+  const Comparison& c = e->comparison;
+  if (!c.problems.empty()) return c.problems.front();
+  return c.divergence.empty() ? "" : c.divergence.front().to_string();
 }
 
 // 0. Seal: every file as the protocol wrote it.
@@ -60,7 +62,10 @@ Criterion one_contract(const GateContext& c) {
   const json& frozen = c.bundle->contract();
   std::vector<std::string> problems;
   if (Status s = verify_contract(frozen, std::string(kContractFile)); !s.ok()) problems.push_back(s.message());
-  for (std::string_view stage : kStageNames) {
+  std::vector<std::string_view> stages(kStageNames.begin(), kStageNames.end());
+  if (!c.bundle->anchors().empty()) stages.push_back(kAnchoredStage);
+  if (!c.bundle->fault_anchors().empty()) stages.push_back(kFaultAnchoredStage);
+  for (std::string_view stage : stages) {
     const std::string label = stage_file(stage, kContractFile);
     auto sc = read_json_file(c.bundle->paths().stage(stage).contract());
     if (!sc.ok()) {
@@ -87,14 +92,16 @@ Criterion one_contract(const GateContext& c) {
 // 2. The stages ran to completion (the fault stage may not).
 Criterion stages_completed(const GateContext& c) {
   std::vector<std::string> failed;
-  for (const char* stage : {"contract", "reference", "parallel", "recovery"}) {
+  std::vector<std::string_view> required = {"contract", kReferenceStage, kParallelStage, kRecoveryStage};
+  if (!c.bundle->anchors().empty()) required.push_back(kAnchoredStage);
+  for (std::string_view stage : required) {
     const json* st = c.bundle->stage(stage);
     if (st == nullptr) failed.push_back(fmt::format("{}: did not run", stage));
     else if (st->value("exit_code", -1) != 0)
       failed.push_back(fmt::format("{}: exit {}: {}", stage, st->value("exit_code", -1), st->value("error", "")));
   }
   return make("stages completed", failed.empty(),
-              failed.empty() ? "contract, reference, parallel, recovery: exit 0" : fmt::format("{} failed", failed.size()),
+              failed.empty() ? fmt::format("{}: exit 0", fmt::join(required, ", ")) : fmt::format("{} failed", failed.size()),
               "exit 0", std::string(kProveFile), failed.empty() ? "" : failed.front());
 }
 
@@ -165,14 +172,44 @@ Criterion ledger_equal(const GateContext& c) {
               stage_file(kParallelStage, kLedgerFile), ledger.ok() ? "" : ledger.status().message());
 }
 
-// 8. Gradients (and losses, parameters) against the single-device reference.
+// 8. Gradients (and losses, parameters) against the single-device reference, in the class the contract
+//    promises: bit for bit, or (tensor parallelism, fast reductions) within the single-step tolerance at
+//    every anchored step, the free-running run complete and within it at step 0.
 Criterion gradients_equal(const GateContext& c) {
-  const auto& r = c.parallel_vs_reference;
-  const bool ok = r.ok() && r->verdict != Equivalence::kDivergent && r->records > 0;
-  return make("gradients equal the single-device reference", ok, r.ok() ? describe(*r) : "unreadable",
-              "bitwise, or within the documented tolerances (docs/equivalence.md)",
-              fmt::format("{}, {}", stage_file(kParallelStage, kChecksumsFile), stage_file(kReferenceStage, kChecksumsFile)),
-              !r.ok() ? r.status().message() : (r->divergence.empty() ? "" : r->divergence.front().to_string()));
+  const auto& free = c.parallel_vs_reference;
+  const std::string files =
+      fmt::format("{}, {}", stage_file(kParallelStage, kChecksumsFile), stage_file(kReferenceStage, kChecksumsFile));
+  if (c.bitwise)
+    return make("gradients equal the single-device reference", free.ok() && free->holds(),
+                free.ok() ? free->describe() : "unreadable", "bitwise: the contract's class (docs/equivalence.md)",
+                files, problem_of(free));
+  const auto& anchored = c.anchored_vs_reference;
+  const bool ok = free.ok() && free->holds() && anchored.ok() && anchored->holds();
+  return make("gradients equal the single-device reference", ok,
+              anchored.ok() ? anchored->describe() : fmt::format("anchored replay: {}", anchored.status().message()),
+              "within the single-step tolerances at every anchored step (docs/equivalence.md §anchored)",
+              fmt::format("{}, {}", stage_file(kAnchoredStage, kChecksumsFile), files),
+              !anchored.ok() || !anchored->holds() ? problem_of(anchored) : problem_of(free));
+}
+
+// 8b. How far the free-running trajectories drift (reported, never required): rounding amplified by
+//     training, the reason a non-bitwise class is verified per anchored step and not by trajectory.
+Criterion trajectory_drift(const GateContext& c) {
+  const auto& free = c.parallel_vs_reference;
+  double worst = 0;
+  int64_t at = -1;
+  if (free.ok())
+    for (const auto& [s, d] : free->comparison.drift_per_step)
+      if (d > worst) worst = d, at = s;
+  Criterion out = make("trajectory drift (reported only)", true,
+                       !free.ok() ? "unreadable"
+                       : c.bitwise ? "none: bitwise"
+                                   : fmt::format("max rel. difference {:.2g} (step {}), loss {:.2g}; eval band {:.2g}",
+                                                 worst, at, free->comparison.max_loss_drift, c.eval_band),
+                       "none: drift of a non-bitwise class is expected (docs/equivalence.md)",
+                       fmt::format("{}, {}", kDriftFile, stage_file(kParallelStage, kChecksumsFile)));
+  out.required = false;
+  return out;
 }
 
 // 9. Every checkpoint of the parallel run verifies; one exists at step k.
@@ -202,18 +239,20 @@ Criterion checkpoints_verify(const GateContext& c) {
 Criterion resume_exact(const GateContext& c) {
   const int64_t k = c.bundle->checkpoint_step();
   const RunPaths rec = c.bundle->paths().recovery(), par = c.bundle->paths().parallel();
-  auto cmp = compare_checksums(rec.checksums(), par.checksums());
+  auto cmp = compare_checksums(rec.checksums(), par.checksums(),
+                               {.promised = Equivalence::kBitwise, .expected = expected_records(c.config)});
   auto trace = check_trace_dir(rec.root());
   const int64_t first = trace.ok() ? first_traced_step(*trace) : -1;
   const bool resumed = first == k;
-  const bool exact = cmp.ok() && cmp->verdict == Equivalence::kBitwise && cmp->records > 0;
+  const bool exact = cmp.ok() && cmp->verdict == Equivalence::kBitwise;
   return make("resume is exact", exact && resumed,
-              fmt::format("resumed at step {}; {}", first == INT64_MAX ? -1 : first, cmp.ok() ? describe(*cmp) : "unreadable"),
+              fmt::format("resumed at step {}; {}", first == INT64_MAX ? -1 : first, cmp.ok() ? cmp->describe() : "unreadable"),
               fmt::format("training resumes at step {} and reproduces the parallel run bit for bit", k),
               fmt::format("{}, {}, {}", stage_dir(kRecoveryStage, kTraceDir), stage_file(kRecoveryStage, kChecksumsFile),
                           stage_file(kParallelStage, kChecksumsFile)),
               !resumed ? fmt::format("the recovery run's traces start at step {}, not at the checkpoint's step {}", first, k)
                        : (!cmp.ok() ? cmp.status().message()
+                                    : !cmp->problems.empty() ? cmp->problems.front()
                                     : (cmp->first_mismatch.empty() ? "" : cmp->first_mismatch.front().to_string())));
 }
 
@@ -227,9 +266,8 @@ Criterion fault_localized(const GateContext& c) {
   else if (e->view != info.expected_view)
     why = fmt::format("first seen by {}, expected {}", view_name(e->view), view_name(info.expected_view));
   else if (e->step != fault.step) why = fmt::format("seen at step {}, injected at step {}", e->step, fault.step);
-  else if (!e->ranks.empty() && info.reach == Reach::kOneRank &&
-           std::find(e->ranks.begin(), e->ranks.end(), fault.rank) == e->ranks.end())
-    why = fmt::format("names rank(s) {}, injected on rank {}", fmt::join(e->ranks, ","), fault.rank);
+  else if (!e->ranks.empty() && info.reach == Reach::kOneRank && e->ranks != std::vector<int>{fault.rank})
+    why = fmt::format("names rank(s) {}, injected on rank {} alone", fmt::join(e->ranks, ","), fault.rank);
   return make("fault detected and localized", why.empty(), c.divergence.line(),
               fmt::format("{} at step {} ({})", view_name(info.expected_view), fault.step, info.expectation),
               fmt::format("{}, {}/", kFirstDivergenceFile, kFaultStage), why);
@@ -238,19 +276,21 @@ Criterion fault_localized(const GateContext& c) {
 // 12. Recovery: the reference trajectory again, eval included.
 Criterion recovery_reproduces(const GateContext& c) {
   const RunPaths rec = c.bundle->paths().recovery(), ref = c.bundle->paths().reference();
-  auto cmp = compare_checksums(rec.checksums(), ref.checksums());
+  auto cmp = compare_runs(rec, ref);
   const auto want = c.bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
   const auto got_eval = final_eval(rec), ref_eval = final_eval(ref);
-  const bool eval_ok = got_eval && ref_eval && same_eval(*got_eval, *ref_eval, c.bitwise);
-  const bool ok = cmp.ok() && cmp->records > 0 && static_cast<int>(cmp->verdict) <= static_cast<int>(want) && eval_ok;
+  const bool eval_ok = got_eval && ref_eval && same_eval(*got_eval, *ref_eval, c);
+  const bool ok = cmp.ok() && cmp->holds() && eval_ok;
   return make("recovery reproduces the reference", ok,
-              fmt::format("{}; final eval {} vs {}", cmp.ok() ? describe(*cmp) : "unreadable",
+              fmt::format("{}; final eval {} vs {}", cmp.ok() ? cmp->describe() : "unreadable",
                           got_eval ? fmt::format("{:.6f}", *got_eval) : "none",
                           ref_eval ? fmt::format("{:.6f}", *ref_eval) : "none"),
-              fmt::format("{} to the reference, eval included", equivalence_name(want)),
+              c.bitwise ? fmt::format("{} to the reference, eval included", equivalence_name(want))
+                        : fmt::format("the reference's step 0 within tolerance, eval within the drift band {:.2g}",
+                                      c.eval_band),
               fmt::format("{}, {}, {}/", stage_file(kRecoveryStage, kChecksumsFile), stage_file(kRecoveryStage, kMetricsFile),
                           kReferenceStage),
-              !cmp.ok() ? cmp.status().message() : (cmp->divergence.empty() ? "" : cmp->divergence.front().to_string()));
+              !eval_ok && problem_of(cmp).empty() ? "the final eval differs from the reference's" : problem_of(cmp));
 }
 
 // 13. Independent evaluation on the held-out split.
@@ -259,12 +299,13 @@ Criterion eval_improves(const GateContext& c) {
   const auto init = initial_eval(par), fin = final_eval(par), ref_fin = final_eval(ref);
   const double margin = c.config.prove.eval_margin;
   const bool improves = init && fin && *fin <= *init - margin;
-  const bool matches = fin && ref_fin && same_eval(*fin, *ref_fin, c.bitwise);
+  const bool matches = fin && ref_fin && same_eval(*fin, *ref_fin, c);
   return make("held-out eval improves and matches the reference", improves && matches,
               init && fin ? fmt::format("{:.4f} → {:.4f} (−{:.4f} nats); reference {:.4f}", *init, *fin, *init - *fin,
                                         ref_fin.value_or(NAN))
                           : "missing",
-              fmt::format("drop ≥ {} nats, equal to the reference", margin),
+              c.bitwise ? fmt::format("drop ≥ {} nats, equal to the reference", margin)
+                        : fmt::format("drop ≥ {} nats, within the drift band {:.2g} of the reference", margin, c.eval_band),
               fmt::format("{}, {}, {} (data.split_sha256)", stage_file(kParallelStage, kMetricsFile),
                           stage_file(kReferenceStage, kMetricsFile), kContractFile),
               improves ? "the parallel eval differs from the reference's" : "the eval loss did not improve enough");
@@ -291,10 +332,21 @@ Result<GateContext> GateContext::make(const ProofBundle& bundle) {
   SP_ASSIGN_OR_RETURN(c.config, parallel::RunConfig::from_json(bundle.contract()["config"]));
   SP_ASSIGN_OR_RETURN(c.plan, parallel::Plan::make(c.config, c.config.parallel.world()));
   const RunPaths par = bundle.paths().parallel(), ref = bundle.paths().reference();
+  c.bitwise = promised_class(c.config) == Equivalence::kBitwise;
   c.parallel_trace = check_trace_dir(par.root());
-  c.parallel_vs_reference = compare_checksums(par.checksums(), ref.checksums());
-  c.bitwise = c.parallel_vs_reference.ok() && c.parallel_vs_reference->verdict == Equivalence::kBitwise;
-  c.divergence = locate_first_divergence(bundle, c.bitwise);
+  c.parallel_vs_reference = compare_runs(par, ref);
+  if (!c.bitwise) {
+    c.anchored_vs_reference = bundle.anchors().empty()
+                                  ? Result<RunEquivalence>(failed_precondition(
+                                        "prove.json lists no anchors: the configuration is not bitwise and was not "
+                                        "replayed from the reference's state"))
+                                  : compare_runs(bundle.paths().anchored(), ref);
+    // The held-out loss of two trajectories that drift may differ by what their training losses differ by,
+    // twice (another batch), but never less than the single-step tolerance.
+    const double drift = c.parallel_vs_reference.ok() ? c.parallel_vs_reference->comparison.max_loss_drift : 0.0;
+    c.eval_band = std::max(Tolerances{}.loss, 2 * drift);
+  }
+  c.divergence = locate_first_divergence(bundle, c.config, c.bitwise, tolerances_for(c.config));
   return c;
 }
 
@@ -309,6 +361,7 @@ const std::vector<CriterionRule>& gate_criteria() {
       {"prediction re-derived from the contract", prediction_rederived},
       {"memory ledger equals the prediction", ledger_equal},
       {"gradients equal the single-device reference", gradients_equal},
+      {"trajectory drift (reported only)", trajectory_drift},
       {"checkpoints verify", checkpoints_verify},
       {"resume is exact", resume_exact},
       {"fault detected and localized", fault_localized},

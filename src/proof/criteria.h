@@ -17,6 +17,7 @@
 #include "parallel/plan.h"
 #include "parallel/run_config.h"
 #include "proof/bundle.h"
+#include "proof/equivalence.h"
 #include "proof/first_divergence.h"
 #include "proof/gate.h"
 
@@ -30,8 +31,10 @@ struct GateContext {
   parallel::RunConfig config;
   parallel::Plan plan;
   Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
-  Result<evidence::Comparison> parallel_vs_reference = Status();
-  bool bitwise = false;          // what stage 2 proved: the parallel run equals the reference bit for bit
+  Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running
+  Result<RunEquivalence> anchored_vs_reference = internal_error("not run");   // non-bitwise promises only
+  bool bitwise = false;          // the contract promises bitwise equality (equivalence.h promised_class)
+  double eval_band = 0;          // non-bitwise: the relative eval difference the trajectories' drift allows
   FirstDivergence divergence;    // of the fault stage
 };
 

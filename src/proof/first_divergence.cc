@@ -14,10 +14,11 @@
 #include "core/json_io.h"
 #include "evidence/activations.h"
 #include "evidence/trace_check.h"
+#include "proof/equivalence.h"
 
 namespace sp::proof {
 using json = nlohmann::json;
-using namespace evidence;  // file names (bundle_paths.h) and views (faults.h)
+using namespace evidence;  // file names (bundle_paths.h), views (faults.h), Equivalence (compare.h)
 using evidence::View;
 
 namespace {
@@ -64,11 +65,17 @@ Detection trace_detection(const evidence::TraceReport& r, bool prediction) {
   d.step = m.step;
   d.phase = m.phase.empty() ? "setup" : m.phase;
   d.point = trace_point(d.phase);
-  // Every rank the view names at that step and phase (a fault on every rank shows on every rank).
-  for (const evidence::TraceMismatch& o : list)
-    if (o.step == m.step && o.phase == m.phase)
-      for (int r : o.ranks)
-        if (std::find(d.ranks.begin(), d.ranks.end(), r) == d.ranks.end()) d.ranks.push_back(r);
+  // Consistency: the rank(s) whose sequence departs from the group's majority in the earliest mismatch
+  // (later mismatches follow from it). Prediction: every rank whose traffic differs from the plan at that
+  // step and phase (a fault on every rank shows on every rank).
+  if (prediction) {
+    for (const evidence::TraceMismatch& o : list)
+      if (o.step == m.step && o.phase == m.phase)
+        for (int r : o.ranks)
+          if (std::find(d.ranks.begin(), d.ranks.end(), r) == d.ranks.end()) d.ranks.push_back(r);
+  } else {
+    d.ranks = m.ranks;
+  }
   std::sort(d.ranks.begin(), d.ranks.end());
   d.tensor = m.group;
   d.detail = m.message;
@@ -113,9 +120,23 @@ std::string FirstDivergence::line() const {
   return s;
 }
 
-FirstDivergence locate_first_divergence(const ProofBundle& bundle, bool bitwise, const evidence::Tolerances& tol) {
+FirstDivergence locate_first_divergence(const ProofBundle& bundle, const parallel::RunConfig& config, bool bitwise,
+                                        const evidence::Tolerances& tol) {
   const evidence::RunPaths fault = bundle.paths().fault(), ref = bundle.paths().reference();
   FirstDivergence out;
+  // What each reference-comparing view reads (the header says why).
+  const bool replayed = !bitwise && !bundle.fault_anchors().empty();
+  const evidence::RunPaths numbers = replayed ? bundle.paths().fault_anchored() : fault;
+  const evidence::RunPaths against = bitwise || replayed ? ref : bundle.paths().parallel();
+  const std::string_view numbers_stage = replayed ? kFaultAnchoredStage : kFaultStage;
+  const std::string_view against_stage = bitwise || replayed ? kReferenceStage : kParallelStage;
+  const bool exact = bitwise || !replayed;  // bit for bit, or within the single-step tolerances
+  evidence::CompareSpec spec{.tol = tol,
+                             .promised = exact ? Equivalence::kBitwise : Equivalence::kWithinTolerance,
+                             .expected = expected_records(config, replayed ? bundle.fault_anchors() : std::vector<int64_t>{}),
+                             .reference_expected = expected_records(config),
+                             .anchored = replayed,
+                             .require_complete = false};
 
   // Job: how the fault stage ended.
   Detection job{.view = View::kJob,
@@ -160,9 +181,11 @@ FirstDivergence locate_first_divergence(const ProofBundle& bundle, bool bitwise,
 
   // Per-layer activations of every training micro-batch against the reference's, in forward order.
   Detection activations{.view = View::kActivations,
-                        .evidence = fmt::format("{}, {}", stage_dir(kFaultStage, kActivationsDir),
-                                                stage_dir(kReferenceStage, kActivationsDir))};
-  if (auto c = evidence::compare_activations(fault.root(), ref.root(), bitwise, tol.loss); !c.ok()) {
+                        .evidence = fmt::format("{}, {}", stage_dir(numbers_stage, kActivationsDir),
+                                                stage_dir(against_stage, kActivationsDir))};
+  if (auto c = evidence::compare_activations(numbers.root(), against.root(), exact, tol.loss,
+                                             replayed ? bundle.fault_anchors() : std::vector<int64_t>{});
+      !c.ok()) {
     activations.recorded = false;
     activations.detail = c.status().message();
   } else if (!c->recorded || !c->reference_recorded) {
@@ -181,10 +204,11 @@ FirstDivergence locate_first_divergence(const ProofBundle& bundle, bool bitwise,
 
   // Gradient checksums (and losses, parameters) against the single-device reference.
   Detection checksums{.view = View::kChecksums,
-                      .evidence = fmt::format("{}, {}", stage_file(kFaultStage, kChecksumsFile),
-                                              stage_file(kReferenceStage, kChecksumsFile))};
-  if (auto c = evidence::compare_checksums(fault.checksums(), ref.checksums(), tol); c.ok()) {
-    const auto& list = bitwise ? c->first_mismatch : c->divergence;
+                      .evidence = fmt::format("{}, {}", stage_file(numbers_stage, kChecksumsFile),
+                                              stage_file(against_stage, kChecksumsFile))};
+  if (auto c = evidence::compare_checksums(numbers.checksums(), against.checksums(), spec); c.ok()) {
+    const auto& list = c->divergence;
+    if (!c->problems.empty()) checksums.detail = c->problems.front();
     if (!list.empty()) {
       const evidence::Divergence& d = list.front();
       checksums.found = true;
@@ -239,12 +263,15 @@ FirstDivergence locate_first_divergence(const ProofBundle& bundle, bool bitwise,
   }
 
   // Eval: the held-out loss at every evaluation.
+  // (A free-running run: against the reference bit for bit, or against the clean parallel run.)
+  const evidence::RunPaths eval_against = bitwise ? ref : bundle.paths().parallel();
   Detection eval{.view = View::kEval,
-                 .evidence = fmt::format("{}, {}", stage_file(kFaultStage, kMetricsFile), stage_file(kReferenceStage, kMetricsFile))};
+                 .evidence = fmt::format("{}, {}", stage_file(kFaultStage, kMetricsFile),
+                                         stage_file(bitwise ? kReferenceStage : kParallelStage, kMetricsFile))};
   {
-    const auto got = eval_losses(fault), want = eval_losses(ref);
+    const auto got = eval_losses(fault), want = eval_losses(eval_against);
     for (const auto& [s, v] : got)
-      if (auto it = want.find(s); it != want.end() && !same_loss(v, it->second, bitwise, tol.loss)) {
+      if (auto it = want.find(s); it != want.end() && !same_loss(v, it->second, true, tol.loss)) {
         eval.found = true;
         eval.step = s;
         eval.phase = "eval";

@@ -15,6 +15,7 @@
 
 #include "evidence/compare.h"
 #include "evidence/faults.h"
+#include "parallel/run_config.h"
 #include "proof/bundle.h"
 
 namespace sp::proof {
@@ -43,9 +44,14 @@ struct FirstDivergence {
   std::string line() const;  // "first divergence: checksums, step 4, grad, layers.1.attn.q_proj.weight ..."
 };
 
-// The fault run (DIR/fault) against the reference (DIR/reference). `bitwise` is the class the
-// parallel stage proved: bitwise configurations are compared bit for bit, the others with the
-// documented tolerances.
-FirstDivergence locate_first_divergence(const ProofBundle& bundle, bool bitwise, const evidence::Tolerances& tol = {});
+// The fault run against the reference. `bitwise` is the class the contract promises. Bitwise
+// configurations compare DIR/fault with DIR/reference bit for bit. The others separate the fault from
+// the drift of their trajectories (docs/equivalence.md §anchored): the checksum and activation views read
+// the anchored fault replay (DIR/fault-anchored: every replayed step starts from the reference's state)
+// within the single-step tolerances, and the views of a free-running run (eval, and the checksums of a
+// fault with no replay, such as a damaged checkpoint) compare DIR/fault with the clean parallel run of
+// the same topology, DIR/parallel, bit for bit.
+FirstDivergence locate_first_divergence(const ProofBundle& bundle, const parallel::RunConfig& config, bool bitwise,
+                                        const evidence::Tolerances& tol = {});
 
 }  // namespace sp::proof

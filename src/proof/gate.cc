@@ -1,5 +1,7 @@
 #include "proof/gate.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "evidence/bundle_paths.h"
@@ -51,10 +53,32 @@ Result<ProofVerdict> derive_gate(const std::string& dir) {
   ProofVerdict v;
   for (const CriterionRule& rule : gate_criteria()) v.gate.criteria.push_back(rule.check(context));
   v.divergence = context.divergence;
+  if (!context.bitwise && context.parallel_vs_reference.ok()) {
+    const evidence::Comparison& c = context.parallel_vs_reference->comparison;
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& [s, d] : c.drift_per_step)
+      steps.push_back({{"step", s}, {"max_rel_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json()}});
+    v.drift = {{"format_version", 1},
+               {"run", evidence::kParallelStage},
+               {"reference", evidence::kReferenceStage},
+               {"max_loss_drift", c.max_loss_drift},
+               {"eval_band", context.eval_band},
+               {"steps", steps}};
+  }
   const evidence::FaultSpec& fault = bundle.fault();
   v.notes.push_back(fmt::format("fault: {} — {}", fault.to_string(), evidence::fault_info(fault.kind).breaks));
   v.notes.push_back(v.divergence.line());
+  v.title = bundle.prove().value("title", std::string("shardproof prove"));
   return v;
+}
+
+std::vector<std::pair<std::string, std::string>> derived_files(const ProofVerdict& v) {
+  std::vector<std::pair<std::string, std::string>> out = {
+      {std::string(evidence::kFirstDivergenceFile), v.divergence.to_json().dump(2) + "\n"},
+      {std::string(evidence::kGateFile), v.gate.to_json().dump(2) + "\n"},
+      {std::string(evidence::kSummaryFile), v.gate.summary_markdown(v.title, v.notes)}};
+  if (!v.drift.is_null()) out.push_back({std::string(evidence::kDriftFile), v.drift.dump(2) + "\n"});
+  return out;
 }
 
 }  // namespace sp::proof

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,10 +39,20 @@ struct ProofVerdict {
   Gate gate;
   FirstDivergence divergence;
   std::vector<std::string> notes;  // lines for summary.md
+  // drift.json (non-bitwise configurations): the free-running parallel run's per-step difference from the
+  // reference, and the eval band it implies; null for bitwise ones.
+  nlohmann::json drift;
+  std::string title;  // summary.md's heading (prove.json "title")
 };
 
 // Every criterion of the gate (criteria.h), from the bundle's files alone. An error only when the
 // bundle cannot be read at all (no prove.json, an unreadable frozen contract).
 Result<ProofVerdict> derive_gate(const std::string& bundle);
+
+// The files a verdict writes next to the sealed ones (evidence::ProofPaths::is_derived): gate.json,
+// summary.md (titled by prove.json's "title"), first_divergence.json and, for non-bitwise
+// configurations, drift.json; relative name → bytes. `verify DIR` derives them again and requires the
+// bundle's copies to be byte-identical (an edited summary.md fails, naming the file).
+std::vector<std::pair<std::string, std::string>> derived_files(const ProofVerdict& verdict);
 
 }  // namespace sp::proof

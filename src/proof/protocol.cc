@@ -1,11 +1,16 @@
 #include "proof/protocol.h"
 
+#include <algorithm>
 #include <string>
 
 #include "comm/process_grid.h"
 #include "parallel/plan.h"
+#include "proof/equivalence.h"
 
 namespace sp::proof {
+namespace {
+constexpr int64_t kAnchorsAtEveryStep = 8;  // runs up to this long are anchored at every step
+}  // namespace
 
 Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::string_view fault_spec) {
   const parallel::ParallelConfig& pc = config.parallel;
@@ -38,6 +43,27 @@ Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::strin
                  "parallel.zero = 0 only dp rank 0 saves state",
                  p.fault.to_string(), p.fault.rank, p.fault.rank, c.to_string())
           .with_hint("target a rank with dp coordinate 0, or use parallel.zero ≥ 1");
+  }
+  if (promised_class(config) != evidence::Equivalence::kBitwise) {
+    const int64_t every = config.prove.anchor_every > 0 ? config.prove.anchor_every
+                          : steps <= kAnchorsAtEveryStep  ? 1
+                                                          : (steps + kAnchorsAtEveryStep - 1) / kAnchorsAtEveryStep;
+    for (int64_t s = 0; s < steps; s += every) p.anchors.push_back(s);
+    if (p.fault.step < steps && !evidence::is_checkpoint_fault(p.fault.kind)) p.anchors.push_back(p.fault.step);
+    std::sort(p.anchors.begin(), p.anchors.end());
+    p.anchors.erase(std::unique(p.anchors.begin(), p.anchors.end()), p.anchors.end());
+    p.fault_warmup = evidence::fault_info(p.fault.kind).history;
+    for (int64_t a : p.anchors) {
+      p.reference_checkpoints.push_back(a);
+      if (p.fault_warmup > 0 && a >= p.fault_warmup) p.reference_checkpoints.push_back(a - p.fault_warmup);
+    }
+    std::sort(p.reference_checkpoints.begin(), p.reference_checkpoints.end());
+    p.reference_checkpoints.erase(std::unique(p.reference_checkpoints.begin(), p.reference_checkpoints.end()),
+                                  p.reference_checkpoints.end());
+    // The fault replay's anchors need `fault_warmup` steps before them.
+    // A damaged checkpoint is not a training fault: there is nothing to replay (the checkpoint view sees it).
+    if (!checkpoint)
+      p.fault_anchors.assign(std::lower_bound(p.anchors.begin(), p.anchors.end(), p.fault_warmup), p.anchors.end());
   }
   return p;
 }
