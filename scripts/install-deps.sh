@@ -11,7 +11,7 @@ packages=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libxxhash-dev libssl-dev
   # tests and benchmarks
-  libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch
+  libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch openssl
 )
 
 missing=()

@@ -11,7 +11,9 @@
 
 namespace sp::ckpt {
 
-inline constexpr int kFormatVersion = 2;  // 2: per-chunk SHA-256 of every shard in the manifest
+inline constexpr int kFormatVersion = 3;  // 2: per-chunk SHA-256 of every shard in the manifest;
+                                          // 3: shards record the training state the manifest records (kMetaState)
+inline constexpr int kOldestFormatVersion = 2;  // still read (without the state cross-check)
 inline constexpr std::string_view kManifestFormat = "shardproof-checkpoint";
 inline constexpr std::string_view kLatestFormat = "shardproof-checkpoint-latest";
 inline constexpr std::string_view kShardFormat = "shardproof-checkpoint-shard";
@@ -36,6 +38,9 @@ inline constexpr std::string_view kMetaRank = "rank";               // world ran
 inline constexpr std::string_view kMetaCoords = "coords";           // "dp0.tp1.pp0"
 inline constexpr std::string_view kMetaStep = "step";
 inline constexpr std::string_view kMetaFragments = "fragments";     // JSON array, one entry per stored tensor
+// JSON {"optimizer_steps", "loader_cursor"}: the manifest's copy must equal it (version 3), so an edited
+// manifest cannot silently change the state a resume restores (the shard is covered by its SHA-256).
+inline constexpr std::string_view kMetaState = "state";
 
 // What a stored tensor holds. The order is the order of the data in a shard file.
 enum class StateKind : uint8_t { kParam = 0, kExpAvg = 1, kExpAvgSq = 2 };
@@ -54,7 +59,7 @@ inline constexpr int64_t kMaxStep = 999'999'999'999;  // 12 digits
 inline constexpr int kMaxWorld = 1 << 20;
 inline constexpr int kMaxJsonDepth = 64;  // manifest, LATEST and fragment metadata nesting
 
-static_assert(kFormatVersion == 2, "a format change bumps the version and docs/formats/checkpoint.md");
+static_assert(kFormatVersion == 3, "a format change bumps the version and docs/formats/checkpoint.md");
 static_assert(kStepDigits >= 6 && kRankDigits >= 5, "names sort lexicographically up to 10^6 steps / 10^5 ranks");
 static_assert(kShardSuffix == ".safetensors", "shards are plain safetensors files");
 static_assert(kStateKindNames.size() == kStateKinds.size());

@@ -129,9 +129,9 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
   if (format != kManifestFormat)
     return f.error("format", fmt::format("= {:?}, expected {:?}", format.substr(0, 80), kManifestFormat));
   SP_ASSIGN_OR_RETURN(const int64_t version, f.integer("format_version", 0, INT32_MAX));
-  if (version != kFormatVersion)
-    return corrupt("{}: checkpoint format version {} is not supported (this build reads version {})", label, version,
-                   kFormatVersion)
+  if (version < kOldestFormatVersion || version > kFormatVersion)
+    return corrupt("{}: checkpoint format version {} is not supported (this build reads versions {} to {})", label,
+                   version, kOldestFormatVersion, kFormatVersion)
         .with_hint("use the shardproof build that wrote it, or re-export the weights");
   // The digest first: any flipped bit in the rest is reported as what it is, damage.
   SP_ASSIGN_OR_RETURN(const std::string digest, f.sha256("digest"));

@@ -53,6 +53,10 @@ struct Manifest {
   Topology topology;
   int64_t optimizer_steps = 0;   // AdamW bias-correction step count
   nlohmann::json loader_cursor;  // data/loader.h cursor for `step`
+  // {"optimizer_steps", "loader_cursor"}: what every shard records too (format.h kMetaState).
+  nlohmann::json training_state() const {
+    return {{"optimizer_steps", optimizer_steps}, {"loader_cursor", loader_cursor}};
+  }
   std::map<std::string, FilePrefix> evidence;  // "checksums.jsonl", "metrics.jsonl"
   std::vector<ShardRecord> shards;             // one per world rank, in rank order
   std::string digest;            // filled by seal() and parse()

@@ -116,6 +116,11 @@ Result<CheckpointSource> CheckpointSource::open(const std::string& step_dir, con
                      reader.data_offset() + reader.data_size(), rec.bytes);
     SP_ASSIGN_OR_RETURN(sh->content, read_shard_metadata(reader, impl->weights, manifest.topology.tp, rec.rank,
                                                          manifest.step));
+    // The state a resume restores is recorded twice: the manifest's copy must be the shard's own.
+    if (!sh->content.state.is_null() && sh->content.state != manifest.training_state())
+      return corrupt("checkpoint shard '{}' records training state {}, its manifest says {}: the manifest was edited",
+                     sh->path, sh->content.state.dump(), manifest.training_state().dump())
+          .with_hint("a checkpoint whose manifest disagrees with its shards cannot be trusted; use another one");
     sh->data_offset = reader.data_offset();
     sh->fd = ::open(sh->path.c_str(), O_RDONLY | O_CLOEXEC);
     if (sh->fd < 0) return io_error("cannot open checkpoint shard '{}': {}", sh->path, std::strerror(errno));

@@ -206,7 +206,8 @@ Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const SaveRequest
 
   const std::string partial = paths.partial_dir(req.step);
   // The digests are computed from memory while the same memory is written out (and fsynced).
-  ShardImage img = build_shard(rank, req.coords, req.tp_rank, req.step, req.spans, /*digests=*/false);
+  ShardImage img = build_shard(rank, req.coords, req.tp_rank, req.step, req.spans, /*digests=*/false,
+                               req.manifest.training_state());
   std::thread hasher([&img] { digest_shard(img); });
   const Status written = write_shard(img, CheckpointPaths::shard_in(partial, rank), req, rank);
   hasher.join();

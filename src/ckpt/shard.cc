@@ -37,7 +37,7 @@ WeightIndex weight_index(const model::LlamaConfig& config) {
 }
 
 ShardImage build_shard(int rank, const std::string& coords, int tp_rank, int64_t step,
-                       const std::vector<StateSpan>& spans, bool digests) {
+                       const std::vector<StateSpan>& spans, bool digests, const nlohmann::json& state) {
   ShardImage img;
   // Fragments: each span cut at tensor boundaries; the same cut for every kind.
   struct Cut {
@@ -91,6 +91,7 @@ ShardImage build_shard(int rank, const std::string& coords, int tp_rank, int64_t
   img.writer.set_metadata(std::string(kMetaCoords), coords);
   img.writer.set_metadata(std::string(kMetaStep), std::to_string(step));
   img.writer.set_metadata(std::string(kMetaFragments), meta.dump());
+  if (!state.is_null()) img.writer.set_metadata(std::string(kMetaState), state.dump());
   // The file is the header followed by the tensors in insertion order (safetensors.h): hash that.
   img.header = img.writer.header_bytes();
   uint64_t bytes = img.header.size();
@@ -207,16 +208,16 @@ Result<ShardContent> read_shard_metadata(const SafetensorsReader& reader, const 
   const auto& meta = reader.metadata();
   for (const auto& [k, v] : meta) {
     const bool known = k == kMetaFormat || k == kMetaVersion || k == kMetaRank || k == kMetaCoords ||
-                       k == kMetaStep || k == kMetaFragments;
+                       k == kMetaStep || k == kMetaFragments || k == kMetaState;
     if (!known) return corrupt("shard '{}': unknown metadata key {:?}", label, k.substr(0, 80));
   }
   if (!meta.count(std::string(kMetaFormat)) || meta.at(std::string(kMetaFormat)) != kShardFormat)
     return corrupt("shard '{}': metadata {:?} is not {:?}: not a shardproof checkpoint shard", label, kMetaFormat,
                    kShardFormat);
   SP_ASSIGN_OR_RETURN(const int64_t version, parse_decimal(meta, kMetaVersion, label, 0, INT32_MAX));
-  if (version != kFormatVersion)
-    return corrupt("shard '{}': format version {} is not supported (this build reads {})", label, version,
-                   kFormatVersion);
+  if (version < kOldestFormatVersion || version > kFormatVersion)
+    return corrupt("shard '{}': format version {} is not supported (this build reads {} to {})", label, version,
+                   kOldestFormatVersion, kFormatVersion);
   ShardContent out;
   SP_ASSIGN_OR_RETURN(const int64_t rank, parse_decimal(meta, kMetaRank, label, 0, kMaxWorld - 1));
   SP_ASSIGN_OR_RETURN(out.step, parse_decimal(meta, kMetaStep, label, 0, kMaxStep));
@@ -228,6 +229,10 @@ Result<ShardContent> read_shard_metadata(const SafetensorsReader& reader, const 
   out.coords = meta.at(std::string(kMetaCoords));
   if (!meta.count(std::string(kMetaFragments)))
     return corrupt("shard '{}': metadata has no {:?}", label, kMetaFragments);
+  if (meta.count(std::string(kMetaState))) {
+    SP_ASSIGN_OR_RETURN(out.state, parse_json_strict(meta.at(std::string(kMetaState)), "shard '" + label + "' state", 8));
+    if (!out.state.is_object()) return corrupt("shard '{}': metadata state is not a JSON object", label);
+  }
   SP_ASSIGN_OR_RETURN(const json list,
                       parse_json_strict(meta.at(std::string(kMetaFragments)), "shard '" + label + "' fragments", 3));
   if (!list.is_array()) return corrupt("shard '{}': metadata fragments is not a JSON array", label);

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <array>
+
+#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -68,8 +70,10 @@ struct ShardImage {
 };
 // `tp_rank`: this rank's tensor-parallel coordinate (recorded for replicated tensors). With
 // `digests`, the image is hashed at once; a saver may instead hash it while it writes the file.
+// `state` (kMetaState): the training state the manifest records, {"optimizer_steps", "loader_cursor"}.
 ShardImage build_shard(int rank, const std::string& coords, int tp_rank, int64_t step,
-                       const std::vector<StateSpan>& spans, bool digests = true);
+                       const std::vector<StateSpan>& spans, bool digests = true,
+                       const nlohmann::json& state = nlohmann::json());
 // img.sha256 and img.sha256_chunks from img.header and the memory img.tensors points to (on every usable CPU). Safe
 // to run while img.writer.write() runs on another thread: both only read that memory.
 void digest_shard(ShardImage& img);
@@ -78,6 +82,7 @@ struct ShardContent {
   int rank = 0;
   int64_t step = 0;
   std::string coords;
+  nlohmann::json state;                    // kMetaState, null when the shard has none (format 2, tests)
   std::vector<Fragment> fragments;         // in the order of the metadata
   std::vector<SafetensorsEntry> entries;   // entries[i]: fragments[i]'s stored tensor in the file
 };

@@ -175,6 +175,8 @@ class Protocol {
   int finish() {
     (void)write_file_atomic(paths_.prove(), prove_.dump(2) + "\n");
     if (Status s = proof::seal_bundle(o_.out); !s.ok()) return report_status(s);
+    if (!o_.sign.empty())
+      if (Status s = proof::sign_seal(o_.out, o_.sign); !s.ok()) return report_status(s);
     auto verdict = proof::derive_gate(o_.out);
     if (!verdict.ok()) {
       std::printf("verdict: FAIL (%s)\nbundle: %s\n", verdict.status().message().c_str(), o_.out.c_str());
@@ -219,6 +221,8 @@ int run_prove(const ProveOptions& o) {
     return report_status(plan.status());
   auto protocol = proof::plan_protocol(*config, o.fault);
   if (!protocol.ok()) return report_status(protocol.status());
+  if (!o.sign.empty())
+    if (Status s = proof::check_signing_key(o.sign); !s.ok()) return report_status(s.with_context("--sign"));
   if (o.out.empty()) return report_status(invalid_argument("--out is required"));
   std::error_code ec;
   if (fs::exists(o.out, ec) && !fs::is_empty(o.out, ec))
@@ -241,6 +245,8 @@ void register_prove(CLI::App& app, CommandResult& result) {
   cmd->add_option("--cache", o->cache, "Prepared-data cache directory");
   cmd->add_flag("--quiet", o->quiet, "No per-step progress in the stage logs");
   cmd->add_flag("--no-recovery", o->no_recovery, "Skip stage 4 (the gate then fails: recovery is required)");
+  cmd->add_option("--sign", o->sign,
+                  "Ed25519 private key (PEM) to sign the seal with (bundle.sig); `verify --key PUB` checks it");
   cmd->callback([o, &result] { result.exit_code = run_prove(*o); });
 }
 

@@ -16,6 +16,7 @@
 #include "evidence/bundle_paths.h"
 #include "proof/equivalence.h"
 #include "proof/gate.h"
+#include "proof/seal.h"
 
 namespace sp::cli {
 
@@ -50,7 +51,7 @@ static Status verify_against(const std::string& run, const std::string& ref, con
 }
 
 // Exit 0 PASS, 1 FAIL (naming the criterion and the file), 2 not a bundle.
-static int verify_bundle(const std::string& dir) {
+static int verify_bundle(const std::string& dir, const std::string& key) {
   std::error_code ec;
   const evidence::ProofPaths paths(dir);
   if (!std::filesystem::exists(paths.prove(), ec))
@@ -73,8 +74,20 @@ static int verify_bundle(const std::string& dir) {
                             : stored.status().message().c_str());
     ++edited;
   }
+  // The signature, against the key the caller trusts (a seal alone can be recomputed by anyone).
+  bool signature_ok = true;
+  if (!key.empty()) {
+    const Status s = proof::check_signature(dir, key);
+    signature_ok = s.ok();
+    std::printf("signature: %s\n", s.ok() ? fmt::format("bundle.sha256 is signed by the key in {}", key).c_str()
+                                           : fmt::format("FAIL: {}", s.message()).c_str());
+  }
   if (edited > 0) {
     std::printf("verdict: FAIL: %d derived file(s) do not match the evidence; trust the lines above, not them\n", edited);
+    return 1;
+  }
+  if (!signature_ok) {
+    std::printf("verdict: FAIL: the bundle is not signed by the key you trust\n");
     return 1;
   }
   return verdict->gate.passed() ? 0 : 1;
@@ -82,7 +95,7 @@ static int verify_bundle(const std::string& dir) {
 
 void register_verify(CLI::App& app, CommandResult& result) {
   struct Opts {
-    std::string run, against, json;
+    std::string run, against, json, key;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -92,9 +105,11 @@ void register_verify(CLI::App& app, CommandResult& result) {
                   "Reference run: check RUN against it in the class its contract promises (bitwise, or within the "
                   "single-step tolerances at every anchored step) and report the first divergence");
   cmd->add_option("--json", o->json, "Also write the comparison as JSON to this file");
+  cmd->add_option("--key", o->key,
+                  "Ed25519 public key (PEM): the bundle's seal must carry its signature (prove --sign)");
   cmd->callback([o, &result] {
     if (o->against.empty()) {
-      result.exit_code = verify_bundle(o->run);
+      result.exit_code = verify_bundle(o->run, o->key);
       return;
     }
     int rc = 0;

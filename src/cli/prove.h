@@ -25,6 +25,7 @@ struct ProveOptions {
   std::string title;               // heading of summary.md (labs pass their key and title)
   bool quiet = false;              // no per-step progress lines from the stages
   bool no_recovery = false;        // skip stage 4: shows that the gate fails without it (tests, labs)
+  std::string sign;                // Ed25519 private key (PEM): sign the seal (bundle.sig)
 };
 
 // Runs the protocol; prints the stage lines, the verdict, the first-divergence line and the bundle path.

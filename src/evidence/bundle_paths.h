@@ -92,6 +92,7 @@ inline constexpr std::string_view kFirstDivergenceFile = "first_divergence.json"
 inline constexpr std::string_view kGateFile = "gate.json";
 inline constexpr std::string_view kSummaryFile = "summary.md";
 inline constexpr std::string_view kSealFile = "bundle.sha256";
+inline constexpr std::string_view kSignatureFile = "bundle.sig";  // optional: Ed25519 over bundle.sha256
 inline constexpr std::string_view kLogsDir = "logs";
 
 // "fault/checksums.jsonl": a file of a stage as evidence pointers in gate.json and summary.md name it;
@@ -110,6 +111,7 @@ class ProofPaths {
   std::string gate() const { return file(kGateFile); }
   std::string summary() const { return file(kSummaryFile); }
   std::string seal() const { return file(kSealFile); }
+  std::string signature() const { return file(kSignatureFile); }
   std::string logs_dir() const { return file(kLogsDir); }
   static std::string log_file(std::string_view stage);  // "logs/<stage>.log", relative
   std::string log(std::string_view stage) const { return file(log_file(stage)); }

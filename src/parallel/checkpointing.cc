@@ -308,12 +308,13 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
   if (engine.saves_state()) req.spans = spans_of(engine);
   req.keep_last = options.keep_last;
   req.fault = options.fault;
+  // Every shard records the training state the manifest records (ckpt/format.h kMetaState).
+  req.manifest.optimizer_steps = engine.optimizer().steps_taken();
+  req.manifest.loader_cursor = engine.loader_cursor(steps_done);
   if (rank == 0) {
     req.manifest.contract = contract;
     req.manifest.contract_hash = contract.value("hash", std::string());
     req.manifest.topology = topology_of(engine);
-    req.manifest.optimizer_steps = engine.optimizer().steps_taken();
-    req.manifest.loader_cursor = engine.loader_cursor(steps_done);
     const ckpt::CheckpointPaths paths(run_dir);
     for (const std::string& name : options.evidence_files) {
       const std::string path = paths.run_file(name);

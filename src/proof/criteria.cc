@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "ckpt/names.h"
 #include "comm/process_grid.h"
 #include "comm/topology.h"
+#include "core/file_io.h"
 #include "core/json_io.h"
 #include "evidence/contract.h"
 #include "parallel/comm_model.h"
@@ -57,6 +59,17 @@ Criterion sealed(const GateContext& c) {
               !bad.ok() ? bad.status().message() : fmt::format("{}", fmt::join(*bad, "; ")));
 }
 
+// 0b. Signature: whether the seal carries one (reported only: the gate is a function of the files;
+//     `verify --key PUB` checks the signature itself, since only a key tells a resealed bundle apart).
+Criterion signed_seal(const GateContext& c) {
+  const bool signed_bundle = path_exists(c.bundle->paths().signature());
+  Criterion out = make("seal signed (reported only)", true,
+                       signed_bundle ? "signed (verify --key PUB checks the signature)" : "not signed",
+                       "none: anyone can recompute a seal; a signature needs the key", std::string(kSignatureFile));
+  out.required = false;
+  return out;
+}
+
 // 1. Contract: frozen, verified, and every stage ran under it.
 Criterion one_contract(const GateContext& c) {
   const json& frozen = c.bundle->contract();
@@ -87,6 +100,43 @@ Criterion one_contract(const GateContext& c) {
                                : fmt::format("{} difference(s)", problems.size()),
               "identical up to topology and evidence settings",
               fmt::format("{}, */{}", kContractFile, kContractFile), problems.empty() ? "" : problems.front());
+}
+
+// 1b. What is recorded twice agrees: each stage's loss in metrics.jsonl is, bit for bit, the loss its
+//     checksums.jsonl holds at that step (a loss edited in one place only is caught here).
+Criterion records_agree(const GateContext& c) {
+  std::vector<std::string> problems;
+  int64_t checked = 0;
+  std::vector<std::string_view> stages = {kReferenceStage, kParallelStage, kRecoveryStage};
+  if (!c.bundle->anchors().empty()) stages.push_back(kAnchoredStage);
+  for (std::string_view stage : stages) {
+    const RunPaths run = c.bundle->paths().stage(stage);
+    auto records = read_checksums(run.checksums());
+    if (!records.ok()) {
+      problems.push_back(records.status().message());
+      continue;
+    }
+    std::map<int64_t, double> loss;
+    for (const ChecksumRecord& r : *records)
+      if (r.key.phase == "loss") loss[r.key.step] = r.value;
+    for (const json& m : metrics_records(run)) {
+      const int64_t step = m.value("step", int64_t{-1});
+      if (step < 0 || !m.contains("loss")) continue;
+      ++checked;
+      const auto it = loss.find(step);
+      const double v = m["loss"].is_number() ? m["loss"].get<double>() : std::nan("");
+      if (it == loss.end())
+        problems.push_back(fmt::format("{}: step {} has a loss but {} has none", stage_file(stage, kMetricsFile), step,
+                                       stage_file(stage, kChecksumsFile)));
+      else if (std::memcmp(&v, &it->second, sizeof v) != 0 && !(std::isnan(v) && std::isnan(it->second)))
+        problems.push_back(fmt::format("step {}: {} says loss {:.17g}, {} says {:.17g}", step,
+                                       stage_file(stage, kMetricsFile), v, stage_file(stage, kChecksumsFile), it->second));
+    }
+  }
+  return make("records agree across views", problems.empty(),
+              fmt::format("{} losses compared, {} differ", checked, problems.size()),
+              "metrics.jsonl and checksums.jsonl hold the same loss bits at every step",
+              fmt::format("*/{}, */{}", kMetricsFile, kChecksumsFile), problems.empty() ? "" : problems.front());
 }
 
 // 2. The stages ran to completion (the fault stage may not).
@@ -353,7 +403,9 @@ Result<GateContext> GateContext::make(const ProofBundle& bundle) {
 const std::vector<CriterionRule>& gate_criteria() {
   static const std::vector<CriterionRule> k = {
       {"bundle sealed and unmodified", sealed},
+      {"seal signed (reported only)", signed_seal},
       {"one contract across the stages", one_contract},
+      {"records agree across views", records_agree},
       {"stages completed", stages_completed},
       {"topology valid", topology_valid},
       {"traces consistent", traces_consistent},
