@@ -60,6 +60,10 @@ const std::vector<FaultInfo>& fault_catalogue() {
        View::kCheckpoint, "missing file named", "a checkpoint", Reach::kOneRank, true},
       {FaultKind::kDataOrder, "data-order", "one rank draws its micro-batches with another seed", View::kActivations,
        "the embedding output of that rank's micro-batches differs at that step", "none"},
+      {FaultKind::kTpGradScale, "tp-grad-scale",
+       "one tp rank's shard of the first block's o_proj weight gradient is 1 + 2^-7 times too large (a wrong per-rank "
+       "factor: the kind of tensor-parallel bug rounding could hide)",
+       View::kChecksums, "that gradient leaves the single-step tolerance at that anchored step", "tp > 1"},
       {FaultKind::kNanInjection, "nan-injection", "one rank's first micro-batch gradient gets a NaN",
        View::kChecksums, "non-finite gradients at that step, no update applied", "none"},
   };
@@ -135,7 +139,10 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
     case FaultKind::kSkipGradAllreduce: if (dp < 2) return refuse("dp = 1"); break;
     case FaultKind::kStaleGrad: if (f.step < 1) return refuse("step 0 has no previous gradient"); break;
     case FaultKind::kWrongLossScale: if (micro_batches < 2) return refuse("one micro-batch per step"); break;
-    case FaultKind::kDropTpAllreduce: if (tp < 2) return refuse("tp = 1"); break;
+    case FaultKind::kDropTpAllreduce:
+    case FaultKind::kTpGradScale:
+      if (tp < 2) return refuse("tp = 1");
+      break;
     case FaultKind::kPpMicrobatchSwap:
       if (pp < 2) return refuse("pp = 1");
       if (micro_batches / dp < 2) return refuse("fewer than 2 micro-batches per dp rank");

@@ -30,6 +30,7 @@ enum class FaultKind {
   kCkptMissingShard,      // a committed checkpoint shard is deleted
   kDataOrder,             // `rank` draws its micro-batches with another seed at `step`
   kNanInjection,          // `rank` puts a NaN into its first micro-batch's gradient at `step`
+  kTpGradScale,           // `rank` scales its tensor-parallel shard of the first block's o_proj gradient by 1 + 2^-7
 };
 
 // The views of the evidence, in the order they observe a step (docs/faults.md).

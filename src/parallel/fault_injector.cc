@@ -52,6 +52,22 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
       t_.grads->set_hooks(std::move(hooks));
       break;
     }
+    case FaultKind::kTpGradScale: {
+      // Before the dp sync of the first block this rank holds: its o_proj shard, scaled.
+      const int target = first_block();
+      GradStore::Hooks hooks;
+      hooks.sync = [this, target](int unit, float* total, int64_t) {
+        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
+        for (const model::UnitLayout* u : t_.units)
+          if (u->id == unit) {
+            const model::TensorSlot& t = u->tensor("o_proj.weight");
+            for (int64_t i = 0; i < t.numel; ++i) total[t.offset + i] *= 1.0f + 0x1p-7f;
+          }
+        return true;
+      };
+      t_.grads->set_hooks(std::move(hooks));
+      break;
+    }
     case FaultKind::kDropTpAllreduce:
       // The first block's o_proj reduction is call 1 on the stage holding the embedding (call 0 is the
       // vocabulary-parallel lookup).

@@ -84,8 +84,9 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
   EXPECT_EQ(available, 13);
 }
 
-// 13 runnable labs and 13 catalogue faults: every fault is taught by exactly one lab.
-TEST(Labs, EachCatalogueFaultIsTaughtOnce) {
+// Every lab teaches a different fault (13 runnable labs; the catalogue has more faults than labs, and the
+// faults no lab teaches are exercised by tests/faults and tests/tp).
+TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
   std::multiset<std::string> used;
   for (const Lab& lab : lab_catalogue())
     if (lab.available) {
@@ -94,7 +95,8 @@ TEST(Labs, EachCatalogueFaultIsTaughtOnce) {
       used.insert(std::string(evidence::fault_info(f->kind).name));
     }
   for (const evidence::FaultInfo& info : evidence::fault_catalogue())
-    EXPECT_EQ(used.count(std::string(info.name)), 1u) << info.name;
+    EXPECT_LE(used.count(std::string(info.name)), 1u) << info.name;
+  EXPECT_EQ(used.size(), 13u);
 }
 
 TEST(Labs, UnavailableLabsSayWhyAndPointToARunnableLab) {
