@@ -22,6 +22,7 @@
 #include "core/file_io.h"
 #include "evidence/trace_check.h"
 #include "evidence/trace_chrome.h"
+#include "temp_dir.h"
 
 namespace sp::cli {
 void register_trace(CLI::App& app, CommandResult& result);  // cmd_trace.cc (command.h lists it once merged)
@@ -90,20 +91,7 @@ class FakeComm final : public Communicator {
   std::vector<int> members_;
 };
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = (fs::temp_directory_path() / fmt::format("sp_trace_test_{}_{}", ::getpid(), counter++)).string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using sp::test::TempDir;
 
 std::unique_ptr<comm::TracedCommunicator> traced(const std::string& name, int rank, std::vector<int> members,
                                                  const TraceContext& ctx, comm::TraceWriter* writer) {
