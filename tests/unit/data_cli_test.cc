@@ -2,7 +2,7 @@
 // runs it: exit 0 on success, 2 for usage and configuration errors, 1 for a damaged dataset.
 #include <gtest/gtest.h>
 
-#include "cli/command.h"
+#include "cli_run.h"
 #include "core/file_io.h"
 #include "temp_dir.h"
 
@@ -11,18 +11,7 @@ namespace {
 
 using sp::test::source_dir;
 
-int run(const std::string& line) {
-  CLI::App app{"shardproof"};
-  app.require_subcommand(1);
-  CommandResult result;
-  register_data(app, result);
-  try {
-    app.parse(line, /*program_name_included=*/false);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  return result.exit_code;
-}
+int run(const std::string& line) { return sp::test::run_command(register_data, line); }
 
 TEST(DataCli, PrepareVerifyAndErrors) {
   const sp::test::TempDir dir;

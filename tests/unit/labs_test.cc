@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <set>
 
-#include "cli/command.h"
+#include "cli_run.h"
 #include "core/file_io.h"
 #include "evidence/faults.h"
 #include "parallel/plan.h"
@@ -369,18 +369,7 @@ TEST(LabCatalogueFile, MissingFileIsNotFound) {
 }
 
 // `shardproof lab list | show | run` through the real CLI11 wiring: a broken catalogue is exit 2.
-int lab_cli(const std::string& line) {
-  CLI::App app{"shardproof"};
-  app.require_subcommand(1);
-  CommandResult result;
-  register_lab(app, result);
-  try {
-    app.parse(line, /*program_name_included=*/false);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  return result.exit_code;
-}
+int lab_cli(const std::string& line) { return sp::test::run_command(register_lab, line); }
 
 TEST(LabCli, BrokenCatalogueIsAUsageError) {
   const sp::test::TempDir tree;  // a source root whose catalogue is broken

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/command.h"
+#include "cli_run.h"
 #include "comm/topology.h"
 #include "comm/trace_writer.h"
 #include "comm/traced_communicator.h"
@@ -435,17 +436,10 @@ TEST(TraceCheck, UsageErrorsAndCli) {
   EXPECT_EQ(missing.status().exit_code(), 2);
   EXPECT_FALSE(check_trace_dir(dir.path()).ok());  // no trace/
 
-  auto run_cli = [](std::vector<std::string> args) {
-    CLI::App app;
-    cli::CommandResult result;
-    cli::register_trace(app, result);
-    std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
-    try {
-      app.parse(args);
-    } catch (const CLI::ParseError& e) {
-      return 2;
-    }
-    return result.exit_code;
+  auto run_cli = [](const std::vector<std::string>& args) {
+    std::string line;
+    for (const std::string& a : args) line += (line.empty() ? "" : " ") + a;
+    return sp::test::run_command(cli::register_trace, line);
   };
   EXPECT_EQ(run_cli({"trace", "check", dir.path() + "/nope"}), 2);
   EXPECT_EQ(run_cli({"trace", "check"}), 2);
