@@ -1,5 +1,5 @@
 # sp_layer(NAME DEPS ...): one static library per src/ folder, built from every .cc in it.
-# DEPS may only name layers below this one (docs/architecture.md §3); that is the layering rule.
+# DEPS may only name layers below this one (docs/architecture.md §Layers); that is the layering rule.
 function(sp_layer name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cc)

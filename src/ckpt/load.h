@@ -4,7 +4,7 @@
 // which ranks run them is parallel/checkpointing.cc's.
 // Invariant: a checkpoint that passes verify_checkpoint loads on any topology of the same model;
 // every refusal names the file and, where it can be found, the damaged tensor.
-// Reference: docs/checkpoints.md §Loading, docs/formats/checkpoint.md.
+// Reference: docs/checkpoints.md §Resuming, docs/formats/checkpoint.md.
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,13 @@
 // `shardproof lab list | show KEY | run KEY --out DIR`: the learning labs LSL-A … LSL-O (docs/labs.md).
 // A driver process like `prove`, not an MPI rank: `run` validates the lab (config, topology, fault)
 // and hands it to the proof protocol (cli/prove.h), which launches its own mpirun stages.
-// Exit codes: list/show 0, unknown key 2; run: prove's (0 PASS, 1 FAIL, 2 usage), and 2 for a lab this
-// engine cannot demonstrate (it prints why and the closest runnable lab; it never runs a substitute).
+// The catalogue is read from <root>/configs/labs/catalogue.toml (cli/lab_catalogue.h) on every call.
+// Exit codes: list/show 0, unknown key or a broken catalogue file 2; run: prove's (0 PASS, 1 FAIL,
+// 2 usage), and 2 for a lab this engine cannot demonstrate (it prints why and the closest runnable lab;
+// it never runs a substitute).
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/labs.h"
@@ -28,21 +31,33 @@ void print(const std::string& text) {
   std::fflush(stdout);
 }
 
+std::string root_of(const LabOptions& o) { return o.root.empty() ? default_root() : o.root; }
+
+// The catalogue of the source tree, or nothing after reporting why not. A catalogue file that does not
+// read is a configuration error (exit 2), whatever the Status code.
+std::optional<LabCatalogue> catalogue_or_report(const LabOptions& o, CommandResult& result) {
+  Result<LabCatalogue> c = load_lab_catalogue(lab_catalogue_path(root_of(o)));
+  if (c.ok()) return *std::move(c);
+  report_status(c.status());
+  result.exit_code = 2;
+  return std::nullopt;
+}
+
 // Unknown keys are usage errors (exit 2), whatever the Status code.
-const Lab* lab_or_report(const std::string& key, CommandResult& result) {
-  Result<const Lab*> lab = find_lab(key);
+const Lab* lab_or_report(const LabCatalogue& catalogue, const std::string& key, CommandResult& result) {
+  Result<const Lab*> lab = catalogue.find(key);
   if (lab.ok()) return *lab;
   report_status(lab.status());
   result.exit_code = 2;
   return nullptr;
 }
 
-int run_lab(const Lab& lab, const LabOptions& o) {
+int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) {
   if (!lab.available) {
-    print(lab_unavailable_text(lab));
+    print(lab_unavailable_text(catalogue, lab));
     return 2;
   }
-  const std::string root = o.root.empty() ? default_root() : o.root;
+  const std::string root = root_of(o);
   if (Status s = validate_lab(lab, root, o.sets); !s.ok()) {
     report_status(s);
     return 2;
@@ -68,26 +83,34 @@ void register_lab(CLI::App& app, CommandResult& result) {
                                      "(distributed training): list, show, run");
   lab->require_subcommand(1);
 
+  const std::string root_help =
+      "repository root: configs/ (presets, the lab catalogue) and data/ (default: the source tree)";
   CLI::App* list = lab->add_subcommand("list", "every lab: key, section, ranks, fault, title");
-  list->callback([] { print(lab_list_text()); });
+  list->add_option("--root", o->root, root_help);
+  list->callback([o, &result] {
+    if (auto c = catalogue_or_report(*o, result)) print(lab_list_text(*c));
+  });
 
   CLI::App* show = lab->add_subcommand("show", "what a lab runs, what to observe, what it cannot be extrapolated to");
   show->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
+  show->add_option("--root", o->root, root_help);
   show->callback([o, &result] {
-    if (const Lab* l = lab_or_report(o->key, result)) print(lab_show_text(*l));
+    if (auto c = catalogue_or_report(*o, result))
+      if (const Lab* l = lab_or_report(*c, o->key, result)) print(lab_show_text(*c, *l));
   });
 
   CLI::App* run = lab->add_subcommand("run", "run a lab through the proof protocol (shardproof prove) into DIR");
   run->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
   run->add_option("--out", o->out, "bundle directory (must not hold a previous bundle)")->required();
-  run->add_option("--root", o->root, "repository root for configs/ and data/ (default: the source tree)");
+  run->add_option("--root", o->root, root_help);
   run->add_option("--cache", o->cache, "prepared-data cache (default: <root>/.shardproof-cache)");
   run->add_option("--set", o->sets,
                   "a variation on the lab: --set train.recompute=none (repeatable; applied after "
                   "the lab's own overrides)");
   run->add_flag("--quiet", o->quiet, "no per-step progress lines");
   run->callback([o, &result] {
-    if (const Lab* l = lab_or_report(o->key, result)) result.exit_code = run_lab(*l, *o);
+    if (auto c = catalogue_or_report(*o, result))
+      if (const Lab* l = lab_or_report(*c, o->key, result)) result.exit_code = run_lab(*c, *l, *o);
   });
 }
 

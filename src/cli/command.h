@@ -1,6 +1,6 @@
 // Subcommand registration. Each cmd_<name>.cc defines one `register_<name>(CLI::App&, CommandResult&)`
 // that adds its subcommand and a callback; the callback stores its exit code in `result`.
-// Exit codes (docs/architecture.md §8): 0 success or PASS, 1 FAIL or runtime error, 2 usage or
+// Exit codes (docs/cli.md): 0 success or PASS, 1 FAIL or runtime error, 2 usage or
 // configuration error. The CLI is the only layer that reads argv or the environment.
 #pragma once
 

@@ -1,5 +1,5 @@
 // LlamaConfig: the shape of a LLaMA-style decoder, validated before anything is allocated.
-// The math is Hugging Face LLaMA's (docs/architecture.md §4); field names follow HF's config.json
+// The math is Hugging Face LLaMA's (docs/kernels.md); field names follow HF's config.json
 // where one exists (vocab_size, hidden_size=dim, num_hidden_layers=n_layers, ...; see to_hf_json).
 #pragma once
 

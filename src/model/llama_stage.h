@@ -3,7 +3,7 @@
 // final norm, LM head and loss if it is last; with pp = 1 it is the whole model. It holds no
 // parameters: ParamSource hands it each unit's flat buffer (UnitLayout order) and GradSink takes
 // the gradients. Accumulation rule (STYLE.md): parameter gradients +=, activation gradients =,
-// residual-stream gradients +=. The math is Hugging Face LLaMA's (docs/model.md):
+// residual-stream gradients +=. The math is Hugging Face LLaMA's (docs/kernels.md):
 //   h = embed(x);  per block: h += o(attn(rope(q,k), v)(rmsnorm₁(h)));  h += down(silu(gate)·up)(rmsnorm₂(h))
 //   logits = lm_head(rmsnorm_f(h));  loss = Σ_tokens CE(logits, target) · loss_scale
 // Activations of a micro-batch live in an ActivationSlot so that several micro-batches can be in

@@ -8,7 +8,7 @@
 //   dim 1 ("row parallel", A = [A_1 … A_p] by columns, partial sums all-reduced): o_proj, down_proj
 //   none (replicated): the RMSNorm weights.
 // Initialization is shard-invariant: logical element j of tensor `name` is a pure function of
-// (seed, name, j), so every topology starts from the same bits (docs/architecture.md §4).
+// (seed, name, j), so every topology starts from the same bits (docs/equivalence.md §2).
 #pragma once
 
 #include <cstdint>

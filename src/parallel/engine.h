@@ -1,4 +1,4 @@
-// Engine: one rank's share of a run, composed from the plan (docs/architecture.md §5).
+// Engine: one rank's share of a run, composed from the plan (docs/architecture.md §"A run").
 // It builds this rank's pipeline chunks (model stages), parameter and gradient stores (ZeRO over
 // dp), the tensor-parallel ops, the optimizer and the pipeline runner, and runs steps:
 //   1. every dp rank runs its k = M/dp micro-batches through the pipeline schedule; each unit's

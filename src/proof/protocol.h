@@ -1,4 +1,4 @@
-// The proof protocol's parameters (docs/prove.md §parameters), derived from a run configuration the
+// The proof protocol's parameters (docs/prove.md §"The four stages"), derived from a run configuration the
 // same way for `shardproof prove` and `lab run`: the recovery checkpoint step k, stage 3's fault with
 // its step resolved, and stage 3's configuration. Validated before any stage starts, so a fault the
 // run cannot express is refused up front instead of passing unnoticed.

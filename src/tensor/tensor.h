@@ -1,6 +1,6 @@
 // Tensor: an owning, ledger-accounted buffer with a name, a shape, a dtype and a category.
 // Row-major and contiguous; move-only. Views (TensorView) are non-owning and carry no name.
-// The name is the canonical logical name (docs/architecture.md §4) or, for activations and
+// The name is the canonical logical name (docs/glossary.md) or, for activations and
 // scratch, a descriptive one ("act.layers.3.attn_probs"); the ledger accounts bytes under it.
 #pragma once
 

@@ -11,13 +11,13 @@ activations/ with the single-device reference (`shardproof activations compare R
   data_order     dp = 2, fault data-order@1:1: first difference at step 1, embed, rank 1's micro-batch 2
 Usage: activations_test.py CASE --bin shardproof --work DIR
 """
-import argparse
 import glob
-import json
 import os
-import shutil
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
+from sp_test import fail  # noqa: E402
 
 STEPS = 2
 MICRO_BATCHES = 4  # tiny: global batch 8 in micro-batches of 2
@@ -38,29 +38,11 @@ CASES = {
 }
 
 
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
-
-
-def mpirun(n):
-    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    return cmd
-
-
-def run(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-
-
 def train(binary, out, ranks, sets, extra, must_succeed=True):
-    cmd = ([binary] if ranks == 1 else mpirun(ranks) + [binary]) + ["train", "--out", out] + COMMON + extra
-    for s in sets:
-        cmd += ["--set", s]
-    p = run(cmd)
+    cmd = T.launch(binary, ranks) + ["train", "--out", out] + COMMON + extra + T.sets(sets)
+    p = T.run(cmd)
     if must_succeed and p.returncode != 0:
-        print(p.stdout, p.stderr)
+        T.show(p)
         fail(f"training exited {p.returncode}: {' '.join(cmd)}")
     return p
 
@@ -68,8 +50,7 @@ def train(binary, out, ranks, sets, extra, must_succeed=True):
 def records(run_dir):
     out = []
     for path in sorted(glob.glob(os.path.join(run_dir, "activations", "rank-*.jsonl"))):
-        with open(path) as f:
-            out += [json.loads(line) for line in f if line.strip()]
+        out += T.read_jsonl(path)
     return out
 
 
@@ -95,25 +76,19 @@ def compare(binary, run_dir, ref, work, tolerance=None):
     cmd = [binary, "activations", "compare", run_dir, "--against", ref, "--json", js]
     if tolerance:
         cmd += ["--tolerance", tolerance]
-    p = run(cmd)
-    print(p.stdout, p.stderr)
+    p = T.run(cmd)
+    T.show(p)
     if p.returncode not in (0, 1):
         fail(f"activations compare exited {p.returncode}")
-    with open(js) as f:
-        return p.returncode, json.load(f)
+    return p.returncode, T.read_json(js)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    args = ap.parse_args()
+    args = T.case_args(sorted(CASES))
     ranks, sets, extra = CASES[args.case]
     os.makedirs(args.work, exist_ok=True)
-    out = os.path.join(args.work, args.case)
+    out = T.fresh(os.path.join(args.work, args.case))
     ref = os.path.join(args.work, "ref")
-    shutil.rmtree(out, ignore_errors=True)
 
     if args.case == "resume":
         # Interrupted after step 1, then resumed in place: records of step 1 must be written once.
@@ -142,9 +117,8 @@ def main():
 
     tp = args.case == "tp2"
     check_record_set(out, logits=not tp)
-    with open(os.path.join(out, "ledger.json")) as f:
-        if not json.load(f)["equal"]:
-            fail("ledger.json: measured memory differs from the prediction")
+    if not T.read_json(os.path.join(out, "ledger.json"))["equal"]:
+        fail("ledger.json: measured memory differs from the prediction")
     rc, c = compare(args.bin, out, ref, args.work, TP_TOLERANCE if tp else None)
     if rc != 0 or not c["equal"]:
         fail(f"activations differ from the reference: {c['first_difference']}")

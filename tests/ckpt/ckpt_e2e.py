@@ -17,13 +17,16 @@ Every case trains a shrunken tiny preset (4 steps, a checkpoint every 2) and com
                   stale files, --resume modes, config mismatch, consolidated export + train --init-from.
 Usage: ckpt_e2e.py CASE --bin shardproof --work DIR
 """
-import argparse
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
+from sp_test import Failure, check  # noqa: E402
 
 MODEL = ["--preset", "tiny",
          "--set", "model.dim=64", "--set", "model.n_heads=4", "--set", "model.n_kv_heads=2",
@@ -53,61 +56,36 @@ DAMAGE = ["bitflip_shard", "truncate_shard", "zero_shard", "missing_shard", "bit
 ARGS = None
 
 
-def mpirun(n):
-    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    return cmd
-
-
 def train(topo, out, *extra, sets=(), expect_ok=True, timeout=600):
     ranks, overrides, _ = TOPOLOGIES[topo]
-    cmd = ([ARGS.bin] if ranks == 1 else mpirun(ranks) + [ARGS.bin]) + ["train", "--out", out] + SMALL + list(sets)
-    for s in overrides:
-        cmd += ["--set", s]
-    cmd += list(extra)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    cmd = T.launch(ARGS.bin, ranks) + ["train", "--out", out] + SMALL + list(sets) + T.sets(overrides) + list(extra)
+    p = T.run(cmd, timeout=timeout)
     if expect_ok and p.returncode != 0:
         raise Failure(f"training failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}")
     return p
 
 
 def tool(*args, expect=0):
-    p = subprocess.run([ARGS.bin] + list(args), capture_output=True, text=True, timeout=300)
+    p = T.run([ARGS.bin] + list(args), timeout=300)
     if expect is not None and p.returncode != expect:
         raise Failure(f"`shardproof {' '.join(args)}` exited {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}")
     return p
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
+read = T.read_bytes
 
 
 def losses(run):
-    out = {}
-    for line in open(os.path.join(run, "metrics.jsonl")):
-        r = json.loads(line)
-        if "loss" in r:
-            out[r["step"]] = (r["loss"], r["lr"], r["grad_norm"])
-    return out
+    return {r["step"]: (r["loss"], r["lr"], r["grad_norm"])
+            for r in T.read_jsonl(os.path.join(run, "metrics.jsonl")) if "loss" in r}
 
 
 def manifest(run, step):
-    return json.load(open(os.path.join(run, "checkpoints", "step-%06d" % step, "manifest.json")))
+    return T.read_json(os.path.join(run, "checkpoints", "step-%06d" % step, "manifest.json"))
 
 
 def latest(run):
-    return json.load(open(os.path.join(run, "checkpoints", "LATEST")))["step"]
+    return T.read_json(os.path.join(run, "checkpoints", "LATEST"))["step"]
 
 
 def shard_digests(run, step):
@@ -135,9 +113,7 @@ def work(*parts):
     return os.path.join(ARGS.work, *parts)
 
 
-def fresh(path):
-    shutil.rmtree(path, ignore_errors=True)
-    return path
+fresh = T.fresh
 
 
 def copy_run(src, dst):
@@ -162,14 +138,12 @@ def case_resume(topo):
     check(read(os.path.join(run, "checksums.jsonl")) == read(os.path.join(straight, "checksums.jsonl")),
           "checksums.jsonl is not byte-identical")
     tool("ckpt", "verify", run)
-    if re.search(r"^\s+trace\s", subprocess.run([ARGS.bin, "--help"], capture_output=True, text=True).stdout, re.M):
+    if re.search(r"^\s+trace\s", T.run([ARGS.bin, "--help"]).stdout, re.M):
         tool("trace", "check", run)
     else:
         print("note: this build has no `shardproof trace` command; trace check skipped")
     # The second half really ran from the checkpoint: the resumed process traced only steps 2 and 3.
-    steps = set()
-    for line in open(os.path.join(run, "trace", "rank-00000.jsonl")):
-        steps.add(json.loads(line).get("step", -1))
+    steps = {r.get("step", -1) for r in T.read_jsonl(os.path.join(run, "trace", "rank-00000.jsonl"))}
     check(0 not in steps and 3 in steps, f"the resumed trace covers steps {sorted(steps)}")
 
 
@@ -372,7 +346,7 @@ def case_export_import():
     tool("ckpt", "export", b, "--out", os.path.join(out, "b", "model.safetensors"), "--step", "2")
     tool("ckpt", "export", work("dp2", "straight"), "--out", os.path.join(out, "c", "model.safetensors"))
     # Consolidation is topology-free: dp1 and dp2 (bitwise class) export identical bytes but the metadata.
-    cfg = json.load(open(os.path.join(out, "a", "config.json")))
+    cfg = T.read_json(os.path.join(out, "a", "config.json"))
     check(cfg["hidden_size"] == 64 and cfg["num_key_value_heads"] == 2, cfg)
     i = tool("ckpt", "inspect", a, "--tensors")
     check("model.layers.0.self_attn.q_proj.weight" in i.stdout and "step-000004" in i.stdout, i.stdout)
@@ -432,33 +406,26 @@ def case_export_import():
     check(p.returncode != 0 and "model.embed_tokens.weight" in p.stderr, p.stderr)
 
 
+def run_named(c):
+    if c.startswith("resume_") and c[7:] in TOPOLOGIES:
+        case_resume(c[7:])
+    elif c.startswith("reshard_"):
+        a, b = next((a, b) for a, b in RESHARD if c == f"reshard_{a}_to_{b}")
+        case_reshard(a, b)
+    elif c.startswith("crash_") and c != "crash_reference":
+        phase, rank = next((p, r) for p, r in CRASHES if c == f"crash_{p}_r{r}")
+        case_crash(phase, rank)
+    elif c.startswith("damage_"):
+        case_damage(c[7:])
+    else:
+        globals()["case_" + c]()
+
+
 def main():
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case")
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    ARGS = ap.parse_args()
+    ARGS = T.case_args()
     os.makedirs(ARGS.work, exist_ok=True)
-    c = ARGS.case
-    try:
-        if c.startswith("resume_") and c[7:] in TOPOLOGIES:
-            case_resume(c[7:])
-        elif c.startswith("reshard_"):
-            a, b = next((a, b) for a, b in RESHARD if c == f"reshard_{a}_to_{b}")
-            case_reshard(a, b)
-        elif c.startswith("crash_") and c != "crash_reference":
-            phase, rank = next((p, r) for p, r in CRASHES if c == f"crash_{p}_r{r}")
-            case_crash(phase, rank)
-        elif c.startswith("damage_"):
-            case_damage(c[7:])
-        else:
-            globals()["case_" + c]()
-    except Failure as e:
-        print("FAIL:", c, "\n", e)
-        return 1
-    print("PASS", c)
-    return 0
+    return T.run_case(ARGS.case, lambda: run_named(ARGS.case))
 
 
 if __name__ == "__main__":

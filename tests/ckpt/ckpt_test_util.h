@@ -5,10 +5,7 @@
 // be checked against its closed form, whatever topology saved or loaded it.
 #pragma once
 
-#include <unistd.h>
-
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -160,13 +157,6 @@ inline Manifest write_sim_checkpoint(const std::string& run_dir, int64_t step, c
   SP_CHECK(write_file(CheckpointPaths::manifest_in(dir), m.to_text()).ok(), "manifest");
   SP_CHECK(write_file_atomic(paths.latest(), Latest{step, m.digest}.to_text()).ok(), "LATEST");
   return m;
-}
-
-inline std::string fresh_dir(const std::string& tag) {
-  const auto p = std::filesystem::temp_directory_path() / fmt::format("sp_{}_{}", tag, ::getpid());
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
 }
 
 }  // namespace sp::ckpt::test

@@ -10,26 +10,18 @@ bad_token:        an unknown token is a usage error (exit 2) naming the token an
 invalid_topology: tp8 on tiny (4 kv heads) gets an error row naming the rule, dp1 still runs, exit 1.
 Usage: compare_test.py CASE --bin shardproof --work DIR
 """
-import argparse
-import json
 import os
-import shutil
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
+
 COMMON = ["--preset", "tiny", "--set", "train.steps=3", "--set", "train.eval_batches=2", "--set", "train.eval_every=0"]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
+check = T.Checks()
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    return p
+    return T.run(cmd, timeout=600)
 
 
 def case_table(binary, out):
@@ -39,7 +31,7 @@ def case_table(binary, out):
     check(p.returncode == 0, f"compare exited {p.returncode}, expected 0")
     for f in ("compare.md", "compare.json", "logs/dp1.log"):
         check(os.path.exists(os.path.join(out, f)), f"{f} missing")
-    j = json.load(open(os.path.join(out, "compare.json")))
+    j = T.read_json(os.path.join(out, "compare.json"))
     rows = {r["label"]: r for r in j["rows"]}
     check([r["label"] for r in j["rows"]] == ["dp1", "dp2", "pp2-1f1b", "tp2"], f"row order {list(rows)}")
     check(j["ok"] is True, "compare.json ok is not true")
@@ -82,7 +74,7 @@ def case_table(binary, out):
     p = run([binary, "bubble", os.path.join(out, "pp2-1f1b"), "--json", bj])
     print(p.stdout)
     check(p.returncode == 0 and "| 0.200 |" in p.stdout, f"bubble exited {p.returncode}: {p.stdout} {p.stderr}")
-    check(len(json.load(open(bj))["rank_steps"]) == 2 * 2, "bubble --json rank_steps: 2 ranks × 2 steps expected")
+    check(len(T.read_json(bj)["rank_steps"]) == 2 * 2, "bubble --json rank_steps: 2 ranks × 2 steps expected")
     p = run([binary, "bubble", os.path.join(out, "logs")])
     check(p.returncode != 0 and "contract.json" in p.stderr, f"bubble on a non-run: {p.returncode} {p.stderr}")
 
@@ -103,7 +95,7 @@ def case_invalid_topology(binary, out):
              "--set", "train.eval_batches=1", "--set", "train.eval_every=0"])
     print(p.stdout[-3000:], p.stderr[-2000:])
     check(p.returncode == 1, f"exit {p.returncode}, expected 1")
-    j = json.load(open(os.path.join(out, "compare.json")))
+    j = T.read_json(os.path.join(out, "compare.json"))
     rows = {r["label"]: r for r in j["rows"]}
     check("error" not in rows["dp1"] and rows["dp1"]["ok"], "dp1 did not run")
     check("n_kv_heads" in rows.get("tp8", {}).get("error", ""), f"tp8 row: {rows.get('tp8')}")
@@ -112,17 +104,11 @@ def case_invalid_topology(binary, out):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["table", "bad_token", "invalid_topology"])
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    out = os.path.join(a.work, a.case)
-    shutil.rmtree(out, ignore_errors=True)
+    a = T.case_args(["table", "bad_token", "invalid_topology"])
+    out = T.fresh(os.path.join(a.work, a.case))
     os.makedirs(a.work, exist_ok=True)
     {"table": case_table, "bad_token": case_bad_token, "invalid_topology": case_invalid_topology}[a.case](a.bin, out)
-    print("PASS" if not failures else "FAIL", a.case)
-    return 1 if failures else 0
+    return check.verdict(a.case)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 
 #include "comm/communicator.h"
 #include "comm/process_grid.h"
+#include "temp_dir.h"
 
 namespace sp::comm::test {
 
@@ -25,12 +26,12 @@ inline std::vector<std::array<int, 3>> grids_for_world(int world) {
 
 inline std::string grid_label(const std::array<int, 3>& g) { return fmt::format("dp{}.tp{}.pp{}", g[0], g[1], g[2]); }
 
-// A fresh directory under the system temp dir, named by rank 0's pid (broadcast), created by rank 0.
-// Collective over `world`.
+// A fresh directory under the system temp dir (sp::test::temp_path), named by rank 0's pid
+// (broadcast), created by rank 0. Collective over `world`.
 inline std::string shared_temp_dir(Communicator& world, const std::string& tag) {
   int64_t id = world.rank() == 0 ? static_cast<int64_t>(::getpid()) : 0;
   world.broadcast(&id, 1, DType::kI64, 0);
-  const std::string dir = (std::filesystem::temp_directory_path() / fmt::format("sp_{}_{}", tag, id)).string();
+  const std::string dir = sp::test::temp_path(tag, id).string();
   if (world.rank() == 0) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);

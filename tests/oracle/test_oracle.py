@@ -13,14 +13,15 @@ Exit status is the verdict. Usage: test_oracle.py {grads|trajectory} --bin shard
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import llama_torch as L  # noqa: E402
+import sp_test as T  # noqa: E402
 
 CONFIGS = {
     "gqa": dict(vocab_size=61, dim=24, n_layers=2, n_heads=6, n_kv_heads=2, ffn_dim=40, max_seq=16, B=3, T=7),
@@ -35,14 +36,6 @@ CONFIGS = {
 
 def model_cfg(c):
     return {k: v for k, v in c.items() if k not in ("B", "T", "ignore")}
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        print(p.stdout, p.stderr)
-        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}")
-    return p
 
 
 def compare(name, got, ref, atol=1e-6, rtol=1e-5):
@@ -65,7 +58,7 @@ def test_grads(args, tmp):
         L.write_safetensors(wp, w)
         L.write_token_batch(tp, tokens.numpy())
         json.dump(cfg, open(cp, "w"))
-        run([args.bin, "grads", "--config", cp, "--weights", wp, "--tokens", tp, "--out", gp])
+        T.run_ok([args.bin, "grads", "--config", cp, "--weights", wp, "--tokens", tp, "--out", gp])
         grads, meta = L.read_safetensors(gp)
         ref_loss, ref_grads = L.loss_and_grads(cfg, w, tokens, torch.float64)
         loss = float(meta["loss"])
@@ -99,8 +92,8 @@ def test_trajectory(args, tmp):
     L.write_safetensors(wp, w)
     L.write_token_batch(bp, batches.numpy())
     json.dump({"model": cfg, "train": tr, "weights": wp, "batches": bp, "out": op, "final_weights": fp}, open(jp, "w"))
-    run([args.driver, jp])
-    ours = json.load(open(op))
+    T.run_ok([args.driver, jp])
+    ours = T.read_json(op)
     final, _ = L.read_safetensors(fp)
     l32, n32, w32 = L.train(cfg, tr, w, batches, torch.float32)
     l64, n64, w64 = L.train(cfg, tr, w, batches, torch.float64)

@@ -8,12 +8,11 @@ Each case trains the tiny preset (5 steps) under mpirun with the case's --set ov
 The reference is produced once by the `ref` case (a CTest fixture).
 Usage: parity.py CASE --bin shardproof --work DIR
 """
-import argparse
-import json
 import os
-import shutil
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
 
 COMMON = ["--preset", "tiny", "--set", "train.steps=5", "--set", "train.eval_batches=2", "--set", "train.eval_every=0",
           "--quiet"]
@@ -49,54 +48,27 @@ CASES = {
 }
 
 
-def mpirun(n):
-    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    return cmd
-
-
-def run(cmd, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
-    return p
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    args = ap.parse_args()
-    ranks, sets, expected = CASES[args.case]
-    out = os.path.join(args.work, args.case)
+    args = T.case_args(sorted(CASES))
+    ranks, overrides, expected = CASES[args.case]
+    out = T.fresh(os.path.join(args.work, args.case))
     ref = os.path.join(args.work, "ref")
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = ([args.bin] if ranks == 1 else mpirun(ranks) + [args.bin]) + ["train", "--out", out] + COMMON
-    for s in sets:
-        cmd += ["--set", s]
-    p = run(cmd)
+    p = T.run(T.launch(args.bin, ranks) + ["train", "--out", out] + COMMON + T.sets(overrides))
     if p.returncode != 0:
-        print(p.stdout, p.stderr)
-        print(f"FAIL: training exited {p.returncode}")
-        return 1
-    failures = []
-    ledger = json.load(open(os.path.join(out, "ledger.json")))
-    if not ledger["equal"]:
-        bad = [(r["rank"], n) for r in ledger["ranks"] for n, v in r["tensors"].items() if not v["equal"]]
-        failures.append(f"ledger prediction != measurement on {bad[:5]}")
-    t = run([args.bin, "trace", "check", out])
-    if t.returncode != 0:
-        failures.append(f"trace check failed: {t.stdout[-2000:]} {t.stderr[-2000:]}")
+        T.show(p)
+        T.fail(f"training exited {p.returncode}")
+    check = T.Checks()
+    ledger = T.read_json(os.path.join(out, "ledger.json"))
+    bad = [(r["rank"], n) for r in ledger["ranks"] for n, v in r["tensors"].items() if not v["equal"]]
+    check(ledger["equal"], f"ledger prediction != measurement on {bad[:5]}")
+    t = T.run([args.bin, "trace", "check", out])
+    check(t.returncode == 0, f"trace check failed: {t.stdout[-2000:]} {t.stderr[-2000:]}")
     if args.case != "ref":
-        v = run([args.bin, "verify", out, "--against", ref])
+        v = T.run([args.bin, "verify", out, "--against", ref])
         print(v.stdout)
         verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"
-        if verdict not in expected.split("|"):
-            failures.append(f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else "FAIL", args.case)
-    return 1 if failures else 0
+        check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
+    return check.verdict(args.case)
 
 
 if __name__ == "__main__":

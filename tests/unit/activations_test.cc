@@ -2,8 +2,6 @@
 // the comparer's first difference in forward order, on synthetic run directories.
 #include "evidence/activations.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include "core/file_io.h"
 #include "core/hash.h"
 #include "evidence/bundle_paths.h"
+#include "temp_dir.h"
 
 namespace sp::evidence {
 namespace {
@@ -23,16 +22,8 @@ namespace fs = std::filesystem;
 
 class ActivationsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            fmt::format("sp_activations_test_{}_{}", ::getpid(),
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-  std::string dir(const std::string& name) { return (root_ / name).string(); }
-  fs::path root_;
+  std::string dir(const std::string& name) { return root_.file(name); }
+  const sp::test::TempDir root_;
 };
 
 std::vector<std::string> points(int layers, bool logits = true) {

@@ -2,7 +2,6 @@
 // GPipe timeline of p stages, m micro-batches, forward cost f and backward cost b per micro-batch
 // has span (m+p−1)(f+b) and bubble (p−1)/(m+p−1) on every stage, exactly the theory; an unbalanced
 // one matches the stage-cost model; dp groups are spanned separately. Also the file readers.
-#include <unistd.h>
 
 #include <filesystem>
 
@@ -11,6 +10,7 @@
 
 #include "core/file_io.h"
 #include "evidence/bubble.h"
+#include "temp_dir.h"
 
 namespace sp::evidence {
 namespace {
@@ -185,8 +185,8 @@ TEST(BubbleFiles, ShapeAndPlacesFromContractAndTopology) {
 }
 
 TEST(BubbleFiles, RunDirectoryRoundTrip) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("sp_bubble_test_{}", ::getpid());
-  fs::remove_all(dir);
+  const sp::test::TempDir tmp;
+  const fs::path dir = tmp.path();
   ASSERT_TRUE(make_directories((dir / "timeline").string()).ok());
   const nlohmann::json contract = {
       {"config",
@@ -212,7 +212,6 @@ TEST(BubbleFiles, RunDirectoryRoundTrip) {
   auto missing = bubble_of_run(dir.string());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("rank-00001.jsonl"), std::string::npos);
-  fs::remove_all(dir);
 }
 
 }  // namespace

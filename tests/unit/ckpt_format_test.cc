@@ -12,6 +12,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/names.h"
 #include "core/hash.h"
+#include "temp_dir.h"
 
 namespace sp::ckpt {
 namespace {
@@ -49,8 +50,8 @@ TEST(CkptNames, PathsAndTargets) {
   EXPECT_EQ(CheckpointPaths::shard_in(p.step_dir(2), 1), "/runs/a/checkpoints/step-000002/rank-00001.safetensors");
 
   namespace fs = std::filesystem;
-  const fs::path run = fs::temp_directory_path() / ("sp_ckpt_names_" + std::to_string(::getpid()));
-  fs::remove_all(run);
+  const sp::test::TempDir tmp;
+  const fs::path run = tmp.path();
   fs::create_directories(run / "checkpoints" / "step-000002");
   fs::create_directories(run / "checkpoints" / "step-000004.partial");
   fs::create_directories(run / "checkpoints" / "step-000001.refused");
@@ -76,7 +77,6 @@ TEST(CkptNames, PathsAndTargets) {
   EXPECT_EQ(t->step, 2);
   EXPECT_EQ(fs::path(t->run_dir), run);
   EXPECT_FALSE(resolve_checkpoint_target((run / "nothing").string()).ok());
-  fs::remove_all(run);
 }
 
 Manifest sample_manifest() {
@@ -183,8 +183,8 @@ TEST(CkptManifest, FieldValidation) {
 }
 
 TEST(CkptShardFiles, AFlippedByteInAnyChunkIsNamed) {
-  const std::string dir = (std::filesystem::temp_directory_path() / fmt::format("sp_chunks_{}", ::getpid())).string();
-  std::filesystem::create_directories(dir);
+  const sp::test::TempDir tmp;
+  const std::string& dir = tmp.path();
   const uint64_t n = 2 * kShaChunkBytes + 100;  // three chunks, the last one short
   std::string bytes(n, '\0');
   for (uint64_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 9);
@@ -215,7 +215,6 @@ TEST(CkptShardFiles, AFlippedByteInAnyChunkIsNamed) {
     EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
     EXPECT_NE(st.message().find(f.range), std::string::npos) << st.message();
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CkptLatest, RoundTripAndEveryBitFlip) {

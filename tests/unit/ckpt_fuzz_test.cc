@@ -12,6 +12,7 @@
 #include "../ckpt/ckpt_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
+#include "temp_dir.h"
 
 namespace sp::ckpt {
 namespace {
@@ -107,7 +108,8 @@ TEST(CkptFuzz, ShardMetadataAndLoad) {
   ASSERT_TRUE(seed_reader.ok());
   const nlohmann::json fragments = nlohmann::json::parse(seed_reader->metadata().at(std::string(kMetaFragments)));
   ASSERT_TRUE(fragments.is_array() && !fragments.empty());
-  const std::string dir = test::fresh_dir("ckpt_fuzz");
+  const sp::test::TempDir tmp("ckpt_fuzz");
+  const std::string& dir = tmp.path();
   const CheckpointPaths paths(dir);
   ASSERT_TRUE(make_directories(paths.step_dir(7)).ok());
   std::vector<test::SimRank> target = test::simulate(c, {1, 1, 1, 0, "tp-dp-pp"}, false);
@@ -174,7 +176,6 @@ TEST(CkptFuzz, ShardMetadataAndLoad) {
   }
   EXPECT_GT(parsed, 0);  // the corpus reaches the loader
   EXPECT_GT(loaded, 0);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "../ckpt/ckpt_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
+#include "temp_dir.h"
 
 namespace sp::ckpt {
 namespace {
@@ -79,7 +80,8 @@ TEST(CkptReshard, OverlapsMatchBruteForce) {
 // Loads a checkpoint saved under `from` into every rank of each `to` and checks every value.
 void check_reshard(const Topology& from, const std::vector<Topology>& targets, bool tie = false) {
   const model::LlamaConfig c = test::small_model(tie);
-  const std::string dir = test::fresh_dir("reshard");
+  const sp::test::TempDir tmp("reshard");
+  const std::string& dir = tmp.path();
   const Manifest m = test::write_sim_checkpoint(dir, 3, c, from);
   const CheckpointPaths paths(dir);
   ASSERT_TRUE(verify_checkpoint(paths, 3).ok()) << verify_checkpoint(paths, 3).message();
@@ -108,7 +110,6 @@ void check_reshard(const Topology& from, const std::vector<Topology>& targets, b
     // Every element of the model, times the replicas that hold it, was checked.
     EXPECT_GT(checked, 3 * c.param_count() - 1);
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CkptReshard, EveryTopologyPairIsBitwise) {
@@ -126,7 +127,8 @@ TEST(CkptReshard, TiedEmbeddings) {
 
 TEST(CkptReshard, ReadLogicalAssemblesWholeTensors) {
   const model::LlamaConfig c = test::small_model();
-  const std::string dir = test::fresh_dir("reshard_logical");
+  const sp::test::TempDir tmp("reshard_logical");
+  const std::string& dir = tmp.path();
   const Manifest m = test::write_sim_checkpoint(dir, 1, c, {2, 2, 2, 3, "tp-dp-pp"});
   auto source = CheckpointSource::open(CheckpointPaths(dir).step_dir(1), m, c);
   ASSERT_TRUE(source.ok()) << source.status().message();
@@ -137,7 +139,6 @@ TEST(CkptReshard, ReadLogicalAssemblesWholeTensors) {
       ASSERT_EQ(v[i], test::state_value(StateKind::kExpAvgSq, w.name, static_cast<int64_t>(i), w.tp_dim < 0 ? 0 : -1))
           << w.name << " " << i;
   }
-  std::filesystem::remove_all(dir);
 }
 
 // A checkpoint whose fragments do not tile a tensor is corrupt, and the message names the tensor.
@@ -145,7 +146,8 @@ TEST(CkptReshard, GapsAndDoubleCoversAreCorruption) {
   const model::LlamaConfig c = test::small_model();
   const Topology t{2, 1, 1, 1, "tp-dp-pp"};
   for (const bool gap : {true, false}) {
-    const std::string dir = test::fresh_dir("reshard_gap");
+    const sp::test::TempDir tmp("reshard_gap");
+    const std::string& dir = tmp.path();
     const CheckpointPaths paths(dir);
     SP_CHECK(make_directories(paths.step_dir(1)).ok(), "mkdir");
     std::vector<test::SimRank> ranks = simulate(c, t, true);
@@ -173,14 +175,14 @@ TEST(CkptReshard, GapsAndDoubleCoversAreCorruption) {
     EXPECT_NE(cov.message().find("tensor"), std::string::npos);
     std::vector<test::SimRank> target = simulate(c, {1, 1, 1, 0, "tp-dp-pp"}, false);
     EXPECT_EQ(source->fill(target[0].spans, 0).code(), StatusCode::kCorrupt);
-    std::filesystem::remove_all(dir);
   }
 }
 
 // A checkpoint of another model is refused naming the tensor and both shapes.
 TEST(CkptReshard, DifferentModelIsRefusedPerTensor) {
   const model::LlamaConfig c = test::small_model();
-  const std::string dir = test::fresh_dir("reshard_model");
+  const sp::test::TempDir tmp("reshard_model");
+  const std::string& dir = tmp.path();
   const Manifest m = test::write_sim_checkpoint(dir, 1, c, {1, 1, 1, 0, "tp-dp-pp"});
   model::LlamaConfig other = c;
   other.ffn_dim = 32;
@@ -188,7 +190,6 @@ TEST(CkptReshard, DifferentModelIsRefusedPerTensor) {
   ASSERT_FALSE(source.ok());
   EXPECT_NE(source.status().message().find("mlp.gate_proj.weight"), std::string::npos) << source.status().message();
   EXPECT_NE(source.status().message().find("(24, 16)"), std::string::npos) << source.status().message();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

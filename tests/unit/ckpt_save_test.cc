@@ -1,5 +1,5 @@
 // The commit protocol (ckpt/save.h) on one rank, and the damage the loader must refuse
-// (docs/shared RELIABILITY rows 3–9): a flipped bit in a shard, the manifest or LATEST; a truncated,
+// (RELIABILITY.md rows 3–9): a flipped bit in a shard, the manifest or LATEST; a truncated,
 // zero-byte or missing shard; leftover partial directories; a second save of the same step; a full
 // disk; retention. Every refusal must name the file (and the tensor where it can be found), and
 // nothing committed may change.
@@ -12,6 +12,7 @@
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
 #include "core/file_io.h"
+#include "temp_dir.h"
 
 namespace sp::ckpt {
 namespace {
@@ -20,11 +21,9 @@ namespace fs = std::filesystem;
 class CkptSave : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = test::fresh_dir("ckpt_save");
     config_ = test::small_model();
     ranks_ = test::simulate(config_, {1, 1, 1, 0, "tp-dp-pp"}, true);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   SaveRequest request(int64_t step, int64_t keep_last = 2) {
     SaveRequest r;
@@ -58,7 +57,8 @@ class CkptSave : public ::testing::Test {
     ASSERT_TRUE(write_file(path, b).ok());
   }
 
-  std::string dir_;
+  const sp::test::TempDir tmp_{"ckpt_save"};
+  const std::string dir_ = tmp_.path();
   model::LlamaConfig config_;
   std::vector<test::SimRank> ranks_;
   test::LocalCommunicator world_;

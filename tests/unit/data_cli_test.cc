@@ -1,39 +1,21 @@
 // `shardproof data prepare | verify` through the real CLI11 wiring (register_data), as main.cc
 // runs it: exit 0 on success, 2 for usage and configuration errors, 1 for a damaged dataset.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-
-#include "cli/command.h"
+#include "cli_run.h"
 #include "core/file_io.h"
+#include "temp_dir.h"
 
 namespace sp::cli {
 namespace {
-namespace fs = std::filesystem;
 
-std::string source_dir() {
-  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using sp::test::source_dir;
 
-int run(const std::string& line) {
-  CLI::App app{"shardproof"};
-  app.require_subcommand(1);
-  CommandResult result;
-  register_data(app, result);
-  try {
-    app.parse(line, /*program_name_included=*/false);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  return result.exit_code;
-}
+int run(const std::string& line) { return sp::test::run_command(register_data, line); }
 
 TEST(DataCli, PrepareVerifyAndErrors) {
-  const std::string tmp = (fs::temp_directory_path() / ("sp-data-cli-" + std::to_string(::getpid()))).string();
-  fs::remove_all(tmp);
+  const sp::test::TempDir dir;
+  const std::string& tmp = dir.path();
   const std::string planted = source_dir() + "/data/planted/sources.json";
   const std::string common = "data prepare --sources " + planted + " --vocab-size 300 --eval-fraction 0.5";
   EXPECT_EQ(run(common + " --out " + tmp + "/out"), 0);
@@ -56,7 +38,6 @@ TEST(DataCli, PrepareVerifyAndErrors) {
   b[0] = 'X';
   ASSERT_TRUE(write_file(tmp + "/out/eval-00000.bin", b).ok());
   EXPECT_EQ(run("data verify " + tmp + "/out"), 1);
-  fs::remove_all(tmp);
 }
 
 }  // namespace

@@ -4,12 +4,8 @@
 // perm_e is a bijection for many domain sizes, epochs wrap and reshuffle, the cursor round-trips
 // and refuses a different spec, and the eval set is the fixed in-order windows.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <numeric>
 #include <set>
@@ -17,23 +13,18 @@
 #include "core/hash.h"
 #include "data/loader.h"
 #include "data/prepare.h"
+#include "temp_dir.h"
 
 namespace sp::data {
 namespace {
-namespace fs = std::filesystem;
 
-std::string source_dir() {
-  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using sp::test::source_dir;
 
 // song100 + the planted file, prepared once for the whole test binary.
 struct Prepared {
-  std::string root, dir;
+  sp::test::TempDir tmp;
+  std::string root = tmp.path(), dir;
   Prepared() {
-    root = (fs::temp_directory_path() / ("sp-data-loader-" + std::to_string(::getpid()))).string();
-    fs::remove_all(root);
-    fs::create_directories(root);
     const std::string data = source_dir() + "/data";
     const std::string src = root + "/sources.json";
     std::FILE* f = std::fopen(src.c_str(), "w");
@@ -51,7 +42,6 @@ struct Prepared {
     auto r = prepare(o, dir);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
   }
-  ~Prepared() { fs::remove_all(root); }
 };
 const Prepared& prepared() {
   static Prepared p;

@@ -4,10 +4,7 @@
 // kept documents, byte-identical reruns, the bundled sources file matching its files, every bad
 // input as a clear Status, and the content-addressed cache (hit, repair, concurrent callers).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,27 +17,14 @@
 #include "data/prepare.h"
 #include "data/sources.h"
 #include "data/tokenizer.h"
+#include "temp_dir.h"
 
 namespace sp::data {
 namespace {
 namespace fs = std::filesystem;
 
-std::string source_dir() {
-  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    static std::atomic<int> n{0};
-    path = (fs::temp_directory_path() / ("sp-data-prep-" + std::to_string(::getpid()) + "-" + std::to_string(n++)))
-               .string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using sp::test::source_dir;
+using sp::test::TempDir;
 
 std::string read(const std::string& p) { return read_file(p).value(); }
 void write(const std::string& p, const std::string& b) { ASSERT_TRUE(write_file(p, b).ok()); }
@@ -74,17 +58,17 @@ std::string subset_sources(const TempDir& t) {
   nlohmann::json planted = nlohmann::json::parse(read(source_dir() + "/data/planted/sources.json"))["sources"][0];
   planted["path"] = source_dir() + "/data/planted/planted.txt";
   sub["sources"].push_back(planted);
-  const std::string p = t.path + "/subset.json";
+  const std::string p = t.path() + "/subset.json";
   write(p, sub.dump(2));
   return p;
 }
 
 TEST(Prepare, PlantedCasesAreFound) {
   TempDir t;
-  auto r = prepare(planted_options(), t.path + "/out");
+  auto r = prepare(planted_options(), t.path() + "/out");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::map<std::string, nlohmann::json> by_label;  // "[planted:xxx]" → records with that label
-  std::vector<nlohmann::json> recs = lineage(t.path + "/out");
+  std::vector<nlohmann::json> recs = lineage(t.path() + "/out");
   const std::string raw = read(source_dir() + "/data/planted/planted.txt");
   std::map<std::string, std::vector<nlohmann::json>> label;
   for (const auto& rec : recs) {
@@ -129,7 +113,7 @@ TEST(Prepare, PlantedCasesAreFound) {
   for (const auto& rec : recs)
     if (rec["split"] == "eval") clean += rec["contamination"]["decision"] == "clean";
   EXPECT_GE(clean, 1);
-  const auto lin = nlohmann::json::parse(read(t.path + "/out/lineage.json"));
+  const auto lin = nlohmann::json::parse(read(t.path() + "/out/lineage.json"));
   EXPECT_EQ(lin["contamination"]["eval_contaminated"], 1);
   EXPECT_EQ(lin["dedup"]["near_duplicate_clusters"], 2);
   EXPECT_EQ(lin["dedup"]["near_duplicates_removed"], 3);
@@ -144,10 +128,10 @@ TEST(Prepare, LineageTotalsAddUpAndShardsDecodeToTheKeptDocuments) {
   o.vocab_size = 512;
   o.eval_fraction = 0.2;
   o.shard_tokens = 5000;
-  auto r = prepare(o, t.path + "/out");
+  auto r = prepare(o, t.path() + "/out");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  const auto lin = nlohmann::json::parse(read(t.path + "/out/lineage.json"));
-  const auto recs = lineage(t.path + "/out");
+  const auto lin = nlohmann::json::parse(read(t.path() + "/out/lineage.json"));
+  const auto recs = lineage(t.path() + "/out");
   const auto& d = lin["documents"];
   EXPECT_EQ(d["documents"].get<int64_t>(), static_cast<int64_t>(recs.size()));
   EXPECT_EQ(d["documents"], d["kept"].get<int64_t>() + d["dropped"].get<int64_t>());
@@ -166,13 +150,13 @@ TEST(Prepare, LineageTotalsAddUpAndShardsDecodeToTheKeptDocuments) {
   EXPECT_GT(lin["languages"]["en"]["kept"].get<int64_t>(), 0);
   EXPECT_EQ(d["train_tokens"].get<int64_t>(), r->train_tokens);
   EXPECT_EQ(r->train_documents, d["train"].get<int64_t>());
-  EXPECT_EQ(lin["identity"]["tokenizer_sha256"], sha256_hex(read(t.path + "/out/tokenizer.json")));
+  EXPECT_EQ(lin["identity"]["tokenizer_sha256"], sha256_hex(read(t.path() + "/out/tokenizer.json")));
 
   // Decoding the train shards gives back, in corpus order, every kept train document (scrubbed)
   // followed by <|endoftext|>; the per-document token counts in lineage.jsonl add up to the stream.
-  auto tok = Tokenizer::load(t.path + "/out/tokenizer.json");
+  auto tok = Tokenizer::load(t.path() + "/out/tokenizer.json");
   ASSERT_TRUE(tok.ok());
-  auto train = TokenDataset::open(t.path + "/out", Split::kTrain);
+  auto train = TokenDataset::open(t.path() + "/out", Split::kTrain);
   ASSERT_TRUE(train.ok()) << train.status().to_string();
   auto sources = load_sources(o.sources_file);
   ASSERT_TRUE(sources.ok());
@@ -193,19 +177,19 @@ TEST(Prepare, LineageTotalsAddUpAndShardsDecodeToTheKeptDocuments) {
 TEST(Prepare, DeterministicByteIdenticalOutputs) {
   TempDir t;
   const PrepareOptions o = planted_options();
-  ASSERT_TRUE(prepare(o, t.path + "/a").ok());
-  ASSERT_TRUE(prepare(o, t.path + "/b").ok());
+  ASSERT_TRUE(prepare(o, t.path() + "/a").ok());
+  ASSERT_TRUE(prepare(o, t.path() + "/b").ok());
   int files = 0;
-  for (const auto& e : fs::directory_iterator(t.path + "/a")) {
+  for (const auto& e : fs::directory_iterator(t.path() + "/a")) {
     const std::string name = e.path().filename().string();
-    EXPECT_EQ(read(e.path().string()), read(t.path + "/b/" + name)) << name;
+    EXPECT_EQ(read(e.path().string()), read(t.path() + "/b/" + name)) << name;
     ++files;
   }
   EXPECT_GE(files, 6);  // tokenizer, manifest, lineage.json(l), train and eval shards
   PrepareOptions other = o;
   other.seed = 99;
-  ASSERT_TRUE(prepare(other, t.path + "/c").ok());
-  EXPECT_NE(read(t.path + "/a/manifest.json"), read(t.path + "/c/manifest.json"));
+  ASSERT_TRUE(prepare(other, t.path() + "/c").ok());
+  EXPECT_NE(read(t.path() + "/a/manifest.json"), read(t.path() + "/c/manifest.json"));
 }
 
 TEST(Prepare, BundledSourcesFileMatchesItsFiles) {
@@ -235,41 +219,41 @@ void expect_status(const Result<PrepareSummary>& r, StatusCode code, std::initia
 TEST(Prepare, BadInputsAreClearErrors) {
   TempDir t;
   PrepareOptions o = planted_options();
-  o.sources_file = t.path + "/missing.json";
-  expect_status(prepare(o, t.path + "/o1"), StatusCode::kNotFound, {"missing.json", "hint"});
-  write(t.path + "/empty.json", "");
-  o.sources_file = t.path + "/empty.json";
-  expect_status(prepare(o, t.path + "/o2"), StatusCode::kInvalidArgument, {"empty.json", "empty"});
-  write(t.path + "/none.json", R"({"format": "shardproof-sources", "version": 1, "sources": []})");
-  o.sources_file = t.path + "/none.json";
-  expect_status(prepare(o, t.path + "/o3"), StatusCode::kInvalidArgument, {"lists no sources"});
+  o.sources_file = t.path() + "/missing.json";
+  expect_status(prepare(o, t.path() + "/o1"), StatusCode::kNotFound, {"missing.json", "hint"});
+  write(t.path() + "/empty.json", "");
+  o.sources_file = t.path() + "/empty.json";
+  expect_status(prepare(o, t.path() + "/o2"), StatusCode::kInvalidArgument, {"empty.json", "empty"});
+  write(t.path() + "/none.json", R"({"format": "shardproof-sources", "version": 1, "sources": []})");
+  o.sources_file = t.path() + "/none.json";
+  expect_status(prepare(o, t.path() + "/o3"), StatusCode::kInvalidArgument, {"lists no sources"});
   write(
-      t.path + "/nolicence.json",
+      t.path() + "/nolicence.json",
       R"({"format": "shardproof-sources", "version": 1, "sources": [{"id": "x", "path": "x.txt", "language": "en"}]})");
-  o.sources_file = t.path + "/nolicence.json";
-  expect_status(prepare(o, t.path + "/o4"), StatusCode::kInvalidArgument, {"source 0", "'licence'"});
-  write(t.path + "/gone.json", R"({"format": "shardproof-sources", "version": 1, "sources": [
+  o.sources_file = t.path() + "/nolicence.json";
+  expect_status(prepare(o, t.path() + "/o4"), StatusCode::kInvalidArgument, {"source 0", "'licence'"});
+  write(t.path() + "/gone.json", R"({"format": "shardproof-sources", "version": 1, "sources": [
       {"id": "gone", "path": "gone.txt", "language": "en", "licence": "CC0-1.0"}]})");
-  o.sources_file = t.path + "/gone.json";
-  expect_status(prepare(o, t.path + "/o5"), StatusCode::kNotFound, {"gone.txt", "source 'gone'"});
-  write(t.path + "/x.txt", "some text");
-  write(t.path + "/badsha.json", R"({"format": "shardproof-sources", "version": 1, "sources": [
+  o.sources_file = t.path() + "/gone.json";
+  expect_status(prepare(o, t.path() + "/o5"), StatusCode::kNotFound, {"gone.txt", "source 'gone'"});
+  write(t.path() + "/x.txt", "some text");
+  write(t.path() + "/badsha.json", R"({"format": "shardproof-sources", "version": 1, "sources": [
       {"id": "x", "path": "x.txt", "language": "en", "licence": "CC0-1.0", "sha256": ")" +
-                                     std::string(64, 'a') + R"("}]})");
-  o.sources_file = t.path + "/badsha.json";
-  expect_status(prepare(o, t.path + "/o6"), StatusCode::kCorrupt, {"x.txt", "SHA-256"});
+                                       std::string(64, 'a') + R"("}]})");
+  o.sources_file = t.path() + "/badsha.json";
+  expect_status(prepare(o, t.path() + "/o6"), StatusCode::kCorrupt, {"x.txt", "SHA-256"});
 
   o = planted_options();
   o.vocab_size = 256;
-  expect_status(prepare(o, t.path + "/o7"), StatusCode::kInvalidArgument, {"257"});
+  expect_status(prepare(o, t.path() + "/o7"), StatusCode::kInvalidArgument, {"257"});
   o.vocab_size = 100000;
-  expect_status(prepare(o, t.path + "/o8"), StatusCode::kFailedPrecondition, {"merges", "hint"});
+  expect_status(prepare(o, t.path() + "/o8"), StatusCode::kFailedPrecondition, {"merges", "hint"});
   o = planted_options();
   o.eval_fraction = 1.5;
-  expect_status(prepare(o, t.path + "/o9"), StatusCode::kInvalidArgument, {"eval_fraction"});
-  fs::create_directories(t.path + "/full");
-  write(t.path + "/full/keep", "x");
-  expect_status(prepare(planted_options(), t.path + "/full"), StatusCode::kFailedPrecondition, {"not empty"});
+  expect_status(prepare(o, t.path() + "/o9"), StatusCode::kInvalidArgument, {"eval_fraction"});
+  fs::create_directories(t.path() + "/full");
+  write(t.path() + "/full/keep", "x");
+  expect_status(prepare(planted_options(), t.path() + "/full"), StatusCode::kFailedPrecondition, {"not empty"});
 }
 
 TEST(Prepare, NonUtf8AndBinaryDocumentsAreFilteredWithAReason) {
@@ -277,26 +261,26 @@ TEST(Prepare, NonUtf8AndBinaryDocumentsAreFilteredWithAReason) {
   const std::string good =
       "A perfectly ordinary paragraph of English text that is long enough to pass the length "
       "filter and has nothing to hide at all, really.";
-  write(t.path + "/mixed.txt",
+  write(t.path() + "/mixed.txt",
         good +
             "\n%\nLatin-1 caf\xe9 text that is not UTF-8 at all but otherwise ordinary words "
             "here and more and more words to be long\n%\n" +
             std::string("ELF") + std::string(3, '\0') +
             "\x01\x02 binary blob with enough words to be counted as long text if it were text at "
             "all here");
-  write(t.path + "/latin1.txt",
+  write(t.path() + "/latin1.txt",
         "entire file in Latin-1: d\xe9j\xe0 vu, na\xefve caf\xe9 and more words to be long enough "
         "for the filter to look at the encoding first");
-  write(t.path + "/s.json", R"({"format": "shardproof-sources", "version": 1, "sources": [
+  write(t.path() + "/s.json", R"({"format": "shardproof-sources", "version": 1, "sources": [
       {"id": "mixed", "path": "mixed.txt", "language": "en", "licence": "CC0-1.0"},
       {"id": "latin1", "path": "latin1.txt", "language": "fr", "licence": "CC0-1.0", "format": "whole_file"}]})");
   PrepareOptions o;
-  o.sources_file = t.path + "/s.json";
+  o.sources_file = t.path() + "/s.json";
   o.vocab_size = 260;
   o.eval_fraction = 0.01;
-  auto r = prepare(o, t.path + "/out");
+  auto r = prepare(o, t.path() + "/out");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  const auto recs = lineage(t.path + "/out");
+  const auto recs = lineage(t.path() + "/out");
   ASSERT_EQ(recs.size(), 4u);
   EXPECT_EQ(recs[0]["status"], "kept");
   EXPECT_EQ(recs[1]["reason"], "invalid_utf8");
@@ -309,13 +293,13 @@ TEST(Prepare, NonUtf8AndBinaryDocumentsAreFilteredWithAReason) {
 TEST(PrepareCached, HitRepairAndConcurrentCallers) {
   TempDir t;
   const PrepareOptions o = planted_options();
-  auto first = prepare_cached(o, t.path + "/cache");
+  auto first = prepare_cached(o, t.path() + "/cache");
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   EXPECT_FALSE(first->cache_hit);
   auto key = prepare_cache_key(o);
   ASSERT_TRUE(key.ok());
-  EXPECT_EQ(first->dir, t.path + "/cache/" + *key);
-  auto second = prepare_cached(o, t.path + "/cache");
+  EXPECT_EQ(first->dir, t.path() + "/cache/" + *key);
+  auto second = prepare_cached(o, t.path() + "/cache");
   ASSERT_TRUE(second.ok());
   EXPECT_TRUE(second->cache_hit);
   EXPECT_EQ(second->identity, first->identity);
@@ -330,13 +314,13 @@ TEST(PrepareCached, HitRepairAndConcurrentCallers) {
   std::string shard = read(first->dir + "/train-00000.bin");
   shard[100] ^= 1;
   write(first->dir + "/train-00000.bin", shard);
-  auto repaired = prepare_cached(o, t.path + "/cache");
+  auto repaired = prepare_cached(o, t.path() + "/cache");
   ASSERT_TRUE(repaired.ok()) << repaired.status().to_string();
   EXPECT_FALSE(repaired->cache_hit);
   EXPECT_EQ(repaired->identity, first->identity);
 
   // Several callers at once on an empty root: all succeed with the same dataset; nothing is left over.
-  const std::string root = t.path + "/race";
+  const std::string root = t.path() + "/race";
   std::vector<Result<PrepareSummary>> results(3, Result<PrepareSummary>(internal_error("unset")));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < results.size(); ++i) threads.emplace_back([&, i] { results[i] = prepare_cached(o, root); });

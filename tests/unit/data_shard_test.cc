@@ -4,10 +4,7 @@
 // a tampered tokenizer, a path-traversal file name. Every error must name the file, and the byte
 // offset where one exists; nothing may crash (this test runs under ASan/UBSan).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,27 +15,14 @@
 #include "data/token_dataset.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
+#include "temp_dir.h"
 
 namespace sp::data {
 namespace {
 namespace fs = std::filesystem;
 
-std::string source_dir() {
-  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    static std::atomic<int> n{0};
-    path = (fs::temp_directory_path() / ("sp-data-shard-" + std::to_string(::getpid()) + "-" + std::to_string(n++)))
-               .string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using sp::test::source_dir;
+using sp::test::TempDir;
 
 // One prepared copy of the planted corpus (small shards so that splits have several files).
 const std::string& prepared() {
@@ -49,7 +33,7 @@ const std::string& prepared() {
     o.vocab_size = 300;
     o.eval_fraction = 0.5;
     o.shard_tokens = 128;
-    const std::string d = dir.path + "/prepared";
+    const std::string d = dir.path() + "/prepared";
     auto r = prepare(o, d);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return d;
@@ -59,7 +43,7 @@ const std::string& prepared() {
 
 // A fresh copy of the prepared directory to damage.
 std::string copy_prepared(const TempDir& t) {
-  const std::string d = t.path + "/copy";
+  const std::string d = t.path() + "/copy";
   fs::copy(prepared(), d, fs::copy_options::recursive);
   return d;
 }

@@ -4,7 +4,6 @@
 // (sha256_stream over pieces in memory, sha256_file_chunks over a file) equal SHA-256 of each chunk
 // computed directly, for any thread count, chunk size and split of the stream into pieces.
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,6 +11,7 @@
 
 #include "core/hash.h"
 #include "core/threads.h"
+#include "temp_dir.h"
 
 namespace sp {
 namespace {
@@ -31,7 +31,8 @@ std::string write_pattern(const std::string& path, size_t n, int shift) {
 }
 
 TEST(Sha256File, EqualsInMemoryDigestAcrossChunkBoundaries) {
-  const std::string path = (std::filesystem::temp_directory_path() / "sp_hash_test.bin").string();
+  const sp::test::TempDir tmp;
+  const std::string path = tmp.file("pattern.bin");
   constexpr size_t kChunk = size_t{4} << 20;  // sha256_file's chunk
   for (size_t n : {size_t{0}, size_t{1}, size_t{4095}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk, 3 * kChunk + 7}) {
     const std::string bytes = write_pattern(path, n, 13);
@@ -39,7 +40,6 @@ TEST(Sha256File, EqualsInMemoryDigestAcrossChunkBoundaries) {
     ASSERT_TRUE(got.ok()) << got.status().message();
     EXPECT_EQ(*got, sha256_hex(bytes)) << "size " << n;
   }
-  std::filesystem::remove(path);
   EXPECT_EQ(sha256_hex(std::string()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
@@ -57,7 +57,8 @@ std::vector<std::string> chunk_digests(const std::string& bytes, size_t chunk) {
 }
 
 TEST(Sha256Chunks, StreamAndFileEqualDirectDigests) {
-  const std::string path = (std::filesystem::temp_directory_path() / "sp_hash_chunks_test.bin").string();
+  const sp::test::TempDir tmp;
+  const std::string path = tmp.file("pattern.bin");
   for (size_t n : {size_t{0}, size_t{1}, size_t{99}, size_t{100}, size_t{101}, size_t{1000}, size_t{12345}}) {
     const std::string bytes = write_pattern(path, n, 11);
     for (size_t chunk : {size_t{1}, size_t{100}, size_t{4096}}) {
@@ -81,7 +82,6 @@ TEST(Sha256Chunks, StreamAndFileEqualDirectDigests) {
       }
     }
   }
-  std::filesystem::remove(path);
   EXPECT_GE(usable_cpus(), 1);
   EXPECT_EQ(sha256_file_chunks("/nonexistent/sp_hash_chunks.bin", 16, 2).status().code(), StatusCode::kNotFound);
 }

@@ -1,30 +1,49 @@
-// The lab catalogue (cli/labs.h, docs/labs.md): 15 labs LSL-A … LSL-O in the order of chapter 4's
-// sections; every available lab's run is a valid plan at its declared world size (Plan::make) and its
-// fault can act on that run (proof::plan_protocol); unavailable labs say why and
-// name a runnable lab. The validator itself is tested on broken variants, so it is not a rubber stamp.
+// The lab catalogue (configs/labs/catalogue.toml read by cli/lab_catalogue.h; cli/labs.h; docs/labs.md):
+// 15 labs LSL-A … LSL-O in the order of chapter 4's sections; every available lab's run is a valid plan
+// at its declared world size (Plan::make) and its fault can act on that run (proof::plan_protocol);
+// unavailable labs say why and name a runnable lab. The validator and the file reader are tested on
+// broken variants (of a lab, of the file), so neither is a rubber stamp.
 // Independent of the catalogue: the expected keys and sections are written out here from the book.
 #include "cli/labs.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <algorithm>
 #include <set>
 
+#include "cli_run.h"
 #include "core/file_io.h"
 #include "evidence/faults.h"
 #include "parallel/plan.h"
 #include "proof/protocol.h"
+#include "temp_dir.h"
 
 namespace sp::cli {
 namespace {
 
-std::string root() {
-  if (const char* r = std::getenv("SP_SOURCE_DIR"); r != nullptr && *r != '\0') return r;
-  return SP_SOURCE_DIR;
+std::string root() { return sp::test::source_dir(); }
+
+// The source tree's catalogue, read once; a file that does not read fails every test that uses it.
+const LabCatalogue& catalogue() {
+  static const LabCatalogue c = [] {
+    Result<LabCatalogue> r = load_lab_catalogue(lab_catalogue_path(root()));
+    if (!r.ok()) {
+      ADD_FAILURE() << r.status().to_string();
+      return LabCatalogue{};
+    }
+    return *std::move(r);
+  }();
+  return c;
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
+}
+
+TEST(Labs, TheCatalogueFileReads) {
+  Result<LabCatalogue> c = load_lab_catalogue(lab_catalogue_path(root()));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->path, root() + "/configs/labs/catalogue.toml");
 }
 
 TEST(Labs, FifteenKeysInSectionOrder) {
@@ -32,7 +51,7 @@ TEST(Labs, FifteenKeysInSectionOrder) {
       {"LSL-A", "4"},     {"LSL-B", "4.1"},   {"LSL-C", "4.2"},   {"LSL-D", "4.2.1"}, {"LSL-E", "4.2.2"},
       {"LSL-F", "4.2.3"}, {"LSL-G", "4.2.4"}, {"LSL-H", "4.3"},   {"LSL-I", "4.3.1"}, {"LSL-J", "4.3.2"},
       {"LSL-K", "4.3.3"}, {"LSL-L", "4.4"},   {"LSL-M", "4.4.1"}, {"LSL-N", "4.4.2"}, {"LSL-O", "4.5"}};
-  const std::vector<Lab>& labs = lab_catalogue();
+  const std::vector<Lab>& labs = catalogue().labs;
   ASSERT_EQ(labs.size(), expected.size());
   for (size_t i = 0; i < labs.size(); ++i) {
     EXPECT_EQ(labs[i].key, expected[i].first);
@@ -43,7 +62,7 @@ TEST(Labs, FifteenKeysInSectionOrder) {
 }
 
 TEST(Labs, AvailableLabsAreCompleteAndSmall) {
-  for (const Lab& lab : lab_catalogue()) {
+  for (const Lab& lab : catalogue().labs) {
     if (!lab.available) continue;
     SCOPED_TRACE(lab.key);
     EXPECT_FALSE(lab.fault.empty());
@@ -53,14 +72,14 @@ TEST(Labs, AvailableLabsAreCompleteAndSmall) {
     EXPECT_GE(lab.world, 2);  // every lab has something to split
     EXPECT_LE(lab.world, 4);  // labs run on a laptop: at most 4 ranks
   }
-  EXPECT_FALSE(lab_common_limits().empty());
-  EXPECT_FALSE(lab_evaluation().empty());
+  EXPECT_FALSE(catalogue().common_limits.empty());
+  EXPECT_FALSE(catalogue().evaluation.empty());
 }
 
 // The test the catalogue exists for: each run is a valid plan at its world size, and its fault can act.
 TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
   int available = 0;
-  for (const Lab& lab : lab_catalogue()) {
+  for (const Lab& lab : catalogue().labs) {
     if (!lab.available) continue;
     ++available;
     SCOPED_TRACE(lab.key);
@@ -88,7 +107,7 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
 // faults no lab teaches are exercised by tests/faults and tests/tp).
 TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
   std::multiset<std::string> used;
-  for (const Lab& lab : lab_catalogue())
+  for (const Lab& lab : catalogue().labs)
     if (lab.available) {
       Result<evidence::FaultSpec> f = evidence::parse_fault(lab.fault);
       ASSERT_TRUE(f.ok()) << lab.key;
@@ -101,7 +120,7 @@ TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
 
 TEST(Labs, UnavailableLabsSayWhyAndPointToARunnableLab) {
   int unavailable = 0;
-  for (const Lab& lab : lab_catalogue()) {
+  for (const Lab& lab : catalogue().labs) {
     if (lab.available) continue;
     ++unavailable;
     SCOPED_TRACE(lab.key);
@@ -110,45 +129,45 @@ TEST(Labs, UnavailableLabsSayWhyAndPointToARunnableLab) {
     EXPECT_TRUE(lab.sets.empty());
     ASSERT_FALSE(lab.closest.empty());
     for (const std::string& key : lab.closest) {
-      Result<const Lab*> c = find_lab(key);
+      Result<const Lab*> c = catalogue().find(key);
       ASSERT_TRUE(c.ok()) << key;
       EXPECT_TRUE((*c)->available) << key << " is named as runnable but is not";
     }
     Status s = validate_lab(lab, root());
     EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
     EXPECT_TRUE(contains(s.message(), lab.unavailable_reason));
-    const std::string text = lab_unavailable_text(lab);
+    const std::string text = lab_unavailable_text(catalogue(), lab);
     EXPECT_TRUE(contains(text, "not available"));
     EXPECT_TRUE(contains(text, "lab run " + lab.closest.front()));
   }
   EXPECT_EQ(unavailable, 2);
   // The two sections this engine cannot show: cluster hardware and the parameter server.
-  EXPECT_FALSE((*find_lab("LSL-I"))->available);
-  EXPECT_FALSE((*find_lab("LSL-J"))->available);
-  EXPECT_TRUE(contains((*find_lab("LSL-J"))->unavailable_reason, "no parameter-server mode"));
+  EXPECT_FALSE((*catalogue().find("LSL-I"))->available);
+  EXPECT_FALSE((*catalogue().find("LSL-J"))->available);
+  EXPECT_TRUE(contains((*catalogue().find("LSL-J"))->unavailable_reason, "no parameter-server mode"));
 }
 
 TEST(Labs, FindAcceptsKeyForms) {
-  const Lab* d = *find_lab("LSL-D");
+  const Lab* d = *catalogue().find("LSL-D");
   EXPECT_EQ(d->section, "4.2.1");
-  EXPECT_EQ(*find_lab("lsl-d"), d);
-  EXPECT_EQ(*find_lab("d"), d);
-  EXPECT_EQ(*find_lab("D"), d);
+  EXPECT_EQ(*catalogue().find("lsl-d"), d);
+  EXPECT_EQ(*catalogue().find("d"), d);
+  EXPECT_EQ(*catalogue().find("D"), d);
 }
 
 TEST(Labs, UnknownKeyListsEveryKey) {
   for (const char* bad : {"LSL-Z", "", "4.2.1", "LSL-"}) {
-    Result<const Lab*> r = find_lab(bad);
+    Result<const Lab*> r = catalogue().find(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
     EXPECT_TRUE(contains(r.status().message(), std::string("'") + bad + "'"));
-    for (const Lab& lab : lab_catalogue()) EXPECT_TRUE(contains(r.status().hint(), lab.key)) << lab.key;
+    for (const Lab& lab : catalogue().labs) EXPECT_TRUE(contains(r.status().hint(), lab.key)) << lab.key;
   }
 }
 
 // The validator must refuse broken variants, or the catalogue test above could not fail.
 TEST(Labs, ValidatorRefusesBrokenVariants) {
-  const Lab d = **find_lab("LSL-D");  // dp 2, skip-grad-allreduce
+  const Lab d = **catalogue().find("LSL-D");  // dp 2, skip-grad-allreduce
   auto refused = [&](Lab lab, const std::vector<std::string>& extra, const std::string& needle) {
     Status s = validate_lab(lab, root(), extra);
     EXPECT_FALSE(s.ok()) << needle;
@@ -184,7 +203,7 @@ TEST(Labs, ValidatorRefusesBrokenVariants) {
   ckpt_ok.fault = "ckpt-truncate:0";
   EXPECT_TRUE(validate_lab(ckpt_ok, root()).ok()) << validate_lab(ckpt_ok, root()).to_string();
   // … and a rank that writes a shard: without ZeRO only dp rank 0 does.
-  Lab replica_ckpt = **find_lab("LSL-O");
+  Lab replica_ckpt = **catalogue().find("LSL-O");
   replica_ckpt.fault = "ckpt-bitflip@3:1";
   refused(replica_ckpt, {}, "writes none");
   // A learner's variation that breaks the fault's precondition is refused too (dp 1 cannot skip dp sync).
@@ -194,7 +213,7 @@ TEST(Labs, ValidatorRefusesBrokenVariants) {
 }
 
 TEST(Labs, ProveOptionsCarryTheLab) {
-  const Lab& g = **find_lab("LSL-G");
+  const Lab& g = **catalogue().find("LSL-G");
   ProveOptions p = lab_prove_options(
       g, LabRunOptions{
              .out = "runs/g", .root = "/r", .cache = "/c", .extra_sets = {"train.recompute=none"}, .quiet = true});
@@ -212,12 +231,12 @@ TEST(Labs, ProveOptionsCarryTheLab) {
 }
 
 TEST(Labs, ListAndShowRenderEverything) {
-  const std::string list = lab_list_text();
-  for (const Lab& lab : lab_catalogue()) {
+  const std::string list = lab_list_text(catalogue());
+  for (const Lab& lab : catalogue().labs) {
     EXPECT_TRUE(contains(list, lab.key));
     EXPECT_TRUE(contains(list, lab.available ? lab.fault : "(unavailable)")) << lab.key;
   }
-  const std::string show = lab_show_text(**find_lab("LSL-K"));
+  const std::string show = lab_show_text(catalogue(), **catalogue().find("LSL-K"));
   EXPECT_TRUE(contains(show, "§4.3.3"));
   EXPECT_TRUE(contains(show, "desync-extra-collective@2:2"));
   EXPECT_TRUE(contains(show, "trace consistency"));  // the fault's expected detector, from the catalogue
@@ -226,7 +245,7 @@ TEST(Labs, ListAndShowRenderEverything) {
   EXPECT_TRUE(contains(show, "shardproof lab run LSL-K --out runs/lsl-k"));
   EXPECT_TRUE(contains(show, "--set parallel.dp=4"));
   EXPECT_TRUE(contains(show, "NVLink"));  // a common limit
-  const std::string j = lab_show_text(**find_lab("LSL-J"));
+  const std::string j = lab_show_text(catalogue(), **catalogue().find("LSL-J"));
   EXPECT_TRUE(contains(j, "not available"));
   EXPECT_TRUE(contains(j, "LSL-K"));
 }
@@ -235,7 +254,7 @@ TEST(Labs, ListAndShowRenderEverything) {
 TEST(Labs, DocsHaveASectionPerLab) {
   Result<std::string> doc = read_file(root() + "/docs/labs.md", uint64_t{1} << 20);
   ASSERT_TRUE(doc.ok()) << doc.status().to_string();
-  for (const Lab& lab : lab_catalogue()) {
+  for (const Lab& lab : catalogue().labs) {
     SCOPED_TRACE(lab.key);
     const size_t at = doc->find("\n## " + lab.key + " — §" + lab.section + " ");
     ASSERT_NE(at, std::string::npos);
@@ -247,6 +266,129 @@ TEST(Labs, DocsHaveASectionPerLab) {
     else
       EXPECT_TRUE(contains(section, "not available"));
   }
+}
+
+// ------------------------------------------------------------------ the catalogue file's reader
+
+std::string catalogue_text() { return read_file(lab_catalogue_path(root()), uint64_t{1} << 20).value(); }
+
+// `text` with the first `from` inside lab `key`'s [[lab]] table replaced by `to` (the lab must hold it).
+std::string edit_lab(std::string text, const std::string& key, const std::string& from, const std::string& to) {
+  const size_t begin = text.find("key = \"" + key + "\"");
+  const size_t end = std::min(text.find("[[lab]]", begin), text.size());
+  const size_t at = text.find(from, begin);
+  if (begin == std::string::npos || at == std::string::npos || at >= end) {
+    ADD_FAILURE() << "lab " << key << " has no '" << from << "'";
+    return text;
+  }
+  return text.replace(at, from.size(), to);
+}
+
+// 1-based line of the first `needle` in `text`.
+size_t line_of(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  return at == std::string::npos ? 0 : 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + at, '\n'));
+}
+
+// Writes `text` as a catalogue file and requires the reader to refuse it with every fragment in the message.
+void expect_refused(const std::string& text, const std::vector<std::string>& fragments) {
+  const sp::test::TempDir dir;
+  const std::string path = dir.file("catalogue.toml");
+  ASSERT_TRUE(write_file(path, text).ok());
+  Result<LabCatalogue> c = load_lab_catalogue(path);
+  ASSERT_FALSE(c.ok()) << "accepted a broken catalogue; expected " << fragments.front();
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().to_string();
+  EXPECT_TRUE(contains(c.status().message(), path)) << c.status().message();  // names the file
+  EXPECT_FALSE(c.status().hint().empty()) << c.status().message();
+  for (const std::string& f : fragments) EXPECT_TRUE(contains(c.status().message(), f)) << c.status().message();
+}
+
+TEST(LabCatalogueFile, TheSameTextReadsAgainFromAnotherPath) {
+  const sp::test::TempDir dir;
+  ASSERT_TRUE(write_file(dir.file("catalogue.toml"), catalogue_text()).ok());
+  Result<LabCatalogue> c = load_lab_catalogue(dir.file("catalogue.toml"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_EQ(c->labs.size(), catalogue().labs.size());
+  EXPECT_EQ(c->labs.back().cannot_extrapolate, catalogue().labs.back().cannot_extrapolate);
+}
+
+// Every kind of damage is refused naming the file, the line, the lab and the field.
+TEST(LabCatalogueFile, RefusesBrokenFiles) {
+  const std::string good = catalogue_text();
+  // A value of the wrong type, at its own line and column.
+  std::string t = edit_lab(good, "LSL-D", "world = 2", "world = \"2\"");
+  expect_refused(
+      t, {fmt::format(":{}:9: lab LSL-D: 'world' must be an integer, not a string", line_of(t, "world = \"2\""))});
+  expect_refused(edit_lab(good, "LSL-D", "sets = [\"parallel.dp=2\"", "sets = [2"),
+                 {"lab LSL-D", "'sets' must be an array of strings; element 1 is an integer"});
+  expect_refused(edit_lab(good, "LSL-I", "available = false", "available = \"no\""),
+                 {"lab LSL-I", "'available' must be a boolean"});
+  // Unknown keys, in a lab and at the top level.
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nranks = 2"), {"lab LSL-D: unknown key 'ranks'"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "worlds = 2"), {"lab LSL-D", "missing required field 'world'"});
+  expect_refused(std::string(good).replace(good.find("version = 1"), 11, "version = 1\ncolour = 1"),
+                 {"the top level: unknown key 'colour'"});
+  // Missing required fields.
+  expect_refused(edit_lab(good, "LSL-D", "title = ", "titel = "), {"lab LSL-D", "missing required field 'title'"});
+  expect_refused(edit_lab(good, "LSL-D", "fault = ", "fault_ = "), {"lab LSL-D", "missing required field 'fault'"});
+  // A key given twice (TOML itself), a lab key used twice.
+  t = edit_lab(good, "LSL-D", "world = 2", "world = 2\nworld = 2");
+  expect_refused(t, {fmt::format(":{}:", line_of(t, "world = 2\nworld = 2") + 1)});
+  t = edit_lab(good, "LSL-E", "key = \"LSL-E\"", "key = \"LSL-D\"");
+  expect_refused(t, {"lab LSL-D is defined twice", fmt::format("first at line {}", line_of(t, "key = \"LSL-D\"") - 1)});
+  expect_refused(edit_lab(good, "LSL-D", "key = \"LSL-D\"", "key = \"lsl-d\""), {"'key' must be LSL-"});
+  // An unavailable lab without a reason, or with a run; an available one with a reason.
+  expect_refused(edit_lab(good, "LSL-J", "unavailable_reason = ", "reason = "),
+                 {"lab LSL-J", "missing required field 'unavailable_reason'"});
+  expect_refused(edit_lab(good, "LSL-I", "available = false", "available = false\nfault = \"stale-grad@2\""),
+                 {"lab LSL-I", "'fault' does not belong to an unavailable lab"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nunavailable_reason = \"x\""),
+                 {"lab LSL-D", "'unavailable_reason' does not belong to an available lab"});
+  // A pointer to no runnable lab; empty texts; an implausible rank count.
+  expect_refused(edit_lab(good, "LSL-J", "closest = [\"LSL-K\"]", "closest = [\"LSL-Z\"]"),
+                 {"lab LSL-J", "'closest' names 'LSL-Z'"});
+  expect_refused(edit_lab(good, "LSL-J", "closest = [\"LSL-K\"]", "closest = [\"LSL-I\"]"),
+                 {"lab LSL-J", "'closest' names 'LSL-I'"});
+  expect_refused(edit_lab(good, "LSL-D", "title = \"Data parallelism\"", "title = \"\""),
+                 {"lab LSL-D", "'title' is empty"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 0"), {"lab LSL-D", "'world' is 0"});
+  // Not this format, not this version, not TOML.
+  expect_refused(std::string(good).replace(good.find("version = 1"), 11, "version = 2"),
+                 {"'version' is 2; this build reads version 1"});
+  expect_refused(std::string(good).replace(good.find("shardproof-labs"), 15, "shardproof-lab"),
+                 {"'format' is 'shardproof-lab'"});
+  expect_refused("format = \"shardproof-labs\"\nversion = 1\n[[lab]\n", {":3:"});
+  expect_refused("format = \"shardproof-labs\"\nversion = 1\nevaluation = \"e\"\ncommon_limits = [\"c\"]\n",
+                 {"missing required field 'lab'"});
+}
+
+TEST(LabCatalogueFile, MissingFileIsNotFound) {
+  const sp::test::TempDir dir;
+  Result<LabCatalogue> c = load_lab_catalogue(dir.file("catalogue.toml"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(contains(c.status().message(), dir.file("catalogue.toml")));
+}
+
+// `shardproof lab list | show | run` through the real CLI11 wiring: a broken catalogue is exit 2.
+int lab_cli(const std::string& line) { return sp::test::run_command(register_lab, line); }
+
+TEST(LabCli, BrokenCatalogueIsAUsageError) {
+  const sp::test::TempDir tree;  // a source root whose catalogue is broken
+  ASSERT_TRUE(make_directories(tree.file("configs/labs")).ok());
+  ASSERT_TRUE(write_file(tree.file("configs/labs/catalogue.toml"),
+                         edit_lab(catalogue_text(), "LSL-D", "world = 2", "world = \"2\""))
+                  .ok());
+  EXPECT_EQ(lab_cli("lab list --root " + tree.path()), 2);
+  EXPECT_EQ(lab_cli("lab show LSL-K --root " + tree.path()), 2);
+  EXPECT_EQ(lab_cli("lab run LSL-K --out " + tree.file("out") + " --root " + tree.path()), 2);
+  EXPECT_FALSE(path_exists(tree.file("out")));
+  EXPECT_EQ(lab_cli("lab list --root " + tree.file("nowhere")), 2);
+  // The source tree's catalogue: list and show succeed, an unknown key and an unavailable lab exit 2.
+  EXPECT_EQ(lab_cli("lab list --root " + root()), 0);
+  EXPECT_EQ(lab_cli("lab show LSL-K --root " + root()), 0);
+  EXPECT_EQ(lab_cli("lab show LSL-Z --root " + root()), 2);
+  EXPECT_EQ(lab_cli("lab run LSL-J --out " + tree.file("j") + " --root " + root()), 2);
 }
 
 }  // namespace

@@ -6,13 +6,11 @@
 // a hang, and never an allocation out of proportion to the image: this binary replaces operator new to
 // measure that. Deterministic (Philox, iteration i uses lane i); runs in the ASan/UBSan build too.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -22,6 +20,7 @@
 #include "ckpt/safetensors.h"
 #include "core/file_io.h"
 #include "core/rng.h"
+#include "temp_dir.h"
 
 // ----------------------------------------------------------------- allocation meter (whole binary)
 
@@ -60,8 +59,6 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); 
 
 namespace sp::ckpt {
 namespace {
-
-namespace fs = std::filesystem;
 
 // ~0.7 s in the release build, a few seconds under ASan; SP_FUZZ_ITERATIONS=N runs a longer soak.
 constexpr uint64_t kDefaultIterations = 40000;
@@ -125,10 +122,7 @@ std::vector<std::string> seed_images() {
     w.set_metadata("ünï", "✓");
     seeds.push_back(w.to_bytes());
   }
-  const char* dir = std::getenv("SP_SOURCE_DIR");
-  const std::string ref =
-      std::string(dir ? dir : fs::path(__FILE__).parent_path().parent_path().parent_path().string()) +
-      "/tests/fixtures/safetensors/reference.safetensors";
+  const std::string ref = sp::test::source_dir() + "/tests/fixtures/safetensors/reference.safetensors";
   if (Result<std::string> r = read_file(ref); r.ok()) seeds.push_back(*r);
   return seeds;
 }
@@ -476,7 +470,8 @@ TEST(SafetensorsFuzz, SeededMutationCorpus) {
   ASSERT_GE(seeds.size(), 4u);
   for (const std::string& s : seeds) ASSERT_TRUE(SafetensorsReader::from_bytes(s).ok());
   const PhiloxKey key = philox_key(20240601, "safetensors_fuzz");
-  const std::string path = (fs::temp_directory_path() / ("sp_safetensors_fuzz." + std::to_string(::getpid()))).string();
+  const sp::test::TempDir tmp;
+  const std::string path = tmp.file("image.safetensors");
   const char* env_iterations = std::getenv("SP_FUZZ_ITERATIONS");
   const uint64_t iterations = env_iterations ? std::strtoull(env_iterations, nullptr, 10) : kDefaultIterations;
   uint64_t accepted = 0, rejected = 0;
@@ -525,8 +520,6 @@ TEST(SafetensorsFuzz, SeededMutationCorpus) {
       if (HasFatalFailure()) return;
     }
   }
-  std::error_code ec;
-  fs::remove(path, ec);
   // The corpus must exercise both outcomes and reach every rule, or the mutators have gone blind.
   EXPECT_GT(accepted, iterations / 50);
   EXPECT_GT(rejected, iterations / 2);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/file_io.h"
+#include "temp_dir.h"
 
 namespace sp::ckpt {
 namespace {
@@ -52,26 +53,8 @@ void expect_corrupt(const std::string& bytes, std::initializer_list<std::string_
     EXPECT_NE(r.status().message().find(f), std::string::npos) << "no '" << f << "' in: " << r.status().message();
 }
 
-std::string source_dir() {
-  if (const char* env = std::getenv("SP_SOURCE_DIR")) return env;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("sp_safetensors_test." + std::to_string(::getpid()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using sp::test::source_dir;
+using sp::test::TempDir;
 
 // ------------------------------------------------------------------------------------------ round trips
 

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/command.h"
+#include "cli_run.h"
 #include "comm/topology.h"
 #include "comm/trace_writer.h"
 #include "comm/traced_communicator.h"
@@ -22,6 +23,7 @@
 #include "core/file_io.h"
 #include "evidence/trace_check.h"
 #include "evidence/trace_chrome.h"
+#include "temp_dir.h"
 
 namespace sp::cli {
 void register_trace(CLI::App& app, CommandResult& result);  // cmd_trace.cc (command.h lists it once merged)
@@ -90,20 +92,7 @@ class FakeComm final : public Communicator {
   std::vector<int> members_;
 };
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = (fs::temp_directory_path() / fmt::format("sp_trace_test_{}_{}", ::getpid(), counter++)).string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using sp::test::TempDir;
 
 std::unique_ptr<comm::TracedCommunicator> traced(const std::string& name, int rank, std::vector<int> members,
                                                  const TraceContext& ctx, comm::TraceWriter* writer) {
@@ -447,17 +436,10 @@ TEST(TraceCheck, UsageErrorsAndCli) {
   EXPECT_EQ(missing.status().exit_code(), 2);
   EXPECT_FALSE(check_trace_dir(dir.path()).ok());  // no trace/
 
-  auto run_cli = [](std::vector<std::string> args) {
-    CLI::App app;
-    cli::CommandResult result;
-    cli::register_trace(app, result);
-    std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
-    try {
-      app.parse(args);
-    } catch (const CLI::ParseError& e) {
-      return 2;
-    }
-    return result.exit_code;
+  auto run_cli = [](const std::vector<std::string>& args) {
+    std::string line;
+    for (const std::string& a : args) line += (line.empty() ? "" : " ") + a;
+    return sp::test::run_command(cli::register_trace, line);
   };
   EXPECT_EQ(run_cli({"trace", "check", dir.path() + "/nope"}), 2);
   EXPECT_EQ(run_cli({"trace", "check"}), 2);

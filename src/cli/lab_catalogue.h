@@ -1,0 +1,56 @@
+// The lab catalogue as data: configs/labs/catalogue.toml (format: docs/formats/labs.md) read into
+// `Lab` records. Strict: an unknown key, a missing or mistyped field, a duplicate lab key, a lab that
+// is unavailable without a reason, or a `closest` that names no runnable lab is an error naming the
+// file, the line, the lab and the field (exit 2 from `lab list` / `lab show` / `lab run`).
+// Not the labs' meaning: whether a lab's run and fault are valid is labs.h (validate_lab), checked by
+// tests/unit/labs_test.cc for every lab of the file.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace sp::cli {
+
+// One lab: a run (preset + --set overrides), one catalogue fault, and what a learner reads next to the
+// bundle. Unavailable labs (a section this engine cannot demonstrate) have no run, a reason and the
+// closest runnable labs.
+struct Lab {
+  std::string key{};        // "LSL-D"
+  std::string section{};    // "4.2.1"
+  std::string title{};      // "Data parallelism"
+  std::string mechanism{};  // what the section teaches and how this run shows it (one paragraph)
+  std::string preset = "tiny";
+  std::vector<std::string> sets{};                // --set overrides, in order, applied to the preset
+  int world = 0;                                  // ranks: dp·tp·pp of the run (0 when unavailable)
+  std::string fault{};                            // catalogue fault NAME@step:rank (empty when unavailable)
+  std::vector<std::string> observe{};             // which evidence to read and what it shows
+  std::vector<std::string> cannot_extrapolate{};  // lab-specific limits (common_limits hold for all)
+  bool available = true;
+  std::string unavailable_reason{};    // why the section cannot be demonstrated here
+  std::vector<std::string> closest{};  // unavailable labs: the runnable labs nearest to the section
+};
+
+struct LabCatalogue {
+  std::string path{};                        // the file it was read from
+  std::vector<Lab> labs{};                   // in file order (the book's section order, A … O)
+  std::vector<std::string> common_limits{};  // limits that hold for every lab (CPU, one host, fp32, ...)
+  std::string evaluation{};                  // the independent evaluation every lab's gate applies
+
+  // "LSL-D", "lsl-d" or "D". Unknown keys: kNotFound listing every key.
+  Result<const Lab*> find(std::string_view key) const;
+};
+
+// The catalogue file's format name and version (docs/formats/labs.md).
+inline constexpr std::string_view kLabCatalogueFormat = "shardproof-labs";
+inline constexpr int kLabCatalogueVersion = 1;
+
+// `root`/configs/labs/catalogue.toml: the catalogue of a source tree (cli/run_setup.h default_root()).
+std::string lab_catalogue_path(const std::string& root);
+// Reads and validates a catalogue file. Errors are kInvalidArgument (kNotFound for a missing file),
+// each naming the file and, where there is one, the line, the lab and the field, with a hint.
+Result<LabCatalogue> load_lab_catalogue(const std::string& path);
+
+}  // namespace sp::cli
