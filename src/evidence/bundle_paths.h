@@ -25,7 +25,7 @@ namespace sp::evidence {
 inline constexpr int kContractFormatVersion = 1;       // docs/formats/contract.md
 inline constexpr int kCommPredictedFormatVersion = 1;  // docs/formats/comm_predicted.md
 inline constexpr int kLedgerFormatVersion = 1;         // docs/formats/ledger.md
-inline constexpr int kProveFormatVersion = 2;          // docs/formats/prove.md (prove.json; 2: anchors)
+inline constexpr int kProveFormatVersion = 2;          // docs/formats/gate.md (prove.json; 2: anchors)
 inline constexpr int kGateFormatVersion = 1;           // docs/prove.md (gate.json)
 inline constexpr int kStrategyTableFormatVersion = 1;  // docs/compare.md (compare.json)
 inline constexpr int kAnchorsFormatVersion = 1;        // docs/formats/anchors.md
