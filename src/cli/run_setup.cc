@@ -32,6 +32,15 @@ Result<parallel::RunConfig> load_run_config(const std::string& root, const std::
   return parallel::RunConfig::from_json(j);
 }
 
+Status check_input_file(std::string_view flag, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return invalid_argument("{} '{}': no such file", flag, path).with_hint("check the path");
+  if (!std::filesystem::is_regular_file(path, ec))
+    return invalid_argument("{} '{}' is not a regular file", flag, path).with_hint("check the path");
+  return Status();
+}
+
 bool launched_by_mpi() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
          std::getenv("PMIX_RANK") != nullptr;

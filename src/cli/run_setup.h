@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,8 @@ std::string default_root();
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
 Result<parallel::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                             const std::string& config_file, const std::vector<std::string>& sets);
+// An input file named by `flag` must exist and be a regular file: a usage error (exit 2) naming both.
+Status check_input_file(std::string_view flag, const std::string& path);
 // True when this process was started by mpirun/srun (one rank of a job).
 bool launched_by_mpi();
 // Re-executes this binary under `mpirun -np N` with `args` (argv without --np), returns its exit code.

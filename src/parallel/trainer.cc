@@ -132,7 +132,6 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
   run.eval.emplace(std::move(eval).value());
   SP_RETURN_IF_ERROR(run.agree(data::Loader::validate(
       *run.train, {config.train.micro_batch_size, config.train.seq_len, run.plan.micro_batches, config.train.seed})));
-
   run.contract = evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
                                           mpi.library_version(), mpi.world_size()});
   // The proof protocol's stages run under one frozen contract (docs/prove.md).
@@ -217,10 +216,11 @@ Status initialize_or_resume(Run& run, TrainSummary& summary) {
     engine.set_parameters([&](const std::string& name) { return weights->at(name).data(); });
     if (run.rank == 0) log_info("initialized from consolidated weights '{}'", run.opt.init_from);
   }
-  summary.initial_eval_loss = std::nan("");  // a resumed run took it before its checkpoint
-  if (!run.resume.resume) {
-    summary.initial_eval_loss = engine.evaluate(-1);
-    run.write_metrics({{"step", -1}, {"eval_loss", summary.initial_eval_loss}});
+  summary.first_step = summary.steps = run.resume.step;
+  if (!run.resume.resume) {  // a resumed run took it before its checkpoint
+    const double initial = engine.evaluate(-1);
+    if (run.config.train.eval_batches > 0) summary.initial_eval_loss = initial;
+    run.write_metrics({{"step", -1}, {"eval_loss", initial}});
   }
   return Status();
 }
@@ -261,7 +261,7 @@ Status train_loop(Run& run, TrainSummary& summary) {
     if ((config.train.eval_every > 0 && (s + 1) % config.train.eval_every == 0) || s + 1 == steps) {
       const double ev = engine.evaluate(s);
       m["eval_loss"] = ev;
-      summary.final_eval_loss = ev;
+      if (config.train.eval_batches > 0) summary.final_eval_loss = ev;
     }
     run.write_metrics(m);
     summary.final_loss = r.loss;

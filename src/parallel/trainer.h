@@ -38,10 +38,11 @@ struct TrainOptions {
 
 struct TrainSummary {
   double final_loss = 0.0;
-  double final_eval_loss = 0.0;
-  double initial_eval_loss = 0.0;
+  std::optional<double> final_eval_loss;    // the last evaluation of this process; none when none ran
+  std::optional<double> initial_eval_loss;  // before step 0; none after a resume or without an eval set
   double tokens_per_second = 0.0;
-  int64_t steps = 0;
+  int64_t first_step = 0;                   // the resumed checkpoint's step, else 0
+  int64_t steps = 0;                        // steps completed (the run's, counting resumed ones)
 };
 
 Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);
