@@ -323,6 +323,7 @@ double Engine::compute_gradients(const int32_t* tokens) {
   double count = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 1; i <= T; ++i) count += tokens[b * (T + 1) + i] >= 0 ? 1 : 0;
+  SP_CHECK(count > 0, "compute_gradients: the batch has no target token (callers refuse such a batch)");
   grads_->begin_step(0);
   double loss = 0.0;
   PipelineRunner::StepIO io;

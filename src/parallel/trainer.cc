@@ -132,6 +132,17 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
   run.eval.emplace(std::move(eval).value());
   SP_RETURN_IF_ERROR(run.agree(data::Loader::validate(
       *run.train, {config.train.micro_batch_size, config.train.seq_len, run.plan.micro_batches, config.train.seed})));
+  // Every evaluation averages exactly train.eval_batches batches (the traffic and ledger predictions
+  // assume them): a split with fewer, or with no token at all, is refused here, not reported as NaN.
+  if (config.train.eval_batches > 0) {
+    const Status eval_ok = data::EvalSet::validate(*run.eval, config.train.micro_batch_size, config.train.seq_len,
+                                                   config.train.eval_batches);
+    SP_RETURN_IF_ERROR(run.agree(eval_ok.ok() ? eval_ok
+                                              : eval_ok.with_hint(eval_ok.hint() + " (train.eval_batches = " +
+                                                                  std::to_string(config.train.eval_batches) +
+                                                                  "; 0 trains without evaluation)")));
+  }
+
   run.contract = evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
                                           mpi.library_version(), mpi.world_size()});
   // The proof protocol's stages run under one frozen contract (docs/prove.md).
