@@ -23,7 +23,7 @@ namespace sp::evidence {
 
 // Format versions (each file's "format_version"); the format documents say what each version holds.
 inline constexpr int kContractFormatVersion = 1;       // docs/formats/contract.md
-inline constexpr int kCommPredictedFormatVersion = 1;  // docs/formats/comm_predicted.md
+inline constexpr int kCommPredictedFormatVersion = 2;  // docs/formats/comm_predicted.md (2: per step class)
 inline constexpr int kLedgerFormatVersion = 1;         // docs/formats/ledger.md
 inline constexpr int kProveFormatVersion = 1;          // docs/prove.md (prove.json)
 inline constexpr int kGateFormatVersion = 1;           // docs/prove.md (gate.json)

@@ -248,10 +248,11 @@ Status train_loop(Run& run, TrainSummary& summary) {
   const int64_t steps = config.train.steps;
   const int64_t last_step = run.opt.stop_after > 0 ? std::min(run.opt.stop_after, steps) : steps;
   const double tokens_per_step = static_cast<double>(config.train.global_batch * config.train.seq_len);
+  const evidence::StepSchedule schedule = step_schedule(config);  // the rule comm_predicted.json follows
   Stopwatch run_clock;
   double tokens_seen = 0;
   for (int64_t s = first_step; s < last_step; ++s) {
-    const bool take = config.evidence.checksum_every > 0 && s % config.evidence.checksum_every == 0;
+    const bool take = schedule.checksums(s);
     StepResult r = engine.step(s, take);
     tokens_seen += tokens_per_step;
     Stopwatch record_clock;  // step_s includes writing this step's checksum records
@@ -269,7 +270,7 @@ Status train_loop(Run& run, TrainSummary& summary) {
                         {"skipped", r.skipped}, {"step_s", r.seconds}, {"compute_s", r.compute_seconds},
                         {"tokens_per_s", tokens_per_step / r.seconds}};
     if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
-    if ((config.train.eval_every > 0 && (s + 1) % config.train.eval_every == 0) || s + 1 == steps) {
+    if (schedule.eval_after(s)) {
       const double ev = engine.evaluate(s);
       m["eval_loss"] = ev;
       if (config.train.eval_batches > 0) summary.final_eval_loss = ev;
