@@ -28,6 +28,7 @@
 #include "evidence/ledger_report.h"
 #include "parallel/comm_model.h"
 #include "parallel/engine.h"
+#include "parallel/memory_fit.h"
 #include "parallel/plan.h"
 
 namespace sp::parallel {
@@ -331,6 +332,7 @@ Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& o
   Run run(config, opt, std::move(setup), mpi.world_rank());
   SP_RETURN_IF_ERROR(prepare_data(run, mpi));
   if (opt.contract_only) return TrainSummary{};
+  SP_RETURN_IF_ERROR(check_memory_fit(run.plan, run.grid, *run.comms.world));
   SP_RETURN_IF_ERROR(open_evidence(run));
   TrainSummary summary;
   SP_RETURN_IF_ERROR(initialize_or_resume(run, summary));
