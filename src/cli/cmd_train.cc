@@ -38,6 +38,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     bool quiet = false;
     // Checkpoints (docs/checkpoints.md).
     std::string resume = "auto", init_from;
+    bool overwrite = false;
     std::vector<std::string> faults;
     bool fallback_previous = false;
     int64_t stop_after = 0;
@@ -64,6 +65,8 @@ void register_train(CLI::App& app, CommandResult& result) {
                   "auto: resume from the run directory's newest checkpoint if there is one; required: refuse to "
                   "start without one; never: refuse to start if the directory holds checkpoints")
       ->check(CLI::IsMember({"auto", "required", "never"}));
+  cmd->add_flag("--overwrite", o->overwrite,
+                "Clear --out first if it holds another run (never a sealed proof bundle; docs/checkpoints.md)");
   cmd->add_flag("--fallback-previous", o->fallback_previous,
                 "If the newest checkpoint is damaged, resume from the previous good one (saying so)");
   cmd->add_option("--stop-after", o->stop_after, "Stop after this many steps, as an interrupted run would")
@@ -78,6 +81,11 @@ void register_train(CLI::App& app, CommandResult& result) {
                   "evidence settings; docs/prove.md)");
   cmd->add_flag("--contract-only", o->contract_only, "Prepare the data, write contract.json to --out and stop");
   cmd->callback([o, &result, cmd] {
+    if (o->overwrite && o->resume == "required") {
+      result.exit_code = report_status(invalid_argument("--overwrite clears --out, --resume required continues it")
+                                           .with_hint("pass one of them"));
+      return;
+    }
     if (o->np > 0 && !launched_by_mpi()) {
       std::vector<std::string> args = {"train"};
       for (const auto& opt : cmd->get_options()) {
@@ -99,6 +107,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     comm::MpiScope mpi(nullptr, nullptr);
     parallel::TrainOptions topt;
     topt.out_dir = o->out;
+    topt.overwrite = o->overwrite;
     topt.root_dir = root;
     topt.cache_dir = o->cache;
     topt.progress = !o->quiet;

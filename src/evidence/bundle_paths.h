@@ -41,6 +41,7 @@ inline constexpr std::string_view kActivationsDir = "activations";
 inline constexpr std::string_view kTopologyFile = comm::kTopologyFileName;
 inline constexpr std::string_view kTraceDir = comm::kTraceDirName;
 inline constexpr std::string_view kCheckpointsDir = ckpt::kCheckpointsDir;
+inline constexpr std::string_view kSegmentsDir = ckpt::kSegmentsDir;
 
 // "rank-00003.jsonl": a per-rank file inside trace/, timeline/ or activations/; and its parser.
 std::string rank_file_name(int world_rank);

@@ -14,6 +14,7 @@
 #include "comm/traced_communicator.h"
 #include "comm/watchdog.h"
 #include "core/check.h"
+#include "core/dir_lock.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "core/log.h"
@@ -26,6 +27,7 @@
 #include "evidence/contract.h"
 #include "evidence/ledger_model.h"
 #include "evidence/ledger_report.h"
+#include "evidence/run_dir.h"
 #include "parallel/comm_model.h"
 #include "parallel/engine.h"
 #include "parallel/memory_fit.h"
@@ -68,6 +70,7 @@ struct Run {
   const Plan plan;
   const comm::ProcessGrid grid;
   const int rank;
+  DirectoryLock dir_lock;  // rank 0: the output directory is this run's until it ends (evidence/run_dir.h)
   // 2. prepare_data
   std::optional<data::TokenDataset> train, eval;
   nlohmann::json contract;
@@ -111,7 +114,16 @@ Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt
 Status prepare_data(Run& run, comm::MpiScope& mpi) {
   const RunConfig& config = run.config;
   run.comms = comm::make_grid_communicators(run.grid);
-  SP_RETURN_IF_ERROR(run.on_rank0([&] { return make_directories(run.opt.out_dir); }));
+  // Nothing is written before the output directory is claimed: locked, and refused if it holds
+  // another run (or cleared, under --overwrite).
+  SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
+    SP_ASSIGN_OR_RETURN(run.dir_lock,
+                        evidence::claim_run_dir(run.opt.out_dir,
+                                                {.overwrite = run.opt.overwrite,
+                                                 .resume_required = run.opt.resume.mode == ResumeMode::kRequired,
+                                                 .contract_only = run.opt.contract_only}));
+    return Status();
+  }));
   data::PrepareOptions popt;
   popt.sources_file = resolve(run.opt.root_dir, config.data.sources);
   popt.vocab_size = config.data.vocab_size;

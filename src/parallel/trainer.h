@@ -22,6 +22,7 @@ namespace sp::parallel {
 
 struct TrainOptions {
   std::string out_dir;
+  bool overwrite = false;         // --overwrite: clear an --out that holds another run (evidence/run_dir.h)
   std::string root_dir = ".";     // resolves relative data paths
   std::string cache_dir;          // prepared data cache; default <root>/.shardproof-cache
   bool progress = true;           // live progress line on rank 0
