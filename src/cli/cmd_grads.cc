@@ -18,6 +18,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
 #include "parallel/engine.h"
+#include "parallel/memory_fit.h"
 
 namespace sp::cli {
 namespace {
@@ -54,9 +55,6 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
                             "(padding), so the loss would be a mean over nothing",
                             tokens_path)
         .with_hint("give at least one row a real token id after its first position");
-  // The same reader as train --init-from: exactly the model's tensors, exact shapes, finite values.
-  SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_consolidated(weights, mc));
-
   parallel::RunConfig rc;
   rc.model = mc;
   rc.data.vocab_size = mc.vocab_size;
@@ -67,6 +65,10 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
   SP_ASSIGN_OR_RETURN(parallel::Plan plan, parallel::Plan::make(rc, 1));
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
   comm::GridCommunicators comms = comm::make_grid_communicators(grid);
+  // Refused before the weights or the engine are allocated, as train does (parallel/memory_fit.h).
+  SP_RETURN_IF_ERROR(parallel::check_memory_fit(plan, grid, *comms.world));
+  // The same reader as train --init-from: exactly the model's tensors, exact shapes, finite values.
+  SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_consolidated(weights, mc));
   comm::TraceContext trace;
   MemoryLedger ledger;
   ckpt::SafetensorsWriter writer;

@@ -3,15 +3,20 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string_view>
-
-#include "core/file_io.h"
 
 namespace sp {
 
 Result<int64_t> available_memory_bytes() {
   constexpr const char* kPath = "/proc/meminfo";
-  SP_ASSIGN_OR_RETURN(const std::string text, read_file(kPath, 1 << 20));
+  // procfs files report size 0: read to the end instead of by size.
+  std::ifstream in(kPath);
+  if (!in) return not_found("cannot open '{}'", kPath);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
   const size_t at = text.find("MemAvailable:");
   if (at == std::string::npos) return not_found("'{}' has no MemAvailable line", kPath);
   const char* p = text.c_str() + at + std::string_view("MemAvailable:").size();
