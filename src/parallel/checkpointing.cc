@@ -297,6 +297,7 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
   if (engine.saves_state()) req.spans = spans_of(engine);
   req.keep_last = options.keep_last;
   req.fault = options.fault;
+  req.precondition = options.precondition;
   if (rank == 0) {
     req.manifest.contract = contract;
     req.manifest.contract_hash = contract.value("hash", std::string());

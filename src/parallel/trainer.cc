@@ -90,6 +90,16 @@ struct Run {
   std::unique_ptr<Engine> engine;
 
   Status agree(const Status& local) { return comm::agree(*comms.world, local); }
+  // The first write error of this rank's evidence files (each writer keeps its own, naming its file).
+  // Every file that failed is named.
+  Status evidence_status() const {
+    Status out;
+    for (const Status& s : {trace_writer ? trace_writer->status() : Status(), timeline ? timeline->status() : Status(),
+                            checksums ? checksums->status() : Status(), metrics ? metrics->status() : Status(),
+                            activations ? activations->status() : Status()})
+      if (!s.ok()) out = out.ok() ? s : Status(out.code(), out.message() + "; " + s.message());
+    return out;
+  }
   Status on_rank0(const std::function<Status()>& f) { return agree(rank == 0 ? f() : Status()); }
   void write_metrics(const nlohmann::json& record) {
     if (!metrics) return;
@@ -304,6 +314,11 @@ Status train_loop(Run& run, TrainSummary& summary) {
     if (!r.finite && config.evidence.stop_on_divergence)
       return failed_precondition("step {}: non-finite gradients (norm {}); no update was applied", s, r.grad_norm);
     if (config.evidence.checkpoint_every > 0 && (s + 1) % config.evidence.checkpoint_every == 0) {
+      // A checkpoint records the evidence files' prefixes: never commit one over incomplete evidence.
+      if (Status e = run.evidence_status(); !e.ok())
+        ckpt_options.precondition =
+            Status(e.code(), "not saved (LATEST is unchanged): evidence incomplete: " + e.message(),
+                   "free space or fix the file system, then resume from the last checkpoint");
       SP_ASSIGN_OR_RETURN(const ckpt::SaveOutcome saved, save_checkpoint(engine, *run.comms.world, run.trace,
                                                                          run.opt.out_dir, s + 1, run.contract,
                                                                          ckpt_options));
@@ -318,23 +333,35 @@ Status train_loop(Run& run, TrainSummary& summary) {
 }
 
 // 6. Finish: the memory ledger (measured on every rank while everything is live, against the
-//    prediction), then every evidence file closed and checked: a run whose evidence is incomplete fails.
+//    prediction), then every evidence file closed and checked: a run whose evidence is incomplete
+//    fails, naming the file. Every failure is reported, the training loop's first, then the evidence
+//    files' (the first that failed on the lowest rank), then the ledger's.
 Status finish(Run& run, const Status& loop) {
   nlohmann::json mine =
       evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
   mine["rank"] = run.rank;
   mine["coords"] = run.grid.coords_of(run.rank).to_string();
-  SP_RETURN_IF_ERROR(
-      evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb, run.opt.out_dir));
+  const Status ledger =
+      evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb, run.opt.out_dir);
   run.engine.reset();
-  Status files;
   for (Status s : {run.timeline->close(), run.checksums ? run.checksums->close() : Status(),
-                   run.metrics ? run.metrics->close() : Status(),
-                   run.trace_writer ? run.trace_writer->status() : Status()})
-    if (files.ok()) files = s;
-  SP_RETURN_IF_ERROR(run.agree(files));
-  if (run.activations) SP_RETURN_IF_ERROR(run.agree(run.activations->close()));
-  return loop;
+                   run.metrics ? run.metrics->close() : Status(), run.activations ? run.activations->close() : Status()})
+    (void)s;  // each writer keeps its first error (a failed close included): evidence_status() has them all
+  Status files = run.evidence_status();
+  files = run.agree(files.ok() ? files : Status(files.code(), "evidence incomplete: " + files.message(),
+                                                "free space or fix the file system and train again (a run with a "
+                                                "checkpoint resumes from it)"));
+  std::vector<Status> failed;
+  for (const Status* s : std::initializer_list<const Status*>{&loop, &files, &ledger}) {
+    bool said = false;  // the loop's error may already carry the evidence files' (a refused checkpoint)
+    const std::string_view what = std::string_view(s->message()).substr(s->message().find(':') + 1);
+    for (const Status& f : failed) said = said || f.message().find(what) != std::string::npos;
+    if (!s->ok() && !said) failed.push_back(*s);
+  }
+  if (failed.empty()) return Status();
+  std::string message = failed.front().message();
+  for (size_t i = 1; i < failed.size(); ++i) message += "\n  also: " + failed[i].message();
+  return Status(failed.front().code(), message, failed.front().hint());
 }
 
 }  // namespace
