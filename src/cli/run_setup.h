@@ -25,8 +25,11 @@ Status check_input_file(std::string_view flag, const std::string& path);
 bool launched_by_mpi();
 // Re-executes this binary under `mpirun -np N` with `args` (argv without --np), returns its exit code.
 int relaunch_with_mpirun(int np, const std::vector<std::string>& args);
-// The same with stdout and stderr appended to `log_path` (empty: inherited). A job that ended on a
-// signal returns 128 + the signal number.
+// The same with stdout and stderr written to `log_path` (empty: inherited). A job that ended on a
+// signal returns 128 + the signal number. mpirun runs in its own process group without terminal
+// input; SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to that group (mpirun then
+// ends its ranks), and after the job has ended this process dies of the same signal. If this process
+// is killed outright (SIGKILL), mpirun receives SIGTERM (PR_SET_PDEATHSIG).
 int run_with_mpirun(int np, const std::vector<std::string>& args, const std::string& log_path);
 
 }  // namespace sp::cli
