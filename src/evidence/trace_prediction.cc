@@ -117,9 +117,14 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
     }
     const int64_t steps_after = std::max<int64_t>(0, run_steps - 1 - std::max<int64_t>(last_step, -1));
     if (unreached > 0 || steps_after > 0)
-      report.warnings.push_back(fmt::format("rank {}: the trace ends in step {}; {} predicted cells of that step and "
-                                            "the {} steps after it were never reached and are not compared",
-                                            rt.world_rank, last_step, unreached, steps_after));
+      report.warnings.push_back(fmt::format(
+          "rank {}: the trace ends in step {} of {}; {}{}{}{} never reached and not compared", rt.world_rank, last_step,
+          run_steps, steps_after > 1   ? fmt::format("the {} steps after it", steps_after)
+                    : steps_after == 1 ? std::string("the step after it")
+                                       : std::string(),
+          unreached > 0 && steps_after > 0 ? " and " : "",
+          unreached > 0 ? fmt::format("{} predicted cells of that step", unreached) : "",
+          unreached + steps_after > 1 ? " were" : " was"));  // "…; the 3 steps after it were never reached …"
   }
   std::stable_sort(report.prediction_mismatches.begin(), report.prediction_mismatches.end(),
                    [](const TraceMismatch& a, const TraceMismatch& b) {
