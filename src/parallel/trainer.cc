@@ -198,13 +198,13 @@ Status open_evidence(Run& run) {
                                                     run.watchdog.get());
 
   SP_RETURN_IF_ERROR(comm::write_topology(*run.comms.world, run.grid, out));
-  if (run.rank == 0) {
-    // The communication every rank must issue, predicted from the plan (comm_model.h); `trace check`
-    // and the gate compare the traces with it.
+  // The communication every rank must issue, predicted from the plan (comm_model.h); `trace check`
+  // and the gate compare the traces with it. Rank 0's write errors reach every rank (no peer waits).
+  SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
     SP_RETURN_IF_ERROR(
         write_file_atomic(run.paths.comm_predicted(), predict_run_traffic(run.plan, run.grid).dump() + "\n"));
-    SP_RETURN_IF_ERROR(write_file_atomic(run.paths.contract(), run.contract.dump(2) + "\n"));
-  }
+    return write_file_atomic(run.paths.contract(), run.contract.dump(2) + "\n");
+  }));
 
   auto timeline = Timeline::open(out, run.rank);
   SP_RETURN_IF_ERROR(run.agree(timeline.status()));
