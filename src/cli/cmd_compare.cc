@@ -22,6 +22,7 @@
 #include "core/timer.h"
 #include "evidence/bubble.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/run_dir.h"
 #include "evidence/strategy_table.h"
 #include "parallel/plan.h"
 #include "proof/equivalence.h"
@@ -56,12 +57,12 @@ std::string log_summary(const std::string& log_path) {
   return s;
 }
 
-// DIR/<label> must be absent, empty or an earlier run's bundle (holds contract.json) to be replaced.
+// DIR/<label> must be absent, empty or an earlier run's (only files a run writes, no seal) to be replaced.
 Status prepare_run_dir(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return Status();
-  if (!fs::is_directory(dir, ec)) return invalid_argument("'{}' exists and is not a directory", dir);
-  if (!fs::is_empty(dir, ec) && !fs::exists(dir + "/contract.json", ec) && !fs::exists(dir + "/metrics.jsonl", ec))
+  SP_ASSIGN_OR_RETURN(const evidence::RunDirContents c, evidence::inspect_run_dir(dir));
+  if (!c.foreign.empty() || c.seal)
     return invalid_argument("'{}' exists and is not a shardproof run directory; compare will not replace it", dir)
         .with_hint("choose another --out or remove the directory");
   fs::remove_all(dir, ec);

@@ -23,7 +23,7 @@ namespace sp::evidence {
 
 // Format versions (each file's "format_version"); the format documents say what each version holds.
 inline constexpr int kContractFormatVersion = 1;       // docs/formats/contract.md
-inline constexpr int kCommPredictedFormatVersion = 1;  // docs/formats/comm_predicted.md
+inline constexpr int kCommPredictedFormatVersion = 2;  // docs/formats/comm_predicted.md (2: per step class)
 inline constexpr int kLedgerFormatVersion = 1;         // docs/formats/ledger.md
 inline constexpr int kProveFormatVersion = 2;          // docs/formats/gate.md (prove.json; 2: anchors)
 inline constexpr int kGateFormatVersion = 1;           // docs/prove.md (gate.json)
@@ -43,6 +43,7 @@ inline constexpr std::string_view kAnchorsFile = "anchors.json";  // an anchored
 inline constexpr std::string_view kTopologyFile = comm::kTopologyFileName;
 inline constexpr std::string_view kTraceDir = comm::kTraceDirName;
 inline constexpr std::string_view kCheckpointsDir = ckpt::kCheckpointsDir;
+inline constexpr std::string_view kSegmentsDir = ckpt::kSegmentsDir;
 
 // "rank-00003.jsonl": a per-rank file inside trace/, timeline/ or activations/; and its parser.
 std::string rank_file_name(int world_rank);

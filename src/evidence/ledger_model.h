@@ -52,7 +52,12 @@ struct LedgerPrediction {
   std::map<std::string, MemoryLedger::Entry> entries;
 };
 
+// O(1) in in.steps: the first steps are replayed event by event until the state repeats (no live
+// byte, peak, pool or buffer changes in a step, with or without an evaluation after it); the rest only
+// repeat allocation counts, added in closed form. Equal to predict_ledger_step_by_step, its naive twin.
 LedgerPrediction predict_ledger(const LedgerModelInput& in);
+// Every step replayed (O(steps)): the oracle of predict_ledger in tests.
+LedgerPrediction predict_ledger_step_by_step(const LedgerModelInput& in);
 
 // The per-rank comparison document: for total, each category and each name: measured live/peak,
 // predicted live/peak, equal (bool); and `equal` overall.

@@ -122,37 +122,39 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   return x.out;
 }
 
+evidence::StepSchedule step_schedule(const RunConfig& config) {
+  return {.steps = config.train.steps,
+          .checksum_every = config.evidence.checksum_every,
+          .eval_every = config.train.eval_every};
+}
+
 namespace {
 
-nlohmann::json predict_run_traffic_for_rank(const Plan& plan, const comm::ProcessGrid& grid, int rank) {
-  const RunConfig& rc = plan.config;
-  nlohmann::json steps = nlohmann::json::object();
-  auto put = [&](int64_t s, const StepTraffic& t) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& [key, v] : t) j[key.first][key.second] = {{"ops", v.ops}, {"bytes", v.bytes}};
-    steps[std::to_string(s)] = j;
-  };
-  // Step −1: the evaluation before training only.
-  {
-    StepTraffic before = predict_step_traffic(plan, grid, rank, false, true);
-    StepTraffic only_eval;
-    for (const auto& [k, v] : before)
-      if (k.second == "eval") only_eval[k] = v;
-    put(-1, only_eval);
-  }
-  for (int64_t s = 0; s < rc.train.steps; ++s) {
-    const bool checks = rc.evidence.checksum_every > 0 && s % rc.evidence.checksum_every == 0;
-    const bool eval = (rc.train.eval_every > 0 && (s + 1) % rc.train.eval_every == 0) || s + 1 == rc.train.steps;
-    put(s, predict_step_traffic(plan, grid, rank, checks, eval));
-  }
-  return {{"rank", rank}, {"steps", steps}};
+nlohmann::json to_json(const StepTraffic& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, v] : t) j[key.first][key.second] = {{"ops", v.ops}, {"bytes", v.bytes}};
+  return j;
 }
 
 }  // namespace
 
 nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& grid) {
-  nlohmann::json doc = {{"format_version", evidence::kCommPredictedFormatVersion}, {"ranks", nlohmann::json::array()}};
-  for (int r = 0; r < grid.world_size(); ++r) doc["ranks"].push_back(predict_run_traffic_for_rank(plan, grid, r));
+  nlohmann::json doc = {{"format_version", evidence::kCommPredictedFormatVersion},
+                        {"schedule", step_schedule(plan.config).to_json()},
+                        {"ranks", nlohmann::json::array()}};
+  for (int r = 0; r < grid.world_size(); ++r) {
+    nlohmann::json classes = nlohmann::json::object();
+    // Step −1: the evaluation before training only.
+    StepTraffic initial;
+    for (const auto& [k, v] : predict_step_traffic(plan, grid, r, false, true))
+      if (k.second == "eval") initial[k] = v;
+    classes[std::string(evidence::kInitialEvalClass)] = to_json(initial);
+    for (const bool checks : {false, true})
+      for (const bool eval : {false, true})
+        classes[std::string(evidence::step_class_name(checks, eval))] =
+            to_json(predict_step_traffic(plan, grid, r, checks, eval));
+    doc["ranks"].push_back({{"rank", r}, {"classes", std::move(classes)}});
+  }
   return doc;
 }
 

@@ -7,6 +7,7 @@
 #include "core/timer.h"
 #include "kernels/clip.h"
 #include "kernels/matmul.h"
+#include "parallel/memory_fit.h"
 
 namespace sp::parallel {
 
@@ -230,27 +231,7 @@ std::vector<PipeAction> Engine::eval_actions(int64_t batches) const {
 }
 
 evidence::LedgerModelInput Engine::ledger_input() const {
-  const RunConfig& c = plan_.config;
-  evidence::LedgerModelInput in;
-  in.model = c.model;
-  in.dp = c.parallel.dp;
-  in.tp = c.parallel.tp;
-  in.pp = c.parallel.pp;
-  in.dp_rank = coords_.dp;
-  in.tp_rank = coords_.tp;
-  in.zero = c.parallel.zero;
-  in.deterministic = c.parallel.reduction == Reduction::kDeterministic;
-  in.micro_batch_size = c.train.micro_batch_size;
-  in.seq_len = c.train.seq_len;
-  in.recompute = c.train.recompute;
-  for (const ChunkPlacement& p : placements_) in.chunks.push_back({p.layer_begin, p.layer_end, p.first, p.last});
-  for (const PipeAction& a : actions_) in.train_actions.push_back({a.forward, a.virtual_stage, a.micro_batch});
-  in.local_micro_batches = plan_.local_micro_batches;
-  for (const PipeAction& a : eval_actions(static_cast<int64_t>(eval_batches_of_this_rank().size())))
-    in.eval_actions.push_back({a.forward, a.virtual_stage, a.micro_batch});
-  in.steps = c.train.steps;
-  in.eval_every = c.train.eval_every;
-  return in;
+  return ledger_model_input(plan_, coords_, eval_set_.has_value() ? eval_set_->batches() : 0);
 }
 
 double Engine::evaluate(int64_t s) {
@@ -323,6 +304,7 @@ double Engine::compute_gradients(const int32_t* tokens) {
   double count = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 1; i <= T; ++i) count += tokens[b * (T + 1) + i] >= 0 ? 1 : 0;
+  SP_CHECK(count > 0, "compute_gradients: the batch has no target token (callers refuse such a batch)");
   grads_->begin_step(0);
   double loss = 0.0;
   PipelineRunner::StepIO io;
