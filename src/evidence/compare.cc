@@ -79,7 +79,8 @@ double num(const nlohmann::json& r, const char* k) {
 }
 }  // namespace
 
-Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const Tolerances& tol) {
+Result<std::vector<RecordDifference>> checksum_differences(const std::string& run, const std::string& reference,
+                                                           const Tolerances& tol) {
   SP_ASSIGN_OR_RETURN(auto got, read_jsonl(run));
   SP_ASSIGN_OR_RETURN(auto want, read_jsonl(reference));
   std::map<Key, const nlohmann::json*> ref;
@@ -88,9 +89,8 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
     SP_RETURN_IF_ERROR(key_of(r, reference, k));
     ref[k] = &r;
   }
-  Comparison c;
+  std::vector<RecordDifference> out;
   int64_t first_step = -1;
-  std::map<int64_t, int64_t> per_step;
   for (const auto& r : got) {
     Key k;
     SP_RETURN_IF_ERROR(key_of(r, run, k));
@@ -99,7 +99,6 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
     const nlohmann::json& w = *it->second;
     const auto& [step, phase, tensor] = k;
     if (first_step < 0) first_step = step;
-    ++c.records;
     Divergence d;
     d.step = step;
     d.phase = phase;
@@ -123,17 +122,31 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
     d.abs_l2 = std::abs(d.got_l2 - d.want_l2);
     d.rel_l2 = d.abs_l2 / std::max(std::abs(d.want_l2), 1e-30);
     const bool finite_ok = r.value("finite", true) == w.value("finite", true) && std::isfinite(d.rel_l2);
-    if (bitwise) {
+    const bool within = bitwise || (finite_ok && d.rel_l2 <= d.tolerance);
+    out.push_back({.diff = std::move(d), .bitwise = bitwise, .within = within});
+  }
+  return out;
+}
+
+Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const Tolerances& tol) {
+  SP_ASSIGN_OR_RETURN(const std::vector<RecordDifference> records, checksum_differences(run, reference, tol));
+  Comparison c;
+  const int64_t first_step = records.empty() ? -1 : records.front().diff.step;
+  std::map<int64_t, int64_t> per_step;
+  for (const RecordDifference& rd : records) {
+    const Divergence& d = rd.diff;
+    ++c.records;
+    if (rd.bitwise) {
       ++c.bitwise_records;
       continue;
     }
     if (c.first_mismatch.empty()) c.first_mismatch.push_back(d);
-    double& mx = phase == "loss" ? c.max_rel_loss
-                 : phase == "param" ? c.max_rel_param
-                 : step == first_step ? c.max_rel_grad_first : c.max_rel_grad_later;
+    double& mx = d.phase == "loss" ? c.max_rel_loss
+                 : d.phase == "param" ? c.max_rel_param
+                 : d.step == first_step ? c.max_rel_grad_first : c.max_rel_grad_later;
     mx = std::max(mx, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
-    if (!finite_ok || d.rel_l2 > d.tolerance) {
-      ++per_step[step];
+    if (!rd.within) {
+      ++per_step[d.step];
       if (c.divergence.empty()) c.divergence.push_back(d);
     }
   }

@@ -57,4 +57,16 @@ Result<std::vector<nlohmann::json>> read_jsonl(const std::string& path);
 // Compares `run` against `reference` (both checksums.jsonl paths).
 Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const Tolerances& tol = {});
 
+// One aligned record of that comparison: its difference (rel_l2 against `tolerance`), whether it is
+// bit-identical and whether it stays in class (finite like the reference, rel_l2 ≤ tolerance).
+struct RecordDifference {
+  Divergence diff;
+  bool bitwise = false;
+  bool within = false;
+};
+// Every record `compare_checksums` aligns, in `run`'s file order (the per-tensor error series of the
+// report's divergence view); compare_checksums summarizes exactly these.
+Result<std::vector<RecordDifference>> checksum_differences(const std::string& run, const std::string& reference,
+                                                           const Tolerances& tol = {});
+
 }  // namespace sp::evidence

@@ -77,6 +77,11 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
         for (const auto& [phase, v] : phases.items()) {
           if (!compared_phase(phase)) continue;
           want[{step, phase_order(phase), group, phase}] = {v.value("ops", int64_t{0}), v.value("bytes", int64_t{0})};
+          if (const auto p = comm::phase_from_name(phase)) {
+            Traffic& sum = report.predicted_traffic[{group, step, *p}];
+            sum.ops += v.value("ops", int64_t{0});
+            sum.bytes += v.value("bytes", int64_t{0});
+          }
         }
     }
     std::map<Cell, std::pair<Count, Count>> cells;  // traced, predicted
