@@ -23,6 +23,8 @@
 #include "evidence/bubble.h"
 #include "evidence/strategy_table.h"
 #include "parallel/plan.h"
+#include "report/render.h"
+#include "report/report_data.h"
 
 namespace sp::cli {
 namespace {
@@ -141,6 +143,7 @@ int run_compare(const CompareOpts& o) {
   const std::string title = o.config.empty() ? fmt::format("shardproof compare: preset {}", o.preset.empty() ? "tiny" : o.preset)
                                               : fmt::format("shardproof compare: {} ({})", o.config, base->name);
   std::string md = evidence::strategy_table_markdown(rows, title);
+  md += "\nCharts of the same: [report.html](report.html) (docs/report.md).\n";
   nlohmann::json j = evidence::strategy_table_json(rows);
   j["preset"] = o.preset;
   j["config_file"] = o.config;
@@ -154,6 +157,8 @@ int run_compare(const CompareOpts& o) {
   std::fprintf(stdout, "\n%s: %s (%s/compare.md, %s/compare.json)\n", all_ok ? "PASS" : "FAIL",
                all_ok ? "every strategy ran, matched dp1 and its predictions" : "see the rows marked FAIL or ERROR",
                o.out.c_str(), o.out.c_str());
+  if (auto r = report::write_report(o.out); r.ok()) std::fprintf(stdout, "report: %s/%s\n", o.out.c_str(), report::kReportFileName);
+  else std::fprintf(stdout, "report: not written: %s\n", r.status().message().c_str());
   return all_ok ? 0 : 1;
 }
 

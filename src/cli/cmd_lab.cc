@@ -54,6 +54,7 @@ int run_lab(const Lab& lab, const LabOptions& o) {
   const int rc = run_prove(p);
   // The lab's point: where to look next (printed with --quiet too; it is not progress output).
   std::string text = "\nwhat to observe in " + o.out + " (shardproof lab show " + lab.key + "):\n";
+  text += "  - report.html: every view below as a chart, each naming its file (docs/report.md)\n";
   for (const std::string& line : lab.observe) text += "  - " + line + "\n";
   print(text);
   return rc;

@@ -20,6 +20,8 @@
 #include "parallel/plan.h"
 #include "parallel/proof.h"
 #include "parallel/trainer.h"
+#include "report/render.h"
+#include "report/report_data.h"
 
 namespace sp::cli {
 namespace fs = std::filesystem;
@@ -168,6 +170,9 @@ class Protocol {
     const std::string title = o_.title.empty() ? "shardproof prove" : o_.title;
     (void)write_file_atomic(o_.out + "/summary.md", verdict->gate.summary_markdown(title, verdict->notes));
     print_verdict(*verdict, o_.out);
+    // The HTML report, derived from the sealed files like summary.md (docs/report.md).
+    if (auto r = report::write_report(o_.out); r.ok()) std::printf("report: %s/%s\n", o_.out.c_str(), report::kReportFileName);
+    else std::printf("report: not written: %s\n", r.status().message().c_str());
     return verdict->gate.passed() ? 0 : 1;
   }
 

@@ -13,6 +13,8 @@
 #include "cli/prove.h"
 #include "evidence/compare.h"
 #include "parallel/proof.h"
+#include "report/render.h"
+#include "report/report_data.h"
 
 namespace sp::cli {
 
@@ -56,6 +58,13 @@ static int verify_bundle(const std::string& dir) {
                 verdict->gate.passed() ? "PASS" : "FAIL");
     return 1;
   }
+  // report.html is derived too (report/render.h): when present, it must show the bundle's data.
+  if (std::error_code ec; std::filesystem::exists(dir + "/" + report::kReportFileName, ec))
+    if (Status s = report::check_report(dir); !s.ok()) {
+      std::printf("verdict: FAIL (report.html does not show this bundle)\n  %s\n  hint: %s\n", s.message().c_str(),
+                  s.hint().c_str());
+      return 1;
+    }
   return verdict->gate.passed() ? 0 : 1;
 }
 

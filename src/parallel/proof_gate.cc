@@ -30,9 +30,9 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kSealFile = "bundle.sha256";
-// Written after the seal, from the sealed files: `verify` derives them again.
+// Written after the seal, from the sealed files: `verify` derives them again (report.html: report/render.h).
 bool derived_file(const std::string& r) {
-  return r == "gate.json" || r == "summary.md" || r == "first_divergence.json";
+  return r == "gate.json" || r == "summary.md" || r == "first_divergence.json" || r == "report.html";
 }
 
 std::string describe(const evidence::Comparison& c) {
