@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from headless import Browser  # noqa: E402
+from headless import CHROMIUM, Browser  # noqa: E402
 
 # The small model of tests/faults/prove_case.py: each protocol (5 mpirun launches) takes seconds.
 SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
@@ -508,6 +508,9 @@ def main():
     if args.case not in cases:
         print("unknown case", args.case)
         sys.exit(2)
+    if not os.access(CHROMIUM, os.X_OK):
+        print(f"FAIL: no Chromium at {CHROMIUM}: install it with scripts/install-deps.sh (Debian package chromium)")
+        sys.exit(1)
     t0 = time.time()
     cases[args.case](args)
     print(f"{args.case}: {len(failures)} failure(s) in {time.time() - t0:.1f} s; screenshots in "
