@@ -157,8 +157,10 @@ int run_compare(const CompareOpts& o) {
   std::fprintf(stdout, "\n%s: %s (%s/compare.md, %s/compare.json)\n", all_ok ? "PASS" : "FAIL",
                all_ok ? "every strategy ran, matched dp1 and its predictions" : "see the rows marked FAIL or ERROR",
                o.out.c_str(), o.out.c_str());
-  if (auto r = report::write_report(o.out); r.ok()) std::fprintf(stdout, "report: %s/%s\n", o.out.c_str(), report::kReportFileName);
-  else std::fprintf(stdout, "report: not written: %s\n", r.status().message().c_str());
+  if (auto r = report::write_report(o.out); r.ok())
+    std::fprintf(stdout, "report: %s/%s\n", o.out.c_str(), report::kReportFileName);
+  else
+    std::fprintf(stdout, "report: not written: %s\n", r.status().message().c_str());
   return all_ok ? 0 : 1;
 }
 

@@ -171,8 +171,10 @@ class Protocol {
     (void)write_file_atomic(o_.out + "/summary.md", verdict->gate.summary_markdown(title, verdict->notes));
     print_verdict(*verdict, o_.out);
     // The HTML report, derived from the sealed files like summary.md (docs/report.md).
-    if (auto r = report::write_report(o_.out); r.ok()) std::printf("report: %s/%s\n", o_.out.c_str(), report::kReportFileName);
-    else std::printf("report: not written: %s\n", r.status().message().c_str());
+    if (auto r = report::write_report(o_.out); r.ok())
+      std::printf("report: %s/%s\n", o_.out.c_str(), report::kReportFileName);
+    else
+      std::printf("report: not written: %s\n", r.status().message().c_str());
     return verdict->gate.passed() ? 0 : 1;
   }
 

@@ -33,9 +33,11 @@ void register_report(CLI::App& app, CommandResult& result) {
     std::string dir, out;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("report", "Write one self-contained HTML report (gate, pipeline, memory, traffic, "
-                                               "divergence, curves, checkpoints) for a bundle (docs/report.md)");
-  cmd->add_option("DIR", o->dir, "A proof bundle (prove --out), a run (train --out) or a compare directory")->required();
+  CLI::App* cmd = app.add_subcommand("report",
+                                     "Write one self-contained HTML report (gate, pipeline, memory, traffic, "
+                                     "divergence, curves, checkpoints) for a bundle (docs/report.md)");
+  cmd->add_option("DIR", o->dir, "A proof bundle (prove --out), a run (train --out) or a compare directory")
+      ->required();
   cmd->add_option("--out", o->out, "The page to write (default: DIR/report.html)");
   cmd->callback([o, &result] { result.exit_code = run_report(o->dir, o->out); });
 }

@@ -29,7 +29,7 @@ nlohmann::json Gate::to_json() const {
 
 std::string Gate::summary_markdown(const std::string& title, const std::vector<std::string>& notes) const {
   std::string s = fmt::format("# {}\n\n**Verdict: {}**\n\n", title, passed() ? "PASS" : "FAIL");
-  s += "Charts of every view: [report.html](report.html) (`shardproof report DIR` writes it again; docs/report.md).\n\n";
+  s += "Charts of every view: [report.html](report.html) (`shardproof report DIR` regenerates it).\n\n";
   s += "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
   for (const Criterion& c : criteria)
     s += fmt::format("| {} | {} | {} | {} | `{}` |\n", c.name,

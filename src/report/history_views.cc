@@ -42,7 +42,8 @@ View curves_view(const std::vector<RunDir>& runs, const json& marks) {
     for (const json& m : *lines) {
       if (!m.contains("step") || !m["step"].is_number_integer()) continue;
       const int64_t s = m["step"].get<int64_t>();
-      if (m.contains("eval_loss") && m["eval_loss"].is_number()) eval.push_back({{"step", s}, {"eval_loss", m["eval_loss"]}});
+      if (m.contains("eval_loss") && m["eval_loss"].is_number())
+        eval.push_back({{"step", s}, {"eval_loss", m["eval_loss"]}});
       if (s < 0 || !m.contains("loss")) continue;
       const size_t i = index++;
       if (stride > 1 && i % stride != 0 && i + 1 != training) continue;
@@ -54,10 +55,17 @@ View curves_view(const std::vector<RunDir>& runs, const json& marks) {
       step_s.push_back(number_or_null(m, "step_s"));
       compute_s.push_back(number_or_null(m, "compute_s"));
     }
-    out.push_back({{"run", run.name}, {"file", run.rel + "metrics.jsonl"}, {"every_kth_step", std::max<size_t>(stride, 1)},
-                   {"step", step}, {"loss", loss},
-                   {"grad_norm", grad_norm}, {"tokens_per_s", tokens}, {"lr", lr}, {"step_s", step_s},
-                   {"compute_s", compute_s}, {"eval", eval}});
+    out.push_back({{"run", run.name},
+                   {"file", run.rel + "metrics.jsonl"},
+                   {"every_kth_step", std::max<size_t>(stride, 1)},
+                   {"step", step},
+                   {"loss", loss},
+                   {"grad_norm", grad_norm},
+                   {"tokens_per_s", tokens},
+                   {"lr", lr},
+                   {"step_s", step_s},
+                   {"compute_s", compute_s},
+                   {"eval", eval}});
   }
   if (!out.empty()) v.data = {{"runs", out}, {"marks", marks}};
   return v;

@@ -29,8 +29,8 @@ std::string unit_of(const std::string& tensor) {
 }
 
 json divergence_json(const evidence::Divergence& d) {
-  return {{"step", d.step}, {"phase", d.phase}, {"tensor", d.tensor}, {"rel", d.rel_l2}, {"tolerance", d.tolerance},
-          {"got", d.got_l2}, {"want", d.want_l2}, {"text", d.to_string()}};
+  return {{"step", d.step},           {"phase", d.phase}, {"tensor", d.tensor}, {"rel", d.rel_l2},
+          {"tolerance", d.tolerance}, {"got", d.got_l2},  {"want", d.want_l2},  {"text", d.to_string()}};
 }
 
 // One run's checksums against the reference's: a row per (phase, tensor) in file order with the
@@ -60,9 +60,9 @@ json error_series(const RunDir& run, const RunDir& ref, View& v) {
 
   struct Row {
     std::string phase, name;
-    std::vector<double> rel;       // −1: no record or not finite
-    std::vector<int64_t> out;      // steps out of class
-    int64_t first_mismatch = -1;   // first step not bitwise equal
+    std::vector<double> rel;      // −1: no record or not finite
+    std::vector<int64_t> out;     // steps out of class
+    int64_t first_mismatch = -1;  // first step not bitwise equal
   };
   std::vector<Row> rows;
   std::map<std::pair<std::string, std::string>, size_t> index;
@@ -87,20 +87,30 @@ json error_series(const RunDir& run, const RunDir& ref, View& v) {
   for (const Row& row : rows) {
     json rel = json::array();
     for (double x : row.rel) rel.push_back(x < 0 ? json(nullptr) : json(x));
-    rows_j.push_back({{"phase", row.phase}, {"name", row.name}, {"rel", rel}, {"out", row.out},
+    rows_j.push_back({{"phase", row.phase},
+                      {"name", row.name},
+                      {"rel", rel},
+                      {"out", row.out},
                       {"first_mismatch", row.first_mismatch < 0 ? json(nullptr) : json(row.first_mismatch)}});
   }
   const char* cls = !all_within ? "divergent" : all_bitwise ? "bitwise-equal" : "within-tolerance";
-  return {{"run", run.name},  {"against", ref.name},  {"file", run.rel + "checksums.jsonl"},
-          {"class", cls},     {"records", diffs->size()}, {"rows_are", by_unit ? "units (max over tensors)" : "tensors"},
-          {"steps", steps},   {"rows", rows_j},        {"first_out_of_class", first_out},
+  return {{"run", run.name},
+          {"against", ref.name},
+          {"file", run.rel + "checksums.jsonl"},
+          {"class", cls},
+          {"records", diffs->size()},
+          {"rows_are", by_unit ? "units (max over tensors)" : "tensors"},
+          {"steps", steps},
+          {"rows", rows_j},
+          {"first_out_of_class", first_out},
           {"first_mismatch", first_mismatch}};
 }
 
 }  // namespace
 
 View gate_view(const Result<parallel::ProofVerdict>& verdict) {
-  View v{.id = "gate", .title = "Gate: every criterion, measured against its threshold",
+  View v{.id = "gate",
+         .title = "Gate: every criterion, measured against its threshold",
          .files = {"prove.json", "contract.json", "bundle.sha256", "reference/", "parallel/", "fault/", "recovery/"}};
   if (!verdict.ok()) {
     v.problems.push_back("the gate cannot be derived: " + verdict.status().message());
@@ -108,8 +118,13 @@ View gate_view(const Result<parallel::ProofVerdict>& verdict) {
   }
   json criteria = json::array();
   for (const evidence::Criterion& c : verdict->gate.criteria)
-    criteria.push_back({{"name", c.name}, {"passed", c.passed}, {"required", c.required}, {"measured", c.measured},
-                        {"threshold", c.threshold}, {"evidence", c.evidence}, {"detail", c.detail}});
+    criteria.push_back({{"name", c.name},
+                        {"passed", c.passed},
+                        {"required", c.required},
+                        {"measured", c.measured},
+                        {"threshold", c.threshold},
+                        {"evidence", c.evidence},
+                        {"detail", c.detail}});
   const parallel::Detection* first = verdict->divergence.earliest();
   v.data = {{"verdict", verdict->gate.passed() ? "PASS" : "FAIL"},
             {"criteria", criteria},
@@ -121,11 +136,14 @@ View gate_view(const Result<parallel::ProofVerdict>& verdict) {
 }
 
 View divergence_view(const std::string& bundle, const json& prove, const Result<parallel::ProofVerdict>& verdict) {
-  View v{.id = "divergence", .title = "Divergence: the fault run against the reference, per tensor and step",
+  View v{.id = "divergence",
+         .title = "Divergence: the fault run against the reference, per tensor and step",
          .files = {"prove.json", "first_divergence.json (re-derived)"}};
   const RunDir ref{.name = "reference", .path = bundle + "/reference", .rel = "reference/"};
   const json* fault_stage = parallel::find_stage(prove, "fault");
-  const RunDir fault{.name = "fault", .path = bundle + "/fault", .rel = "fault/",
+  const RunDir fault{.name = "fault",
+                     .path = bundle + "/fault",
+                     .rel = "fault/",
                      .expected = fault_stage != nullptr && fault_stage->value("exit_code", -1) == 0};
   const RunDir par{.name = "parallel", .path = bundle + "/parallel", .rel = "parallel/"};
   v.files.push_back("reference/checksums.jsonl");
@@ -141,8 +159,8 @@ View divergence_view(const std::string& bundle, const json& prove, const Result<
     v.problems.push_back("prove.json: fault: " + spec.status().message());
   }
   const evidence::Tolerances tol;
-  d["tolerances"] = {{"loss", tol.loss}, {"param", tol.param}, {"grad_first", tol.grad_first},
-                     {"grad_later", tol.grad_later}};
+  d["tolerances"] = {
+      {"loss", tol.loss}, {"param", tol.param}, {"grad_first", tol.grad_first}, {"grad_later", tol.grad_later}};
   if (fault_stage != nullptr && fault_stage->value("exit_code", 0) != 0)
     v.notes.push_back(fmt::format("fault: the stage ended with exit {} ({}); its evidence stops there",
                                   fault_stage->value("exit_code", 0), fault_stage->value("error", std::string("?"))));

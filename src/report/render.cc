@@ -22,12 +22,23 @@ constexpr std::string_view kScriptClose = "</script>";
 std::string html_text(std::string_view s) {
   std::string out;
   for (char c : s) switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   return out;
 }
@@ -39,10 +50,17 @@ std::string inert_json(const json& data) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) switch (c) {
-      case '<': out += "\\u003c"; break;
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      default: out += c;
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
     }
   return out;
 }
@@ -61,8 +79,10 @@ std::string first_difference(const json& got, const json& want, const std::strin
     for (const auto& [k, v] : got.items()) keys.insert(k);
     for (const auto& [k, v] : want.items()) keys.insert(k);
     for (const std::string& k : keys) {
-      if (!got.contains(k)) return fmt::format("{}/{}: missing from report.html (the bundle gives {})", path, k, shown(want[k]));
-      if (!want.contains(k)) return fmt::format("{}/{}: report.html shows {}, which the bundle does not give", path, k, shown(got[k]));
+      if (!got.contains(k))
+        return fmt::format("{}/{}: missing from report.html (the bundle gives {})", path, k, shown(want[k]));
+      if (!want.contains(k))
+        return fmt::format("{}/{}: report.html shows {}, which the bundle does not give", path, k, shown(got[k]));
       if (std::string d = first_difference(got[k], want[k], path + "/" + k); !d.empty()) return d;
     }
   }
@@ -72,7 +92,8 @@ std::string first_difference(const json& got, const json& want, const std::strin
     if (got.size() != want.size())
       return fmt::format("{}: report.html shows {} entries, the bundle gives {}", path, got.size(), want.size());
   }
-  return fmt::format("{}: report.html shows {}, the bundle gives {}", path.empty() ? "/" : path, shown(got), shown(want));
+  return fmt::format("{}: report.html shows {}, the bundle gives {}", path.empty() ? "/" : path, shown(got),
+                     shown(want));
 }
 
 }  // namespace
@@ -84,23 +105,26 @@ std::string render_report(const json& data) {
   std::string page;
   page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   // Nothing may be fetched: every script and style is inline, and the policy refuses the rest.
-  page += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; "
-          "style-src 'unsafe-inline'; img-src data:\">\n";
+  page +=
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; "
+      "style-src 'unsafe-inline'; img-src data:\">\n";
   page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   page += "<meta name=\"generator\" content=\"shardproof report (docs/report.md)\">\n";
   page += "<title>" + html_text(title) + "</title>\n<style>\n";
   page += assets::page_css();
   page += "</style>\n</head>\n<body>\n<header id=\"sp-header\">\n<h1>" + html_text(title) + "</h1>\n";
   const std::string kind = data.value("kind", std::string("none"));
-  page += kind == "none" ? std::string("<p class=\"sp-kind\">shardproof report: no bundle to show</p>\n</header>\n")
-                         : "<p class=\"sp-kind\">shardproof report of a " + html_text(kind) + " bundle</p>\n</header>\n";
+  page += kind == "none"
+              ? std::string("<p class=\"sp-kind\">shardproof report: no bundle to show</p>\n</header>\n")
+              : "<p class=\"sp-kind\">shardproof report of a " + html_text(kind) + " bundle</p>\n</header>\n";
   // The problems are written into the page itself, so that even without its script it says what is missing.
   if (!problems.empty())
     page += std::string("<section id=\"sp-problems\" class=\"sp-problems\"><h2>") +
             (kind == "none" ? "Not a bundle" : "Incomplete: the bundle lacks what these views need") + "</h2><ul>" +
             problems + "</ul></section>\n";
-  page += "<noscript><p>This page draws its views with its inline script; its data are in the element "
-          "<code>sp-data</code> of this file (docs/formats/report_data.md).</p></noscript>\n";
+  page +=
+      "<noscript><p>This page draws its views with its inline script; its data are in the element "
+      "<code>sp-data</code> of this file (docs/formats/report_data.md).</p></noscript>\n";
   page += "<nav id=\"sp-nav\"></nav>\n<main id=\"sp-views\"></main>\n";
   page += kDataOpen;
   page += inert_json(data);
@@ -130,7 +154,8 @@ Result<std::vector<std::string>> write_report(const std::string& dir, const std:
   if (!data.ok()) {
     // Asked for a page explicitly: it says why there is no report rather than being absent or blank.
     if (!out.empty()) {
-      const std::string why = data.status().message() + (data.status().hint().empty() ? "" : " (" + data.status().hint() + ")");
+      const std::string why =
+          data.status().message() + (data.status().hint().empty() ? "" : " (" + data.status().hint() + ")");
       (void)write_file_atomic(out, render_report({{"format", "shardproof-report"},
                                                   {"format_version", kReportDataVersion},
                                                   {"kind", "none"},
@@ -156,8 +181,10 @@ Status check_report(const std::string& dir) {
   if (std::string d = first_difference(*got, want, ""); !d.empty())
     return corrupt("{}: its data differ from the bundle's: {}", path, d).with_hint(hint);
   if (page != render_report(want))
-    return corrupt("{}: its data equal the bundle's, but the page around them is not the one this shardproof "
-                   "renders (edited, or written by another version)", path)
+    return corrupt(
+               "{}: its data equal the bundle's, but the page around them is not the one this shardproof "
+               "renders (edited, or written by another version)",
+               path)
         .with_hint(hint);
   return Status();
 }

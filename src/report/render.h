@@ -6,10 +6,9 @@
 // embedded_report_data(render_report(d)) == d for every document report_data produces.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 

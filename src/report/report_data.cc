@@ -33,7 +33,8 @@ void scrub(json& j, const std::string& dir, const std::vector<std::string>& reco
   if (j.is_string()) {
     std::string s = j.get<std::string>();
     const auto replace_all = [&s](const std::string& from, const std::string& to) {
-      for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+      for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+        s.replace(p, from.size(), to);
     };
     replace_all(dir + "/", "");
     replace_all(dir, ".");
@@ -61,7 +62,8 @@ std::vector<std::string> recorded_locations(BundleKind kind, const std::string& 
         const size_t at = cmd.find("--out ");
         if (at == std::string::npos) continue;
         std::string o = cmd.substr(at + 6, cmd.find(' ', at + 6) - (at + 6));
-        if (name != "contract" && o.size() > name.size() + 1 && o.compare(o.size() - name.size() - 1, std::string::npos, "/" + name) == 0)
+        if (name != "contract" && o.size() > name.size() + 1 &&
+            o.compare(o.size() - name.size() - 1, std::string::npos, "/" + name) == 0)
           o.resize(o.size() - name.size() - 1);
         add(o);
       }
@@ -69,7 +71,8 @@ std::vector<std::string> recorded_locations(BundleKind kind, const std::string& 
     if (auto table = parallel::read_json_file(dir + "/compare.json"); table.ok() && table->contains("rows"))
       for (const json& row : (*table)["rows"]) {
         const std::string d = row.value("dir", std::string()), label = row.value("label", std::string());
-        if (!label.empty() && d.size() > label.size() + 1 && d.compare(d.size() - label.size() - 1, std::string::npos, "/" + label) == 0)
+        if (!label.empty() && d.size() > label.size() + 1 &&
+            d.compare(d.size() - label.size() - 1, std::string::npos, "/" + label) == 0)
           add(d.substr(0, d.size() - label.size() - 1));
       }
   std::vector<std::string> v(out.begin(), out.end());
@@ -144,7 +147,8 @@ void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
       if (r.name == name) return &r;
     return nullptr;
   };
-  d["title"] = fmt::format("Proof: {}, {}; fault {}", cfg.value("name", "?"), grid_text(cfg), prove.value("fault", "?"));
+  d["title"] =
+      fmt::format("Proof: {}, {}; fault {}", cfg.value("name", "?"), grid_text(cfg), prove.value("fault", "?"));
   d["summary"] = cfg;
   d["summary"]["verdict"] = verdict.ok() ? (verdict->gate.passed() ? "PASS" : "FAIL") : "unknown";
   d["summary"]["fault"] = prove.value("fault", "");
@@ -168,7 +172,9 @@ void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
     if (const RunDir* r = find(n)) saved.push_back(*r);
   json resume = json::object();
   if (const RunDir* rec = find("recovery"))
-    resume = {{"run", "recovery"}, {"from", "parallel"}, {"checkpoint_step", k},
+    resume = {{"run", "recovery"},
+              {"from", "parallel"},
+              {"checkpoint_step", k},
               {"first_traced_step", first_traced_step(rec->path)}};
   views.push_back(checkpoints_view(saved, resume));
 }
@@ -179,7 +185,8 @@ void run_views(const std::string& dir, json& d, std::vector<View>& views) {
   if (!contract.ok()) d["problems"].push_back(file_problem(run, "contract.json", contract.status()));
   const json cfg = config_summary(contract.ok() ? *contract : json::object());
   const bool traced =
-      contract.ok() && (*contract).value("config", json::object()).value("evidence", json::object()).value("trace", true);
+      contract.ok() &&
+      (*contract).value("config", json::object()).value("evidence", json::object()).value("trace", true);
   std::vector<std::string> required = {"topology.json", "metrics.jsonl", "checksums.jsonl", "ledger.json", "timeline"};
   if (traced) required.insert(required.end(), {"trace", "comm_predicted.json"});
   for (const std::string& f : required)
@@ -205,9 +212,11 @@ void compare_views(const std::string& dir, json& d, std::vector<View>& views) {
       }
       runs.push_back({.name = label, .path = dir + "/" + label, .rel = label + "/"});
     }
-  d["title"] = table.data.is_null() ? "Compare" : fmt::format("Compare: preset {}, strategies {}",
-                                                              table.data.value("preset", "") == "" ? "tiny" : table.data.value("preset", ""),
-                                                              table.data.value("strategies", ""));
+  d["title"] = table.data.is_null()
+                   ? "Compare"
+                   : fmt::format("Compare: preset {}, strategies {}",
+                                 table.data.value("preset", "") == "" ? "tiny" : table.data.value("preset", ""),
+                                 table.data.value("strategies", ""));
   d["summary"] = {{"ok", table.data.is_null() ? json(nullptr) : table.data["ok"]}, {"strategies", runs.size()}};
   views.push_back(std::move(table));
   views.push_back(curves_view(runs, json::object()));
@@ -217,9 +226,12 @@ void compare_views(const std::string& dir, json& d, std::vector<View>& views) {
 
 const char* bundle_kind_name(BundleKind kind) {
   switch (kind) {
-    case BundleKind::kRun: return "run";
-    case BundleKind::kProof: return "proof";
-    case BundleKind::kCompare: return "compare";
+    case BundleKind::kRun:
+      return "run";
+    case BundleKind::kProof:
+      return "proof";
+    case BundleKind::kCompare:
+      return "compare";
   }
   return "?";
 }
@@ -234,9 +246,10 @@ Result<BundleKind> bundle_kind_of(const std::string& dir) {
   if (exists(dir + "/contract.json"))
     for (const char* f : {"metrics.jsonl", "checksums.jsonl", "topology.json", "ledger.json", "trace", "timeline"})
       if (exists(dir + "/" + f)) return BundleKind::kRun;
-  return invalid_argument("'{}' is not a shardproof bundle: it holds none of prove.json (a proof), compare.json (a "
-                          "compare directory), contract.json with a run's evidence (a run)",
-                          dir)
+  return invalid_argument(
+             "'{}' is not a shardproof bundle: it holds none of prove.json (a proof), compare.json (a "
+             "compare directory), contract.json with a run's evidence (a run)",
+             dir)
       .with_hint("pass the directory given to `prove --out`, `compare --out` or `train --out`");
 }
 
@@ -244,13 +257,22 @@ Result<json> report_data(const std::string& given) {
   SP_ASSIGN_OR_RETURN(const BundleKind kind, bundle_kind_of(given));
   std::error_code ec;
   const std::string dir = fs::weakly_canonical(fs::absolute(given), ec).string();
-  json d = {{"format", "shardproof-report"}, {"format_version", kReportDataVersion}, {"kind", bundle_kind_name(kind)},
-            {"problems", json::array()},     {"notes", json::array()}};
+  json d = {{"format", "shardproof-report"},
+            {"format_version", kReportDataVersion},
+            {"kind", bundle_kind_name(kind)},
+            {"problems", json::array()},
+            {"notes", json::array()}};
   std::vector<View> views;
   switch (kind) {
-    case BundleKind::kProof: proof_views(dir, d, views); break;
-    case BundleKind::kRun: run_views(dir, d, views); break;
-    case BundleKind::kCompare: compare_views(dir, d, views); break;
+    case BundleKind::kProof:
+      proof_views(dir, d, views);
+      break;
+    case BundleKind::kRun:
+      run_views(dir, d, views);
+      break;
+    case BundleKind::kCompare:
+      compare_views(dir, d, views);
+      break;
   }
   // Top-level problems: the bundle's, then every view's, each once.
   std::set<std::string> seen;

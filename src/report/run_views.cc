@@ -54,12 +54,15 @@ std::string file_problem(const RunDir& run, const std::string& file, const Statu
 
 void View::unreadable(const RunDir& run, const std::string& file, const Status& why) {
   const std::string text = file_problem(run, file, why);
-  if (run.expected) problems.push_back(text);
-  else notes.push_back(text + " (the stage did not finish)");
+  if (run.expected)
+    problems.push_back(text);
+  else
+    notes.push_back(text + " (the stage did not finish)");
 }
 
 View pipeline_view(const RunDir& run) {
-  View v{.id = "pipeline", .title = "Pipeline schedule (Gantt) and bubble",
+  View v{.id = "pipeline",
+         .title = "Pipeline schedule (Gantt) and bubble",
          .files = {run.rel + "timeline/", run.rel + "topology.json", run.rel + "contract.json"}};
   auto timelines = evidence::read_run_timelines(run.path);
   if (!timelines.ok()) {
@@ -113,8 +116,13 @@ View pipeline_view(const RunDir& run) {
         all.push_back(json::array({iv->kind, iv->t0_us, iv->t1_us, iv->micro_batch, iv->virtual_stage}));
       for (const auto& [a, b] : gaps) all.push_back(json::array({"idle", a, b, -1, -1}));
       std::stable_sort(all.begin(), all.end(), [](const json& a, const json& b) { return a[1] < b[1]; });
-      steps.push_back({{"step", s}, {"span_us", t.span_us}, {"compute_us", t.compute_us}, {"comm_us", t.comm_us},
-                       {"idle_us", idle}, {"bubble", t.bubble}, {"intervals", all}});
+      steps.push_back({{"step", s},
+                       {"span_us", t.span_us},
+                       {"compute_us", t.compute_us},
+                       {"comm_us", t.comm_us},
+                       {"idle_us", idle},
+                       {"bubble", t.bubble},
+                       {"intervals", all}});
     }
     ranks.push_back({{"rank", r}, {"stage", timelines->places[r].stage}, {"steps", steps}});
   }
@@ -124,7 +132,8 @@ View pipeline_view(const RunDir& run) {
 }
 
 View memory_view(const RunDir& run) {
-  View v{.id = "memory", .title = "Memory per rank and category: measured vs predicted",
+  View v{.id = "memory",
+         .title = "Memory per rank and category: measured vs predicted",
          .files = {run.rel + "ledger.json"}};
   auto ledger = parallel::read_json_file(run.path + "/ledger.json");
   if (!ledger.ok()) {
@@ -142,7 +151,8 @@ View memory_view(const RunDir& run) {
       cats[name] = {{"measured_peak", c.value("measured_peak", int64_t{0})},
                     {"predicted_peak", c.value("predicted_peak", int64_t{0})},
                     {"measured_live", c.value("measured_live", int64_t{0})},
-                    {"predicted_live", c.value("predicted_live", int64_t{0})}, {"equal", c.value("equal", false)}};
+                    {"predicted_live", c.value("predicted_live", int64_t{0})},
+                    {"equal", c.value("equal", false)}};
     }
     // The largest named tensors by measured peak: where a category's bytes are.
     std::vector<std::pair<int64_t, std::string>> sizes;
@@ -154,17 +164,21 @@ View memory_view(const RunDir& run) {
     json top = json::array();
     for (size_t i = 0; i < sizes.size() && i < 8; ++i) {
       const json& t = tensors[sizes[i].second];
-      top.push_back({{"name", sizes[i].second}, {"category", t.value("category", "")},
+      top.push_back({{"name", sizes[i].second},
+                     {"category", t.value("category", "")},
                      {"measured_peak", t.value("measured_peak", int64_t{0})},
                      {"predicted_peak", t.value("predicted_peak", int64_t{0})}});
     }
     const json total = r.value("total", json::object());
-    ranks.push_back({{"rank", r.value("rank", -1)}, {"coords", r.value("coords", "")}, {"equal", r.value("equal", false)},
+    ranks.push_back({{"rank", r.value("rank", -1)},
+                     {"coords", r.value("coords", "")},
+                     {"equal", r.value("equal", false)},
                      {"categories", cats},
-                     {"total", {{"measured_peak", total.value("measured_peak", int64_t{0})},
-                                {"predicted_peak", total.value("predicted_peak", int64_t{0})},
-                                {"measured_live", total.value("measured_live", int64_t{0})},
-                                {"predicted_live", total.value("predicted_live", int64_t{0})}}},
+                     {"total",
+                      {{"measured_peak", total.value("measured_peak", int64_t{0})},
+                       {"predicted_peak", total.value("predicted_peak", int64_t{0})},
+                       {"measured_live", total.value("measured_live", int64_t{0})},
+                       {"predicted_live", total.value("predicted_live", int64_t{0})}}},
                      {"largest_tensors", top}});
   }
   if (ranks.empty()) v.problems.push_back(run.rel + "ledger.json: no \"ranks\"");
@@ -214,7 +228,8 @@ View traffic_view(const std::vector<RunDir>& runs) {
     for (const auto& [k, x] : t.traffic) {
       groups.insert(k.group);
       const auto [first, last] = bucket_of[k.step];
-      for (Cell* c : {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
+      for (Cell* c :
+           {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
         c->last = last;
         c->ops += x.ops;
         c->bytes += x.bytes;
@@ -223,7 +238,8 @@ View traffic_view(const std::vector<RunDir>& runs) {
     for (const auto& [k, x] : t.predicted_traffic) {
       groups.insert(k.group);
       const auto [first, last] = bucket_of[k.step];
-      for (Cell* c : {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
+      for (Cell* c :
+           {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
         c->last = last;
         c->pred_ops += x.ops;
         c->pred_bytes += x.bytes;
@@ -234,13 +250,20 @@ View traffic_view(const std::vector<RunDir>& runs) {
     json cells = json::array(), total_rows = json::array();
     for (const auto& [key, c] : buckets) {
       const auto& [group, first, phase] = key;
-      cells.push_back({{"group", group}, {"step", first}, {"last_step", c.last}, {"phase", phase_text(phase)},
-                       {"ops", c.ops}, {"bytes", c.bytes},
+      cells.push_back({{"group", group},
+                       {"step", first},
+                       {"last_step", c.last},
+                       {"phase", phase_text(phase)},
+                       {"ops", c.ops},
+                       {"bytes", c.bytes},
                        {"predicted_ops", c.predicted ? json(c.pred_ops) : json(nullptr)},
                        {"predicted_bytes", c.predicted ? json(c.pred_bytes) : json(nullptr)}});
     }
     for (const auto& [key, c] : totals)
-      total_rows.push_back({{"group", key.first}, {"phase", phase_text(key.second)}, {"ops", c.ops}, {"bytes", c.bytes},
+      total_rows.push_back({{"group", key.first},
+                            {"phase", phase_text(key.second)},
+                            {"ops", c.ops},
+                            {"bytes", c.bytes},
                             {"predicted_ops", c.predicted ? json(c.pred_ops) : json(nullptr)},
                             {"predicted_bytes", c.predicted ? json(c.pred_bytes) : json(nullptr)}});
     // Rank × rank: p2p payload from its sender to its receiver exactly; a rank's collective wire bytes
@@ -253,7 +276,8 @@ View traffic_view(const std::vector<RunDir>& runs) {
     if (world > kMaxMatrixRanks) world = 0;  // the matrix is left out (docs/report.md §Size)
     std::vector<std::vector<int64_t>> p2p(world, std::vector<int64_t>(world, 0)), coll = p2p;
     for (const auto& [key, x] : t.p2p_sent)
-      if (key.first >= 0 && key.second >= 0 && key.first < world && key.second < world) p2p[key.first][key.second] += x.bytes;
+      if (key.first >= 0 && key.second >= 0 && key.first < world && key.second < world)
+        p2p[key.first][key.second] += x.bytes;
     for (const auto& [key, x] : t.rank_collectives) {
       const std::vector<int>& m = members[key.second];
       if (m.size() < 2 || key.first < 0 || key.first >= world) continue;
@@ -264,22 +288,23 @@ View traffic_view(const std::vector<RunDir>& runs) {
     json group_totals = json::object();
     for (const auto& [g, x] : t.group_traffic)
       group_totals[g] = {{"ops", x.ops}, {"bytes", x.bytes}, {"wire_bytes", x.wire_bytes}};
-    out.push_back({{"run", run.name},
-                   {"records", t.records},
-                   {"consistent", t.consistent()},
-                   {"mismatches", t.mismatches.size()},
-                   {"first_mismatches", first_messages(t.mismatches)},
-                   {"prediction_found", t.prediction_found},
-                   {"matches_prediction", t.matches_prediction()},
-                   {"prediction_cells", t.prediction_cells},
-                   {"prediction_mismatches", t.prediction_mismatches.size()},
-                   {"first_prediction_mismatches", first_messages(t.prediction_mismatches)},
-                   {"groups", json(std::vector<std::string>(groups.begin(), groups.end()))},
-                   {"group_totals", group_totals},
-                   {"steps_per_bar", static_cast<int64_t>(std::max<size_t>(per_bucket, 1))},
-                   {"cells", cells},
-                   {"totals", total_rows},
-                   {"matrix", world == 0 ? json(nullptr) : json{{"world", world}, {"p2p", p2p}, {"collective", coll}}}});
+    out.push_back(
+        {{"run", run.name},
+         {"records", t.records},
+         {"consistent", t.consistent()},
+         {"mismatches", t.mismatches.size()},
+         {"first_mismatches", first_messages(t.mismatches)},
+         {"prediction_found", t.prediction_found},
+         {"matches_prediction", t.matches_prediction()},
+         {"prediction_cells", t.prediction_cells},
+         {"prediction_mismatches", t.prediction_mismatches.size()},
+         {"first_prediction_mismatches", first_messages(t.prediction_mismatches)},
+         {"groups", json(std::vector<std::string>(groups.begin(), groups.end()))},
+         {"group_totals", group_totals},
+         {"steps_per_bar", static_cast<int64_t>(std::max<size_t>(per_bucket, 1))},
+         {"cells", cells},
+         {"totals", total_rows},
+         {"matrix", world == 0 ? json(nullptr) : json{{"world", world}, {"p2p", p2p}, {"collective", coll}}}});
     if (!t.prediction_found) v.unreadable(run, "comm_predicted.json", not_found("no comm_predicted.json"));
   }
   if (!out.empty()) v.data = {{"runs", out}};

@@ -6,10 +6,9 @@
 // not finish, a note) and the view's data say what is absent. Schema: docs/formats/report_data.md.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "parallel/proof.h"

@@ -26,7 +26,8 @@ struct TempDir {
   std::string path;
   TempDir() {
     static std::atomic<int> n{0};
-    path = (fs::temp_directory_path() / ("sp-report-" + std::to_string(::getpid()) + "-" + std::to_string(n++))).string();
+    path =
+        (fs::temp_directory_path() / ("sp-report-" + std::to_string(::getpid()) + "-" + std::to_string(n++))).string();
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -42,9 +43,20 @@ void write(const std::string& path, const std::string& text) {
 // its absolute path (as compare writes it), and the reference run's metrics.jsonl.
 void make_compare_dir(const std::string& dir) {
   json rows = json::array();
-  rows.push_back({{"label", "dp1"}, {"dir", dir + "/dp1"}, {"world", 1}, {"dp", 1}, {"tp", 1}, {"pp", 1}, {"zero", 0},
-                  {"ok", true}, {"equivalence", {{"class", "reference"}}}, {"time", {{"step_s_median", 0.25}}}});
-  rows.push_back({{"label", "tp8"}, {"dir", dir + "/tp8"}, {"world", 8}, {"ok", false},
+  rows.push_back({{"label", "dp1"},
+                  {"dir", dir + "/dp1"},
+                  {"world", 1},
+                  {"dp", 1},
+                  {"tp", 1},
+                  {"pp", 1},
+                  {"zero", 0},
+                  {"ok", true},
+                  {"equivalence", {{"class", "reference"}}},
+                  {"time", {{"step_s_median", 0.25}}}});
+  rows.push_back({{"label", "tp8"},
+                  {"dir", dir + "/tp8"},
+                  {"world", 8},
+                  {"ok", false},
                   {"error", "not run: " + dir + "/tp8: model.n_kv_heads = 4 is not divisible by parallel.tp = 8"}});
   write(dir + "/compare.json",
         json{{"format_version", 1}, {"ok", false}, {"preset", "tiny"}, {"strategies", "tp8"}, {"rows", rows}}.dump(2));
@@ -177,7 +189,8 @@ TEST(ReportCheck, AnEditedReportFailsNamingTheFileAndTheValue) {
   write(t.path + "/dp1/metrics.jsonl", metrics);
   s = check_report(t.path);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("/loss/0: report.html shows 7.25, the bundle gives 9.5"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("/loss/0: report.html shows 7.25, the bundle gives 9.5"), std::string::npos)
+      << s.message();
 }
 
 }  // namespace
