@@ -1,5 +1,7 @@
 // report.html (render.h): the page skeleton around the data, the escaping that keeps the data inert
-// inside its <script> element, and the check `verify` runs on a bundle's report.html.
+// inside its <script> element, and the check `verify` runs on a bundle's report.html. Not the views'
+// drawing (assets/report.js) nor the data (report_data.cc). Invariant: the markup outside the data
+// element holds only the title, the kind and the problems, all HTML-escaped. Reference: docs/report.md.
 #include "report/render.h"
 
 #include <set>

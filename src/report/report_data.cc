@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -78,6 +79,18 @@ std::vector<std::string> recorded_locations(BundleKind kind, const std::string& 
   std::vector<std::string> v(out.begin(), out.end());
   std::sort(v.begin(), v.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   return v;
+}
+
+// A builder that meets a file of valid JSON but an unexpected shape (a number where an object belongs)
+// reports it in its view instead of ending the process: the page still says what is wrong.
+View guarded(const std::string& id, const std::function<View()>& build) {
+  try {
+    return build();
+  } catch (const json::exception& e) {
+    View v{.id = id, .title = id};
+    v.problems.push_back(fmt::format("{} view: a file it reads has an unexpected structure ({})", id, e.what()));
+    return v;
+  }
 }
 
 // The frozen configuration's headline: name, grid, schedule, steps (from contract.json's config).
@@ -153,20 +166,20 @@ void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
   d["summary"]["verdict"] = verdict.ok() ? (verdict->gate.passed() ? "PASS" : "FAIL") : "unknown";
   d["summary"]["fault"] = prove.value("fault", "");
   d["summary"]["checkpoint_step"] = k;
-  views.push_back(gate_view(verdict));
-  views.push_back(divergence_view(dir, prove, verdict));
+  views.push_back(guarded("gate", [&] { return gate_view(verdict); }));
+  views.push_back(guarded("divergence", [&] { return divergence_view(dir, prove, verdict); }));
   const RunDir* par = find("parallel");
   if (par != nullptr) {
-    views.push_back(pipeline_view(*par));
-    views.push_back(memory_view(*par));
+    views.push_back(guarded("pipeline", [&] { return pipeline_view(*par); }));
+    views.push_back(guarded("memory", [&] { return memory_view(*par); }));
   }
   std::vector<RunDir> traced;
   for (const char* n : {"parallel", "fault"})
     if (const RunDir* r = find(n)) traced.push_back(*r);
-  views.push_back(traffic_view(traced));
+  views.push_back(guarded("traffic", [&] { return traffic_view(traced); }));
   json marks = {{"checkpoint_step", k}};
   if (auto f = evidence::parse_fault(prove.value("fault", std::string())); f.ok()) marks["fault_step"] = f->step;
-  views.push_back(curves_view(ran, marks));
+  views.push_back(guarded("curves", [&] { return curves_view(ran, marks); }));
   std::vector<RunDir> saved;
   for (const char* n : {"parallel", "fault", "recovery"})
     if (const RunDir* r = find(n)) saved.push_back(*r);
@@ -176,7 +189,7 @@ void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
               {"from", "parallel"},
               {"checkpoint_step", k},
               {"first_traced_step", first_traced_step(rec->path)}};
-  views.push_back(checkpoints_view(saved, resume));
+  views.push_back(guarded("checkpoints", [&] { return checkpoints_view(saved, resume); }));
 }
 
 void run_views(const std::string& dir, json& d, std::vector<View>& views) {
@@ -193,15 +206,17 @@ void run_views(const std::string& dir, json& d, std::vector<View>& views) {
     if (!exists(dir + "/" + f)) d["problems"].push_back(f + ": missing");
   d["title"] = fmt::format("Run: {}, {}", cfg.value("name", "?"), grid_text(cfg));
   d["summary"] = cfg;
-  views.push_back(pipeline_view(run));
-  views.push_back(memory_view(run));
-  if (traced) views.push_back(traffic_view({run}));
-  views.push_back(curves_view({run}, json::object()));
-  views.push_back(checkpoints_view({run}, json::object()));  // a restart resumes at LATEST (in the view)
+  views.push_back(guarded("pipeline", [&] { return pipeline_view(run); }));
+  views.push_back(guarded("memory", [&] { return memory_view(run); }));
+  if (traced) views.push_back(guarded("traffic", [&] { return traffic_view({run}); }));
+  views.push_back(guarded("curves", [&] { return curves_view({run}, json::object()); }));
+  views.push_back(guarded("checkpoints", [&] {
+    return checkpoints_view({run}, json::object());
+  }));  // a restart resumes at LATEST (in the view)
 }
 
 void compare_views(const std::string& dir, json& d, std::vector<View>& views) {
-  View table = compare_view(dir);
+  View table = guarded("compare", [&] { return compare_view(dir); });
   std::vector<RunDir> runs;
   if (!table.data.is_null())
     for (const json& row : table.data["rows"]) {
@@ -219,7 +234,7 @@ void compare_views(const std::string& dir, json& d, std::vector<View>& views) {
                                  table.data.value("strategies", ""));
   d["summary"] = {{"ok", table.data.is_null() ? json(nullptr) : table.data["ok"]}, {"strategies", runs.size()}};
   views.push_back(std::move(table));
-  views.push_back(curves_view(runs, json::object()));
+  views.push_back(guarded("curves", [&] { return curves_view(runs, json::object()); }));
 }
 
 }  // namespace
@@ -263,16 +278,21 @@ Result<json> report_data(const std::string& given) {
             {"problems", json::array()},
             {"notes", json::array()}};
   std::vector<View> views;
-  switch (kind) {
-    case BundleKind::kProof:
-      proof_views(dir, d, views);
-      break;
-    case BundleKind::kRun:
-      run_views(dir, d, views);
-      break;
-    case BundleKind::kCompare:
-      compare_views(dir, d, views);
-      break;
+  try {
+    switch (kind) {
+      case BundleKind::kProof:
+        proof_views(dir, d, views);
+        break;
+      case BundleKind::kRun:
+        run_views(dir, d, views);
+        break;
+      case BundleKind::kCompare:
+        compare_views(dir, d, views);
+        break;
+    }
+  } catch (const json::exception& e) {  // prove.json, contract.json or compare.json of an unexpected shape
+    d["problems"].push_back(
+        fmt::format("the bundle's {} files have an unexpected structure ({})", bundle_kind_name(kind), e.what()));
   }
   // Top-level problems: the bundle's, then every view's, each once.
   std::set<std::string> seen;

@@ -154,6 +154,21 @@ TEST(ReportData, MissingFileIsAProblemNamingIt) {
   EXPECT_EQ(*written, problems);
 }
 
+TEST(ReportData, AFileOfAnUnexpectedShapeIsAProblemNotACrash) {
+  TempDir t;
+  make_compare_dir(t.path);
+  write(t.path + "/compare.json", R"({"rows": [{"label": "dp1", "memory": 5}], "preset": 7})");
+  auto d = report_data(t.path);
+  ASSERT_TRUE(d.ok());
+  const auto problems = report_problems(*d);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find("unexpected structure"), std::string::npos) << problems[0];
+  write(t.path + "/dp1/metrics.jsonl", "{\"step\": \"zero\", \"loss\": 1}\n[1, 2]\n");
+  auto again = report_data(t.path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(render_report(*again).empty());
+}
+
 TEST(ReportCheck, AnEditedReportFailsNamingTheFileAndTheValue) {
   TempDir t;
   make_compare_dir(t.path);
