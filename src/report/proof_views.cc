@@ -78,8 +78,8 @@ json error_series(const RunDir& run, const RunDir& ref, View& v) {
     if (std::isfinite(d.rel_l2)) row.rel[c] = std::max(row.rel[c], d.rel_l2);
     if (!r.within && (row.out.empty() || row.out.back() != d.step)) row.out.push_back(d.step);
     if (!r.bitwise && row.first_mismatch < 0) row.first_mismatch = d.step;
-    if (!r.bitwise && first_mismatch.is_null()) first_mismatch = divergence_json(d);
-    if (!r.within && first_out.is_null()) first_out = divergence_json(d);
+    if (!r.bitwise && first_mismatch.is_null()) (first_mismatch = divergence_json(d))["row"] = name;
+    if (!r.within && first_out.is_null()) (first_out = divergence_json(d))["row"] = name;
     all_bitwise = all_bitwise && r.bitwise;
     all_within = all_within && r.within;
   }

@@ -144,8 +144,7 @@
         r.rel.forEach((v, j) => {
           if (v !== null && v > 0) { points.push({x: s.steps[j], y: v}); lo = Math.min(lo, v); hi = Math.max(hi, v); }
         });
-        const isFirst = first && first.tensor && (r.name === first.tensor || first.tensor.indexOf(r.name) >= 0) &&
-                        first.phase === r.phase;
+        const isFirst = first && first.row === r.name && first.phase === r.phase;
         datasets.push({type: 'line', label: r.name, data: points, borderColor: isFirst ? '#cf222e' : color(i + 1) + '99',
                        backgroundColor: isFirst ? '#cf222e' : color(i + 1), borderWidth: isFirst ? 3 : 1,
                        pointRadius: isFirst ? 3 : 1.5, spanGaps: false});
@@ -186,6 +185,7 @@
     const sel = select('run', d.series.map((s, i) => [String(i), s.run + ' vs ' + s.against + ' (' + s['class'] + ')']),
                        (v) => { current.series = Number(v); draw(); }, 'divergence-series');
     const phases = [...new Set(d.series[0].rows.map((r) => r.phase))];
+    if (!phases.length) return;
     const psel = select('phase', phases.map((p) => [p, p]), (v) => { current.phase = v; draw(); }, 'divergence-phase');
     if (phases.indexOf('grad') < 0) current.phase = phases[0];
     const f = d.series[0].first_divergent;
