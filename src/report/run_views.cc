@@ -94,20 +94,18 @@ View pipeline_view(const RunDir& run) {
   for (const evidence::RankStepTime& t : bubble.rank_steps) times[{t.world_rank, t.step}] = &t;
   json ranks = json::array();
   for (size_t r = 0; r < timelines->timelines.size(); ++r) {
+    std::map<int64_t, std::vector<const evidence::TimelineInterval*>> by_step;  // shown steps only
+    for (const evidence::TimelineInterval& iv : timelines->timelines[r])
+      if (shown.count(iv.step)) by_step[iv.step].push_back(&iv);
     json steps = json::array();
     for (int64_t s : shown) {
       const auto it = times.find({static_cast<int>(r), s});
       if (it == times.end()) continue;
       const evidence::RankStepTime& t = *it->second;
       // [kind, t0_us, t1_us, micro_batch, virtual_stage], in time order, idle gaps included.
-      json intervals = json::array();
+      const std::vector<const evidence::TimelineInterval*>& mine = by_step[s];
       std::vector<std::pair<int64_t, int64_t>> busy;
-      std::vector<const evidence::TimelineInterval*> mine;
-      for (const evidence::TimelineInterval& iv : timelines->timelines[r])
-        if (iv.step == s) {
-          busy.push_back({iv.t0_us, iv.t1_us});
-          mine.push_back(&iv);
-        }
+      for (const evidence::TimelineInterval* iv : mine) busy.push_back({iv->t0_us, iv->t1_us});
       const auto gaps = idle_gaps(busy, t.span_us);
       int64_t idle = 0;
       for (const auto& [a, b] : gaps) idle += b - a;
