@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/format.h"
-#include "ckpt/json_input.h"
+#include "core/json_io.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/format.h"
-#include "ckpt/json_input.h"
+#include "core/json_io.h"
 #include "ckpt/names.h"
 #include "comm/process_grid.h"
 #include "core/hash.h"

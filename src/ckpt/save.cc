@@ -14,6 +14,7 @@
 #include "ckpt/format.h"
 #include "ckpt/load.h"
 #include "ckpt/names.h"
+#include "comm/agree.h"
 #include "core/check.h"
 #include "core/file_io.h"
 #include "core/hash.h"
@@ -195,7 +196,8 @@ Result<std::optional<SaveFault>> parse_save_fault(std::string_view spec) {
   return std::optional<SaveFault>(f);
 }
 
-Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const AgreeFn& agree, const SaveRequest& req) {
+Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const SaveRequest& req) {
+  auto agree = [&world](const Status& local) { return comm::agree(world, local); };
   Stopwatch clock;
   const int rank = world.rank();
   const CheckpointPaths paths(req.run_dir);

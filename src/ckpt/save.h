@@ -65,9 +65,7 @@ struct SaveOutcome {
   double seconds = 0.0;
 };
 
-// Collective over `world`. `agree` returns, on every rank, the first failing rank's Status (or ok):
-// parallel/agree.h's agree(), passed in because ckpt/ sits below parallel/.
-using AgreeFn = std::function<Status(const Status&)>;
-Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const AgreeFn& agree, const SaveRequest& request);
+// Collective over `world`: every rank returns the same Status (comm/agree.h).
+Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const SaveRequest& request);
 
 }  // namespace sp::ckpt

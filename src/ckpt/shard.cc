@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "ckpt/json_input.h"
+#include "core/json_io.h"
 #include "core/check.h"
 #include "core/hash.h"
 #include "core/threads.h"

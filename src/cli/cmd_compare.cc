@@ -21,10 +21,11 @@
 #include "core/file_io.h"
 #include "core/timer.h"
 #include "evidence/bubble.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/strategy_table.h"
 #include "parallel/plan.h"
+#include "proof/equivalence.h"
 #include "report/render.h"
-#include "report/report_data.h"
 
 namespace sp::cli {
 namespace {
@@ -67,6 +68,28 @@ Status prepare_run_dir(const std::string& dir) {
   fs::remove_all(dir, ec);
   if (ec) return io_error("cannot remove the earlier run '{}': {}", dir, ec.message());
   return Status();
+}
+
+// The row's equivalence to the reference in the class its contract promises (proof/equivalence.h).
+void fill_equivalence(evidence::StrategyRow& row, const std::string& dir, const std::string& reference_dir) {
+  if (reference_dir.empty()) {
+    row.equivalence = "no reference";
+    return;
+  }
+  auto e = proof::compare_runs(evidence::RunPaths(dir), evidence::RunPaths(reference_dir));
+  if (!e.ok()) {
+    row.equivalence = "no reference";
+    row.first_divergence = e.status().message();
+    return;
+  }
+  const evidence::Comparison& c = e->comparison;
+  row.equivalence = evidence::equivalence_name(c.verdict);
+  row.max_rel_loss = c.max_rel_loss;
+  row.max_rel_param = c.max_rel_param;
+  row.max_rel_grad_first = c.max_rel_grad_first;
+  row.max_rel_grad_later = c.max_rel_grad_later;
+  if (!c.problems.empty()) row.first_divergence = c.problems.front();
+  else if (!c.divergence.empty()) row.first_divergence = c.divergence.front().to_string();
 }
 
 evidence::StrategyRow error_row(const StrategySpec& spec, const std::string& dir, const std::string& error) {
@@ -132,6 +155,7 @@ int run_compare(const CompareOpts& o) {
       row = evidence::strategy_row_of_run(dir, spec.is_reference() ? std::string() : ref_dir);
       row.label = spec.label;
       row.overrides = spec.overrides();
+      if (!spec.is_reference()) fill_equivalence(row, dir, ref_dir);
     }
     if (spec.is_reference() && rc == 0) ref_dir = dir;
     std::fprintf(stderr, "%s in %.1f s%s\n", row.ok() ? "ok" : "FAIL", watch.seconds(),
@@ -143,22 +167,24 @@ int run_compare(const CompareOpts& o) {
   const std::string title = o.config.empty() ? fmt::format("shardproof compare: preset {}", o.preset.empty() ? "tiny" : o.preset)
                                               : fmt::format("shardproof compare: {} ({})", o.config, base->name);
   std::string md = evidence::strategy_table_markdown(rows, title);
-  md += "\nCharts of the same: [report.html](report.html) (docs/report.md).\n";
+  md += fmt::format("\nCharts of the same: [{0}]({0}) (docs/report.md).\n", evidence::kReportFile);
   nlohmann::json j = evidence::strategy_table_json(rows);
   j["preset"] = o.preset;
   j["config_file"] = o.config;
   j["sets"] = o.sets;
   j["strategies"] = o.strategies;
-  if (Status st = write_file_atomic(o.out + "/compare.md", md); !st.ok()) return report_status(st);
-  if (Status st = write_file_atomic(o.out + "/compare.json", j.dump(2) + "\n"); !st.ok()) return report_status(st);
+  const evidence::RunPaths out(o.out);  // the compare directory's own files (bundle_paths.h)
+  if (Status st = write_file_atomic(out.file(evidence::kCompareSummaryFile), md); !st.ok()) return report_status(st);
+  if (Status st = write_file_atomic(out.file(evidence::kCompareFile), j.dump(2) + "\n"); !st.ok())
+    return report_status(st);
   std::fputs(md.c_str(), stdout);
   bool all_ok = true;
   for (const auto& r : rows) all_ok = all_ok && r.ok();
-  std::fprintf(stdout, "\n%s: %s (%s/compare.md, %s/compare.json)\n", all_ok ? "PASS" : "FAIL",
+  std::fprintf(stdout, "\n%s: %s (%s, %s)\n", all_ok ? "PASS" : "FAIL",
                all_ok ? "every strategy ran, matched dp1 and its predictions" : "see the rows marked FAIL or ERROR",
-               o.out.c_str(), o.out.c_str());
+               out.file(evidence::kCompareSummaryFile).c_str(), out.file(evidence::kCompareFile).c_str());
   if (auto r = report::write_report(o.out); r.ok())
-    std::fprintf(stdout, "report: %s/%s\n", o.out.c_str(), report::kReportFileName);
+    std::fprintf(stdout, "report: %s\n", out.file(evidence::kReportFile).c_str());
   else
     std::fprintf(stdout, "report: not written: %s\n", r.status().message().c_str());
   return all_ok ? 0 : 1;

@@ -9,15 +9,15 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "evidence/bundle_paths.h"
 #include "report/render.h"
-#include "report/report_data.h"
 
 namespace sp::cli {
 
 int run_report(const std::string& dir, const std::string& out) {
   auto problems = report::write_report(dir, out);
   if (!problems.ok()) return report_status(problems.status());
-  const std::string path = out.empty() ? dir + "/" + report::kReportFileName : out;
+  const std::string path = out.empty() ? evidence::ProofPaths(dir).file(evidence::kReportFile) : out;
   if (!problems->empty()) {
     std::string text = fmt::format("error: the bundle '{}' is incomplete; the report says what is missing:", dir);
     for (const std::string& p : *problems) text += "\n  - " + p;

@@ -17,14 +17,17 @@ void register_train(CLI::App& app, CommandResult& result) {
     std::vector<std::string> sets;
     int np = 0;
     bool quiet = false;
-    // -- checkpoints --
+    // Checkpoints (docs/checkpoints.md).
     std::string resume = "auto", init_from;
     std::vector<std::string> faults;
     bool fallback_previous = false;
     int64_t stop_after = 0;
-    // -- proof protocol --
+    // The proof protocol (docs/prove.md).
     std::string expect_contract;
     bool contract_only = false;
+    std::vector<int64_t> checkpoint_at, anchors;
+    std::string anchor_from;
+    int64_t anchor_warmup = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write its evidence bundle");
@@ -36,7 +39,6 @@ void register_train(CLI::App& app, CommandResult& result) {
   cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");
   cmd->add_option("--cache", o->cache, "Prepared-data cache directory (default: <root>/.shardproof-cache)");
   cmd->add_flag("--quiet", o->quiet, "No progress line");
-  // -- checkpoints (docs/checkpoints.md) --
   cmd->add_option("--resume", o->resume,
                   "auto: resume from the run directory's newest checkpoint if there is one; required: refuse to "
                   "start without one; never: refuse to start if the directory holds checkpoints")
@@ -54,6 +56,17 @@ void register_train(CLI::App& app, CommandResult& result) {
                   "Refuse to run unless this run's contract equals the frozen one in FILE (up to topology and "
                   "evidence settings; docs/prove.md)");
   cmd->add_flag("--contract-only", o->contract_only, "Prepare the data, write contract.json to --out and stop");
+  cmd->add_option("--checkpoint-at", o->checkpoint_at,
+                  "Also save the state after these steps (0: the initial state), e.g. an anchored replay's anchors")
+      ->delimiter(',');
+  cmd->add_option("--anchor-from", o->anchor_from,
+                  "Anchored replay (docs/equivalence.md): run each --anchors step from this reference run's checkpoint "
+                  "of that step, on this run's topology");
+  cmd->add_option("--anchors", o->anchors, "Anchored replay: the steps to replay, increasing (comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--anchor-warmup", o->anchor_warmup,
+                  "Anchored replay: start this many steps before each anchor (faults that need the previous step)")
+      ->check(CLI::Range(0, 1));
   cmd->callback([o, &result, cmd] {
     if (o->np > 0 && !launched_by_mpi()) {
       std::vector<std::string> args = {"train"};
@@ -79,13 +92,16 @@ void register_train(CLI::App& app, CommandResult& result) {
     topt.root_dir = root;
     topt.cache_dir = o->cache;
     topt.progress = !o->quiet;
-    // -- checkpoints --
     topt.resume.mode = parallel::parse_resume_mode(o->resume).value();  // CLI::IsMember checked it
     topt.resume.fallback_previous = o->fallback_previous;
     topt.stop_after = o->stop_after;
     topt.init_from = o->init_from;
     topt.expect_contract = o->expect_contract;
     topt.contract_only = o->contract_only;
+    topt.checkpoint_at = o->checkpoint_at;
+    topt.anchor_from = o->anchor_from;
+    topt.anchors = o->anchors;
+    topt.anchor_warmup = o->anchor_warmup;
     if (o->faults.size() > 1) {
       result.exit_code = report_status(invalid_argument("--fault given {} times; a run injects at most one fault",
                                                         o->faults.size()));

@@ -1,6 +1,6 @@
 // `shardproof verify RUN --against REF`: classify a run against a reference from their evidence
 // files alone (bitwise-equal / within-tolerance / divergent) and report the first divergence.
-// `shardproof verify BUNDLE`: re-derive a proof bundle's gate from its files (parallel/proof.h) for a
+// `shardproof verify BUNDLE`: re-derive a proof bundle's gate from its files (proof/gate.h) for a
 // third party, and compare it with the gate.json the bundle carries.
 #include <filesystem>
 #include <memory>
@@ -12,19 +12,26 @@
 #include "core/log.h"
 #include "cli/prove.h"
 #include "evidence/compare.h"
-#include "parallel/proof.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
+#include "proof/equivalence.h"
+#include "proof/gate.h"
 #include "report/render.h"
-#include "report/report_data.h"
 
 namespace sp::cli {
 
 static Status verify_against(const std::string& run, const std::string& ref, const std::string& json_out, int& rc) {
-  SP_ASSIGN_OR_RETURN(evidence::Comparison c,
-                      evidence::compare_checksums(run + "/checksums.jsonl", ref + "/checksums.jsonl"));
-  std::string text = fmt::format("{} vs {}: {} ({} of {} records bitwise equal)\n", run, ref,
-                                 evidence::equivalence_name(c.verdict), c.bitwise_records, c.records);
-  text += fmt::format("  max relative difference: loss {:.3g}, params {:.3g}, first-step grads {:.3g}, later grads {:.3g}\n",
-                      c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first, c.max_rel_grad_later);
+  SP_ASSIGN_OR_RETURN(const proof::RunEquivalence e,
+                      proof::compare_runs(evidence::RunPaths(run), evidence::RunPaths(ref)));
+  const evidence::Comparison& c = e.comparison;
+  std::string text = fmt::format("{} vs {}: {}\n", run, ref, e.describe());
+  text += fmt::format("  promised by the contract: {}{}\n", evidence::equivalence_name(c.promised),
+                      e.anchored ? fmt::format(" (anchored replay: {} steps, each from the reference's state)",
+                                               e.judged_steps)
+                                 : "");
+  for (const std::string& p : c.problems) text += "  PROBLEM: " + p + "\n";
+  if (c.problem_count > static_cast<int64_t>(c.problems.size()))
+    text += fmt::format("  ... and {} more problems\n", c.problem_count - static_cast<int64_t>(c.problems.size()));
   if (!c.first_mismatch.empty()) text += "  first mismatch:   " + c.first_mismatch[0].to_string() + "\n";
   if (!c.divergence.empty()) {
     text += "  FIRST DIVERGENCE: " + c.divergence[0].to_string() + "\n  propagation:";
@@ -32,39 +39,52 @@ static Status verify_against(const std::string& run, const std::string& ref, con
     text += "\n";
   }
   std::fputs(text.c_str(), stdout);
-  if (!json_out.empty()) SP_RETURN_IF_ERROR(write_file_atomic(json_out, c.to_json().dump(2) + "\n"));
-  rc = c.verdict == evidence::Equivalence::kDivergent ? 1 : 0;
+  if (!json_out.empty()) {
+    nlohmann::json j = c.to_json();
+    j["anchored"] = e.anchored;
+    j["judged_steps"] = e.judged_steps;
+    j["summary"] = e.describe();
+    SP_RETURN_IF_ERROR(write_file_atomic(json_out, j.dump(2) + "\n"));
+  }
+  rc = e.holds() ? 0 : 1;
   return Status();
 }
 
 // Exit 0 PASS, 1 FAIL (naming the criterion and the file), 2 not a bundle.
 static int verify_bundle(const std::string& dir) {
   std::error_code ec;
-  if (!std::filesystem::exists(dir + "/prove.json", ec))
+  const evidence::ProofPaths paths(dir);
+  if (!std::filesystem::exists(paths.prove(), ec))
     return report_status(invalid_argument("'{}' is not a proof bundle (no prove.json)", dir)
                              .with_hint("verify a `shardproof prove` bundle, or compare runs: verify RUN --against REF"));
-  auto verdict = parallel::derive_gate(dir);
+  auto verdict = proof::derive_gate(dir);
   if (!verdict.ok()) {
     std::printf("verdict: FAIL: %s\n", verdict.status().message().c_str());
     return 1;
   }
   print_verdict(*verdict, dir);
-  // The bundle's own gate.json must say what the files say.
-  if (auto stored = parallel::read_json_file(dir + "/gate.json"); !stored.ok()) {
-    std::printf("gate.json: %s\n", stored.status().message().c_str());
-    return 1;
-  } else if ((stored->value("verdict", std::string()) == "PASS") != verdict->gate.passed()) {
-    std::printf("gate.json: says %s, the files say %s\n", stored->value("verdict", std::string("?")).c_str(),
-                verdict->gate.passed() ? "PASS" : "FAIL");
+  // The bundle's derived files (gate.json, summary.md, first_divergence.json, drift.json, report.html)
+  // must say exactly what its sealed files say.
+  int edited = 0;
+  for (const auto& [file, text] : proof::derived_files(*verdict)) {
+    auto stored = read_file(paths.file(file), uint64_t{1} << 28);
+    if (stored.ok() && *stored == text) continue;
+    std::printf("%s: %s\n", file.c_str(),
+                stored.ok() ? "differs from what the bundle's sealed files say (edited after the proof?)"
+                            : stored.status().message().c_str());
+    ++edited;
+  }
+  // report.html is derived too (docs/report.md): when present, it must show exactly the bundle's data.
+  if (path_exists(paths.file(evidence::kReportFile)))
+    if (Status s = report::check_report(dir); !s.ok()) {
+      std::printf("%s: does not show this bundle: %s\n  hint: %s\n", std::string(evidence::kReportFile).c_str(),
+                  s.message().c_str(), s.hint().c_str());
+      ++edited;
+    }
+  if (edited > 0) {
+    std::printf("verdict: FAIL: %d derived file(s) do not match the evidence; trust the lines above, not them\n", edited);
     return 1;
   }
-  // report.html is derived too (report/render.h): when present, it must show the bundle's data.
-  if (std::error_code ec; std::filesystem::exists(dir + "/" + report::kReportFileName, ec))
-    if (Status s = report::check_report(dir); !s.ok()) {
-      std::printf("verdict: FAIL (report.html does not show this bundle)\n  %s\n  hint: %s\n", s.message().c_str(),
-                  s.hint().c_str());
-      return 1;
-    }
   return verdict->gate.passed() ? 0 : 1;
 }
 
@@ -76,8 +96,9 @@ void register_verify(CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand(
       "verify", "Re-derive a proof bundle's gate from its files, or classify a run --against a reference");
   cmd->add_option("RUN", o->run, "Evidence bundle directory")->required();
-  cmd->add_option("--against", o->against, "Reference bundle: classify RUN as bitwise-equal, within-tolerance or "
-                                           "divergent and report the first divergence");
+  cmd->add_option("--against", o->against,
+                  "Reference run: check RUN against it in the class its contract promises (bitwise, or within the "
+                  "single-step tolerances at every anchored step) and report the first divergence");
   cmd->add_option("--json", o->json, "Also write the comparison as JSON to this file");
   cmd->callback([o, &result] {
     if (o->against.empty()) {

@@ -12,7 +12,7 @@
 #include "comm/process_grid.h"
 #include "evidence/faults.h"
 #include "parallel/plan.h"
-#include "parallel/trainer.h"
+#include "proof/protocol.h"
 
 namespace sp::cli {
 
@@ -247,7 +247,8 @@ const std::vector<Lab>& lab_catalogue() {
            "shardproof runs its ranks as CPU processes on one machine that talk over shared memory; it has no "
            "accelerator backend and cannot measure or emulate any of these links. Any bandwidth or latency it printed "
            "would describe this host, not cluster hardware. The analytic planner for cluster-scale estimates "
-           "(src/plan/, `shardproof plan`) is not built yet.",
+           "(src/plan/, `shardproof plan`, docs/plan.md) already shows which link each axis of a strategy crosses on "
+           "a described cluster; the lab comes with its memory, bytes and step-time report (issue 15, phase 2).",
        .closest = {"LSL-H", "LSL-K"}},
 
       {.key = "LSL-J",
@@ -457,32 +458,8 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
   Result<evidence::FaultSpec> fault = evidence::parse_fault(lab.fault);
   if (!fault.ok()) return context(fault.status());
   if (!fault->any()) return invalid_argument("lab {}: no fault; stage 3 needs one from the catalogue", lab.key);
-  // As `prove` runs stage 3 (cli/cmd_prove.cc): the recovery checkpoint is taken after k steps, a
-  // checkpoint fault's run saves every k steps, and a fault without @step acts at k (checkpoint: k − 1).
-  const int64_t steps = config.train.steps;
-  const int64_t k = config.prove.checkpoint_step > 0 ? config.prove.checkpoint_step : steps / 2;
-  if (k < 1 || k >= steps)
-    return invalid_argument("lab {}: prove.checkpoint_step = {} must lie in [1, train.steps = {})", lab.key, k, steps);
-  const evidence::FaultKind kind = fault->kind;
-  const bool ckpt_fault = kind == evidence::FaultKind::kCkptBitflip || kind == evidence::FaultKind::kCkptTruncate ||
-                          kind == evidence::FaultKind::kCkptMissingShard;
-  if (lab.fault.find('@') == std::string::npos) fault->step = ckpt_fault ? k - 1 : k;
-  parallel::RunConfig fault_config = config;
-  fault_config.evidence.checkpoint_every = ckpt_fault ? k : 0;
-  if (Status s = parallel::check_fault_for_run(*fault, fault_config, *plan); !s.ok()) return context(s);
-  if (ckpt_fault && config.parallel.zero == 0) {
-    // Without ZeRO only dp rank 0 of each (tp, pp) position writes a shard (Engine::saves_state).
-    const parallel::ParallelConfig& pc = config.parallel;
-    Result<comm::ProcessGrid> grid = comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.world());
-    if (!grid.ok()) return context(grid.status());
-    const comm::Coords c = grid->coords_of(fault->rank);
-    if (c.dp != 0)
-      return invalid_argument(
-                 "lab {}: fault {} damages world rank {}'s checkpoint shard, but rank {} ({}) writes none: with "
-                 "parallel.zero = 0 only dp rank 0 saves state",
-                 lab.key, fault->to_string(), fault->rank, fault->rank, c.to_string())
-          .with_hint("target a rank with dp coordinate 0, or use parallel.zero ≥ 1");
-  }
+  // As `prove` plans stage 3 (proof/protocol.h).
+  if (Result<proof::ProtocolPlan> p = proof::plan_protocol(config, lab.fault); !p.ok()) return context(p.status());
   return Status();
 }
 

@@ -1,6 +1,6 @@
 // `shardproof prove`: the four-stage proof protocol (docs/prove.md). Driver process, not an MPI rank:
 // each stage is its own `mpirun` launch of this binary, and the gate is derived from the files the
-// stages wrote (evidence/proof.h), the same way `shardproof verify DIR` derives it for a third party.
+// stages wrote (proof/gate.h), the same way `shardproof verify DIR` derives it for a third party.
 //   1 contract   freeze the run contract (config, data, versions) into DIR/contract.json
 //   2 reference  dp=tp=pp=1 and the parallel configuration, full evidence, checkpoint at step k
 //   3 fault      the parallel configuration with exactly one catalogue fault: first divergence
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/proof.h"
+#include "proof/gate.h"
 
 namespace sp::cli {
 
@@ -32,6 +32,6 @@ struct ProveOptions {
 int run_prove(const ProveOptions& options);
 
 // The gate table, the first-divergence line, the verdict and the bundle path, on stdout.
-void print_verdict(const parallel::ProofVerdict& verdict, const std::string& bundle);
+void print_verdict(const proof::ProofVerdict& verdict, const std::string& bundle);
 
 }  // namespace sp::cli

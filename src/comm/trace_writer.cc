@@ -1,11 +1,5 @@
 #include "comm/trace_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "core/file_io.h"
 #include "core/log.h"
 
@@ -13,33 +7,21 @@ namespace sp::comm {
 
 Result<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& run_dir, int world_rank) {
   if (world_rank < 0) return invalid_argument("trace writer: world rank {} is negative", world_rank);
-  const std::string dir = fmt::format("{}/{}", run_dir, kTraceDirName);
-  SP_RETURN_IF_ERROR(make_directories(dir));
-  std::string path = trace_file_path(run_dir, world_rank);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create trace file '{}': {}", path, std::strerror(errno));
-  return std::unique_ptr<TraceWriter>(new TraceWriter(fd, std::move(path)));
+  SP_RETURN_IF_ERROR(make_directories(fmt::format("{}/{}", run_dir, kTraceDirName)));
+  SP_ASSIGN_OR_RETURN(JsonlWriter out,
+                      JsonlWriter::open(trace_file_path(run_dir, world_rank), JsonlWriter::Mode::kTruncate));
+  return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(out)));
 }
-
-TraceWriter::~TraceWriter() { ::close(fd_); }
 
 void TraceWriter::append(const TraceRecord& record) {
   std::string line = trace_record_to_json(record);
-  line.push_back('\n');
   std::lock_guard<std::mutex> lock(mu_);
-  if (!status_.ok()) return;
-  size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      status_ = io_error("cannot write trace file '{}': {}", path_, n < 0 ? std::strerror(errno) : "short write");
-      log_error("{}; later trace records of this rank are dropped", status_.message());
-      return;
-    }
-    done += static_cast<size_t>(n);
+  if (!out_.status().ok()) return;
+  out_.write_line(line);
+  if (Status s = out_.flush(); !s.ok()) {
+    log_error("{}; later trace records of this rank are dropped", s.message());
+    return;
   }
-  line.pop_back();
   recent_.push_back(std::move(line));
   if (recent_.size() > kRecentRecords) recent_.pop_front();
   ++written_;
@@ -52,8 +34,7 @@ std::vector<std::string> TraceWriter::recent_lines() const {
 
 Status TraceWriter::sync() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (::fsync(fd_) != 0) return io_error("cannot fsync trace file '{}': {}", path_, std::strerror(errno));
-  return Status();
+  return out_.sync();
 }
 
 int64_t TraceWriter::records_written() const {
@@ -63,7 +44,7 @@ int64_t TraceWriter::records_written() const {
 
 Status TraceWriter::status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return status_;
+  return out_.status();
 }
 
 }  // namespace sp::comm

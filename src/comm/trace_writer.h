@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/trace_record.h"
+#include "core/json_io.h"
 #include "core/status.h"
 
 namespace sp::comm {
@@ -24,7 +25,6 @@ class TraceWriter {
 
   // Creates DIR/trace/ if needed and (re)creates the rank's file, truncating an old one.
   static Result<std::unique_ptr<TraceWriter>> open(const std::string& run_dir, int world_rank);
-  ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
@@ -34,19 +34,17 @@ class TraceWriter {
   std::vector<std::string> recent_lines() const;
   // fsync(2): makes the file durable against a machine crash (a process crash needs nothing).
   Status sync();
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return out_.path(); }
   int64_t records_written() const;
   // The first write error, or ok.
   Status status() const;
 
  private:
-  TraceWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  int fd_;
-  std::string path_;
+  explicit TraceWriter(JsonlWriter out) : out_(std::move(out)) {}
+  JsonlWriter out_;  // one record per flush: one write(2)
   mutable std::mutex mu_;
   std::deque<std::string> recent_;
   int64_t written_ = 0;
-  Status status_;
 };
 
 }  // namespace sp::comm

@@ -13,6 +13,7 @@ namespace {
 Status errno_status(const char* what, const std::string& path) {
   return io_error("{} '{}': {}", what, path, std::strerror(errno));
 }
+}  // namespace
 
 Status write_all(int fd, std::string_view bytes, const std::string& path) {
   size_t done = 0;
@@ -26,7 +27,6 @@ Status write_all(int fd, std::string_view bytes, const std::string& path) {
   }
   return Status();
 }
-}  // namespace
 
 Result<std::string> read_file(const std::string& path, uint64_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

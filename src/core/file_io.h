@@ -17,6 +17,8 @@ Status write_file(const std::string& path, std::string_view bytes);  // plain, w
 Status write_file_atomic(const std::string& path, std::string_view bytes);
 Status fsync_directory(const std::string& dir);
 Status make_directories(const std::string& dir);
+// Writes all of `bytes` to the open descriptor `fd` (retrying short writes and EINTR); errors name `path`.
+Status write_all(int fd, std::string_view bytes, const std::string& path);
 bool path_exists(const std::string& path);
 
 }  // namespace sp

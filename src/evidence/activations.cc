@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -14,6 +13,8 @@
 #include "core/exact_sum.h"
 #include "core/file_io.h"
 #include "core/hash.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
 namespace fs = std::filesystem;
@@ -23,22 +24,7 @@ namespace {
 constexpr int64_t kFinalNormOrder = std::numeric_limits<int64_t>::max() - 1;
 constexpr int64_t kLogitsOrder = std::numeric_limits<int64_t>::max();
 
-// Rank files of a run's activations/ folder, sorted by name.
-Result<std::vector<std::string>> rank_files(const std::string& dir) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.starts_with("rank-") && name.ends_with(".jsonl")) files.push_back(e.path().string());
-  }
-  if (ec) return io_error("cannot list '{}': {}", dir, ec.message());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-Result<ActivationRecord> parse_record(std::string_view line, const std::string& where) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return corrupt("{}: not a JSON object", where);
+Result<ActivationRecord> parse_record(const nlohmann::json& j, const std::string& where) {
   auto need = [&](const char* key, bool ok) -> Status {
     if (!j.contains(key)) return corrupt("{}: no field '{}'", where, key);
     if (!ok) return corrupt("{}: field '{}' has the wrong type", where, key);
@@ -114,15 +100,11 @@ std::optional<int64_t> activation_point_order(std::string_view point) {
   return 1 + layer;
 }
 
-std::string activation_file(const std::string& run_dir, int rank) {
-  return fmt::format("{}/activations/rank-{:05}.jsonl", run_dir, rank);
-}
-
 Status prepare_activation_dir(const std::string& run_dir, int64_t keep_before_step) {
-  const std::string dir = run_dir + "/activations";
+  const std::string dir = RunPaths(run_dir).activations_dir();
   if (!path_exists(dir)) return Status();
-  SP_ASSIGN_OR_RETURN(const std::vector<std::string> files, rank_files(dir));
-  for (const std::string& path : files) {
+  SP_ASSIGN_OR_RETURN(const std::vector<RankFile> files, list_rank_files(dir));
+  for (const auto& [rank, path] : files) {
     std::error_code ec;
     if (keep_before_step <= 0) {
       fs::remove(path, ec);
@@ -136,9 +118,9 @@ Status prepare_activation_dir(const std::string& run_dir, int64_t keep_before_st
       const size_t nl = text.find('\n', pos);
       if (nl == std::string::npos) break;  // a line cut by a crash
       const std::string_view line(text.data() + pos, nl - pos);
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-          j["step"].get<int64_t>() < keep_before_step)
+      const auto j = parse_json_strict(line, path);
+      if (j.ok() && j->is_object() && j->contains("step") && (*j)["step"].is_number_integer() &&
+          (*j)["step"].get<int64_t>() < keep_before_step)
         kept.append(text, pos, nl + 1 - pos);
       pos = nl + 1;
     }
@@ -150,36 +132,24 @@ Status prepare_activation_dir(const std::string& run_dir, int64_t keep_before_st
 // ---------------------------------------------------------------------------------------------
 // Recording
 
-ActivationRecorder::ActivationRecorder(std::string path, std::FILE* file, int rank, bool writes)
-    : path_(std::move(path)), file_(file), rank_(rank), writes_(writes), logits_(true) {}
+ActivationRecorder::ActivationRecorder(JsonlWriter out, int rank, bool writes, bool logits)
+    : out_(std::move(out)), rank_(rank), writes_(writes), logits_(logits) {}
 
 Result<std::unique_ptr<ActivationRecorder>> ActivationRecorder::open(const std::string& run_dir, int rank,
                                                                      int tp_rank, int tp_size) {
-  SP_RETURN_IF_ERROR(make_directories(run_dir + "/activations"));
-  const std::string path = activation_file(run_dir, rank);
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr) return io_error("cannot open '{}' for appending", path);
-  std::unique_ptr<ActivationRecorder> r(new ActivationRecorder(path, f, rank, tp_rank == 0));
-  r->logits_ = tp_size == 1;
-  return r;
-}
-
-ActivationRecorder::~ActivationRecorder() {
-  if (file_ != nullptr) std::fclose(file_);
+  const RunPaths paths(run_dir);
+  SP_RETURN_IF_ERROR(make_directories(paths.activations_dir()));
+  SP_ASSIGN_OR_RETURN(JsonlWriter out, JsonlWriter::open(paths.activations(rank), JsonlWriter::Mode::kAppend));
+  return std::unique_ptr<ActivationRecorder>(new ActivationRecorder(std::move(out), rank, tp_rank == 0, tp_size == 1));
 }
 
 void ActivationRecorder::observe(const char* point, int64_t micro_batch, const float* data, int64_t n) {
   if (!writes_ || step_ < 0) return;
   const std::string_view p(point);
   if (p == "logits" && !logits_) return;
-  const std::string line =
-      make_activation_record(step_, micro_batch, p, rank_, data, n).to_line() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) failed_ = true;
+  out_.write_line(make_activation_record(step_, micro_batch, p, rank_, data, n).to_line());
+  (void)out_.flush();  // one record per write(2): a killed rank leaves whole lines; an error is kept
   ++records_;
-}
-
-Status ActivationRecorder::status() const {
-  return failed_ ? io_error("writing '{}' failed (disk full?)", path_) : Status();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -187,22 +157,17 @@ Status ActivationRecorder::status() const {
 
 Result<ActivationTrace> read_activations(const std::string& run_dir) {
   ActivationTrace trace;
-  const std::string dir = run_dir + "/activations";
+  const std::string dir = RunPaths(run_dir).activations_dir();
   if (!path_exists(dir)) return trace;
   trace.recorded = true;
-  SP_ASSIGN_OR_RETURN(const std::vector<std::string> files, rank_files(dir));
+  SP_ASSIGN_OR_RETURN(const std::vector<RankFile> files, list_rank_files(dir));
   std::map<std::tuple<int64_t, int64_t, std::string>, std::string> seen;  // key → "file:line"
-  for (const std::string& path : files) {
-    SP_ASSIGN_OR_RETURN(const std::string text, read_file(path, uint64_t{1} << 32));
-    size_t pos = 0;
-    for (int64_t line_no = 1; pos < text.size(); ++line_no) {
-      const size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) break;  // cut by a crash: ignored (docs/formats/activations.md)
-      const std::string_view line(text.data() + pos, nl - pos);
-      pos = nl + 1;
-      if (line.empty()) continue;
-      const std::string where = fmt::format("{}:{}", path, line_no);
-      SP_ASSIGN_OR_RETURN(ActivationRecord r, parse_record(line, where));
+  for (const auto& [rank, path] : files) {
+    // A last line cut by a crash is ignored (docs/formats/activations.md).
+    SP_ASSIGN_OR_RETURN(const JsonlDocument doc, read_jsonl_file(path, TornTail::kAllow, uint64_t{1} << 32));
+    for (size_t i = 0; i < doc.records.size(); ++i) {
+      const std::string where = fmt::format("{}:{}", path, doc.line_numbers[i]);
+      SP_ASSIGN_OR_RETURN(ActivationRecord r, parse_record(doc.records[i], where));
       auto [it, fresh] = seen.emplace(std::make_tuple(r.step, r.micro_batch, r.point), where);
       if (!fresh)
         return corrupt("{}: step {} micro-batch {} point {} was already recorded at {}", where, r.step,
@@ -260,7 +225,7 @@ std::string ActivationComparison::summary() const {
 }
 
 Result<ActivationComparison> compare_activations(const std::string& run_dir, const std::string& ref_dir, bool bitwise,
-                                                 double rel_tol) {
+                                                 double rel_tol, const std::vector<int64_t>& only_steps) {
   ActivationComparison out;
   out.bitwise = bitwise;
   out.tolerance = bitwise ? 0.0 : rel_tol;
@@ -300,7 +265,9 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
   };
   const bool logits = has_logits(run) && has_logits(ref);
   auto in_range = [&](const Key& k) {
-    return std::get<0>(k) >= lo && std::get<0>(k) <= hi && (logits || std::get<1>(k) != kLogitsOrder);
+    const int64_t s = std::get<0>(k);
+    if (!only_steps.empty() && std::find(only_steps.begin(), only_steps.end(), s) == only_steps.end()) return false;
+    return s >= lo && s <= hi && (logits || std::get<1>(k) != kLogitsOrder);
   };
   std::vector<Key> keys;
   for (const auto& [k, r] : got)

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_io.h"
 #include "core/status.h"
 #include "model/stage_hooks.h"
 
@@ -43,9 +43,6 @@ ActivationRecord make_activation_record(int64_t step, int64_t micro_batch, std::
 // nullopt for a name that is not a point.
 std::optional<int64_t> activation_point_order(std::string_view point);
 
-// <run_dir>/activations/rank-NNNNN.jsonl
-std::string activation_file(const std::string& run_dir, int rank);
-
 // Called by world rank 0 before any rank opens its recorder: keeps only the records of steps
 // < keep_before_step in every activations/rank-*.jsonl (0: removes the files), so a fresh run never
 // mixes with an old run's files and a resumed run replays its steps once.
@@ -53,32 +50,28 @@ Status prepare_activation_dir(const std::string& run_dir, int64_t keep_before_st
 
 // The observer the engine hands to the model stages for training forward passes. Only tp rank 0
 // writes (embed, block and final-norm outputs are replicated over tp); "logits" only when tp = 1
-// (under tp > 1 they are vocabulary shards). Each record is one fwrite + fflush, so a killed rank
+// (under tp > 1 they are vocabulary shards). Each record is one write(2), so a killed rank
 // leaves whole lines.
 class ActivationRecorder final : public model::ActivationObserver {
  public:
   // Opens activations/rank-NNNNN.jsonl for appending (creating the folder).
   static Result<std::unique_ptr<ActivationRecorder>> open(const std::string& run_dir, int rank, int tp_rank,
                                                           int tp_size);
-  ~ActivationRecorder() override;
-  ActivationRecorder(const ActivationRecorder&) = delete;
-  ActivationRecorder& operator=(const ActivationRecorder&) = delete;
 
   void begin_step(int64_t step) { step_ = step; }
   void observe(const char* point, int64_t micro_batch, const float* data, int64_t n) override;
   int64_t records() const { return records_; }
-  Status status() const;  // the first write error, naming the file
+  const Status& status() const { return out_.status(); }  // the first write error, naming the file
+  Status close() { return out_.close(); }
 
  private:
-  ActivationRecorder(std::string path, std::FILE* file, int rank, bool writes);
-  std::string path_;
-  std::FILE* file_;
+  ActivationRecorder(JsonlWriter out, int rank, bool writes, bool logits);
+  JsonlWriter out_;
   int rank_;
   bool writes_;  // tp rank 0
   bool logits_;  // tp = 1
   int64_t step_ = -1;
   int64_t records_ = 0;
-  bool failed_ = false;
 };
 
 // All records of a run (every activations/rank-*.jsonl). `recorded` is false when the run has no
@@ -124,8 +117,9 @@ struct ActivationComparison {
 // Aligns the run's records with the reference's by (step, micro_batch, point) over the steps the run
 // reached (and the reference has). Bitwise: digests must be equal; otherwise the relative difference
 // of the L2 norms must be ≤ rel_tol. A record present on one side only is a difference, except
-// "logits", compared only when both runs recorded logits (tp = 1 on both sides).
+// "logits", compared only when both runs recorded logits (tp = 1 on both sides). `only_steps` (when not
+// empty) restricts the comparison to those steps: an anchored replay ran only its anchors.
 Result<ActivationComparison> compare_activations(const std::string& run_dir, const std::string& ref_dir, bool bitwise,
-                                                 double rel_tol = 0.0);
+                                                 double rel_tol = 0.0, const std::vector<int64_t>& only_steps = {});
 
 }  // namespace sp::evidence

@@ -9,7 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "comm/topology.h"
 #include "core/file_io.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
 namespace {
@@ -45,18 +48,10 @@ Result<const json*> path_of(const json& j, std::initializer_list<const char*> ke
 
 Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, const std::string& path) {
   std::vector<TimelineInterval> out;
-  int64_t line_no = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (line.empty()) continue;
-    const std::string where = fmt::format("{}:{}", path, line_no);
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return corrupt("{}: not a JSON object", where);
+  SP_ASSIGN_OR_RETURN(const JsonlDocument doc, parse_jsonl(text, path));
+  for (size_t i = 0; i < doc.records.size(); ++i) {
+    const json& j = doc.records[i];
+    const std::string where = fmt::format("{}:{}", path, doc.line_numbers[i]);
     TimelineInterval iv;
     SP_ASSIGN_OR_RETURN(iv.step, int_field(j, "step", where));
     SP_ASSIGN_OR_RETURN(iv.micro_batch, int_field(j, "micro_batch", where));
@@ -112,7 +107,7 @@ double bubble_theory(const PipelineShape& s) {
 }
 
 Result<std::vector<PipelinePlace>> pipeline_places_of(const json& topology) {
-  const std::string file = "topology.json";
+  const std::string file(comm::kTopologyFileName);
   SP_ASSIGN_OR_RETURN(const json* groups, path_of(topology, {"groups", "pp"}, file));
   auto ws = topology.find("world_size");
   if (ws == topology.end() || !ws->is_number_integer() || ws->get<int64_t>() < 1 || ws->get<int64_t>() > (1 << 20))
@@ -285,14 +280,9 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
 
 Result<RunTimelines> read_run_timelines(const std::string& dir) {
   namespace fs = std::filesystem;
-  const auto read_json = [](const std::string& path) -> Result<json> {
-    SP_ASSIGN_OR_RETURN(std::string text, read_file(path, uint64_t{1} << 30));
-    json j = json::parse(text, nullptr, false);
-    if (j.is_discarded()) return corrupt("'{}' is not valid JSON", path);
-    return j;
-  };
-  SP_ASSIGN_OR_RETURN(json contract, read_json(dir + "/contract.json"));
-  SP_ASSIGN_OR_RETURN(json topology, read_json(dir + "/topology.json"));
+  const RunPaths paths(dir);
+  SP_ASSIGN_OR_RETURN(json contract, read_json_file(paths.contract()));
+  SP_ASSIGN_OR_RETURN(json topology, read_json_file(paths.topology()));
   auto shape = pipeline_shape_of(contract);
   if (!shape.ok()) return shape.status().with_context(dir);
   auto places = pipeline_places_of(topology);
@@ -305,7 +295,7 @@ Result<RunTimelines> read_run_timelines(const std::string& dir) {
   std::vector<std::vector<TimelineInterval>>& timelines = run.timelines;
   timelines.resize(world);
   for (size_t r = 0; r < world; ++r) {
-    const std::string path = fmt::format("{}/timeline/rank-{:05d}.jsonl", dir, r);
+    const std::string path = paths.timeline(static_cast<int>(r));
     std::error_code ec;
     if (!fs::exists(path, ec))
       return not_found("timeline file '{}' is missing (world size {})", path, world)

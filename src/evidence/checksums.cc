@@ -54,16 +54,9 @@ TensorSummary merge_all(const std::vector<TensorSummary>& summaries) {
   return total;
 }
 
-Result<ChecksumWriter> ChecksumWriter::open(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return io_error("cannot create checksum file '{}'", path);
-  return ChecksumWriter(f);
-}
-
-ChecksumWriter::ChecksumWriter(ChecksumWriter&& o) noexcept : f_(std::exchange(o.f_, nullptr)) {}
-
-ChecksumWriter::~ChecksumWriter() {
-  if (f_ != nullptr) std::fclose(f_);
+Result<ChecksumWriter> ChecksumWriter::open(const std::string& path, JsonlWriter::Mode mode) {
+  SP_ASSIGN_OR_RETURN(JsonlWriter w, JsonlWriter::open(path, mode));
+  return ChecksumWriter(std::move(w));
 }
 
 std::string tensor_record(int64_t step, const std::string& phase, const std::string& tensor, int64_t numel,
@@ -83,8 +76,7 @@ std::string tensor_record(int64_t step, const std::string& phase, const std::str
 void ChecksumWriter::write_tensors(int64_t step, const std::string& phase, const LogicalTensors& tensors,
                                    const std::vector<TensorSummary>& summaries) {
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const std::string line = tensor_record(step, phase, tensors.spec(i).name, tensors.numel(i), summaries[i]);
-    std::fwrite(line.data(), 1, line.size(), f_);
+    out_.write_line(tensor_record(step, phase, tensors.spec(i).name, tensors.numel(i), summaries[i]));
   }
 }
 
@@ -94,10 +86,7 @@ void ChecksumWriter::write_scalar(int64_t step, const std::string& phase, const 
                       {"tensor", name},
                       {"value", value},
                       {"bits", fmt::format("{:016x}", std::bit_cast<uint64_t>(value))}};
-  const std::string line = j.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), f_);
+  out_.write(j);
 }
-
-void ChecksumWriter::flush() { std::fflush(f_); }
 
 }  // namespace sp::evidence

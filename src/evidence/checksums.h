@@ -8,11 +8,11 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/json_io.h"
 #include "core/status.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
@@ -46,22 +46,23 @@ TensorSummary merge_all(const std::vector<TensorSummary>& summaries);
 std::string tensor_record(int64_t step, const std::string& phase, const std::string& tensor, int64_t numel,
                           const TensorSummary& summary);
 
+// checksums.jsonl, written by world rank 0. kAppend continues a resumed run's file (checkpointing
+// has cut it back to the checkpoint's prefix). Every write error is kept and returned by flush()/close().
 class ChecksumWriter {
  public:
-  static Result<ChecksumWriter> open(const std::string& path);
-  ChecksumWriter(ChecksumWriter&& o) noexcept;
-  ~ChecksumWriter();
+  static Result<ChecksumWriter> open(const std::string& path, JsonlWriter::Mode mode);
   // One line per tensor: {"step","phase","tensor","numel","digest","l2","sum","absmax","finite","count",...}.
   void write_tensors(int64_t step, const std::string& phase, const LogicalTensors& tensors,
                      const std::vector<TensorSummary>& summaries);
   // A scalar record, e.g. phase "loss": {"step","phase","tensor":"loss","value","bits"}: bits is the
   // float64 pattern in hex so comparisons are exact.
   void write_scalar(int64_t step, const std::string& phase, const std::string& name, double value);
-  void flush();
+  Status flush() { return out_.flush(); }
+  Status close() { return out_.close(); }
 
  private:
-  explicit ChecksumWriter(std::FILE* f) : f_(f) {}
-  std::FILE* f_ = nullptr;
+  explicit ChecksumWriter(JsonlWriter out) : out_(std::move(out)) {}
+  JsonlWriter out_;
 };
 
 }  // namespace sp::evidence

@@ -1,161 +1,304 @@
 #include "evidence/compare.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
-#include <sstream>
-#include <tuple>
+#include <set>
 
 #include <fmt/format.h>
 
-#include "core/file_io.h"
+#include "core/json_io.h"
 
 namespace sp::evidence {
+namespace {
+
+constexpr size_t kListed = 5;  // problems named in full; the rest are counted
+constexpr double kSlack = 1 + 1e-12;  // rounding of the recorded doubles themselves
+
+bool is_hex(const std::string& s, size_t digits) {
+  return s.size() == digits && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// A number, or NaN for null (how non-finite statistics are written).
+Result<double> number_or_null(const JsonFields& f, const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end()) return f.error(key, "is missing");
+  if (it->is_null()) return std::nan("");
+  if (!it->is_number()) return f.error(key, fmt::format("must be a number or null, got {}", it->type_name()));
+  return it->get<double>();
+}
+
+Result<ChecksumRecord> checksum_record_from(const nlohmann::json& j, const std::string& where) {
+  const JsonFields f(j, where, "record");
+  ChecksumRecord r;
+  SP_ASSIGN_OR_RETURN(r.key.step, f.integer("step", 0, int64_t{1} << 50));
+  SP_ASSIGN_OR_RETURN(r.key.phase, f.string("phase"));
+  SP_ASSIGN_OR_RETURN(r.key.tensor, f.string("tensor"));
+  if (r.key.phase == "loss") {
+    SP_RETURN_IF_ERROR(f.expect_keys({"step", "phase", "tensor", "value", "bits"}));
+    SP_ASSIGN_OR_RETURN(r.value, number_or_null(f, j, "value"));
+    SP_ASSIGN_OR_RETURN(r.bits, f.string("bits"));
+    if (!is_hex(r.bits, 16)) return f.error("bits", "must be 16 lowercase hex digits");
+    // The bits are the float64 pattern of the value (NaN is written as null and keeps only its bits).
+    if (!std::isnan(r.value) && fmt::format("{:016x}", std::bit_cast<uint64_t>(r.value)) != r.bits)
+      return f.error("bits", fmt::format("= {} is not the bit pattern of value {:.17g}", r.bits, r.value));
+    return r;
+  }
+  if (r.key.phase != "grad" && r.key.phase != "param")
+    return f.error("phase", fmt::format("= '{}' is not loss, grad or param", r.key.phase));
+  SP_RETURN_IF_ERROR(f.expect_keys(
+      {"step", "phase", "tensor", "numel", "digest", "l2", "sum", "absmax", "finite", "nonfinite", "count"}));
+  SP_ASSIGN_OR_RETURN(r.numel, f.integer("numel", 1, int64_t{1} << 50));
+  SP_ASSIGN_OR_RETURN(r.count, f.integer("count", 0, int64_t{1} << 50));
+  SP_ASSIGN_OR_RETURN(r.nonfinite, f.integer("nonfinite", 0, int64_t{1} << 50));
+  SP_ASSIGN_OR_RETURN(r.digest, f.string("digest"));
+  SP_ASSIGN_OR_RETURN(r.l2, number_or_null(f, j, "l2"));
+  SP_ASSIGN_OR_RETURN(r.sum, number_or_null(f, j, "sum"));
+  SP_ASSIGN_OR_RETURN(r.absmax, number_or_null(f, j, "absmax"));
+  if (!j.at("finite").is_boolean()) return f.error("finite", "must be true or false");
+  r.finite = j.at("finite").get<bool>();
+  // Internal consistency: what any honest writer produces (docs/formats/checksums.md).
+  if (!is_hex(r.digest, 32)) return f.error("digest", "must be 32 lowercase hex digits");
+  if (r.count != r.numel) return f.error("count", fmt::format("= {} ≠ numel = {}: not every element was counted once", r.count, r.numel));
+  if (r.finite != (r.nonfinite == 0))
+    return f.error("finite", fmt::format("= {} contradicts nonfinite = {}", r.finite, r.nonfinite));
+  if (r.finite) {
+    const double rn = std::sqrt(static_cast<double>(r.numel));
+    if (!(r.l2 >= 0) || !(r.absmax >= 0) || !std::isfinite(r.sum))
+      return f.error("l2", "finite data needs a non-negative l2 and absmax and a finite sum");
+    if (r.absmax > r.l2 * kSlack) return f.error("absmax", fmt::format("= {:.9g} exceeds l2 = {:.9g}", r.absmax, r.l2));
+    if (r.l2 > rn * r.absmax * kSlack)
+      return f.error("l2", fmt::format("= {:.9g} exceeds √numel·absmax = {:.9g}", r.l2, rn * r.absmax));
+    if (std::fabs(r.sum) > rn * r.l2 * kSlack)
+      return f.error("sum", fmt::format("= {:.9g} exceeds √numel·l2 = {:.9g} in magnitude", r.sum, rn * r.l2));
+  }
+  return r;
+}
+
+bool bits_equal(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+
+// Two records with the same digest (or loss bits) must agree on every statistic.
+std::string same_digest_contradiction(const ChecksumRecord& a, const ChecksumRecord& b) {
+  if (a.key.phase == "loss") return bits_equal(a.value, b.value) || (std::isnan(a.value) && std::isnan(b.value)) ? "" : "value";
+  if (a.numel != b.numel) return "numel";
+  if (a.count != b.count) return "count";
+  if (a.nonfinite != b.nonfinite || a.finite != b.finite) return "nonfinite";
+  const std::initializer_list<std::tuple<const char*, double, double>> stats = {
+      {"l2", a.l2, b.l2}, {"sum", a.sum, b.sum}, {"absmax", a.absmax, b.absmax}};
+  for (const auto& [name, x, y] : stats)
+    if (!bits_equal(x, y) && !(std::isnan(x) && std::isnan(y))) return name;
+  return "";
+}
+
+void note(Comparison& c, std::string problem) {
+  if (c.problems.size() < kListed) c.problems.push_back(std::move(problem));
+  ++c.problem_count;
+}
+
+// Every expected key exactly once in `records` (or, without an expected list, the keys of `other`).
+void check_coverage(const std::vector<ChecksumRecord>& records, const std::string& path,
+                    const std::set<RecordKey>& expected, bool require_complete, Comparison& c) {
+  std::set<RecordKey> seen;
+  for (const ChecksumRecord& r : records) {
+    if (!seen.insert(r.key).second) note(c, fmt::format("{}: {} appears twice", path, r.key.to_string()));
+    else if (!expected.count(r.key)) note(c, fmt::format("{}: {} is not expected by the contract", path, r.key.to_string()));
+  }
+  if (!require_complete) return;
+  int64_t missing = 0;
+  const RecordKey* first = nullptr;
+  for (const RecordKey& k : expected)
+    if (!seen.count(k) && missing++ == 0) first = &k;
+  if (missing > 0)
+    note(c, fmt::format("{}: {} of {} expected records missing, the first {}", path, missing, expected.size(),
+                        first->to_string()));
+}
+
+}  // namespace
 
 const char* equivalence_name(Equivalence e) {
   switch (e) {
     case Equivalence::kBitwise: return "bitwise-equal";
     case Equivalence::kWithinTolerance: return "within-tolerance";
     case Equivalence::kDivergent: return "divergent";
+    case Equivalence::kIncomplete: return "incomplete";
   }
   return "?";
+}
+
+std::string RecordKey::to_string() const {
+  return phase == "loss" ? fmt::format("step {} loss", step) : fmt::format("step {} {} {}", step, phase, tensor);
+}
+
+Result<std::vector<ChecksumRecord>> read_checksums(const std::string& path) {
+  SP_ASSIGN_OR_RETURN(const JsonlDocument doc, read_jsonl_file(path));
+  std::vector<ChecksumRecord> out;
+  out.reserve(doc.records.size());
+  for (size_t i = 0; i < doc.records.size(); ++i) {
+    SP_ASSIGN_OR_RETURN(ChecksumRecord r, checksum_record_from(doc.records[i], fmt::format("{}:{}", path, doc.line_numbers[i])));
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 nlohmann::json Divergence::to_json() const {
   return {{"step", step},          {"phase", phase},         {"tensor", tensor},     {"got_digest", got_digest},
           {"want_digest", want_digest}, {"got", got_l2},     {"want", want_l2},      {"abs_diff", abs_l2},
           {"rel_diff", rel_l2},    {"abs_sum_diff", abs_sum}, {"abs_absmax_diff", abs_absmax},
-          {"tolerance", tolerance}};
+          {"tolerance", tolerance}, {"reason", reason}};
 }
 
 std::string Divergence::to_string() const {
   if (phase == "loss")
-    return fmt::format("step {} loss: {:.17g} vs {:.17g} (abs {:.3g}, rel {:.3g}, tolerance {:.3g})", step, got_l2,
-                       want_l2, abs_l2, rel_l2, tolerance);
+    return fmt::format("step {} loss: {:.17g} vs {:.17g} (abs {:.3g}, rel {:.3g}, tolerance {:.3g}){}", step, got_l2,
+                       want_l2, abs_l2, rel_l2, tolerance, reason.empty() ? "" : "; " + reason);
   return fmt::format("step {} {} {}: L2 {:.9g} vs {:.9g} (abs {:.3g}, rel {:.3g}, tolerance {:.3g}); |Δsum| {:.3g}, "
-                     "|Δabsmax| {:.3g}; digest {} vs {}",
+                     "|Δabsmax| {:.3g}; digest {} vs {}{}",
                      step, phase, tensor, got_l2, want_l2, abs_l2, rel_l2, tolerance, abs_sum, abs_absmax, got_digest,
-                     want_digest);
+                     want_digest, reason.empty() ? "" : "; " + reason);
+}
+
+std::string Comparison::describe() const {
+  if (verdict == Equivalence::kIncomplete)
+    return fmt::format("incomplete ({} problem(s) in {} expected records: {})", problem_count, expected,
+                       problems.empty() ? "" : problems.front());
+  std::string s = fmt::format("{} ({} of {} records bitwise; max rel. loss {:.2g}, params {:.2g}, grads {:.2g}/{:.2g})",
+                              equivalence_name(verdict), bitwise_records, records, max_rel_loss, max_rel_param,
+                              max_rel_grad_first, max_rel_grad_later);
+  if (verdict == Equivalence::kDivergent && promised == Equivalence::kBitwise && !divergence.empty() &&
+      divergence.front().reason.starts_with("promised"))
+    s += "; the contract promises bitwise";
+  return s;
 }
 
 nlohmann::json Comparison::to_json() const {
   nlohmann::json j = {{"verdict", equivalence_name(verdict)},
+                      {"promised", equivalence_name(promised)},
+                      {"expected", expected},
                       {"records", records},
                       {"bitwise_records", bitwise_records},
+                      {"problems", problems},
+                      {"problem_count", problem_count},
                       {"max_rel_diff", {{"loss", max_rel_loss}, {"param", max_rel_param},
                                         {"grad_first_step", max_rel_grad_first}, {"grad_later", max_rel_grad_later}}}};
   j["first_mismatch"] = first_mismatch.empty() ? nlohmann::json() : first_mismatch[0].to_json();
   j["first_divergence"] = divergence.empty() ? nlohmann::json() : divergence[0].to_json();
-  j["divergent_tensors_per_step"] = nlohmann::json::array();
-  for (const auto& [s, n] : divergent_per_step) j["divergent_tensors_per_step"].push_back({{"step", s}, {"tensors", n}});
+  j["divergent_records_per_step"] = nlohmann::json::array();
+  for (const auto& [s, n] : divergent_per_step) j["divergent_records_per_step"].push_back({{"step", s}, {"records", n}});
+  j["drift_per_step"] = nlohmann::json::array();
+  for (const auto& [s, d] : drift_per_step)
+    j["drift_per_step"].push_back({{"step", s}, {"max_rel_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json()}});
   return j;
 }
 
-Result<std::vector<nlohmann::json>> read_jsonl(const std::string& path) {
-  SP_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return corrupt("{}:{}: not a JSON object", path, n);
-    out.push_back(std::move(j));
-  }
-  return out;
-}
+Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const CompareSpec& spec) {
+  SP_ASSIGN_OR_RETURN(const std::vector<ChecksumRecord> got, read_checksums(run));
+  SP_ASSIGN_OR_RETURN(const std::vector<ChecksumRecord> want, read_checksums(reference));
+  Comparison c;
+  c.promised = spec.promised;
+  std::set<RecordKey> expected(spec.expected.begin(), spec.expected.end());
+  if (expected.empty())
+    for (const ChecksumRecord& r : want) expected.insert(r.key);
+  std::set<RecordKey> reference_expected(spec.reference_expected.begin(), spec.reference_expected.end());
+  if (reference_expected.empty()) reference_expected = expected;
+  c.expected = static_cast<int64_t>(expected.size());
+  check_coverage(got, run, expected, spec.require_complete, c);
+  check_coverage(want, reference, reference_expected, true, c);
+  std::map<RecordKey, const ChecksumRecord*> ref;
+  for (const ChecksumRecord& r : want) ref.emplace(r.key, &r);
 
-namespace {
-using Key = std::tuple<int64_t, std::string, std::string>;
-Status key_of(const nlohmann::json& r, const std::string& path, Key& k) {
-  if (!r.contains("step") || !r.contains("phase") || !r.contains("tensor"))
-    return corrupt("{}: record without step/phase/tensor: {}", path, r.dump());
-  k = {r.at("step").get<int64_t>(), r.at("phase").get<std::string>(), r.at("tensor").get<std::string>()};
-  return Status();
-}
-double num(const nlohmann::json& r, const char* k) {
-  return r.contains(k) && r.at(k).is_number() ? r.at(k).get<double>() : std::nan("");
-}
-}  // namespace
-
-Result<std::vector<RecordDifference>> checksum_differences(const std::string& run, const std::string& reference,
-                                                           const Tolerances& tol) {
-  SP_ASSIGN_OR_RETURN(auto got, read_jsonl(run));
-  SP_ASSIGN_OR_RETURN(auto want, read_jsonl(reference));
-  std::map<Key, const nlohmann::json*> ref;
-  for (const auto& r : want) {
-    Key k;
-    SP_RETURN_IF_ERROR(key_of(r, reference, k));
-    ref[k] = &r;
-  }
-  std::vector<RecordDifference> out;
+  const Tolerances& tol = spec.tol;
   int64_t first_step = -1;
-  for (const auto& r : got) {
-    Key k;
-    SP_RETURN_IF_ERROR(key_of(r, run, k));
-    auto it = ref.find(k);
-    if (it == ref.end()) continue;  // records only one side has (e.g. replica) are not compared
-    const nlohmann::json& w = *it->second;
-    const auto& [step, phase, tensor] = k;
+  std::map<int64_t, int64_t> per_step;
+  std::map<int64_t, double> drift;
+  const std::set<int64_t> judged_steps(spec.judged_steps.begin(), spec.judged_steps.end());
+  for (const ChecksumRecord& r : got) {
+    auto it = ref.find(r.key);
+    if (it == ref.end()) continue;  // reported by check_coverage
+    const ChecksumRecord& w = *it->second;
+    const auto& [step, phase, tensor] = r.key;
     if (first_step < 0) first_step = step;
+    const bool judged = judged_steps.empty() || judged_steps.count(step) > 0;
+    if (judged) ++c.records;
     Divergence d;
     d.step = step;
     d.phase = phase;
     d.tensor = tensor;
-    bool bitwise;
-    if (phase == "loss") {
-      bitwise = r.value("bits", "") == w.value("bits", "x");
-      d.got_l2 = num(r, "value");
-      d.want_l2 = num(w, "value");
-      d.tolerance = tol.loss;
-    } else {
-      bitwise = r.value("digest", "") == w.value("digest", "x");
-      d.got_digest = r.value("digest", "");
-      d.want_digest = w.value("digest", "");
-      d.got_l2 = num(r, "l2");
-      d.want_l2 = num(w, "l2");
-      d.abs_sum = std::abs(num(r, "sum") - num(w, "sum"));
-      d.abs_absmax = std::abs(num(r, "absmax") - num(w, "absmax"));
-      d.tolerance = phase == "param" ? tol.param : (step == first_step ? tol.grad_first : tol.grad_later);
-    }
-    d.abs_l2 = std::abs(d.got_l2 - d.want_l2);
-    d.rel_l2 = d.abs_l2 / std::max(std::abs(d.want_l2), 1e-30);
-    const bool finite_ok = r.value("finite", true) == w.value("finite", true) && std::isfinite(d.rel_l2);
-    const bool within = bitwise || (finite_ok && d.rel_l2 <= d.tolerance);
-    out.push_back({.diff = std::move(d), .bitwise = bitwise, .within = within});
-  }
-  return out;
-}
-
-Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const Tolerances& tol) {
-  SP_ASSIGN_OR_RETURN(const std::vector<RecordDifference> records, checksum_differences(run, reference, tol));
-  Comparison c;
-  const int64_t first_step = records.empty() ? -1 : records.front().diff.step;
-  std::map<int64_t, int64_t> per_step;
-  for (const RecordDifference& rd : records) {
-    const Divergence& d = rd.diff;
-    ++c.records;
-    if (rd.bitwise) {
-      ++c.bitwise_records;
+    const bool loss = phase == "loss";
+    const bool bitwise = loss ? r.bits == w.bits : r.digest == w.digest;
+    if (bitwise) {
+      if (const std::string field = same_digest_contradiction(r, w); !field.empty()) {
+        note(c, fmt::format("{}: equal {} but different {}: a record was edited", r.key.to_string(),
+                            loss ? "bits" : "digests", field));
+        continue;
+      }
+      if (judged) ++c.bitwise_records;
+      drift.emplace(step, 0.0);
+      if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = true, .judged = judged});
       continue;
     }
-    if (c.first_mismatch.empty()) c.first_mismatch.push_back(d);
-    double& mx = d.phase == "loss" ? c.max_rel_loss
-                 : d.phase == "param" ? c.max_rel_param
-                 : d.step == first_step ? c.max_rel_grad_first : c.max_rel_grad_later;
+    d.got_digest = r.digest;
+    d.want_digest = w.digest;
+    d.got_l2 = loss ? r.value : r.l2;
+    d.want_l2 = loss ? w.value : w.l2;
+    d.abs_l2 = std::abs(d.got_l2 - d.want_l2);
+    d.rel_l2 = d.abs_l2 / std::max(std::abs(d.want_l2), 1e-30);
+    d.tolerance = loss                       ? tol.loss
+                  : phase == "param"         ? tol.param
+                  : spec.anchored || step == first_step ? tol.grad_first
+                                                        : tol.grad_later;
+    if (!loss) {
+      d.abs_sum = std::abs(r.sum - w.sum);
+      d.abs_absmax = std::abs(r.absmax - w.absmax);
+    }
+    double& dr = drift[step];
+    dr = std::max(dr, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
+    if (loss) c.max_loss_drift = std::max(c.max_loss_drift, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
+    if (!judged) {
+      if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = false, .judged = false});
+      continue;
+    }
+    double& mx = loss ? c.max_rel_loss
+                 : phase == "param" ? c.max_rel_param
+                 : (spec.anchored || step == first_step) ? c.max_rel_grad_first : c.max_rel_grad_later;
     mx = std::max(mx, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
-    if (!rd.within) {
-      ++per_step[d.step];
+    // Which statistic leaves the class (‖Δx‖₂ ≤ tol·‖x‖₂ bounds each; see the header).
+    const double bound = d.tolerance * std::abs(d.want_l2);
+    if (loss) {
+      if (std::isnan(r.value) != std::isnan(w.value) || !(d.abs_l2 <= bound)) d.reason = "loss outside tolerance";
+    } else if (r.numel != w.numel || r.count != w.count) {
+      d.reason = "numel or count differs";
+    } else if (r.nonfinite != w.nonfinite) {
+      d.reason = fmt::format("{} non-finite values vs {}", r.nonfinite, w.nonfinite);
+    } else if (!(d.abs_l2 <= bound)) {
+      d.reason = "L2 outside tolerance";
+    } else if (!(d.abs_absmax <= bound)) {
+      d.reason = "absmax outside tolerance";
+    } else if (!(d.abs_sum <= bound * std::sqrt(static_cast<double>(r.numel)))) {
+      d.reason = "sum outside tolerance";
+    }
+    if (c.first_mismatch.empty()) c.first_mismatch.push_back(d);
+    if (spec.promised == Equivalence::kBitwise && d.reason.empty())
+      d.reason = fmt::format("promised bitwise: {} differs", loss ? "the loss bit pattern" : "the digest");
+    if (!d.reason.empty()) {
+      ++per_step[step];
       if (c.divergence.empty()) c.divergence.push_back(d);
     }
+    if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = false, .judged = true});
   }
-  if (c.records == 0)
-    return failed_precondition("'{}' and '{}' have no (step, phase, tensor) records in common", run, reference);
   for (const auto& [s, n] : per_step) c.divergent_per_step.push_back({s, n});
-  c.verdict = !c.divergence.empty()          ? Equivalence::kDivergent
-              : c.bitwise_records == c.records ? Equivalence::kBitwise
-                                               : Equivalence::kWithinTolerance;
+  for (const auto& [s, v] : drift) c.drift_per_step.push_back({s, v});
+  if (c.problem_count > 0) c.verdict = Equivalence::kIncomplete;
+  else if (c.records == 0) {
+    note(c, fmt::format("'{}' and '{}' have no (step, phase, tensor) records in common", run, reference));
+    c.verdict = Equivalence::kIncomplete;
+  } else {
+    c.verdict = !c.divergence.empty()            ? Equivalence::kDivergent
+                : c.bitwise_records == c.records ? Equivalence::kBitwise
+                                                 : Equivalence::kWithinTolerance;
+  }
   return c;
 }
 

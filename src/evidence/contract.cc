@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/hash.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
 
@@ -16,7 +18,7 @@ std::string contract_hash(const nlohmann::json& c) { return sha256_hex(c.dump())
 
 nlohmann::json make_contract(const ContractInputs& in) {
   nlohmann::json c = {
-      {"format_version", 1},
+      {"format_version", kContractFormatVersion},
       {"engine",
        {{"revision", engine_revision()}, {"compiler", compiler_version()}, {"mpi", in.mpi_version},
         {"blas", blas_version()}}},
@@ -60,6 +62,30 @@ std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::
   std::vector<std::string> out;
   diff(a, b, "", ignore, out);
   return out;
+}
+
+const std::vector<std::string>& stage_contract_differences() {
+  static const std::vector<std::string> keys = {"hash", "world_size", "config.parallel", "config.evidence", "config.prove"};
+  return keys;
+}
+
+const std::vector<std::string>& resumable_contract_differences() {
+  static const std::vector<std::string> keys = {"hash",         "world_size", "config.parallel", "config.evidence",
+                                                "config.prove", "config.name", "engine.mpi"};
+  return keys;
+}
+
+Status check_expected_contract(const std::string& path, const nlohmann::json& contract) {
+  SP_ASSIGN_OR_RETURN(const nlohmann::json frozen, read_json_file(path, uint64_t{1} << 26));
+  SP_RETURN_IF_ERROR(verify_contract(frozen, path));
+  const std::vector<std::string> diffs = contract_diff(frozen, contract, stage_contract_differences());
+  if (diffs.empty()) return Status();
+  std::string lines;
+  for (const std::string& d : diffs) lines += "\n    " + d;
+  return failed_precondition("this run's contract differs from the frozen contract '{}' (frozen ≠ this run):{}", path,
+                             lines)
+      .with_hint("a proof's stages must share one contract: same build, config, data and seed; rerun the whole "
+                 "protocol if any of them changed");
 }
 
 }  // namespace sp::evidence

@@ -29,6 +29,14 @@ Status verify_contract(const nlohmann::json& contract, const std::string& label)
 std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::json& b,
                                        const std::vector<std::string>& ignore = {});
 
+// The contract keys that may differ between a proof's stages: the topology and evidence settings
+// (docs/prove.md). A resumed run may also change the run's name and the MPI library (resharding onto
+// another machine; docs/checkpoints.md).
+const std::vector<std::string>& stage_contract_differences();
+const std::vector<std::string>& resumable_contract_differences();
+// --expect-contract: `contract` must be the frozen contract at `path` up to stage_contract_differences().
+Status check_expected_contract(const std::string& path, const nlohmann::json& contract);
+
 std::string engine_revision();
 std::string compiler_version();
 std::string blas_version();

@@ -1,10 +1,14 @@
 #include "evidence/faults.h"
 
 #include <charconv>
+#include <filesystem>
 
 #include <fmt/format.h>
 
+#include "ckpt/names.h"
 #include "core/check.h"
+#include "core/file_io.h"
+#include "core/log.h"
 
 namespace sp::evidence {
 
@@ -26,31 +30,34 @@ const std::vector<FaultInfo>& fault_catalogue() {
   static const std::vector<FaultInfo> k = {
       {FaultKind::kSkipGradAllreduce, "skip-grad-allreduce",
        "every rank skips the dp gradient sync of one unit (a parameter missing from the all-reduce)",
-       View::kTraceVsPrediction, "grad_sync bytes below the plan at that step on the dp groups", "dp > 1"},
+       View::kTraceVsPrediction, "grad_sync bytes below the plan at that step on the dp groups", "dp > 1", Reach::kEveryRank},
       {FaultKind::kStaleGrad, "stale-grad", "one rank does not zero its gradient buffers: last step's gradient leaks in",
-       View::kChecksums, "grad digests differ from the reference from that step on", "steps ≥ 2 and step ≥ 1"},
+       View::kChecksums, "grad digests differ from the reference from that step on", "steps ≥ 2 and step ≥ 1",
+       Reach::kOneRank, false, 1},
       {FaultKind::kWrongLossScale, "wrong-loss-scale",
        "one rank divides by its micro-batch's token count instead of the global batch's", View::kChecksums,
        "grad digests differ at that step (loss unchanged at that step)", "micro-batches ≥ 2"},
       {FaultKind::kDropTpAllreduce, "drop-tp-allreduce",
        "the forward all-reduce after o_proj of the first block is skipped", View::kTraceVsPrediction,
-       "forward bytes below the plan on the tp groups at that step", "tp > 1"},
+       "forward bytes below the plan on the tp groups at that step", "tp > 1", Reach::kEveryRank},
       {FaultKind::kPpMicrobatchSwap, "pp-microbatch-swap",
        "the last pipeline stage pairs micro-batches 0 and 1 with each other's targets", View::kChecksums,
-       "the loss differs from the reference at that step", "pp > 1 and micro-batches per dp rank ≥ 2"},
+       "the loss differs from the reference at that step", "pp > 1 and micro-batches per dp rank ≥ 2",
+       Reach::kEveryRank},
       {FaultKind::kZero3StaleParam, "zero3-stale-param",
        "one rank serves its pre-update shard of the first block in the step's ZeRO-3 gathers", View::kActivations,
-       "block.0's output differs from the reference at that step (the loss follows)", "zero = 3, dp > 1, step ≥ 1"},
+       "block.0's output differs from the reference at that step (the loss follows)", "zero = 3, dp > 1, step ≥ 1",
+       Reach::kOneRankSpreads, false, 1},
       {FaultKind::kDesyncExtraCollective, "desync-extra-collective", "one rank issues one extra all-reduce",
        View::kTraceConsistency, "the checker names the group, sequence number, ranks and field", "world > 1"},
       {FaultKind::kRankCrash, "rank-crash", "one rank is killed (SIGKILL) in the middle of the step", View::kJob,
        "the job ends with a non-zero status naming the rank; its trace stops", "world > 1"},
       {FaultKind::kCkptBitflip, "ckpt-bitflip", "one bit of a committed checkpoint shard flips", View::kCheckpoint,
-       "SHA-256 mismatch naming the file", "a checkpoint"},
+       "SHA-256 mismatch naming the file", "a checkpoint", Reach::kOneRank, true},
       {FaultKind::kCkptTruncate, "ckpt-truncate", "a committed checkpoint shard loses its last byte",
-       View::kCheckpoint, "size mismatch naming the file", "a checkpoint"},
+       View::kCheckpoint, "size mismatch naming the file", "a checkpoint", Reach::kOneRank, true},
       {FaultKind::kCkptMissingShard, "ckpt-missing-shard", "a committed checkpoint shard is deleted",
-       View::kCheckpoint, "missing file named", "a checkpoint"},
+       View::kCheckpoint, "missing file named", "a checkpoint", Reach::kOneRank, true},
       {FaultKind::kDataOrder, "data-order", "one rank draws its micro-batches with another seed", View::kActivations,
        "the embedding output of that rank's micro-batches differs at that step", "none"},
       {FaultKind::kNanInjection, "nan-injection", "one rank's first micro-batch gradient gets a NaN",
@@ -73,14 +80,16 @@ std::string FaultSpec::to_string() const {
 
 bool FaultSpec::fires(FaultKind k, int64_t at_step, int at_rank) const {
   if (kind != k || at_step != step) return false;
-  switch (k) {
-    case FaultKind::kSkipGradAllreduce:
-    case FaultKind::kDropTpAllreduce:
-    case FaultKind::kPpMicrobatchSwap:
-      return true;
-    default:
-      return at_rank == rank;
-  }
+  return fault_info(k).reach == Reach::kEveryRank || at_rank == rank;
+}
+
+bool is_checkpoint_fault(FaultKind kind) { return kind != FaultKind::kNone && fault_info(kind).checkpoint; }
+
+std::string_view default_fault_name(int dp, int tp, int pp) {
+  if (dp > 1) return fault_info(FaultKind::kSkipGradAllreduce).name;
+  if (tp > 1) return fault_info(FaultKind::kDropTpAllreduce).name;
+  if (pp > 1) return fault_info(FaultKind::kPpMicrobatchSwap).name;
+  return fault_info(FaultKind::kStaleGrad).name;
 }
 
 Result<FaultSpec> parse_fault(std::string_view text) {
@@ -112,9 +121,9 @@ Result<FaultSpec> parse_fault(std::string_view text) {
   return invalid_argument("unknown fault '{}'", name).with_hint("the catalogue: " + names + " (NAME[@step][:rank])");
 }
 
-Status check_fault_applicable(const FaultSpec& f, int dp, int tp, int pp, int zero, int world, int64_t steps,
-                              int64_t micro_batches) {
+Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
+  const auto [dp, tp, pp, zero, world, steps, micro_batches, every] = run;
   const FaultInfo& i = fault_info(f.kind);
   auto refuse = [&](const std::string& why) {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
@@ -141,6 +150,38 @@ Status check_fault_applicable(const FaultSpec& f, int dp, int tp, int pp, int ze
       break;
     default: break;
   }
+  if (is_checkpoint_fault(f.kind) && (every <= 0 || (f.step + 1) % every != 0))
+    return invalid_argument("fault {} damages the checkpoint saved after step {}, but this run saves none then "
+                            "(evidence.checkpoint_every = {})", f.to_string(), f.step, every)
+        .with_hint(fmt::format("--set evidence.checkpoint_every={}", f.step + 1));
+  return Status();
+}
+
+Status damage_checkpoint(const FaultSpec& fault, const std::string& step_dir) {
+  namespace fs = std::filesystem;
+  const std::string shard = ckpt::CheckpointPaths::shard_in(step_dir, fault.rank);
+  std::error_code ec;
+  if (!fs::exists(shard, ec)) {
+    log_warn("fault {}: '{}' does not exist (rank {} saved no shard); nothing damaged", fault.to_string(), shard,
+             fault.rank);
+    return Status();
+  }
+  const uint64_t size = fs::file_size(shard, ec);
+  if (ec) return io_error("fault {}: cannot stat '{}': {}", fault.to_string(), shard, ec.message());
+  switch (fault.kind) {
+    case FaultKind::kCkptBitflip: {
+      // One bit in the middle of the file: in the tensor data, past the safetensors header.
+      SP_ASSIGN_OR_RETURN(std::string bytes, read_file(shard));
+      bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+      SP_RETURN_IF_ERROR(write_file(shard, bytes));
+      break;
+    }
+    case FaultKind::kCkptTruncate: fs::resize_file(shard, size - 1, ec); break;
+    case FaultKind::kCkptMissingShard: fs::remove(shard, ec); break;
+    default: return Status();
+  }
+  if (ec) return io_error("fault {}: cannot damage '{}': {}", fault.to_string(), shard, ec.message());
+  log_warn("fault {}: damaged '{}'", fault.to_string(), shard);
   return Status();
 }
 

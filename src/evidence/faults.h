@@ -1,7 +1,8 @@
 // The fault catalogue (docs/faults.md): one injected fault per run, `--fault NAME[@step][:rank]`.
 // Each entry names what it breaks, the topology it needs, and the evidence view expected to catch
-// it first; the protocol's stage 3 checks that the view did. Faults are compiled in and cost one
-// comparison when off: hook sites ask `fires(kind, step, rank)`.
+// it first; the protocol's stage 3 checks that the view did. This file and the engine's injector
+// (parallel/fault_injector.h, which acts at named hook points of a step) are the only places that
+// know individual faults: adding one means a catalogue row here and its action there.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,13 @@ enum class View { kTraceConsistency, kTraceVsPrediction, kActivations, kChecksum
                   kJob };
 std::string_view view_name(View v);
 
+// Where a fault acts and where it shows: the views can name the injected rank only for kOneRank.
+enum class Reach {
+  kOneRank,         // acts on world rank `rank`; its evidence names that rank
+  kOneRankSpreads,  // acts on `rank`, but every rank's evidence carries it (a stale ZeRO-3 shard is gathered by all)
+  kEveryRank,       // acts on every rank (`rank` ignored)
+};
+
 struct FaultInfo {
   FaultKind kind;
   std::string_view name;
@@ -43,6 +51,9 @@ struct FaultInfo {
   View expected_view;             // the view that must catch it first
   std::string_view expectation;   // what the catching view reports
   std::string_view needs;         // topology requirement, e.g. "dp > 1"
+  Reach reach = Reach::kOneRank;
+  bool checkpoint = false;        // damages a committed checkpoint after the save of `step` (not the training)
+  int history = 0;                // steps before `step` the fault needs to have run (an anchored replay starts there)
 };
 const std::vector<FaultInfo>& fault_catalogue();
 const FaultInfo& fault_info(FaultKind kind);
@@ -54,14 +65,33 @@ struct FaultSpec {
   std::string to_string() const;
   bool any() const { return kind != FaultKind::kNone; }
   // The hook sites' question: does this fault act at `step` on world rank `rank`? Faults that act on
-  // every rank (skip-grad-allreduce, drop-tp-allreduce, pp-microbatch-swap) ignore `rank`.
+  // every rank (Reach::kEveryRank) ignore `rank`.
   bool fires(FaultKind k, int64_t at_step, int at_rank) const;
 };
 
+bool is_checkpoint_fault(FaultKind kind);
+// The fault `prove` injects when none is named: the first the topology can express, in the order the
+// mission lists the classic silent errors (skip-grad-allreduce, drop-tp-allreduce, pp-microbatch-swap,
+// stale-grad).
+std::string_view default_fault_name(int dp, int tp, int pp);
+
 // "skip-grad-allreduce@3:1" → kind, step 3, rank 1. Errors list the catalogue.
 Result<FaultSpec> parse_fault(std::string_view text);
-// Refuses a fault the topology cannot express ("drop-tp-allreduce needs tp > 1; this run has tp = 1").
-Status check_fault_applicable(const FaultSpec& f, int dp, int tp, int pp, int zero, int world, int64_t steps,
-                              int64_t micro_batches);
+// What a fault needs to know of the run it acts on.
+struct FaultTarget {
+  int dp = 1, tp = 1, pp = 1, zero = 0;
+  int world = 1;
+  int64_t steps = 1;
+  int64_t micro_batches = 1;     // M per step
+  int64_t checkpoint_every = 0;  // evidence.checkpoint_every
+};
+// Refuses a fault the run cannot express ("drop-tp-allreduce needs tp > 1; this run has tp = 1"),
+// identically on every rank before any communication.
+Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run);
+
+// ckpt-bitflip / ckpt-truncate / ckpt-missing-shard: damages world rank `fault.rank`'s shard in the
+// committed checkpoint directory `step_dir`, as a disk or a careless operator would. A rank that saved
+// no shard leaves nothing to damage (a warning, not an error).
+Status damage_checkpoint(const FaultSpec& fault, const std::string& step_dir);
 
 }  // namespace sp::evidence

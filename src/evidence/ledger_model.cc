@@ -47,7 +47,7 @@ LedgerPrediction predict_ledger(const LedgerModelInput& in) {
   const int64_t B = in.micro_batch_size, T = in.seq_len, N = B * T, C = m.dim, D = m.head_dim();
   const int64_t Hl = m.n_heads / in.tp, KVl = m.n_kv_heads / in.tp, Fl = m.ffn_dim / in.tp, Vl = m.vocab_size / in.tp;
   const int64_t Wqkv = (Hl + 2 * KVl) * D;
-  const int L = static_cast<int>(m.n_layers);
+  const int embed = model::embed_unit(), head = model::head_unit(m);
   const auto W = Category::kWorkspace, A = Category::kActivation;
 
   // --- Setup, in construction order -------------------------------------------------------------
@@ -75,14 +75,11 @@ LedgerPrediction predict_ledger(const LedgerModelInput& in) {
       sim.alloc("scratch.attention", W, kernels::attention_scratch_floats(T) * kF);
       if (in.recompute == model::Recompute::kFull) block_set("recompute", true);
     }
-    std::vector<int> ids;
-    if (ch.first) ids.push_back(0);
-    for (int l = ch.layer_begin; l < ch.layer_end; ++l) ids.push_back(1 + l);
-    if (ch.last) ids.push_back(L + 1);
+    const std::vector<int> ids = model::chunk_units(m, ch.layer_begin, ch.layer_end, ch.first, ch.last);
     for (int id : ids) unit_numel[id] = model::unit_layout(m, id, in.tp_rank, in.tp).numel;
     chunk_units.push_back(ids);
   }
-  auto name_of = [&](int id) { return id == 0 ? std::string("embed") : id == L + 1 ? std::string("head") : fmt::format("layers.{}", id - 1); };
+  auto name_of = [&](int id) { return model::unit_name(m, id); };
   auto shard_of = [&](int id) { return comm::even_split_counts(unit_numel[id], in.dp)[static_cast<size_t>(in.dp_rank)]; };
   int64_t max_unit = 0, max_shard = 0;
   for (const auto& [id, n] : unit_numel) {
@@ -183,33 +180,33 @@ LedgerPrediction predict_ledger(const LedgerModelInput& in) {
   auto forward = [&](const LedgerModelInput::Action& a, bool train) {
     const auto& ch = in.chunks[static_cast<size_t>(a.virtual_stage)];
     take_slot(a.virtual_stage);
-    if (ch.first) { acquire(0); release(0); }
-    for (int l = ch.layer_begin; l < ch.layer_end; ++l) { acquire(1 + l); release(1 + l); }
+    if (ch.first) { acquire(embed); release(embed); }
+    for (int l = ch.layer_begin; l < ch.layer_end; ++l) { acquire(model::block_unit(l)); release(model::block_unit(l)); }
     if (ch.last) {
-      acquire(L + 1);
-      if (m.tie_embeddings) acquire(0);
-      release(L + 1);
-      if (m.tie_embeddings) release(0);
+      acquire(head);
+      if (m.tie_embeddings) acquire(embed);
+      release(head);
+      if (m.tie_embeddings) release(embed);
     }
     if (!train) ++pool_free[static_cast<size_t>(a.virtual_stage)];  // forward only frees at once
   };
   auto backward = [&](const LedgerModelInput::Action& a) {
     const auto& ch = in.chunks[static_cast<size_t>(a.virtual_stage)];
     if (ch.last) {
-      acquire(L + 1);
-      leaf(L + 1);
-      if (m.tie_embeddings) { acquire(0); leaf(0); }
-      release(L + 1);
-      if (m.tie_embeddings) release(0);
-      done(L + 1);
+      acquire(head);
+      leaf(head);
+      if (m.tie_embeddings) { acquire(embed); leaf(embed); }
+      release(head);
+      if (m.tie_embeddings) release(embed);
+      done(head);
     }
     for (int l = ch.layer_end - 1; l >= ch.layer_begin; --l) {
-      acquire(1 + l);
-      leaf(1 + l);
-      release(1 + l);
-      done(1 + l);
+      acquire(model::block_unit(l));
+      leaf(model::block_unit(l));
+      release(model::block_unit(l));
+      done(model::block_unit(l));
     }
-    if (ch.first) { leaf(0); done(0); }
+    if (ch.first) { leaf(embed); done(embed); }
     ++pool_free[static_cast<size_t>(a.virtual_stage)];
   };
 

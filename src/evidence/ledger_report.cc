@@ -1,6 +1,7 @@
 #include "evidence/ledger_report.h"
 
 #include "core/file_io.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
 
@@ -36,16 +37,16 @@ Status write_ledger_report(comm::Communicator& world, const nlohmann::json& mine
       max_peak = std::max(max_peak, r.at("total").at("measured_peak").get<int64_t>());
     }
     const int64_t budget = static_cast<int64_t>(budget_mb * 1024 * 1024);
-    nlohmann::json doc = {{"format_version", 1},
+    nlohmann::json doc = {{"format_version", kLedgerFormatVersion},
                           {"equal", equal},
                           {"max_peak_bytes", max_peak},
                           {"budget_bytes", budget},
                           {"within_budget", budget == 0 || max_peak <= budget},
                           {"ranks", ranks}};
-    ok = write_file_atomic(out_dir + "/ledger.json", doc.dump(1) + "\n").ok() ? 1 : 0;
+    ok = write_file_atomic(RunPaths(out_dir).ledger(), doc.dump(1) + "\n").ok() ? 1 : 0;
   }
   world.broadcast(&ok, 1, DType::kI64, 0);
-  if (!ok) return io_error("rank 0 could not write '{}/ledger.json'", out_dir);
+  if (!ok) return io_error("rank 0 could not write '{}'", RunPaths(out_dir).ledger());
   return Status();
 }
 

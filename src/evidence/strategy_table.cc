@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "core/file_io.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/compare.h"
 #include "evidence/trace_check.h"
 
@@ -26,13 +28,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-Result<json> read_json_file(const std::string& path) {
-  SP_ASSIGN_OR_RETURN(std::string text, read_file(path, uint64_t{1} << 30));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) return corrupt("'{}' is not valid JSON", path);
-  return j;
 }
 
 std::string axis_of(const std::string& group) { return group.substr(0, group.find('[')); }
@@ -79,14 +74,14 @@ void fill_config(StrategyRow& row, const json& contract) {
 }
 
 void fill_metrics(StrategyRow& row, const std::string& dir) {
-  auto lines = read_jsonl(dir + "/metrics.jsonl");
+  auto lines = read_jsonl_file(RunPaths(dir).metrics());
   if (!lines.ok()) {
     row.error = lines.status().message();
     return;
   }
   std::vector<double> step_s, compute_s;
   double step0 = -1, compute0 = -1;
-  for (const json& m : *lines) {
+  for (const json& m : lines->records) {
     const int64_t step = m.value("step", int64_t{-2});
     if (m.contains("eval_loss") && m["eval_loss"].is_number()) {
       row.final_eval_loss = m["eval_loss"].get<double>();
@@ -132,7 +127,7 @@ void fill_traffic(StrategyRow& row, const std::string& dir) {
     if (key.step == row.bytes_step && step_phases().count(std::string(comm::phase_name(key.phase))))
       row.group_bytes[key.group].traced += t.bytes;
   if (row.prediction_found) {
-    auto predicted = read_json_file(dir + "/comm_predicted.json");
+    auto predicted = read_json_file(RunPaths(dir).comm_predicted());
     if (predicted.ok() && predicted->contains("ranks") && (*predicted)["ranks"].is_array()) {
       for (auto& [g, b] : row.group_bytes) b.predicted = 0;
       const std::string step_key = std::to_string(row.bytes_step);
@@ -156,7 +151,7 @@ void fill_traffic(StrategyRow& row, const std::string& dir) {
 }
 
 void fill_memory(StrategyRow& row, const std::string& dir) {
-  auto ledger = read_json_file(dir + "/ledger.json");
+  auto ledger = read_json_file(RunPaths(dir).ledger());
   if (!ledger.ok() || !ledger->is_object()) return;
   row.ledger_found = true;
   row.ledger_equal = ledger->value("equal", false);
@@ -179,30 +174,11 @@ void fill_memory(StrategyRow& row, const std::string& dir) {
   }
 }
 
-void fill_equivalence(StrategyRow& row, const std::string& dir, const std::string& reference_dir) {
-  if (reference_dir.empty()) {
-    row.equivalence = "reference";
-    return;
-  }
-  auto c = compare_checksums(dir + "/checksums.jsonl", reference_dir + "/checksums.jsonl");
-  if (!c.ok()) {
-    row.equivalence = "no reference";
-    row.first_divergence = c.status().message();
-    return;
-  }
-  row.equivalence = equivalence_name(c->verdict);
-  row.max_rel_loss = c->max_rel_loss;
-  row.max_rel_param = c->max_rel_param;
-  row.max_rel_grad_first = c->max_rel_grad_first;
-  row.max_rel_grad_later = c->max_rel_grad_later;
-  if (!c->divergence.empty()) row.first_divergence = c->divergence.front().to_string();
-}
-
 }  // namespace
 
 bool StrategyRow::ok() const {
   if (!error.empty() || exit_code != 0) return false;
-  if (equivalence == "divergent" || equivalence == "no reference") return false;
+  if (equivalence != "reference" && equivalence != "bitwise-equal" && equivalence != "within-tolerance") return false;
   if (!trace_found || !trace_consistent || (prediction_found && !traced_equals_predicted)) return false;
   return ledger_found && ledger_equal;
 }
@@ -211,7 +187,7 @@ StrategyRow strategy_row_of_run(const std::string& dir, const std::string& refer
   StrategyRow row;
   row.dir = dir;
   row.label = std::filesystem::path(dir).filename().string();
-  auto contract = read_json_file(dir + "/contract.json");
+  auto contract = read_json_file(RunPaths(dir).contract());
   if (!contract.ok()) {
     row.error = contract.status().message();
     return row;
@@ -226,7 +202,7 @@ StrategyRow strategy_row_of_run(const std::string& dir, const std::string& refer
   }
   fill_traffic(row, dir);
   fill_memory(row, dir);
-  fill_equivalence(row, dir, reference_dir);
+  if (reference_dir.empty()) row.equivalence = "reference";
   return row;
 }
 
@@ -273,7 +249,7 @@ json StrategyRow::to_json() const {
 }
 
 json strategy_table_json(const std::vector<StrategyRow>& rows) {
-  json j = {{"format_version", 1}, {"rows", json::array()}};
+  json j = {{"format_version", kStrategyTableFormatVersion}, {"rows", json::array()}};
   bool all_ok = true;
   for (const StrategyRow& r : rows) {
     j["rows"].push_back(r.to_json());

@@ -83,8 +83,10 @@ struct StrategyRow {
   nlohmann::json to_json() const;
 };
 
-// Fills a row from DIR. `reference_dir` empty: this is the reference (equivalence "reference").
-// Never fails: unreadable evidence becomes `error` (or a note in the section it concerns).
+// Fills a row from DIR. `reference_dir` empty: this is the reference (equivalence "reference"); else
+// the equivalence fields are the caller's (cli/cmd_compare.cc asks proof::compare_runs, which knows
+// the class the contract promises). Never fails: unreadable evidence becomes `error` (or a note in the
+// section it concerns).
 StrategyRow strategy_row_of_run(const std::string& dir, const std::string& reference_dir);
 // Sets ratio_vs_ref from the reference row (rows[0] when it is the reference and has a time).
 void fill_ratios(std::vector<StrategyRow>& rows);

@@ -7,6 +7,8 @@
 
 #include "comm/topology.h"
 #include "core/file_io.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/trace_prediction.h"
 
 namespace sp::evidence {
@@ -14,7 +16,6 @@ namespace {
 using comm::OpKind;
 using comm::TraceRecord;
 using nlohmann::json;
-constexpr size_t kMaxLineBytes = size_t{1} << 24;
 
 std::string ranks_text(const std::vector<int>& ranks) {
   if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
@@ -274,20 +275,24 @@ void Checker::check_collectives(const std::string& name, const Group& g) {
       ops.emplace_back(w, r ? std::string(comm::op_kind_name(r->op)) : "(none)");
     }
     const std::string where = first->seq == static_cast<int64_t>(i) ? "" : fmt::format(" (collective #{})", i);
+    // The members that issued this op must agree on it; a member that differs is the one that left the
+    // group's sequence (checked before a missing op: a rank killed by the job's end may not have
+    // recorded an op the others did).
+    for (const Field& f : collective_fields()) {
+      std::vector<std::pair<int, std::string>> values;
+      for (const auto& [w, colls] : parts)
+        if (i < colls.size()) values.emplace_back(w, f.value(*colls[i]));
+      if (group_values(values).size() > 1) {
+        add_value_mismatch("field", name, f.name, values, first->seq, first->t_start_us, where);
+        return;  // later positions are unreliable once the sequences diverge
+      }
+    }
     for (const auto& [w, colls] : parts) {
       if (i < colls.size()) continue;
       add_value_mismatch("missing_op", name, "op", ops, first->seq, first->t_start_us, where);
       report_.mismatches.back().message +=
           fmt::format("; rank {} issued {} collectives on this group", w, colls.size());
       return;
-    }
-    for (const Field& f : collective_fields()) {
-      std::vector<std::pair<int, std::string>> values;
-      for (const auto& [w, colls] : parts) values.emplace_back(w, f.value(*colls[i]));
-      if (group_values(values).size() > 1) {
-        add_value_mismatch("field", name, f.name, values, first->seq, first->t_start_us, where);
-        return;  // later positions are unreliable once the sequences diverge
-      }
     }
     if (first->op == OpKind::kAllToAll) {
       // send_counts[b] on rank a must equal recv_counts[a] on rank b (group ranks).
@@ -486,23 +491,13 @@ nlohmann::json TraceReport::to_json() const {
 
 Result<RankTrace> parse_rank_trace(std::string_view text, int world_rank, const std::string& path) {
   RankTrace out{.world_rank = world_rank, .path = path};
-  size_t pos = 0;
-  for (int64_t line_no = 1; pos < text.size(); ++line_no) {
-    const size_t eol = text.find('\n', pos);
-    const bool complete = eol != std::string_view::npos;
-    const std::string_view line = text.substr(pos, complete ? eol - pos : std::string_view::npos);
-    pos = complete ? eol + 1 : text.size();
-    if (line.empty()) continue;
-    const json j = line.size() <= kMaxLineBytes ? json::parse(line, nullptr, false) : json(json::value_t::discarded);
-    if (j.is_discarded() && !complete) {
-      out.torn_tail = true;
-      out.torn_bytes = static_cast<int64_t>(line.size());
-      break;
-    }
-    if (j.is_discarded())
-      return corrupt("{}:{}: not a JSON object (or longer than {} bytes)", path, line_no, kMaxLineBytes);
-    Result<TraceRecord> r = comm::trace_record_from_json(j);
-    if (!r.ok()) return r.status().with_context(fmt::format("{}:{}", path, line_no));
+  // A crash mid-write leaves at most a torn last line: tolerated and reported (docs/formats/trace.md).
+  SP_ASSIGN_OR_RETURN(const JsonlDocument doc, parse_jsonl(text, path, TornTail::kAllow));
+  out.torn_tail = doc.torn_bytes > 0;
+  out.torn_bytes = doc.torn_bytes;
+  for (size_t i = 0; i < doc.records.size(); ++i) {
+    Result<TraceRecord> r = comm::trace_record_from_json(doc.records[i]);
+    if (!r.ok()) return r.status().with_context(fmt::format("{}:{}", path, doc.line_numbers[i]));
     out.records.push_back(std::move(r).value());
   }
   return out;
@@ -520,7 +515,8 @@ TraceReport check_traces(std::vector<RankTrace> ranks, int world_size, const jso
 Result<TraceReport> check_trace_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const std::string trace_dir = fmt::format("{}/{}", dir, comm::kTraceDirName);
+  const RunPaths paths(dir);
+  const std::string trace_dir = paths.trace_dir();
   if (!fs::is_directory(dir, ec)) return invalid_argument("run directory '{}' does not exist", dir);
   if (!fs::is_directory(trace_dir, ec))
     return invalid_argument("'{}' has no trace/ directory", dir)
@@ -528,20 +524,15 @@ Result<TraceReport> check_trace_dir(const std::string& dir) {
   std::vector<TraceMismatch> file_problems;
   std::vector<std::string> warnings;
   std::vector<RankTrace> ranks;
-  std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(trace_dir, ec)) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const fs::path& p : files) {
-    const std::optional<int> rank = comm::trace_file_rank(p.filename().string());
-    if (!rank) {
-      warnings.push_back(fmt::format("ignored '{}': not a rank-NNNNN.jsonl file", p.string()));
-      continue;
-    }
-    Result<std::string> text = read_file(p.string());
-    Result<RankTrace> rt = text.ok() ? parse_rank_trace(*text, *rank, p.string()) : Result<RankTrace>(text.status());
+  std::vector<std::string> ignored;
+  SP_ASSIGN_OR_RETURN(const std::vector<RankFile> files, list_rank_files(trace_dir, &ignored));
+  for (const std::string& p : ignored) warnings.push_back(fmt::format("ignored '{}': not a rank-NNNNN.jsonl file", p));
+  for (const RankFile& f : files) {
+    Result<std::string> text = read_file(f.path);
+    Result<RankTrace> rt = text.ok() ? parse_rank_trace(*text, f.rank, f.path) : Result<RankTrace>(text.status());
     if (!rt.ok()) {
-      file_problems.push_back({.kind = "corrupt_record", .ranks = {*rank}, .message = rt.status().message()});
-      ranks.push_back(RankTrace{.world_rank = *rank, .path = p.string(), .unreadable = true});
+      file_problems.push_back({.kind = "corrupt_record", .ranks = {f.rank}, .message = rt.status().message()});
+      ranks.push_back(RankTrace{.world_rank = f.rank, .path = f.path, .unreadable = true});
       continue;
     }
     ranks.push_back(std::move(rt).value());
@@ -551,13 +542,14 @@ Result<TraceReport> check_trace_dir(const std::string& dir) {
 
   json topology;
   bool have_topology = false;
-  const std::string topo_path = fmt::format("{}/{}", dir, comm::kTopologyFileName);
-  if (Result<std::string> t = read_file(topo_path, uint64_t{1} << 28); t.ok()) {
-    topology = json::parse(*t, nullptr, false);
-    have_topology = !topology.is_discarded();
-    if (!have_topology) file_problems.push_back({.kind = "topology", .message = topo_path + ": not valid JSON"});
+  const std::string topo_path = paths.topology();
+  if (!path_exists(topo_path)) {
+    warnings.push_back(fmt::format("{}: file does not exist; world size inferred from the traces", topo_path));
+  } else if (Result<json> t = read_json_file(topo_path, uint64_t{1} << 28); t.ok()) {
+    topology = std::move(t).value();
+    have_topology = true;
   } else {
-    warnings.push_back(fmt::format("{}: {}; world size inferred from the traces", topo_path, t.status().message()));
+    file_problems.push_back({.kind = "topology", .message = t.status().message()});
   }
   int world = 0;
   if (have_topology && topology.is_object() && topology.contains("world_size") &&
@@ -578,9 +570,13 @@ Result<TraceReport> check_trace_dir(const std::string& dir) {
   report.rank_files = static_cast<int>(ranks.size());
   Checker(report, ranks).run(have_topology ? &topology : nullptr);
   report.mismatches.insert(report.mismatches.begin(), file_problems.begin(), file_problems.end());
-  if (Result<std::string> p = read_file(dir + "/comm_predicted.json", uint64_t{1} << 30); p.ok()) {
-    const json predicted = json::parse(*p, nullptr, false);
-    compare_with_prediction(ranks, predicted, report);
+  if (path_exists(paths.comm_predicted())) {
+    if (Result<json> p = read_json_file(paths.comm_predicted()); p.ok()) {
+      compare_with_prediction(ranks, *p, report);
+    } else {
+      report.prediction_found = true;
+      report.prediction_mismatches.push_back({.kind = "prediction", .message = p.status().message()});
+    }
   }
   report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());
   return report;

@@ -8,6 +8,8 @@
 
 #include "comm/topology.h"
 #include "core/file_io.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
 namespace {
@@ -90,30 +92,20 @@ json chrome_trace_from(const std::vector<RankTrace>& ranks, const json* topology
 Result<json> chrome_trace(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const std::string trace_dir = fmt::format("{}/{}", dir, comm::kTraceDirName);
-  if (!fs::is_directory(trace_dir, ec))
+  const RunPaths paths(dir);
+  if (!fs::is_directory(paths.trace_dir(), ec))
     return invalid_argument("'{}' has no trace/ directory", dir)
         .with_hint("pass the run directory (the one holding trace/rank-00000.jsonl)");
-  std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(trace_dir, ec)) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  SP_ASSIGN_OR_RETURN(const std::vector<RankFile> files, list_rank_files(paths.trace_dir()));
   std::vector<RankTrace> ranks;
-  for (const fs::path& p : files) {
-    const std::optional<int> rank = comm::trace_file_rank(p.filename().string());
-    if (!rank) continue;
-    SP_ASSIGN_OR_RETURN(const std::string text, read_file(p.string()));
-    SP_ASSIGN_OR_RETURN(RankTrace rt, parse_rank_trace(text, *rank, p.string()));
+  for (const RankFile& f : files) {
+    SP_ASSIGN_OR_RETURN(const std::string text, read_file(f.path));
+    SP_ASSIGN_OR_RETURN(RankTrace rt, parse_rank_trace(text, f.rank, f.path));
     ranks.push_back(std::move(rt));
   }
-  if (ranks.empty()) return invalid_argument("'{}' holds no rank-NNNNN.jsonl file", trace_dir);
-  json topology;
-  const bool have = [&] {
-    Result<std::string> t = read_file(fmt::format("{}/{}", dir, comm::kTopologyFileName), uint64_t{1} << 28);
-    if (!t.ok()) return false;
-    topology = json::parse(*t, nullptr, false);
-    return !topology.is_discarded();
-  }();
-  return chrome_trace_from(ranks, have ? &topology : nullptr);
+  if (ranks.empty()) return invalid_argument("'{}' holds no rank-NNNNN.jsonl file", paths.trace_dir());
+  const Result<json> topology = read_json_file(paths.topology(), uint64_t{1} << 28);
+  return chrome_trace_from(ranks, topology.ok() ? &*topology : nullptr);
 }
 
 Status write_chrome_trace(const std::string& dir, const std::string& out_path) {

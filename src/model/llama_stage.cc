@@ -52,10 +52,7 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   n_local_ = spec.layer_end - spec.layer_begin;
   SP_CHECK(T_ >= 1 && T_ <= config.max_seq, "seq_len {} outside [1, max_seq = {}]", T_, config.max_seq);
 
-  const int L = static_cast<int>(config.n_layers);
-  if (spec.first) unit_ids_.push_back(0);
-  for (int l = spec.layer_begin; l < spec.layer_end; ++l) unit_ids_.push_back(1 + l);
-  if (spec.last) unit_ids_.push_back(L + 1);
+  unit_ids_ = chunk_units(config, spec.layer_begin, spec.layer_end, spec.first, spec.last);
   for (int id : unit_ids_) layouts_.push_back(unit_layout(config, id, spec.tp_rank, tp));
 
   MemoryLedger& m = ledger;
@@ -173,34 +170,33 @@ void LlamaStage::head_forward(ActivationSlot& s, const float* w, const float* w_
 
 double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp,
                            ActivationObserver* observer) {
-  const int L = static_cast<int>(config_.n_layers);
   if (spec_.first) {
-    const float* emb = params.acquire(0);
+    const float* emb = params.acquire(embed_unit());
     k::embedding_forward(slot.res[0].f32(), static_cast<const int32_t*>(slot.inputs.raw()), emb, N_, C_, v_begin_,
                          Vl_);
     tp.reduce_from_tp(slot.res[0].f32(), N_ * C_);  // vocab-parallel lookup: each row is nonzero on one rank
-    params.release(0);
-    if (observer) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);  // -- activation digests --
+    params.release(embed_unit());
+    if (observer) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);
   }
   for (int i = 0; i < n_local_; ++i) {
-    const int unit = 1 + spec_.layer_begin + i;
+    const int layer = spec_.layer_begin + i, unit = block_unit(layer);
     BlockActivations& a = spec_.recompute == Recompute::kNone ? slot.blocks[static_cast<size_t>(i)] : recompute_[0];
     block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
     params.release(unit);
-    if (observer)  // -- activation digests --
-      observer->observe(fmt::format("block.{}", unit - 1).c_str(), slot.micro_batch,
+    if (observer)
+      observer->observe(fmt::format("block.{}", layer).c_str(), slot.micro_batch,
                         slot.res[static_cast<size_t>(i + 1)].f32(), N_ * C_);
   }
   if (!spec_.last) return 0.0;
-  const float* hw = params.acquire(L + 1);
-  const float* w_lm = config_.tie_embeddings ? params.acquire(0) : hw + layout(L + 1).tensor("lm_head.weight").offset;
+  const float* hw = params.acquire(head_unit(config_));
+  const float* w_lm = config_.tie_embeddings ? params.acquire(embed_unit()) : hw + layout(head_unit(config_)).tensor("lm_head.weight").offset;
   head_forward(slot, hw, w_lm, tp);
-  if (observer) {  // -- activation digests --
+  if (observer) {
     observer->observe("final_norm", slot.micro_batch, slot.xf.f32(), N_ * C_);
     observer->observe("logits", slot.micro_batch, slot.logits.f32(), N_ * Vl_);
   }
-  params.release(L + 1);
-  if (config_.tie_embeddings) params.release(0);
+  params.release(head_unit(config_));
+  if (config_.tie_embeddings) params.release(embed_unit());
   double sum = 0.0;
   const float* losses = slot.losses.f32();
   for (int64_t n = 0; n < N_; ++n) sum += losses[n];
@@ -245,27 +241,26 @@ void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a
 
 void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                           float loss_scale) {
-  const int L = static_cast<int>(config_.n_layers);
   if (spec_.last) {
-    const float* hw = params.acquire(L + 1);
-    float* hdw = grads.leaf(L + 1);
+    const float* hw = params.acquire(head_unit(config_));
+    float* hdw = grads.leaf(head_unit(config_));
     const float* w_lm;
     float* dw_lm;
     if (config_.tie_embeddings) {
-      w_lm = params.acquire(0);
-      dw_lm = grads.leaf(0);
+      w_lm = params.acquire(embed_unit());
+      dw_lm = grads.leaf(embed_unit());
     } else {
-      const int64_t off = layout(L + 1).tensor("lm_head.weight").offset;
+      const int64_t off = layout(head_unit(config_)).tensor("lm_head.weight").offset;
       w_lm = hw + off;
       dw_lm = hdw + off;
     }
     head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
-    params.release(L + 1);
-    if (config_.tie_embeddings) params.release(0);
-    grads.done(L + 1);
+    params.release(head_unit(config_));
+    if (config_.tie_embeddings) params.release(embed_unit());
+    grads.done(head_unit(config_));
   }
   for (int i = n_local_ - 1; i >= 0; --i) {
-    const int unit = 1 + spec_.layer_begin + i;
+    const int layer = spec_.layer_begin + i, unit = block_unit(layer);
     const float* w = params.acquire(unit);
     BlockActivations* a = nullptr;
     if (spec_.recompute == Recompute::kNone) {
@@ -280,9 +275,9 @@ void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& g
   }
   if (spec_.first) {
     // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity.
-    k::embedding_backward(grads.leaf(0), dres_.f32(), static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
+    k::embedding_backward(grads.leaf(embed_unit()), dres_.f32(), static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
                           v_begin_, Vl_);
-    grads.done(0);
+    grads.done(embed_unit());
   }
 }
 

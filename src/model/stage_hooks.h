@@ -45,7 +45,6 @@ class TensorParallelOps {
   virtual void all_reduce_sum(float* x, int64_t n) = 0;
 };
 
-// -- activation digests --
 // Optional per-layer activation trace (evidence/activations.h): LlamaStage::forward calls observe()
 // at fixed points of a micro-batch's forward pass, in forward order. The model does no I/O; the
 // observer decides what to keep. Backward (including a recompute replay) never calls it.
@@ -57,6 +56,5 @@ class ActivationObserver {
   // (the local vocabulary shard under tp > 1).
   virtual void observe(const char* point, int64_t micro_batch, const float* data, int64_t n) = 0;
 };
-// -- end activation digests --
 
 }  // namespace sp::model

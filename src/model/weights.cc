@@ -25,17 +25,37 @@ const TensorSlot& UnitLayout::tensor(std::string_view suffix) const {
 }
 
 int unit_count(const LlamaConfig& c) { return static_cast<int>(c.n_layers) + 2; }
+int head_unit(const LlamaConfig& c) { return static_cast<int>(c.n_layers) + 1; }
+int unit_layer(int id) { return id - 1; }
+UnitKind unit_kind(const LlamaConfig& c, int id) {
+  return id == embed_unit() ? UnitKind::kEmbed : (id == head_unit(c) ? UnitKind::kHead : UnitKind::kBlock);
+}
+std::vector<int> chunk_units(const LlamaConfig& c, int layer_begin, int layer_end, bool first, bool last) {
+  std::vector<int> ids;
+  if (first) ids.push_back(embed_unit());
+  for (int l = layer_begin; l < layer_end; ++l) ids.push_back(block_unit(l));
+  if (last) ids.push_back(head_unit(c));
+  return ids;
+}
+
+std::string unit_name(const LlamaConfig& c, int id) {
+  switch (unit_kind(c, id)) {
+    case UnitKind::kEmbed: return "embed";
+    case UnitKind::kHead: return "head";
+    case UnitKind::kBlock: break;
+  }
+  return fmt::format("layers.{}", unit_layer(id));
+}
 
 static std::vector<WeightSpec> unit_specs(const LlamaConfig& c, int id) {
   const int64_t C = c.dim, D = c.head_dim(), H = c.n_heads, KV = c.n_kv_heads, F = c.ffn_dim, V = c.vocab_size;
-  const int L = static_cast<int>(c.n_layers);
-  if (id == 0) return {{"model.embed_tokens.weight", {V, C}, 0, InitKind::kNormal, true}};
-  if (id == L + 1) {
+  if (unit_kind(c, id) == UnitKind::kEmbed) return {{"model.embed_tokens.weight", {V, C}, 0, InitKind::kNormal, true}};
+  if (unit_kind(c, id) == UnitKind::kHead) {
     std::vector<WeightSpec> s = {{"model.norm.weight", {C}, -1, InitKind::kOnes, false}};
     if (!c.tie_embeddings) s.push_back({"lm_head.weight", {V, C}, 0, InitKind::kNormal, true});
     return s;
   }
-  const std::string p = fmt::format("model.layers.{}.", id - 1);
+  const std::string p = fmt::format("model.layers.{}.", unit_layer(id));
   return {
       {p + "input_layernorm.weight", {C}, -1, InitKind::kOnes, false},
       {p + "self_attn.q_proj.weight", {H * D, C}, 0, InitKind::kNormal, true},
@@ -50,13 +70,12 @@ static std::vector<WeightSpec> unit_specs(const LlamaConfig& c, int id) {
 }
 
 UnitLayout unit_layout(const LlamaConfig& c, int id, int tp_rank, int tp_size) {
-  const int L = static_cast<int>(c.n_layers);
-  SP_CHECK(id >= 0 && id <= L + 1, "unit id {} out of range [0, {}]", id, L + 1);
+  SP_CHECK(id >= embed_unit() && id <= head_unit(c), "unit id {} out of range [0, {}]", id, head_unit(c));
   UnitLayout u;
   u.id = id;
-  u.kind = id == 0 ? UnitKind::kEmbed : (id == L + 1 ? UnitKind::kHead : UnitKind::kBlock);
-  u.layer = u.kind == UnitKind::kBlock ? id - 1 : -1;
-  u.name = id == 0 ? "embed" : (id == L + 1 ? "head" : fmt::format("layers.{}", id - 1));
+  u.kind = unit_kind(c, id);
+  u.layer = u.kind == UnitKind::kBlock ? unit_layer(id) : -1;
+  u.name = unit_name(c, id);
   for (WeightSpec& spec : unit_specs(c, id)) {
     TensorSlot t;
     t.local_shape = spec.shape;

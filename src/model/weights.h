@@ -59,7 +59,18 @@ struct UnitLayout {
   const TensorSlot& tensor(std::string_view suffix) const;  // by name suffix, e.g. "q_proj.weight"
 };
 
-int unit_count(const LlamaConfig& c);  // L + 2
+// Unit ids: 0 = embed, 1 + l = layer l, L + 1 = head; unit_count = L + 2. The only place this
+// numbering is spelled out: everything else asks these.
+int unit_count(const LlamaConfig& c);
+constexpr int embed_unit() { return 0; }
+constexpr int block_unit(int layer) { return 1 + layer; }
+int head_unit(const LlamaConfig& c);
+UnitKind unit_kind(const LlamaConfig& c, int id);
+int unit_layer(int id);  // the layer of a block unit
+std::string unit_name(const LlamaConfig& c, int id);  // "embed", "layers.3", "head"
+// The units of a pipeline chunk of layers [layer_begin, layer_end), in forward order: the embedding
+// first if it holds it, then its blocks, then the head if it holds it.
+std::vector<int> chunk_units(const LlamaConfig& c, int layer_begin, int layer_end, bool first, bool last);
 // The layout of unit `id` as held by tensor-parallel rank `tp_rank` of `tp_size`.
 // Requires the TP divisibility rules (checked by parallel/plan before anything is built).
 UnitLayout unit_layout(const LlamaConfig& c, int id, int tp_rank, int tp_size);

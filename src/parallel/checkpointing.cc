@@ -16,8 +16,9 @@
 #include "core/file_io.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/contract.h"
-#include "parallel/agree.h"
+#include "comm/agree.h"
 #include "parallel/engine.h"
 
 namespace sp::parallel {
@@ -79,24 +80,46 @@ Status verify_candidate(comm::Communicator& world, const ckpt::CheckpointPaths& 
   } else {
     st = ckpt::verify_shard_files(paths.step_dir(step), *m, world.rank(), world.size());
   }
-  SP_RETURN_IF_ERROR(agree(world, st));
+  SP_RETURN_IF_ERROR(comm::agree(world, st));
   out = std::move(m).value();
   return Status();
 }
 
+// Everything but the topology and evidence settings must be the saved run's.
+Status check_checkpoint_contract(const ResumePlan& plan, const json& contract) {
+  SP_RETURN_IF_ERROR(evidence::verify_contract(plan.manifest.contract, ckpt::CheckpointPaths::manifest_in(plan.dir)));
+  const std::vector<std::string> diffs =
+      evidence::contract_diff(plan.manifest.contract, contract, evidence::resumable_contract_differences());
+  if (diffs.empty()) return Status();
+  std::string lines;
+  for (const std::string& d : diffs) lines += "\n    " + d;
+  return failed_precondition("checkpoint step {} in '{}' was saved by a different run (saved ≠ current):{}", plan.step,
+                             plan.dir, lines)
+      .with_hint("resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
+                 "change), or train into another --out directory");
+}
+
 }  // namespace
+
+Result<ResumePlan> plan_anchor(comm::Communicator& world, const std::string& anchor_dir, int64_t step,
+                               const json& contract) {
+  const ckpt::CheckpointPaths paths(anchor_dir);
+  ResumePlan plan;
+  SP_RETURN_IF_ERROR(verify_candidate(world, paths, step, std::nullopt, plan.manifest)
+                         .with_hint(fmt::format("the anchored replay needs '{}' saved by the reference run "
+                                                "(train --checkpoint-at {})", paths.step_dir(step), step)));
+  plan.resume = true;
+  plan.step = step;
+  plan.dir = paths.step_dir(step);
+  SP_RETURN_IF_ERROR(comm::agree(world, check_checkpoint_contract(plan, contract)));
+  return plan;
+}
 
 Result<ResumeMode> parse_resume_mode(std::string_view text) {
   if (text == "auto") return ResumeMode::kAuto;
   if (text == "required") return ResumeMode::kRequired;
   if (text == "never") return ResumeMode::kNever;
   return invalid_argument("--resume {}: expected auto, required or never", text);
-}
-
-const std::vector<std::string>& resumable_contract_differences() {
-  static const std::vector<std::string> keys = {"hash", "world_size", "config.parallel", "config.evidence",
-                                                "config.prove", "config.name", "engine.mpi"};
-  return keys;
 }
 
 Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run_dir, const json& contract,
@@ -120,10 +143,10 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
         st = c.status();
       }
     }
-    SP_RETURN_IF_ERROR(agree(world, st));
+    SP_RETURN_IF_ERROR(comm::agree(world, st));
     // (A LATEST error message may quote damaged bytes: never let them make dump() throw.)
     listing = json::parse(
-        broadcast_string(world, listing.dump(-1, ' ', false, json::error_handler_t::replace)));
+        comm::broadcast_string(world, listing.dump(-1, ' ', false, json::error_handler_t::replace)));
   }
   const auto steps = listing["steps"].get<std::vector<int64_t>>();
   const bool has_latest = !listing["latest"].is_null();
@@ -187,17 +210,7 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
                                last.ok() ? std::string() : ": the oldest one tried was refused: " + last.message());
 
   // 4. The contract: everything but the topology and evidence settings must be the saved run's.
-  SP_RETURN_IF_ERROR(evidence::verify_contract(plan.manifest.contract, ckpt::CheckpointPaths::manifest_in(plan.dir)));
-  const std::vector<std::string> diffs =
-      evidence::contract_diff(plan.manifest.contract, contract, resumable_contract_differences());
-  if (!diffs.empty()) {
-    std::string lines;
-    for (const std::string& d : diffs) lines += "\n    " + d;
-    return failed_precondition("checkpoint step {} in '{}' was saved by a different run (saved ≠ current):{}",
-                               plan.step, plan.dir, lines)
-        .with_hint("resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
-                   "change), or train into another --out directory");
-  }
+  SP_RETURN_IF_ERROR(check_checkpoint_contract(plan, contract));
   // 5. Set refused checkpoints aside and point LATEST at the one in use (rank 0), so a later resume or
   //    save never meets them again; nothing is deleted.
   Status moved;
@@ -212,7 +225,7 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
     }
     if (moved.ok()) moved = write_file_atomic(paths.latest(), ckpt::Latest{plan.step, plan.manifest.digest}.to_text());
   }
-  SP_RETURN_IF_ERROR(agree(world, moved));
+  SP_RETURN_IF_ERROR(comm::agree(world, moved));
   if (root) {
     const ckpt::Topology& t = plan.manifest.topology;
     log_info("resuming from checkpoint step {} ('{}', saved under {}){}", plan.step, plan.dir, t.describe(),
@@ -246,30 +259,30 @@ Status prepare_evidence_for_resume(comm::Communicator& world, const std::string&
       // process's files beside the new ones.
       std::string dest = paths.segment_dir(plan.step, 0);
       for (int i = 1; path_exists(dest); ++i) dest = paths.segment_dir(plan.step, i);
-      for (const char* sub : {"trace", "timeline"}) {
-        const std::string from = paths.run_file(sub);
+      const evidence::RunPaths run(run_dir);
+      for (const std::string& from : {run.trace_dir(), run.timeline_dir()}) {
         if (!path_exists(from)) continue;
         SP_RETURN_IF_ERROR(make_directories(dest));
         std::error_code ec;
-        fs::rename(from, fs::path(dest) / sub, ec);
+        fs::rename(from, fs::path(dest) / fs::path(from).filename(), ec);
         if (ec) return io_error("cannot move '{}' to '{}': {}", from, dest, ec.message());
       }
       return Status();
     }();
   }
-  return agree(world, st);
+  return comm::agree(world, st);
 }
 
 Status load_checkpoint(Engine& engine, comm::Communicator& world, comm::TraceContext& trace, const ResumePlan& plan) {
   comm::ScopedPhase phase(trace, comm::Phase::kCheckpoint, plan.step);
   auto source = ckpt::CheckpointSource::open(plan.dir, plan.manifest, engine.plan().config.model);
-  SP_RETURN_IF_ERROR(agree(world, source.status()));
-  SP_RETURN_IF_ERROR(agree(world, source->fill(spans_of(engine), engine.coords().tp)));
+  SP_RETURN_IF_ERROR(comm::agree(world, source.status()));
+  SP_RETURN_IF_ERROR(comm::agree(world, source->fill(spans_of(engine), engine.coords().tp)));
   auto next = engine.restore_loader(plan.manifest.loader_cursor);
   Status cursor = next.status();
   if (next.ok() && *next != plan.step)
     cursor = corrupt("checkpoint step {}: its data cursor resumes at step {}", plan.step, *next);
-  SP_RETURN_IF_ERROR(agree(world, cursor.with_context(ckpt::CheckpointPaths::manifest_in(plan.dir))));
+  SP_RETURN_IF_ERROR(comm::agree(world, cursor.with_context(ckpt::CheckpointPaths::manifest_in(plan.dir))));
   engine.optimizer().set_steps_taken(plan.manifest.optimizer_steps);
   engine.state_loaded();
   if (world.rank() == 0) {
@@ -311,44 +324,7 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
     }
     for (int r = 0; r < world.size(); ++r) req.rank_coords.push_back(engine.grid().coords_of(r).to_string());
   }
-  auto agree_fn = [&world](const Status& s) { return agree(world, s); };
-  return ckpt::save_checkpoint(world, agree_fn, req);
-}
-
-EvidenceTail::~EvidenceTail() {
-  (void)pump();
-  ::unlink(scratch_.c_str());
-}
-
-Status EvidenceTail::pump() {
-  // Copies scratch bytes [copied_, size) to the end of the target.
-  const int in = ::open(scratch_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return io_error("cannot open '{}': {}", scratch_, std::strerror(errno));
-  const int out = ::open(target_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (out < 0) {
-    ::close(in);
-    return io_error("cannot append to '{}': {}", target_, std::strerror(errno));
-  }
-  std::vector<char> buf(1 << 16);
-  Status st;
-  for (;;) {
-    const ssize_t n = ::pread(in, buf.data(), buf.size(), static_cast<off_t>(copied_));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) st = io_error("cannot read '{}': {}", scratch_, std::strerror(errno));
-    if (n <= 0) break;
-    ssize_t done = 0;
-    while (st.ok() && done < n) {
-      const ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n - done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) st = io_error("cannot append to '{}': {}", target_, std::strerror(errno));
-      else done += w;
-    }
-    if (!st.ok()) break;
-    copied_ += static_cast<uint64_t>(n);
-  }
-  ::close(in);
-  ::close(out);
-  return st;
+  return ckpt::save_checkpoint(world, req);
 }
 
 }  // namespace sp::parallel

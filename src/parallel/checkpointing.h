@@ -21,6 +21,7 @@
 #include "comm/communicator.h"
 #include "comm/trace_context.h"
 #include "core/status.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::parallel {
 
@@ -48,6 +49,12 @@ struct ResumePlan {
 Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run_dir, const nlohmann::json& contract,
                                const ResumeOptions& options);
 
+// Collective. The checkpoint `step` of another run (an anchored replay's reference, docs/equivalence.md
+// §anchored), fully verified like a resume candidate, with a contract equal to this run's up to the
+// topology and evidence settings; load it with load_checkpoint.
+Result<ResumePlan> plan_anchor(comm::Communicator& world, const std::string& anchor_dir, int64_t step,
+                               const nlohmann::json& contract);
+
 // Collective. Truncates checksums.jsonl and metrics.jsonl back to the prefixes the checkpoint
 // recorded (refusing files that no longer start with them), and moves trace/ and timeline/ of the
 // interrupted process to segments/resume-NNNNNN/ (their sequence numbers restart with the process).
@@ -61,31 +68,12 @@ Status load_checkpoint(Engine& engine, comm::Communicator& world, comm::TraceCon
 struct CheckpointOptions {
   int64_t keep_last = 2;
   std::optional<ckpt::SaveFault> fault;
-  std::vector<std::string> evidence_files = {"checksums.jsonl", "metrics.jsonl"};  // in the run directory
+  // Evidence files whose prefix the manifest records (cut back to it on resume), relative to the run.
+  std::vector<std::string> evidence_files = {std::string(evidence::kChecksumsFile), std::string(evidence::kMetricsFile)};
 };
 // Collective. Saves the state after `steps_done` steps to run_dir/checkpoints/step-NNNNNN.
 Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& world, comm::TraceContext& trace,
                                           const std::string& run_dir, int64_t steps_done,
                                           const nlohmann::json& contract, const CheckpointOptions& options);
-
-// The contract keys a resumed run may change: the topology (resharding) and evidence settings.
-const std::vector<std::string>& resumable_contract_differences();
-
-// checksums.jsonl continued after a resume. evidence::ChecksumWriter truncates the file it opens,
-// so a resumed run points it at a scratch file and pump() appends what it wrote since the last call
-// to the real file (called after every flush). Removed when ChecksumWriter can append.
-class EvidenceTail {
- public:
-  EvidenceTail(std::string scratch, std::string target) : scratch_(std::move(scratch)), target_(std::move(target)) {}
-  ~EvidenceTail();
-  EvidenceTail(const EvidenceTail&) = delete;
-  EvidenceTail& operator=(const EvidenceTail&) = delete;
-  const std::string& scratch() const { return scratch_; }
-  Status pump();
-
- private:
-  std::string scratch_, target_;
-  uint64_t copied_ = 0;
-};
 
 }  // namespace sp::parallel

@@ -1,5 +1,7 @@
 #include "parallel/comm_model.h"
 
+#include "evidence/bundle_paths.h"
+
 #include "comm/deterministic.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
@@ -41,7 +43,6 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   x.det = rc.parallel.reduction == Reduction::kDeterministic;
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
-  const int L = static_cast<int>(m.n_layers);
   const auto chunks = plan.chunks_of(x.c.pp);
   auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
 
@@ -53,14 +54,14 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
     };
     if (forward) {
       if (ch.first) {
-        gather(0);
+        gather(model::embed_unit());
         if (tp > 1) x.sum(x.tp, phase, N * C);
       }
-      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(1 + l);
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
       if (tp > 1) for (int b = 0; b < blocks; ++b) { x.sum(x.tp, phase, N * C); x.sum(x.tp, phase, N * C); }
       if (ch.last) {
-        gather(L + 1);
-        if (m.tie_embeddings) gather(0);
+        gather(model::head_unit(m));
+        if (m.tie_embeddings) gather(model::embed_unit());
         if (tp > 1) {
           x.add(x.tp, phase, 1, 4 * N);  // max
           x.sum(x.tp, phase, N);         // Σexp
@@ -71,11 +72,11 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
       if (!ch.last) x.add(x.pp, phase, 1, 4 * N * C);   // send_forward
     } else {
       if (ch.last) {
-        gather(L + 1);
-        if (m.tie_embeddings) gather(0);
+        gather(model::head_unit(m));
+        if (m.tie_embeddings) gather(model::embed_unit());
         if (tp > 1) x.sum(x.tp, phase, N * C);
       }
-      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(1 + l);
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
       if (tp > 1) {
         const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
         for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
@@ -86,11 +87,8 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   };
   const auto all_units = [&] {
     std::vector<int> ids;
-    for (const auto& ch : chunks) {
-      if (ch.first) ids.push_back(0);
-      for (int l = ch.layer_begin; l < ch.layer_end; ++l) ids.push_back(1 + l);
-      if (ch.last) ids.push_back(L + 1);
-    }
+    for (const auto& ch : chunks)
+      for (int id : model::chunk_units(m, ch.layer_begin, ch.layer_end, ch.first, ch.last)) ids.push_back(id);
     return ids;
   }();
   const int64_t n_tensors = static_cast<int64_t>(model::weight_table(m).size());
@@ -124,6 +122,8 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   return x.out;
 }
 
+namespace {
+
 nlohmann::json predict_run_traffic_for_rank(const Plan& plan, const comm::ProcessGrid& grid, int rank) {
   const RunConfig& rc = plan.config;
   nlohmann::json steps = nlohmann::json::object();
@@ -146,6 +146,14 @@ nlohmann::json predict_run_traffic_for_rank(const Plan& plan, const comm::Proces
     put(s, predict_step_traffic(plan, grid, rank, checks, eval));
   }
   return {{"rank", rank}, {"steps", steps}};
+}
+
+}  // namespace
+
+nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& grid) {
+  nlohmann::json doc = {{"format_version", evidence::kCommPredictedFormatVersion}, {"ranks", nlohmann::json::array()}};
+  for (int r = 0; r < grid.world_size(); ++r) doc["ranks"].push_back(predict_run_traffic_for_rank(plan, grid, r));
+  return doc;
 }
 
 }  // namespace sp::parallel

@@ -40,7 +40,9 @@ using StepTraffic = std::map<std::pair<std::string, std::string>, Traffic>;
 // after the step or not). Step −1 is the evaluation before training.
 StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                                  bool eval_after);
-// Every step of the run as the trainer schedules it: {"ranks": [{"rank", "steps": {"<s>": {group: {phase: {ops,bytes}}}}}]}
-nlohmann::json predict_run_traffic_for_rank(const Plan& plan, const comm::ProcessGrid& grid, int rank);
+// comm_predicted.json: every rank's traffic in every step of the run as the trainer schedules it,
+// {"format_version", "ranks": [{"rank", "steps": {"<s>": {group: {phase: {ops, bytes}}}}}]}
+// (docs/formats/comm_predicted.md). The trainer writes it; the gate re-derives it from the contract.
+nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& grid);
 
 }  // namespace sp::parallel

@@ -1,7 +1,6 @@
 #include "parallel/engine.h"
 
 #include <cmath>
-#include <csignal>
 #include <cstring>
 
 #include "core/log.h"
@@ -65,26 +64,18 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
 Engine::~Engine() = default;
 
 void Engine::set_fault(const evidence::FaultSpec& fault) {
-  fault_ = fault;
-  using evidence::FaultKind;
-  if (fault.kind == FaultKind::kSkipGradAllreduce) {
-    // The unit skipped is the first block this rank holds, or its first unit: the same on every dp
-    // rank of a pipeline stage, so the dp group stays in step (no hang) and silently diverges.
-    int target = units().front()->id;
-    for (const model::UnitLayout* u : units())
-      if (u->kind == model::UnitKind::kBlock) {
-        target = u->id;
-        break;
-      }
-    grads_->set_sync_hook([this, target](int unit, float*, int64_t) {
-      return !(unit == target && fault_.fires(evidence::FaultKind::kSkipGradAllreduce, current_step_, -1));
-    });
-  }
-  if (fault.kind == FaultKind::kDataOrder && train_ != nullptr) {
-    const auto& t = plan_.config.train;
-    other_seed_loader_.emplace(*train_, data::LoaderSpec{t.micro_batch_size, t.seq_len, plan_.micro_batches,
-                                                         t.seed + 1});
-  }
+  const RunConfig& c = plan_.config;
+  faults_.arm(fault, {.grads = grads_.get(),
+                      .params = params_.get(),
+                      .tp = tp_ops_.get(),
+                      .world = comms_.world.get(),
+                      .trace = &trace_,
+                      .units = units(),
+                      .coords = coords_,
+                      .pp_size = c.parallel.pp,
+                      .train = train_,
+                      .loader = {c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches, c.train.seed},
+                      .micro_batch_tokens = c.train.micro_batch_size * c.train.seq_len});
 }
 
 std::vector<const model::UnitLayout*> Engine::units() const {
@@ -122,73 +113,45 @@ StepResult Engine::step(int64_t s, bool checksums) {
   Stopwatch watch;
   StepResult r;
   r.step = s;
+  faults_.before_step(s);
   grads_->begin_step(s);
-  current_step_ = s;
   if (timeline_) timeline_->begin_step(s);
-  const double tokens = global_target_tokens(s);
-  using evidence::FaultKind;
-  const int me = comms_.world->rank();
-  if (fault_.fires(FaultKind::kStaleGrad, s, me)) grads_->inject_stale_leaves();
-  if (fault_.fires(FaultKind::kNanInjection, s, me)) grads_->inject_nan();
-  // drop-tp-allreduce: the first block's o_proj reduction is call 1 on the stage holding the
-  // embedding (call 0 is the vocabulary-parallel lookup).
-  tp_ops_->drop_forward_reduce(fault_.fires(FaultKind::kDropTpAllreduce, s, me) && coords_.pp == 0 ? 1 : -1);
-  if (fault_.kind == FaultKind::kZero3StaleParam && params_->zero() == 3) {
-    int first_block = -1;
-    for (const model::UnitLayout* u : units())
-      if (u->kind == model::UnitKind::kBlock && first_block < 0) first_block = u->id;
-    params_->serve_stale(first_block >= 0 && fault_.fires(FaultKind::kZero3StaleParam, s, me));
-  }
-  std::vector<double> mb_loss(static_cast<size_t>(plan_.micro_batches), 0.0);
+  if (activations_) activations_->begin_step(s);
 
+  // 1. Forward and backward of this dp rank's micro-batches, in the pipeline schedule's order. Each
+  //    unit's gradient leaves are summed over the canonical tree and synchronized over dp right after
+  //    the last one (GradStore). Every micro-batch's loss sum is scaled by 1 / the global batch's tokens.
+  const double tokens = global_target_tokens(s);
+  std::vector<double> mb_loss(static_cast<size_t>(plan_.micro_batches), 0.0);
   PipelineRunner::StepIO io;
   io.step = s;
   io.first_micro_batch = plan_.first_micro_batch(coords_.dp);
   io.micro_batches = plan_.local_micro_batches;
-  const bool swap = fault_.fires(FaultKind::kPpMicrobatchSwap, s, me) && coords_.pp == c.parallel.pp - 1;
-  const bool other_seed = fault_.fires(FaultKind::kDataOrder, s, me) && other_seed_loader_.has_value();
-  io.tokens = [&](int64_t mb, int32_t* buf) {
-    if (swap && mb - io.first_micro_batch < 2) mb = io.first_micro_batch + (1 - (mb - io.first_micro_batch));
-    if (other_seed) other_seed_loader_->micro_batch(s, mb, buf);
-    else batches_(s, mb, buf);
-  };
+  io.tokens = [&](int64_t mb, int32_t* buf) { faults_.tokens(mb, io.first_micro_batch, buf, batches_); };
   io.loss = [&](int64_t mb, double v) {
     if (coords_.tp == 0) mb_loss[static_cast<size_t>(mb)] = v;
   };
   io.params = params_.get();
   io.grads = grads_.get();
   io.tp = tp_ops_.get();
-  io.loss_scale = static_cast<float>(1.0 / tokens);
-  // -- activation digests --
-  if (activations_ != nullptr) {
-    activations_->begin_step(s);
-    io.observer = activations_;
-  }
-  // -- end activation digests --
-  if (fault_.fires(FaultKind::kWrongLossScale, s, me))
-    io.loss_scale = static_cast<float>(1.0 / static_cast<double>(c.train.micro_batch_size * c.train.seq_len));
+  io.observer = activations_;
+  io.loss_scale = faults_.loss_scale(static_cast<float>(1.0 / tokens));
   runner_->run(actions_, io);
-  if (fault_.fires(FaultKind::kRankCrash, s, me)) {
-    log_error("fault rank-crash: world rank {} kills itself at step {}", me, s);
-    std::raise(SIGKILL);
-  }
+  faults_.after_backward();
   SP_CHECK(grads_->complete(), "step {}: not every unit's gradients were synchronized", s);
 
+  // 2. The loss: each micro-batch's sum has exactly one owner (last stage, tp rank 0 of its dp rank),
+  //    so a sum over ranks adds zeros to it: exact. Then the sum in micro-batch order.
   {
-    // Loss: each micro-batch's sum has exactly one owner (last stage, tp rank 0 of its dp rank), so a
-    // sum over ranks adds zeros to it: exact. Then sum in micro-batch order.
     comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, s);
-    if (fault_.fires(FaultKind::kDesyncExtraCollective, s, me)) {
-      int64_t extra = 1;
-      comms_.world->all_reduce(&extra, 1, DType::kI64, comm::ReduceOp::kSum);
-    }
     comms_.world->all_reduce(mb_loss.data(), static_cast<int64_t>(mb_loss.size()), DType::kF64, comm::ReduceOp::kSum);
     double sum = 0.0;
     for (double v : mb_loss) sum += v;
     r.loss = sum / tokens;
   }
+  // 3. The global gradient norm from exact sums of squares (order-free, so the same on every
+  //    topology), and the clipping coefficient it gives.
   {
-    // Clipping needs the global norm; its exact sum of squares does not depend on the topology.
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
     std::vector<evidence::TensorSummary> g = summarize(grads_->evidence_pieces(), checksums);
     const evidence::TensorSummary total = evidence::merge_all(g);
@@ -198,21 +161,18 @@ StepResult Engine::step(int64_t s, bool checksums) {
   }
   r.lr = schedule_.at(s);
   r.clip = kernels::clip_coefficient(r.grad_norm, c.train.grad_clip);
-  if (!r.finite) {
-    r.skipped = true;  // every rank saw the same summary: all skip together
-  } else {
+  // 4. AdamW on the pieces this rank owns, then the ZeRO-1/2 all-gather of the updated shards. A
+  //    non-finite gradient skips the update on every rank (every rank saw the same summary).
+  r.skipped = !r.finite;
+  if (!r.skipped) {
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
-    if (fault_.kind == FaultKind::kZero3StaleParam && fault_.fires(FaultKind::kZero3StaleParam, s + 1, me))
-      for (const model::UnitLayout* u : units())
-        if (u->kind == model::UnitKind::kBlock) {
-          params_->snapshot_shard(u->id);  // the pre-update shard, served at the next step
-          break;
-        }
+    faults_.before_update();
     std::vector<float*> p;
     for (const model::UnitPiece& piece : params_->owned()) p.push_back(piece.data);
     optimizer_->step(p, grads_->owned_grads(), r.lr, r.clip);
     params_->gather_after_update();
   }
+  // 5. Evidence: parameter checksums and the dp-replica digest check.
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, s);
     if (checksums) r.params = summarize(params_->evidence_pieces(), true);

@@ -24,12 +24,12 @@
 #include "data/loader.h"
 #include "evidence/activations.h"
 #include "evidence/checksums.h"
-#include "evidence/faults.h"
 #include "evidence/ledger_model.h"
 #include "model/llama_stage.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
+#include "parallel/fault_injector.h"
 #include "parallel/grad_store.h"
 #include "parallel/param_store.h"
 #include "parallel/pipeline.h"
@@ -65,14 +65,13 @@ class Engine {
   using BatchSource = std::function<void(int64_t step, int64_t micro_batch, int32_t* tokens)>;
   void set_batch_source(BatchSource source) { batches_ = std::move(source); }
 
-  // Arms one fault of the catalogue (evidence/faults.h); the hook sites below act on its step/rank.
+  // Arms one fault of the catalogue (evidence/faults.h) on this rank's injector (fault_injector.h).
   void set_fault(const evidence::FaultSpec& fault);
+  const FaultInjector& faults() const { return faults_; }
 
-  // -- activation digests --
   // The per-layer activation trace of training forward passes (not eval, not recompute replays);
   // null (the default) records nothing. The recorder outlives the engine.
   void set_activation_recorder(evidence::ActivationRecorder* recorder) { activations_ = recorder; }
-  // -- end activation digests --
 
   // Shard-invariant initialization from the run seed.
   void initialize();
@@ -146,13 +145,11 @@ class Engine {
   std::unique_ptr<PipelineRunner> runner_;
   std::optional<data::Loader> loader_;
   BatchSource batches_;
-  evidence::FaultSpec fault_;
-  int64_t current_step_ = -1;
-  std::optional<data::Loader> other_seed_loader_;  // fault data-order only
+  FaultInjector faults_;
   std::optional<data::EvalSet> eval_set_;
   optim::LrSchedule schedule_;
   std::vector<PipeAction> actions_;
-  evidence::ActivationRecorder* activations_ = nullptr;  // -- activation digests --
+  evidence::ActivationRecorder* activations_ = nullptr;
 };
 
 }  // namespace sp::parallel

@@ -1,7 +1,6 @@
 #include "parallel/grad_store.h"
 
 #include <cstring>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -26,7 +25,6 @@ GradStore::Unit& GradStore::unit(int id) {
 
 void GradStore::begin_step(int64_t step) {
   step_ = step;
-  stale_ = nan_ = false;
   for (Unit& u : units_) {
     SP_CHECK(u.current == nullptr && u.acc.depth() == 0, "unit {} has a pending leaf at step start", u.layout->name);
     u.free.clear();
@@ -48,7 +46,8 @@ float* GradStore::leaf(int id) {
     } else {
       u.current = u.free.back();
       u.free.pop_back();
-      if (!stale_) std::memset(u.current, 0, sizeof(float) * static_cast<size_t>(u.layout->numel));
+      if (!hooks_.zero_reused || hooks_.zero_reused(id))
+        std::memset(u.current, 0, sizeof(float) * static_cast<size_t>(u.layout->numel));
     }
   }
   return u.current;
@@ -57,10 +56,7 @@ float* GradStore::leaf(int id) {
 void GradStore::done(int id) {
   Unit& u = unit(id);
   SP_CHECK(u.current != nullptr, "done() for unit {} without a leaf", u.layout->name);
-  if (nan_) {
-    u.current[0] = std::numeric_limits<float>::quiet_NaN();
-    nan_ = false;
-  }
+  if (hooks_.leaf_done) hooks_.leaf_done(id, u.current, u.layout->numel);
   for (float* f : u.acc.push(u.current)) u.free.push_back(f);
   u.current = nullptr;
   if (++u.leaves == k_) {
@@ -72,7 +68,7 @@ void GradStore::done(int id) {
 void GradStore::sync(Unit& u) {
   comm::ScopedPhase phase(trace_, comm::Phase::kGradSync, step_);
   const int64_t n = u.layout->numel;
-  const bool run = !hook_ || hook_(u.layout->id, u.total, n);
+  const bool run = !hooks_.sync || hooks_.sync(u.layout->id, u.total, n);
   if (zero_ == 0) {
     if (run) dp_.all_reduce(u.total, n);
   } else {

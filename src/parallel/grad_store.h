@@ -39,14 +39,16 @@ class GradStore final : public model::GradSink {
   // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage.
   std::vector<OwnedPiece> evidence_pieces();
 
-  // Fault hook (evidence/faults): called with (unit id, total buffer, n) just before the dp sync; may
-  // return false to skip the sync of that unit on this rank.
-  using SyncHook = std::function<bool(int unit, float* total, int64_t n)>;
-  void set_sync_hook(SyncHook hook) { hook_ = std::move(hook); }
-  // Fault hooks for the current step only (reset by begin_step): leaves are not zeroed (stale-grad);
-  // the first leaf handed back gets a NaN (nan-injection).
-  void inject_stale_leaves() { stale_ = true; }
-  void inject_nan() { nan_ = true; }
+  // Intervention points for the fault injector (parallel/fault_injector.h); each unset one is a no-op.
+  //   zero_reused(unit):      before a reused leaf buffer is zeroed; false keeps its old values;
+  //   leaf_done(unit, leaf, n): a micro-batch's leaf is handed back, before it is accumulated;
+  //   sync(unit, total, n):   just before the unit's dp sync; false skips the sync on this rank.
+  struct Hooks {
+    std::function<bool(int unit)> zero_reused;
+    std::function<void(int unit, float* leaf, int64_t n)> leaf_done;
+    std::function<bool(int unit, float* total, int64_t n)> sync;
+  };
+  void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
 
  private:
   struct Unit {
@@ -72,9 +74,7 @@ class GradStore final : public model::GradSink {
   MemoryLedger& ledger_;
   comm::TraceContext& trace_;
   int64_t step_ = -1;
-  SyncHook hook_;
-  bool stale_ = false;
-  bool nan_ = false;
+  Hooks hooks_;
 };
 
 }  // namespace sp::parallel

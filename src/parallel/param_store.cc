@@ -48,8 +48,8 @@ const float* ParamStore::acquire(int id) {
   if (dp_.dp_size() == 1) return u.shard.f32();
   if (u.refs++ == 0) {
     u.gathered = Tensor(ledger_, "param.gather." + u.layout->name, Category::kParam, {u.layout->numel});
-    const bool stale = serve_stale_ && id == stale_unit_;
-    dp_.all_gather(stale ? stale_copy_.data() : u.shard.f32(), u.gathered.f32(), u.layout->numel);
+    const float* send = gather_source_ ? gather_source_(id, u.shard.f32()) : u.shard.f32();
+    dp_.all_gather(send, u.gathered.f32(), u.layout->numel);
   }
   return u.gathered.f32();
 }
@@ -59,13 +59,6 @@ void ParamStore::release(int id) {
   Unit& u = unit(id);
   SP_CHECK_GT(u.refs, 0, "release of unit {} that is not acquired", u.layout->name);
   if (--u.refs == 0) u.gathered.reset();
-}
-
-void ParamStore::snapshot_shard(int id) {
-  Unit& u = unit(id);
-  const Tensor& t = zero_ < 3 ? u.full : u.shard;
-  stale_unit_ = id;
-  stale_copy_.assign(static_cast<const float*>(t.raw()), static_cast<const float*>(t.raw()) + t.numel());
 }
 
 std::vector<OwnedPiece> ParamStore::owned() {

@@ -8,6 +8,7 @@
 // acquire/release nest (a tied embedding is acquired twice by one micro-batch).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -41,10 +42,10 @@ class ParamStore final : public model::ParamSource {
   // XXH3-128 over this rank's full parameter buffers (zero < 3) or shards (zero 3): replica check.
   Digest128 replica_digest() const;
   int zero() const { return zero_; }
-  // Fault hooks (zero3-stale-param): keep a copy of `unit`'s shard as it is now; while serving stale,
-  // acquire() gathers that copy instead of the current shard.
-  void snapshot_shard(int unit);
-  void serve_stale(bool on) { serve_stale_ = on; }
+  // Intervention point for the fault injector (parallel/fault_injector.h): zero 3's acquire() sends
+  // gather_source(unit, shard) instead of the owned shard into the all-gather. Unset: the shard.
+  using GatherSource = std::function<const float*(int unit, const float* shard)>;
+  void set_gather_source(GatherSource source) { gather_source_ = std::move(source); }
 
  private:
   struct Unit {
@@ -61,9 +62,7 @@ class ParamStore final : public model::ParamSource {
   GradientSync& dp_;
   MemoryLedger& ledger_;
   Tensor send_shard_;   // zero 1/2: staging for the all-gather's send side (category comm)
-  int stale_unit_ = -1;
-  std::vector<float> stale_copy_;  // fault injection only, outside the ledger by design
-  bool serve_stale_ = false;
+  GatherSource gather_source_;
 };
 
 }  // namespace sp::parallel

@@ -113,4 +113,16 @@ std::vector<ChunkPlacement> Plan::chunks_of(int pp_rank) const {
   return out;
 }
 
+evidence::FaultTarget Plan::fault_target() const {
+  const ParallelConfig& pc = config.parallel;
+  return {.dp = pc.dp,
+          .tp = pc.tp,
+          .pp = pc.pp,
+          .zero = pc.zero,
+          .world = pc.world(),
+          .steps = config.train.steps,
+          .micro_batches = micro_batches,
+          .checkpoint_every = config.evidence.checkpoint_every};
+}
+
 }  // namespace sp::parallel

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "evidence/faults.h"
 #include "parallel/run_config.h"
 
 namespace sp::parallel {
@@ -39,6 +40,8 @@ struct Plan {
   int chunk_count() const { return config.parallel.pp * config.parallel.virtual_stages; }
   ChunkPlacement chunk(int c) const;
   int64_t first_micro_batch(int dp_rank) const { return dp_rank * local_micro_batches; }
+  // What a catalogue fault needs to know of this run (evidence::check_fault_applicable).
+  evidence::FaultTarget fault_target() const;
 };
 
 }  // namespace sp::parallel

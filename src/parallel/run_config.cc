@@ -150,7 +150,10 @@ json RunConfig::to_json() const {
         {"memory_budget_mb", evidence.memory_budget_mb}, {"checkpoint_every", evidence.checkpoint_every},
         {"keep_last", evidence.keep_last}, {"stop_on_divergence", evidence.stop_on_divergence}}},
       {"prove",
-       {{"fault", prove.fault}, {"checkpoint_step", prove.checkpoint_step}, {"eval_margin", prove.eval_margin}}},
+       {{"fault", prove.fault},
+        {"checkpoint_step", prove.checkpoint_step},
+        {"eval_margin", prove.eval_margin},
+        {"anchor_every", prove.anchor_every}}},
   };
 }
 
@@ -222,6 +225,7 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   pr.string("fault", c.prove.fault);
   pr.integer("checkpoint_step", c.prove.checkpoint_step, 0, kBig);
   pr.number("eval_margin", c.prove.eval_margin, 0.0, 100.0);
+  pr.integer("anchor_every", c.prove.anchor_every, 0, kBig);
   SP_RETURN_IF_ERROR(pr.finish());
 
   // The model's vocabulary is the tokenizer's: data.vocab_size, unless the model says the same.

@@ -74,6 +74,9 @@ struct ProveConfig {
   std::string fault;              // catalogue fault NAME[@step][:rank]; "" = choose from the topology
   int64_t checkpoint_step = 0;    // k: steps before the recovery checkpoint; 0 = train.steps / 2
   double eval_margin = 0.5;       // nats the final eval loss must beat the initial one by
+  // Anchored replay of a configuration that is not bitwise (docs/equivalence.md §anchored): every
+  // anchor_every-th step (plus the fault step); 0 = every step up to 8 steps, else ⌈steps/8⌉.
+  int64_t anchor_every = 0;
 };
 
 struct RunConfig {

@@ -4,6 +4,8 @@
 // At tp = 1 every call returns immediately (no communication, no trace record).
 #pragma once
 
+#include <functional>
+
 #include "comm/communicator.h"
 #include "model/stage_hooks.h"
 #include "parallel/run_config.h"
@@ -18,14 +20,11 @@ class TensorParallel final : public model::TensorParallelOps {
   int rank() const override { return tp_.rank(); }
   int size() const override { return tp_.size(); }
   void reduce_from_tp(float* x, int64_t n) override {
-    if (drop_at_ >= 0 && forward_calls_++ == drop_at_) return;  // fault: drop-tp-allreduce
-    sum(x, n);
+    if (!forward_reduce_ || forward_reduce_()) sum(x, n);
   }
-  // Fault hook: skip the `index`-th reduce_from_tp call from now on (−1 = none); counts restart here.
-  void drop_forward_reduce(int64_t index) {
-    drop_at_ = index;
-    forward_calls_ = 0;
-  }
+  // Intervention point for the fault injector (parallel/fault_injector.h): asked before every
+  // reduce_from_tp; false skips that reduction. Unset: every reduction runs.
+  void set_forward_reduce_hook(std::function<bool()> hook) { forward_reduce_ = std::move(hook); }
   void copy_to_tp_backward(float* dx, int64_t n) override { sum(dx, n); }
   void all_reduce_max(float* x, int64_t n) override;
   void all_reduce_sum(float* x, int64_t n) override { sum(x, n); }
@@ -36,8 +35,7 @@ class TensorParallel final : public model::TensorParallelOps {
   comm::Communicator& tp_;
   Reduction mode_;
   Tensor staging_;
-  int64_t drop_at_ = -1;
-  int64_t forward_calls_ = 0;
+  std::function<bool()> forward_reduce_;
 };
 
 }  // namespace sp::parallel

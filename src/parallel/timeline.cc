@@ -1,29 +1,18 @@
 #include "parallel/timeline.h"
 
-#include <utility>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "evidence/bundle_paths.h"
 #include "core/timer.h"
 
 namespace sp::parallel {
 
 Result<Timeline> Timeline::open(const std::string& run_dir, int world_rank) {
-  SP_RETURN_IF_ERROR(make_directories(run_dir + "/timeline"));
-  const std::string path = fmt::format("{}/timeline/rank-{:05d}.jsonl", run_dir, world_rank);
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return io_error("cannot create timeline file '{}'", path);
-  return Timeline(f);
-}
-
-Timeline::Timeline(Timeline&& o) noexcept
-    : f_(std::exchange(o.f_, nullptr)), step_(o.step_), step_start_ns_(o.step_start_ns_),
-      current_(std::move(o.current_)), last_(std::move(o.last_)) {}
-
-Timeline::~Timeline() {
-  if (f_ != nullptr) std::fclose(f_);
+  const evidence::RunPaths paths(run_dir);
+  SP_RETURN_IF_ERROR(make_directories(paths.timeline_dir()));
+  SP_ASSIGN_OR_RETURN(JsonlWriter out, JsonlWriter::open(paths.timeline(world_rank), JsonlWriter::Mode::kTruncate));
+  return Timeline(std::move(out));
 }
 
 void Timeline::begin_step(int64_t step) {
@@ -42,10 +31,9 @@ void Timeline::end_step() {
   for (const Interval& iv : current_) {
     const nlohmann::json j = {{"step", iv.step},       {"kind", iv.kind},   {"virtual_stage", iv.virtual_stage},
                               {"micro_batch", iv.micro_batch}, {"t0_us", iv.t0_us}, {"t1_us", iv.t1_us}};
-    const std::string line = j.dump() + "\n";
-    std::fwrite(line.data(), 1, line.size(), f_);
+    out_.write(j);
   }
-  std::fflush(f_);
+  (void)out_.flush();  // an error is kept: the trainer's finish checks status()
   last_ = std::move(current_);
   current_.clear();
 }

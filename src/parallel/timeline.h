@@ -4,10 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/json_io.h"
 #include "core/status.h"
 
 namespace sp::parallel {
@@ -23,19 +23,21 @@ struct Interval {
 
 class Timeline {
  public:
+  // (Re)creates the rank's file in the run's timeline/ directory.
   static Result<Timeline> open(const std::string& run_dir, int world_rank);
-  Timeline(Timeline&& o) noexcept;
-  ~Timeline();
   void begin_step(int64_t step);
   // Records [start_ns, now) as `kind`.
   void record(const char* kind, int virtual_stage, int64_t micro_batch, int64_t start_ns);
   // Writes the step's intervals; returns the step's busy (compute) fraction data for the bubble.
   void end_step();
   const std::vector<Interval>& last_step() const { return last_; }
+  // The first write error, or ok; close() flushes and closes the file.
+  const Status& status() const { return out_.status(); }
+  Status close() { return out_.close(); }
 
  private:
-  explicit Timeline(std::FILE* f) : f_(f) {}
-  std::FILE* f_ = nullptr;
+  explicit Timeline(JsonlWriter out) : out_(std::move(out)) {}
+  JsonlWriter out_;
   int64_t step_ = 0;
   int64_t step_start_ns_ = 0;
   std::vector<Interval> current_, last_;

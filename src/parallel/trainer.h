@@ -1,20 +1,22 @@
 // run_training: one `shardproof train` on every rank of an MPI job, from a validated RunConfig to a
-// complete evidence bundle (docs/formats/README.md): contract.json, topology.json, trace/,
-// timeline/, checksums.jsonl, metrics.jsonl, ledger.json. Every rank calls it; every rank returns
-// the same Status. Validation runs first and fails identically on every rank before any
-// communication or file write.
+// complete evidence bundle (evidence/bundle_paths.h, docs/formats/): contract.json, topology.json,
+// comm_predicted.json, trace/, timeline/, checksums.jsonl, metrics.jsonl, ledger.json, activations/
+// and checkpoints/. It runs six phases, each a function of trainer.cc: validate and plan, prepare the
+// data and freeze the contract, open the evidence, initialize or resume, the training loop, finish.
+// Every rank calls it; every rank returns the same Status. Validation runs first and fails
+// identically on every rank before any communication or file write; a run whose evidence could not
+// be written completely fails, naming the file.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/save.h"
 #include "comm/mpi_scope.h"
 #include "core/status.h"
 #include "evidence/faults.h"
 #include "parallel/checkpointing.h"
-#include "parallel/plan.h"
 #include "parallel/run_config.h"
 
 namespace sp::parallel {
@@ -24,16 +26,23 @@ struct TrainOptions {
   std::string root_dir = ".";     // resolves relative data paths
   std::string cache_dir;          // prepared data cache; default <root>/.shardproof-cache
   bool progress = true;           // live progress line on rank 0
-  // -- checkpoints (parallel/checkpointing.h, docs/checkpoints.md) --
-  ResumeOptions resume;                      // --resume auto|required|never, --fallback-previous
-  int64_t stop_after = 0;                    // stop after this many steps as if interrupted; 0 = train.steps
+  // Checkpoints (parallel/checkpointing.h, docs/checkpoints.md).
+  ResumeOptions resume;                       // --resume auto|required|never, --fallback-previous
+  int64_t stop_after = 0;                     // stop after this many steps as if interrupted; 0 = train.steps
   std::optional<ckpt::SaveFault> ckpt_fault;  // --fault ckpt-...: injected into checkpoint saves
-  std::string init_from;                     // consolidated weights (ckpt export) to start a fresh run from
-  // -- end checkpoints --
-  // -- proof protocol (docs/prove.md) --
-  evidence::FaultSpec fault;       // --fault NAME[@step][:rank]: one catalogue fault (docs/faults.md)
-  std::string expect_contract;     // --expect-contract FILE: refuse to run under any other contract
-  bool contract_only = false;      // --contract-only: prepare data, write contract.json, stop
+  std::string init_from;                      // consolidated weights (ckpt export) to start a fresh run from
+  std::vector<int64_t> checkpoint_at;         // --checkpoint-at: also save the state at these steps (0: the initial state)
+  // The proof protocol (docs/prove.md).
+  evidence::FaultSpec fault;    // --fault NAME[@step][:rank]: one catalogue fault (docs/faults.md)
+  std::string expect_contract;  // --expect-contract FILE: refuse to run under any other contract
+  bool contract_only = false;   // --contract-only: prepare data, write contract.json, stop
+  // Anchored replay (docs/equivalence.md §anchored): instead of one trajectory, for every anchor step a
+  // load the state of run `anchor_from` at a − anchor_warmup (its checkpoint), run steps a − warmup … a
+  // and record step a only. Every recorded step then starts (up to `anchor_warmup` steps of this
+  // topology) from the reference's own state, so its single-step tolerance applies.
+  std::string anchor_from;
+  std::vector<int64_t> anchors;
+  int64_t anchor_warmup = 0;
 };
 
 struct TrainSummary {
@@ -45,12 +54,5 @@ struct TrainSummary {
 };
 
 Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);
-
-// Pieces of run_training the proof protocol also uses (docs/prove.md).
-Status check_fault_for_run(const evidence::FaultSpec& fault, const RunConfig& config, const Plan& plan);
-void damage_checkpoint(const evidence::FaultSpec& fault, const std::string& step_dir);
-Status check_expected_contract(const std::string& path, const nlohmann::json& contract);
-// The contract keys that may differ between a proof's stages: the topology and evidence settings.
-const std::vector<std::string>& stage_contract_differences();
 
 }  // namespace sp::parallel

@@ -5,20 +5,21 @@
 // Invariant: rows are compare.json's, in its order; only the absolute "dir" is dropped (DIR/<label>).
 #include <fmt/format.h>
 
+#include "core/json_io.h"
 #include "report/views.h"
 
 namespace sp::report {
 
 View compare_view(const std::string& dir) {
-  View v{.id = "compare", .title = "Strategies side by side", .files = {"compare.json"}};
-  auto table = parallel::read_json_file(dir + "/compare.json");
   const RunDir top{.name = "compare", .path = dir, .rel = ""};
+  View v{.id = "compare", .title = "Strategies side by side", .files = {top.label(evidence::kCompareFile)}};
+  auto table = read_json_file(top.paths().file(evidence::kCompareFile));
   if (!table.ok()) {
-    v.unreadable(top, "compare.json", table.status());
+    v.unreadable(top, evidence::kCompareFile, table.status());
     return v;
   }
   if (!table->contains("rows") || !(*table)["rows"].is_array()) {
-    v.problems.push_back("compare.json: no \"rows\" array");
+    v.problems.push_back(top.label(evidence::kCompareFile) + ": no \"rows\" array");
     return v;
   }
   json rows = json::array();

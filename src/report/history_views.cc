@@ -6,7 +6,7 @@
 
 #include "ckpt/load.h"
 #include "ckpt/names.h"
-#include "evidence/compare.h"
+#include "core/json_io.h"
 #include "report/views.h"
 
 namespace sp::report {
@@ -22,24 +22,29 @@ View curves_view(const std::vector<RunDir>& runs, const json& marks) {
   View v{.id = "curves", .title = "Curves: loss, eval loss, tokens/s, grad norm"};
   json out = json::array();
   for (const RunDir& run : runs) {
-    v.files.push_back(run.rel + "metrics.jsonl");
-    auto lines = evidence::read_jsonl(run.path + "/metrics.jsonl");
-    if (!lines.ok()) {
-      v.unreadable(run, "metrics.jsonl", lines.status());
+    v.files.push_back(run.label(evidence::kMetricsFile));
+    // A stage that crashed may leave a torn last line: the page says so and draws the records before it.
+    auto doc = read_jsonl_file(run.paths().metrics(), TornTail::kAllow);
+    if (!doc.ok()) {
+      v.unreadable(run, evidence::kMetricsFile, doc.status());
       continue;
     }
+    if (doc->torn_bytes > 0)
+      v.notes.push_back(fmt::format("{}: a torn last line ({} bytes) is not drawn", run.label(evidence::kMetricsFile),
+                                    doc->torn_bytes));
+    const std::vector<json>& lines = doc->records;
     // Columns, one entry per training step (step ≥ 0) in file order; eval points separately
     // (step −1 is the evaluation before training).
     json step = json::array(), loss = json::array(), grad_norm = json::array(), tokens = json::array(),
          lr = json::array(), step_s = json::array(), compute_s = json::array(), eval = json::array();
     size_t training = 0;
-    for (const json& m : *lines)
+    for (const json& m : lines)
       if (m.contains("step") && m["step"].is_number_integer() && m["step"].get<int64_t>() >= 0 && m.contains("loss"))
         ++training;
     // Long runs keep every k-th step and the last one (docs/report.md §Size).
     const size_t stride = (training + kMaxCurvePoints - 1) / kMaxCurvePoints;
     size_t index = 0;
-    for (const json& m : *lines) {
+    for (const json& m : lines) {
       if (!m.contains("step") || !m["step"].is_number_integer()) continue;
       const int64_t s = m["step"].get<int64_t>();
       if (m.contains("eval_loss") && m["eval_loss"].is_number())
@@ -56,7 +61,7 @@ View curves_view(const std::vector<RunDir>& runs, const json& marks) {
       compute_s.push_back(number_or_null(m, "compute_s"));
     }
     out.push_back({{"run", run.name},
-                   {"file", run.rel + "metrics.jsonl"},
+                   {"file", run.label(evidence::kMetricsFile)},
                    {"every_kth_step", std::max<size_t>(stride, 1)},
                    {"step", step},
                    {"loss", loss},
@@ -75,11 +80,11 @@ View checkpoints_view(const std::vector<RunDir>& runs, const json& resume) {
   View v{.id = "checkpoints", .title = "Checkpoints: verification and resume point"};
   json out = json::array();
   for (const RunDir& run : runs) {
-    v.files.push_back(run.rel + "checkpoints/");
-    const ckpt::CheckpointPaths paths(run.path);
+    v.files.push_back(run.dir_label(evidence::kCheckpointsDir));
+    const ckpt::CheckpointPaths paths = run.paths().checkpoints();
     auto listing = ckpt::list_checkpoints(paths);
     if (!listing.ok()) {
-      v.unreadable(run, "checkpoints/", listing.status());
+      v.unreadable(run, evidence::kCheckpointsDir, listing.status());
       continue;
     }
     json list = json::array();
@@ -96,7 +101,7 @@ View checkpoints_view(const std::vector<RunDir>& runs, const json& resume) {
     json latest = nullptr;
     if (auto l = ckpt::read_latest(paths); l.ok()) latest = l->step;
     out.push_back({{"run", run.name},
-                   {"dir", run.rel + "checkpoints/"},
+                   {"dir", run.dir_label(evidence::kCheckpointsDir)},
                    {"latest", latest},
                    {"checkpoints", list},
                    {"leftovers", listing->leftovers},

@@ -1,17 +1,20 @@
-// The views only a proof bundle has (views.h): the gate (parallel::derive_gate, the function `verify`
-// runs) and the divergence of the fault run from the reference, per tensor and step
-// (evidence::checksum_differences, the records compare_checksums classifies), with the injected step,
-// the first divergence every view found (parallel::locate_first_divergence via the verdict) and, for a
-// configuration proved within tolerance (TP, fast reductions), the parallel run's error against its
-// derived tolerance (docs/equivalence.md).
+// The views only a proof bundle has (views.h): the gate (proof::derive_gate, the function `verify`
+// runs) and the divergence of the fault run from the reference, per tensor and step: every record as
+// compare_checksums judged it (CompareSpec::keep_records) under the reading the first divergence uses
+// (proof::fault_reading), with the injected step, what every view found (proof::locate_first_divergence
+// via the verdict), and the parallel run (or its anchored replay) against its derived tolerance
+// (docs/equivalence.md §anchored).
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "evidence/compare.h"
 #include "evidence/faults.h"
+#include "proof/equivalence.h"
+#include "proof/first_divergence.h"
 #include "report/views.h"
 
 namespace sp::report {
@@ -29,34 +32,26 @@ std::string unit_of(const std::string& tensor) {
 }
 
 json divergence_json(const evidence::Divergence& d) {
-  return {{"step", d.step},           {"phase", d.phase}, {"tensor", d.tensor}, {"rel", d.rel_l2},
-          {"tolerance", d.tolerance}, {"got", d.got_l2},  {"want", d.want_l2},  {"text", d.to_string()}};
+  return {{"step", d.step},    {"phase", d.phase},         {"tensor", d.tensor},
+          {"rel", d.rel_l2},   {"tolerance", d.tolerance}, {"got", d.got_l2},
+          {"want", d.want_l2}, {"reason", d.reason},       {"text", d.to_string()}};
 }
 
-// One run's checksums against the reference's: a row per (phase, tensor) in file order with the
-// relative L2 difference at every step (null: no record, or not finite), the steps where it left its
-// class, and the first record that differs at all and the first out of class.
-json error_series(const RunDir& run, const RunDir& ref, View& v) {
-  v.files.push_back(run.rel + "checksums.jsonl");
-  auto diffs = evidence::checksum_differences(run.path + "/checksums.jsonl", ref.path + "/checksums.jsonl");
-  if (!diffs.ok()) {
-    v.unreadable(run, "checksums.jsonl", diffs.status());
-    return nullptr;
-  }
+// One comparison's records (CompareSpec::keep_records) as the chart draws them: a row per (phase,
+// tensor) in file order with the relative L2 difference at every step (null: no record, or not finite),
+// the steps where it left the promised class, the first record that differs at all and the first out of
+// class (the comparison's own divergence), and the tolerances that applied (none under a bitwise promise).
+json error_series(std::string_view role, const RunDir& run, const RunDir& against, const evidence::Comparison& c,
+                  const evidence::Tolerances& tol, bool anchored) {
   std::vector<int64_t> steps;
-  for (const evidence::RecordDifference& r : *diffs) steps.push_back(r.diff.step);
+  for (const evidence::RecordDifference& r : c.record_differences) steps.push_back(r.diff.step);
   std::sort(steps.begin(), steps.end());
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   std::map<int64_t, size_t> column;
   for (size_t i = 0; i < steps.size(); ++i) column[steps[i]] = i;
-
-  size_t rows_per_tensor = 0;
-  {
-    std::map<std::pair<std::string, std::string>, int> seen;
-    for (const evidence::RecordDifference& r : *diffs) seen[{r.diff.phase, r.diff.tensor}] = 1;
-    rows_per_tensor = seen.size();
-  }
-  const bool by_unit = static_cast<int64_t>(rows_per_tensor * steps.size()) > kMaxDivergenceValues;
+  std::set<std::pair<std::string, std::string>> tensors;
+  for (const evidence::RecordDifference& r : c.record_differences) tensors.insert({r.diff.phase, r.diff.tensor});
+  const bool by_unit = static_cast<int64_t>(tensors.size() * steps.size()) > kMaxDivergenceValues;
 
   struct Row {
     std::string phase, name;
@@ -66,22 +61,16 @@ json error_series(const RunDir& run, const RunDir& ref, View& v) {
   };
   std::vector<Row> rows;
   std::map<std::pair<std::string, std::string>, size_t> index;
-  json first_out = nullptr, first_mismatch = nullptr;
-  bool all_bitwise = true, all_within = true;
-  for (const evidence::RecordDifference& r : *diffs) {
+  const auto row_of = [&](const evidence::Divergence& d) { return by_unit ? unit_of(d.tensor) : d.tensor; };
+  for (const evidence::RecordDifference& r : c.record_differences) {
     const evidence::Divergence& d = r.diff;
-    const std::string name = by_unit ? unit_of(d.tensor) : d.tensor;
-    auto [it, added] = index.try_emplace({d.phase, name}, rows.size());
-    if (added) rows.push_back({d.phase, name, std::vector<double>(steps.size(), -1.0), {}, -1});
+    auto [it, added] = index.try_emplace({d.phase, row_of(d)}, rows.size());
+    if (added) rows.push_back({d.phase, row_of(d), std::vector<double>(steps.size(), -1.0), {}, -1});
     Row& row = rows[it->second];
-    const size_t c = column[d.step];
-    if (std::isfinite(d.rel_l2)) row.rel[c] = std::max(row.rel[c], d.rel_l2);
-    if (!r.within && (row.out.empty() || row.out.back() != d.step)) row.out.push_back(d.step);
+    const size_t col = column[d.step];
+    if (std::isfinite(d.rel_l2)) row.rel[col] = std::max(row.rel[col], d.rel_l2);
+    if (r.out_of_class() && (row.out.empty() || row.out.back() != d.step)) row.out.push_back(d.step);
     if (!r.bitwise && row.first_mismatch < 0) row.first_mismatch = d.step;
-    if (!r.bitwise && first_mismatch.is_null()) (first_mismatch = divergence_json(d))["row"] = name;
-    if (!r.within && first_out.is_null()) (first_out = divergence_json(d))["row"] = name;
-    all_bitwise = all_bitwise && r.bitwise;
-    all_within = all_within && r.within;
   }
   json rows_j = json::array();
   for (const Row& row : rows) {
@@ -93,31 +82,49 @@ json error_series(const RunDir& run, const RunDir& ref, View& v) {
                       {"out", row.out},
                       {"first_mismatch", row.first_mismatch < 0 ? json(nullptr) : json(row.first_mismatch)}});
   }
-  const char* cls = !all_within ? "divergent" : all_bitwise ? "bitwise-equal" : "within-tolerance";
-  return {{"run", run.name},
-          {"against", ref.name},
-          {"file", run.rel + "checksums.jsonl"},
-          {"class", cls},
-          {"records", diffs->size()},
-          {"rows_are", by_unit ? "units (max over tensors)" : "tensors"},
-          {"steps", steps},
-          {"rows", rows_j},
-          {"first_out_of_class", first_out},
-          {"first_mismatch", first_mismatch}};
+  const auto first = [&](const std::vector<evidence::Divergence>& list) {
+    if (list.empty()) return json(nullptr);
+    json j = divergence_json(list.front());
+    j["row"] = row_of(list.front());
+    return j;
+  };
+  const bool bitwise = c.promised == evidence::Equivalence::kBitwise;
+  return {
+      {"role", role},
+      {"run", run.name},
+      {"against", against.name},
+      {"file", run.label(evidence::kChecksumsFile)},
+      {"against_file", against.label(evidence::kChecksumsFile)},
+      {"promised", evidence::equivalence_name(c.promised)},
+      {"class", evidence::equivalence_name(c.verdict)},
+      {"anchored", anchored},
+      {"summary", c.describe()},
+      {"problems", c.problems},
+      {"tolerance",
+       bitwise ? json(nullptr)
+               : json{{"loss", tol.loss}, {"param", tol.param}, {"grad", anchored ? tol.grad_first : tol.grad_later}}},
+      {"records", c.record_differences.size()},
+      {"rows_are", by_unit ? "units (max over tensors)" : "tensors"},
+      {"steps", steps},
+      {"rows", rows_j},
+      {"first_mismatch", first(c.first_mismatch)},
+      {"first_divergent", first(c.divergence)}};
 }
 
 }  // namespace
 
-View gate_view(const Result<parallel::ProofVerdict>& verdict) {
+View gate_view(const Result<proof::ProofVerdict>& verdict, const std::vector<RunDir>& stages) {
   View v{.id = "gate",
          .title = "Gate: every criterion, measured against its threshold",
-         .files = {"prove.json", "contract.json", "bundle.sha256", "reference/", "parallel/", "fault/", "recovery/"}};
+         .files = {std::string(evidence::kProveFile), std::string(evidence::kContractFile),
+                   std::string(evidence::kSealFile)}};
+  for (const RunDir& stage : stages) v.files.push_back(stage.rel);
   if (!verdict.ok()) {
     v.problems.push_back("the gate cannot be derived: " + verdict.status().message());
     return v;
   }
   json criteria = json::array();
-  for (const evidence::Criterion& c : verdict->gate.criteria)
+  for (const proof::Criterion& c : verdict->gate.criteria)
     criteria.push_back({{"name", c.name},
                         {"passed", c.passed},
                         {"required", c.required},
@@ -125,70 +132,85 @@ View gate_view(const Result<parallel::ProofVerdict>& verdict) {
                         {"threshold", c.threshold},
                         {"evidence", c.evidence},
                         {"detail", c.detail}});
-  const parallel::Detection* first = verdict->divergence.earliest();
+  const proof::Detection* first = verdict->divergence.earliest();
   v.data = {{"verdict", verdict->gate.passed() ? "PASS" : "FAIL"},
             {"criteria", criteria},
             {"first_divergence", verdict->divergence.line()},
             {"first", first == nullptr ? json(nullptr) : first->to_json()},
             {"notes", verdict->notes},
-            {"derived_by", "parallel::derive_gate, as `shardproof verify DIR` (gate.json holds the same)"}};
+            {"derived_by",
+             fmt::format("proof::derive_gate, as `shardproof verify DIR` ({} holds the same)", evidence::kGateFile)}};
   return v;
 }
 
-View divergence_view(const std::string& bundle, const json& prove, const Result<parallel::ProofVerdict>& verdict) {
+View divergence_view(const proof::ProofBundle& bundle, const Result<proof::ProofVerdict>& verdict) {
   View v{.id = "divergence",
          .title = "Divergence: the fault run against the reference, per tensor and step",
-         .files = {"prove.json", "first_divergence.json (re-derived)"}};
-  const RunDir ref{.name = "reference", .path = bundle + "/reference", .rel = "reference/"};
-  const json* fault_stage = parallel::find_stage(prove, "fault");
-  const RunDir fault{.name = "fault",
-                     .path = bundle + "/fault",
-                     .rel = "fault/",
-                     .expected = fault_stage != nullptr && fault_stage->value("exit_code", -1) == 0};
-  const RunDir par{.name = "parallel", .path = bundle + "/parallel", .rel = "parallel/"};
-  v.files.push_back("reference/checksums.jsonl");
-  json d = {{"fault", prove.value("fault", "")}, {"checkpoint_step", prove.value("checkpoint_step", int64_t{0})}};
-  if (auto spec = evidence::parse_fault(prove.value("fault", std::string())); spec.ok()) {
-    const evidence::FaultInfo& info = evidence::fault_info(spec->kind);
-    d["injected_step"] = spec->step;
-    d["injected_rank"] = spec->rank;
-    d["breaks"] = std::string(info.breaks);
-    d["expected_view"] = std::string(evidence::view_name(info.expected_view));
-    d["expectation"] = std::string(info.expectation);
-  } else {
-    v.problems.push_back("prove.json: fault: " + spec.status().message());
-  }
-  const evidence::Tolerances tol;
-  d["tolerances"] = {
-      {"loss", tol.loss}, {"param", tol.param}, {"grad_first", tol.grad_first}, {"grad_later", tol.grad_later}};
-  if (fault_stage != nullptr && fault_stage->value("exit_code", 0) != 0)
+         .files = {std::string(evidence::kProveFile), fmt::format("{} (re-derived)", evidence::kFirstDivergenceFile)}};
+  const evidence::FaultSpec& fault = bundle.fault();
+  const evidence::FaultInfo& info = evidence::fault_info(fault.kind);
+  json d = {{"fault", fault.to_string()},
+            {"checkpoint_step", bundle.checkpoint_step()},
+            {"injected_step", fault.step},
+            {"injected_rank", fault.rank},
+            {"breaks", std::string(info.breaks)},
+            {"expected_view", std::string(evidence::view_name(info.expected_view))},
+            {"expectation", std::string(info.expectation)}};
+  if (const json* st = bundle.stage(evidence::kFaultStage); st != nullptr && st->value("exit_code", 0) != 0)
     v.notes.push_back(fmt::format("fault: the stage ended with exit {} ({}); its evidence stops there",
-                                  fault_stage->value("exit_code", 0), fault_stage->value("error", std::string("?"))));
+                                  st->value("exit_code", 0), st->value("error", std::string("?"))));
   if (verdict.ok()) {
-    const parallel::FirstDivergence& fd = verdict->divergence;
+    const proof::FirstDivergence& fd = verdict->divergence;
     d["line"] = fd.line();
     d["first"] = fd.earliest() == nullptr ? json(nullptr) : fd.earliest()->to_json();
     json views = json::array();
-    for (const parallel::Detection& det : fd.views) views.push_back(det.to_json());
+    for (const proof::Detection& det : fd.views) views.push_back(det.to_json());
     d["views"] = views;
     json prop = json::array();
     for (const auto& [s, n] : fd.propagation) prop.push_back({{"step", s}, {"records", n}});
     d["propagation"] = prop;
   }
-  // The parallel run's class decides how strictly the fault run is read (docs/prove.md): after a
-  // bitwise-equal parallel run any changed bit diverges, otherwise a record out of tolerance does.
-  json par_series = error_series(par, ref, v), fault_series = error_series(fault, ref, v);
-  const bool bitwise = !par_series.is_null() && par_series["class"] == "bitwise-equal";
-  json series = json::array();
-  if (!fault_series.is_null()) {
-    fault_series["read_as"] = bitwise ? "bitwise" : "tolerance";
-    fault_series["first_divergent"] = fault_series[bitwise ? "first_mismatch" : "first_out_of_class"];
-    series.push_back(std::move(fault_series));
+  auto config = parallel::RunConfig::from_json(bundle.contract().value("config", json::object()));
+  if (!config.ok()) {
+    v.problems.push_back(fmt::format("{}: {}", evidence::kContractFile, config.status().message()));
+    v.data = std::move(d);
+    return v;
   }
-  if (!par_series.is_null()) {
-    par_series["read_as"] = "tolerance";
-    par_series["first_divergent"] = par_series["first_out_of_class"];
-    series.push_back(std::move(par_series));
+  // The class the contract promises and the tolerances the gate reads the fault with (docs/equivalence.md).
+  const bool bitwise = proof::promised_class(*config) == evidence::Equivalence::kBitwise;
+  const evidence::Tolerances tol = proof::tolerances_for(*config);
+  d["promised"] = evidence::equivalence_name(proof::promised_class(*config));
+  d["tolerances"] = {
+      {"loss", tol.loss}, {"param", tol.param}, {"grad_first", tol.grad_first}, {"grad_later", tol.grad_later}};
+  const auto run_dir = [&](std::string_view stage) {
+    const json* st = bundle.stage(stage);
+    return RunDir{.name = std::string(stage),
+                  .path = bundle.paths().stage(stage).root(),
+                  .rel = std::string(stage) + "/",
+                  .expected = st != nullptr && st->value("exit_code", -1) == 0};
+  };
+  json series = json::array();
+  // The fault run, read as the first divergence reads it.
+  proof::FaultReading reading = proof::fault_reading(bundle, *config, bitwise, tol);
+  reading.spec.keep_records = true;
+  const RunDir numbers = run_dir(reading.numbers_stage), against = run_dir(reading.against_stage);
+  v.files.push_back(numbers.label(evidence::kChecksumsFile));
+  v.files.push_back(against.label(evidence::kChecksumsFile));
+  if (auto c = evidence::compare_checksums(reading.numbers.checksums(), reading.against.checksums(), reading.spec);
+      c.ok())
+    series.push_back(error_series("fault", numbers, against, *c, tol, reading.replayed));
+  else
+    v.unreadable(numbers, evidence::kChecksumsFile, c.status());
+  // The parallel run (or, not bitwise, its anchored replay: every step from the reference's state) in
+  // the class its contract promises, as the gate's gradient criterion reads it.
+  const RunDir par = run_dir(bitwise || bundle.anchors().empty() ? evidence::kParallelStage : evidence::kAnchoredStage);
+  const RunDir ref = run_dir(evidence::kReferenceStage);
+  v.files.push_back(par.label(evidence::kChecksumsFile));
+  if (auto e = proof::compare_runs(par.paths(), ref.paths(), /*keep_records=*/true); e.ok()) {
+    series.push_back(error_series("parallel", par, ref, e->comparison, tol, e->anchored));
+    series.back()["summary"] = e->describe();
+  } else {
+    v.unreadable(par, evidence::kChecksumsFile, e.status());
   }
   d["series"] = series;
   v.data = std::move(d);

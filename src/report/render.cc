@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "core/file_io.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 #include "report/assets.h"
 #include "report/report_data.h"
 
@@ -82,9 +84,9 @@ std::string first_difference(const json& got, const json& want, const std::strin
     for (const auto& [k, v] : want.items()) keys.insert(k);
     for (const std::string& k : keys) {
       if (!got.contains(k))
-        return fmt::format("{}/{}: missing from report.html (the bundle gives {})", path, k, shown(want[k]));
+        return fmt::format("{}/{}: missing from the page (the bundle gives {})", path, k, shown(want[k]));
       if (!want.contains(k))
-        return fmt::format("{}/{}: report.html shows {}, which the bundle does not give", path, k, shown(got[k]));
+        return fmt::format("{}/{}: the page shows {}, which the bundle does not give", path, k, shown(got[k]));
       if (std::string d = first_difference(got[k], want[k], path + "/" + k); !d.empty()) return d;
     }
   }
@@ -92,10 +94,9 @@ std::string first_difference(const json& got, const json& want, const std::strin
     for (size_t i = 0; i < got.size() && i < want.size(); ++i)
       if (std::string d = first_difference(got[i], want[i], fmt::format("{}/{}", path, i)); !d.empty()) return d;
     if (got.size() != want.size())
-      return fmt::format("{}: report.html shows {} entries, the bundle gives {}", path, got.size(), want.size());
+      return fmt::format("{}: the page shows {} entries, the bundle gives {}", path, got.size(), want.size());
   }
-  return fmt::format("{}: report.html shows {}, the bundle gives {}", path.empty() ? "/" : path, shown(got),
-                     shown(want));
+  return fmt::format("{}: the page shows {}, the bundle gives {}", path.empty() ? "/" : path, shown(got), shown(want));
 }
 
 }  // namespace
@@ -146,9 +147,7 @@ Result<json> embedded_report_data(std::string_view html, const std::string& labe
   const size_t begin = open + kDataOpen.size();
   const size_t end = html.find(kScriptClose, begin);
   if (end == std::string_view::npos) return corrupt("{}: the sp-data element is not closed", label);
-  json j = json::parse(html.substr(begin, end - begin), nullptr, false);
-  if (j.is_discarded()) return corrupt("{}: the sp-data element is not valid JSON", label);
-  return j;
+  return parse_json_strict(html.substr(begin, end - begin), label + ": the sp-data element");
 }
 
 Result<std::vector<std::string>> write_report(const std::string& dir, const std::string& out) {
@@ -168,13 +167,13 @@ Result<std::vector<std::string>> write_report(const std::string& dir, const std:
     }
     return data.status();
   }
-  const std::string path = out.empty() ? dir + "/" + kReportFileName : out;
+  const std::string path = out.empty() ? evidence::RunPaths(dir).file(evidence::kReportFile) : out;
   SP_RETURN_IF_ERROR(write_file_atomic(path, render_report(*data)));
   return report_problems(*data);
 }
 
 Status check_report(const std::string& dir) {
-  const std::string path = dir + "/" + kReportFileName;
+  const std::string path = evidence::RunPaths(dir).file(evidence::kReportFile);
   const std::string hint = fmt::format("regenerate it from the bundle: shardproof report {}", dir);
   SP_ASSIGN_OR_RETURN(const std::string page, read_file(path, uint64_t{1} << 31));
   SP_ASSIGN_OR_RETURN(const json want, report_data(dir));

@@ -12,18 +12,18 @@
 #include <fmt/format.h>
 
 #include "comm/trace_context.h"
+#include "core/file_io.h"
+#include "core/json_io.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/trace_check.h"
-#include "parallel/proof.h"
+#include "proof/bundle.h"
+#include "proof/gate.h"
+#include "proof/seal.h"
 #include "report/views.h"
 
 namespace sp::report {
 namespace fs = std::filesystem;
 namespace {
-
-bool exists(const std::string& path) {
-  std::error_code ec;
-  return fs::exists(path, ec);
-}
 
 // Strings lose the bundle's location: the readers' messages name files by the path given to them (the
 // bundle's absolute path here), and the files prove and compare wrote name them by the path *they* were
@@ -56,7 +56,7 @@ std::vector<std::string> recorded_locations(BundleKind kind, const std::string& 
     if (!p.empty() && p != "." && p != "/") out.insert(p);
   };
   if (kind == BundleKind::kProof)
-    if (auto prove = parallel::read_json_file(dir + "/prove.json"); prove.ok() && prove->contains("stages"))
+    if (auto prove = read_json_file(evidence::ProofPaths(dir).prove()); prove.ok() && prove->contains("stages"))
       for (const json& st : (*prove)["stages"]) {
         // "train --root R ... --out OUT/<stage> ...": the stage's own directory is OUT/<name> (OUT for contract).
         const std::string cmd = st.value("command", std::string()), name = st.value("name", std::string());
@@ -69,7 +69,8 @@ std::vector<std::string> recorded_locations(BundleKind kind, const std::string& 
         add(o);
       }
   if (kind == BundleKind::kCompare)
-    if (auto table = parallel::read_json_file(dir + "/compare.json"); table.ok() && table->contains("rows"))
+    if (auto table = read_json_file(evidence::RunPaths(dir).file(evidence::kCompareFile));
+        table.ok() && table->contains("rows"))
       for (const json& row : (*table)["rows"]) {
         const std::string d = row.value("dir", std::string()), label = row.value("label", std::string());
         if (!label.empty() && d.size() > label.size() + 1 &&
@@ -116,8 +117,8 @@ std::string grid_text(const json& c) {
 }
 
 // The first step the run's own traced training traffic covers (a resumed run starts at its checkpoint).
-json first_traced_step(const std::string& run) {
-  auto report = evidence::check_trace_dir(run);
+json first_traced_step(const evidence::RunPaths& run) {
+  auto report = evidence::check_trace_dir(run.root());
   if (!report.ok()) return nullptr;
   int64_t first = INT64_MAX;
   for (const auto& [k, t] : report->traffic)
@@ -125,26 +126,15 @@ json first_traced_step(const std::string& run) {
   return first == INT64_MAX ? json(nullptr) : json(first);
 }
 
-void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
-  auto prove_r = parallel::read_json_file(dir + "/prove.json");
-  const json prove = prove_r.ok() ? *prove_r : json::object();
-  if (!prove_r.ok()) d["problems"].push_back("prove.json: " + prove_r.status().message());
-  auto contract = parallel::read_json_file(dir + "/contract.json");
-  if (!contract.ok()) d["problems"].push_back(file_problem({.path = dir}, "contract.json", contract.status()));
-  const json cfg = config_summary(contract.ok() ? *contract : json::object());
-  // Missing files: what the seal lists and the directory no longer holds.
-  if (auto seal = parallel::check_seal(dir); !seal.ok()) {
-    d["problems"].push_back(file_problem({.path = dir}, "bundle.sha256", seal.status()));
-  } else {
-    for (const std::string& s : *seal)
-      if (s.size() > 9 && s.compare(s.size() - 9, 9, ": missing") == 0)
-        d["problems"].push_back(s);  // the seal lists it; the view that needs it says the same
-  }
-  const auto verdict = parallel::derive_gate(dir);
-  const int64_t k = prove.value("checkpoint_step", int64_t{0});
+// A proof bundle's stages as the report reads them: every stage prove.json lists (the anchored replays
+// of a non-bitwise configuration included), a note for each that did not run or did not finish.
+std::vector<RunDir> proof_stages(const proof::ProofBundle& bundle, json& d) {
+  std::vector<std::string_view> names(evidence::kStageNames.begin(), evidence::kStageNames.end());
+  if (!bundle.anchors().empty()) names.push_back(evidence::kAnchoredStage);
+  if (!bundle.fault_anchors().empty()) names.push_back(evidence::kFaultAnchoredStage);
   std::vector<RunDir> ran;
-  for (const char* stage : parallel::kStageDirs) {
-    const json* st = parallel::find_stage(prove, stage);
+  for (std::string_view stage : names) {
+    const json* st = bundle.stage(stage);
     if (st == nullptr) {
       d["notes"].push_back(fmt::format("{}: the stage did not run", stage));
       continue;
@@ -153,57 +143,88 @@ void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
     if (!ok)
       d["notes"].push_back(fmt::format("{}: the stage ended with exit {}: {}", stage, st->value("exit_code", -1),
                                        st->value("error", std::string("?"))));
-    ran.push_back({.name = stage, .path = dir + "/" + stage, .rel = std::string(stage) + "/", .expected = ok});
+    ran.push_back({.name = std::string(stage),
+                   .path = bundle.paths().stage(stage).root(),
+                   .rel = std::string(stage) + "/",
+                   .expected = ok});
   }
-  const auto find = [&](const std::string& name) -> const RunDir* {
+  return ran;
+}
+
+void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
+  const evidence::ProofPaths paths(dir);
+  const RunDir top{.name = "proof", .path = dir, .rel = ""};
+  const auto verdict = proof::derive_gate(dir);
+  auto opened = proof::ProofBundle::open(dir);
+  if (!opened.ok()) {  // prove.json or the frozen contract unreadable: the gate view says the same
+    views.push_back(guarded("gate", [&] { return gate_view(verdict, {}); }));
+    for (std::string_view f : {evidence::kProveFile, evidence::kContractFile})
+      if (!path_exists(paths.file(f))) d["problems"].push_back(file_problem(top, f, opened.status()));
+    if (d["problems"].empty()) d["problems"].push_back(opened.status().message());
+    d["title"] = "Proof (unreadable)";
+    return;
+  }
+  const proof::ProofBundle& bundle = *opened;
+  const json cfg = config_summary(bundle.contract());
+  // Missing files: what the seal lists and the directory no longer holds.
+  if (auto seal = proof::check_seal(dir); !seal.ok()) {
+    d["problems"].push_back(file_problem(top, evidence::kSealFile, seal.status()));
+  } else {
+    for (const std::string& s : *seal)
+      if (s.ends_with(": missing")) d["problems"].push_back(s);  // the view that needs it says the same
+  }
+  const int64_t k = bundle.checkpoint_step();
+  const std::vector<RunDir> ran = proof_stages(bundle, d);
+  views.push_back(guarded("gate", [&] { return gate_view(verdict, ran); }));
+  const auto find = [&](std::string_view name) -> const RunDir* {
     for (const RunDir& r : ran)
       if (r.name == name) return &r;
     return nullptr;
   };
   d["title"] =
-      fmt::format("Proof: {}, {}; fault {}", cfg.value("name", "?"), grid_text(cfg), prove.value("fault", "?"));
+      fmt::format("Proof: {}, {}; fault {}", cfg.value("name", "?"), grid_text(cfg), bundle.fault().to_string());
   d["summary"] = cfg;
   d["summary"]["verdict"] = verdict.ok() ? (verdict->gate.passed() ? "PASS" : "FAIL") : "unknown";
-  d["summary"]["fault"] = prove.value("fault", "");
+  d["summary"]["fault"] = bundle.fault().to_string();
   d["summary"]["checkpoint_step"] = k;
-  views.push_back(guarded("gate", [&] { return gate_view(verdict); }));
-  views.push_back(guarded("divergence", [&] { return divergence_view(dir, prove, verdict); }));
-  const RunDir* par = find("parallel");
+  views.push_back(guarded("divergence", [&] { return divergence_view(bundle, verdict); }));
+  const RunDir* par = find(evidence::kParallelStage);
   if (par != nullptr) {
     views.push_back(guarded("pipeline", [&] { return pipeline_view(*par); }));
     views.push_back(guarded("memory", [&] { return memory_view(*par); }));
   }
-  std::vector<RunDir> traced;
-  for (const char* n : {"parallel", "fault"})
+  std::vector<RunDir> traced, curves, saved;
+  for (std::string_view n : {evidence::kParallelStage, evidence::kFaultStage})
     if (const RunDir* r = find(n)) traced.push_back(*r);
   views.push_back(guarded("traffic", [&] { return traffic_view(traced); }));
-  json marks = {{"checkpoint_step", k}};
-  if (auto f = evidence::parse_fault(prove.value("fault", std::string())); f.ok()) marks["fault_step"] = f->step;
-  views.push_back(guarded("curves", [&] { return curves_view(ran, marks); }));
-  std::vector<RunDir> saved;
-  for (const char* n : {"parallel", "fault", "recovery"})
+  json marks = {{"checkpoint_step", k}, {"fault_step", bundle.fault().step}};
+  for (std::string_view n : evidence::kStageNames)  // the anchored replays hold single steps, not a trajectory
+    if (const RunDir* r = find(n)) curves.push_back(*r);
+  views.push_back(guarded("curves", [&] { return curves_view(curves, marks); }));
+  for (std::string_view n : {evidence::kParallelStage, evidence::kFaultStage, evidence::kRecoveryStage})
     if (const RunDir* r = find(n)) saved.push_back(*r);
   json resume = json::object();
-  if (const RunDir* rec = find("recovery"))
-    resume = {{"run", "recovery"},
-              {"from", "parallel"},
+  if (const RunDir* rec = find(evidence::kRecoveryStage))
+    resume = {{"run", evidence::kRecoveryStage},
+              {"from", evidence::kParallelStage},
               {"checkpoint_step", k},
-              {"first_traced_step", first_traced_step(rec->path)}};
+              {"first_traced_step", first_traced_step(rec->paths())}};
   views.push_back(guarded("checkpoints", [&] { return checkpoints_view(saved, resume); }));
 }
 
 void run_views(const std::string& dir, json& d, std::vector<View>& views) {
   const RunDir run{.name = "run", .path = dir, .rel = ""};
-  auto contract = parallel::read_json_file(dir + "/contract.json");
-  if (!contract.ok()) d["problems"].push_back(file_problem(run, "contract.json", contract.status()));
+  auto contract = read_json_file(run.paths().contract());
+  if (!contract.ok()) d["problems"].push_back(file_problem(run, evidence::kContractFile, contract.status()));
   const json cfg = config_summary(contract.ok() ? *contract : json::object());
   const bool traced =
       contract.ok() &&
       (*contract).value("config", json::object()).value("evidence", json::object()).value("trace", true);
-  std::vector<std::string> required = {"topology.json", "metrics.jsonl", "checksums.jsonl", "ledger.json", "timeline"};
-  if (traced) required.insert(required.end(), {"trace", "comm_predicted.json"});
-  for (const std::string& f : required)
-    if (!exists(dir + "/" + f)) d["problems"].push_back(f + ": missing");
+  std::vector<std::string_view> required = {evidence::kTopologyFile, evidence::kMetricsFile, evidence::kChecksumsFile,
+                                            evidence::kLedgerFile, evidence::kTimelineDir};
+  if (traced) required.insert(required.end(), {evidence::kTraceDir, evidence::kCommPredictedFile});
+  for (std::string_view f : required)
+    if (!path_exists(run.paths().file(f))) d["problems"].push_back(fmt::format("{}: missing", f));
   d["title"] = fmt::format("Run: {}, {}", cfg.value("name", "?"), grid_text(cfg));
   d["summary"] = cfg;
   views.push_back(guarded("pipeline", [&] { return pipeline_view(run); }));
@@ -225,7 +246,7 @@ void compare_views(const std::string& dir, json& d, std::vector<View>& views) {
         d["notes"].push_back(fmt::format("{}: {}", label, row.value("error", "")));
         continue;
       }
-      runs.push_back({.name = label, .path = dir + "/" + label, .rel = label + "/"});
+      runs.push_back({.name = label, .path = evidence::RunPaths(dir).file(label), .rel = label + "/"});
     }
   d["title"] = table.data.is_null()
                    ? "Compare"
@@ -256,15 +277,17 @@ Result<BundleKind> bundle_kind_of(const std::string& dir) {
   if (!fs::is_directory(dir, ec))
     return invalid_argument("'{}' is not a directory", dir)
         .with_hint("pass a bundle directory: `prove --out`, `train --out` or `compare --out`");
-  if (exists(dir + "/prove.json")) return BundleKind::kProof;
-  if (exists(dir + "/compare.json")) return BundleKind::kCompare;
-  if (exists(dir + "/contract.json"))
-    for (const char* f : {"metrics.jsonl", "checksums.jsonl", "topology.json", "ledger.json", "trace", "timeline"})
-      if (exists(dir + "/" + f)) return BundleKind::kRun;
+  const evidence::RunPaths paths(dir);
+  if (path_exists(paths.file(evidence::kProveFile))) return BundleKind::kProof;
+  if (path_exists(paths.file(evidence::kCompareFile))) return BundleKind::kCompare;
+  if (path_exists(paths.contract()))
+    for (std::string_view f : {evidence::kMetricsFile, evidence::kChecksumsFile, evidence::kTopologyFile,
+                               evidence::kLedgerFile, evidence::kTraceDir, evidence::kTimelineDir})
+      if (path_exists(paths.file(f))) return BundleKind::kRun;
   return invalid_argument(
-             "'{}' is not a shardproof bundle: it holds none of prove.json (a proof), compare.json (a "
-             "compare directory), contract.json with a run's evidence (a run)",
-             dir)
+             "'{}' is not a shardproof bundle: it holds none of {} (a proof), {} (a compare directory), {} with a "
+             "run's evidence (a run)",
+             dir, evidence::kProveFile, evidence::kCompareFile, evidence::kContractFile)
       .with_hint("pass the directory given to `prove --out`, `compare --out` or `train --out`");
 }
 

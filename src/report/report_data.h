@@ -1,7 +1,8 @@
 // The report's data: for a bundle directory, what each view of report.html shows, every value with
 // the files it came from (docs/report.md; schema: docs/formats/report_data.md). Not the page
-// (render.h) and not a new reader: values come from the evidence readers (compare_checksums,
-// check_trace_dir, bubble.h, list/verify_checkpoint, derive_gate) and the bundle's own files.
+// (render.h) and not a new reader: values come from the evidence and proof readers (compare_checksums,
+// check_trace_dir, bubble.h, list/verify_checkpoint, proof::derive_gate) and the bundle's own files,
+// every file named by evidence/bundle_paths.h (report.html itself: evidence::kReportFile).
 // Invariant: a pure function of the bundle's bytes: no clock, no environment, no absolute path (every
 // path is relative to the bundle), no non-finite number (null), so `verify` recomputes it and compares
 // it with the copy embedded in report.html.
@@ -15,10 +16,9 @@
 
 namespace sp::report {
 
-inline constexpr const char* kReportFileName = "report.html";  // written next to summary.md / compare.md
 inline constexpr int kReportDataVersion = 1;
 
-// A plan (issue 15) will be a fourth kind with its own views (docs/formats/report_data.md §Plans).
+// A plan will be a fourth kind with its own views (docs/formats/report_data.md §Plans).
 enum class BundleKind { kRun, kProof, kCompare };
 const char* bundle_kind_name(BundleKind kind);  // "run", "proof", "compare"
 

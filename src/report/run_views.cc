@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "comm/trace_context.h"
+#include "core/file_io.h"
+#include "core/json_io.h"
 #include "evidence/bubble.h"
 #include "evidence/trace_check.h"
 #include "report/views.h"
@@ -46,13 +48,12 @@ json View::to_json() const {
   return {{"id", id}, {"title", title}, {"files", files}, {"problems", problems}, {"notes", notes}, {"data", data}};
 }
 
-std::string file_problem(const RunDir& run, const std::string& file, const Status& why) {
-  std::error_code ec;
-  if (!std::filesystem::exists(run.path + "/" + file, ec)) return fmt::format("{}{}: missing", run.rel, file);
-  return fmt::format("{}{}: {}", run.rel, file, why.message());
+std::string file_problem(const RunDir& run, std::string_view file, const Status& why) {
+  if (!path_exists(run.paths().file(file))) return fmt::format("{}: missing", run.label(file));
+  return fmt::format("{}: {}", run.label(file), why.message());
 }
 
-void View::unreadable(const RunDir& run, const std::string& file, const Status& why) {
+void View::unreadable(const RunDir& run, std::string_view file, const Status& why) {
   const std::string text = file_problem(run, file, why);
   if (run.expected)
     problems.push_back(text);
@@ -63,10 +64,11 @@ void View::unreadable(const RunDir& run, const std::string& file, const Status& 
 View pipeline_view(const RunDir& run) {
   View v{.id = "pipeline",
          .title = "Pipeline schedule (Gantt) and bubble",
-         .files = {run.rel + "timeline/", run.rel + "topology.json", run.rel + "contract.json"}};
+         .files = {run.dir_label(evidence::kTimelineDir), run.label(evidence::kTopologyFile),
+                   run.label(evidence::kContractFile)}};
   auto timelines = evidence::read_run_timelines(run.path);
   if (!timelines.ok()) {
-    v.unreadable(run, "timeline/", timelines.status());
+    v.unreadable(run, evidence::kTimelineDir, timelines.status());
     return v;
   }
   const evidence::BubbleReport bubble =
@@ -132,10 +134,10 @@ View pipeline_view(const RunDir& run) {
 View memory_view(const RunDir& run) {
   View v{.id = "memory",
          .title = "Memory per rank and category: measured vs predicted",
-         .files = {run.rel + "ledger.json"}};
-  auto ledger = parallel::read_json_file(run.path + "/ledger.json");
+         .files = {run.label(evidence::kLedgerFile)}};
+  auto ledger = read_json_file(run.paths().ledger());
   if (!ledger.ok()) {
-    v.unreadable(run, "ledger.json", ledger.status());
+    v.unreadable(run, evidence::kLedgerFile, ledger.status());
     return v;
   }
   const json& l = *ledger;
@@ -179,7 +181,7 @@ View memory_view(const RunDir& run) {
                        {"predicted_live", total.value("predicted_live", int64_t{0})}}},
                      {"largest_tensors", top}});
   }
-  if (ranks.empty()) v.problems.push_back(run.rel + "ledger.json: no \"ranks\"");
+  if (ranks.empty()) v.problems.push_back(run.label(evidence::kLedgerFile) + ": no \"ranks\"");
   v.data = {{"run", run.name},
             {"equal", l.value("equal", false)},
             {"max_peak_bytes", l.value("max_peak_bytes", int64_t{0})},
@@ -195,11 +197,11 @@ View traffic_view(const std::vector<RunDir>& runs) {
   View v{.id = "traffic", .title = "Traffic: bytes per group, step and phase, traced vs predicted"};
   json out = json::array();
   for (const RunDir& run : runs) {
-    v.files.push_back(run.rel + "trace/");
-    v.files.push_back(run.rel + "comm_predicted.json");
+    v.files.push_back(run.dir_label(evidence::kTraceDir));
+    v.files.push_back(run.label(evidence::kCommPredictedFile));
     auto report = evidence::check_trace_dir(run.path);
     if (!report.ok()) {
-      v.unreadable(run, "trace/", report.status());
+      v.unreadable(run, evidence::kTraceDir, report.status());
       continue;
     }
     const evidence::TraceReport& t = *report;
@@ -303,7 +305,8 @@ View traffic_view(const std::vector<RunDir>& runs) {
          {"cells", cells},
          {"totals", total_rows},
          {"matrix", world == 0 ? json(nullptr) : json{{"world", world}, {"p2p", p2p}, {"collective", coll}}}});
-    if (!t.prediction_found) v.unreadable(run, "comm_predicted.json", not_found("no comm_predicted.json"));
+    if (!t.prediction_found)
+      v.unreadable(run, evidence::kCommPredictedFile, not_found("no {}", evidence::kCommPredictedFile));
   }
   if (!out.empty()) v.data = {{"runs", out}};
   return v;

@@ -1,6 +1,6 @@
 // The report's views, one builder per view (docs/report.md §Views): each reads its evidence through the
-// existing readers (evidence/, ckpt/, parallel/proof.h) and returns what the page draws, with the
-// files it came from and, for each file it could not read, a problem naming it.
+// existing readers (evidence/, ckpt/, proof/) and returns what the page draws, with the files it came
+// from (named by evidence/bundle_paths.h) and, for each file it could not read, a problem naming it.
 // Not the assembly per bundle kind (report_data.cc) and not the page (render.h).
 // Invariant: a builder never fails; a file it cannot read becomes a problem (or, for a stage that did
 // not finish, a note) and the view's data say what is absent. Schema: docs/formats/report_data.md.
@@ -8,10 +8,13 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
-#include "parallel/proof.h"
+#include "evidence/bundle_paths.h"
+#include "proof/bundle.h"
+#include "proof/gate.h"
 
 namespace sp::report {
 
@@ -23,6 +26,9 @@ struct RunDir {
   std::string path = {};  // absolute path of the directory
   std::string rel = {};   // prefix of the files it names in the report: "" (a run bundle) or "parallel/"
   bool expected = true;   // false: the stage did not finish, so a missing file is a note, not a problem
+  evidence::RunPaths paths() const { return evidence::RunPaths(path); }
+  std::string label(std::string_view file) const { return rel + std::string(file); }  // "parallel/ledger.json"
+  std::string dir_label(std::string_view dir) const { return label(dir) + "/"; }      // "parallel/trace/"
 };
 
 struct View {
@@ -33,7 +39,7 @@ struct View {
   json data = {};                          // what the page draws; null when nothing could be read
   json to_json() const;
   // Records that `file` of `run` could not be read: a problem, or a note when the run did not finish.
-  void unreadable(const RunDir& run, const std::string& file, const Status& why);
+  void unreadable(const RunDir& run, std::string_view file, const Status& why);
 };
 
 // Intervals kept in the Gantt chart at most; a longer timeline keeps its first steps (docs/report.md).
@@ -55,12 +61,15 @@ View curves_view(const std::vector<RunDir>& runs, const json& marks);
 // `resume`: for a proof, the recovery run that resumed and from which step ({} for none).
 View checkpoints_view(const std::vector<RunDir>& runs, const json& resume);
 
-View gate_view(const Result<parallel::ProofVerdict>& verdict);
-// The fault run (and the parallel run) against the reference, per tensor and step.
-View divergence_view(const std::string& bundle, const json& prove, const Result<parallel::ProofVerdict>& verdict);
+// `stages`: the stage directories the verdict read (named under the view).
+View gate_view(const Result<proof::ProofVerdict>& verdict, const std::vector<RunDir>& stages);
+// The fault run as the first divergence reads it (proof::fault_reading: the fault run, or its anchored
+// replay, against the reference) and the parallel run (or its anchored replay) against the reference,
+// per tensor and step, in the class the contract promises.
+View divergence_view(const proof::ProofBundle& bundle, const Result<proof::ProofVerdict>& verdict);
 View compare_view(const std::string& dir);
 
 // "parallel/ledger.json: missing" for a file that does not exist, else "<rel><file>: <message>".
-std::string file_problem(const RunDir& run, const std::string& file, const Status& why);
+std::string file_problem(const RunDir& run, std::string_view file, const Status& why);
 
 }  // namespace sp::report

@@ -1,4 +1,4 @@
-// The commit protocol on real MPI ranks (ckpt/save.h with parallel::agree): every rank writes its
+// The commit protocol on real MPI ranks (ckpt/save.h with comm::agree): every rank writes its
 // shard of a simulated ZeRO-1 job; the checkpoint verifies and every rank loads the whole model back
 // bitwise; a full disk on the last rank fails the save on EVERY rank with a message naming that rank
 // and its file, removes the partial directory and leaves LATEST and the committed checkpoint alone.
@@ -12,7 +12,7 @@
 #include "ckpt/reshard.h"
 #include "ckpt_test_util.h"
 #include "comm/mpi_communicator.h"
-#include "parallel/agree.h"
+#include "comm/agree.h"
 
 namespace sp::ckpt {
 namespace {
@@ -46,9 +46,6 @@ class CkptCommit : public ::testing::Test {
     for (const test::SimRank& s : ranks_) r.rank_coords.push_back(test::coords_string(s));
     return r;
   }
-  AgreeFn agree() {
-    return [this](const Status& s) { return parallel::agree(*world_, s); };
-  }
 
   std::unique_ptr<comm::Communicator> world_;
   std::string dir_;
@@ -58,7 +55,7 @@ class CkptCommit : public ::testing::Test {
 };
 
 TEST_F(CkptCommit, SaveVerifyAndLoadOnEveryRank) {
-  auto out = save_checkpoint(*world_, agree(), request(3));
+  auto out = save_checkpoint(*world_, request(3));
   ASSERT_TRUE(out.ok()) << out.status().message();  // every rank agrees, so ASSERT is safe here
   const CheckpointPaths paths(dir_);
   EXPECT_EQ(out->dir, paths.step_dir(3));
@@ -66,7 +63,7 @@ TEST_F(CkptCommit, SaveVerifyAndLoadOnEveryRank) {
   // Each rank checks a different share of the SHA-256s; together they cover every shard.
   auto m = read_manifest(paths, 3);
   ASSERT_TRUE(m.ok());
-  EXPECT_TRUE(parallel::agree(*world_, verify_shard_files(paths.step_dir(3), *m, world_->rank(), world_->size())).ok());
+  EXPECT_TRUE(comm::agree(*world_, verify_shard_files(paths.step_dir(3), *m, world_->rank(), world_->size())).ok());
   // Every rank loads the whole model as a single device would hold it.
   auto source = CheckpointSource::open(paths.step_dir(3), *m, config_);
   ASSERT_TRUE(source.ok()) << source.status().message();
@@ -78,13 +75,13 @@ TEST_F(CkptCommit, SaveVerifyAndLoadOnEveryRank) {
 }
 
 TEST_F(CkptCommit, FullDiskOnTheLastRankFailsEveryRank) {
-  ASSERT_TRUE(save_checkpoint(*world_, agree(), request(2)).ok());
+  ASSERT_TRUE(save_checkpoint(*world_, request(2)).ok());
   const CheckpointPaths paths(dir_);
   const std::string latest_before = read_file(paths.latest()).value();
   SaveRequest r = request(4);
   const int last = world_->size() - 1;
   r.fault = SaveFault{false, SavePhase::kShardWrite, 4, last};
-  auto out = save_checkpoint(*world_, agree(), r);
+  auto out = save_checkpoint(*world_, r);
   ASSERT_FALSE(out.ok());
   const std::string& msg = out.status().message();
   EXPECT_NE(msg.find(fmt::format("rank {}: ", last)), std::string::npos) << msg;

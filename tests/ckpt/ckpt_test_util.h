@@ -60,10 +60,6 @@ class LocalCommunicator final : public comm::Communicator {
   int ranks_[1] = {0};
 };
 
-inline AgreeFn local_agree() {
-  return [](const Status& s) { return s; };
-}
-
 inline model::LlamaConfig small_model(bool tie = false) {
   model::LlamaConfig c;
   c.vocab_size = 64;

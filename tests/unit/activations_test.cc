@@ -15,6 +15,7 @@
 
 #include "core/file_io.h"
 #include "core/hash.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
 namespace {
@@ -69,7 +70,7 @@ void write_run(const std::string& run, std::vector<ActivationRecord> records,
     r.rank = rank_of(r);
     files[r.rank] += r.to_json().dump() + "\n";
   }
-  for (const auto& [rank, text] : files) ASSERT_TRUE(write_file(activation_file(run, rank), text).ok());
+  for (const auto& [rank, text] : files) ASSERT_TRUE(write_file(RunPaths(run).activations(rank), text).ok());
 }
 
 template <class Records>  // std::vector<ActivationRecord>, const or not
@@ -308,7 +309,7 @@ TEST_F(ActivationsTest, BadFilesNameFileAndLine) {
   write_run(dir("ref"), ref);
   const std::string good = ref[0].to_json().dump() + "\n" + ref[1].to_json().dump() + "\n";
   fs::create_directories(dir("bad") + "/activations");
-  ASSERT_TRUE(write_file(activation_file(dir("bad"), 4), good + "{\"step\": 0}\n").ok());
+  ASSERT_TRUE(write_file(RunPaths(dir("bad")).activations(4), good + "{\"step\": 0}\n").ok());
   auto bad = compare_activations(dir("bad"), dir("ref"), true);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("rank-00004.jsonl:3"), std::string::npos) << bad.status().message();
@@ -317,20 +318,20 @@ TEST_F(ActivationsTest, BadFilesNameFileAndLine) {
   fs::create_directories(dir("point") + "/activations");
   nlohmann::json j = ref[0].to_json();
   j["point"] = "layers.0";
-  ASSERT_TRUE(write_file(activation_file(dir("point"), 0), j.dump() + "\n").ok());
+  ASSERT_TRUE(write_file(RunPaths(dir("point")).activations(0), j.dump() + "\n").ok());
   auto point = read_activations(dir("point"));
   ASSERT_FALSE(point.ok());
   EXPECT_NE(point.status().message().find("layers.0"), std::string::npos);
 
   fs::create_directories(dir("dup") + "/activations");
-  ASSERT_TRUE(write_file(activation_file(dir("dup"), 0), good).ok());
-  ASSERT_TRUE(write_file(activation_file(dir("dup"), 1), ref[1].to_json().dump() + "\n").ok());
+  ASSERT_TRUE(write_file(RunPaths(dir("dup")).activations(0), good).ok());
+  ASSERT_TRUE(write_file(RunPaths(dir("dup")).activations(1), ref[1].to_json().dump() + "\n").ok());
   auto dup = read_activations(dir("dup"));
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(dup.status().message().find("already recorded"), std::string::npos);
 
   fs::create_directories(dir("cut") + "/activations");  // a rank killed mid-line: the partial line is ignored
-  ASSERT_TRUE(write_file(activation_file(dir("cut"), 0), good + "{\"step\": 0, \"micro_").ok());
+  ASSERT_TRUE(write_file(RunPaths(dir("cut")).activations(0), good + "{\"step\": 0, \"micro_").ok());
   auto cut = read_activations(dir("cut"));
   ASSERT_TRUE(cut.ok()) << cut.status().to_string();
   EXPECT_EQ(cut->records.size(), 2u);
@@ -361,8 +362,8 @@ TEST_F(ActivationsTest, RecorderWritesOnlyTpRankZeroAndLogitsOnlyAtTp1) {
       EXPECT_NE(r.point, "logits");
     }
   }
-  EXPECT_TRUE(fs::exists(activation_file(dir("run"), 2)));
-  EXPECT_EQ(fs::file_size(activation_file(dir("run"), 2)), 0u);
+  EXPECT_TRUE(fs::exists(RunPaths(dir("run")).activations(2)));
+  EXPECT_EQ(fs::file_size(RunPaths(dir("run")).activations(2)), 0u);
 }
 
 TEST_F(ActivationsTest, PrepareKeepsStepsBeforeResume) {

@@ -41,7 +41,7 @@ class CkptSave : public ::testing::Test {
     r.keep_last = keep_last;
     return r;
   }
-  Result<SaveOutcome> save(const SaveRequest& r) { return save_checkpoint(world_, test::local_agree(), r); }
+  Result<SaveOutcome> save(const SaveRequest& r) { return save_checkpoint(world_, r); }
   std::string shard(int64_t step) const { return CheckpointPaths::shard_in(paths().step_dir(step), 0); }
   CheckpointPaths paths() const { return CheckpointPaths(dir_); }
   std::string read(const std::string& p) const { return read_file(p).value(); }

@@ -1,6 +1,6 @@
 // The lab catalogue (cli/labs.h, docs/labs.md): 15 labs LSL-A … LSL-O in the order of chapter 4's
 // sections; every available lab's run is a valid plan at its declared world size (Plan::make) and its
-// fault can act on that run (check_fault_applicable, check_fault_for_run); unavailable labs say why and
+// fault can act on that run (proof::plan_protocol); unavailable labs say why and
 // name a runnable lab. The validator itself is tested on broken variants, so it is not a rubber stamp.
 // Independent of the catalogue: the expected keys and sections are written out here from the book.
 #include "cli/labs.h"
@@ -13,6 +13,7 @@
 #include "core/file_io.h"
 #include "evidence/faults.h"
 #include "parallel/plan.h"
+#include "proof/protocol.h"
 
 namespace sp::cli {
 namespace {
@@ -73,11 +74,10 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
     Result<evidence::FaultSpec> fault = evidence::parse_fault(lab.fault);
     ASSERT_TRUE(fault.ok()) << fault.status().to_string();
     EXPECT_TRUE(fault->any());
-    const parallel::ParallelConfig& pc = config->parallel;
-    Status applicable = evidence::check_fault_applicable(*fault, pc.dp, pc.tp, pc.pp, pc.zero, pc.world(),
-                                                         config->train.steps, plan->micro_batches);
-    EXPECT_TRUE(applicable.ok()) << applicable.to_string();
-    // validate_lab adds the run-level checks (checkpoint cadence for checkpoint faults, shard owner).
+    // As prove plans stage 3: the fault's step, the checkpoint cadence, the rank that writes the shard.
+    Result<proof::ProtocolPlan> protocol = proof::plan_protocol(*config, lab.fault);
+    EXPECT_TRUE(protocol.ok()) << protocol.status().to_string();
+    // validate_lab also checks the declared world size.
     Status valid = validate_lab(lab, root());
     EXPECT_TRUE(valid.ok()) << valid.to_string();
   }

@@ -204,8 +204,7 @@ TEST(ReportCheck, AnEditedReportFailsNamingTheFileAndTheValue) {
   write(t.path + "/dp1/metrics.jsonl", metrics);
   s = check_report(t.path);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("/loss/0: report.html shows 7.25, the bundle gives 9.5"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("/loss/0: the page shows 7.25, the bundle gives 9.5"), std::string::npos) << s.message();
 }
 
 }  // namespace

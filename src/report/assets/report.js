@@ -119,23 +119,29 @@
       sec.append(el('p', {}, 'Propagation (checksum records out of class per step): ',
                     d.propagation.map((p) => el('span', {'data-prop-step': p.step, 'data-prop-records': p.records},
                                                 'step ' + p.step + ': ' + p.records + '  '))));
+    const seriesBox = el('div', {});
+    sec.append(seriesBox);
     if (!d.series || !d.series.length) return;
-    sec.append(el('h3', {}, 'Relative L2 difference against the reference, per tensor and step'));
+    seriesBox.append(el('h3', {}, 'Relative L2 difference against the reference, per tensor and step'));
+    seriesBox.append(el('p', {}, 'The contract promises ', el('b', {'data-promised': d.promised}, d.promised || '?'),
+                  d.promised === 'bitwise-equal' ? ': every changed bit diverges.'
+                    : ': each compared step starts from the reference\'s state (an anchored replay) and must stay ' +
+                      'within the single-step tolerances (docs/equivalence.md).'));
     const controls = el('div', {class: 'sp-controls'});
-    sec.append(controls);
+    seriesBox.append(controls);
     const box = chartBox('tall');
-    sec.append(box.box);
+    box.canvas.id = 'divergence-chart';
+    seriesBox.append(box.box);
     const caption = el('p', {class: 'sp-source'});
-    sec.append(caption);
+    seriesBox.append(caption);
     const tableBox = el('div', {});
-    sec.append(tableBox);
+    seriesBox.append(tableBox);
     let current = {series: 0, phase: 'grad'};
-    const tol = d.tolerances;
     function draw() {
       const s = d.series[current.series];
       const rows = s.rows.filter((r) => r.phase === current.phase);
-      // The record the gate's reading calls the first divergence: the first changed bit after a
-      // bitwise-equal parallel run, else the first record out of tolerance (docs/prove.md).
+      // The first record out of the promised class, as the comparison the gate runs judged it: under a
+      // bitwise promise the first changed bit, else the first record outside its tolerance (docs/prove.md).
       const first = s.first_divergent;
       const datasets = [];
       let lo = Infinity, hi = 0;
@@ -149,14 +155,19 @@
                        backgroundColor: isFirst ? '#cf222e' : color(i + 1), borderWidth: isFirst ? 3 : 1,
                        pointRadius: isFirst ? 3 : 1.5, spanGaps: false});
       });
-      const t = current.phase === 'loss' ? tol.loss : current.phase === 'param' ? tol.param : tol.grad_later;
-      lo = Math.min(lo, t / 10);
-      hi = Math.max(hi, t * 10);
+      // Under a bitwise promise no tolerance applies; otherwise the one the comparison used for this phase.
+      const t = s.tolerance ? s.tolerance[current.phase] : null;
+      if (t) {
+        lo = Math.min(lo, t / 10);
+        hi = Math.max(hi, t * 10);
+      }
+      if (!(hi > 0)) { lo = 1e-8; hi = 1; }
       const steps = s.steps;
-      datasets.push({type: 'line', label: 'tolerance (' + fmtNum(t, 2) + ')',
-                     data: [{x: steps[0], y: t}, {x: steps[steps.length - 1], y: t}], borderColor: '#9a6700',
-                     borderDash: [3, 3], pointRadius: 0, borderWidth: 1.5, spMarker: true});
-      if (d.injected_step !== undefined && s.run === 'fault')
+      if (t && steps.length)
+        datasets.push({type: 'line', label: 'tolerance (' + fmtNum(t, 2) + ')',
+                       data: [{x: steps[0], y: t}, {x: steps[steps.length - 1], y: t}], borderColor: '#9a6700',
+                       borderDash: [3, 3], pointRadius: 0, borderWidth: 1.5, spMarker: true});
+      if (d.injected_step !== undefined && s.role === 'fault')
         datasets.push(marker('fault injected (step ' + d.injected_step + ')', d.injected_step, lo, hi, '#cf222e'));
       if (first && first.phase === current.phase && first.rel > 0)
         datasets.push({type: 'scatter', label: 'first divergent record: step ' + first.step + ', ' + first.tensor,
@@ -168,11 +179,12 @@
                                               ticks: {callback: logTick}}},
                   plugins: {legend: {display: rows.length <= 16, position: 'right'},
                             title: {display: true, text: s.run + ' vs ' + s.against + ': ' + s['class'] + ', phase ' + current.phase}}}});
-      caption.textContent = 'From ' + s.file + ' against reference/checksums.jsonl (' + s.records + ' records; rows are ' +
-        s.rows_are + '; read ' + (s.read_as === 'bitwise' ? 'bit for bit, as the parallel run was bitwise-equal' : 'against the tolerances') +
-        '). A difference of 0 (equal L2) has no point on the log axis. ' +
+      caption.replaceChildren('From ', el('code', {}, s.file), ' against ', el('code', {}, s.against_file), ' (' + s.records +
+        ' records; rows are ' + s.rows_are + '; promised ' + s.promised + (s.anchored ? ', anchored replay' : '') +
+        '): ' + s.summary + '. ' + (s.problems.length ? 'Problems: ' + s.problems.join('; ') + '. ' : '') +
+        'A difference of 0 (equal L2) has no point on the log axis. ' +
         (first ? 'First divergent record: step ' + first.step + ' ' + first.phase + ' ' + first.tensor + ' (relative difference ' +
-                 fmtNum(first.rel, 3) + ').' : (s.first_mismatch ? 'No record leaves its tolerance.' : 'Every record is bit-identical.'));
+                 fmtNum(first.rel, 3) + ').' : (s.first_mismatch ? 'No record leaves its tolerance.' : 'Every record is bit-identical.')));
       const trs = rows.map((r) => {
         const max = r.rel.reduce((m, v) => (v !== null && v > m ? v : m), 0);
         return el('tr', {'data-row': r.name, 'data-phase': r.phase, class: r.out.length ? 'fail' : ''},

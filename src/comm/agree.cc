@@ -1,10 +1,10 @@
-#include "parallel/agree.h"
+#include "comm/agree.h"
 
 #include <vector>
 
-namespace sp::parallel {
+namespace sp::comm {
 
-std::string broadcast_string(comm::Communicator& comm, const std::string& value, int root) {
+std::string broadcast_string(Communicator& comm, const std::string& value, int root) {
   int64_t n = comm.rank() == root ? static_cast<int64_t>(value.size()) : 0;
   comm.broadcast(&n, 1, DType::kI64, root);
   std::string out = comm.rank() == root ? value : std::string(static_cast<size_t>(n), '\0');
@@ -12,11 +12,11 @@ std::string broadcast_string(comm::Communicator& comm, const std::string& value,
   return out;
 }
 
-std::string broadcast_string(comm::Communicator& comm, const std::string& value) {
+std::string broadcast_string(Communicator& comm, const std::string& value) {
   return broadcast_string(comm, value, 0);
 }
 
-Status agree(comm::Communicator& comm, const Status& local) {
+Status agree(Communicator& comm, const Status& local) {
   const int n = comm.size();
   std::vector<int64_t> codes(static_cast<size_t>(n));
   const int64_t mine = static_cast<int64_t>(local.code());
@@ -31,4 +31,4 @@ Status agree(comm::Communicator& comm, const Status& local) {
   return Status(static_cast<StatusCode>(codes[static_cast<size_t>(first)]), prefix + msg, hint);
 }
 
-}  // namespace sp::parallel
+}  // namespace sp::comm

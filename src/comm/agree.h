@@ -7,12 +7,12 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 
-namespace sp::parallel {
+namespace sp::comm {
 
 // Collective: if any rank's `local` is an error, every rank returns the error of the lowest such
 // rank (message prefixed with "rank R: " when it was not rank 0); otherwise ok.
-Status agree(comm::Communicator& comm, const Status& local);
+Status agree(Communicator& comm, const Status& local);
 // Collective: every rank returns group rank 0's `value`.
-std::string broadcast_string(comm::Communicator& comm, const std::string& value);
+std::string broadcast_string(Communicator& comm, const std::string& value);
 
-}  // namespace sp::parallel
+}  // namespace sp::comm

@@ -1,11 +1,18 @@
-#include "ckpt/json_input.h"
+#include "core/json_io.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <vector>
 
 #include <fmt/format.h>
 
-namespace sp::ckpt {
+#include "core/file_io.h"
+
+namespace sp {
 namespace {
 
 // First pass: structure only. Depth counts open objects and arrays; each object remembers its keys.
@@ -142,4 +149,95 @@ Result<std::string> JsonFields::sha256(std::string_view key) const {
   return s;
 }
 
-}  // namespace sp::ckpt
+Result<nlohmann::json> read_json_file(const std::string& path, uint64_t max_bytes) {
+  SP_ASSIGN_OR_RETURN(const std::string text, read_file(path, max_bytes));
+  return parse_json_strict(text, "'" + path + "'");
+}
+
+Result<JsonlDocument> parse_jsonl(std::string_view text, const std::string& label, TornTail torn) {
+  JsonlDocument out;
+  size_t pos = 0;
+  for (int64_t line_no = 1; pos < text.size(); ++line_no) {
+    const size_t eol = text.find('\n', pos);
+    const bool complete = eol != std::string_view::npos;
+    const std::string_view line = text.substr(pos, complete ? eol - pos : std::string_view::npos);
+    pos = complete ? eol + 1 : text.size();
+    if (line.empty()) continue;
+    auto j = parse_json_strict(line, fmt::format("{}:{}", label, line_no));
+    if (!j.ok() && !complete && torn == TornTail::kAllow) {
+      out.torn_bytes = static_cast<int64_t>(line.size());
+      break;
+    }
+    if (!j.ok()) return j.status();
+    if (!j->is_object()) return corrupt("{}:{}: not a JSON object", label, line_no);
+    out.records.push_back(std::move(j).value());
+    out.line_numbers.push_back(line_no);
+  }
+  return out;
+}
+
+Result<JsonlDocument> read_jsonl_file(const std::string& path, TornTail torn, uint64_t max_bytes) {
+  SP_ASSIGN_OR_RETURN(const std::string text, read_file(path, max_bytes));
+  return parse_jsonl(text, path, torn);
+}
+
+// ---------------------------------------------------------------------------------------------
+// JsonlWriter
+
+Result<JsonlWriter> JsonlWriter::open(const std::string& path, Mode mode) {
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND | (mode == Mode::kTruncate ? O_TRUNC : 0);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return io_error("cannot open '{}' for writing: {}", path, std::strerror(errno));
+  return JsonlWriter(fd, path);
+}
+
+JsonlWriter::JsonlWriter(JsonlWriter&& o) noexcept
+    : fd_(o.fd_), path_(std::move(o.path_)), buffer_(std::move(o.buffer_)), lines_(o.lines_), status_(o.status_) {
+  o.fd_ = -1;
+}
+
+JsonlWriter& JsonlWriter::operator=(JsonlWriter&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    buffer_ = std::move(o.buffer_);
+    lines_ = o.lines_;
+    status_ = o.status_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+JsonlWriter::~JsonlWriter() { (void)close(); }
+
+void JsonlWriter::write(const nlohmann::json& record) { write_line(record.dump()); }
+
+void JsonlWriter::write_line(std::string_view line) {
+  if (!status_.ok() || fd_ < 0) return;
+  buffer_.append(line);
+  if (line.empty() || line.back() != '\n') buffer_.push_back('\n');
+  ++lines_;
+}
+
+Status JsonlWriter::flush() {
+  if (status_.ok() && fd_ >= 0 && !buffer_.empty()) status_ = write_all(fd_, buffer_, path_);
+  buffer_.clear();
+  return status_;
+}
+
+Status JsonlWriter::sync() {
+  SP_RETURN_IF_ERROR(flush());
+  if (fd_ >= 0 && ::fsync(fd_) != 0) status_ = io_error("cannot fsync '{}': {}", path_, std::strerror(errno));
+  return status_;
+}
+
+Status JsonlWriter::close() {
+  if (fd_ < 0) return status_;
+  (void)flush();
+  if (::close(fd_) != 0 && status_.ok()) status_ = io_error("cannot close '{}': {}", path_, std::strerror(errno));
+  fd_ = -1;
+  return status_;
+}
+
+}  // namespace sp

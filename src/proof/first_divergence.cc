@@ -1,10 +1,9 @@
-#include "parallel/proof.h"
+#include "proof/first_divergence.h"
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
+#include <cstring>
 #include <map>
-#include <optional>
 #include <regex>
 #include <tuple>
 
@@ -12,21 +11,14 @@
 
 #include "ckpt/load.h"
 #include "ckpt/names.h"
-#include "comm/process_grid.h"
-#include "comm/topology.h"
-#include "core/file_io.h"
-#include "core/hash.h"
-#include "evidence/contract.h"
+#include "core/json_io.h"
 #include "evidence/activations.h"
 #include "evidence/trace_check.h"
-#include "parallel/comm_model.h"
-#include "parallel/plan.h"
-#include "parallel/run_config.h"
-#include "parallel/trainer.h"
+#include "proof/equivalence.h"
 
-namespace sp::parallel {
-namespace fs = std::filesystem;
+namespace sp::proof {
 using json = nlohmann::json;
+using namespace evidence;  // file names (bundle_paths.h), views (faults.h), Equivalence (compare.h)
 using evidence::View;
 
 namespace {
@@ -44,18 +36,10 @@ int trace_point(const std::string& phase) {
 }
 int checksum_point(const std::string& phase) { return phase == "param" ? 6 : 4; }
 
-std::vector<json> read_lines(const std::string& path) {
-  auto r = evidence::read_jsonl(path);
-  return r.ok() ? std::move(r).value() : std::vector<json>{};
-}
-
-// step → eval loss, from metrics.jsonl (step −1: at initialization).
-std::map<int64_t, double> eval_losses(const std::string& run) {
-  std::map<int64_t, double> out;
-  for (const json& m : read_lines(run + "/metrics.jsonl"))
-    if (m.contains("eval_loss") && m["eval_loss"].is_number() && m.contains("step"))
-      out[m["step"].get<int64_t>()] = m["eval_loss"].get<double>();
-  return out;
+// A trace file's records, or none (a crashed rank's torn tail is dropped).
+std::vector<json> trace_records(const std::string& path) {
+  auto doc = read_jsonl_file(path, TornTail::kAllow);
+  return doc.ok() ? std::move(doc->records) : std::vector<json>{};
 }
 
 bool same_loss(double a, double b, bool bitwise, double tol) {
@@ -67,7 +51,8 @@ std::string fmt_g(double v) { return fmt::format("{:.6g}", v); }
 
 Detection trace_detection(const evidence::TraceReport& r, bool prediction) {
   Detection d{.view = prediction ? View::kTraceVsPrediction : View::kTraceConsistency};
-  d.evidence = prediction ? "fault/trace/, fault/comm_predicted.json" : "fault/trace/, fault/topology.json";
+  d.evidence = fmt::format("{}, {}", stage_dir(kFaultStage, kTraceDir),
+                           stage_file(kFaultStage, prediction ? kCommPredictedFile : kTopologyFile));
   const auto& list = prediction ? r.prediction_mismatches : r.mismatches;
   if (prediction && !r.prediction_found) {
     d.recorded = false;
@@ -80,11 +65,17 @@ Detection trace_detection(const evidence::TraceReport& r, bool prediction) {
   d.step = m.step;
   d.phase = m.phase.empty() ? "setup" : m.phase;
   d.point = trace_point(d.phase);
-  // Every rank the view names at that step and phase (a fault on every rank shows on every rank).
-  for (const evidence::TraceMismatch& o : list)
-    if (o.step == m.step && o.phase == m.phase)
-      for (int r : o.ranks)
-        if (std::find(d.ranks.begin(), d.ranks.end(), r) == d.ranks.end()) d.ranks.push_back(r);
+  // Consistency: the rank(s) whose sequence departs from the group's majority in the earliest mismatch
+  // (later mismatches follow from it). Prediction: every rank whose traffic differs from the plan at that
+  // step and phase (a fault on every rank shows on every rank).
+  if (prediction) {
+    for (const evidence::TraceMismatch& o : list)
+      if (o.step == m.step && o.phase == m.phase)
+        for (int r : o.ranks)
+          if (std::find(d.ranks.begin(), d.ranks.end(), r) == d.ranks.end()) d.ranks.push_back(r);
+  } else {
+    d.ranks = m.ranks;
+  }
   std::sort(d.ranks.begin(), d.ranks.end());
   d.tensor = m.group;
   d.detail = m.message;
@@ -129,28 +120,38 @@ std::string FirstDivergence::line() const {
   return s;
 }
 
-const json* find_stage(const json& prove, const std::string& name) {
-  if (!prove.contains("stages") || !prove["stages"].is_array()) return nullptr;
-  for (const json& s : prove["stages"])
-    if (s.is_object() && s.value("name", "") == name) return &s;
-  return nullptr;
+FaultReading fault_reading(const ProofBundle& bundle, const parallel::RunConfig& config, bool bitwise,
+                           const evidence::Tolerances& tol) {
+  const bool replayed = !bitwise && !bundle.fault_anchors().empty();
+  const bool exact = bitwise || !replayed;  // bit for bit, or within the single-step tolerances
+  return {.numbers = replayed ? bundle.paths().fault_anchored() : bundle.paths().fault(),
+          .against = bitwise || replayed ? bundle.paths().reference() : bundle.paths().parallel(),
+          .numbers_stage = replayed ? kFaultAnchoredStage : kFaultStage,
+          .against_stage = bitwise || replayed ? kReferenceStage : kParallelStage,
+          .replayed = replayed,
+          .spec = {.tol = tol,
+                   .promised = exact ? Equivalence::kBitwise : Equivalence::kWithinTolerance,
+                   .expected = expected_records(config, replayed ? bundle.fault_anchors() : std::vector<int64_t>{}),
+                   .reference_expected = expected_records(config),
+                   .anchored = replayed,
+                   .require_complete = false}};
 }
 
-Result<json> read_json_file(const std::string& path) {
-  SP_ASSIGN_OR_RETURN(const std::string text, read_file(path, uint64_t{1} << 30));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) return corrupt("'{}' is not valid JSON", path);
-  return j;
-}
-
-FirstDivergence locate_first_divergence(const std::string& bundle, const json& prove, bool bitwise,
+FirstDivergence locate_first_divergence(const ProofBundle& bundle, const parallel::RunConfig& config, bool bitwise,
                                         const evidence::Tolerances& tol) {
-  const std::string fault = bundle + "/fault", ref = bundle + "/reference";
+  const evidence::RunPaths fault = bundle.paths().fault(), ref = bundle.paths().reference();
   FirstDivergence out;
+  // What each reference-comparing view reads (the header says why).
+  const FaultReading reading = fault_reading(bundle, config, bitwise, tol);
+  const evidence::RunPaths &numbers = reading.numbers, &against = reading.against;
+  const bool replayed = reading.replayed, exact = reading.spec.promised == Equivalence::kBitwise;
+  const std::string_view numbers_stage = reading.numbers_stage, against_stage = reading.against_stage;
+  const evidence::CompareSpec& spec = reading.spec;
 
   // Job: how the fault stage ended.
-  Detection job{.view = View::kJob, .evidence = "prove.json (stages), fault/stage.log"};
-  if (const json* st = find_stage(prove, "fault"); st != nullptr && st->value("exit_code", 0) != 0) {
+  Detection job{.view = View::kJob,
+                .evidence = fmt::format("{} (stages), {}", kProveFile, ProofPaths::log_file(kFaultStage))};
+  if (const json* st = bundle.stage("fault"); st != nullptr && st->value("exit_code", 0) != 0) {
     job.found = true;
     job.detail = st->value("error", fmt::format("exit status {}", st->value("exit_code", 0)));
     const int crashed = st->value("crashed_rank", -1);
@@ -159,7 +160,7 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
       job.phase = "crash";
       job.point = 0;
       // The step the dead rank was in: its trace's last record.
-      const auto recs = read_lines(fmt::format("{}/trace/rank-{:05d}.jsonl", fault, crashed));
+      const auto recs = trace_records(fault.trace(crashed));
       job.step = recs.empty() ? 0 : recs.back().value("step", int64_t{0});
       if (!recs.empty()) job.phase = "crash during " + recs.back().value("phase", std::string("?"));
     } else {
@@ -167,13 +168,12 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
       job.point = 10;
       // The step the job ended in: the latest step any rank's trace reached.
       job.step = -1;
-      const int world = prove.value("world_size", 1);
-      for (int r = 0; r < world; ++r) {
-        const auto recs = read_lines(fmt::format("{}/trace/rank-{:05d}.jsonl", fault, r));
+      for (int r = 0; r < bundle.world_size(); ++r) {
+        const auto recs = trace_records(fault.trace(r));
         if (!recs.empty()) job.step = std::max(job.step, recs.back().value("step", int64_t{-1}));
       }
       if (job.step < 0) {
-        const auto m = read_lines(fault + "/metrics.jsonl");
+        const auto m = metrics_records(fault);
         job.step = m.empty() ? 0 : m.back().value("step", int64_t{-1}) + 1;
       }
     }
@@ -181,7 +181,7 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
 
   // Traces: agreement among ranks, and against the plan.
   Detection consistency{.view = View::kTraceConsistency}, prediction{.view = View::kTraceVsPrediction};
-  if (auto report = evidence::check_trace_dir(fault); report.ok()) {
+  if (auto report = evidence::check_trace_dir(fault.root()); report.ok()) {
     consistency = trace_detection(*report, false);
     prediction = trace_detection(*report, true);
   } else {
@@ -191,8 +191,11 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
 
   // Per-layer activations of every training micro-batch against the reference's, in forward order.
   Detection activations{.view = View::kActivations,
-                        .evidence = "fault/activations/, reference/activations/"};
-  if (auto c = evidence::compare_activations(fault, ref, bitwise, tol.loss); !c.ok()) {
+                        .evidence = fmt::format("{}, {}", stage_dir(numbers_stage, kActivationsDir),
+                                                stage_dir(against_stage, kActivationsDir))};
+  if (auto c = evidence::compare_activations(numbers.root(), against.root(), exact, tol.loss,
+                                             replayed ? bundle.fault_anchors() : std::vector<int64_t>{});
+      !c.ok()) {
     activations.recorded = false;
     activations.detail = c.status().message();
   } else if (!c->recorded || !c->reference_recorded) {
@@ -210,9 +213,12 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
   }
 
   // Gradient checksums (and losses, parameters) against the single-device reference.
-  Detection checksums{.view = View::kChecksums, .evidence = "fault/checksums.jsonl, reference/checksums.jsonl"};
-  if (auto c = evidence::compare_checksums(fault + "/checksums.jsonl", ref + "/checksums.jsonl", tol); c.ok()) {
-    const auto& list = bitwise ? c->first_mismatch : c->divergence;
+  Detection checksums{.view = View::kChecksums,
+                      .evidence = fmt::format("{}, {}", stage_file(numbers_stage, kChecksumsFile),
+                                              stage_file(against_stage, kChecksumsFile))};
+  if (auto c = evidence::compare_checksums(numbers.checksums(), against.checksums(), spec); c.ok()) {
+    const auto& list = c->divergence;
+    if (!c->problems.empty()) checksums.detail = c->problems.front();
     if (!list.empty()) {
       const evidence::Divergence& d = list.front();
       checksums.found = true;
@@ -229,8 +235,8 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
   }
 
   // Replicas: the dp-replica digest exchange recorded in metrics.jsonl.
-  Detection replicas{.view = View::kReplicas, .evidence = "fault/metrics.jsonl"};
-  for (const json& m : read_lines(fault + "/metrics.jsonl"))
+  Detection replicas{.view = View::kReplicas, .evidence = stage_file(kFaultStage, kMetricsFile)};
+  for (const json& m : metrics_records(fault))
     if (m.contains("diverging_ranks") && !m["diverging_ranks"].empty()) {
       replicas.found = true;
       replicas.step = m.value("step", int64_t{0});
@@ -243,9 +249,9 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
     }
 
   // Checkpoints: every committed checkpoint of the fault run, fully verified.
-  Detection checkpoint{.view = View::kCheckpoint, .evidence = "fault/checkpoints/"};
+  Detection checkpoint{.view = View::kCheckpoint, .evidence = stage_dir(kFaultStage, kCheckpointsDir)};
   {
-    const ckpt::CheckpointPaths paths(fault);
+    const ckpt::CheckpointPaths paths = fault.checkpoints();
     auto listing = ckpt::list_checkpoints(paths);
     if (!listing.ok() || listing->steps.empty()) {
       checkpoint.recorded = false;
@@ -267,11 +273,15 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
   }
 
   // Eval: the held-out loss at every evaluation.
-  Detection eval{.view = View::kEval, .evidence = "fault/metrics.jsonl, reference/metrics.jsonl"};
+  // (A free-running run: against the reference bit for bit, or against the clean parallel run.)
+  const evidence::RunPaths eval_against = bitwise ? ref : bundle.paths().parallel();
+  Detection eval{.view = View::kEval,
+                 .evidence = fmt::format("{}, {}", stage_file(kFaultStage, kMetricsFile),
+                                         stage_file(bitwise ? kReferenceStage : kParallelStage, kMetricsFile))};
   {
-    const auto got = eval_losses(fault), want = eval_losses(ref);
+    const auto got = eval_losses(fault), want = eval_losses(eval_against);
     for (const auto& [s, v] : got)
-      if (auto it = want.find(s); it != want.end() && !same_loss(v, it->second, bitwise, tol.loss)) {
+      if (auto it = want.find(s); it != want.end() && !same_loss(v, it->second, true, tol.loss)) {
         eval.found = true;
         eval.step = s;
         eval.phase = "eval";
@@ -292,4 +302,4 @@ FirstDivergence locate_first_divergence(const std::string& bundle, const json& p
   return out;
 }
 
-}  // namespace sp::parallel
+}  // namespace sp::proof

@@ -1,0 +1,126 @@
+#include "parallel/fault_injector.h"
+
+#include <csignal>
+#include <cstring>
+#include <limits>
+
+#include "core/log.h"
+
+namespace sp::parallel {
+
+using evidence::FaultKind;
+
+bool FaultInjector::fires(FaultKind kind, int64_t step) const {
+  return fault_.fires(kind, step, t_.world != nullptr ? t_.world->rank() : 0);
+}
+
+int FaultInjector::first_block() const {
+  for (const model::UnitLayout* u : t_.units)
+    if (u->kind == model::UnitKind::kBlock) return u->id;
+  return -1;
+}
+
+void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
+  fault_ = fault;
+  t_ = std::move(targets);
+  switch (fault_.kind) {
+    case FaultKind::kSkipGradAllreduce: {
+      // The unit skipped is the first block this rank holds, or its first unit: the same on every dp
+      // rank of a pipeline stage, so the dp group stays in step (no hang) and silently diverges.
+      const int target = first_block() >= 0 ? first_block() : t_.units.front()->id;
+      GradStore::Hooks hooks;
+      hooks.sync = [this, target](int unit, float*, int64_t) {
+        return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
+      };
+      t_.grads->set_hooks(std::move(hooks));
+      break;
+    }
+    case FaultKind::kStaleGrad: {  // reused leaves keep last step's values
+      GradStore::Hooks hooks;
+      hooks.zero_reused = [this](int) { return !fires(FaultKind::kStaleGrad, step_); };
+      t_.grads->set_hooks(std::move(hooks));
+      break;
+    }
+    case FaultKind::kNanInjection: {  // the first leaf handed back in the step gets a NaN
+      GradStore::Hooks hooks;
+      hooks.leaf_done = [this, last = int64_t{-1}](int, float* leaf, int64_t) mutable {
+        if (fires(FaultKind::kNanInjection, step_) && last != step_) {
+          leaf[0] = std::numeric_limits<float>::quiet_NaN();
+          last = step_;
+        }
+      };
+      t_.grads->set_hooks(std::move(hooks));
+      break;
+    }
+    case FaultKind::kDropTpAllreduce:
+      // The first block's o_proj reduction is call 1 on the stage holding the embedding (call 0 is the
+      // vocabulary-parallel lookup).
+      t_.tp->set_forward_reduce_hook([this] {
+        const int64_t call = tp_reduce_calls_++;
+        return !(call == 1 && t_.coords.pp == 0 && fires(FaultKind::kDropTpAllreduce, step_));
+      });
+      break;
+    case FaultKind::kZero3StaleParam:
+      if (t_.params->zero() == 3)
+        t_.params->set_gather_source([this](int unit, const float* shard) {
+          const bool stale = unit == stale_unit_ && fires(FaultKind::kZero3StaleParam, step_);
+          return stale ? stale_shard_.data() : shard;
+        });
+      break;
+    case FaultKind::kDataOrder:
+      if (t_.train != nullptr) {
+        data::LoaderSpec other = t_.loader;
+        other.seed += 1;
+        other_seed_.emplace(*t_.train, other);
+      }
+      break;
+    default: break;
+  }
+}
+
+void FaultInjector::before_step(int64_t step) {
+  step_ = step;
+  tp_reduce_calls_ = 0;
+}
+
+void FaultInjector::tokens(int64_t mb, int64_t first, int32_t* buf, const BatchSource& load) const {
+  // pp-microbatch-swap: the last stage loads micro-batch 1's targets for 0 and 0's for 1.
+  if (fires(FaultKind::kPpMicrobatchSwap, step_) && t_.coords.pp == t_.pp_size - 1 && mb - first < 2)
+    mb = first + (1 - (mb - first));
+  if (fires(FaultKind::kDataOrder, step_) && other_seed_.has_value())
+    other_seed_->micro_batch(step_, mb, buf);
+  else
+    load(step_, mb, buf);
+}
+
+float FaultInjector::loss_scale(float scale) const {
+  if (!fires(FaultKind::kWrongLossScale, step_)) return scale;
+  return static_cast<float>(1.0 / static_cast<double>(t_.micro_batch_tokens));
+}
+
+void FaultInjector::after_backward() {
+  if (fires(FaultKind::kRankCrash, step_)) {
+    log_error("fault rank-crash: world rank {} kills itself at step {}", t_.world->rank(), step_);
+    std::raise(SIGKILL);
+  }
+  if (fires(FaultKind::kDesyncExtraCollective, step_)) {
+    comm::ScopedPhase phase(*t_.trace, comm::Phase::kEvidence, step_);
+    int64_t extra = 1;
+    t_.world->all_reduce(&extra, 1, DType::kI64, comm::ReduceOp::kSum);
+  }
+}
+
+void FaultInjector::before_update() {
+  // zero3-stale-param at step s + 1: keep the first block's shard as it is before this update.
+  if (fault_.kind != FaultKind::kZero3StaleParam || !fires(FaultKind::kZero3StaleParam, step_ + 1)) return;
+  stale_unit_ = first_block();
+  for (const model::UnitPiece& p : t_.params->owned())
+    if (p.unit->id == stale_unit_) stale_shard_.assign(p.data, p.data + p.size());
+}
+
+Status FaultInjector::after_checkpoint(const std::string& step_dir) const {
+  if (!evidence::is_checkpoint_fault(fault_.kind) || fault_.step != step_ || t_.world->rank() != 0) return Status();
+  return evidence::damage_checkpoint(fault_, step_dir);
+}
+
+}  // namespace sp::parallel

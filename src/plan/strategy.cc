@@ -1,0 +1,60 @@
+#include "plan/strategy.h"
+
+#include <fmt/format.h>
+
+namespace sp::plan {
+
+std::string schedule_label(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::kGpipe:
+      return "gpipe";
+    case PipelineSchedule::k1F1B:
+      return "1f1b";
+    case PipelineSchedule::kInterleaved:
+      return "interleaved";
+  }
+  return "?";
+}
+
+std::string recompute_label(RecomputeMode r) {
+  switch (r) {
+    case RecomputeMode::kNone:
+      return "none";
+    case RecomputeMode::kSelective:
+      return "selective";
+    case RecomputeMode::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+std::optional<PipelineSchedule> schedule_from_label(const std::string& s) {
+  for (PipelineSchedule x : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved})
+    if (schedule_label(x) == s) return x;
+  return std::nullopt;
+}
+
+std::optional<RecomputeMode> recompute_from_label(const std::string& s) {
+  for (RecomputeMode x : {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull})
+    if (recompute_label(x) == s) return x;
+  return std::nullopt;
+}
+
+std::string strategy_name(const Strategy& s) {
+  return fmt::format("dp{}.tp{}.pp{}.v{}.{}.zero{}.recompute-{}.mb{}", s.dp, s.tp, s.pp, s.virtual_stages,
+                     schedule_label(s.schedule), s.zero, recompute_label(s.recompute), s.micro_batch_size);
+}
+
+nlohmann::json strategy_to_json(const Strategy& s) {
+  return {{"name", strategy_name(s)},
+          {"dp", s.dp},
+          {"tp", s.tp},
+          {"pp", s.pp},
+          {"virtual_stages", s.virtual_stages},
+          {"schedule", schedule_label(s.schedule)},
+          {"zero", s.zero},
+          {"recompute", recompute_label(s.recompute)},
+          {"micro_batch_size", s.micro_batch_size}};
+}
+
+}  // namespace sp::plan

@@ -1,0 +1,48 @@
+// The gate's criteria (docs/prove.md §gate), one function each, in one table that derive_gate walks
+// in order. Each function reads what it needs of the bundle through a GateContext and returns one
+// Criterion: measured value, threshold, the files behind it and, when it fails, the first problem.
+// Adding a criterion is adding a function and a row; tests/proof/ tampers with a real bundle so that
+// each row fails on its own evidence.
+// Invariant: a criterion never throws away a problem: unreadable evidence fails the criterion that
+// needed it, naming the file.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "evidence/compare.h"
+#include "evidence/trace_check.h"
+#include "parallel/plan.h"
+#include "parallel/run_config.h"
+#include "proof/bundle.h"
+#include "proof/equivalence.h"
+#include "proof/first_divergence.h"
+#include "proof/gate.h"
+
+namespace sp::proof {
+
+// What the criteria share: the bundle, the configuration re-derived from its frozen contract, and the
+// readings more than one criterion uses (computed once).
+struct GateContext {
+  static Result<GateContext> make(const ProofBundle& bundle);
+  const ProofBundle* bundle = nullptr;
+  parallel::RunConfig config;
+  parallel::Plan plan;
+  Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
+  Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running
+  Result<RunEquivalence> anchored_vs_reference = internal_error("not run");   // non-bitwise promises only
+  bool bitwise = false;          // the contract promises bitwise equality (equivalence.h promised_class)
+  double eval_band = 0;          // non-bitwise: the relative eval difference the trajectories' drift allows
+  FirstDivergence divergence;    // of the fault stage
+};
+
+struct CriterionRule {
+  std::string_view name;
+  Criterion (*check)(const GateContext& context);
+};
+// Every criterion, in the order the gate lists them.
+const std::vector<CriterionRule>& gate_criteria();
+
+}  // namespace sp::proof

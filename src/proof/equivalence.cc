@@ -1,0 +1,135 @@
+#include "proof/equivalence.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/file_io.h"
+#include "core/json_io.h"
+#include "evidence/contract.h"
+#include "model/weights.h"
+
+namespace sp::proof {
+
+using evidence::Equivalence;
+using nlohmann::json;
+
+Result<RunContract> read_run_contract(const evidence::RunPaths& run) {
+  RunContract rc;
+  SP_ASSIGN_OR_RETURN(rc.contract, read_json_file(run.contract(), uint64_t{1} << 26));
+  SP_RETURN_IF_ERROR(evidence::verify_contract(rc.contract, run.contract()));
+  if (!rc.contract.contains("config")) return corrupt("'{}': no \"config\"", run.contract());
+  SP_ASSIGN_OR_RETURN(rc.config, parallel::RunConfig::from_json(rc.contract["config"]));
+  return rc;
+}
+
+Status check_comparable(const RunContract& run, const RunContract& reference, const std::string& run_label,
+                        const std::string& reference_label) {
+  const std::vector<std::string> diffs =
+      evidence::contract_diff(run.contract, reference.contract, evidence::stage_contract_differences());
+  if (diffs.empty()) return Status();
+  return failed_precondition("not comparable: {} and {} are not runs of one contract ({} ≠ {}): {}{}", run_label,
+                             reference_label, run_label, reference_label, diffs.front(),
+                             diffs.size() > 1 ? fmt::format(" (and {} more)", diffs.size() - 1) : "")
+      .with_hint("a run is compared with the reference of the same configuration, data, build and seed; only the "
+                 "topology (config.parallel) and evidence settings may differ");
+}
+
+Equivalence promised_class(const parallel::RunConfig& config) {
+  const bool bitwise = config.parallel.tp == 1 && config.parallel.reduction == parallel::Reduction::kDeterministic;
+  return bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
+}
+
+evidence::Tolerances tolerances_for(const parallel::RunConfig& config) {
+  evidence::Tolerances tol;
+  tol.grad_first *= std::sqrt(static_cast<double>(config.train.global_batch * config.train.seq_len));
+  return tol;
+}
+
+std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& config, const std::vector<int64_t>& steps) {
+  std::vector<int64_t> which = steps;
+  if (which.empty())
+    for (int64_t s = 0; s < config.train.steps; ++s) which.push_back(s);
+  const std::vector<model::WeightSpec> tensors = model::weight_table(config.model);
+  const int64_t every = config.evidence.checksum_every;
+  std::vector<evidence::RecordKey> out;
+  for (int64_t s : which) {
+    out.push_back({s, "loss", "loss"});
+    if (every <= 0 || s % every != 0) continue;
+    for (const char* phase : {"grad", "param"})
+      for (const model::WeightSpec& t : tensors) out.push_back({s, phase, t.name});
+  }
+  return out;
+}
+
+Result<AnchorSet> read_anchors(const evidence::RunPaths& run) {
+  AnchorSet a;
+  if (!path_exists(run.anchors())) return a;
+  SP_ASSIGN_OR_RETURN(const json doc, read_json_file(run.anchors(), uint64_t{1} << 24));
+  const JsonFields f(doc, run.anchors(), "anchors.json");
+  SP_RETURN_IF_ERROR(f.expect_keys({"format_version", "reference", "warmup", "anchors"}));
+  SP_ASSIGN_OR_RETURN(const int64_t version, f.integer("format_version", 1, 1 << 20));
+  if (version != evidence::kAnchorsFormatVersion)
+    return corrupt("'{}': format_version {} is not the supported {}", run.anchors(), version,
+                   evidence::kAnchorsFormatVersion);
+  SP_ASSIGN_OR_RETURN(a.warmup, f.integer("warmup", 0, 1));
+  SP_ASSIGN_OR_RETURN(const json* list, f.array("anchors"));
+  for (size_t i = 0; i < list->size(); ++i) {
+    const JsonFields e((*list)[i], run.anchors(), fmt::format("anchors[{}]", i));
+    SP_RETURN_IF_ERROR(e.expect_keys({"step", "loaded", "manifest_digest"}));
+    SP_ASSIGN_OR_RETURN(const int64_t step, e.integer("step", 0, int64_t{1} << 50));
+    if (!a.steps.empty() && step <= a.steps.back()) return e.error("step", "must increase");
+    a.steps.push_back(step);
+  }
+  if (a.steps.empty()) return corrupt("'{}': no anchors", run.anchors());
+  return a;
+}
+
+std::string RunEquivalence::describe() const {
+  const evidence::Comparison& c = comparison;
+  if (c.verdict == Equivalence::kIncomplete || c.verdict == Equivalence::kDivergent) return c.describe();
+  if (c.promised == Equivalence::kBitwise) return c.describe();
+  double drift = 0;
+  for (const auto& [s, d] : c.drift_per_step) drift = std::max(drift, d);
+  if (anchored)
+    return fmt::format("within tolerance at every anchored step ({} of {}; max rel. loss {:.2g}, params {:.2g}, "
+                       "grads {:.2g})",
+                       judged_steps, judged_steps, c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first);
+  return fmt::format("within tolerance at step 0, where both start from the same state (max rel. loss {:.2g}, params "
+                     "{:.2g}, grads {:.2g}); steps 1–{}: free-running drift up to {:.2g} (information: anchor them with "
+                     "`train --anchor-from` to verify every step)",
+                     c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first, steps - 1, drift);
+}
+
+Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference,
+                                    bool keep_records) {
+  SP_ASSIGN_OR_RETURN(const RunContract rc, read_run_contract(run));
+  SP_ASSIGN_OR_RETURN(const RunContract ref, read_run_contract(reference));
+  SP_RETURN_IF_ERROR(check_comparable(rc, ref, run.root(), reference.root()));
+  SP_ASSIGN_OR_RETURN(const AnchorSet anchors, read_anchors(run));
+  RunEquivalence e;
+  e.anchored = !anchors.steps.empty();
+  evidence::CompareSpec spec{.tol = tolerances_for(rc.config),
+                             .promised = promised_class(rc.config),
+                             .anchored = e.anchored,
+                             .keep_records = keep_records};
+  if (e.anchored) {
+    // Every anchored step starts from the reference's state; the reference must hold those steps too.
+    spec.expected = expected_records(rc.config, anchors.steps);
+    spec.reference_expected = expected_records(ref.config);
+    e.judged_steps = static_cast<int64_t>(anchors.steps.size());
+    e.steps = e.judged_steps;
+  } else {
+    spec.expected = expected_records(rc.config);
+    e.steps = rc.config.train.steps;
+    if (spec.promised != Equivalence::kBitwise) {
+      spec.judged_steps = {0};
+      e.judged_steps = 1;
+    }
+  }
+  SP_ASSIGN_OR_RETURN(e.comparison, evidence::compare_checksums(run.checksums(), reference.checksums(), spec));
+  return e;
+}
+
+}  // namespace sp::proof

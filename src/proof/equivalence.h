@@ -1,0 +1,74 @@
+// The equivalence of a run to a reference, as its contract promises it (docs/equivalence.md):
+// the two contracts must be comparable (equal up to topology and evidence settings: otherwise "not
+// comparable: config.train.seed: 99 ≠ 1234"); the class the run must reach follows from its
+// configuration (bitwise for DP, ZeRO, PP and their hybrids in deterministic mode; within tolerance
+// with tensor parallelism or fast reductions), not from what it achieved; and both checksum files
+// must hold every record the contract implies. A run whose promise is not bitwise is verified per
+// step only where its step started from the reference's state: its step 0 (the same initialization),
+// or every step of an anchored replay (anchors.json, `train --anchor-from`). Later free-running steps
+// are compared for information: how far the trajectories drift.
+// Used by `verify RUN --against REF` and by the gate (criteria.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "evidence/bundle_paths.h"
+#include "evidence/compare.h"
+#include "parallel/run_config.h"
+
+namespace sp::proof {
+
+// A run bundle's contract and the configuration in it (the hash verified).
+struct RunContract {
+  nlohmann::json contract;
+  parallel::RunConfig config;
+};
+Result<RunContract> read_run_contract(const evidence::RunPaths& run);
+
+// "not comparable: config.train.seed: 99 ≠ 1234" unless equal up to topology and evidence settings.
+Status check_comparable(const RunContract& run, const RunContract& reference, const std::string& run_label,
+                        const std::string& reference_label);
+
+// What the configuration promises against the single-device reference.
+evidence::Equivalence promised_class(const parallel::RunConfig& config);
+
+// The tolerances of a step that starts from the reference's state (docs/equivalence.md §3): 2^-16 for
+// the loss and the parameters; a gradient is a sum over the N = global_batch·seq_len tokens of the step
+// whose terms carry that relative error and whose signs cancel (its condition number is ≈ √N for
+// uncorrelated signs), so its tolerance is 2^-16·√N.
+evidence::Tolerances tolerances_for(const parallel::RunConfig& config);
+
+// The checksum records a run of `config` writes for `steps` (every step when empty): the loss, and every
+// gradient and parameter tensor at the steps evidence.checksum_every selects.
+std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& config,
+                                                  const std::vector<int64_t>& steps = {});
+
+// The anchors of an anchored replay (anchors.json), or empty for a free-running run.
+struct AnchorSet {
+  std::vector<int64_t> steps;
+  int64_t warmup = 0;
+};
+Result<AnchorSet> read_anchors(const evidence::RunPaths& run);
+
+struct RunEquivalence {
+  evidence::Comparison comparison;  // judged at the steps that started from the reference's state
+  bool anchored = false;
+  int64_t judged_steps = 0;  // 0 = every step (a bitwise promise)
+  int64_t steps = 0;         // steps the run recorded
+  bool holds() const { return comparison.holds(); }
+  // "bitwise-equal (632 of 632 records)"; "within tolerance at every anchored step (30 of 30) ...";
+  // "within tolerance at step 0, where both start from the same state; ... free-running drift ..."
+  std::string describe() const;
+};
+
+// `run` against `reference`: comparable contracts, the promised class, complete records.
+// `keep_records`: the comparison also lists every record as judged (CompareSpec::keep_records).
+Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference,
+                                    bool keep_records = false);
+
+}  // namespace sp::proof

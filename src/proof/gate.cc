@@ -1,0 +1,86 @@
+#include "proof/gate.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "evidence/bundle_paths.h"
+#include "proof/criteria.h"
+
+namespace sp::proof {
+
+bool Gate::passed() const {
+  if (criteria.empty()) return false;
+  for (const Criterion& c : criteria)
+    if (c.required && !c.passed) return false;
+  return true;
+}
+
+nlohmann::json Gate::to_json() const {
+  nlohmann::json j = {{"format_version", evidence::kGateFormatVersion},
+                      {"verdict", passed() ? "PASS" : "FAIL"},
+                      {"criteria", nlohmann::json::array()}};
+  for (const Criterion& c : criteria)
+    j["criteria"].push_back({{"name", c.name}, {"passed", c.passed}, {"required", c.required},
+                             {"measured", c.measured}, {"threshold", c.threshold}, {"evidence", c.evidence},
+                             {"detail", c.detail}});
+  return j;
+}
+
+std::string Gate::summary_markdown(const std::string& title, const std::vector<std::string>& notes) const {
+  std::string s = fmt::format("# {}\n\n**Verdict: {}**\n\n", title, passed() ? "PASS" : "FAIL");
+  s += fmt::format("Charts of every view: [{0}]({0}) (`shardproof report DIR` regenerates it).\n\n",
+                   evidence::kReportFile);
+  s += "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
+  for (const Criterion& c : criteria)
+    s += fmt::format("| {} | {} | {} | {} | `{}` |\n", c.name,
+                     !c.required ? "info" : (c.passed ? "pass" : "**FAIL**"), c.measured, c.threshold, c.evidence);
+  bool any = false;
+  for (const Criterion& c : criteria)
+    if (!c.detail.empty()) {
+      if (!any) s += "\n## Details\n\n";
+      any = true;
+      s += fmt::format("- **{}**: {}\n", c.name, c.detail);
+    }
+  if (!notes.empty()) {
+    s += "\n## Notes\n\n";
+    for (const auto& n : notes) s += "- " + n + "\n";
+  }
+  return s;
+}
+
+Result<ProofVerdict> derive_gate(const std::string& dir) {
+  SP_ASSIGN_OR_RETURN(const ProofBundle bundle, ProofBundle::open(dir));
+  SP_ASSIGN_OR_RETURN(const GateContext context, GateContext::make(bundle));
+  ProofVerdict v;
+  for (const CriterionRule& rule : gate_criteria()) v.gate.criteria.push_back(rule.check(context));
+  v.divergence = context.divergence;
+  if (!context.bitwise && context.parallel_vs_reference.ok()) {
+    const evidence::Comparison& c = context.parallel_vs_reference->comparison;
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& [s, d] : c.drift_per_step)
+      steps.push_back({{"step", s}, {"max_rel_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json()}});
+    v.drift = {{"format_version", 1},
+               {"run", evidence::kParallelStage},
+               {"reference", evidence::kReferenceStage},
+               {"max_loss_drift", c.max_loss_drift},
+               {"eval_band", context.eval_band},
+               {"steps", steps}};
+  }
+  const evidence::FaultSpec& fault = bundle.fault();
+  v.notes.push_back(fmt::format("fault: {} — {}", fault.to_string(), evidence::fault_info(fault.kind).breaks));
+  v.notes.push_back(v.divergence.line());
+  v.title = bundle.prove().value("title", std::string("shardproof prove"));
+  return v;
+}
+
+std::vector<std::pair<std::string, std::string>> derived_files(const ProofVerdict& v) {
+  std::vector<std::pair<std::string, std::string>> out = {
+      {std::string(evidence::kFirstDivergenceFile), v.divergence.to_json().dump(2) + "\n"},
+      {std::string(evidence::kGateFile), v.gate.to_json().dump(2) + "\n"},
+      {std::string(evidence::kSummaryFile), v.gate.summary_markdown(v.title, v.notes)}};
+  if (!v.drift.is_null()) out.push_back({std::string(evidence::kDriftFile), v.drift.dump(2) + "\n"});
+  return out;
+}
+
+}  // namespace sp::proof

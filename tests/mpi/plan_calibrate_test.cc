@@ -1,0 +1,64 @@
+// `plan calibrate`'s measurements on real MPI ranks (plan/calibrate.h): every rank gets the same result,
+// the sgemm rate and the fitted link are physically plausible for one CPU core and shared memory, and the
+// cluster file written from them reads back as this host (one node of `world` devices, link "shm").
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "comm/mpi_communicator.h"
+#include "plan/calibrate.h"
+
+namespace sp::plan {
+namespace {
+
+TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
+  auto world = comm::make_world_communicator();
+  CalibrationOptions o;
+  o.gemm_n = 256;
+  o.gemm_seconds = 0.05;
+  o.repetitions = 5;
+  auto c = calibrate_this_host(*world, "testhost", o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->ranks, world->size());
+  ASSERT_EQ(c->gflops_per_rank.size(), static_cast<size_t>(world->size()));
+  // A core does more than 0.5 GFLOP/s of sgemm and less than 10 TFLOP/s.
+  for (double g : c->gflops_per_rank) {
+    EXPECT_GT(g, 0.5);
+    EXPECT_LT(g, 1e4);
+  }
+  // Shared-memory MPI: above 10 MB/s, below 1 TB/s; latency below 0.1 s even when ranks share busy cores
+  // (scheduling delays of a few milliseconds were seen under `make test`-like load).
+  EXPECT_GT(c->link.bandwidth_bytes_per_s, 1e7);
+  EXPECT_LT(c->link.bandwidth_bytes_per_s, 1e12);
+  EXPECT_GE(c->link.latency_s, 0.0);
+  EXPECT_LT(c->link.latency_s, 0.1);
+  ASSERT_EQ(c->samples.size(), o.sizes.size());
+  // 64 MiB takes longer than 8 bytes whatever the load: at 10 GB/s it alone is 6.7 ms.
+  EXPECT_GT(c->samples.back().one_way_seconds, c->samples.front().one_way_seconds);
+  EXPECT_GE(c->load_average, 0.0);
+  EXPECT_GE(c->cores, 1);
+
+  // Every rank holds the same result: compare the fitted numbers bit for bit across ranks.
+  double mine[2] = {c->link.bandwidth_bytes_per_s, c->link.latency_s};
+  double lo[2], hi[2];
+  std::memcpy(lo, mine, sizeof mine);
+  std::memcpy(hi, mine, sizeof mine);
+  world->all_reduce(lo, 2, DType::kF64, comm::ReduceOp::kMin);
+  world->all_reduce(hi, 2, DType::kF64, comm::ReduceOp::kMax);
+  EXPECT_EQ(lo[0], hi[0]);
+  EXPECT_EQ(lo[1], hi[1]);
+
+  const ClusterSpec s = this_host_cluster(*c, "2026-01-01T00:00:00Z");
+  auto back = parse_cluster(cluster_to_toml(s, calibration_comment(*c, "2026-01-01T00:00:00Z")), "this-host.toml");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->name, "this-host");
+  EXPECT_EQ(back->nodes, 1);
+  EXPECT_EQ(back->devices_per_node, world->size());
+  EXPECT_EQ(back->intra.kind, LinkKind::kSharedMemory);
+  EXPECT_FALSE(back->inter.has_value());
+  EXPECT_GT(back->peak_flops.at("fp32"), 0.5e9);
+  EXPECT_NEAR(back->intra.bandwidth_bytes_per_s / c->link.bandwidth_bytes_per_s, 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace sp::plan

@@ -1,0 +1,106 @@
+// `shardproof plan` through the real CLI11 wiring (register_plan), as main.cc runs it: the cluster and
+// model loading with its errors (exit 2 for a bad or unknown cluster, an unknown or refused model, an
+// impossible placement), the per-axis links of a strategy (text and JSON), and `plan list`.
+// `plan calibrate` needs mpirun and is tested end to end in tests/mpi (mpi.plan_calibrate_cli).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+
+namespace sp::cli {
+namespace {
+namespace fs = std::filesystem;
+
+std::string source_dir() {
+  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
+  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
+}
+
+struct Ran {
+  int code = 0;
+  std::string out;
+};
+
+Ran run(const std::string& line) {
+  CLI::App app{"shardproof"};
+  app.require_subcommand(1);
+  CommandResult result;
+  register_plan(app, result);
+  Ran r;
+  testing::internal::CaptureStdout();
+  try {
+    app.parse(line + " --root " + source_dir(), /*program_name_included=*/false);
+    r.code = result.exit_code;
+  } catch (const CLI::ParseError& e) {
+    r.code = app.exit(e) == 0 ? 0 : 2;
+  }
+  std::fflush(stdout);
+  r.out = testing::internal::GetCapturedStdout();
+  return r;
+}
+
+TEST(PlanCli, LinksOfAStrategy) {
+  Ran r = run("plan --cluster dgx-a100 --nodes 2 --model llama-7b --dp 2 --tp 8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cluster dgx-a100: 2 nodes × 8 A100-SXM4-80GB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model llama-7b (llama): 6.738 billion parameters"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("intra-node nvswitch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("inter-node infiniband"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("assumptions:"), std::string::npos) << r.out;
+
+  r = run("plan --cluster dgx-a100 --nodes 2 --model llama-7b --dp 2 --tp 8 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["links"]["tp"]["bandwidth_gbytes_per_s"], 300.0);
+  EXPECT_EQ(j["links"]["dp"]["bandwidth_gbytes_per_s"], 25.0);
+  EXPECT_EQ(j["links"]["pp"]["group_size"], 1);
+  EXPECT_EQ(j["model"]["params"], 6738415616);
+  EXPECT_EQ(j["cluster"]["devices"], 16);
+}
+
+TEST(PlanCli, ModelsFromPresetsRunConfigsAndHuggingFace) {
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model tiny").code, 0);         // configs/tiny.toml
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model megatron-1t").code, 0);  // named GPT shape
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model " + source_dir() + "/configs/small.toml").code, 0);
+  const fs::path dir = fs::temp_directory_path() / ("sp-plan-cli-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+    "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 2048,
+    "model_type": "llama", "hidden_act": "silu", "rope_scaling": null})";
+  Ran r = run("plan --cluster dgx-a100 --model " + (dir / "config.json").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1.1"), std::string::npos) << r.out;  // TinyLlama-1.1B's shape
+  std::ofstream(dir / "scaled.json") << R"({"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+    "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048,
+    "rope_scaling": {"type": "linear", "factor": 2.0}})";
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model " + (dir / "scaled.json").string()).code, 2);
+  fs::remove_all(dir);
+}
+
+TEST(PlanCli, BadInputIsExitTwo) {
+  EXPECT_EQ(run("plan --cluster dgx-a100").code, 2);                                 // no --model
+  EXPECT_EQ(run("plan --cluster nowhere --model llama-7b").code, 2);                 // unknown preset
+  EXPECT_EQ(run("plan --cluster /nonexistent/c.toml --model llama-7b").code, 2);     // missing file
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-70b").code, 2);               // unknown model
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --dp 3 --tp 8").code, 2);  // impossible placement
+  EXPECT_EQ(run("plan --cluster dgx-a100 --nodes 0 --model llama-7b").code, 2);      // CLI11 range check
+  const fs::path bad = fs::temp_directory_path() / ("sp-plan-bad-" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(bad) << "name = \"x\"\n[nodes]\ncount = -1\n";
+  EXPECT_EQ(run("plan --cluster " + bad.string() + " --model llama-7b").code, 2);
+  fs::remove(bad);
+}
+
+TEST(PlanCli, ListNamesPresetsAndShapes) {
+  Ran r = run("plan list");
+  ASSERT_EQ(r.code, 0);
+  for (const char* s : {"dgx-a100", "dgx-h100", "pcie-a100x8", "llama-65b", "gpt3-175b", "megatron-145.6b"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+}  // namespace
+}  // namespace sp::cli
