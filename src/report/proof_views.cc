@@ -2,8 +2,8 @@
 // runs) and the divergence of the fault run from the reference, per tensor and step: every record as
 // compare_checksums judged it (CompareSpec::keep_records) under the reading the first divergence uses
 // (proof::fault_reading), with the injected step, what every view found (proof::locate_first_divergence
-// via the verdict), and the parallel run (or its anchored replay) against its derived tolerance
-// (docs/equivalence.md §anchored).
+// via the verdict), the parallel run (or its anchored replay) against its derived tolerance, and the
+// free-running drift (drift.json's content, derived by the gate; docs/equivalence.md §anchored).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -169,6 +169,10 @@ View divergence_view(const proof::ProofBundle& bundle, const Result<proof::Proof
     json prop = json::array();
     for (const auto& [s, n] : fd.propagation) prop.push_back({{"step", s}, {"records", n}});
     d["propagation"] = prop;
+    // drift.json's content (non-bitwise configurations): the free-running parallel run's drift per step.
+    d["drift"] = verdict->drift;
+    d["drift_file"] = evidence::kDriftFile;
+    if (!verdict->drift.is_null()) v.files.push_back(fmt::format("{} (re-derived)", evidence::kDriftFile));
   }
   auto config = parallel::RunConfig::from_json(bundle.contract().value("config", json::object()));
   if (!config.ok()) {

@@ -65,7 +65,7 @@ View checkpoints_view(const std::vector<RunDir>& runs, const json& resume);
 View gate_view(const Result<proof::ProofVerdict>& verdict, const std::vector<RunDir>& stages);
 // The fault run as the first divergence reads it (proof::fault_reading: the fault run, or its anchored
 // replay, against the reference) and the parallel run (or its anchored replay) against the reference,
-// per tensor and step, in the class the contract promises.
+// per tensor and step, in the class the contract promises; the free-running drift (verdict.drift).
 View divergence_view(const proof::ProofBundle& bundle, const Result<proof::ProofVerdict>& verdict);
 View compare_view(const std::string& dir);
 

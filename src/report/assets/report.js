@@ -83,6 +83,38 @@
   // ---- views ----
   const views = {};
 
+  // The free-running parallel run's drift from the reference per step (drift.json, which the gate derives):
+  // information, never a criterion; what is judged is each step of the anchored replay (docs/equivalence.md).
+  function drift(sec, d) {
+    const dr = d.drift;
+    sec.append(el('h3', {}, 'Trajectory drift of the free-running ' + dr.run + ' run (reported only)'));
+    sec.append(el('p', {}, 'Largest relative difference of any record from the ', dr.reference, ' run, per step; largest ',
+                  'loss drift ', el('b', {'data-max-loss-drift': dr.max_loss_drift}, fmtNum(dr.max_loss_drift, 3)),
+                  ', so the held-out loss may differ by up to ', el('b', {'data-eval-band': dr.eval_band}, fmtNum(dr.eval_band, 3)),
+                  ' (relative). Rounding grows along two trajectories that differ in summation order; the gate judges ',
+                  'the anchored replay instead.'));
+    const box = chartBox();
+    box.canvas.id = 'divergence-drift';
+    sec.append(box.box);
+    const points = dr.steps.filter((s) => s.max_rel_diff !== null && s.max_rel_diff > 0)
+                           .map((s) => ({x: s.step, y: s.max_rel_diff}));
+    const datasets = [{type: 'line', label: 'drift: max relative difference', data: points, borderColor: RUN_COLORS.parallel,
+                       backgroundColor: RUN_COLORS.parallel, pointRadius: 2, borderWidth: 2}];
+    const t = d.tolerances ? d.tolerances.grad_first : null;
+    if (t && dr.steps.length)
+      datasets.push({type: 'line', label: 'single-step gradient tolerance (' + fmtNum(t, 2) + ')',
+                     data: [{x: dr.steps[0].step, y: t}, {x: dr.steps[dr.steps.length - 1].step, y: t}],
+                     borderColor: '#9a6700', borderDash: [3, 3], pointRadius: 0, borderWidth: 1.5, spMarker: true});
+    makeChart(box.canvas, {type: 'line', data: {datasets: datasets},
+      options: {scales: {x: {type: 'linear', title: {display: true, text: 'step'}, ticks: {stepSize: 1}},
+                         y: {type: 'logarithmic', title: {display: true, text: 'max |Δ| / |x| (log)'},
+                             ticks: {callback: logTick}}},
+                plugins: {title: {display: true, text: dr.run + ' vs ' + dr.reference + ', free-running'}}}});
+    sec.append(el('p', {class: 'sp-source'}, 'From ', el('code', {}, d.drift_file), ' (derived by the gate from ',
+                  el('code', {}, dr.run + '/checksums.jsonl'), ' and ', el('code', {}, dr.reference + '/checksums.jsonl'),
+                  '). A step whose records are all bit-identical has no point on the log axis.'));
+  }
+
   views.gate = function (sec, d) {
     sec.append(el('p', {}, el('span', {class: 'sp-verdict ' + (d.verdict === 'PASS' ? 'pass' : 'fail'),
                                        'data-verdict': d.verdict}, 'Verdict: ' + d.verdict)));
@@ -119,8 +151,10 @@
       sec.append(el('p', {}, 'Propagation (checksum records out of class per step): ',
                     d.propagation.map((p) => el('span', {'data-prop-step': p.step, 'data-prop-records': p.records},
                                                 'step ' + p.step + ': ' + p.records + '  '))));
+    // The per-tensor series first, the drift of the free-running run below them.
     const seriesBox = el('div', {});
     sec.append(seriesBox);
+    if (d.drift) drift(sec, d);
     if (!d.series || !d.series.length) return;
     seriesBox.append(el('h3', {}, 'Relative L2 difference against the reference, per tensor and step'));
     seriesBox.append(el('p', {}, 'The contract promises ', el('b', {'data-promised': d.promised}, d.promised || '?'),
