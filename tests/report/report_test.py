@@ -11,6 +11,11 @@ proof_pass:  prove (pp 2, pp-microbatch-swap) → every view; verify PASS; a rep
 proof_fail:  prove --no-recovery (dp 2, skip-grad-allreduce) → verdict FAIL in the page, the recovery
              criteria failed, the fault run's traffic differs from its prediction; the report edited to
              show PASS fails verify naming report.html.
+proof_tp:    prove (tp 2, drop-tp-allreduce: a configuration promised within tolerance, verified by anchored
+             replays) → the fault read as its anchored replay against the reference within the single-step
+             tolerances (the highlighted record is the first one out of them), the anchored parallel replay
+             in class, the free-running drift curve equal to drift.json; verify PASS; a report whose drift
+             was edited fails verify naming the value.
 compare:     compare dp2,pp2-1f1b,tp2 → the strategies side by side and each strategy's loss curve.
 bad_input:   not a directory, not a bundle (exit 2 naming what was looked for; with --out a page that
              says so, drawn without error).
@@ -149,6 +154,28 @@ def first_differing_record(run_file, ref_file, bitwise):
     return None
 
 
+def first_out_of_tolerance(run_file, ref_file, tol):
+    """The first record of run_file (file order) outside the single-step tolerances of an anchored replay
+    (docs/equivalence.md: tol = {loss, param, grad}; a statistic leaves them when its difference exceeds
+    tol·|L2| (sum: tol·|L2|·√numel)), and its relative L2 (or loss) difference."""
+    ref = {(r["step"], r["phase"], r["tensor"]): r for r in jsonl(ref_file)}
+    for r in jsonl(run_file):
+        w = ref.get((r["step"], r["phase"], r["tensor"]))
+        if w is None:
+            continue
+        if r["phase"] == "loss":
+            if r["bits"] != w["bits"] and abs(r["value"] - w["value"]) > tol["loss"] * abs(w["value"]):
+                return r["step"], r["phase"], r["tensor"], abs(r["value"] - w["value"]) / max(abs(w["value"]), 1e-30)
+            continue
+        if r["digest"] == w["digest"]:
+            continue
+        bound = tol[r["phase"]] * abs(w["l2"])
+        if (r["nonfinite"] != w["nonfinite"] or abs(r["l2"] - w["l2"]) > bound or abs(r["absmax"] - w["absmax"]) > bound
+                or abs(r["sum"] - w["sum"]) > bound * r["numel"] ** 0.5):
+            return r["step"], r["phase"], r["tensor"], abs(r["l2"] - w["l2"]) / max(abs(w["l2"]), 1e-30)
+    return None
+
+
 def close(a, b, rel=1e-12):
     return a is not None and b is not None and abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
 
@@ -221,14 +248,21 @@ def check_divergence(page, bundle, prove_json):
     check(par_bitwise, "the parallel run is expected bitwise-equal to the reference in this case")
     first = first_differing_record(os.path.join(bundle, "fault", "checksums.jsonl"),
                                    os.path.join(bundle, "reference", "checksums.jsonl"), True)
-    ds = chart_datasets(page, "#view-divergence canvas")
+    ds = check_first_marked(page, first)
+    line = [d for d in ds if d["label"].startswith("fault injected")]
+    check(len(line) == 1 and line[0]["data"][0]["x"] == step, f"no marker at the injected step {step}: {line}")
+
+
+def check_first_marked(page, first):
+    """The divergence chart highlights `first` (step, phase, tensor, rel), the record the test found in the
+    files; returns the chart's datasets."""
+    ds = chart_datasets(page, "#divergence-chart")
     marked = [d for d in ds if d["label"].startswith("first divergent record")]
     if check(first is not None and len(marked) == 1, f"first divergent record: {first}, marked in the chart: {marked}"):
         pt = marked[0]["data"][0]
         check(pt["x"] == first[0] and close(pt["y"], first[3]) and first[2] in marked[0]["label"],
               f"chart marks {marked[0]}, the files give step {first[0]} {first[1]} {first[2]} rel {first[3]}")
-    line = [d for d in ds if d["label"].startswith("fault injected")]
-    check(len(line) == 1 and line[0]["data"][0]["x"] == step, f"no marker at the injected step {step}: {line}")
+    return ds
 
 
 def check_pipeline(page, run_dir):
@@ -328,6 +362,14 @@ def edit_report_data(path, edit):
     open(path, "w").write(html[:m.start(2)] + text + html[m.end(2):])
 
 
+def check_edited_report_fails(args, bundle, edit, needle, what):
+    """`edit` changes the data of BUNDLE/report.html; verify must then fail, naming report.html and `needle`."""
+    edit_report_data(os.path.join(bundle, "report.html"), edit)
+    v = run([args.bin, "verify", bundle])
+    check(v.returncode == 1 and "report.html: does not show this bundle" in v.stdout and needle in v.stdout,
+          f"verify of {what}: exit {v.returncode}, expected 1 naming report.html and {needle!r}\n{v.stdout[-1500:]}")
+
+
 # ---- cases ----
 
 def case_proof_pass(args):
@@ -356,10 +398,7 @@ def case_proof_pass(args):
         def flip(d):
             gate = next(x for x in d["views"] if x["id"] == "gate")
             gate["data"]["criteria"][4]["passed"] = False
-        edit_report_data(page_path, flip)
-        v = run([args.bin, "verify", out])
-        check(v.returncode == 1 and "report.html" in v.stdout and "criteria/4/passed" in v.stdout,
-              f"verify of an edited report: exit {v.returncode}, expected 1 naming report.html\n{v.stdout[-1500:]}")
+        check_edited_report_fails(args, out, flip, "criteria/4/passed", "a report with a flipped criterion")
         r = run([args.bin, "report", out])
         check(r.returncode == 0 and open(page_path).read() == original, "report DIR did not write the same page again")
         v = run([args.bin, "verify", out])
@@ -432,10 +471,62 @@ def case_proof_fail(args):
         gate["data"]["verdict"] = "PASS"
         for c in gate["data"]["criteria"]:
             c["passed"] = True
-    edit_report_data(os.path.join(out, "report.html"), forge)
+    check_edited_report_fails(args, out, forge, "/summary/verdict", "a report edited to show PASS")
+
+
+def case_proof_tp(args):
+    out = os.path.join(args.work, "proof_tp")
+    p = prove(args, out, "drop-tp-allreduce@3", ["parallel.tp=2"])
+    check(p.returncode == 0, f"prove exited {p.returncode}, expected 0 (PASS)")
+    prove_json = load(os.path.join(out, "prove.json"))
+    check(prove_json.get("fault_anchors"), "a tp 2 proof replays anchored steps (prove.json fault_anchors)")
+    drift = load(os.path.join(out, "drift.json"))
+    with Browser(args.work) as b:
+        page = open_page(b, os.path.join(out, "report.html"))
+        check_views(page, PROOF_VIEWS, os.path.join(args.work, "screenshots", "proof_tp"))
+        gate = check_gate(page, out)
+        check(any(c["name"].startswith("trajectory drift") and not c["required"] for c in gate["criteria"]),
+              "gate.json has no informational trajectory-drift row")
+        promised = page.eval("document.querySelector('[data-promised]').getAttribute('data-promised')")
+        check(promised == "within-tolerance", f"the page says the contract promises {promised}")
+        # The fault, read as the first divergence reads it: its anchored replay against the reference.
+        cfg = load(os.path.join(out, "contract.json"))["config"]["train"]
+        grad = 2.0 ** -16 * (cfg["global_batch"] * cfg["seq_len"]) ** 0.5
+        tol = {"loss": 2.0 ** -16, "param": 2.0 ** -16, "grad": grad}
+        first = first_out_of_tolerance(os.path.join(out, "fault-anchored", "checksums.jsonl"),
+                                       os.path.join(out, "reference", "checksums.jsonl"), tol)
+        title = page.eval("Chart.getChart(document.querySelector('#divergence-chart')).options.plugins.title.text")
+        check(title.startswith("fault-anchored vs reference"), f"the fault series is {title!r}, not the anchored replay")
+        ds = check_first_marked(page, first)
+        line = [d for d in ds if d["label"].startswith("tolerance")]
+        want_t = tol[first[1]] if first else None
+        check(len(line) == 1 and close(line[0]["data"][0]["y"], want_t), f"tolerance line {line}, expected {want_t}")
+        # The anchored parallel replay: in class at every step.
+        page.eval("(() => { const s = document.querySelector('#divergence-series'); s.value = '1'; "
+                  "s.dispatchEvent(new Event('change')); })()")
+        title = page.eval("Chart.getChart(document.querySelector('#divergence-chart')).options.plugins.title.text")
+        check(title.startswith("anchored vs reference: within-tolerance"), f"the parallel series is {title!r}")
+        out_rows = rows(page, "#divergence-rows tr.fail", ["data-row"])
+        check(out_rows == [], f"rows of the anchored replay shown out of class: {out_rows}")
+        page.screenshot_element("#view-divergence", os.path.join(args.work, "screenshots", "proof_tp", "anchored.png"))
+        # The free-running drift, as drift.json holds it.
+        ds = chart_datasets(page, "#divergence-drift") or []
+        pts = next((d["data"] for d in ds if d["label"].startswith("drift")), None)
+        want = [{"x": s["step"], "y": s["max_rel_diff"]} for s in drift["steps"] if s["max_rel_diff"]]
+        check(pts is not None and len(pts) == len(want) and all(p["x"] == w["x"] and close(p["y"], w["y"])
+                                                               for p, w in zip(pts, want)),
+              f"drift curve {pts} != drift.json {want}")
+        band = float(page.eval("document.querySelector('[data-eval-band]').getAttribute('data-eval-band')"))
+        check(close(band, drift["eval_band"]), f"eval band {band}, drift.json {drift['eval_band']}")
+        check(page.errors == [], f"console errors after switching the series: {page.errors}")
+
     v = run([args.bin, "verify", out])
-    check(v.returncode == 1 and "report.html" in v.stdout and "does not show this bundle" in v.stdout,
-          f"verify of a report edited to show PASS: exit {v.returncode}\n{v.stdout[-1500:]}")
+    check(v.returncode == 0 and "verdict: PASS" in v.stdout, f"verify: exit {v.returncode}\n{v.stdout[-1500:]}")
+
+    def shrink(d):
+        div = next(x for x in d["views"] if x["id"] == "divergence")
+        div["data"]["drift"]["steps"][-1]["max_rel_diff"] /= 10
+    check_edited_report_fails(args, out, shrink, "drift/steps/", "a report with an edited drift")
 
 
 def case_compare(args):
@@ -503,7 +594,8 @@ def main():
     args = ap.parse_args()
     args.work = os.path.abspath(args.work)
     os.makedirs(args.work, exist_ok=True)
-    cases = {"proof_pass": case_proof_pass, "proof_fail": case_proof_fail, "compare": case_compare,
+    cases = {"proof_pass": case_proof_pass, "proof_fail": case_proof_fail, "proof_tp": case_proof_tp,
+             "compare": case_compare,
              "bad_input": case_bad_input}
     if args.case not in cases:
         print("unknown case", args.case)
