@@ -24,6 +24,7 @@
 #include "proof/gate.h"
 #include "proof/protocol.h"
 #include "proof/seal.h"
+#include "report/render.h"
 
 namespace sp::cli {
 namespace fs = std::filesystem;
@@ -196,6 +197,11 @@ class Protocol {
     for (const auto& [file, text] : proof::derived_files(*verdict))
       if (Status s = write_file_atomic(paths_.file(file), text); !s.ok()) return report_status(s);
     print_verdict(*verdict, o_.out);
+    // The HTML report, derived from the sealed files like summary.md (docs/report.md).
+    if (auto r = report::write_report(o_.out); r.ok())
+      std::printf("report: %s\n", paths_.file(evidence::kReportFile).c_str());
+    else
+      std::printf("report: not written: %s\n", r.status().message().c_str());
     return verdict->gate.passed() ? 0 : 1;
   }
 

@@ -95,6 +95,11 @@ inline constexpr std::string_view kSummaryFile = "summary.md";
 inline constexpr std::string_view kSealFile = "bundle.sha256";
 inline constexpr std::string_view kSignatureFile = "bundle.sig";  // optional: Ed25519 over bundle.sha256
 inline constexpr std::string_view kLogsDir = "logs";
+// Derived from the sealed files like summary.md (docs/report.md); written by prove, compare and lab run.
+inline constexpr std::string_view kReportFile = "report.html";
+// A compare directory (`compare --out`, docs/compare.md): the table as JSON and as Markdown.
+inline constexpr std::string_view kCompareFile = "compare.json";
+inline constexpr std::string_view kCompareSummaryFile = "compare.md";
 
 // "fault/checksums.jsonl": a file of a stage as evidence pointers in gate.json and summary.md name it;
 // a directory gets a trailing '/'.

@@ -69,8 +69,15 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
     // in that step and phase; a partly traced cell is still compared.
     const int64_t last_step = traced_steps.empty() ? -2 : *traced_steps.rbegin();
     auto expect_step = [&](int64_t step) {
-      for (const auto& [key, c] : *prediction.step(rt.world_rank, step))
-        if (compared_phase(key.second)) want[{step, phase_order(key.second), key.first, key.second}] = c;
+      for (const auto& [key, c] : *prediction.step(rt.world_rank, step)) {
+        if (!compared_phase(key.second)) continue;
+        want[{step, phase_order(key.second), key.first, key.second}] = c;
+        if (const auto p = comm::phase_from_name(key.second)) {  // the traffic view's predicted column
+          Traffic& sum = report.predicted_traffic[{key.first, step, *p}];
+          sum.ops += c.ops;
+          sum.bytes += c.bytes;
+        }
+      }
     };
     // Every step from the first traced one to this rank's last: traced steps, and the steps between
     // them that this rank did not trace at all.

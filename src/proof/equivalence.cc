@@ -123,15 +123,18 @@ std::string RunEquivalence::describe() const {
                      steps - 1, drift);
 }
 
-Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference) {
+Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference,
+                                    bool keep_records) {
   SP_ASSIGN_OR_RETURN(const RunContract rc, read_run_contract(run));
   SP_ASSIGN_OR_RETURN(const RunContract ref, read_run_contract(reference));
   SP_RETURN_IF_ERROR(check_comparable(rc, ref, run.root(), reference.root()));
   SP_ASSIGN_OR_RETURN(const AnchorSet anchors, read_anchors(run));
   RunEquivalence e;
   e.anchored = !anchors.steps.empty();
-  evidence::CompareSpec spec{.tol = tolerances_for(rc.config), .promised = promised_class_of_run(run, rc.config),
-                             .anchored = e.anchored};
+  evidence::CompareSpec spec{.tol = tolerances_for(rc.config),
+                             .promised = promised_class_of_run(run, rc.config),
+                             .anchored = e.anchored,
+                             .keep_records = keep_records};
   if (e.anchored) {
     // Every anchored step starts from the reference's state; the reference must hold those steps too.
     spec.expected = expected_records(rc.config, anchors.steps);
