@@ -8,7 +8,7 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config git clang-format lld
   # runtime libraries
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenmpi-dev openmpi-bin libdnnl-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libxxhash-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch
