@@ -15,17 +15,17 @@
 namespace sp::kernels {
 namespace {
 
-constexpr int64_t kBlock = 64;
+constexpr int64_t kRows = 64;  // query (or key) rows per block, as attention.cc's kBlock
 
-void check_shapes(int64_t T, int64_t H, int64_t KV, int64_t D) {
+void check_attention16_shapes(int64_t T, int64_t H, int64_t KV, int64_t D) {
   SP_CHECK(T > 0 && D > 0, "attention16: T = {} and D = {} must be positive", T, D);
   SP_CHECK(KV > 0 && H % KV == 0, "attention16: KV = {} must divide H = {} (grouped-query attention)", KV, H);
 }
 
-int64_t row_block_floats(int64_t T, int64_t D) { return std::max(T, std::min(T, kBlock) * D); }
+int64_t row_block_floats(int64_t T, int64_t D) { return std::max(T, std::min(T, kRows) * D); }
 
 // Row i of the fp32 scores (length T) → causal softmax, as attention.cc: entries 0..i normalized, the rest 0.
-void softmax_causal_row(float* row, int64_t i, int64_t T) {
+void softmax_causal_row16(float* row, int64_t i, int64_t T) {
   const int64_t len = i + 1;
   const float m = max_of(row, len);
   const double sum = exp_shifted_store(row, row, m, len);
@@ -39,21 +39,21 @@ void softmax_causal_row(float* row, int64_t i, int64_t T) {
 int64_t attention16_scratch_floats(int64_t T, int64_t D) { return T * T + row_block_floats(T, D) + (T * T + 1) / 2; }
 
 int64_t attention16_workspace_floats(const Gemm16& g, int64_t T, int64_t D) {
-  const int64_t m = std::min(T, kBlock);
+  const int64_t m = std::min(T, kRows);
   // S and dP: (m, T, D); P·v and dq: (m, D, T); dk and dv: (m, D, ≤ T).
   return std::max({g.workspace_floats(m, T, D), g.workspace_floats(m, D, T)});
 }
 
 void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
                          int64_t KV, int64_t D, Gemm16& gemm, float* scratch, float* ws) {
-  check_shapes(T, H, KV, D);
+  check_attention16_shapes(T, H, KV, D);
   const DType t = gemm.dtype();
   const int64_t ld = (H + 2 * KV) * D;  // qkv row stride
   const int64_t ldo = H * D;            // out row stride
   const int64_t group = H / KV;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  float* s = scratch;          // (kBlock, T) fp32 scores of a row block
-  float* o = scratch + T * T;  // (kBlock, D) fp32 output of a row block
+  float* s = scratch;          // (kRows, T) fp32 scores of a row block
+  float* o = scratch + T * T;  // (kRows, D) fp32 output of a row block
   for (int64_t b = 0; b < B; ++b) {
     const uint16_t* rows = qkv + b * T * ld;
     for (int64_t h = 0; h < H; ++h) {
@@ -63,13 +63,13 @@ void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, in
       const uint16_t* v = rows + (H + KV + g) * D;   // (T, D), stride ld
       uint16_t* p = probs + (b * H + h) * T * T;     // (T, T)
       uint16_t* out_bh = out + b * T * ldo + h * D;  // (T, D), stride ldo
-      for (int64_t i0 = 0; i0 < T; i0 += kBlock) {
-        const int64_t i1 = std::min(T, i0 + kBlock);
+      for (int64_t i0 = 0; i0 < T; i0 += kRows) {
+        const int64_t i1 = std::min(T, i0 + kRows);
         // S[0:i1−i0, 0:i1] = scale · q[i0:i1] · k[0:i1]ᵀ
         gemm.gemm(s, q + i0 * ld, k, i1 - i0, i1, D, false, true, ld, ld, T, scale, 0.0f, ws);
         for (int64_t i = i0; i < i1; ++i) {
           float* row = s + (i - i0) * T;
-          softmax_causal_row(row, i, T);
+          softmax_causal_row16(row, i, T);
           float16_from_f32(p + i * T, row, T, t);
         }
         // o[0:i1−i0] = P[i0:i1, 0:i1] · v[0:i1], then rounded into the output rows
@@ -82,7 +82,7 @@ void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, in
 
 void attention16_backward(float* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* probs, int64_t B,
                           int64_t T, int64_t H, int64_t KV, int64_t D, Gemm16& gemm, float* scratch, float* ws) {
-  check_shapes(T, H, KV, D);
+  check_attention16_shapes(T, H, KV, D);
   const DType t = gemm.dtype();
   const int64_t ld = (H + 2 * KV) * D;
   const int64_t ldo = H * D;
@@ -106,8 +106,8 @@ void attention16_backward(float* dqkv, const uint16_t* dout, const uint16_t* qkv
       float* dv = drows + (H + KV + g) * D;
       const uint16_t* p = probs + (b * H + h) * T * T;       // (T, T)
       const uint16_t* dout_bh = dout + b * T * ldo + h * D;  // (T, D), stride ldo
-      for (int64_t i0 = 0; i0 < T; i0 += kBlock) {
-        const int64_t i1 = std::min(T, i0 + kBlock);
+      for (int64_t i0 = 0; i0 < T; i0 += kRows) {
+        const int64_t i1 = std::min(T, i0 + kRows);
         // dP[i0:i1, 0:i1] = dout[i0:i1] · v[0:i1]ᵀ
         gemm.gemm(dp + i0 * T, dout_bh + i0 * ldo, v, i1 - i0, i1, D, false, true, ldo, ld, T, 1.0f, 0.0f, ws);
         // Softmax backward per row in fp32, rounded into dS; columns (i, i1) are zeroed (the products read them).
@@ -122,8 +122,8 @@ void attention16_backward(float* dqkv, const uint16_t* dout, const uint16_t* qkv
         // dq[i0:i1] = scale · dS[i0:i1, 0:i1] · k[0:i1]
         gemm.gemm(dq + i0 * ld, ds + i0 * T, k, i1 - i0, D, i1, false, false, T, ld, ld, scale, 0.0f, ws);
       }
-      for (int64_t j0 = 0; j0 < T; j0 += kBlock) {
-        const int64_t j1 = std::min(T, j0 + kBlock);
+      for (int64_t j0 = 0; j0 < T; j0 += kRows) {
+        const int64_t j1 = std::min(T, j0 + kRows);
         // dk[j0:j1] (+)= scale · dS[j0:T, j0:j1]ᵀ · q[j0:T]
         gemm.gemm(dk + j0 * ld, ds + j0 * T + j0, q + j0 * ld, j1 - j0, D, T - j0, true, false, T, ld, ld, scale, beta,
                   ws);

@@ -14,11 +14,11 @@ namespace sp::kernels {
 namespace {
 
 template <DType T>
-float widen(uint16_t h) {
+float widen16(uint16_t h) {
   return T == DType::kBF16 ? f32_from_bf16(h) : f32_from_f16(h);
 }
 template <DType T>
-uint16_t narrow(float x) {
+uint16_t narrow16(float x) {
   return T == DType::kBF16 ? bf16_from_f32(x) : f16_from_f32(x);
 }
 
@@ -30,7 +30,7 @@ void rmsnorm16_forward_t(uint16_t* out, float* rstd, const float* x, const float
     const double mean_sq = sum_squares_of(xr, C) / static_cast<double>(C);
     const float r = static_cast<float>(1.0 / std::sqrt(mean_sq + static_cast<double>(eps)));
     rstd[n] = r;
-    for (int64_t c = 0; c < C; ++c) o[c] = narrow<T>((xr[c] * r) * w[c]);
+    for (int64_t c = 0; c < C; ++c) o[c] = narrow16<T>((xr[c] * r) * w[c]);
   }
 }
 
@@ -41,9 +41,9 @@ void swiglu16_forward_t(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F)
     const uint16_t* up = gate + F;          // (F)
     uint16_t* o = out + n * F;              // (F)
     for (int64_t f = 0; f < F; ++f) {
-      const float g = widen<T>(gate[f]);
+      const float g = widen16<T>(gate[f]);
       const float s = 1.0f / (1.0f + exp_fast(-g));
-      o[f] = narrow<T>((g * s) * widen<T>(up[f]));
+      o[f] = narrow16<T>((g * s) * widen16<T>(up[f]));
     }
   }
 }
@@ -57,11 +57,11 @@ void swiglu16_backward_t(uint16_t* dgu, const float* dout, const uint16_t* gu, i
     uint16_t* dgate = dgu + n * 2 * F;      // (F)
     uint16_t* dup = dgate + F;              // (F)
     for (int64_t f = 0; f < F; ++f) {
-      const float g = widen<T>(gate[f]);
+      const float g = widen16<T>(gate[f]);
       const float s = 1.0f / (1.0f + exp_fast(-g));
       const float dsilu = s * (1.0f + g * (1.0f - s));
-      dgate[f] = narrow<T>((d[f] * widen<T>(up[f])) * dsilu);
-      dup[f] = narrow<T>(d[f] * (g * s));
+      dgate[f] = narrow16<T>((d[f] * widen16<T>(up[f])) * dsilu);
+      dup[f] = narrow16<T>(d[f] * (g * s));
     }
   }
 }

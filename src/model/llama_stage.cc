@@ -13,28 +13,14 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/block_offsets.h"
 #include "tensor/float16.h"
 
 namespace sp::model {
 namespace k = sp::kernels;
 
-namespace {
-// Offsets of a block's tensors in its flat unit buffer (UnitLayout order: ln1, q, k, v, o, ln2, gate, up, down).
-struct BlockOffsets {
-  int64_t ln1, qkv, o, ln2, gu, down;
-  explicit BlockOffsets(const UnitLayout& u)
-      : ln1(u.tensor("input_layernorm.weight").offset),
-        qkv(u.tensor("q_proj.weight").offset),
-        o(u.tensor("o_proj.weight").offset),
-        ln2(u.tensor("post_attention_layernorm.weight").offset),
-        gu(u.tensor("gate_proj.weight").offset),
-        down(u.tensor("down_proj.weight").offset) {}
-};
-
-void add(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-}  // namespace
+using stage_detail::add;
+using stage_detail::BlockOffsets;
 
 LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryLedger& ledger)
     : config_(config), spec_(spec), ledger_(&ledger) {

@@ -17,6 +17,7 @@
 #include "kernels/pointwise16.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/block_offsets.h"
 #include "model/llama_stage.h"
 #include "model/precision.h"
 #include "tensor/float16.h"
@@ -24,23 +25,8 @@
 namespace sp::model {
 namespace k = sp::kernels;
 
-namespace {
-// Offsets of a block's tensors in its flat unit buffer (as llama_stage.cc).
-struct BlockOffsets {
-  int64_t ln1, qkv, o, ln2, gu, down;
-  explicit BlockOffsets(const UnitLayout& u)
-      : ln1(u.tensor("input_layernorm.weight").offset),
-        qkv(u.tensor("q_proj.weight").offset),
-        o(u.tensor("o_proj.weight").offset),
-        ln2(u.tensor("post_attention_layernorm.weight").offset),
-        gu(u.tensor("gate_proj.weight").offset),
-        down(u.tensor("down_proj.weight").offset) {}
-};
-
-void add(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-}  // namespace
+using stage_detail::add;
+using stage_detail::BlockOffsets;
 
 void LlamaStage::allocate_scratch16() {
   SP_CHECK(spec_.gemm16 != nullptr, "a {} stage needs a 16-bit GEMM backend (StageSpec::gemm16)",

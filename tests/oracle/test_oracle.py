@@ -138,10 +138,10 @@ LOSS_SCALE = {"bf16": 1.0, "fp16": 1024.0}       # fp16 runs with a loss scale, 
 
 def mixed_envelope(cfg, precision):
     """tau_16 = 2*sqrt(R)*u/sqrt(3) (docs/equivalence.md): a value rounded to 16 bits moves by a relative
-    error uniform in +-u (RMS u/sqrt(3)); a gradient's path crosses R = 10 rounding points per layer + 3 in the
+    error uniform in +-u (RMS u/sqrt(3)); a gradient's path crosses R = 13 rounding points per layer + 3 in the
     head; independent errors add in quadrature; x2 margin. This bounds how far two computations with the same
     casts can drift apart, whatever their arithmetic between the casts."""
-    R = 10 * cfg["n_layers"] + 3
+    R = 13 * cfg["n_layers"] + 3
     return 2.0 * math.sqrt(R) * UNIT16[precision] / math.sqrt(3.0)
 
 
