@@ -3,6 +3,7 @@
 // pattern, every computation widens it to fp32 first (exactly) and narrows the fp32 result once.
 // Narrowing rounds to nearest, ties to even, as IEEE 754 and PyTorch do; overflow gives ±inf,
 // subnormals are kept (never flushed), NaN stays NaN (sign and the top payload bits kept, quiet bit set).
+// Widening is exact (fp16's signaling NaNs come back quiet).
 // Invariant: the array functions equal the scalar ones element for element, and both equal the naive
 // twin (tensor/reference/float16.h) on all 2^16 patterns and a large sample of fp32 patterns with ties.
 // Reference: IEEE 754-2019 §4.3.1, §6.2.3; c10/util/BFloat16.h round_to_nearest_even; docs/kernels.md §16-bit.
@@ -51,13 +52,15 @@ inline uint16_t f16_from_f32(float x) {
 }
 
 // fp16 → fp32: exact. Normal: rebias the exponent; subnormal: fraction · 2^-24 (exact in fp32);
-// inf/NaN: all-ones exponent, fraction shifted into place (a NaN stays a NaN of the same sign).
+// inf/NaN: all-ones exponent, fraction shifted into place, and a NaN quieted (IEEE convertFormat; the
+// F16C instruction and PyTorch do the same). bf16 → fp32 above is the plain bit shift instead (a
+// signaling NaN stays signaling), as PyTorch's is.
 inline float f32_from_f16(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1Fu;
   const uint32_t m = h & 0x03FFu;
   const uint32_t normal = ((e + 112u) << 23) | (m << 13);
-  const uint32_t special = 0x7F800000u | (m << 13);
+  const uint32_t special = 0x7F800000u | (m << 13) | (m != 0 ? 0x00400000u : 0u);
   const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(m) * 0x1p-24f);
   uint32_t r = e == 0 ? subnormal : normal;
   r = e == 31 ? special : r;

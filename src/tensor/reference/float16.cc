@@ -85,9 +85,12 @@ uint16_t narrow_nan(float x, Format f) {
 float widen(uint16_t h, Format f) {
   const double v = decode(h, f);
   if (!std::isnan(v)) return static_cast<float>(v);  // exact: every 16-bit value is an fp32 value
-  // NaN: sign, all-ones exponent, the fraction moved to the top of fp32's fraction.
+  // NaN: sign, all-ones exponent, the fraction moved to the top of fp32's fraction; fp16 NaNs come back
+  // quiet (IEEE convertFormat), bf16's bits are kept as they are (the bf16 widening is a bit shift).
   const int fb = f.fraction_bits();
-  const uint32_t u = (static_cast<uint32_t>(h >> 15) << 31) | 0x7F800000u | ((h & ((1u << fb) - 1u)) << (23 - fb));
+  const uint32_t quiet = f.p == 11 ? 0x00400000u : 0u;
+  const uint32_t u =
+      (static_cast<uint32_t>(h >> 15) << 31) | 0x7F800000u | ((h & ((1u << fb) - 1u)) << (23 - fb)) | quiet;
   float out;
   std::memcpy(&out, &u, 4);
   return out;
