@@ -8,7 +8,7 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config git clang-format lld
   # runtime libraries
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenmpi-dev openmpi-bin libdnnl-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libxxhash-dev libssl-dev
   # the HTML report: Chart.js, embedded into the binary at build time (src/report/CMakeLists.txt)
   libjs-chart.js
