@@ -11,7 +11,7 @@
 // Precision (model/precision.h): fp32, or bf16/fp16 mixed precision (llama_stage16.cc), where the
 // working weights (ParamSource::acquire16), the activations saved for backward except the residual
 // stream, and every GEMM input are 16-bit; the residual stream, norms, softmax, loss, parameter-gradient
-// leaves and the pipeline's inputs/outputs stay fp32. Every cast: docs/kernels.md §casts.
+// leaves and the pipeline's inputs/outputs stay fp32. Every cast: docs/kernels.md §"Every cast".
 #pragma once
 
 #include <cstdint>

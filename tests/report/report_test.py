@@ -97,16 +97,31 @@ def traffic_by_group_phase(run_dir):
     return out
 
 
+def step_class(s, sched):
+    """docs/formats/comm_predicted.md: the class of step s (independent of the engine's StepSchedule)."""
+    if s == -1:
+        return "initial_eval"
+    c = "step"
+    if sched["checksum_every"] > 0 and s % sched["checksum_every"] == 0:
+        c += "+checksums"
+    if (sched["eval_every"] > 0 and (s + 1) % sched["eval_every"] == 0) or s + 1 == sched["steps"]:
+        c += "+eval"
+    return c
+
+
 def predicted_by_group_phase(run_dir):
-    """comm_predicted.json summed over ranks from the first traced step on, phases setup/checkpoint not predicted."""
-    first = min(r["step"] for recs in trace_records(run_dir).values() for r in recs
-                if r["phase"] not in ("setup", "checkpoint"))
+    """comm_predicted.json summed over ranks and every step from the first traced one to the rank's last
+    traced step, each step by its class; phases setup/checkpoint are not predicted."""
+    traced = {rank: [r["step"] for r in recs if r["phase"] not in ("setup", "checkpoint")]
+              for rank, recs in trace_records(run_dir).items()}
+    first = min(s for steps in traced.values() for s in steps)
+    doc = load(os.path.join(run_dir, "comm_predicted.json"))
+    sched = doc["schedule"]
     out = {}
-    for rank in load(os.path.join(run_dir, "comm_predicted.json"))["ranks"]:
-        for step, groups in rank["steps"].items():
-            if int(step) < first:
-                continue
-            for g, phases in groups.items():
+    for rank in doc["ranks"]:  # a run that stopped early: up to the last step this rank traced
+        last = max(traced.get(rank["rank"], []), default=first - 1)
+        for step in range(first, min(last + 1, sched["steps"])):
+            for g, phases in rank["classes"][step_class(step, sched)].items():
                 for ph, v in phases.items():
                     if ph in ("setup", "checkpoint"):
                         continue
