@@ -62,11 +62,11 @@ bench: build
 	@bash bench/run_all.sh $(BUILD)
 
 format:
-	find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	find src tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 # Fails (naming the files) when a source file is not formatted: .ci/run calls it before the tests.
 format-check: deps
-	find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
+	find src tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
 
 clean:
 	rm -rf $(BUILD) $(ASAN)

@@ -9,7 +9,7 @@
 
 namespace sp::proof {
 namespace {
-constexpr int64_t kAnchorsAtEveryStep = 8;  // runs up to this long are anchored at every step
+constexpr int64_t kAnchorsAtEveryStep = 32;  // runs up to this long (the presets, the labs) are anchored at every step
 }  // namespace
 
 Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::string_view fault_spec) {

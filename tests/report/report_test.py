@@ -71,11 +71,20 @@ def sets(values):
 
 
 def prove(args, out, fault, extra_sets, extra=()):
+    """The bundle at `out`, made by `prove` here, or with --bundle the one the faults suite made with the same
+    fault, topology and SMALL settings (tests/faults/prove_case.py; ctest fixtures): its `prove` exit code is
+    read back from its gate (0 PASS, 1 FAIL) and the faults test has checked its last line."""
+    if args.bundle:
+        fault_json = load(os.path.join(args.bundle, "prove.json"))
+        check(fault_json["fault"].startswith(fault.split("@")[0]), f"--bundle {args.bundle} is not a {fault} proof")
+        verdict = load(os.path.join(args.bundle, "gate.json"))["verdict"]
+        return subprocess.CompletedProcess([], 0 if verdict == "PASS" else 1,
+                                           f"report: {args.bundle}/report.html\n", ""), args.bundle
     shutil.rmtree(out, ignore_errors=True)
     p = run([args.bin, "prove", "--out", out, "--fault", fault, "--quiet"] + sets(SMALL + extra_sets) + list(extra))
     print(p.stdout[-2500:])
     print(p.stderr[-2000:], file=sys.stderr)
-    return p
+    return p, out
 
 
 # ---- the bundle, read independently of src/report ----
@@ -389,7 +398,7 @@ def check_edited_report_fails(args, bundle, edit, needle, what):
 
 def case_proof_pass(args):
     out = os.path.join(args.work, "proof_pass")
-    p = prove(args, out, "pp-microbatch-swap@3", ["parallel.pp=2"])
+    p, out = prove(args, out, "pp-microbatch-swap@3", ["parallel.pp=2"])
     check(p.returncode == 0, f"prove exited {p.returncode}, expected 0 (PASS)")
     check(f"report: {out}/report.html" in p.stdout, "prove did not print the report's path")
     prove_json = load(os.path.join(out, "prove.json"))
@@ -449,7 +458,7 @@ def case_proof_pass(args):
 
 def case_proof_fail(args):
     out = os.path.join(args.work, "proof_fail")
-    p = prove(args, out, "skip-grad-allreduce@3", ["parallel.dp=2"], ["--no-recovery"])
+    p, out = prove(args, out, "skip-grad-allreduce@3", ["parallel.dp=2"], ["--no-recovery"])
     check(p.returncode == 1, f"prove --no-recovery exited {p.returncode}, expected 1 (FAIL)")
     check(f"report: {out}/report.html" in p.stdout, "prove did not print the report's path")
     prove_json = load(os.path.join(out, "prove.json"))
@@ -491,7 +500,7 @@ def case_proof_fail(args):
 
 def case_proof_tp(args):
     out = os.path.join(args.work, "proof_tp")
-    p = prove(args, out, "drop-tp-allreduce@3", ["parallel.tp=2"])
+    p, out = prove(args, out, "drop-tp-allreduce@3", ["parallel.tp=2"])
     check(p.returncode == 0, f"prove exited {p.returncode}, expected 0 (PASS)")
     prove_json = load(os.path.join(out, "prove.json"))
     check(prove_json.get("fault_anchors"), "a tp 2 proof replays anchored steps (prove.json fault_anchors)")
@@ -545,14 +554,17 @@ def case_proof_tp(args):
 
 
 def case_compare(args):
-    out = os.path.join(args.work, "compare")
-    shutil.rmtree(out, ignore_errors=True)
-    p = run([args.bin, "compare", "--strategies", "dp2,pp2-1f1b,tp2", "--out", out, "--preset", "tiny",
-             "--set", "train.steps=3", "--set", "train.eval_batches=2", "--set", "train.eval_every=0"])
-    print(p.stdout[-2000:])
-    print(p.stderr[-2000:], file=sys.stderr)
-    check(p.returncode == 0, f"compare exited {p.returncode}")
-    check(f"report: {out}/report.html" in p.stdout, "compare did not print the report's path")
+    if args.bundle:  # compare.table's directory: the same command (tests/compare/compare_test.py)
+        out = args.bundle
+    else:
+        out = os.path.join(args.work, "compare")
+        shutil.rmtree(out, ignore_errors=True)
+        p = run([args.bin, "compare", "--strategies", "dp2,pp2-1f1b,tp2", "--out", out, "--preset", "tiny",
+                 "--set", "train.steps=3", "--set", "train.eval_batches=2", "--set", "train.eval_every=0"])
+        print(p.stdout[-2000:])
+        print(p.stderr[-2000:], file=sys.stderr)
+        check(p.returncode == 0, f"compare exited {p.returncode}")
+        check(f"report: {out}/report.html" in p.stdout, "compare did not print the report's path")
     check("report.html" in open(os.path.join(out, "compare.md")).read(), "compare.md does not link report.html")
     table = load(os.path.join(out, "compare.json"))
     with Browser(args.work) as b:
@@ -606,6 +618,7 @@ def main():
     ap.add_argument("case")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--bundle", help="a proof bundle of the faults suite to use instead of proving again")
     args = ap.parse_args()
     args.work = os.path.abspath(args.work)
     os.makedirs(args.work, exist_ok=True)
