@@ -44,7 +44,7 @@ test: build
 	@$(MAKE) --no-print-directory test-asan
 
 # The long suite (not part of `make test`): the anchored-equivalence matrix of issue 21 at the tiny preset's
-# full length, and the README's examples as written (docs/testing.md; about 30 minutes on 2 cores).
+# full length, and the README's examples as written (docs/testing.md; about 22 minutes on 2 cores).
 test-long: build
 	cd $(BUILD) && ctest --output-on-failure -j $(CTEST_J) -L long
 
