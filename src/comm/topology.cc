@@ -1,12 +1,11 @@
 #include "comm/topology.h"
 
-#include "comm/agree.h"
-
 #include <sched.h>
 #include <unistd.h>
 
 #include <numeric>
 
+#include "comm/agree.h"
 #include "core/file_io.h"
 
 namespace sp::comm {
@@ -137,7 +136,8 @@ Status validate_topology(const json& t) {
     const Coords expected = grid.coords_of(static_cast<int>(rank));
     for (Axis a : kAllAxes) {
       const std::string axis(axis_name(a));
-      SP_ASSIGN_OR_RETURN(const int64_t c, int_at(ranks[i]["coords"], axis.c_str(), where + "coords.", 0, grid.size(a) - 1));
+      SP_ASSIGN_OR_RETURN(const int64_t c,
+                          int_at(ranks[i]["coords"], axis.c_str(), where + "coords.", 0, grid.size(a) - 1));
       if (c != expected[a])
         return corrupt("topology.json: {}coords.{} = {} but rank {} is {} under {}", where, axis, c, rank,
                        expected.to_string(), grid.describe());

@@ -14,8 +14,15 @@ namespace sp::parallel {
 Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms,
                comm::TraceContext& trace, MemoryLedger& ledger, const data::TokenDataset* train,
                const data::TokenDataset* eval, Timeline* timeline)
-    : plan_(plan), grid_(grid), comms_(comms), trace_(trace), ledger_(ledger), train_(train), eval_(eval),
-      timeline_(timeline), tensors_(plan.config.model) {
+    : plan_(plan),
+      grid_(grid),
+      comms_(comms),
+      trace_(trace),
+      ledger_(ledger),
+      train_(train),
+      eval_(eval),
+      timeline_(timeline),
+      tensors_(plan.config.model) {
   const RunConfig& c = plan_.config;
   coords_ = grid_.coords_of(comms_.world->rank());
   kernels::set_blas_threads(c.parallel.blas_threads);
@@ -54,8 +61,8 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
   actions_ = schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
                               plan_.local_micro_batches);
   if (train_ != nullptr) {
-    loader_.emplace(*train_, data::LoaderSpec{c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches,
-                                              c.train.seed});
+    loader_.emplace(*train_,
+                    data::LoaderSpec{c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches, c.train.seed});
     batches_ = [this](int64_t s, int64_t mb, int32_t* buf) { loader_->micro_batch(s, mb, buf); };
   }
   if (eval_ != nullptr && c.train.eval_batches > 0)
@@ -182,7 +189,8 @@ StepResult Engine::step(int64_t s, bool checksums) {
   if (timeline_) {
     timeline_->end_step();
     for (const Interval& iv : timeline_->last_step())
-      if (iv.kind == "forward" || iv.kind == "backward") r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
+      if (iv.kind == "forward" || iv.kind == "backward")
+        r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
   }
   r.seconds = watch.seconds();
   return r;
@@ -311,7 +319,9 @@ double Engine::compute_gradients(const int32_t* tokens) {
   io.step = 0;
   io.first_micro_batch = 0;
   io.micro_batches = 1;
-  io.tokens = [&](int64_t, int32_t* buf) { std::memcpy(buf, tokens, sizeof(int32_t) * static_cast<size_t>(B * (T + 1))); };
+  io.tokens = [&](int64_t, int32_t* buf) {
+    std::memcpy(buf, tokens, sizeof(int32_t) * static_cast<size_t>(B * (T + 1)));
+  };
   io.loss = [&](int64_t, double v) {
     if (coords_.tp == 0) loss = v;
   };
