@@ -127,7 +127,7 @@ Result<FaultSpec> parse_fault(std::string_view text) {
 
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
-  const auto [dp, tp, pp, zero, world, steps, micro_batches, every] = run;
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every] = run;
   const FaultInfo& i = fault_info(f.kind);
   auto refuse = [&](const std::string& why) {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
