@@ -8,10 +8,12 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config git clang-format lld
   # runtime libraries
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenmpi-dev openmpi-bin libdnnl-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libxxhash-dev libssl-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch openssl
+  # the HTML report: Chart.js, embedded into the binary at build time (src/report/CMakeLists.txt)
+  libjs-chart.js
+  # tests and benchmarks (chromium: the report's browser test, tests/report/)
+  libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch chromium openssl
 )
 
 missing=()

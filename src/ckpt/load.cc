@@ -34,9 +34,12 @@ Result<Manifest> read_manifest(const CheckpointPaths& paths, int64_t step) {
   const std::string path = CheckpointPaths::manifest_in(paths.step_dir(step));
   auto text = read_file(path, kMaxManifestBytes);
   if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound && !path_exists(paths.step_dir(step)))
+      return not_found("checkpoint step {}: its directory '{}' does not exist", step, paths.step_dir(step))
+          .with_hint("it was moved or deleted after its commit; an older committed checkpoint may still be usable");
     if (text.status().code() == StatusCode::kNotFound)
       return not_found("checkpoint '{}' has no {}", paths.step_dir(step), kManifestFile)
-          .with_hint("the checkpoint directory is incomplete; --fallback-previous resumes from an older one");
+          .with_hint(std::string(kOlderCheckpointHint));
     return text.status();
   }
   SP_ASSIGN_OR_RETURN(Manifest m, Manifest::parse(*text, path));
@@ -79,15 +82,14 @@ Status verify_shard_files(const std::string& step_dir, const Manifest& manifest,
     if (::stat(path.c_str(), &st) != 0) {
       if (errno == ENOENT)
         return not_found("checkpoint shard '{}' (rank {} of {}) is missing", path, rec.rank, manifest.shards.size())
-            .with_hint("the checkpoint is incomplete; --fallback-previous resumes from the previous one");
+            .with_hint(std::string(kOlderCheckpointHint));
       return io_error("cannot stat checkpoint shard '{}': {}", path, std::strerror(errno));
     }
     if (!S_ISREG(st.st_mode)) return corrupt("checkpoint shard '{}' is not a regular file", path);
     if (static_cast<uint64_t>(st.st_size) != rec.bytes)
       return corrupt("checkpoint shard '{}' is {} bytes, the manifest says {} ({})", path, st.st_size, rec.bytes,
                      static_cast<uint64_t>(st.st_size) < rec.bytes ? "truncated" : "longer than written")
-          .with_hint("the file was damaged after the checkpoint was committed; --fallback-previous resumes from "
-                     "the previous checkpoint");
+          .with_hint(std::string(kDamagedCheckpointHint));
     // The chunk digests cover every byte as the whole-file one does, and verify on every core.
     SP_ASSIGN_OR_RETURN(const std::vector<std::string> chunks, sha256_file_chunks(path, kShaChunkBytes, usable_cpus()));
     SP_CHECK_EQ(chunks.size(), rec.sha256_chunks.size(), "chunk digests of '{}' (size checked above)", path);
@@ -97,8 +99,7 @@ Status verify_shard_files(const std::string& step_dir, const Manifest& manifest,
                        "the manifest says {}: {}",
                        path, c * kShaChunkBytes, std::min<uint64_t>(rec.bytes, (c + 1) * kShaChunkBytes), c,
                        chunks.size(), chunks[c], rec.sha256_chunks[c], locate_shard_damage(path))
-            .with_hint("the file was damaged after the checkpoint was committed; --fallback-previous resumes from "
-                       "the previous checkpoint");
+            .with_hint(std::string(kDamagedCheckpointHint));
   }
   return Status();
 }

@@ -10,12 +10,20 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/manifest.h"
 #include "ckpt/names.h"
 
 namespace sp::ckpt {
+
+// Hints of refused checkpoints. They name no flag: each command adds its own remedy (train
+// --fallback-previous, ckpt --step N).
+inline constexpr std::string_view kOlderCheckpointHint =
+    "the checkpoint directory is incomplete; an older committed checkpoint may still be usable";
+inline constexpr std::string_view kDamagedCheckpointHint =
+    "the file was damaged after the checkpoint was committed; an older committed checkpoint may still be usable";
 
 Result<Latest> read_latest(const CheckpointPaths& paths);
 // step-N/manifest.json, parsed and digest-checked; its step must be N.

@@ -140,7 +140,8 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
   const std::string computed = sha256_hex(body.dump());
   if (computed != digest)
     return corrupt("{}: manifest content does not match its digest (stored {}, computed {})", label, digest, computed)
-        .with_hint("the manifest was damaged or edited; use --fallback-previous to resume from the previous checkpoint");
+        .with_hint("the manifest was damaged or edited after the checkpoint was committed; an older checkpoint may still "
+                   "be usable");
 
   Manifest m;
   m.digest = digest;

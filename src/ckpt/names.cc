@@ -93,7 +93,7 @@ std::string CheckpointPaths::run_file(std::string_view name) const {
 
 std::string CheckpointPaths::segment_dir(int64_t step, int attempt) const {
   const std::string name = attempt == 0 ? step_dir_name(step) : fmt::format("{}.{}", step_dir_name(step), attempt);
-  return (fs::path(run_dir_) / "segments" / name).string();
+  return (fs::path(run_dir_) / kSegmentsDir / name).string();
 }
 
 std::string CheckpointPaths::manifest_in(const std::string& dir) { return (fs::path(dir) / kManifestFile).string(); }

@@ -15,6 +15,9 @@
 
 namespace sp::ckpt {
 
+// RUN/segments/: the per-process trace and timeline files of interrupted processes (segment_dir).
+inline constexpr std::string_view kSegmentsDir = "segments";
+
 // "step-000004" (at least kStepDigits digits); a step outside [0, kMaxStep] is an SP_CHECK.
 std::string step_dir_name(int64_t step);
 // The step of a canonical step directory name; nullopt for anything else (".partial", "step-4", ...).
@@ -39,7 +42,7 @@ class CheckpointPaths {
   std::string refused_dir(int64_t step) const;
   std::string entry(std::string_view name) const;  // RUN/checkpoints/NAME; NAME must be a valid component
   std::string run_file(std::string_view name) const;  // RUN/NAME (evidence files a manifest records)
-  // RUN/segments/step-NNNNNN (attempt 0) or .../step-NNNNNN.A: the interrupted process's per-process
+  // RUN/segments/step-NNNNNN (kSegmentsDir) (attempt 0) or .../step-NNNNNN.A: the interrupted process's per-process
   // evidence (trace/, timeline/) when a run resumes at `step`.
   std::string segment_dir(int64_t step, int attempt) const;
   static std::string manifest_in(const std::string& dir);            // DIR/manifest.json

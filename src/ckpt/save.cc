@@ -202,7 +202,8 @@ Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const SaveRequest
   const int rank = world.rank();
   const CheckpointPaths paths(req.run_dir);
   const std::string context = fmt::format("saving checkpoint step {}", req.step);
-  SP_RETURN_IF_ERROR(agree(rank == 0 ? prepare(paths, req.step) : Status()).with_context(context));
+  const Status ready = !req.precondition.ok() ? req.precondition : rank == 0 ? prepare(paths, req.step) : Status();
+  SP_RETURN_IF_ERROR(agree(ready).with_context(context));
 
   const std::string partial = paths.partial_dir(req.step);
   // The digests are computed from memory while the same memory is written out (and fsynced).

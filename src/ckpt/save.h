@@ -1,5 +1,6 @@
 // The crash-safe commit of one checkpoint by every rank of a job (docs/checkpoints.md §Commit):
-//   1. rank 0 removes leftover *.partial / *.deleting directories and creates step-N.partial/;
+//   1. every rank's precondition is agreed on (none failed: go on); rank 0 removes leftover
+//      *.partial / *.deleting directories and creates step-N.partial/;
 //   2. every rank writes and fsyncs its shard there (hashed from memory while it is built);
 //      agreement: any failure is reported on every rank, naming the rank and the file, and
 //      rank 0 removes the partial directory (LATEST and committed checkpoints untouched);
@@ -55,6 +56,9 @@ struct SaveRequest {
   std::vector<std::string> rank_coords;  // rank 0: coords of every world rank, for the manifest
   int64_t keep_last = 2;           // ≥ 1
   std::optional<SaveFault> fault;
+  // This rank's reason not to commit (e.g. an evidence file it could not write: the manifest would
+  // record an incomplete prefix): folded into the save's first agreement, so nothing is written.
+  Status precondition;
 };
 
 struct SaveOutcome {

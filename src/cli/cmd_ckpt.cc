@@ -138,10 +138,19 @@ Status run_inspect(const std::string& dir, int64_t step_option, bool tensors) {
   return Status();
 }
 
+// A damaged or missing checkpoint: this command's remedy is another step.
+Status with_step_remedy(const Status& st) {
+  if (st.code() != StatusCode::kCorrupt && st.code() != StatusCode::kNotFound) return st;
+  return st.with_hint((st.hint().empty() ? "" : st.hint() + "; ") +
+                      "--step N uses another checkpoint (`shardproof ckpt inspect DIR` lists them)");
+}
+
 Status run_export(const std::string& dir, int64_t step_option, const std::string& out) {
   SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));
   SP_ASSIGN_OR_RETURN(const int64_t step, default_step(s));
-  SP_ASSIGN_OR_RETURN(const ckpt::ExportSummary e, ckpt::export_consolidated(s.paths, step, out));
+  auto exported = ckpt::export_consolidated(s.paths, step, out);
+  if (!exported.ok()) return with_step_remedy(exported.status());
+  const ckpt::ExportSummary& e = *exported;
   log_info("exported step {}: {} tensors, {} -> {} (+ {})", e.step, e.tensors, megabytes(e.bytes), e.weights_path,
            e.config_path);
   return Status();

@@ -22,9 +22,11 @@
 #include "core/timer.h"
 #include "evidence/bubble.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/run_dir.h"
 #include "evidence/strategy_table.h"
 #include "parallel/plan.h"
 #include "proof/equivalence.h"
+#include "report/render.h"
 
 namespace sp::cli {
 namespace {
@@ -56,12 +58,12 @@ std::string log_summary(const std::string& log_path) {
   return s;
 }
 
-// DIR/<label> must be absent, empty or an earlier run's bundle (holds contract.json) to be replaced.
+// DIR/<label> must be absent, empty or an earlier run's (only files a run writes, no seal) to be replaced.
 Status prepare_run_dir(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return Status();
-  if (!fs::is_directory(dir, ec)) return invalid_argument("'{}' exists and is not a directory", dir);
-  if (!fs::is_empty(dir, ec) && !fs::exists(dir + "/contract.json", ec) && !fs::exists(dir + "/metrics.jsonl", ec))
+  SP_ASSIGN_OR_RETURN(const evidence::RunDirContents c, evidence::inspect_run_dir(dir));
+  if (!c.foreign.empty() || c.seal)
     return invalid_argument("'{}' exists and is not a shardproof run directory; compare will not replace it", dir)
         .with_hint("choose another --out or remove the directory");
   fs::remove_all(dir, ec);
@@ -166,19 +168,26 @@ int run_compare(const CompareOpts& o) {
   const std::string title = o.config.empty() ? fmt::format("shardproof compare: preset {}", o.preset.empty() ? "tiny" : o.preset)
                                               : fmt::format("shardproof compare: {} ({})", o.config, base->name);
   std::string md = evidence::strategy_table_markdown(rows, title);
+  md += fmt::format("\nCharts of the same: [{0}]({0}) (docs/report.md).\n", evidence::kReportFile);
   nlohmann::json j = evidence::strategy_table_json(rows);
   j["preset"] = o.preset;
   j["config_file"] = o.config;
   j["sets"] = o.sets;
   j["strategies"] = o.strategies;
-  if (Status st = write_file_atomic(o.out + "/compare.md", md); !st.ok()) return report_status(st);
-  if (Status st = write_file_atomic(o.out + "/compare.json", j.dump(2) + "\n"); !st.ok()) return report_status(st);
+  const evidence::RunPaths out(o.out);  // the compare directory's own files (bundle_paths.h)
+  if (Status st = write_file_atomic(out.file(evidence::kCompareSummaryFile), md); !st.ok()) return report_status(st);
+  if (Status st = write_file_atomic(out.file(evidence::kCompareFile), j.dump(2) + "\n"); !st.ok())
+    return report_status(st);
   std::fputs(md.c_str(), stdout);
   bool all_ok = true;
   for (const auto& r : rows) all_ok = all_ok && r.ok();
-  std::fprintf(stdout, "\n%s: %s (%s/compare.md, %s/compare.json)\n", all_ok ? "PASS" : "FAIL",
+  std::fprintf(stdout, "\n%s: %s (%s, %s)\n", all_ok ? "PASS" : "FAIL",
                all_ok ? "every strategy ran, matched dp1 and its predictions" : "see the rows marked FAIL or ERROR",
-               o.out.c_str(), o.out.c_str());
+               out.file(evidence::kCompareSummaryFile).c_str(), out.file(evidence::kCompareFile).c_str());
+  if (auto r = report::write_report(o.out); r.ok())
+    std::fprintf(stdout, "report: %s\n", out.file(evidence::kReportFile).c_str());
+  else
+    std::fprintf(stdout, "report: not written: %s\n", r.status().message().c_str());
   return all_ok ? 0 : 1;
 }
 

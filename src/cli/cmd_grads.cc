@@ -1,20 +1,24 @@
 // `shardproof grads`: the loss and every gradient of one token batch for given weights, written as
 // safetensors with Hugging Face names and (out, in) layout — the interface the PyTorch oracle tests
 // use. Runs the same engine path as training at dp = tp = pp = 1 with one micro-batch.
+#include <cmath>
 #include <map>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "ckpt/consolidated.h"
 #include "ckpt/safetensors.h"
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "core/file_io.h"
+#include "core/json_io.h"
 #include "core/log.h"
 #include "cli/token_batch.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
 #include "parallel/engine.h"
+#include "parallel/memory_fit.h"
 
 namespace sp::cli {
 namespace {
@@ -23,8 +27,9 @@ Result<model::LlamaConfig> read_model_config(const std::string& path) {
   nlohmann::json j;
   if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
     SP_ASSIGN_OR_RETURN(std::string text, read_file(path, 1 << 24));
-    j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded()) return invalid_argument("model config '{}' is not valid JSON", path);
+    auto parsed = parse_json_strict(text, "model config '" + path + "'");
+    if (!parsed.ok()) return invalid_argument("{}", parsed.status().message());
+    j = std::move(parsed).value();
   } else {
     SP_ASSIGN_OR_RETURN(j, parallel::read_toml(path));
   }
@@ -36,23 +41,20 @@ Result<model::LlamaConfig> read_model_config(const std::string& path) {
 
 Status run_grads(const std::string& config_path, const std::string& weights, const std::string& tokens_path,
                  const std::string& out) {
+  SP_RETURN_IF_ERROR(check_input_file("--config", config_path));
+  SP_RETURN_IF_ERROR(check_input_file("--weights", weights));
+  SP_RETURN_IF_ERROR(check_input_file("--tokens", tokens_path));
   SP_ASSIGN_OR_RETURN(model::LlamaConfig mc, read_model_config(config_path));
   SP_ASSIGN_OR_RETURN(TokenBatch batch, read_token_batch(tokens_path, mc.vocab_size));
   if (batch.cols - 1 > mc.max_seq)
     return invalid_argument("token batch '{}' has sequences of {} tokens; model.max_seq is {}", tokens_path,
                             batch.cols - 1, mc.max_seq);
-  SP_ASSIGN_OR_RETURN(ckpt::SafetensorsReader reader, ckpt::SafetensorsReader::open(weights));
-  std::map<std::string, std::vector<float>> w;
-  for (const model::WeightSpec& s : model::weight_table(mc)) {
-    std::vector<float> v(static_cast<size_t>(shape_numel(s.shape)));
-    SP_RETURN_IF_ERROR(reader.read_f32(s.name, s.shape, v.data()));
-    w[s.name] = std::move(v);
-  }
-  for (const auto& e : reader.tensors())
-    if (!w.count(e.name))
-      return invalid_argument("weights '{}' hold tensor '{}', which this model configuration does not have", weights,
-                              e.name);
-
+  // The loss is the mean over target tokens (columns 1.., not −1): a batch without one has no loss.
+  if (token_batch_targets(batch) == 0)
+    return invalid_argument("token batch '{}' has no target token: every token after the first of each row is −1 "
+                            "(padding), so the loss would be a mean over nothing",
+                            tokens_path)
+        .with_hint("give at least one row a real token id after its first position");
   parallel::RunConfig rc;
   rc.model = mc;
   rc.data.vocab_size = mc.vocab_size;
@@ -63,6 +65,10 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
   SP_ASSIGN_OR_RETURN(parallel::Plan plan, parallel::Plan::make(rc, 1));
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
   comm::GridCommunicators comms = comm::make_grid_communicators(grid);
+  // Refused before the weights or the engine are allocated, as train does (parallel/memory_fit.h).
+  SP_RETURN_IF_ERROR(parallel::check_memory_fit(plan, grid, *comms.world));
+  // The same reader as train --init-from: exactly the model's tensors, exact shapes, finite values.
+  SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_consolidated(weights, mc));
   comm::TraceContext trace;
   MemoryLedger ledger;
   ckpt::SafetensorsWriter writer;
@@ -85,6 +91,10 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
   for (const model::WeightSpec& s : model::weight_table(mc))
     writer.add(s.name, DType::kF32, s.shape, grads.at(s.name).data());
   writer.set_metadata("format", "shardproof-grads");
+  if (!std::isfinite(loss))
+    return failed_precondition("the loss of token batch '{}' under weights '{}' is {}: no gradients written", tokens_path,
+                               weights, loss)
+        .with_hint("the weights are finite but too large for float32 arithmetic; check how they were made");
   writer.set_metadata("loss", fmt::format("{:.17g}", loss));
   writer.set_metadata("engine", SP_GIT_REVISION);
   SP_RETURN_IF_ERROR(writer.write(out));

@@ -9,10 +9,13 @@
 #include <memory>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "cli/command.h"
 #include "cli/labs.h"
 #include "cli/prove.h"
 #include "cli/run_setup.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::cli {
 namespace {
@@ -69,6 +72,8 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
   const int rc = run_prove(p);
   // The lab's point: where to look next (printed with --quiet too; it is not progress output).
   std::string text = "\nwhat to observe in " + o.out + " (shardproof lab show " + lab.key + "):\n";
+  text += fmt::format("  - {}: every view below as a chart, each naming its file (docs/report.md)\n",
+                      evidence::kReportFile);
   for (const std::string& line : lab.observe) text += "  - " + line + "\n";
   print(text);
   return rc;

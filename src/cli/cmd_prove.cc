@@ -15,13 +15,16 @@
 #include "cli/command.h"
 #include "cli/prove.h"
 #include "cli/run_setup.h"
+#include "core/dir_lock.h"
 #include "core/file_io.h"
 #include "evidence/faults.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/run_dir.h"
 #include "parallel/plan.h"
 #include "proof/gate.h"
 #include "proof/protocol.h"
 #include "proof/seal.h"
+#include "report/render.h"
 
 namespace sp::cli {
 namespace fs = std::filesystem;
@@ -46,9 +49,10 @@ void read_stage_log(const std::string& log, json& record) {
 
 class Protocol {
  public:
-  Protocol(const ProveOptions& o, std::string root, parallel::RunConfig config, proof::ProtocolPlan plan)
+  Protocol(const ProveOptions& o, std::string root, parallel::RunConfig config, proof::ProtocolPlan plan,
+           DirectoryLock& lock)
       : o_(o), paths_(o.out), root_(std::move(root)), config_(std::move(config)), plan_(std::move(plan)),
-        fault_(plan_.fault), k_(plan_.checkpoint_step) {
+        fault_(plan_.fault), k_(plan_.checkpoint_step), lock_(lock) {
     prove_ = {{"format_version", evidence::kProveFormatVersion},
               {"fault", fault_.to_string()},
               {"checkpoint_step", k_},
@@ -129,7 +133,15 @@ class Protocol {
                 config_.name.c_str(), pc.dp, pc.tp, pc.pp, pc.zero, static_cast<long long>(config_.train.steps),
                 fault_.to_string().c_str(), static_cast<long long>(k_));
     std::printf("[1/4] contract: freeze config, data, build and versions\n");
-    if (stage("contract", n, {"--out", paths_.root(), "--contract-only"}) != 0) return finish();
+    // The contract stage writes into the bundle's root, which this driver holds locked otherwise:
+    // the stage takes the lock for its own lifetime, and the driver takes it back after.
+    const std::string lock_path = lock_.path();
+    lock_.release();
+    const int contract_rc = stage("contract", n, {"--out", paths_.root(), "--contract-only"});
+    auto relocked = DirectoryLock::acquire(lock_path, paths_.root());
+    if (!relocked.ok()) return report_status(relocked.status());
+    lock_ = std::move(relocked).value();
+    if (contract_rc != 0) return finish();
     std::printf("[2/4] reference: one device, then the parallel configuration (checkpoint at step %lld)\n",
                 static_cast<long long>(k_));
     auto ref = evidence_sets(0, 120);
@@ -185,6 +197,11 @@ class Protocol {
     for (const auto& [file, text] : proof::derived_files(*verdict))
       if (Status s = write_file_atomic(paths_.file(file), text); !s.ok()) return report_status(s);
     print_verdict(*verdict, o_.out);
+    // The HTML report, derived from the sealed files like summary.md (docs/report.md).
+    if (auto r = report::write_report(o_.out); r.ok())
+      std::printf("report: %s\n", paths_.file(evidence::kReportFile).c_str());
+    else
+      std::printf("report: not written: %s\n", r.status().message().c_str());
     return verdict->gate.passed() ? 0 : 1;
   }
 
@@ -196,6 +213,7 @@ class Protocol {
   proof::ProtocolPlan plan_;
   evidence::FaultSpec fault_;
   int64_t k_;
+  DirectoryLock& lock_;  // the bundle's root, held for the whole protocol but its contract stage
   json prove_;
 };
 
@@ -224,13 +242,25 @@ int run_prove(const ProveOptions& o) {
   if (!o.sign.empty())
     if (Status s = proof::check_signing_key(o.sign); !s.ok()) return report_status(s.with_context("--sign"));
   if (o.out.empty()) return report_status(invalid_argument("--out is required"));
+  // A new bundle: --out is absent or empty (a lock file alone is a run that never wrote anything);
+  // checked again once this driver holds its lock, so two drivers cannot both start into it.
+  auto holds_anything = [&] {
+    auto c = evidence::inspect_run_dir(o.out);
+    return !c.ok() || !c->run_entries.empty() || !c->foreign.empty() || c->seal.has_value();
+  };
+  const std::string never = "a proof bundle is never overwritten: choose a new directory";
+  if (holds_anything())
+    return report_status(invalid_argument("--out '{}' already exists and is not empty", o.out).with_hint(never));
   std::error_code ec;
-  if (fs::exists(o.out, ec) && !fs::is_empty(o.out, ec))
-    return report_status(invalid_argument("--out '{}' already exists and is not empty", o.out)
-                             .with_hint("a proof bundle is never overwritten: choose a new directory"));
+  fs::create_directories(o.out, ec);
+  if (ec) return report_status(io_error("cannot create '{}': {}", o.out, ec.message()));
+  auto lock = DirectoryLock::acquire((fs::path(o.out) / evidence::kLockFile).string(), o.out);
+  if (!lock.ok()) return report_status(lock.status());
+  if (holds_anything())
+    return report_status(invalid_argument("--out '{}' was filled by another process", o.out).with_hint(never));
   fs::create_directories(o.out + "/logs", ec);
   if (ec) return report_status(io_error("cannot create '{}': {}", o.out, ec.message()));
-  return Protocol(o, root, *config, std::move(protocol).value()).run();
+  return Protocol(o, root, *config, std::move(protocol).value(), *lock).run();
 }
 
 void register_prove(CLI::App& app, CommandResult& result) {

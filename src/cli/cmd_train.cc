@@ -1,6 +1,8 @@
 // `shardproof train`: one training run with its evidence bundle (docs/cli.md).
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "comm/mpi_scope.h"
@@ -11,6 +13,23 @@
 
 namespace sp::cli {
 
+namespace {
+
+// "done: 30 steps (resumed at step 20), loss 6.1, eval loss 6.2 (at init 7.6), 5000 tokens/s; evidence in DIR":
+// an evaluation that did not run is said, never printed as a number.
+std::string summary_line(const parallel::TrainSummary& s, const std::string& out) {
+  std::string line = fmt::format("done: {} steps", s.steps);
+  if (s.first_step > 0) line += fmt::format(" (resumed at step {})", s.first_step);
+  if (s.steps > s.first_step) line += fmt::format(", loss {:.4f}", s.final_loss);
+  if (s.final_eval_loss) line += fmt::format(", eval loss {:.4f}", *s.final_eval_loss);
+  else line += ", no evaluation ran";
+  if (s.initial_eval_loss) line += fmt::format(" (at init {:.4f})", *s.initial_eval_loss);
+  if (s.steps > s.first_step) line += fmt::format(", {:.0f} tokens/s", s.tokens_per_second);
+  return line + "; evidence in " + out;
+}
+
+}  // namespace
+
 void register_train(CLI::App& app, CommandResult& result) {
   struct Opts {
     std::string preset, config, out, root, cache;
@@ -19,6 +38,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     bool quiet = false;
     // Checkpoints (docs/checkpoints.md).
     std::string resume = "auto", init_from;
+    bool overwrite = false;
     std::vector<std::string> faults;
     bool fallback_previous = false;
     int64_t stop_after = 0;
@@ -35,7 +55,12 @@ void register_train(CLI::App& app, CommandResult& result) {
   cmd->add_option("--config", o->config, "Run configuration file (TOML)");
   cmd->add_option("--set", o->sets, "Override a key: --set parallel.dp=4 (repeatable)");
   cmd->add_option("--out", o->out, "Evidence bundle directory")->required();
-  cmd->add_option("--np", o->np, "Start mpirun with this many ranks (instead of running under mpirun)");
+  cmd->add_option("--np", o->np, "Start mpirun with this many ranks (instead of running under mpirun)")
+      ->check([](const std::string& v) -> std::string {
+        return !v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) >= 1
+                   ? ""
+                   : "the number of MPI ranks must be a whole number ≥ 1, got '" + v + "' (under mpirun, drop --np)";
+      });
   cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");
   cmd->add_option("--cache", o->cache, "Prepared-data cache directory (default: <root>/.shardproof-cache)");
   cmd->add_flag("--quiet", o->quiet, "No progress line");
@@ -43,6 +68,8 @@ void register_train(CLI::App& app, CommandResult& result) {
                   "auto: resume from the run directory's newest checkpoint if there is one; required: refuse to "
                   "start without one; never: refuse to start if the directory holds checkpoints")
       ->check(CLI::IsMember({"auto", "required", "never"}));
+  cmd->add_flag("--overwrite", o->overwrite,
+                "Clear --out first if it holds another run (never a sealed proof bundle; docs/checkpoints.md)");
   cmd->add_flag("--fallback-previous", o->fallback_previous,
                 "If the newest checkpoint is damaged, resume from the previous good one (saying so)");
   cmd->add_option("--stop-after", o->stop_after, "Stop after this many steps, as an interrupted run would")
@@ -68,6 +95,11 @@ void register_train(CLI::App& app, CommandResult& result) {
                   "Anchored replay: start this many steps before each anchor (faults that need the previous step)")
       ->check(CLI::Range(0, 1));
   cmd->callback([o, &result, cmd] {
+    if (o->overwrite && o->resume == "required") {
+      result.exit_code = report_status(invalid_argument("--overwrite clears --out, --resume required continues it")
+                                           .with_hint("pass one of them"));
+      return;
+    }
     if (o->np > 0 && !launched_by_mpi()) {
       std::vector<std::string> args = {"train"};
       for (const auto& opt : cmd->get_options()) {
@@ -89,6 +121,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     comm::MpiScope mpi(nullptr, nullptr);
     parallel::TrainOptions topt;
     topt.out_dir = o->out;
+    topt.overwrite = o->overwrite;
     topt.root_dir = root;
     topt.cache_dir = o->cache;
     topt.progress = !o->quiet;
@@ -134,9 +167,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     if (mpi.world_rank() == 0 && o->contract_only)
       log_info("contract written: {}/contract.json", o->out);
     else if (mpi.world_rank() == 0)
-      log_info("done: {} steps, loss {:.4f}, eval loss {:.4f} (at init {:.4f}), {:.0f} tokens/s; evidence in {}",
-               summary->steps, summary->final_loss, summary->final_eval_loss, summary->initial_eval_loss,
-               summary->tokens_per_second, o->out);
+      log_info("{}", summary_line(*summary, o->out));
   });
 }
 

@@ -17,6 +17,7 @@
 #include "proof/equivalence.h"
 #include "proof/gate.h"
 #include "proof/seal.h"
+#include "report/render.h"
 
 namespace sp::cli {
 
@@ -63,8 +64,8 @@ static int verify_bundle(const std::string& dir, const std::string& key) {
     return 1;
   }
   print_verdict(*verdict, dir);
-  // The bundle's derived files (gate.json, summary.md, first_divergence.json, drift.json) must say
-  // exactly what its sealed files say.
+  // The bundle's derived files (gate.json, summary.md, first_divergence.json, drift.json, report.html)
+  // must say exactly what its sealed files say.
   int edited = 0;
   for (const auto& [file, text] : proof::derived_files(*verdict)) {
     auto stored = read_file(paths.file(file), uint64_t{1} << 28);
@@ -82,6 +83,13 @@ static int verify_bundle(const std::string& dir, const std::string& key) {
     std::printf("signature: %s\n", s.ok() ? fmt::format("bundle.sha256 is signed by the key in {}", key).c_str()
                                            : fmt::format("FAIL: {}", s.message()).c_str());
   }
+  // report.html is derived too (docs/report.md): when present, it must show exactly the bundle's data.
+  if (path_exists(paths.file(evidence::kReportFile)))
+    if (Status s = report::check_report(dir); !s.ok()) {
+      std::printf("%s: does not show this bundle: %s\n  hint: %s\n", std::string(evidence::kReportFile).c_str(),
+                  s.message().c_str(), s.hint().c_str());
+      ++edited;
+    }
   if (edited > 0) {
     std::printf("verdict: FAIL: %d derived file(s) do not match the evidence; trust the lines above, not them\n", edited);
     return 1;

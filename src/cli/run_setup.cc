@@ -1,12 +1,16 @@
 #include "cli/run_setup.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <filesystem>
 
 #include "core/log.h"
@@ -32,12 +36,36 @@ Result<parallel::RunConfig> load_run_config(const std::string& root, const std::
   return parallel::RunConfig::from_json(j);
 }
 
+Status check_input_file(std::string_view flag, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return invalid_argument("{} '{}': no such file", flag, path).with_hint("check the path");
+  if (!std::filesystem::is_regular_file(path, ec))
+    return invalid_argument("{} '{}' is not a regular file", flag, path).with_hint("check the path");
+  return Status();
+}
+
 bool launched_by_mpi() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
          std::getenv("PMIX_RANK") != nullptr;
 }
 
 int relaunch_with_mpirun(int np, const std::vector<std::string>& args) { return run_with_mpirun(np, args, ""); }
+
+namespace {
+
+// The running mpirun's process group, and the first signal the launcher received (async-signal-safe
+// state: the handler only reads and writes these and calls kill(2)).
+volatile sig_atomic_t g_job_pgid = 0;
+volatile sig_atomic_t g_job_signal = 0;
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void forward_to_job(int sig) {
+  if (g_job_signal == 0) g_job_signal = sig;
+  if (g_job_pgid > 0) ::kill(-g_job_pgid, sig);  // mpirun ends its ranks on SIGINT, SIGTERM and SIGHUP
+}
+
+}  // namespace
 
 int run_with_mpirun(int np, const std::vector<std::string>& args, const std::string& log_path) {
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none"};
@@ -50,9 +78,31 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
   cargv.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
+  // The forwarded signals are blocked from before the fork until the handlers know the child, so
+  // none is lost; the child restores their defaults before exec.
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  for (int sig : kForwarded) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &previous);
+  struct sigaction action {}, saved[std::size(kForwarded)];
+  action.sa_handler = forward_to_job;
+  sigemptyset(&action.sa_mask);
+  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &action, &saved[i]);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) return 127;
   if (pid == 0) {
+    for (size_t i = 0; i < std::size(kForwarded); ++i) ::signal(kForwarded[i], SIG_DFL);
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    // Its own process group (so a terminal's Ctrl-C reaches it once, through the launcher), no
+    // terminal input (a background group reading the terminal would be stopped), and SIGTERM when
+    // the launcher dies, even by SIGKILL.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) std::_Exit(127);  // the launcher died before prctl took effect
+    if (const int in = ::open("/dev/null", O_RDONLY); in >= 0) {
+      ::dup2(in, 0);
+      ::close(in);
+    }
     if (!log_path.empty()) {
       const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
@@ -65,8 +115,24 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
     std::perror("shardproof: cannot run mpirun");
     std::_Exit(127);
   }
+  if (pid > 0) {
+    ::setpgid(pid, pid);  // also here: whichever of the two runs first
+    g_job_pgid = pid;
+  }
+  sigprocmask(SIG_SETMASK, &previous, nullptr);  // a signal that arrived meanwhile is forwarded now
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (pid > 0)
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  g_job_pgid = 0;
+  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &saved[i], nullptr);
+  if (pid < 0) return 127;
+  if (const int sig = g_job_signal; sig != 0) {
+    // Interrupted: the job has ended; end this process the way the signal asked.
+    log_error("interrupted by {}: mpirun (process group {}) and its ranks were stopped", strsignal(sig), pid);
+    std::fflush(stderr);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,12 +19,17 @@ std::string default_root();
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
 Result<parallel::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                             const std::string& config_file, const std::vector<std::string>& sets);
+// An input file named by `flag` must exist and be a regular file: a usage error (exit 2) naming both.
+Status check_input_file(std::string_view flag, const std::string& path);
 // True when this process was started by mpirun/srun (one rank of a job).
 bool launched_by_mpi();
 // Re-executes this binary under `mpirun -np N` with `args` (argv without --np), returns its exit code.
 int relaunch_with_mpirun(int np, const std::vector<std::string>& args);
-// The same with stdout and stderr appended to `log_path` (empty: inherited). A job that ended on a
-// signal returns 128 + the signal number.
+// The same with stdout and stderr written to `log_path` (empty: inherited). A job that ended on a
+// signal returns 128 + the signal number. mpirun runs in its own process group without terminal
+// input; SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to that group (mpirun then
+// ends its ranks), and after the job has ended this process dies of the same signal. If this process
+// is killed outright (SIGKILL), mpirun receives SIGTERM (PR_SET_PDEATHSIG).
 int run_with_mpirun(int np, const std::vector<std::string>& args, const std::string& log_path);
 
 }  // namespace sp::cli

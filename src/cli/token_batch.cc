@@ -27,7 +27,13 @@ Result<TokenBatch> read_token_batch(const std::string& path, int64_t vocab) {
   t.cols = u32_at(b, 16);
   if (t.rows < 1 || t.cols < 2)
     return corrupt("token batch '{}' has {} rows of {} tokens; need ≥ 1 row of ≥ 2 tokens", path, t.rows, t.cols);
-  const uint64_t want = kHeader + 4ull * static_cast<uint64_t>(t.rows) * static_cast<uint64_t>(t.cols);
+  // rows, cols < 2^32, so rows · cols < 2^64 fits; · 4 bytes and + 24 may not: each step is checked.
+  const uint64_t ids = static_cast<uint64_t>(t.rows) * static_cast<uint64_t>(t.cols);
+  uint64_t want = 0;
+  if (__builtin_mul_overflow(ids, uint64_t{4}, &want) || __builtin_add_overflow(want, uint64_t{kHeader}, &want))
+    return corrupt("token batch '{}': its header ({} × {} tokens of 4 bytes) describes more than 2^64 bytes; the file "
+                   "is {} bytes",
+                   path, t.rows, t.cols, b.size());
   if (b.size() != want)
     return corrupt("token batch '{}' is {} bytes; its header ({} × {}) implies exactly {}", path, b.size(), t.rows,
                    t.cols, want);
@@ -40,6 +46,13 @@ Result<TokenBatch> read_token_batch(const std::string& path, int64_t vocab) {
                      id, kHeader + 4 * i, vocab);
   }
   return t;
+}
+
+int64_t token_batch_targets(const TokenBatch& t) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 1; c < t.cols; ++c) n += t.tokens[static_cast<size_t>(r * t.cols + c)] >= 0 ? 1 : 0;
+  return n;
 }
 
 std::string encode_token_batch(const TokenBatch& t) {

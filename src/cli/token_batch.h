@@ -23,8 +23,11 @@ struct TokenBatch {
   std::vector<int32_t> tokens;  // (rows, cols)
 };
 
-// Validates the header, the exact length and every id (in [0, vocab) or −1).
+// Validates the header (rows · cols computed without overflow, checked against the file's real size
+// before anything is allocated), the exact length and every id (in [0, vocab) or −1).
 Result<TokenBatch> read_token_batch(const std::string& path, int64_t vocab_size);
+// Target tokens (columns 1.., not −1): the denominator of the batch's mean loss.
+int64_t token_batch_targets(const TokenBatch& batch);
 std::string encode_token_batch(const TokenBatch& batch);
 
 }  // namespace sp::cli

@@ -1,5 +1,7 @@
 #include "comm/topology.h"
 
+#include "comm/agree.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -135,7 +137,6 @@ Status write_topology(Communicator& world, const ProcessGrid& grid, const std::s
   std::string all(world.rank() == 0 ? static_cast<size_t>(total) : 0, '\0');
   world.gather(mine.data(), my_length, world.rank() == 0 ? all.data() : nullptr, lengths, DType::kU8, 0);
 
-  int64_t ok = 1;
   Status status;
   if (world.rank() == 0) {
     std::vector<RankInfo> ranks;
@@ -158,12 +159,8 @@ Status write_topology(Communicator& world, const ProcessGrid& grid, const std::s
     status = validate_topology(doc);  // an inconsistent grid is a bug, but report it rather than write it
     if (status.ok()) status = make_directories(run_dir);
     if (status.ok()) status = write_file_atomic(fmt::format("{}/{}", run_dir, kTopologyFileName), doc.dump(2) + "\n");
-    ok = status.ok() ? 1 : 0;
   }
-  world.broadcast(&ok, 1, DType::kI64, 0);
-  if (ok == 1) return Status();
-  if (world.rank() == 0) return status;
-  return io_error("rank 0 could not write {}/{}", run_dir, kTopologyFileName).with_hint("see rank 0's error");
+  return agree(world, status);  // rank 0's error, word for word, on every rank
 }
 
 Result<ProcessGrid> grid_from_topology(const json& t) {

@@ -22,7 +22,8 @@ class TracedCommunicator::TracedRequest final : public Request {
 
   void wait() override {
     if (done_) return;
-    const uint64_t ticket = owner_.watchdog_ != nullptr ? owner_.watchdog_->begin(record_) : 0;
+    const uint64_t ticket =
+        owner_.watchdog_ != nullptr ? owner_.watchdog_->begin(record_, owner_.inner_->world_ranks()) : 0;
     inner_->wait();
     if (owner_.watchdog_ != nullptr) owner_.watchdog_->end(ticket);
     complete();
@@ -87,7 +88,7 @@ void TracedCommunicator::run(TraceRecord& r, const void* in, int64_t in_bytes, C
                              int64_t out_bytes) {
   if (writer_ != nullptr && in != nullptr) r.in_digest = xxh3_128(in, static_cast<size_t>(in_bytes));
   r.t_start_us = wall_us();
-  const uint64_t ticket = watchdog_ != nullptr ? watchdog_->begin(r) : 0;
+  const uint64_t ticket = watchdog_ != nullptr ? watchdog_->begin(r, inner_->world_ranks()) : 0;
   call();
   r.t_end_us = wall_us();
   if (watchdog_ != nullptr) watchdog_->end(ticket);

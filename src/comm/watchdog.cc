@@ -1,9 +1,12 @@
 #include "comm/watchdog.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
+#include "comm/stall_diagnosis.h"
 #include "comm/trace_writer.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -27,12 +30,12 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-uint64_t Watchdog::begin(const TraceRecord& pending) {
+uint64_t Watchdog::begin(const TraceRecord& pending, std::span<const int> members) {
   if (!enabled()) return 0;
   std::lock_guard<std::mutex> lock(mu_);
   const bool was_idle = in_flight_.empty();
   const uint64_t ticket = next_ticket_++;
-  in_flight_.emplace(ticket, InFlight{pending, now_ns()});
+  in_flight_.emplace(ticket, InFlight{pending, now_ns(), members});
   // The monitor sleeps without a deadline while nothing is in flight; wake it to arm one.
   if (was_idle) cv_.notify_all();
   return ticket;
@@ -114,9 +117,16 @@ void Watchdog::fire(const InFlight& op, int64_t now) {
     timed_out.out_digest.reset();
     writer_->append(timed_out);
     const Status synced = writer_->sync();
-    log_error("trace {} ({}); terminating the job with exit code {}",
-              synced.ok() ? "flushed to " + writer_->path() : synced.message(),
-              "the pending op is its last record, marked timed_out", kExitCode);
+    log_error("trace {} ({})", synced.ok() ? "flushed to " + writer_->path() : synced.message(),
+              "the pending op is its last record, marked timed_out");
+    if (!op_is_p2p(op.record.op) && op.members.size() > 1) {
+      const std::string run_dir = std::filesystem::path(writer_->path()).parent_path().parent_path().string();
+      const double grace = std::clamp(timeout_s() / 4, 1.0, 10.0);
+      const std::string report = diagnose_stall(run_dir, op.record, op.members,
+                                                op.members[static_cast<size_t>(op.record.group_rank)], grace);
+      if (!report.empty()) log_error("{}", report);
+    }
+    log_error("terminating the job with exit code {}", kExitCode);
   } else {
     log_error("tracing is off, so there are no trace records to show; terminating the job with exit code {}",
               kExitCode);

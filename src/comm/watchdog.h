@@ -5,7 +5,10 @@
 //   1. prints on stderr what this rank was waiting for (group, seq, op, count, dtype, root/peer,
 //      phase, step, micro-batch, how long), then the rank's last 10 trace records;
 //   2. appends the pending op to the trace with "timed_out": true and fsyncs the trace file;
-//   3. calls the terminate handler (default std::_Exit(1): never blocks, whatever MPI is doing).
+//   3. for a collective, names the member that never reached the op (stall_diagnosis.h: the members'
+//      traces and, on this host, their processes; up to a grace period of a quarter of the timeout,
+//      1 to 10 s, while the other live members' watchdogs fire too);
+//   4. calls the terminate handler (default std::_Exit(1): never blocks, whatever MPI is doing).
 // The monitor thread never calls MPI. timeout 0 = off (no thread). Reference: docs/comm.md §6.
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -39,8 +43,9 @@ class Watchdog {
   bool enabled() const { return timeout_ns_ > 0; }
   double timeout_s() const { return static_cast<double>(timeout_ns_) * 1e-9; }
 
-  // `pending` describes the op (its t_end_us and digests are not used). Returns a ticket for end().
-  uint64_t begin(const TraceRecord& pending);
+  // `pending` describes the op (its t_end_us and digests are not used); `members` are its group's
+  // world ranks (they must outlive the op). Returns a ticket for end().
+  uint64_t begin(const TraceRecord& pending, std::span<const int> members = {});
   void end(uint64_t ticket);
 
   // Appends every op in flight to the trace marked "aborted" and syncs it: the last words of a rank
@@ -55,6 +60,7 @@ class Watchdog {
   struct InFlight {
     TraceRecord record;
     int64_t start_ns;
+    std::span<const int> members;
   };
   void monitor();
   void fire(const InFlight& op, int64_t now);

@@ -80,7 +80,10 @@ Status fsync_directory(const std::string& dir) {
 
 Status write_file_atomic(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  SP_RETURN_IF_ERROR(write_file(tmp, bytes));
+  if (Status s = write_file(tmp, bytes); !s.ok()) {
+    ::unlink(tmp.c_str());  // a full disk leaves no partial or zero-byte temporary behind
+    return Status(s.code(), "'" + path + "' not written: " + s.message(), s.hint());
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     Status s = errno_status("cannot rename into", path);
     ::unlink(tmp.c_str());

@@ -1,6 +1,7 @@
 // Whole-file reads and crash-safe writes. Every error names the path.
 // write_file_atomic: write `path.tmp.<pid>`, fsync it, rename over `path`, fsync the directory, so a
-// reader sees the old file or the new one, never a torn one (docs/formats/checkpoint.md relies on it).
+// reader sees the old file or the new one, never a torn one (docs/formats/checkpoint.md relies on it);
+// on failure the temporary is removed.
 #pragma once
 
 #include <cstdint>

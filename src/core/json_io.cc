@@ -188,11 +188,18 @@ Result<JsonlWriter> JsonlWriter::open(const std::string& path, Mode mode) {
   const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND | (mode == Mode::kTruncate ? O_TRUNC : 0);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) return io_error("cannot open '{}' for writing: {}", path, std::strerror(errno));
-  return JsonlWriter(fd, path);
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < 0) {
+    const int err = errno;
+    ::close(fd);
+    return io_error("cannot seek in '{}': {}", path, std::strerror(err));
+  }
+  return JsonlWriter(fd, path, static_cast<int64_t>(size));
 }
 
 JsonlWriter::JsonlWriter(JsonlWriter&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), buffer_(std::move(o.buffer_)), lines_(o.lines_), status_(o.status_) {
+    : fd_(o.fd_), path_(std::move(o.path_)), size_(o.size_), buffer_(std::move(o.buffer_)), lines_(o.lines_),
+      status_(o.status_) {
   o.fd_ = -1;
 }
 
@@ -201,6 +208,7 @@ JsonlWriter& JsonlWriter::operator=(JsonlWriter&& o) noexcept {
     if (fd_ >= 0) ::close(fd_);
     fd_ = o.fd_;
     path_ = std::move(o.path_);
+    size_ = o.size_;
     buffer_ = std::move(o.buffer_);
     lines_ = o.lines_;
     status_ = o.status_;
@@ -221,7 +229,15 @@ void JsonlWriter::write_line(std::string_view line) {
 }
 
 Status JsonlWriter::flush() {
-  if (status_.ok() && fd_ >= 0 && !buffer_.empty()) status_ = write_all(fd_, buffer_, path_);
+  if (status_.ok() && fd_ >= 0 && !buffer_.empty()) {
+    status_ = write_all(fd_, buffer_, path_);
+    if (status_.ok()) {
+      size_ += static_cast<int64_t>(buffer_.size());
+    } else if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {  // drop a partly written line
+      status_ = Status(status_.code(), fmt::format("{}; and cutting it back to its last whole line failed: {}",
+                                                   status_.message(), std::strerror(errno)));
+    }
+  }
   buffer_.clear();
   return status_;
 }

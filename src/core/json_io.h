@@ -69,8 +69,9 @@ bool is_sha256_hex(std::string_view s);
 // A JSON Lines file written a whole line at a time. Lines are buffered and handed to the kernel by
 // flush() (one write(2) for what fits, retried until complete), so a process crash leaves a valid
 // prefix. The first error of any write, flush or close is kept: later writes are dropped and every
-// flush()/close() returns it, naming the file. The destructor closes without reporting; call close()
-// where the outcome matters.
+// flush()/close() returns it, naming the file. A write that fails part-way (a full disk) is cut back
+// to the last whole line, so the file never ends in half a record. The destructor closes without
+// reporting; call close() where the outcome matters.
 class JsonlWriter {
  public:
   enum class Mode { kTruncate, kAppend };
@@ -91,9 +92,10 @@ class JsonlWriter {
   int64_t lines() const { return lines_; }
 
  private:
-  JsonlWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  JsonlWriter(int fd, std::string path, int64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
   int fd_ = -1;
   std::string path_;
+  int64_t size_ = 0;  // bytes of whole lines in the file
   std::string buffer_;
   int64_t lines_ = 0;
   Status status_;

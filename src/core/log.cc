@@ -24,10 +24,11 @@ std::string log_prefix() {
 }
 
 void log_line(LogLevel level, std::string_view text) {
-  static const char* kTag[] = {"debug", "info", "warn", "error", ""};
+  // Info and quiet lines carry no tag; the others say their level ("warn: ...").
+  static const char* kTag[] = {"debug", "", "warn", "error", ""};
   std::lock_guard<std::mutex> lock(g_mu);
   std::string line = g_prefix.empty() ? "" : g_prefix + " ";
-  if (level != LogLevel::kInfo) line += fmt::format("{}: ", kTag[static_cast<int>(level)]);
+  if (const char* tag = kTag[static_cast<int>(level)]; *tag != '\0') line += fmt::format("{}: ", tag);
   line.append(text);
   line.push_back('\n');
   std::fwrite(line.data(), 1, line.size(), stderr);

@@ -11,6 +11,8 @@
 
 namespace sp {
 
+// A line is "<prefix> <tag>: text" for debug, warn and error, "<prefix> text" for info and quiet;
+// quiet lines are printed whatever the level (the CLI's "shardproof: error: ..." report).
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kQuiet = 4 };
 
 void set_log_rank(int rank, std::string coords = {});

@@ -28,7 +28,7 @@ Status validate_vocab_size(int64_t vocab_size) {
   if (vocab_size < kFirstMergeId)
     return invalid_argument("vocab_size {} is smaller than 256 byte tokens + 1 special token (<|endoftext|>) = 257",
                             vocab_size)
-        .with_hint("use --vocab-size 257 or more (the default is 2048)");
+        .with_hint("use a vocabulary size of 257 or more (the default is 2048)");
   if (vocab_size > kMaxVocabSize)
     return invalid_argument("vocab_size {} is larger than the supported {}", vocab_size, kMaxVocabSize);
   return Status();
@@ -78,7 +78,7 @@ Result<Tokenizer> BpeTrainer::train(int64_t vocab_size, BpeTrainStats* stats) co
       return failed_precondition(
                  "the training text has no adjacent pairs left after {} merges: vocab_size {} needs {} merges",
                  merges.size(), vocab_size, target)
-          .with_hint(fmt::format("use --vocab-size {} or less, or train on more text", kFirstMergeId + merges.size()));
+          .with_hint(fmt::format("use a vocabulary size of {} or less, or train on more text", kFirstMergeId + merges.size()));
     const HeapEntry top = heap.top();
     heap.pop();
     const auto it = pair_count.find(top.key);

@@ -125,8 +125,21 @@ Result<EvalSet> EvalSet::create(const TokenDataset& eval, int64_t micro_batch_si
   if (e.batches() == 0)
     return invalid_argument("the eval split of '{}' has {} tokens: not one batch of B = {} windows of T+1 = {} tokens",
                             eval.dir(), eval.num_tokens(), micro_batch_size, seq_len + 1)
-        .with_hint("use a smaller batch or seq_len, or a larger --eval-fraction");
+        .with_hint("use a smaller batch or seq_len, or a larger eval fraction");
   return e;
+}
+
+Status EvalSet::validate(const TokenDataset& eval, int64_t micro_batch_size, int64_t seq_len, int64_t batches) {
+  if (micro_batch_size < 1 || seq_len < 1 || batches < 1)
+    return invalid_argument("eval set needs B ≥ 1, T ≥ 1 and at least one batch, got B = {}, T = {}, {} batches",
+                            micro_batch_size, seq_len, batches);
+  const EvalSet all(eval, micro_batch_size, seq_len, -1);
+  if (all.batches() >= batches) return Status();
+  return invalid_argument("the eval split of '{}' has {} tokens: {} batch{} of B = {} windows of T+1 = {} tokens, fewer "
+                          "than the {} evaluation batches asked for",
+                          eval.dir(), eval.num_tokens(), all.batches(), all.batches() == 1 ? "" : "es",
+                          micro_batch_size, seq_len + 1, batches)
+      .with_hint("use a smaller batch or seq_len, a larger eval fraction, or fewer evaluation batches");
 }
 
 void EvalSet::batch(int64_t i, int32_t* tokens) const {

@@ -75,6 +75,9 @@ class EvalSet {
   EvalSet(const TokenDataset& eval, int64_t micro_batch_size, int64_t seq_len, int64_t max_batches);
   static Result<EvalSet> create(const TokenDataset& eval, int64_t micro_batch_size, int64_t seq_len,
                                 int64_t max_batches);
+  // The split holds at least `batches` (≥ 1) full batches: an evaluation over fewer (or none: a
+  // mean over no tokens) would not be the one the configuration asks for.
+  static Status validate(const TokenDataset& eval, int64_t micro_batch_size, int64_t seq_len, int64_t batches);
   int64_t batches() const { return batches_; }
   void batch(int64_t i, int32_t* tokens) const;  // (B, T+1) int32
 

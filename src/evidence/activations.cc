@@ -285,31 +285,18 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
     d.micro_batch = std::get<2>(k);
     d.point = (a != nullptr ? a : b)->point;
     const std::string at = fmt::format("step {}, point {}, micro-batch {}", d.step, d.point, d.micro_batch);
+    if (a != nullptr) std::tie(d.rank, d.got_digest, d.got_l2, d.got_numel) = std::tie(a->rank, a->digest, a->l2, a->numel);
+    if (b != nullptr)
+      std::tie(d.ref_rank, d.want_digest, d.want_l2, d.want_numel) = std::tie(b->rank, b->digest, b->l2, b->numel);
     bool differs = false;
     if (a == nullptr) {
       differs = true;
-      d.ref_rank = b->rank;
-      d.want_digest = b->digest;
-      d.want_l2 = b->l2;
-      d.want_numel = b->numel;
       d.message = fmt::format("{}: missing in the run (the reference's rank {} recorded it)", at, b->rank);
     } else if (b == nullptr) {
       differs = true;
-      d.rank = a->rank;
-      d.got_digest = a->digest;
-      d.got_l2 = a->l2;
-      d.got_numel = a->numel;
       d.message = fmt::format("{} (rank {}): not in the reference", at, a->rank);
     } else {
       ++out.compared;
-      d.rank = a->rank;
-      d.ref_rank = b->rank;
-      d.got_digest = a->digest;
-      d.want_digest = b->digest;
-      d.got_l2 = a->l2;
-      d.want_l2 = b->l2;
-      d.got_numel = a->numel;
-      d.want_numel = b->numel;
       const bool same_bits = a->digest == b->digest && a->numel == b->numel;
       if (same_bits) ++out.bitwise_equal;
       const bool finite = std::isfinite(a->l2) && std::isfinite(b->l2);

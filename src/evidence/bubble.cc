@@ -278,7 +278,7 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
   return rep;
 }
 
-Result<BubbleReport> bubble_of_run(const std::string& dir) {
+Result<RunTimelines> read_run_timelines(const std::string& dir) {
   namespace fs = std::filesystem;
   const RunPaths paths(dir);
   SP_ASSIGN_OR_RETURN(json contract, read_json_file(paths.contract()));
@@ -291,7 +291,9 @@ Result<BubbleReport> bubble_of_run(const std::string& dir) {
   if (static_cast<int64_t>(world) != static_cast<int64_t>(shape->dp) * shape->tp * shape->pp)
     return corrupt("{}: topology.json world size {} ≠ dp {} × tp {} × pp {} in contract.json", dir, world, shape->dp,
                    shape->tp, shape->pp);
-  std::vector<std::vector<TimelineInterval>> timelines(world);
+  RunTimelines run{.shape = *shape, .places = std::move(*places), .timelines = {}};
+  std::vector<std::vector<TimelineInterval>>& timelines = run.timelines;
+  timelines.resize(world);
   for (size_t r = 0; r < world; ++r) {
     const std::string path = paths.timeline(static_cast<int>(r));
     std::error_code ec;
@@ -302,7 +304,12 @@ Result<BubbleReport> bubble_of_run(const std::string& dir) {
     SP_ASSIGN_OR_RETURN(timelines[r], parse_timeline(text, path));
     if (timelines[r].empty()) return corrupt("timeline file '{}' holds no intervals", path);
   }
-  return bubble_of_timelines(timelines, *places, *shape);
+  return run;
+}
+
+Result<BubbleReport> bubble_of_run(const std::string& dir) {
+  SP_ASSIGN_OR_RETURN(const RunTimelines run, read_run_timelines(dir));
+  return bubble_of_timelines(run.timelines, run.places, run.shape);
 }
 
 json BubbleReport::to_json() const {

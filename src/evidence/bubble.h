@@ -99,8 +99,16 @@ Result<std::vector<PipelinePlace>> pipeline_places_of(const nlohmann::json& topo
 BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>>& timelines,
                                  const std::vector<PipelinePlace>& places, const PipelineShape& shape);
 
+// What bubble_of_run reads: the shape, every world rank's place and its intervals (timelines[r]).
+struct RunTimelines {
+  PipelineShape shape;
+  std::vector<PipelinePlace> places;
+  std::vector<std::vector<TimelineInterval>> timelines;
+};
 // Reads DIR/contract.json, DIR/topology.json and DIR/timeline/rank-*.jsonl. Errors: a missing or
 // corrupt file (named), a missing rank file, a rank file with no intervals.
+Result<RunTimelines> read_run_timelines(const std::string& dir);
+// bubble_of_timelines over read_run_timelines(dir).
 Result<BubbleReport> bubble_of_run(const std::string& dir);
 
 }  // namespace sp::evidence

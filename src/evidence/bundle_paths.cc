@@ -48,7 +48,7 @@ std::string ProofPaths::log_file(std::string_view stage) { return fmt::format("{
 
 bool ProofPaths::is_derived(std::string_view relative) {
   return relative == kGateFile || relative == kSummaryFile || relative == kFirstDivergenceFile ||
-         relative == kDriftFile;
+         relative == kDriftFile || relative == kReportFile;
 }
 
 }  // namespace sp::evidence

@@ -23,9 +23,9 @@ namespace sp::evidence {
 
 // Format versions (each file's "format_version"); the format documents say what each version holds.
 inline constexpr int kContractFormatVersion = 1;       // docs/formats/contract.md
-inline constexpr int kCommPredictedFormatVersion = 1;  // docs/formats/comm_predicted.md
+inline constexpr int kCommPredictedFormatVersion = 2;  // docs/formats/comm_predicted.md (2: per step class)
 inline constexpr int kLedgerFormatVersion = 1;         // docs/formats/ledger.md
-inline constexpr int kProveFormatVersion = 2;          // docs/formats/prove.md (prove.json; 2: anchors)
+inline constexpr int kProveFormatVersion = 2;          // docs/formats/gate.md (prove.json; 2: anchors)
 inline constexpr int kGateFormatVersion = 1;           // docs/prove.md (gate.json)
 inline constexpr int kStrategyTableFormatVersion = 1;  // docs/compare.md (compare.json)
 inline constexpr int kAnchorsFormatVersion = 1;        // docs/formats/anchors.md
@@ -43,6 +43,7 @@ inline constexpr std::string_view kAnchorsFile = "anchors.json";  // an anchored
 inline constexpr std::string_view kTopologyFile = comm::kTopologyFileName;
 inline constexpr std::string_view kTraceDir = comm::kTraceDirName;
 inline constexpr std::string_view kCheckpointsDir = ckpt::kCheckpointsDir;
+inline constexpr std::string_view kSegmentsDir = ckpt::kSegmentsDir;
 
 // "rank-00003.jsonl": a per-rank file inside trace/, timeline/ or activations/; and its parser.
 std::string rank_file_name(int world_rank);
@@ -94,6 +95,11 @@ inline constexpr std::string_view kSummaryFile = "summary.md";
 inline constexpr std::string_view kSealFile = "bundle.sha256";
 inline constexpr std::string_view kSignatureFile = "bundle.sig";  // optional: Ed25519 over bundle.sha256
 inline constexpr std::string_view kLogsDir = "logs";
+// Derived from the sealed files like summary.md (docs/report.md); written by prove, compare and lab run.
+inline constexpr std::string_view kReportFile = "report.html";
+// A compare directory (`compare --out`, docs/compare.md): the table as JSON and as Markdown.
+inline constexpr std::string_view kCompareFile = "compare.json";
+inline constexpr std::string_view kCompareSummaryFile = "compare.md";
 
 // "fault/checksums.jsonl": a file of a stage as evidence pointers in gate.json and summary.md name it;
 // a directory gets a trailing '/'.

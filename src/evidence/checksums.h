@@ -59,6 +59,7 @@ class ChecksumWriter {
   void write_scalar(int64_t step, const std::string& phase, const std::string& name, double value);
   Status flush() { return out_.flush(); }
   Status close() { return out_.close(); }
+  const Status& status() const { return out_.status(); }  // the first write error, naming the file
 
  private:
   explicit ChecksumWriter(JsonlWriter out) : out_(std::move(out)) {}

@@ -236,6 +236,7 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
       }
       if (judged) ++c.bitwise_records;
       drift.emplace(step, 0.0);
+      if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = true, .judged = judged});
       continue;
     }
     d.got_digest = r.digest;
@@ -255,7 +256,10 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
     double& dr = drift[step];
     dr = std::max(dr, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
     if (loss) c.max_loss_drift = std::max(c.max_loss_drift, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
-    if (!judged) continue;
+    if (!judged) {
+      if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = false, .judged = false});
+      continue;
+    }
     double& mx = loss ? c.max_rel_loss
                  : phase == "param" ? c.max_rel_param
                  : (spec.anchored || step == first_step) ? c.max_rel_grad_first : c.max_rel_grad_later;
@@ -282,6 +286,7 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
       ++per_step[step];
       if (c.divergence.empty()) c.divergence.push_back(d);
     }
+    if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = false, .judged = true});
   }
   for (const auto& [s, n] : per_step) c.divergent_per_step.push_back({s, n});
   for (const auto& [s, v] : drift) c.drift_per_step.push_back({s, v});

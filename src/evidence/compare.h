@@ -76,6 +76,16 @@ struct Divergence {
   std::string to_string() const;
 };
 
+// One aligned record as compare_checksums judged it (CompareSpec::keep_records). `diff` names it and,
+// unless bit-identical, holds its relative difference, the tolerance that applied and, when it left the
+// promised class, the reason.
+struct RecordDifference {
+  Divergence diff;
+  bool bitwise = false;  // digest (a loss: bit pattern) equal
+  bool judged = false;   // at a judged step (CompareSpec::judged_steps); the others only add to the drift
+  bool out_of_class() const { return !diff.reason.empty(); }
+};
+
 // (Every member has a default initializer so that designated initializers name only what they set.)
 struct CompareSpec {
   Tolerances tol = {};
@@ -93,6 +103,8 @@ struct CompareSpec {
   std::vector<int64_t> judged_steps = {};
   // false: compare only the records the run holds (a fault run that stopped early; first divergence).
   bool require_complete = true;
+  // true: Comparison::record_differences lists every aligned record as judged (the report's per-tensor series).
+  bool keep_records = false;
 };
 
 struct Comparison {
@@ -111,6 +123,7 @@ struct Comparison {
   // Per step (judged or not): the largest relative L2 (or loss) difference of any record (the drift).
   std::vector<std::pair<int64_t, double>> drift_per_step;
   double max_loss_drift = 0;  // the largest relative loss difference at any step (judged or not)
+  std::vector<RecordDifference> record_differences;  // CompareSpec::keep_records: every aligned record, in file order
   // The promised class was reached (a bitwise promise is never met by a within-tolerance result).
   bool holds() const { return verdict == Equivalence::kBitwise || verdict == Equivalence::kWithinTolerance; }
   std::string describe() const;  // one line: verdict, counts, max differences, the first problem

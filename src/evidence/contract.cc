@@ -75,6 +75,20 @@ const std::vector<std::string>& resumable_contract_differences() {
   return keys;
 }
 
+const std::vector<std::string>& comparable_contract_differences() {
+  static const std::vector<std::string> keys = {"hash",
+                                                "world_size",
+                                                "config.parallel",
+                                                "config.evidence",
+                                                "config.prove",
+                                                "config.name",
+                                                "engine.mpi",
+                                                "config.train.recompute",
+                                                "config.train.eval_every",
+                                                "config.train.eval_batches"};
+  return keys;
+}
+
 Status check_expected_contract(const std::string& path, const nlohmann::json& contract) {
   SP_ASSIGN_OR_RETURN(const nlohmann::json frozen, read_json_file(path, uint64_t{1} << 26));
   SP_RETURN_IF_ERROR(verify_contract(frozen, path));

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "comm/deterministic.h"
+#include "core/check.h"
 #include "kernels/attention.h"
 #include "kernels/reduce.h"
 #include "model/weights.h"
@@ -13,151 +14,186 @@
 namespace sp::evidence {
 namespace {
 
-// A ledger that only counts: the same bookkeeping rules as MemoryLedger, no memory.
-class Simulator {
+constexpr int64_t kF = 4;  // bytes per fp32 / int32
+// A step sequence whose allocation state still changes after this many steps is a policy the model
+// does not describe (today the state repeats after the first step, or the second under ZeRO-2/3).
+constexpr int64_t kMaxTransientSteps = 16;
+
+// The run's memory events replayed on a counting ledger. Every piece of state lives in this object,
+// so a copy can try a step without touching the original (predict_ledger's steady-state test).
+class Replay {
  public:
-  void alloc(const std::string& name, Category c, int64_t bytes) { bump(name, c, bytes); }
-  void free(const std::string& name, Category c, int64_t bytes) { bump(name, c, -bytes, false); }
-  LedgerPrediction result() const { return p_; }
+  explicit Replay(const LedgerModelInput& in) : in_(in), m_(in.model) { setup(); }
+
+  void evaluation() {
+    for (const auto& a : in_.eval_actions) forward(a, false);
+  }
+  void step(bool eval_after) {
+    for (const auto& a : in_.train_actions) a.forward ? forward(a, true) : backward(a);
+    if (eval_after) evaluation();
+  }
+  // Same live bytes, peaks, pools, gathers and gradient buffers: only allocation counts may differ.
+  bool same_state(const Replay& o) const {
+    auto same_bytes = [](const MemoryLedger::Bytes& a, const MemoryLedger::Bytes& b) {
+      return a.live == b.live && a.peak == b.peak;
+    };
+    const LedgerPrediction &a = sim_.p, &b = o.sim_.p;
+    if (!same_bytes(a.total, b.total) || a.entries.size() != b.entries.size()) return false;
+    for (size_t c = 0; c < kCategoryCount; ++c)
+      if (!same_bytes(a.by_category[c], b.by_category[c])) return false;
+    for (auto i = a.entries.begin(), j = b.entries.begin(); i != a.entries.end(); ++i, ++j)
+      if (i->first != j->first || i->second.live != j->second.live || i->second.peak != j->second.peak ||
+          i->second.category != j->second.category)
+        return false;
+    return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ &&
+           refs_ == o.refs_ && grads_ == o.grads_;
+  }
+  int64_t allocations(const std::string& name) const { return sim_.p.entries.at(name).allocations; }
+  LedgerPrediction result() const { return sim_.p; }
 
  private:
-  void bump(const std::string& name, Category c, int64_t b, bool count = true) {
-    auto up = [b](MemoryLedger::Bytes& x) {
-      x.live += b;
-      x.peak = std::max(x.peak, x.live);
-    };
-    up(p_.total);
-    up(p_.by_category[static_cast<size_t>(c)]);
-    auto& e = p_.entries[name];
-    e.category = c;
-    e.live += b;
-    e.peak = std::max(e.peak, e.live);
-    if (count) ++e.allocations;
-  }
-  LedgerPrediction p_;
-};
-
-constexpr int64_t kF = 4;  // bytes per fp32 / int32
-
-}  // namespace
-
-LedgerPrediction predict_ledger(const LedgerModelInput& in) {
-  Simulator sim;
-  const model::LlamaConfig& m = in.model;
-  const int64_t B = in.micro_batch_size, T = in.seq_len, N = B * T, C = m.dim, D = m.head_dim();
-  const int64_t Hl = m.n_heads / in.tp, KVl = m.n_kv_heads / in.tp, Fl = m.ffn_dim / in.tp, Vl = m.vocab_size / in.tp;
-  const int64_t Wqkv = (Hl + 2 * KVl) * D;
-  const int embed = model::embed_unit(), head = model::head_unit(m);
-  const auto W = Category::kWorkspace, A = Category::kActivation;
-
-  // --- Setup, in construction order -------------------------------------------------------------
-  std::vector<std::vector<int>> chunk_units;  // unit ids per virtual stage, forward order
-  std::map<int, int64_t> unit_numel;
-  auto block_set = [&](const std::string& p, bool allocate) {
-    const std::vector<std::pair<std::string, int64_t>> t = {
-        {".xn1", N * C}, {".rstd1", N}, {".qkv", N * Wqkv}, {".probs", B * Hl * T * T}, {".attn", N * Hl * D},
-        {".mid", N * C}, {".xn2", N * C}, {".rstd2", N}, {".gu", N * 2 * Fl}, {".h", N * Fl}};
-    for (const auto& [s, n] : t)
-      if (allocate) sim.alloc(p + s, A, n * kF);
-  };
-  for (const auto& ch : in.chunks) {
-    const int n_local = ch.layer_end - ch.layer_begin;
-    sim.alloc("rope.cos", W, T * (D / 2) * kF);
-    sim.alloc("rope.sin", W, T * (D / 2) * kF);
-    sim.alloc("scratch.tmp", W, N * C * kF);
-    sim.alloc("scratch.dres", W, N * C * kF);
-    if (n_local > 0 || ch.last) sim.alloc("scratch.dxn", W, N * C * kF);
-    if (n_local > 0) {
-      sim.alloc("scratch.dqkv", W, N * Wqkv * kF);
-      sim.alloc("scratch.dattn", W, N * Hl * D * kF);
-      sim.alloc("scratch.dgu", W, N * 2 * Fl * kF);
-      sim.alloc("scratch.dh", W, N * Fl * kF);
-      sim.alloc("scratch.attention", W, kernels::attention_scratch_floats(T) * kF);
-      if (in.recompute == model::Recompute::kFull) block_set("recompute", true);
+  // A ledger that only counts: the same bookkeeping rules as MemoryLedger, no memory.
+  struct Simulator {
+    LedgerPrediction p;
+    void alloc(const std::string& name, Category c, int64_t bytes) { bump(name, c, bytes, true); }
+    void free(const std::string& name, Category c, int64_t bytes) { bump(name, c, -bytes, false); }
+    void bump(const std::string& name, Category c, int64_t b, bool count) {
+      auto up = [b](MemoryLedger::Bytes& x) {
+        x.live += b;
+        x.peak = std::max(x.peak, x.live);
+      };
+      up(p.total);
+      up(p.by_category[static_cast<size_t>(c)]);
+      auto& e = p.entries[name];
+      e.category = c;
+      e.live += b;
+      e.peak = std::max(e.peak, e.live);
+      if (count) ++e.allocations;
     }
-    const std::vector<int> ids = model::chunk_units(m, ch.layer_begin, ch.layer_end, ch.first, ch.last);
-    for (int id : ids) unit_numel[id] = model::unit_layout(m, id, in.tp_rank, in.tp).numel;
-    chunk_units.push_back(ids);
-  }
-  auto name_of = [&](int id) { return model::unit_name(m, id); };
-  auto shard_of = [&](int id) { return comm::even_split_counts(unit_numel[id], in.dp)[static_cast<size_t>(in.dp_rank)]; };
-  int64_t max_unit = 0, max_shard = 0;
-  for (const auto& [id, n] : unit_numel) {
-    max_unit = std::max(max_unit, n);
-    max_shard = std::max(max_shard, shard_of(id));
-  }
-  if (in.deterministic && in.dp > 1)
-    sim.alloc("comm.dp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(max_unit, in.dp) * kF);
-  if (in.deterministic && in.tp > 1)
-    sim.alloc("comm.tp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(N * C, in.tp) * kF);
-  std::vector<int> all_units;
-  for (const auto& ids : chunk_units) all_units.insert(all_units.end(), ids.begin(), ids.end());
-  for (int id : all_units) {
-    if (in.zero < 3)
-      sim.alloc("param." + name_of(id), Category::kParam, unit_numel[id] * kF);
-    else
-      sim.alloc("param." + name_of(id) + ".shard", Category::kParam, shard_of(id) * kF);
-  }
-  if ((in.zero == 1 || in.zero == 2) && in.dp > 1) sim.alloc("comm.param_shard", Category::kComm, max_shard * kF);
-  if (in.zero >= 1)
-    for (int id : all_units) sim.alloc("grad." + name_of(id) + ".shard", Category::kGrad, shard_of(id) * kF);
-  for (int id : all_units) {
-    const int64_t owned = in.zero == 0 ? unit_numel[id] : shard_of(id);
-    sim.alloc("optim.exp_avg." + name_of(id), Category::kOptim, owned * kF);
-    sim.alloc("optim.exp_avg_sq." + name_of(id), Category::kOptim, owned * kF);
-  }
-  sim.alloc("io.tokens", Category::kIo, B * (T + 1) * kF);
-
-  // --- Dynamic state ----------------------------------------------------------------------------
-  // Activation slots: a pool per virtual stage, indices numbered across the rank in allocation order.
-  std::vector<int64_t> pool_size(in.chunks.size(), 0), pool_free(in.chunks.size(), 0);
-  int next_slot = 0;
-  auto slot_alloc = [&](int v) {
-    const auto& ch = in.chunks[static_cast<size_t>(v)];
-    const std::string p = fmt::format("act.s{}", next_slot++);
-    if (ch.first) sim.alloc(p + ".inputs", Category::kIo, N * kF);
-    if (ch.last) sim.alloc(p + ".targets", Category::kIo, N * kF);
-    for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i) sim.alloc(fmt::format("{}.res{}", p, i), A, N * C * kF);
-    if (in.recompute == model::Recompute::kNone)
-      for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l), true);
-    if (ch.last) {
-      sim.alloc(p + ".xf", A, N * C * kF);
-      sim.alloc(p + ".rstdf", A, N * kF);
-      sim.alloc(p + ".logits", A, N * Vl * kF);
-      for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim.alloc(p + s, A, N * kF);
-    }
-    ++pool_size[static_cast<size_t>(v)];
   };
-  auto take_slot = [&](int v) {
-    if (pool_free[static_cast<size_t>(v)] == 0) slot_alloc(v); else --pool_free[static_cast<size_t>(v)];
-  };
-  // ZeRO-3 gathers with nesting.
-  std::map<int, int> refs;
-  auto acquire = [&](int id) {
-    if (in.zero < 3 || in.dp == 1) return;
-    if (refs[id]++ == 0) sim.alloc("param.gather." + name_of(id), Category::kParam, unit_numel[id] * kF);
-  };
-  auto release = [&](int id) {
-    if (in.zero < 3 || in.dp == 1) return;
-    if (--refs[id] == 0) sim.free("param.gather." + name_of(id), Category::kParam, unit_numel[id] * kF);
-  };
-  // Gradient leaves: per unit, buffers allocated when the stack needs more than exist.
+  // Gradient leaves of one unit: buffers allocated when the canonical tree's stack needs more than exist.
   struct GradUnit {
     int64_t allocated = 0, in_use = 0, leaves = 0;
     std::vector<int64_t> stack;  // sizes of the canonical partial sums
     bool current = false;
+    bool operator==(const GradUnit&) const = default;
   };
-  std::map<int, GradUnit> g;
-  auto leaf = [&](int id) {
-    GradUnit& u = g[id];
+
+  int64_t N() const { return in_.micro_batch_size * in_.seq_len; }
+  std::string name_of(int id) const { return model::unit_name(m_, id); }
+  int64_t shard_of(int id) const {
+    return comm::even_split_counts(unit_numel_.at(id), in_.dp)[static_cast<size_t>(in_.dp_rank)];
+  }
+
+  void block_set(const std::string& p) {
+    const int64_t B = in_.micro_batch_size, T = in_.seq_len, C = m_.dim, D = m_.head_dim();
+    const int64_t Hl = m_.n_heads / in_.tp, KVl = m_.n_kv_heads / in_.tp, Fl = m_.ffn_dim / in_.tp;
+    const int64_t Wqkv = (Hl + 2 * KVl) * D;
+    const std::vector<std::pair<std::string, int64_t>> t = {
+        {".xn1", N() * C}, {".rstd1", N()}, {".qkv", N() * Wqkv}, {".probs", B * Hl * T * T}, {".attn", N() * Hl * D},
+        {".mid", N() * C}, {".xn2", N() * C}, {".rstd2", N()}, {".gu", N() * 2 * Fl}, {".h", N() * Fl}};
+    for (const auto& [s, n] : t) sim_.alloc(p + s, Category::kActivation, n * kF);
+  }
+
+  // Setup, in construction order.
+  void setup() {
+    const int64_t T = in_.seq_len, C = m_.dim, D = m_.head_dim();
+    const int64_t Hl = m_.n_heads / in_.tp, KVl = m_.n_kv_heads / in_.tp, Fl = m_.ffn_dim / in_.tp;
+    const int64_t Wqkv = (Hl + 2 * KVl) * D;
+    const auto W = Category::kWorkspace;
+    std::vector<std::vector<int>> chunk_units;  // unit ids per virtual stage, forward order
+    for (const auto& ch : in_.chunks) {
+      const int n_local = ch.layer_end - ch.layer_begin;
+      sim_.alloc("rope.cos", W, T * (D / 2) * kF);
+      sim_.alloc("rope.sin", W, T * (D / 2) * kF);
+      sim_.alloc("scratch.tmp", W, N() * C * kF);
+      sim_.alloc("scratch.dres", W, N() * C * kF);
+      if (n_local > 0 || ch.last) sim_.alloc("scratch.dxn", W, N() * C * kF);
+      if (n_local > 0) {
+        sim_.alloc("scratch.dqkv", W, N() * Wqkv * kF);
+        sim_.alloc("scratch.dattn", W, N() * Hl * D * kF);
+        sim_.alloc("scratch.dgu", W, N() * 2 * Fl * kF);
+        sim_.alloc("scratch.dh", W, N() * Fl * kF);
+        sim_.alloc("scratch.attention", W, kernels::attention_scratch_floats(T) * kF);
+        if (in_.recompute == model::Recompute::kFull) block_set("recompute");
+      }
+      const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
+      for (int id : ids) unit_numel_[id] = model::unit_layout(m_, id, in_.tp_rank, in_.tp).numel;
+      chunk_units.push_back(ids);
+    }
+    int64_t max_unit = 0, max_shard = 0;
+    for (const auto& [id, n] : unit_numel_) {
+      max_unit = std::max(max_unit, n);
+      max_shard = std::max(max_shard, shard_of(id));
+    }
+    if (in_.deterministic && in_.dp > 1)
+      sim_.alloc("comm.dp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(max_unit, in_.dp) * kF);
+    if (in_.deterministic && in_.tp > 1)
+      sim_.alloc("comm.tp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(N() * C, in_.tp) * kF);
+    std::vector<int> all_units;
+    for (const auto& ids : chunk_units) all_units.insert(all_units.end(), ids.begin(), ids.end());
+    for (int id : all_units) {
+      if (in_.zero < 3)
+        sim_.alloc("param." + name_of(id), Category::kParam, unit_numel_[id] * kF);
+      else
+        sim_.alloc("param." + name_of(id) + ".shard", Category::kParam, shard_of(id) * kF);
+    }
+    if ((in_.zero == 1 || in_.zero == 2) && in_.dp > 1) sim_.alloc("comm.param_shard", Category::kComm, max_shard * kF);
+    if (in_.zero >= 1)
+      for (int id : all_units) sim_.alloc("grad." + name_of(id) + ".shard", Category::kGrad, shard_of(id) * kF);
+    for (int id : all_units) {
+      if (!in_.owns_optimizer) break;
+      const int64_t owned = in_.zero == 0 ? unit_numel_[id] : shard_of(id);
+      sim_.alloc("optim.exp_avg." + name_of(id), Category::kOptim, owned * kF);
+      sim_.alloc("optim.exp_avg_sq." + name_of(id), Category::kOptim, owned * kF);
+    }
+    sim_.alloc("io.tokens", Category::kIo, in_.micro_batch_size * (T + 1) * kF);
+    pool_size_.assign(in_.chunks.size(), 0);
+    pool_free_.assign(in_.chunks.size(), 0);
+  }
+
+  // Activation slots: a pool per virtual stage, indices numbered across the rank in allocation order.
+  void slot_alloc(int v) {
+    const auto& ch = in_.chunks[static_cast<size_t>(v)];
+    const int64_t C = m_.dim, Vl = m_.vocab_size / in_.tp;
+    const auto A = Category::kActivation;
+    const std::string p = fmt::format("act.s{}", next_slot_++);
+    if (ch.first) sim_.alloc(p + ".inputs", Category::kIo, N() * kF);
+    if (ch.last) sim_.alloc(p + ".targets", Category::kIo, N() * kF);
+    for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i) sim_.alloc(fmt::format("{}.res{}", p, i), A, N() * C * kF);
+    if (in_.recompute == model::Recompute::kNone)
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l));
+    if (ch.last) {
+      sim_.alloc(p + ".xf", A, N() * C * kF);
+      sim_.alloc(p + ".rstdf", A, N() * kF);
+      sim_.alloc(p + ".logits", A, N() * Vl * kF);
+      for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(p + s, A, N() * kF);
+    }
+    ++pool_size_[static_cast<size_t>(v)];
+  }
+  void take_slot(int v) {
+    if (pool_free_[static_cast<size_t>(v)] == 0) slot_alloc(v);
+    else --pool_free_[static_cast<size_t>(v)];
+  }
+  // ZeRO-3 gathers with nesting.
+  void acquire(int id) {
+    if (in_.zero < 3 || in_.dp == 1) return;
+    if (refs_[id]++ == 0) sim_.alloc("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * kF);
+  }
+  void release(int id) {
+    if (in_.zero < 3 || in_.dp == 1) return;
+    if (--refs_[id] == 0) sim_.free("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * kF);
+  }
+  void leaf(int id) {
+    GradUnit& u = grads_[id];
     if (u.current) return;
     u.current = true;
     if (u.in_use == u.allocated)
-      sim.alloc(fmt::format("grad.{}.b{}", name_of(id), u.allocated++), Category::kGrad, unit_numel[id] * kF);
+      sim_.alloc(fmt::format("grad.{}.b{}", name_of(id), u.allocated++), Category::kGrad, unit_numel_[id] * kF);
     ++u.in_use;
-  };
-  auto done = [&](int id) {
-    GradUnit& u = g[id];
+  }
+  void done(int id) {
+    GradUnit& u = grads_[id];
     u.current = false;
     u.stack.push_back(1);
     while (u.stack.size() >= 2 && u.stack.back() == u.stack[u.stack.size() - 2]) {
@@ -165,39 +201,41 @@ LedgerPrediction predict_ledger(const LedgerModelInput& in) {
       u.stack.back() *= 2;
       --u.in_use;
     }
-    if (++u.leaves == in.local_micro_batches) {
+    if (++u.leaves == in_.local_micro_batches) {
       u.in_use = 1;  // the fold leaves one buffer holding the total
       u.stack.clear();
-      if (in.zero >= 2) {
+      if (in_.zero >= 2) {
         for (int64_t i = 0; i < u.allocated; ++i)
-          sim.free(fmt::format("grad.{}.b{}", name_of(id), i), Category::kGrad, unit_numel[id] * kF);
+          sim_.free(fmt::format("grad.{}.b{}", name_of(id), i), Category::kGrad, unit_numel_[id] * kF);
         u.allocated = 0;
       }
       u.in_use = 0;
       u.leaves = 0;
     }
-  };
-  auto forward = [&](const LedgerModelInput::Action& a, bool train) {
-    const auto& ch = in.chunks[static_cast<size_t>(a.virtual_stage)];
+  }
+  void forward(const LedgerModelInput::Action& a, bool train) {
+    const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
+    const int embed = model::embed_unit(), head = model::head_unit(m_);
     take_slot(a.virtual_stage);
     if (ch.first) { acquire(embed); release(embed); }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) { acquire(model::block_unit(l)); release(model::block_unit(l)); }
     if (ch.last) {
       acquire(head);
-      if (m.tie_embeddings) acquire(embed);
+      if (m_.tie_embeddings) acquire(embed);
       release(head);
-      if (m.tie_embeddings) release(embed);
+      if (m_.tie_embeddings) release(embed);
     }
-    if (!train) ++pool_free[static_cast<size_t>(a.virtual_stage)];  // forward only frees at once
-  };
-  auto backward = [&](const LedgerModelInput::Action& a) {
-    const auto& ch = in.chunks[static_cast<size_t>(a.virtual_stage)];
+    if (!train) ++pool_free_[static_cast<size_t>(a.virtual_stage)];  // forward only frees at once
+  }
+  void backward(const LedgerModelInput::Action& a) {
+    const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
+    const int embed = model::embed_unit(), head = model::head_unit(m_);
     if (ch.last) {
       acquire(head);
       leaf(head);
-      if (m.tie_embeddings) { acquire(embed); leaf(embed); }
+      if (m_.tie_embeddings) { acquire(embed); leaf(embed); }
       release(head);
-      if (m.tie_embeddings) release(embed);
+      if (m_.tie_embeddings) release(embed);
       done(head);
     }
     for (int l = ch.layer_end - 1; l >= ch.layer_begin; --l) {
@@ -207,17 +245,93 @@ LedgerPrediction predict_ledger(const LedgerModelInput& in) {
       done(model::block_unit(l));
     }
     if (ch.first) { leaf(embed); done(embed); }
-    ++pool_free[static_cast<size_t>(a.virtual_stage)];
-  };
-
-  // The run, event by event: an evaluation before training, then every step with its evaluations.
-  for (const auto& a : in.eval_actions) forward(a, false);
-  for (int64_t s = 0; s < in.steps; ++s) {
-    for (const auto& a : in.train_actions) a.forward ? forward(a, true) : backward(a);
-    if ((in.eval_every > 0 && (s + 1) % in.eval_every == 0) || s + 1 == in.steps)
-      for (const auto& a : in.eval_actions) forward(a, false);
+    ++pool_free_[static_cast<size_t>(a.virtual_stage)];
   }
-  return sim.result();
+
+  const LedgerModelInput& in_;
+  const model::LlamaConfig& m_;
+  Simulator sim_;
+  std::map<int, int64_t> unit_numel_;
+  std::vector<int64_t> pool_size_, pool_free_;
+  int next_slot_ = 0;
+  std::map<int, int> refs_;
+  std::map<int, GradUnit> grads_;
+};
+
+bool eval_after(const LedgerModelInput& in, int64_t s) {
+  return (in.eval_every > 0 && (s + 1) % in.eval_every == 0) || s + 1 == in.steps;
+}
+
+// Steps s in [from, steps) followed by an evaluation.
+int64_t evals_in(const LedgerModelInput& in, int64_t from) {
+  if (from >= in.steps) return 0;
+  const int64_t periodic = in.eval_every > 0 ? in.steps / in.eval_every - from / in.eval_every : 0;
+  const bool last_is_periodic = in.eval_every > 0 && in.steps % in.eval_every == 0;
+  return periodic + (last_is_periodic ? 0 : 1);
+}
+
+}  // namespace
+
+LedgerPrediction predict_ps_server_ledger(const LedgerModelInput& in) {
+  // Construction order of PsServerUpdate: per piece param and grad, the staging, then AdamW's moments.
+  LedgerPrediction p;
+  auto alloc = [&](const std::string& name, Category c, int64_t floats) {
+    for (MemoryLedger::Bytes* x : {&p.total, &p.by_category[static_cast<size_t>(c)]}) {
+      x->live += floats * kF;
+      x->peak = std::max(x->peak, x->live);
+    }
+    MemoryLedger::Entry& e = p.entries[name];
+    e.category = c;
+    e.live += floats * kF;
+    e.peak = std::max(e.peak, e.live);
+    ++e.allocations;
+  };
+  int64_t most = 0;
+  for (const auto& piece : in.ps_server_pieces) {
+    const std::string unit = model::unit_name(in.model, piece.unit);
+    alloc("param." + unit + ".ps", Category::kParam, piece.size);
+    alloc("grad." + unit + ".ps", Category::kGrad, piece.size);
+    most = std::max(most, piece.size);
+  }
+  alloc("comm.ps_push", Category::kComm, most * in.ps_workers);
+  for (const auto& piece : in.ps_server_pieces) {
+    const std::string unit = model::unit_name(in.model, piece.unit);
+    alloc("optim.exp_avg." + unit, Category::kOptim, piece.size);
+    alloc("optim.exp_avg_sq." + unit, Category::kOptim, piece.size);
+  }
+  return p;
+}
+
+LedgerPrediction predict_ledger_step_by_step(const LedgerModelInput& in) {
+  if (!in.ps_server_pieces.empty()) return predict_ps_server_ledger(in);
+  Replay r(in);
+  r.evaluation();
+  for (int64_t s = 0; s < in.steps; ++s) r.step(eval_after(in, s));
+  return r.result();
+}
+
+LedgerPrediction predict_ledger(const LedgerModelInput& in) {
+  if (!in.ps_server_pieces.empty()) return predict_ps_server_ledger(in);
+  Replay r(in);
+  r.evaluation();  // before training
+  for (int64_t s = 0; s < in.steps; ++s) {
+    // Steady state: once neither kind of step (with or without an evaluation after it) changes any
+    // live byte, peak, pool, gather or buffer, every later step only repeats its allocation counts.
+    Replay plain = r, evaluated = r;
+    plain.step(false);
+    evaluated.step(true);
+    if (plain.same_state(r) && evaluated.same_state(r)) {
+      const int64_t evals = evals_in(in, s), plains = in.steps - s - evals;
+      LedgerPrediction out = r.result();
+      for (auto& [name, e] : out.entries)
+        e.allocations += plains * (plain.allocations(name) - e.allocations) +
+                         evals * (evaluated.allocations(name) - e.allocations);
+      return out;
+    }
+    SP_CHECK(s < kMaxTransientSteps, "ledger model: the allocation state still changes after {} steps", s);
+    r.step(eval_after(in, s));
+  }
+  return r.result();
 }
 
 nlohmann::json compare_ledger(const MemoryLedger& measured, const LedgerPrediction& predicted) {

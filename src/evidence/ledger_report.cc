@@ -1,5 +1,6 @@
 #include "evidence/ledger_report.h"
 
+#include "comm/agree.h"
 #include "core/file_io.h"
 #include "evidence/bundle_paths.h"
 
@@ -28,7 +29,7 @@ std::vector<nlohmann::json> gather_json(comm::Communicator& world, const nlohman
 Status write_ledger_report(comm::Communicator& world, const nlohmann::json& mine, double budget_mb,
                            const std::string& out_dir) {
   std::vector<nlohmann::json> ranks = gather_json(world, mine);
-  int64_t ok = 1;
+  Status written;
   if (world.rank() == 0) {
     bool equal = true;
     int64_t max_peak = 0;
@@ -43,11 +44,9 @@ Status write_ledger_report(comm::Communicator& world, const nlohmann::json& mine
                           {"budget_bytes", budget},
                           {"within_budget", budget == 0 || max_peak <= budget},
                           {"ranks", ranks}};
-    ok = write_file_atomic(RunPaths(out_dir).ledger(), doc.dump(1) + "\n").ok() ? 1 : 0;
+    written = write_file_atomic(RunPaths(out_dir).ledger(), doc.dump(1) + "\n");
   }
-  world.broadcast(&ok, 1, DType::kI64, 0);
-  if (!ok) return io_error("rank 0 could not write '{}'", RunPaths(out_dir).ledger());
-  return Status();
+  return comm::agree(world, written);  // rank 0's error (naming the file and the reason) on every rank
 }
 
 }  // namespace sp::evidence

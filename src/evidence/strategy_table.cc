@@ -10,6 +10,7 @@
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/comm_prediction.h"
 #include "evidence/compare.h"
 #include "evidence/trace_check.h"
 
@@ -127,20 +128,17 @@ void fill_traffic(StrategyRow& row, const std::string& dir) {
     if (key.step == row.bytes_step && step_phases().count(std::string(comm::phase_name(key.phase))))
       row.group_bytes[key.group].traced += t.bytes;
   if (row.prediction_found) {
-    auto predicted = read_json_file(RunPaths(dir).comm_predicted());
-    if (predicted.ok() && predicted->contains("ranks") && (*predicted)["ranks"].is_array()) {
+    const std::string path = RunPaths(dir).comm_predicted();
+    auto doc = read_json_file(path);
+    auto predicted = doc.ok() ? parse_comm_prediction(*doc, path) : Result<CommPrediction>(doc.status());
+    if (predicted.ok()) {
       for (auto& [g, b] : row.group_bytes) b.predicted = 0;
-      const std::string step_key = std::to_string(row.bytes_step);
-      for (const json& r : (*predicted)["ranks"]) {
-        if (!r.is_object() || !r.contains("steps") || !r["steps"].contains(step_key)) continue;
-        for (const auto& [group, phases] : r["steps"][step_key].items()) {
-          if (!phases.is_object()) continue;
-          StepBytes& b = row.group_bytes[group];
-          if (b.predicted < 0) b.predicted = 0;
-          for (const auto& [phase, cell] : phases.items())
-            if (step_phases().count(phase) && cell.is_object()) b.predicted += cell.value("bytes", int64_t{0});
+      for (const auto& [rank, classes] : predicted->ranks)
+        for (const auto& [key, cell] : *predicted->step(rank, row.bytes_step)) {
+          if (!step_phases().count(key.second)) continue;
+          StepBytes& b = row.group_bytes[key.first];
+          b.predicted = std::max<int64_t>(b.predicted, 0) + cell.bytes;
         }
-      }
     }
   }
   for (const auto& [g, b] : row.group_bytes) {

@@ -158,7 +158,13 @@ void Checker::index_records() {
       if (r.timed_out || r.aborted) continue;
       Traffic& t = report_.traffic[TrafficKey{r.group, r.step, r.phase}];
       Traffic& g = report_.group_traffic[r.group];
-      for (Traffic* x : {&t, &g}) {
+      // The sender's side only: a p2p message is counted once, at its sender.
+      Traffic* who = !comm::op_is_p2p(r.op) ? &report_.rank_collectives[{rt.world_rank, r.group}]
+                     : r.op == comm::OpKind::kSend || r.op == comm::OpKind::kIsend
+                         ? &report_.p2p_sent[{rt.world_rank, r.peer_world}]
+                         : nullptr;
+      for (Traffic* x : {&t, &g, who}) {
+        if (x == nullptr) continue;
         ++x->ops;
         x->bytes += r.bytes;
         x->wire_bytes += r.wire_bytes;

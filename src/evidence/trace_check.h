@@ -69,10 +69,16 @@ struct TraceReport {
   std::vector<TraceMismatch> mismatches;  // sorted: the first is the earliest problem
   std::map<TrafficKey, Traffic> traffic;  // per (group, step, phase)
   std::map<std::string, Traffic> group_traffic;
+  // Who sent how much (the report's rank × rank view): per (world rank, group) that rank's own
+  // completed collective records, and per (sender, receiver) world ranks the send/isend records.
+  std::map<std::pair<int, std::string>, Traffic> rank_collectives;
+  std::map<std::pair<int, int>, Traffic> p2p_sent;
 
   // Traced traffic per (rank, step, group, phase) against DIR/comm_predicted.json (trace_prediction.h).
   bool prediction_found = false;
   int64_t prediction_cells = 0;
+  // comm_predicted.json summed over the ranks per (group, step, phase): the cells compared (ops, bytes).
+  std::map<TrafficKey, Traffic> predicted_traffic;
   std::vector<TraceMismatch> prediction_mismatches;  // kind "prediction", by step, phase, rank
 
   bool consistent() const { return mismatches.empty(); }

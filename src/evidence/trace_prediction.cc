@@ -2,18 +2,21 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
+
+#include "evidence/comm_prediction.h"
 
 namespace sp::evidence {
 namespace {
 
 using Cell = std::tuple<int64_t, int, std::string, std::string>;  // step, phase order, group, phase
-struct Count {
-  int64_t ops = 0, bytes = 0;
-  bool operator==(const Count&) const = default;
-};
+
+// A run of consecutive steps longer than this without one traced record on a rank is reported as one
+// mismatch instead of cell by cell (so a damaged step number cannot make the check walk 2^40 steps).
+constexpr int64_t kMaxExpandedGap = 4096;
 
 bool compared_phase(std::string_view phase) { return phase != "setup" && phase != "checkpoint"; }
 
@@ -31,15 +34,11 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
     report.prediction_mismatches.push_back(
         {.kind = "prediction", .message = fmt::format("comm_predicted.json: {}", what)});
   };
-  if (!predicted.is_object() || !predicted.contains("ranks") || !predicted["ranks"].is_array())
-    return malformed("no \"ranks\" array");
-  std::map<int, const nlohmann::json*> by_rank;
-  for (const nlohmann::json& r : predicted["ranks"]) {
-    if (!r.is_object() || !r.contains("rank") || !r["rank"].is_number_integer() || !r.contains("steps") ||
-        !r["steps"].is_object())
-      return malformed("a \"ranks\" entry lacks \"rank\" or \"steps\"");
-    by_rank[r["rank"].get<int>()] = &r["steps"];
-  }
+  const Result<CommPrediction> parsed = parse_comm_prediction(predicted, "comm_predicted.json");
+  if (!parsed.ok()) return malformed(parsed.status().message());
+  const CommPrediction& prediction = *parsed;
+  const int64_t run_steps = prediction.schedule.steps;
+
   // The first traced step over all ranks: a resumed run's traces start at its checkpoint.
   int64_t first_step = INT64_MAX;
   for (const RankTrace& rt : ranks)
@@ -48,51 +47,65 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
 
   for (const RankTrace& rt : ranks) {
     if (rt.unreadable) continue;  // reported by the consistency check
-    std::map<Cell, Count> traced, want;
+    if (prediction.step(rt.world_rank, -1) == nullptr) {
+      malformed(fmt::format("no entry for world rank {}", rt.world_rank));
+      continue;
+    }
+    std::map<Cell, TrafficCell> traced, want;
     std::map<Cell, int64_t> when;
+    std::set<int64_t> traced_steps;
     for (const comm::TraceRecord& r : rt.records) {
       const std::string phase(comm::phase_name(r.phase));
       if (!compared_phase(phase)) continue;
       const Cell c{r.step, phase_order(phase), r.group, phase};
-      Count& n = traced[c];
+      TrafficCell& n = traced[c];
       ++n.ops;
       n.bytes += r.bytes;
       if (!when.count(c)) when[c] = r.t_start_us;
+      traced_steps.insert(r.step);
     }
-    const auto it = by_rank.find(rt.world_rank);
-    if (it == by_rank.end()) {
-      malformed(fmt::format("no entry for world rank {}", rt.world_rank));
-      continue;
-    }
-    for (const auto& [step_text, groups] : it->second->items()) {
-      int64_t step = 0;
-      try {
-        step = std::stoll(step_text);
-      } catch (...) {
-        malformed(fmt::format("rank {}: step key '{}' is not an integer", rt.world_rank, step_text));
-        continue;
-      }
-      if (step < first_step || !groups.is_object()) continue;
-      for (const auto& [group, phases] : groups.items())
-        for (const auto& [phase, v] : phases.items()) {
-          if (!compared_phase(phase)) continue;
-          want[{step, phase_order(phase), group, phase}] = {v.value("ops", int64_t{0}), v.value("bytes", int64_t{0})};
-        }
-    }
-    std::map<Cell, std::pair<Count, Count>> cells;  // traced, predicted
-    for (const auto& [c, n] : traced) cells[c].first = n;
-    for (const auto& [c, n] : want) cells[c].second = n;
     // A run that ended early (a failed check, a crash, stop_on_divergence): what this rank never
     // reached is not a prediction mismatch (other views report the ending). Reached = any record
     // in that step and phase; a partly traced cell is still compared.
-    int64_t last_step = -2;
-    for (const comm::TraceRecord& r : rt.records)
-      if (compared_phase(comm::phase_name(r.phase))) last_step = std::max(last_step, r.step);
+    const int64_t last_step = traced_steps.empty() ? -2 : *traced_steps.rbegin();
+    auto expect_step = [&](int64_t step) {
+      for (const auto& [key, c] : *prediction.step(rt.world_rank, step)) {
+        if (!compared_phase(key.second)) continue;
+        want[{step, phase_order(key.second), key.first, key.second}] = c;
+        if (const auto p = comm::phase_from_name(key.second)) {  // the traffic view's predicted column
+          Traffic& sum = report.predicted_traffic[{key.first, step, *p}];
+          sum.ops += c.ops;
+          sum.bytes += c.bytes;
+        }
+      }
+    };
+    // Every step from the first traced one to this rank's last: traced steps, and the steps between
+    // them that this rank did not trace at all.
+    int64_t next = first_step;
+    for (const int64_t s : traced_steps) {
+      if (s - next > kMaxExpandedGap) {
+        // Every training step issues at least the loss all_reduce, so a gap inside the run is a mismatch.
+        const int64_t lo = std::max<int64_t>(next, -1), hi = std::min(s - 1, run_steps - 1);
+        TraceMismatch m{.kind = "prediction", .ranks = {rt.world_rank}, .field = "ops",
+                        .expected = "records in every step", .actual = "none"};
+        m.step = lo;
+        m.message = fmt::format("rank {}, steps {}..{}: no traced records in {} predicted steps", rt.world_rank, lo, hi,
+                                std::max<int64_t>(hi - lo + 1, 0));
+        if (hi >= lo) report.prediction_mismatches.push_back(std::move(m));
+      } else {
+        for (int64_t g = next; g < s; ++g) expect_step(g);
+      }
+      expect_step(s);
+      next = s + 1;
+    }
+    std::map<Cell, std::pair<TrafficCell, TrafficCell>> cells;  // traced, predicted
+    for (const auto& [c, n] : traced) cells[c].first = n;
+    for (const auto& [c, n] : want) cells[c].second = n;
     int64_t unreached = 0;
     for (const auto& [c, tp] : cells) {
       const auto& [got, expect] = tp;
       const auto& [step, order, group, phase] = c;
-      if (step > last_step || (step == last_step && got.ops == 0 && expect.ops > 0)) {
+      if (step == last_step && got.ops == 0 && expect.ops > 0) {
         ++unreached;
         continue;
       }
@@ -109,10 +122,16 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
                               group, phase, m.actual, m.expected);
       report.prediction_mismatches.push_back(std::move(m));
     }
-    if (unreached > 0)
-      report.warnings.push_back(fmt::format("rank {}: the trace ends in step {}; {} predicted cells after that point "
-                                            "were never reached and are not compared",
-                                            rt.world_rank, last_step, unreached));
+    const int64_t steps_after = std::max<int64_t>(0, run_steps - 1 - std::max<int64_t>(last_step, -1));
+    if (unreached > 0 || steps_after > 0)
+      report.warnings.push_back(fmt::format(
+          "rank {}: the trace ends in step {} of {}; {}{}{}{} never reached and not compared", rt.world_rank, last_step,
+          run_steps, steps_after > 1   ? fmt::format("the {} steps after it", steps_after)
+                    : steps_after == 1 ? std::string("the step after it")
+                                       : std::string(),
+          unreached > 0 && steps_after > 0 ? " and " : "",
+          unreached > 0 ? fmt::format("{} predicted cells of that step", unreached) : "",
+          unreached + steps_after > 1 ? " were" : " was"));  // "…; the 3 steps after it were never reached …"
   }
   std::stable_sort(report.prediction_mismatches.begin(), report.prediction_mismatches.end(),
                    [](const TraceMismatch& a, const TraceMismatch& b) {

@@ -1,10 +1,12 @@
 // Traced traffic against the prediction: for every rank, step, group and phase, the ops and payload
 // bytes in trace/rank-N.jsonl must equal those in comm_predicted.json (parallel/comm_model.h). Agreement
 // among ranks (trace_check.h) cannot see a collective that every rank skips or adds; this can.
-// Compared: every predicted step from the first traced one (a resumed run's trace starts at its
-// checkpoint step) to where each rank's trace ends (a run that stopped early is reported by other
-// views; cells it never reached are counted in a warning, not compared). Not compared: phases `setup` and `checkpoint`, whose
-// agreement traffic depends on the file system's answers, not on the plan (docs/formats/trace.md).
+// Compared: every step from the first traced one (a resumed run's trace starts at its checkpoint
+// step) to where each rank's trace ends, each against its step class's cells (comm_prediction.h); a
+// run that stopped early is reported by other views, and what it never reached is counted in a
+// warning, not compared. Work is O(traced records): a long run of untraced steps is one mismatch.
+// Not compared: phases `setup` and `checkpoint`, whose agreement traffic depends on the file system's
+// answers, not on the plan (docs/formats/trace.md).
 #pragma once
 
 #include <vector>

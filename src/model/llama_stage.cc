@@ -5,33 +5,22 @@
 #include <fmt/format.h>
 
 #include "kernels/attention.h"
+#include "kernels/attention16.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
+#include "kernels/pointwise16.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/block_offsets.h"
+#include "tensor/float16.h"
 
 namespace sp::model {
 namespace k = sp::kernels;
 
-namespace {
-// Offsets of a block's tensors in its flat unit buffer (UnitLayout order: ln1, q, k, v, o, ln2, gate, up, down).
-struct BlockOffsets {
-  int64_t ln1, qkv, o, ln2, gu, down;
-  explicit BlockOffsets(const UnitLayout& u)
-      : ln1(u.tensor("input_layernorm.weight").offset),
-        qkv(u.tensor("q_proj.weight").offset),
-        o(u.tensor("o_proj.weight").offset),
-        ln2(u.tensor("post_attention_layernorm.weight").offset),
-        gu(u.tensor("gate_proj.weight").offset),
-        down(u.tensor("down_proj.weight").offset) {}
-};
-
-void add(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-}  // namespace
+using stage_detail::add;
+using stage_detail::BlockOffsets;
 
 LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryLedger& ledger)
     : config_(config), spec_(spec), ledger_(&ledger) {
@@ -68,9 +57,11 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
     dattn_ = Tensor(m, "scratch.dattn", W, {N_, Hl_ * D_});
     dgu_ = Tensor(m, "scratch.dgu", W, {N_, 2 * Fl_});
     dh_ = Tensor(m, "scratch.dh", W, {N_, Fl_});
-    att_scratch_ = Tensor(m, "scratch.attention", W, {k::attention_scratch_floats(T_)});
+    att_scratch_ = Tensor(m, "scratch.attention", W,
+                          {mixed() ? k::attention16_scratch_floats(T_, D_) : k::attention_scratch_floats(T_)});
     if (spec.recompute == Recompute::kFull) recompute_.push_back(make_block_activations("recompute"));
   }
+  if (mixed()) allocate_scratch16();
 }
 
 const UnitLayout& LlamaStage::layout(int unit) const {
@@ -83,17 +74,18 @@ const UnitLayout& LlamaStage::layout(int unit) const {
 BlockActivations LlamaStage::make_block_activations(const std::string& p) const {
   MemoryLedger& m = *ledger_;
   const auto A = Category::kActivation;
+  const DType h = spec_.precision;  // the stored dtype of GEMM inputs and probabilities (F32 in fp32 mode)
   BlockActivations a;
-  a.xn1 = Tensor(m, p + ".xn1", A, {N_, C_});
+  a.xn1 = Tensor(m, p + ".xn1", A, {N_, C_}, h);
   a.rstd1 = Tensor(m, p + ".rstd1", A, {N_});
-  a.qkv = Tensor(m, p + ".qkv", A, {N_, Wqkv_});
-  a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_});
-  a.attn = Tensor(m, p + ".attn", A, {N_, Hl_ * D_});
+  a.qkv = Tensor(m, p + ".qkv", A, {N_, Wqkv_}, h);
+  a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_}, h);
+  a.attn = Tensor(m, p + ".attn", A, {N_, Hl_ * D_}, h);
   a.mid = Tensor(m, p + ".mid", A, {N_, C_});
-  a.xn2 = Tensor(m, p + ".xn2", A, {N_, C_});
+  a.xn2 = Tensor(m, p + ".xn2", A, {N_, C_}, h);
   a.rstd2 = Tensor(m, p + ".rstd2", A, {N_});
-  a.gu = Tensor(m, p + ".gu", A, {N_, 2 * Fl_});
-  a.h = Tensor(m, p + ".h", A, {N_, Fl_});
+  a.gu = Tensor(m, p + ".gu", A, {N_, 2 * Fl_}, h);
+  a.h = Tensor(m, p + ".h", A, {N_, Fl_}, h);
   return a;
 }
 
@@ -110,7 +102,7 @@ std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
     for (int i = 0; i < n_local_; ++i)
       s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i)));
   if (spec_.last) {
-    s->xf = Tensor(m, p + ".xf", A, {N_, C_});
+    s->xf = Tensor(m, p + ".xf", A, {N_, C_}, spec_.precision);
     s->rstdf = Tensor(m, p + ".rstdf", A, {N_});
     s->logits = Tensor(m, p + ".logits", A, {N_, Vl_});
     s->rowmax = Tensor(m, p + ".rowmax", A, {N_});
@@ -156,6 +148,10 @@ void LlamaStage::head_forward(ActivationSlot& s, const float* w, const float* w_
   const float* x = s.res.back().f32();
   k::rmsnorm_forward(s.xf.f32(), s.rstdf.f32(), x, w, N_, C_, config_.norm_eps);
   k::linear_forward(s.logits.f32(), s.xf.f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
+  head_loss(s, tp);
+}
+
+void LlamaStage::head_loss(ActivationSlot& s, TensorParallelOps& tp) {
   // Vocabulary-parallel cross-entropy (Megatron): global max, global Σexp and the target logit from
   // whichever rank holds it, each one all-reduce over the tp group; no rank ever holds (N, V).
   const auto* targets = static_cast<const int32_t*>(s.targets.raw());
@@ -171,9 +167,11 @@ void LlamaStage::head_forward(ActivationSlot& s, const float* w, const float* w_
 double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp,
                            ActivationObserver* observer) {
   if (spec_.first) {
-    const float* emb = params.acquire(embed_unit());
-    k::embedding_forward(slot.res[0].f32(), static_cast<const int32_t*>(slot.inputs.raw()), emb, N_, C_, v_begin_,
-                         Vl_);
+    const auto* inputs = static_cast<const int32_t*>(slot.inputs.raw());
+    if (mixed())
+      k::embedding16_forward(slot.res[0].f32(), inputs, params.acquire16(embed_unit()), N_, C_, v_begin_, Vl_, spec_.precision);
+    else
+      k::embedding_forward(slot.res[0].f32(), inputs, params.acquire(embed_unit()), N_, C_, v_begin_, Vl_);
     tp.reduce_from_tp(slot.res[0].f32(), N_ * C_);  // vocab-parallel lookup: each row is nonzero on one rank
     params.release(embed_unit());
     if (observer) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);
@@ -181,18 +179,31 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   for (int i = 0; i < n_local_; ++i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
     BlockActivations& a = spec_.recompute == Recompute::kNone ? slot.blocks[static_cast<size_t>(i)] : recompute_[0];
-    block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
+    if (mixed())
+      block_forward16(i, slot, a, params.acquire16(unit), tp, /*write_output=*/true);
+    else
+      block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
     params.release(unit);
     if (observer)
       observer->observe(fmt::format("block.{}", layer).c_str(), slot.micro_batch,
                         slot.res[static_cast<size_t>(i + 1)].f32(), N_ * C_);
   }
   if (!spec_.last) return 0.0;
-  const float* hw = params.acquire(head_unit(config_));
-  const float* w_lm = config_.tie_embeddings ? params.acquire(embed_unit()) : hw + layout(head_unit(config_)).tensor("lm_head.weight").offset;
-  head_forward(slot, hw, w_lm, tp);
+  const int64_t lm_offset = config_.tie_embeddings ? 0 : layout(head_unit(config_)).tensor("lm_head.weight").offset;
+  if (mixed()) {
+    const uint16_t* hw = params.acquire16(head_unit(config_));
+    head_forward16(slot, hw, config_.tie_embeddings ? params.acquire16(embed_unit()) : hw + lm_offset, tp);
+  } else {
+    const float* hw = params.acquire(head_unit(config_));
+    head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw + lm_offset, tp);
+  }
   if (observer) {
-    observer->observe("final_norm", slot.micro_batch, slot.xf.f32(), N_ * C_);
+    const float* xf = slot.xf.dtype() == DType::kF32 ? slot.xf.f32() : nullptr;
+    if (xf == nullptr) {  // mixed precision: the observer sees the stored 16-bit values, widened (dxn_ is free here)
+      f32_from_float16(dxn_.f32(), slot.xf.float16(), N_ * C_, slot.xf.dtype());
+      xf = dxn_.f32();
+    }
+    observer->observe("final_norm", slot.micro_batch, xf, N_ * C_);
     observer->observe("logits", slot.micro_batch, slot.logits.f32(), N_ * Vl_);
   }
   params.release(head_unit(config_));
@@ -242,34 +253,38 @@ void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a
 void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                           float loss_scale) {
   if (spec_.last) {
-    const float* hw = params.acquire(head_unit(config_));
-    float* hdw = grads.leaf(head_unit(config_));
-    const float* w_lm;
-    float* dw_lm;
-    if (config_.tie_embeddings) {
-      w_lm = params.acquire(embed_unit());
-      dw_lm = grads.leaf(embed_unit());
+    // Order of acquire and leaf calls as always: the head's weights, its leaf, then the tied embedding's.
+    const int64_t off = config_.tie_embeddings ? 0 : layout(head_unit(config_)).tensor("lm_head.weight").offset;
+    if (mixed()) {
+      const uint16_t* hw = params.acquire16(head_unit(config_));
+      float* hdw = grads.leaf(head_unit(config_));
+      const uint16_t* w_lm = config_.tie_embeddings ? params.acquire16(embed_unit()) : hw + off;
+      float* dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw + off;
+      head_backward16(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
     } else {
-      const int64_t off = layout(head_unit(config_)).tensor("lm_head.weight").offset;
-      w_lm = hw + off;
-      dw_lm = hdw + off;
+      const float* hw = params.acquire(head_unit(config_));
+      float* hdw = grads.leaf(head_unit(config_));
+      const float* w_lm = config_.tie_embeddings ? params.acquire(embed_unit()) : hw + off;
+      float* dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw + off;
+      head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
     }
-    head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
     params.release(head_unit(config_));
     if (config_.tie_embeddings) params.release(embed_unit());
     grads.done(head_unit(config_));
   }
   for (int i = n_local_ - 1; i >= 0; --i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
-    const float* w = params.acquire(unit);
-    BlockActivations* a = nullptr;
-    if (spec_.recompute == Recompute::kNone) {
-      a = &slot.blocks[static_cast<size_t>(i)];
+    BlockActivations* a = spec_.recompute == Recompute::kNone ? &slot.blocks[static_cast<size_t>(i)] : &recompute_[0];
+    // Under recompute = full, replay this block's forward from its saved input (output not rewritten).
+    if (mixed()) {
+      const uint16_t* w16 = params.acquire16(unit);
+      if (spec_.recompute == Recompute::kFull) block_forward16(i, slot, *a, w16, tp, /*write_output=*/false);
+      block_backward16(i, slot, *a, w16, grads.leaf(unit), tp);
     } else {
-      a = &recompute_[0];  // replay this block's forward from its saved input, output not rewritten
-      block_forward(i, slot, *a, w, tp, /*write_output=*/false);
+      const float* w = params.acquire(unit);
+      if (spec_.recompute == Recompute::kFull) block_forward(i, slot, *a, w, tp, /*write_output=*/false);
+      block_backward(i, slot, *a, w, grads.leaf(unit), tp);
     }
-    block_backward(i, slot, *a, w, grads.leaf(unit), tp);
     params.release(unit);
     grads.done(unit);
   }

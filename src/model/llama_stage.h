@@ -8,12 +8,17 @@
 //   logits = lm_head(rmsnorm_f(h));  loss = Σ_tokens CE(logits, target) · loss_scale
 // Activations of a micro-batch live in an ActivationSlot so that several micro-batches can be in
 // flight (pipeline schedules); backward scratch is shared by all slots.
+// Precision (model/precision.h): fp32, or bf16/fp16 mixed precision (llama_stage16.cc), where the
+// working weights (ParamSource::acquire16), the activations saved for backward except the residual
+// stream, and every GEMM input are 16-bit; the residual stream, norms, softmax, loss, parameter-gradient
+// leaves and the pipeline's inputs/outputs stay fp32. Every cast: docs/kernels.md §casts.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "kernels/gemm16.h"
 #include "model/llama_config.h"
 #include "model/stage_hooks.h"
 #include "model/weights.h"
@@ -33,21 +38,24 @@ struct StageSpec {
   int64_t micro_batch_size = 0;  // B
   int64_t seq_len = 0;           // T
   Recompute recompute = Recompute::kNone;
+  DType precision = DType::kF32;      // kF32, kBF16 or kF16 (model/precision.h: Precision::compute)
+  kernels::Gemm16* gemm16 = nullptr;  // the 16-bit GEMM backend, of dtype `precision`; required when 16-bit
 };
 
 // Saved activations of one block for one micro-batch. Shapes use local (tensor-parallel) sizes:
-// Hl = H/tp, KVl = KV/tp, Fl = F/tp, Wqkv = (Hl + 2·KVl)·D, N = B·T.
+// Hl = H/tp, KVl = KV/tp, Fl = F/tp, Wqkv = (Hl + 2·KVl)·D, N = B·T. Dtype: fp32, or in mixed precision
+// the 16-bit compute dtype for those marked "16" (rstd and the residual stream stay fp32).
 struct BlockActivations {
-  Tensor xn1;    // (N, C)         input_layernorm output
+  Tensor xn1;    // (N, C)         input_layernorm output                  16
   Tensor rstd1;  // (N)
-  Tensor qkv;    // (N, Wqkv)      q and k after RoPE, v
-  Tensor probs;  // (B, Hl, T, T)  causal softmax
-  Tensor attn;   // (N, Hl·D)      attention output (o_proj input)
+  Tensor qkv;    // (N, Wqkv)      q and k after RoPE, v                   16
+  Tensor probs;  // (B, Hl, T, T)  causal softmax                          16
+  Tensor attn;   // (N, Hl·D)      attention output (o_proj input)         16
   Tensor mid;    // (N, C)         residual stream after attention
-  Tensor xn2;    // (N, C)         post_attention_layernorm output
+  Tensor xn2;    // (N, C)         post_attention_layernorm output         16
   Tensor rstd2;  // (N)
-  Tensor gu;     // (N, 2·Fl)      [gate | up]
-  Tensor h;      // (N, Fl)        silu(gate)·up (down_proj input)
+  Tensor gu;     // (N, 2·Fl)      [gate | up]                             16
+  Tensor h;      // (N, Fl)        silu(gate)·up (down_proj input)         16
 };
 
 struct ActivationSlot {
@@ -57,7 +65,7 @@ struct ActivationSlot {
   Tensor targets;            // (N) int32 next-token ids, < 0 = ignored (last stage)
   std::vector<Tensor> res;   // n_local + 1 of (N, C): res[i] enters local layer i; res.back() leaves the stage
   std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full
-  Tensor xf;      // (N, C)  final norm output
+  Tensor xf;      // (N, C)  final norm output (16-bit in mixed precision)
   Tensor rstdf;   // (N)
   Tensor logits;  // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
   Tensor rowmax;  // (N)
@@ -73,6 +81,7 @@ class LlamaStage {
   LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryLedger& ledger);
 
   const LlamaConfig& config() const { return config_; }
+  bool mixed() const { return spec_.precision != DType::kF32; }
   const StageSpec& spec() const { return spec_; }
   int64_t tokens() const { return N_; }  // N = B·T
   // Global unit ids held by this stage, in forward order.
@@ -104,7 +113,19 @@ class LlamaStage {
   void head_forward(ActivationSlot& slot, const float* w, const float* w_lm, TensorParallelOps& tp);
   void head_backward(ActivationSlot& slot, const float* w, const float* w_lm, float* dw, float* dw_lm,
                      TensorParallelOps& tp, float loss_scale);
+  // Cross-entropy of slot.logits (fp32 in every precision), vocabulary-parallel.
+  void head_loss(ActivationSlot& slot, TensorParallelOps& tp);
   BlockActivations make_block_activations(const std::string& prefix) const;
+  // Mixed precision (llama_stage16.cc): the same steps with 16-bit weights w16, fp32 gradient leaves.
+  void block_forward16(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, TensorParallelOps& tp,
+                       bool write_output);
+  void block_backward16(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
+                        TensorParallelOps& tp);
+  void head_forward16(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, TensorParallelOps& tp);
+  void head_backward16(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, float* dw, float* dw_lm,
+                       TensorParallelOps& tp, float loss_scale);
+  void allocate_scratch16();
+  const float* widen_norm_weight(const uint16_t* w16);  // (C) into norm_w_
 
   LlamaConfig config_;
   StageSpec spec_;
@@ -115,15 +136,21 @@ class LlamaStage {
   std::vector<UnitLayout> layouts_;  // indexed like unit_ids_
   Tensor rope_cos_, rope_sin_;       // (T, D/2)
   // Backward scratch shared by all slots (category workspace).
-  Tensor tmp_;        // (N, C) row-parallel partial output
-  Tensor dres_;       // (N, C) gradient of the residual stream
-  Tensor dxn_;        // (N, C)
-  Tensor dqkv_;       // (N, Wqkv)
-  Tensor dattn_;      // (N, Hl·D)
-  Tensor dgu_;        // (N, 2·Fl)
-  Tensor dh_;         // (N, Fl)
+  Tensor tmp_;    // (N, C) row-parallel partial output
+  Tensor dres_;   // (N, C) gradient of the residual stream
+  Tensor dxn_;    // (N, C)
+  Tensor dqkv_;   // (N, Wqkv)
+  Tensor dattn_;  // (N, Hl·D)
+  Tensor dgu_;    // (N, 2·Fl)
+  Tensor dh_;     // (N, Fl)
   Tensor att_scratch_;
   std::vector<BlockActivations> recompute_;  // one shared set under recompute = full
+  // Mixed precision only (workspace): the widened norm weight (C), the 16-bit copy of whichever
+  // gradient feeds the next GEMM (max over dres, dgu, dattn, dqkv, dlogits of this stage), and the
+  // Gemm16 backend's workspace (the fallback's widened operands; none for oneDNN).
+  Tensor norm_w_;
+  Tensor grad16_;
+  Tensor gemm_ws_;
 };
 
 }  // namespace sp::model

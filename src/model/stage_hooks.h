@@ -5,21 +5,31 @@
 
 #include <cstdint>
 
+#include "core/check.h"
+
 namespace sp::model {
 
 // Parameters of a unit, as a flat buffer in UnitLayout order. Under ZeRO-3 acquire() gathers the
 // shards into a full buffer and release() frees it; otherwise both are bookkeeping only.
+// A stage in mixed precision (model/precision.h) asks for the 16-bit working weights instead:
+// acquire16() returns the unit's flat buffer of bf16/fp16 patterns (same layout) and is released by
+// release(). A source that holds fp32 weights only is never asked for them.
 class ParamSource {
  public:
   virtual ~ParamSource() = default;
   virtual const float* acquire(int unit) = 0;
+  virtual const uint16_t* acquire16(int unit) {
+    SP_CHECK(false, "unit {}: this ParamSource holds no 16-bit working weights (the stage is mixed precision)", unit);
+    __builtin_unreachable();
+  }
   virtual void release(int unit) = 0;
 };
 
 // Gradients of a unit for the current micro-batch (a "leaf" of the canonical accumulation tree).
 // leaf() returns a zeroed buffer the first time it is asked for in a micro-batch and the same buffer
 // until done(); backward kernels add (+=) parameter gradients into it. done() hands the leaf to the
-// accumulator (and, after the last local micro-batch, to gradient synchronization).
+// accumulator (and, after the last local micro-batch, to gradient synchronization). A leaf is fp32 in
+// every precision; with a 16-bit grad dtype the sink rounds it once in done() (model/precision.h).
 class GradSink {
  public:
   virtual ~GradSink() = default;

@@ -71,12 +71,16 @@ Status verify_candidate(comm::Communicator& world, const ckpt::CheckpointPaths& 
                         const std::optional<ckpt::Latest>& latest, ckpt::Manifest& out) {
   Status st;
   auto m = ckpt::read_manifest(paths, step);
-  if (!m.ok()) {
+  if (!m.ok() && latest && latest->step == step && !path_exists(paths.step_dir(step))) {
+    st = not_found("'{}' names step {}, but its directory '{}' does not exist", paths.latest(), step,
+                   paths.step_dir(step))
+             .with_hint("the checkpoint was moved or deleted after its commit");
+  } else if (!m.ok()) {
     st = m.status();
   } else if (latest && latest->step == step && latest->manifest_digest != m->digest) {
     st = corrupt("'{}' names manifest digest {} for step {}, but '{}' has digest {}", paths.latest(),
                  latest->manifest_digest, step, ckpt::CheckpointPaths::manifest_in(paths.step_dir(step)), m->digest)
-             .with_hint("LATEST or the manifest was damaged; --fallback-previous resumes from the previous checkpoint");
+             .with_hint("LATEST or the manifest was damaged");
   } else {
     st = ckpt::verify_shard_files(paths.step_dir(step), *m, world.rank(), world.size());
   }
@@ -200,7 +204,10 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
       plan.dir = paths.step_dir(step);
       break;
     }
-    if (!options.fallback_previous || !is_damage(st)) return st;
+    if (!options.fallback_previous && is_damage(st))
+      return st.with_hint((st.hint().empty() ? "" : st.hint() + "; ") +
+                          "--fallback-previous resumes from the newest checkpoint that verifies completely");
+    if (!is_damage(st)) return st;
     if (root) log_warn("--fallback-previous: checkpoint step {} refused: {}", step, st.message());
     refused.push_back(step);
     last = st;
@@ -311,6 +318,7 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
   // Every shard records the training state the manifest records (ckpt/format.h kMetaState).
   req.manifest.optimizer_steps = engine.optimizer().steps_taken();
   req.manifest.loader_cursor = engine.loader_cursor(steps_done);
+  req.precondition = options.precondition;
   if (rank == 0) {
     req.manifest.contract = contract;
     req.manifest.contract_hash = contract.value("hash", std::string());

@@ -68,6 +68,7 @@ Status load_checkpoint(Engine& engine, comm::Communicator& world, comm::TraceCon
 struct CheckpointOptions {
   int64_t keep_last = 2;
   std::optional<ckpt::SaveFault> fault;
+  Status precondition;  // this rank's reason not to save (ckpt::SaveRequest::precondition)
   // Evidence files whose prefix the manifest records (cut back to it on resume), relative to the run.
   std::vector<std::string> evidence_files = {std::string(evidence::kChecksumsFile), std::string(evidence::kMetricsFile)};
 };

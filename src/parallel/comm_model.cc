@@ -5,6 +5,7 @@
 #include "comm/deterministic.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
+#include "parallel/parameter_server.h"
 #include "parallel/schedule.h"
 
 namespace sp::parallel {
@@ -30,16 +31,42 @@ struct Ctx {
   }
 };
 
+// A parameter-server step's pushes and pulls (docs/ps.md): every piece of the key space travels once
+// per worker each way, point to point on "ps": a worker sends (push) and receives (pull) each piece
+// of every unit once; server j receives each of its pieces from all W workers and sends it to all W.
+void add_ps_traffic(Ctx& x, const Plan& plan, int rank) {
+  const comm::RoleMap roles = plan.roles();
+  const std::vector<model::UnitLayout> layouts = ps_unit_layouts(plan.config.model);
+  std::vector<const model::UnitLayout*> units;
+  for (const model::UnitLayout& u : layouts) units.push_back(&u);
+  const PsKeySpace keys(units, roles);
+  const std::string ps(comm::kPsGroupName);
+  const bool server = roles.is_server(rank);
+  for (int j = 0; j < roles.servers(); ++j) {
+    if (server && j != roles.server_index(rank)) continue;
+    const int64_t copies = server ? roles.workers() : 1;
+    for (const PsPiece& p : keys.pieces(j)) {
+      x.add(ps, "push", copies, copies * 4 * p.size());
+      x.add(ps, "pull", copies, copies * 4 * p.size());
+    }
+  }
+}
+
 }  // namespace
 
 StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                                  bool eval_after) {
   const RunConfig& rc = plan.config;
   const model::LlamaConfig& m = rc.model;
-  Ctx x{plan, grid, rank, grid.coords_of(rank), {}, "", "", "", "world", false};
-  x.dp = grid.group_name(comm::Axis::kDp, rank);
-  x.tp = grid.group_name(comm::Axis::kTp, rank);
-  x.pp = grid.group_name(comm::Axis::kPp, rank);
+  // A parameter server runs no micro-batch and belongs to no grid axis; a worker's axes are itself.
+  const bool ps = rc.parallel.parameter_server();
+  const bool server = ps && plan.roles().is_server(rank);
+  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false};
+  if (!server) {
+    x.dp = grid.group_name(comm::Axis::kDp, rank);
+    x.tp = grid.group_name(comm::Axis::kTp, rank);
+    x.pp = grid.group_name(comm::Axis::kPp, rank);
+  }
   x.det = rc.parallel.reduction == Reduction::kDeterministic;
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
@@ -97,7 +124,7 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   auto evaluation = [&] {
     if (rc.train.eval_batches <= 0) return;
     int64_t mine = 0;
-    for (int64_t i = x.c.dp; i < rc.train.eval_batches; i += dp) ++mine;
+    for (int64_t i = x.c.dp; i < rc.train.eval_batches && !server; i += dp) ++mine;
     for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp,
                                                 rc.parallel.virtual_stages, std::max<int64_t>(mine, 1)))
       if (a.forward && mine > 0) pass(chunks[static_cast<size_t>(a.virtual_stage)], true, "eval");
@@ -106,8 +133,9 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   // The training step.
   for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp, rc.parallel.virtual_stages,
                                               plan.local_micro_batches))
-    pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
-  if (dp > 1)
+    if (!server) pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
+  if (ps) add_ps_traffic(x, plan, rank);
+  else if (dp > 1)
     for (int id : all_units) {
       if (zero == 0) x.sum(x.dp, "grad_sync", numel(id));
       else x.add(x.dp, "grad_sync", 1, 4 * numel(id));  // all_to_all (deterministic) or reduce_scatter (fast)
@@ -117,42 +145,44 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   if ((zero == 1 || zero == 2) && dp > 1)
     for (int id : all_units) x.add(x.dp, "optimizer", 1, 4 * numel(id));
   if (checksums) x.add(x.world, "evidence", 2, summary_bytes + 8 * n_tensors);
-  if (dp > 1 && zero < 3) x.add(x.world, "evidence", 1, 16 * static_cast<int64_t>(grid.world_size()));
+  if (dp > 1 && zero < 3) x.add(x.world, "evidence", 1, 16 * static_cast<int64_t>(plan.world));
   if (eval_after) evaluation();
   return x.out;
 }
 
+evidence::StepSchedule step_schedule(const RunConfig& config) {
+  return {.steps = config.train.steps,
+          .checksum_every = config.evidence.checksum_every,
+          .eval_every = config.train.eval_every};
+}
+
 namespace {
 
-nlohmann::json predict_run_traffic_for_rank(const Plan& plan, const comm::ProcessGrid& grid, int rank) {
-  const RunConfig& rc = plan.config;
-  nlohmann::json steps = nlohmann::json::object();
-  auto put = [&](int64_t s, const StepTraffic& t) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& [key, v] : t) j[key.first][key.second] = {{"ops", v.ops}, {"bytes", v.bytes}};
-    steps[std::to_string(s)] = j;
-  };
-  // Step −1: the evaluation before training only.
-  {
-    StepTraffic before = predict_step_traffic(plan, grid, rank, false, true);
-    StepTraffic only_eval;
-    for (const auto& [k, v] : before)
-      if (k.second == "eval") only_eval[k] = v;
-    put(-1, only_eval);
-  }
-  for (int64_t s = 0; s < rc.train.steps; ++s) {
-    const bool checks = rc.evidence.checksum_every > 0 && s % rc.evidence.checksum_every == 0;
-    const bool eval = (rc.train.eval_every > 0 && (s + 1) % rc.train.eval_every == 0) || s + 1 == rc.train.steps;
-    put(s, predict_step_traffic(plan, grid, rank, checks, eval));
-  }
-  return {{"rank", rank}, {"steps", steps}};
+nlohmann::json to_json(const StepTraffic& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, v] : t) j[key.first][key.second] = {{"ops", v.ops}, {"bytes", v.bytes}};
+  return j;
 }
 
 }  // namespace
 
 nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& grid) {
-  nlohmann::json doc = {{"format_version", evidence::kCommPredictedFormatVersion}, {"ranks", nlohmann::json::array()}};
-  for (int r = 0; r < grid.world_size(); ++r) doc["ranks"].push_back(predict_run_traffic_for_rank(plan, grid, r));
+  nlohmann::json doc = {{"format_version", evidence::kCommPredictedFormatVersion},
+                        {"schedule", step_schedule(plan.config).to_json()},
+                        {"ranks", nlohmann::json::array()}};
+  for (int r = 0; r < plan.world; ++r) {
+    nlohmann::json classes = nlohmann::json::object();
+    // Step −1: the evaluation before training only.
+    StepTraffic initial;
+    for (const auto& [k, v] : predict_step_traffic(plan, grid, r, false, true))
+      if (k.second == "eval") initial[k] = v;
+    classes[std::string(evidence::kInitialEvalClass)] = to_json(initial);
+    for (const bool checks : {false, true})
+      for (const bool eval : {false, true})
+        classes[std::string(evidence::step_class_name(checks, eval))] =
+            to_json(predict_step_traffic(plan, grid, r, checks, eval));
+    doc["ranks"].push_back({{"rank", r}, {"classes", std::move(classes)}});
+  }
   return doc;
 }
 

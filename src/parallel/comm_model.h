@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/process_grid.h"
+#include "evidence/comm_prediction.h"
 #include "parallel/plan.h"
 
 namespace sp::parallel {
@@ -36,13 +37,20 @@ struct Traffic {
 // (group name, phase name) → traffic of one step on this rank.
 using StepTraffic = std::map<std::pair<std::string, std::string>, Traffic>;
 
-// Predicted traffic of world rank `rank` in step `step` (with checksums taken or not, and evaluation
-// after the step or not). Step −1 is the evaluation before training.
+// Predicted traffic of world rank `rank` in one training step (with checksums taken or not, and
+// evaluation after the step or not).
 StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                                  bool eval_after);
-// comm_predicted.json: every rank's traffic in every step of the run as the trainer schedules it,
-// {"format_version", "ranks": [{"rank", "steps": {"<s>": {group: {phase: {ops, bytes}}}}}]}
-// (docs/formats/comm_predicted.md). The trainer writes it; the gate re-derives it from the contract.
+// Which steps take checksums and are followed by an evaluation: the trainer's loop and the prediction
+// both follow it (evidence/comm_prediction.h).
+evidence::StepSchedule step_schedule(const RunConfig& config);
+// comm_predicted.json (format 2, docs/formats/comm_predicted.md): every rank's traffic per step class
+// (evidence::kStepClasses: the evaluation before training, and a step with or without checksums, with
+// or without an evaluation after it) and the schedule that maps each step to its class:
+// {"format_version", "schedule": {steps, checksum_every, eval_every},
+//  "ranks": [{"rank", "classes": {"<class>": {group: {phase: {ops, bytes}}}}}]}.
+// O(world · classes), independent of train.steps. The trainer writes it; the gate re-derives it from
+// the contract with this same function.
 nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& grid);
 
 }  // namespace sp::parallel

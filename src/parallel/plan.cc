@@ -130,6 +130,12 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
         "batches over dp, and a dp rank without a batch would skip the ZeRO-3 parameter gathers its group waits in; "
         "hint: train.eval_batches = {}",
         p.dp, t.eval_batches, p.dp));
+  // The loader numbers every sample of the run, step · global_batch + i (data/loader.h): that index and
+  // the run's token count must fit in 62 bits.
+  if (static_cast<__int128>(t.steps) * t.global_batch * (t.seq_len + 1) > (static_cast<__int128>(1) << 62))
+    errs.push_back(fmt::format("train.steps × train.global_batch × (train.seq_len + 1) = {} × {} × {} exceeds 2^62 "
+                               "(the loader's sample and token numbering)",
+                               t.steps, t.global_batch, t.seq_len + 1));
   if (t.seq_len > m.max_seq)
     errs.push_back(fmt::format("train.seq_len = {} exceeds model.max_seq = {}", t.seq_len, m.max_seq));
   if (t.min_lr > t.lr) errs.push_back(fmt::format("train.min_lr = {} exceeds train.lr = {}", t.min_lr, t.lr));

@@ -262,7 +262,9 @@ Result<json> read_toml(const std::string& path) {
     return toml_to_json(t);
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
-    if (!std::filesystem::exists(path)) return not_found("config file '{}' does not exist", path);
+    // A configuration named by the user that is not there is a usage error (exit 2), like a bad key.
+    if (!std::filesystem::exists(path))
+      return invalid_argument("config file '{}' does not exist", path).with_hint("check the path");
     return invalid_argument("{}:{}:{}: {}", path, src.begin.line, src.begin.column, e.description());
   }
 }

@@ -15,6 +15,7 @@
 #include "comm/traced_communicator.h"
 #include "comm/watchdog.h"
 #include "core/check.h"
+#include "core/dir_lock.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "core/log.h"
@@ -27,8 +28,11 @@
 #include "evidence/contract.h"
 #include "evidence/ledger_model.h"
 #include "evidence/ledger_report.h"
+#include "evidence/run_dir.h"
 #include "parallel/comm_model.h"
 #include "parallel/engine.h"
+#include "parallel/memory_fit.h"
+#include "parallel/parameter_server.h"
 #include "parallel/plan.h"
 
 namespace sp::parallel {
@@ -68,6 +72,7 @@ struct Run {
   const Plan plan;
   const comm::ProcessGrid grid;
   const int rank;
+  DirectoryLock dir_lock;  // rank 0: the output directory is this run's until it ends (evidence/run_dir.h)
   // 2. prepare_data
   std::optional<data::TokenDataset> train, eval;
   nlohmann::json contract;
@@ -87,6 +92,16 @@ struct Run {
   std::unique_ptr<Engine> engine;
 
   Status agree(const Status& local) { return comm::agree(*comms.world, local); }
+  // The first write error of this rank's evidence files (each writer keeps its own, naming its file).
+  // Every file that failed is named.
+  Status evidence_status() const {
+    Status out;
+    for (const Status& s : {trace_writer ? trace_writer->status() : Status(), timeline ? timeline->status() : Status(),
+                            checksums ? checksums->status() : Status(), metrics ? metrics->status() : Status(),
+                            activations ? activations->status() : Status()})
+      if (!s.ok()) out = out.ok() ? s : Status(out.code(), out.message() + "; " + s.message());
+    return out;
+  }
   Status on_rank0(const std::function<Status()>& f) { return agree(rank == 0 ? f() : Status()); }
   void write_metrics(const nlohmann::json& record) {
     if (!metrics) return;
@@ -129,9 +144,9 @@ Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt
   SP_ASSIGN_OR_RETURN(Plan plan, Plan::make(config, mpi.world_size()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
   const ParallelConfig& pc = config.parallel;
-  SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid,
-                      comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, mpi.world_size()));
-  set_log_rank(mpi.world_rank(), grid.coords_of(mpi.world_rank()).to_string());
+  // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).
+  SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers()));
+  set_log_rank(mpi.world_rank(), plan.roles().label(mpi.world_rank(), grid));
   return Setup{std::move(plan), std::move(grid)};
 }
 
@@ -139,8 +154,18 @@ Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt
 //    cache, every rank opens and verifies it; the contract binds config, data, build and versions.
 Status prepare_data(Run& run, comm::MpiScope& mpi) {
   const RunConfig& config = run.config;
-  run.comms = comm::make_grid_communicators(run.grid);
-  SP_RETURN_IF_ERROR(run.on_rank0([&] { return make_directories(run.opt.out_dir); }));
+  run.comms = config.parallel.parameter_server() ? comm::make_ps_communicators(run.grid, run.plan.roles())
+                                                 : comm::make_grid_communicators(run.grid);
+  // Nothing is written before the output directory is claimed: locked, and refused if it holds
+  // another run (or cleared, under --overwrite).
+  SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
+    SP_ASSIGN_OR_RETURN(run.dir_lock,
+                        evidence::claim_run_dir(run.opt.out_dir,
+                                                {.overwrite = run.opt.overwrite,
+                                                 .resume_required = run.opt.resume.mode == ResumeMode::kRequired,
+                                                 .contract_only = run.opt.contract_only}));
+    return Status();
+  }));
   data::PrepareOptions popt;
   popt.sources_file = resolve(run.opt.root_dir, config.data.sources);
   popt.vocab_size = config.data.vocab_size;
@@ -162,6 +187,16 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
   run.eval.emplace(std::move(eval).value());
   SP_RETURN_IF_ERROR(run.agree(data::Loader::validate(
       *run.train, {config.train.micro_batch_size, config.train.seq_len, run.plan.micro_batches, config.train.seed})));
+  // Every evaluation averages exactly train.eval_batches batches (the traffic and ledger predictions
+  // assume them): a split with fewer, or with no token at all, is refused here, not reported as NaN.
+  if (config.train.eval_batches > 0) {
+    const Status eval_ok = data::EvalSet::validate(*run.eval, config.train.micro_batch_size, config.train.seq_len,
+                                                   config.train.eval_batches);
+    SP_RETURN_IF_ERROR(run.agree(eval_ok.ok() ? eval_ok
+                                              : eval_ok.with_hint(eval_ok.hint() + " (train.eval_batches = " +
+                                                                  std::to_string(config.train.eval_batches) +
+                                                                  "; 0 trains without evaluation)")));
+  }
 
   run.contract = evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
                                           mpi.library_version(), mpi.world_size()});
@@ -193,19 +228,19 @@ Status open_evidence(Run& run) {
   run.watchdog = std::make_unique<comm::Watchdog>(config.evidence.watchdog_seconds, run.trace_writer.get());
   // A failed check inside a collective (an MPI error, a desync) leaves the op it died in in the trace.
   set_before_fatal([w = run.watchdog.get()] { w->record_aborted(); });
-  for (std::unique_ptr<comm::Communicator>* c : {&run.comms.world, &run.comms.dp, &run.comms.tp, &run.comms.pp})
-    *c = std::make_unique<comm::TracedCommunicator>(std::move(*c), run.trace, run.trace_writer.get(),
-                                                    run.watchdog.get());
+  comm::trace_communicators(run.comms, run.trace, run.trace_writer.get(), run.watchdog.get());
 
-  SP_RETURN_IF_ERROR(comm::write_topology(*run.comms.world, run.grid, out));
-  if (run.rank == 0) {
-    // The communication every rank must issue, predicted from the plan (comm_model.h); `trace check`
-    // and the gate compare the traces with it. (An anchored replay runs only its anchors' steps.)
+  const std::optional<comm::PsTopology> ps = ps_topology(run.plan);
+  SP_RETURN_IF_ERROR(comm::write_topology(*run.comms.world, run.grid, out, ps ? &*ps : nullptr));
+  // The communication every rank must issue, predicted from the plan (comm_model.h); `trace check`
+  // and the gate compare the traces with it. Rank 0's write errors reach every rank (no peer waits).
+  // (An anchored replay runs only its anchors' steps: it has no prediction.)
+  SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
     if (!anchored)
       SP_RETURN_IF_ERROR(
           write_file_atomic(run.paths.comm_predicted(), predict_run_traffic(run.plan, run.grid).dump() + "\n"));
-    SP_RETURN_IF_ERROR(write_file_atomic(run.paths.contract(), run.contract.dump(2) + "\n"));
-  }
+    return write_file_atomic(run.paths.contract(), run.contract.dump(2) + "\n");
+  }));
 
   auto timeline = Timeline::open(out, run.rank);
   SP_RETURN_IF_ERROR(run.agree(timeline.status()));
@@ -224,7 +259,8 @@ Status open_evidence(Run& run) {
   // then every rank opens its file.
   SP_RETURN_IF_ERROR(run.on_rank0([&] { return evidence::prepare_activation_dir(out, run.resume.step); }));
   if (config.evidence.activation_digests) {
-    auto a = evidence::ActivationRecorder::open(out, run.rank, run.grid.coords_of(run.rank).tp, config.parallel.tp);
+    const int tp_rank = run.plan.roles().is_server(run.rank) ? 0 : run.grid.coords_of(run.rank).tp;
+    auto a = evidence::ActivationRecorder::open(out, run.rank, tp_rank, config.parallel.tp);
     SP_RETURN_IF_ERROR(run.agree(a.status()));
     run.activations = std::move(a).value();
   }
@@ -251,10 +287,11 @@ Status initialize_or_resume(Run& run, TrainSummary& summary) {
     engine.set_parameters([&](const std::string& name) { return weights->at(name).data(); });
     if (run.rank == 0) log_info("initialized from consolidated weights '{}'", run.opt.init_from);
   }
-  summary.initial_eval_loss = std::nan("");  // a resumed run took it before its checkpoint
-  if (!run.resume.resume && run.opt.anchor_from.empty()) {
-    summary.initial_eval_loss = engine.evaluate(-1);
-    run.write_metrics({{"step", -1}, {"eval_loss", summary.initial_eval_loss}});
+  summary.first_step = summary.steps = run.resume.step;
+  if (!run.resume.resume && run.opt.anchor_from.empty()) {  // a resumed run took it before its checkpoint
+    const double initial = engine.evaluate(-1);
+    if (run.config.train.eval_batches > 0) summary.initial_eval_loss = initial;
+    run.write_metrics({{"step", -1}, {"eval_loss", initial}});
   }
   return Status();
 }
@@ -279,7 +316,11 @@ nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
   return m;
 }
 
-Status save_at(Run& run, int64_t steps_done, const CheckpointOptions& options) {
+Status save_at(Run& run, int64_t steps_done, CheckpointOptions options) {
+  // A checkpoint records the evidence files' prefixes: never commit one over incomplete evidence.
+  if (Status e = run.evidence_status(); !e.ok())
+    options.precondition = Status(e.code(), "not saved (LATEST is unchanged): evidence incomplete: " + e.message(),
+                                  "free space or fix the file system, then resume from the last checkpoint");
   SP_ASSIGN_OR_RETURN(const ckpt::SaveOutcome saved, save_checkpoint(*run.engine, *run.comms.world, run.trace,
                                                                      run.opt.out_dir, steps_done, run.contract, options));
   if (run.rank == 0)
@@ -342,20 +383,21 @@ Status train_loop(Run& run, TrainSummary& summary) {
   if (first_step == 0 && std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), 0) !=
                              run.opt.checkpoint_at.end())
     SP_RETURN_IF_ERROR(save_at(run, 0, ckpt_options));  // the initial state (an anchored replay's step 0)
+  const evidence::StepSchedule schedule = step_schedule(config);  // the rule comm_predicted.json follows
   Stopwatch run_clock;
   double tokens_seen = 0;
   for (int64_t s = first_step; s < last_step; ++s) {
-    const bool take = config.evidence.checksum_every > 0 && s % config.evidence.checksum_every == 0;
+    const bool take = schedule.checksums(s);
     StepResult r = engine.step(s, take);
     tokens_seen += tokens_per_step;
     Stopwatch record_clock;  // step_s includes writing this step's checksum records
     write_step_records(run, r, take);
     r.seconds += record_clock.seconds();
     nlohmann::json m = step_metrics(r, tokens_per_step);
-    if ((config.train.eval_every > 0 && (s + 1) % config.train.eval_every == 0) || s + 1 == steps) {
+    if (schedule.eval_after(s)) {
       const double ev = engine.evaluate(s);
       m["eval_loss"] = ev;
-      summary.final_eval_loss = ev;
+      if (config.train.eval_batches > 0) summary.final_eval_loss = ev;
     }
     run.write_metrics(m);
     summary.final_loss = r.loss;
@@ -379,25 +421,38 @@ Status train_loop(Run& run, TrainSummary& summary) {
 }
 
 // 6. Finish: the memory ledger (measured on every rank while everything is live, against the
-//    prediction), then every evidence file closed and checked: a run whose evidence is incomplete fails.
+//    prediction), then every evidence file closed and checked: a run whose evidence is incomplete
+//    fails, naming the file. Every failure is reported, the training loop's first, then the evidence
+//    files' (the first that failed on the lowest rank), then the ledger's.
 Status finish(Run& run, const Status& loop) {
+  Status ledger;
   if (run.opt.anchor_from.empty()) {  // an anchored replay neither evaluates nor runs the planned steps
     nlohmann::json mine =
         evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
     mine["rank"] = run.rank;
-    mine["coords"] = run.grid.coords_of(run.rank).to_string();
-    SP_RETURN_IF_ERROR(
-        evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb, run.opt.out_dir));
+    mine["coords"] = run.engine->label(run.rank);
+    ledger = evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb,
+                                          run.opt.out_dir);
   }
   run.engine.reset();
-  Status files;
   for (Status s : {run.timeline->close(), run.checksums ? run.checksums->close() : Status(),
-                   run.metrics ? run.metrics->close() : Status(),
-                   run.trace_writer ? run.trace_writer->status() : Status()})
-    if (files.ok()) files = s;
-  SP_RETURN_IF_ERROR(run.agree(files));
-  if (run.activations) SP_RETURN_IF_ERROR(run.agree(run.activations->close()));
-  return loop;
+                   run.metrics ? run.metrics->close() : Status(), run.activations ? run.activations->close() : Status()})
+    (void)s;  // each writer keeps its first error (a failed close included): evidence_status() has them all
+  Status files = run.evidence_status();
+  files = run.agree(files.ok() ? files : Status(files.code(), "evidence incomplete: " + files.message(),
+                                                "free space or fix the file system and train again (a run with a "
+                                                "checkpoint resumes from it)"));
+  std::vector<Status> failed;
+  for (const Status* s : std::initializer_list<const Status*>{&loop, &files, &ledger}) {
+    bool said = false;  // the loop's error may already carry the evidence files' (a refused checkpoint)
+    const std::string_view what = std::string_view(s->message()).substr(s->message().find(':') + 1);
+    for (const Status& f : failed) said = said || f.message().find(what) != std::string::npos;
+    if (!s->ok() && !said) failed.push_back(*s);
+  }
+  if (failed.empty()) return Status();
+  std::string message = failed.front().message();
+  for (size_t i = 1; i < failed.size(); ++i) message += "\n  also: " + failed[i].message();
+  return Status(failed.front().code(), message, failed.front().hint());
 }
 
 }  // namespace
@@ -407,6 +462,7 @@ Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& o
   Run run(config, opt, std::move(setup), mpi.world_rank());
   SP_RETURN_IF_ERROR(prepare_data(run, mpi));
   if (opt.contract_only) return TrainSummary{};
+  SP_RETURN_IF_ERROR(check_memory_fit(run.plan, run.grid, *run.comms.world));
   SP_RETURN_IF_ERROR(open_evidence(run));
   TrainSummary summary;
   SP_RETURN_IF_ERROR(initialize_or_resume(run, summary));

@@ -23,6 +23,7 @@ namespace sp::parallel {
 
 struct TrainOptions {
   std::string out_dir;
+  bool overwrite = false;         // --overwrite: clear an --out that holds another run (evidence/run_dir.h)
   std::string root_dir = ".";     // resolves relative data paths
   std::string cache_dir;          // prepared data cache; default <root>/.shardproof-cache
   bool progress = true;           // live progress line on rank 0
@@ -47,10 +48,11 @@ struct TrainOptions {
 
 struct TrainSummary {
   double final_loss = 0.0;
-  double final_eval_loss = 0.0;
-  double initial_eval_loss = 0.0;
+  std::optional<double> final_eval_loss;    // the last evaluation of this process; none when none ran
+  std::optional<double> initial_eval_loss;  // before step 0; none after a resume or without an eval set
   double tokens_per_second = 0.0;
-  int64_t steps = 0;
+  int64_t first_step = 0;                   // the resumed checkpoint's step, else 0
+  int64_t steps = 0;                        // steps completed (the run's, counting resumed ones)
 };
 
 Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);

@@ -1,5 +1,5 @@
 // Hugging Face LLaMA config.json → ModelShape, strictly. It is not a transformers port: it accepts only
-// configs whose math is the engine's (docs/architecture.md §4), so a plan for them is a plan for a model
+// configs whose math is the engine's (docs/architecture.md), so a plan for them is a plan for a model
 // the engine could train. Invariant: a key is either read (a size), checked to hold the value that leaves
 // the math unchanged (rope_scaling null, attention_bias false, hidden_act "silu", ...; any other value is
 // refused naming the key and why), ignored because it cannot change the math (token ids, dtype, versions),

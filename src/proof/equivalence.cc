@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/load.h"
+#include "ckpt/manifest.h"
+#include "ckpt/names.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "evidence/contract.h"
@@ -27,13 +30,13 @@ Result<RunContract> read_run_contract(const evidence::RunPaths& run) {
 Status check_comparable(const RunContract& run, const RunContract& reference, const std::string& run_label,
                         const std::string& reference_label) {
   const std::vector<std::string> diffs =
-      evidence::contract_diff(run.contract, reference.contract, evidence::stage_contract_differences());
+      evidence::contract_diff(run.contract, reference.contract, evidence::comparable_contract_differences());
   if (diffs.empty()) return Status();
   return failed_precondition("not comparable: {} and {} are not runs of one contract ({} ≠ {}): {}{}", run_label,
                              reference_label, run_label, reference_label, diffs.front(),
                              diffs.size() > 1 ? fmt::format(" (and {} more)", diffs.size() - 1) : "")
       .with_hint("a run is compared with the reference of the same configuration, data, build and seed; only the "
-                 "topology (config.parallel) and evidence settings may differ");
+                 "topology (config.parallel), recomputation, evaluation and evidence settings may differ");
 }
 
 Equivalence promised_class(const parallel::RunConfig& config) {
@@ -61,6 +64,23 @@ std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& con
       for (const model::WeightSpec& t : tensors) out.push_back({s, phase, t.name});
   }
   return out;
+}
+
+// A run resumed from a checkpoint another topology saved carries that topology's steps too: its promise
+// is the weakest of its own and those of the checkpoints in its directory (their manifests hold the
+// saving run's contract).
+static Equivalence promised_class_of_run(const evidence::RunPaths& run, const parallel::RunConfig& config) {
+  Equivalence promised = promised_class(config);
+  const ckpt::CheckpointPaths paths = run.checkpoints();
+  auto listing = ckpt::list_checkpoints(paths);
+  if (!listing.ok()) return promised;
+  for (int64_t step : listing->steps) {
+    auto m = ckpt::read_manifest(paths, step);
+    if (!m.ok() || !m->contract.contains("config")) continue;
+    if (auto saved = parallel::RunConfig::from_json(m->contract["config"]); saved.ok())
+      promised = std::max(promised, promised_class(*saved));
+  }
+  return promised;
 }
 
 Result<AnchorSet> read_anchors(const evidence::RunPaths& run) {
@@ -93,24 +113,28 @@ std::string RunEquivalence::describe() const {
   double drift = 0;
   for (const auto& [s, d] : c.drift_per_step) drift = std::max(drift, d);
   if (anchored)
-    return fmt::format("within tolerance at every anchored step ({} of {}; max rel. loss {:.2g}, params {:.2g}, "
-                       "grads {:.2g})",
-                       judged_steps, judged_steps, c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first);
-  return fmt::format("within tolerance at step 0, where both start from the same state (max rel. loss {:.2g}, params "
-                     "{:.2g}, grads {:.2g}); steps 1–{}: free-running drift up to {:.2g} (information: anchor them with "
-                     "`train --anchor-from` to verify every step)",
-                     c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first, steps - 1, drift);
+    return fmt::format("{} at every anchored step ({} of {}; max rel. loss {:.2g}, params {:.2g}, grads {:.2g})",
+                       evidence::equivalence_name(c.verdict), judged_steps, judged_steps, c.max_rel_loss,
+                       c.max_rel_param, c.max_rel_grad_first);
+  return fmt::format("{} at step 0, where both start from the same state (max rel. loss {:.2g}, params {:.2g}, grads "
+                     "{:.2g}); steps 1–{}: free-running drift up to {:.2g} (information: anchor them with `train "
+                     "--anchor-from` to verify every step)",
+                     evidence::equivalence_name(c.verdict), c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first,
+                     steps - 1, drift);
 }
 
-Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference) {
+Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference,
+                                    bool keep_records) {
   SP_ASSIGN_OR_RETURN(const RunContract rc, read_run_contract(run));
   SP_ASSIGN_OR_RETURN(const RunContract ref, read_run_contract(reference));
   SP_RETURN_IF_ERROR(check_comparable(rc, ref, run.root(), reference.root()));
   SP_ASSIGN_OR_RETURN(const AnchorSet anchors, read_anchors(run));
   RunEquivalence e;
   e.anchored = !anchors.steps.empty();
-  evidence::CompareSpec spec{.tol = tolerances_for(rc.config), .promised = promised_class(rc.config),
-                             .anchored = e.anchored};
+  evidence::CompareSpec spec{.tol = tolerances_for(rc.config),
+                             .promised = promised_class_of_run(run, rc.config),
+                             .anchored = e.anchored,
+                             .keep_records = keep_records};
   if (e.anchored) {
     // Every anchored step starts from the reference's state; the reference must hold those steps too.
     spec.expected = expected_records(rc.config, anchors.steps);

@@ -67,6 +67,8 @@ struct RunEquivalence {
 };
 
 // `run` against `reference`: comparable contracts, the promised class, complete records.
-Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference);
+// `keep_records`: the comparison also lists every record as judged (CompareSpec::keep_records).
+Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference,
+                                    bool keep_records = false);
 
 }  // namespace sp::proof

@@ -120,23 +120,33 @@ std::string FirstDivergence::line() const {
   return s;
 }
 
+FaultReading fault_reading(const ProofBundle& bundle, const parallel::RunConfig& config, bool bitwise,
+                           const evidence::Tolerances& tol) {
+  const bool replayed = !bitwise && !bundle.fault_anchors().empty();
+  const bool exact = bitwise || !replayed;  // bit for bit, or within the single-step tolerances
+  return {.numbers = replayed ? bundle.paths().fault_anchored() : bundle.paths().fault(),
+          .against = bitwise || replayed ? bundle.paths().reference() : bundle.paths().parallel(),
+          .numbers_stage = replayed ? kFaultAnchoredStage : kFaultStage,
+          .against_stage = bitwise || replayed ? kReferenceStage : kParallelStage,
+          .replayed = replayed,
+          .spec = {.tol = tol,
+                   .promised = exact ? Equivalence::kBitwise : Equivalence::kWithinTolerance,
+                   .expected = expected_records(config, replayed ? bundle.fault_anchors() : std::vector<int64_t>{}),
+                   .reference_expected = expected_records(config),
+                   .anchored = replayed,
+                   .require_complete = false}};
+}
+
 FirstDivergence locate_first_divergence(const ProofBundle& bundle, const parallel::RunConfig& config, bool bitwise,
                                         const evidence::Tolerances& tol) {
   const evidence::RunPaths fault = bundle.paths().fault(), ref = bundle.paths().reference();
   FirstDivergence out;
   // What each reference-comparing view reads (the header says why).
-  const bool replayed = !bitwise && !bundle.fault_anchors().empty();
-  const evidence::RunPaths numbers = replayed ? bundle.paths().fault_anchored() : fault;
-  const evidence::RunPaths against = bitwise || replayed ? ref : bundle.paths().parallel();
-  const std::string_view numbers_stage = replayed ? kFaultAnchoredStage : kFaultStage;
-  const std::string_view against_stage = bitwise || replayed ? kReferenceStage : kParallelStage;
-  const bool exact = bitwise || !replayed;  // bit for bit, or within the single-step tolerances
-  evidence::CompareSpec spec{.tol = tol,
-                             .promised = exact ? Equivalence::kBitwise : Equivalence::kWithinTolerance,
-                             .expected = expected_records(config, replayed ? bundle.fault_anchors() : std::vector<int64_t>{}),
-                             .reference_expected = expected_records(config),
-                             .anchored = replayed,
-                             .require_complete = false};
+  const FaultReading reading = fault_reading(bundle, config, bitwise, tol);
+  const evidence::RunPaths &numbers = reading.numbers, &against = reading.against;
+  const bool replayed = reading.replayed, exact = reading.spec.promised == Equivalence::kBitwise;
+  const std::string_view numbers_stage = reading.numbers_stage, against_stage = reading.against_stage;
+  const evidence::CompareSpec& spec = reading.spec;
 
   // Job: how the fault stage ended.
   Detection job{.view = View::kJob,

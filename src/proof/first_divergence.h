@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,18 @@ struct FirstDivergence {
   nlohmann::json to_json() const;
   std::string line() const;  // "first divergence: checksums, step 4, grad, layers.1.attn.q_proj.weight ..."
 };
+
+// What the checksum and activation views of the fault run compare (the next comment says why): the run
+// read (`numbers`: fault/, or fault-anchored/ when replayed), what it is read against (reference/, or
+// parallel/ for a free-running non-bitwise fault run) and how (spec: the class, tolerances, records).
+struct FaultReading {
+  evidence::RunPaths numbers, against;
+  std::string_view numbers_stage, against_stage;
+  bool replayed = false;  // the anchored fault replay, within the single-step tolerances
+  evidence::CompareSpec spec;
+};
+FaultReading fault_reading(const ProofBundle& bundle, const parallel::RunConfig& config, bool bitwise,
+                           const evidence::Tolerances& tol);
 
 // The fault run against the reference. `bitwise` is the class the contract promises. Bitwise
 // configurations compare DIR/fault with DIR/reference bit for bit. The others separate the fault from

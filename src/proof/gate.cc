@@ -29,6 +29,8 @@ nlohmann::json Gate::to_json() const {
 
 std::string Gate::summary_markdown(const std::string& title, const std::vector<std::string>& notes) const {
   std::string s = fmt::format("# {}\n\n**Verdict: {}**\n\n", title, passed() ? "PASS" : "FAIL");
+  s += fmt::format("Charts of every view: [{0}]({0}) (`shardproof report DIR` regenerates it).\n\n",
+                   evidence::kReportFile);
   s += "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
   for (const Criterion& c : criteria)
     s += fmt::format("| {} | {} | {} | {} | `{}` |\n", c.name,

@@ -1,5 +1,5 @@
-// Element types. The engine computes in F32 today; BF16/F16 exist so that formats (safetensors,
-// checkpoints, ledger) already carry the dtype and mixed precision can land without format changes.
+// Element types. The engine computes in F32; BF16/F16 are the 16-bit working formats of mixed
+// precision (conversions in tensor/float16.h), also carried by the file formats (safetensors, checkpoints).
 #pragma once
 
 #include <cstddef>

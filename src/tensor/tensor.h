@@ -42,6 +42,13 @@ class Tensor {
     return static_cast<float*>(data_);
   }
   const float* f32() const { return const_cast<Tensor*>(this)->f32(); }
+  // The bit patterns of a 16-bit float tensor, BF16 or F16 (tensor/float16.h).
+  uint16_t* float16() {
+    SP_CHECK(dtype_ == DType::kBF16 || dtype_ == DType::kF16, "tensor '{}' is {}, not a 16-bit float", name_,
+             dtype_name(dtype_));
+    return static_cast<uint16_t*>(data_);
+  }
+  const uint16_t* float16() const { return const_cast<Tensor*>(this)->float16(); }
   void* raw() { return data_; }
   const void* raw() const { return data_; }
 

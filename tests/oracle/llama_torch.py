@@ -180,3 +180,108 @@ def train(cfg, tr, weights, batches, dtype):
         losses.append(loss.item())
         norms.append(float(norm))
     return losses, norms, {k: v.detach() for k, v in w.items()}
+
+
+# ---------------------------------------------------------------- mixed precision (bf16 / fp16)
+# The engine's casts (docs/kernels.md §casts), emulated in float64: the computation between rounding
+# points is exact-ish (float64), and every point where the engine stores a 16-bit value rounds there,
+# float64 -> float32 -> 16 bits, as the engine rounds its fp32 result. Gradients are rounded where the
+# engine rounds the gradient that enters a GEMM's backward. Three autograd pieces make the casts exact:
+#   R(x)       forward: round to 16 bits; backward: identity (a stored value; its gradient is not cast)
+#   G(x)       forward: identity; backward: round the incoming gradient (the GEMM backward reads 16 bits)
+#   softmax16  forward: round(softmax); backward: dS = round(P16 * (g - sum(P16 * g))) with the stored P16
+def _round16(x, half):
+    return x.to(torch.float32).to(half).to(x.dtype)
+
+
+class _R(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, half):
+        return _round16(x, half)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+class _G(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, half):
+        ctx.half = half
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return _round16(g, ctx.half), None
+
+
+class _Softmax16(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, s, half):
+        p16 = _round16(torch.softmax(s, dim=-1), half)
+        ctx.half = half
+        ctx.save_for_backward(p16)
+        return p16
+
+    @staticmethod
+    def backward(ctx, g):
+        (p16,) = ctx.saved_tensors
+        return _round16(p16 * (g - (p16 * g).sum(-1, keepdim=True)), ctx.half), None
+
+
+def forward_loss_mixed(cfg, w, tokens, half):
+    """forward_loss with the engine's 16-bit casts; w holds the (already 16-bit) weights in float64."""
+    R = lambda x: _R.apply(x, half)  # noqa: E731
+    G = lambda x: _G.apply(x, half)  # noqa: E731
+    tokens = torch.as_tensor(tokens, dtype=torch.long)
+    x_ids, y = tokens[:, :-1], tokens[:, 1:]
+    B, T = x_ids.shape
+    C, H, KV = cfg["dim"], cfg["n_heads"], cfg["n_kv_heads"]
+    D = C // H
+    eps = cfg.get("norm_eps", 1e-5)
+    dtype = w["model.embed_tokens.weight"].dtype
+    cos, sin = rope_tables(T, D, cfg.get("rope_theta", 10000.0), dtype)
+    h = w["model.embed_tokens.weight"][x_ids.clamp(min=0)] * (x_ids >= 0).unsqueeze(-1).to(dtype)  # fp32 residual
+    mask = torch.full((T, T), float("-inf"), dtype=dtype).triu(1)
+    q_end, k_end = H * D, (H + KV) * D
+    for i in range(cfg["n_layers"]):
+        p = f"model.layers.{i}."
+        xn = R(rms_norm(h, w[p + "input_layernorm.weight"], eps))
+        wqkv = torch.cat([w[p + "self_attn.q_proj.weight"], w[p + "self_attn.k_proj.weight"],
+                          w[p + "self_attn.v_proj.weight"]], 0)
+        qkv = G(xn @ wqkv.T)  # fp32 product; its gradient (after RoPE's backward) is rounded
+        q = qkv[..., :q_end].reshape(B, T, H, D).transpose(1, 2)
+        k = qkv[..., q_end:k_end].reshape(B, T, KV, D).transpose(1, 2)
+        v = qkv[..., k_end:].reshape(B, T, KV, D).transpose(1, 2)
+        q = R(q * cos + rotate_half(q) * sin)
+        k = R(k * cos + rotate_half(k) * sin)
+        v = R(v)
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        att = _Softmax16.apply(q @ k.transpose(-1, -2) / math.sqrt(D) + mask, half)
+        o = G(R(att @ v)).transpose(1, 2).reshape(B, T, H * D)
+        h = h + G(o @ w[p + "self_attn.o_proj.weight"].T)
+        xn = R(rms_norm(h, w[p + "post_attention_layernorm.weight"], eps))
+        wgu = torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]], 0)
+        gu = R(G(xn @ wgu.T))
+        F = gu.shape[-1] // 2
+        act = R(torch.nn.functional.silu(gu[..., :F]) * gu[..., F:])
+        h = h + G(act @ w[p + "mlp.down_proj.weight"].T)
+    xf = R(rms_norm(h, w["model.norm.weight"], eps))
+    head = w["model.embed_tokens.weight"] if cfg.get("tie_embeddings", False) else w["lm_head.weight"]
+    logits = G(xf @ head.T)  # fp32 logits; the loss is fp32
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-1)
+
+
+def loss_and_grads_mixed(cfg, weights16, tokens, half, grad_half=None, loss_scale=1.0, dtype=torch.float64):
+    """Loss and gradients of the mixed-precision model computed in `dtype` between the casts; weights16 are
+    16-bit values (any float dtype). The backward starts from loss * loss_scale (fp16 loss scaling: the
+    gradient casts see scaled values); grad_half rounds every (scaled) gradient once to that dtype (the
+    engine's 16-bit grad_dtype); the gradients are then divided by loss_scale."""
+    w = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights16.items()}
+    loss = forward_loss_mixed(cfg, w, tokens, half)
+    (loss * loss_scale).backward()
+    grads = {k: v.grad.detach() for k, v in w.items()}
+    if grad_half is not None:
+        grads = {k: _round16(g, grad_half) for k, g in grads.items()}
+    return loss.item(), {k: g / loss_scale for k, g in grads.items()}

@@ -3,15 +3,23 @@
   grads:      `shardproof grads` loss and every named gradient vs PyTorch in float64, for several
               configurations (GQA, MHA with tied embeddings, odd sizes with an ignored target, a
               tiny-preset-sized model). Criterion (issue 2): |a - b| <= 1e-6 + 1e-5 * |ref| per element.
+  mixed:      bf16 and fp16 (model/llama_stage16.cc through stage16_driver, every 16-bit GEMM backend this
+              CPU offers; fp16 with a loss scale) against PyTorch rounding to 16 bits exactly where the engine
+              does (llama_torch.loss_and_grads_mixed) in float64. Criterion per gradient and for the loss
+              (test_mixed, derived in docs/equivalence.md): within the 16-bit envelope 2*sqrt(R)*u/sqrt(3), and
+              no worse than 3x PyTorch's own fp32 computation of the same casts; the weights' rounding equals
+              torch's bit for bit.
   trajectory: 10 AdamW steps (warmup + cosine, clipping, weight decay, 2 micro-batches per step) from
               the same weights on the same batches. Criterion, derived rather than tuned: shardproof's
               fp32 trajectory may deviate from the float64 truth by at most 3x what PyTorch's own fp32
               trajectory deviates, plus 1e-6 (losses and final weights) -- i.e. no worse than fp32
               arithmetic itself (docs/equivalence.md).
-Exit status is the verdict. Usage: test_oracle.py {grads|trajectory} --bin shardproof --driver trajectory_driver
+Exit status is the verdict. Usage: test_oracle.py {grads|trajectory|mixed} --bin shardproof --driver DRIVER
+(trajectory_driver for trajectory, stage16_driver for mixed).
 """
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -113,15 +121,110 @@ def test_trajectory(args, tmp):
     return failures
 
 
+MIXED_CONFIGS = dict(CONFIGS)
+MIXED_CONFIGS["blocks"] = dict(vocab_size=97, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=96, max_seq=80,
+                               B=2, T=80)  # crosses the attention kernels' 64-row blocks
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+UNIT16 = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}  # unit roundoff 2^-p of the 16-bit formats (p = 8, 11)
+LOSS_SCALE = {"bf16": 1.0, "fp16": 1024.0}       # fp16 runs with a loss scale, as fp16 training does
+
+
+def mixed_envelope(cfg, precision):
+    """tau_16 = 2*sqrt(R)*u/sqrt(3) (docs/equivalence.md): a value rounded to 16 bits moves by a relative
+    error uniform in +-u (RMS u/sqrt(3)); a gradient's path crosses R = 13 rounding points per layer + 3 in the
+    head; independent errors add in quadrature; x2 margin. This bounds how far two computations with the same
+    casts can drift apart, whatever their arithmetic between the casts."""
+    R = 13 * cfg["n_layers"] + 3
+    return 2.0 * math.sqrt(R) * UNIT16[precision] / math.sqrt(3.0)
+
+
+def rel_l2(got, ref):
+    got, ref = got.double(), ref.double()
+    den = ref.norm().item()
+    return (got - ref).norm().item() / den if den > 0 else (got - ref).norm().item()
+
+
+def test_mixed(args, tmp):
+    """Per tensor (and for the loss) with d(x) = relative L2 distance to PyTorch float64 with the engine's casts:
+      d(shardproof) <= tau_16                     (the 16-bit envelope, mixed_envelope), and
+      d(shardproof) <= 3 * d(torch fp32) + 2^-20  (no worse than an fp32 implementation of the same casts:
+                                                   where the casts make the computation chaotic, d(torch fp32)
+                                                   is large too; where they do not, this is tight)."""
+    failures = 0
+    worst_by_kind = {}
+    floor = 2.0 ** -20
+    for key, c in MIXED_CONFIGS.items():
+        cfg = model_cfg(c)
+        g = torch.Generator().manual_seed(7)
+        tokens = torch.randint(0, c["vocab_size"], (c["B"], c["T"] + 1), generator=g)
+        if c.get("ignore"):
+            tokens[0, 3] = -1
+        w = L.random_weights(cfg, seed=11)
+        wp, tp, jp = (os.path.join(tmp, f"{key}.{s}") for s in ("w.safetensors", "tok.bin", "job.json"))
+        L.write_safetensors(wp, w)
+        L.write_token_batch(tp, tokens.numpy())
+        runs = [("bf16", "fallback", "fp32"), ("bf16", "auto", "fp32"), ("fp16", "fallback", "fp32")]
+        if key == "gqa":
+            runs += [("bf16", "auto", "bf16"), ("fp16", "auto", "fp16")]
+        seen = set()
+        for precision, backend, grad_dtype in runs:
+            gp, rp = os.path.join(tmp, f"{key}.g.safetensors"), os.path.join(tmp, f"{key}.r.safetensors")
+            scale = LOSS_SCALE[precision]
+            json.dump({"model": cfg, "precision": precision, "gemm16": backend, "grad_dtype": grad_dtype,
+                       "loss_scale": scale, "weights": wp, "tokens": tp, "out": gp, "rounded_weights": rp},
+                      open(jp, "w"))
+            run([args.driver, jp])
+            grads, meta = L.read_safetensors(gp)
+            name = meta["gemm16"]
+            if (precision, name, grad_dtype) in seen:
+                continue  # auto resolved to the fallback on this CPU
+            seen.add((precision, name, grad_dtype))
+            half = HALF[precision]
+            rounded, _ = L.read_safetensors(rp)
+            w16 = {k: v.to(half).to(torch.float32) for k, v in w.items()}
+            bad_w = [k for k in w16 if not torch.equal(w16[k], rounded[k])]
+            if bad_w:
+                print(f"[{key} {precision}] weights rounded differently from torch: {bad_w[:3]}")
+                failures += 1
+            gh = HALF[grad_dtype] if grad_dtype != "fp32" else None
+            l64, g64 = L.loss_and_grads_mixed(cfg, w16, tokens, half, gh, scale, torch.float64)
+            l32, g32 = L.loss_and_grads_mixed(cfg, w16, tokens, half, gh, scale, torch.float32)
+            tau = mixed_envelope(c, precision)
+            tag = f"[{key} {precision} {name} grad {grad_dtype}]"
+            loss = float(meta["loss"])
+            d_ours, d_t32 = abs(loss - l64) / abs(l64), abs(l32 - l64) / abs(l64)
+            ok = d_ours <= tau and d_ours <= 3 * d_t32 + floor
+            failures += not ok
+            print(f"{tag} loss {loss:.9f} torch64 {l64:.9f} d(ours) {d_ours:.2e} d(torch32) {d_t32:.2e} "
+                  f"tau_16 {tau:.2e} {'ok' if ok else 'MISMATCH'}")
+            worst, worst_t32 = 0.0, 0.0
+            for n in g64:
+                d_ours, d_t32 = rel_l2(grads[n], g64[n]), rel_l2(g32[n], g64[n])
+                kind = n.split(".")[-2] if n.count(".") >= 2 else n
+                wk = worst_by_kind.setdefault((precision, kind), (0.0, 0.0))
+                worst_by_kind[(precision, kind)] = (max(wk[0], d_ours), max(wk[1], d_t32))
+                worst, worst_t32 = max(worst, d_ours), max(worst_t32, d_t32)
+                if not (d_ours <= tau and d_ours <= 3 * d_t32 + floor):
+                    print(f"{tag} gradient {n}: d(ours) {d_ours:.3g}, d(torch32) {d_t32:.3g}, tau_16 {tau:.3g}")
+                    failures += 1
+            print(f"{tag} {len(g64)} gradients: worst d(ours) {worst:.3g}, worst d(torch32) {worst_t32:.3g}, "
+                  f"tau_16 {tau:.3g}")
+    print("worst relative L2 distance to torch float64 per tensor kind: shardproof / torch float32")
+    for (precision, kind), (r, t) in sorted(worst_by_kind.items()):
+        print(f"  {precision} {kind}: {r:.3g} / {t:.3g}")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("part", choices=["grads", "trajectory"])
+    ap.add_argument("part", choices=["grads", "trajectory", "mixed"])
     ap.add_argument("--bin", required=True)
     ap.add_argument("--driver", required=True)
     args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        failures = test_grads(args, tmp) if args.part == "grads" else test_trajectory(args, tmp)
+        part = {"grads": test_grads, "trajectory": test_trajectory, "mixed": test_mixed}[args.part]
+        failures = part(args, tmp)
     print("FAIL" if failures else "PASS", f"({failures} failures)")
     return 1 if failures else 0
 

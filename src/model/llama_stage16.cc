@@ -1,0 +1,149 @@
+// LlamaStage in mixed precision (bf16 or fp16; llama_stage.h, model/precision.h): the steps of
+// llama_stage.cc with 16-bit working weights, 16-bit stored activations and Gemm16 products, fp32
+// everywhere else. Not a second model: same units, offsets, hooks, accumulation rule and call order
+// of acquire/leaf/done/tp ops as the fp32 path, so pipeline and ZeRO see the same events.
+// Rounding points (to the 16-bit dtype t, nearest even): the outputs of both rmsnorms and the final
+// norm; q/k/v after RoPE; P; the attention output; gate/up; silu(gate)·up; and the gradient that
+// enters each GEMM's backward (dres, dgu, dattn, dS, dqkv, dlogits). Everything listed in
+// docs/kernels.md §casts; the PyTorch oracle (tests/oracle) rounds at exactly these points.
+// Scratch reuse: dqkv_ and dgu_ (fp32, backward scratch) hold the qkv and gate/up GEMM outputs during a
+// forward, before rounding; grad16_ holds one rounded gradient at a time.
+#include <algorithm>
+
+#include "kernels/attention16.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/linear16.h"
+#include "kernels/pointwise16.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "model/block_offsets.h"
+#include "model/llama_stage.h"
+#include "model/precision.h"
+#include "tensor/float16.h"
+
+namespace sp::model {
+namespace k = sp::kernels;
+
+using stage_detail::add;
+using stage_detail::BlockOffsets;
+
+void LlamaStage::allocate_scratch16() {
+  SP_CHECK(spec_.gemm16 != nullptr, "a {} stage needs a 16-bit GEMM backend (StageSpec::gemm16)",
+           precision_name(spec_.precision));
+  SP_CHECK(spec_.gemm16->dtype() == spec_.precision, "stage precision {} with a {} GEMM backend",
+           dtype_name(spec_.precision), dtype_name(spec_.gemm16->dtype()));
+  const k::Gemm16& g = *spec_.gemm16;
+  int64_t grad16 = 0;  // elements
+  int64_t ws = 0;      // floats
+  if (n_local_ > 0) {
+    grad16 = std::max({N_ * C_, N_ * 2 * Fl_, N_ * Hl_ * D_, N_ * Wqkv_});
+    ws = std::max({k::linear16_workspace_floats(g, N_, C_, Wqkv_), k::linear16_workspace_floats(g, N_, Hl_ * D_, C_),
+                   k::linear16_workspace_floats(g, N_, C_, 2 * Fl_), k::linear16_workspace_floats(g, N_, Fl_, C_),
+                   k::attention16_workspace_floats(g, T_, D_)});
+  }
+  if (spec_.last) {
+    grad16 = std::max(grad16, N_ * Vl_);
+    ws = std::max(ws, k::linear16_workspace_floats(g, N_, C_, Vl_));
+  }
+  MemoryLedger& m = *ledger_;
+  const auto W = Category::kWorkspace;
+  if (n_local_ > 0 || spec_.last) norm_w_ = Tensor(m, "scratch.norm_weight", W, {C_});
+  if (grad16 > 0) grad16_ = Tensor(m, "scratch.grad16", W, {grad16}, spec_.precision);
+  if (ws > 0) gemm_ws_ = Tensor(m, "scratch.gemm16", W, {ws});
+}
+
+const float* LlamaStage::widen_norm_weight(const uint16_t* w16) {
+  f32_from_float16(norm_w_.f32(), w16, C_, spec_.precision);
+  return norm_w_.f32();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+void LlamaStage::block_forward16(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16,
+                                 TensorParallelOps& tp, bool write_output) {
+  const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
+  const DType t = spec_.precision;
+  k::Gemm16& g = *spec_.gemm16;
+  float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
+  const float* x = slot.res[static_cast<size_t>(i)].f32();  // (N, C) fp32 residual stream
+  k::rmsnorm16_forward(a.xn1.float16(), a.rstd1.f32(), x, widen_norm_weight(w16 + o.ln1), N_, C_, config_.norm_eps, t);
+  float* qkv32 = dqkv_.f32();  // (N, Wqkv) fp32 product, RoPE in fp32, then rounded once
+  k::linear16_forward(qkv32, a.xn1.float16(), w16 + o.qkv, N_, C_, Wqkv_, g, ws);
+  k::rope_forward(qkv32, qkv32, rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
+  float16_from_f32(a.qkv.float16(), qkv32, N_ * Wqkv_, t);
+  k::attention16_forward(a.attn.float16(), a.probs.float16(), a.qkv.float16(), B_, T_, Hl_, KVl_, D_, g,
+                         att_scratch_.f32(), ws);
+  k::linear16_forward(tmp_.f32(), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, g, ws);
+  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // o_proj is row-parallel: sum the fp32 partial products
+  add(a.mid.f32(), x, tmp_.f32(), N_ * C_);
+  k::rmsnorm16_forward(a.xn2.float16(), a.rstd2.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), N_, C_,
+                       config_.norm_eps, t);
+  float* gu32 = dgu_.f32();  // (N, 2Fl) fp32 product, rounded once
+  k::linear16_forward(gu32, a.xn2.float16(), w16 + o.gu, N_, C_, 2 * Fl_, g, ws);
+  float16_from_f32(a.gu.float16(), gu32, N_ * 2 * Fl_, t);
+  k::swiglu16_forward(a.h.float16(), a.gu.float16(), N_, Fl_, t);
+  k::linear16_forward(tmp_.f32(), a.h.float16(), w16 + o.down, N_, Fl_, C_, g, ws);
+  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // down_proj is row-parallel
+  if (write_output) add(slot.res[static_cast<size_t>(i + 1)].f32(), a.mid.f32(), tmp_.f32(), N_ * C_);
+}
+
+void LlamaStage::head_forward16(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16, TensorParallelOps& tp) {
+  const float* x = s.res.back().f32();
+  k::rmsnorm16_forward(s.xf.float16(), s.rstdf.f32(), x, widen_norm_weight(w16), N_, C_, config_.norm_eps,
+                       spec_.precision);
+  float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
+  k::linear16_forward(s.logits.f32(), s.xf.float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16, ws);  // fp32 (N, Vl)
+  head_loss(s, tp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+void LlamaStage::head_backward16(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16, float* dw,
+                                 float* dw_lm, TensorParallelOps& tp, float loss_scale) {
+  const DType t = spec_.precision;
+  float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
+  const auto* targets = static_cast<const int32_t*>(s.targets.raw());
+  float* dlogits = s.logits.f32();  // fp32, in place
+  k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
+                            loss_scale);
+  uint16_t* dlogits16 = grad16_.float16();
+  float16_from_f32(dlogits16, dlogits, N_ * Vl_, t);
+  k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, s.xf.float16(), w_lm16, N_, C_, Vl_, false, *spec_.gemm16, ws);
+  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // xf entered the vocab-parallel head replicated
+  std::fill_n(dres_.f32(), N_ * C_, 0.0f);
+  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), s.rstdf.f32(), N_, C_);
+}
+
+void LlamaStage::block_backward16(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
+                                  TensorParallelOps& tp) {
+  const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
+  const DType t = spec_.precision;
+  k::Gemm16& g = *spec_.gemm16;
+  float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
+  const float* x = slot.res[static_cast<size_t>(i)].f32();
+  float* dres = dres_.f32();          // fp32; in: dL/d(block output); out: dL/d(block input)
+  uint16_t* g16 = grad16_.float16();  // the rounded gradient entering the next GEMM backward
+  // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
+  float16_from_f32(g16, dres, N_ * C_, t);
+  k::linear16_backward(dh_.f32(), dw + o.down, g16, a.h.float16(), w16 + o.down, N_, Fl_, C_, false, g, ws);
+  k::swiglu16_backward(g16, dh_.f32(), a.gu.float16(), N_, Fl_, t);  // dgu, rounded
+  k::linear16_backward(dxn_.f32(), dw + o.gu, g16, a.xn2.float16(), w16 + o.gu, N_, C_, 2 * Fl_, false, g, ws);
+  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // gate/up are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), a.rstd2.f32(), N_, C_);
+  // Attention: mid = x + o(attn).
+  float16_from_f32(g16, dres, N_ * C_, t);
+  k::linear16_backward(dattn_.f32(), dw + o.o, g16, a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, false, g, ws);
+  float16_from_f32(g16, dattn_.f32(), N_ * Hl_ * D_, t);
+  k::attention16_backward(dqkv_.f32(), g16, a.qkv.float16(), a.probs.float16(), B_, T_, Hl_, KVl_, D_, g,
+                          att_scratch_.f32(), ws);
+  k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
+  float16_from_f32(g16, dqkv_.f32(), N_ * Wqkv_, t);
+  k::linear16_backward(dxn_.f32(), dw + o.qkv, g16, a.xn1.float16(), w16 + o.qkv, N_, C_, Wqkv_, false, g, ws);
+  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // q/k/v are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, widen_norm_weight(w16 + o.ln1), a.rstd1.f32(), N_, C_);
+}
+
+}  // namespace sp::model
