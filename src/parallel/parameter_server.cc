@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "core/check.h"
 #include "kernels/reduce.h"
@@ -94,7 +95,9 @@ void PsWorkerUpdate::exchange(int64_t step) {
 }
 
 void PsWorkerUpdate::pull(int64_t step) {
-  comm::ScopedPhase phase(trace_, comm::Phase::kPull, step);
+  // After a step: phase "pull"; after a load (step −1): the caller's "checkpoint" phase.
+  std::optional<comm::ScopedPhase> phase;
+  if (step >= 0) phase.emplace(trace_, comm::Phase::kPull, step);
   std::vector<std::unique_ptr<comm::Request>> received;
   for (const model::UnitPiece& u : params_.owned())
     for (const auto& [j, p] : keys_.pieces_of_unit(u.unit))
@@ -191,7 +194,8 @@ std::vector<model::UnitPiece> PsServerUpdate::owned_parameters() {
 }
 
 void PsServerUpdate::pull(int64_t step) {
-  comm::ScopedPhase phase(trace_, comm::Phase::kPull, step);
+  std::optional<comm::ScopedPhase> phase;
+  if (step >= 0) phase.emplace(trace_, comm::Phase::kPull, step);
   std::vector<std::unique_ptr<comm::Request>> sent;
   for (Piece& p : pieces_)
     for (int w = 0; w < roles_.workers(); ++w)
