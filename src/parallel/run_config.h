@@ -22,7 +22,7 @@ enum class Reduction { kDeterministic, kFast };
 // How a step's gradients become the next parameters: peers all-reducing them (DP/ZeRO), or worker
 // ranks pushing them to server ranks that own the parameters (docs/ps.md).
 enum class Architecture { kAllReduce, kParameterServer };
-// Which stale version a parameter-server worker computes on (docs/ps.md §SSP): a fixed, documented
+// Which stale version a parameter-server worker computes on (docs/ps.md §"Not yet", SSP): a fixed, documented
 // schedule (reproducible bit for bit) or whatever has arrived within the bound (free-running).
 enum class StalenessSchedule { kFixed, kFree };
 

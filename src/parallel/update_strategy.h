@@ -43,7 +43,7 @@ class UpdateStrategy {
   // After the last micro-batch's backward: the step's gradients are complete where they are applied.
   virtual void exchange(int64_t step) = 0;
   virtual bool gradients_complete() const = 0;
-  // The parameter version each worker computed step `step` on, by worker (docs/ps.md §Staleness); empty
+  // The parameter version each worker computed step `step` on, by worker (docs/ps.md §"Not yet", SSP); empty
   // when every worker computes on the newest parameters by construction (all-reduce).
   virtual std::vector<int64_t> versions(int64_t step) = 0;
   virtual std::vector<model::UnitPiece> gradient_pieces() = 0;
