@@ -44,7 +44,7 @@ test: build
 	@$(MAKE) --no-print-directory test-asan
 
 # The long suite (not part of `make test`): the anchored-equivalence matrix of issue 21 at the tiny preset's
-# full length, and the README's examples as written (docs/testing.md; about 30 minutes on 2 cores).
+# full length, and the README's examples as written (docs/testing.md; about 22 minutes on 2 cores).
 test-long: build
 	cd $(BUILD) && ctest --output-on-failure -j $(CTEST_J) -L long
 
@@ -62,11 +62,11 @@ bench: build
 	@bash bench/run_all.sh $(BUILD)
 
 format:
-	find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	find src tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 # Fails (naming the files) when a source file is not formatted: .ci/run calls it before the tests.
 format-check: deps
-	find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
+	find src tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
 
 clean:
 	rm -rf $(BUILD) $(ASAN)

@@ -149,7 +149,8 @@ void BM_RawReadIntoState(benchmark::State& state) {
     state.ResumeTiming();
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     uint64_t total = 0;
-    for (ssize_t n; total < f.bytes && (n = ::read(fd, dst.data() + total, std::min<uint64_t>(f.bytes - total, 8 << 20))) > 0;)
+    for (ssize_t n;
+         total < f.bytes && (n = ::read(fd, dst.data() + total, std::min<uint64_t>(f.bytes - total, 8 << 20))) > 0;)
       total += static_cast<uint64_t>(n);
     ::close(fd);
     SP_CHECK(total == f.bytes, "raw file is {} bytes, expected {}", total, f.bytes);
@@ -173,7 +174,8 @@ void BM_CheckpointLoad(benchmark::State& state) {
   Fixture& f = fixture();
   const CheckpointPaths paths(f.dir);
   const int64_t step = read_latest(paths).value().step;
-  std::vector<test::SimRank> target = test::simulate(f.config, {1, static_cast<int>(state.range(0)), 1, 0, "tp-dp-pp"}, false);
+  std::vector<test::SimRank> target =
+      test::simulate(f.config, {1, static_cast<int>(state.range(0)), 1, 0, "tp-dp-pp"}, false);
   const bool cold = state.range(1) != 0;
   uint64_t bytes = 0;
   for (const auto& b : target[0].buffers) bytes += 4 * b.size();

@@ -20,7 +20,8 @@ const std::vector<float>& values() {
   static const std::vector<float> v = [] {
     const PhiloxKey key = philox_key(7, "evidence_bench");
     std::vector<float> out(size_t{1} << 24);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(1e-3 * random_normal(key, static_cast<int64_t>(i)));
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = static_cast<float>(1e-3 * random_normal(key, static_cast<int64_t>(i)));
     return out;
   }();
   return v;

@@ -98,9 +98,8 @@ void BM_linear(benchmark::State& state) {
 BENCHMARK(BM_linear)
 SP_LINEAR_ROWS(kC, kQkv)
 SP_LINEAR_ROWS(kC, kC)
-SP_LINEAR_ROWS(kC, 2 * kF) SP_LINEAR_ROWS(kF, kC) SP_LINEAR_ROWS(kC, kV)
-    ->ArgNames({"IC", "OC", "variant"})
-    ->Unit(benchmark::kMillisecond);
+SP_LINEAR_ROWS(kC, 2 * kF)
+SP_LINEAR_ROWS(kF, kC) SP_LINEAR_ROWS(kC, kV)->ArgNames({"IC", "OC", "variant"})->Unit(benchmark::kMillisecond);
 
 // What the fallback adds to sgemm for one linear's three products: widening both operands of each.
 void BM_fallback_widening(benchmark::State& state) {

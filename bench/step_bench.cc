@@ -87,15 +87,14 @@ int main(int argc, char** argv) {
   // 2·2·(T/2)·C per layer forward (QKᵀ and PV over the causal half), ×3 with the backward.
   const model::LlamaConfig& m = rc->model;
   const double D = static_cast<double>(m.head_dim());
-  const double matmul_params = static_cast<double>(m.n_layers) *
-                                   ((m.n_heads + 2 * m.n_kv_heads) * D * m.dim + m.dim * m.n_heads * D +
-                                    3.0 * m.ffn_dim * m.dim) +
+  const double matmul_params = static_cast<double>(m.n_layers) * ((m.n_heads + 2 * m.n_kv_heads) * D * m.dim +
+                                                                  m.dim * m.n_heads * D + 3.0 * m.ffn_dim * m.dim) +
                                static_cast<double>(m.vocab_size * m.dim);
   const double flops_per_token = 6.0 * matmul_params + 6.0 * m.n_layers * static_cast<double>(T) * m.n_heads * D;
   const double tps = static_cast<double>(B * T) / median;
-  std::printf("{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
-              "\"sgemm_gflops\": %.2f, \"params\": %lld}\n",
-              tps, median, flops_per_token, tps * flops_per_token * 1e-9, peak,
-              static_cast<long long>(m.param_count()));
+  std::printf(
+      "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
+      "\"sgemm_gflops\": %.2f, \"params\": %lld}\n",
+      tps, median, flops_per_token, tps * flops_per_token * 1e-9, peak, static_cast<long long>(m.param_count()));
   return 0;
 }

@@ -1,17 +1,17 @@
 #include "ckpt/consolidated.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
-#include <fmt/format.h>
-
 #include "ckpt/format.h"
-#include "core/json_io.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 #include "core/file_io.h"
+#include "core/json_io.h"
 #include "model/weights.h"
 
 namespace sp::ckpt {
@@ -63,9 +63,9 @@ Result<NamedTensors> read_consolidated(const std::string& path, const model::Lla
     SP_ASSIGN_OR_RETURN(const std::string text, read_file(cfg_path, 1 << 20));
     SP_ASSIGN_OR_RETURN(const nlohmann::json cfg, parse_json_strict(text, cfg_path, 16));
     const nlohmann::json want = config.to_hf_json();
-    for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                            "num_attention_heads", "num_key_value_heads", "tie_word_embeddings", "rope_theta",
-                            "rms_norm_eps"}) {
+    for (const char* key :
+         {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+          "num_key_value_heads", "tie_word_embeddings", "rope_theta", "rms_norm_eps"}) {
       if (!cfg.is_object() || !cfg.contains(key)) continue;
       const nlohmann::json& a = cfg[key];
       const nlohmann::json& b = want[key];

@@ -11,8 +11,8 @@
 
 namespace sp::ckpt {
 
-inline constexpr int kFormatVersion = 3;  // 2: per-chunk SHA-256 of every shard in the manifest;
-                                          // 3: shards record the training state the manifest records (kMetaState)
+inline constexpr int kFormatVersion = 3;        // 2: per-chunk SHA-256 of every shard in the manifest;
+                                                // 3: shards record the training state the manifest records (kMetaState)
 inline constexpr int kOldestFormatVersion = 2;  // still read (without the state cross-check)
 inline constexpr std::string_view kManifestFormat = "shardproof-checkpoint";
 inline constexpr std::string_view kLatestFormat = "shardproof-checkpoint-latest";
@@ -32,12 +32,12 @@ inline constexpr std::string_view kDeletingSuffix = ".deleting";  // being remov
 inline constexpr std::string_view kRefusedSuffix = ".refused";    // set aside by --fallback-previous; kept
 
 // Keys of a shard's safetensors "__metadata__" (all values are strings, as safetensors requires).
-inline constexpr std::string_view kMetaFormat = "format";          // kShardFormat
+inline constexpr std::string_view kMetaFormat = "format";           // kShardFormat
 inline constexpr std::string_view kMetaVersion = "format_version";  // "2"
 inline constexpr std::string_view kMetaRank = "rank";               // world rank that wrote the shard
 inline constexpr std::string_view kMetaCoords = "coords";           // "dp0.tp1.pp0"
 inline constexpr std::string_view kMetaStep = "step";
-inline constexpr std::string_view kMetaFragments = "fragments";     // JSON array, one entry per stored tensor
+inline constexpr std::string_view kMetaFragments = "fragments";  // JSON array, one entry per stored tensor
 // JSON {"optimizer_steps", "loader_cursor"}: the manifest's copy must equal it (version 3), so an edited
 // manifest cannot silently change the state a resume restores (the shard is covered by its SHA-256).
 inline constexpr std::string_view kMetaState = "state";

@@ -1,20 +1,19 @@
 #include "ckpt/load.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include <fmt/format.h>
-
 #include "ckpt/format.h"
-#include "core/json_io.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
 #include "core/file_io.h"
 #include "core/hash.h"
+#include "core/json_io.h"
 #include "core/threads.h"
 
 namespace sp::ckpt {
@@ -43,7 +42,8 @@ Result<Manifest> read_manifest(const CheckpointPaths& paths, int64_t step) {
     return text.status();
   }
   SP_ASSIGN_OR_RETURN(Manifest m, Manifest::parse(*text, path));
-  if (m.step != step) return corrupt("'{}' describes step {}, but it is in the directory of step {}", path, m.step, step);
+  if (m.step != step)
+    return corrupt("'{}' describes step {}, but it is in the directory of step {}", path, m.step, step);
   return m;
 }
 
@@ -95,10 +95,11 @@ Status verify_shard_files(const std::string& step_dir, const Manifest& manifest,
     SP_CHECK_EQ(chunks.size(), rec.sha256_chunks.size(), "chunk digests of '{}' (size checked above)", path);
     for (size_t c = 0; c < chunks.size(); ++c)
       if (chunks[c] != rec.sha256_chunks[c])
-        return corrupt("checkpoint shard '{}' fails its SHA-256 check: bytes {}..{} (chunk {} of {}) have SHA-256 {}, "
-                       "the manifest says {}: {}",
-                       path, c * kShaChunkBytes, std::min<uint64_t>(rec.bytes, (c + 1) * kShaChunkBytes), c,
-                       chunks.size(), chunks[c], rec.sha256_chunks[c], locate_shard_damage(path))
+        return corrupt(
+                   "checkpoint shard '{}' fails its SHA-256 check: bytes {}..{} (chunk {} of {}) have SHA-256 {}, "
+                   "the manifest says {}: {}",
+                   path, c * kShaChunkBytes, std::min<uint64_t>(rec.bytes, (c + 1) * kShaChunkBytes), c, chunks.size(),
+                   chunks[c], rec.sha256_chunks[c], locate_shard_damage(path))
             .with_hint(std::string(kDamagedCheckpointHint));
   }
   return Status();
@@ -108,8 +109,8 @@ Result<Candidates> find_candidates(const CheckpointPaths& paths, bool fallback_p
   SP_ASSIGN_OR_RETURN(CheckpointListing listing, list_checkpoints(paths));
   Candidates c;
   c.any_step_dirs = !listing.steps.empty();
-  auto latest = listing.has_latest ? read_latest(paths)
-                                   : Result<Latest>(not_found("'{}' does not exist", paths.latest()));
+  auto latest =
+      listing.has_latest ? read_latest(paths) : Result<Latest>(not_found("'{}' does not exist", paths.latest()));
   std::vector<int64_t> older;  // candidates after LATEST's step, newest first
   if (latest.ok()) {
     c.latest = *latest;

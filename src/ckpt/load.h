@@ -41,9 +41,9 @@ std::string locate_shard_damage(const std::string& shard_path);
 // not candidates.
 struct Candidates {
   std::vector<int64_t> steps;
-  std::optional<Latest> latest;       // parsed LATEST, when it exists and parses
-  Status latest_status;               // why LATEST is unusable (not_found when absent)
-  std::vector<int64_t> uncommitted;   // step dirs newer than LATEST (or all of them without LATEST)
+  std::optional<Latest> latest;      // parsed LATEST, when it exists and parses
+  Status latest_status;              // why LATEST is unusable (not_found when absent)
+  std::vector<int64_t> uncommitted;  // step dirs newer than LATEST (or all of them without LATEST)
   bool any_step_dirs = false;
 };
 Result<Candidates> find_candidates(const CheckpointPaths& paths, bool fallback_previous);

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include "ckpt/format.h"
-#include "core/json_io.h"
 #include "ckpt/names.h"
 #include "comm/process_grid.h"
 #include "core/hash.h"
+#include "core/json_io.h"
 
 namespace sp::ckpt {
 using nlohmann::json;
@@ -25,9 +25,12 @@ std::string Topology::describe() const {
 json Manifest::content() const {
   json shard_list = json::array();
   for (const ShardRecord& s : shards)
-    shard_list.push_back(
-        {{"rank", s.rank}, {"coords", s.coords}, {"file", s.file}, {"bytes", s.bytes}, {"sha256", s.sha256},
-         {"sha256_chunks", s.sha256_chunks}});
+    shard_list.push_back({{"rank", s.rank},
+                          {"coords", s.coords},
+                          {"file", s.file},
+                          {"bytes", s.bytes},
+                          {"sha256", s.sha256},
+                          {"sha256_chunks", s.sha256_chunks}});
   json ev = json::object();
   for (const auto& [name, p] : evidence) ev[name] = {{"bytes", p.bytes}, {"sha256", p.sha256}};
   return {{"format", kManifestFormat},
@@ -114,9 +117,9 @@ Result<ShardRecord> parse_shard_record(const json& j, size_t index, const std::s
   SP_ASSIGN_OR_RETURN(s.sha256, f.sha256("sha256"));
   SP_ASSIGN_OR_RETURN(const json* chunks, f.array("sha256_chunks"));
   if (chunks->size() != chunk_count(s.bytes, kShaChunkBytes))
-    return f.error("sha256_chunks", fmt::format("has {} digests, a file of {} bytes has {} chunks of {} bytes",
-                                                chunks->size(), s.bytes, chunk_count(s.bytes, kShaChunkBytes),
-                                                kShaChunkBytes));
+    return f.error("sha256_chunks",
+                   fmt::format("has {} digests, a file of {} bytes has {} chunks of {} bytes", chunks->size(), s.bytes,
+                               chunk_count(s.bytes, kShaChunkBytes), kShaChunkBytes));
   for (size_t c = 0; c < chunks->size(); ++c) {
     const json& d = (*chunks)[c];
     if (!d.is_string() || !is_sha256_hex(d.get_ref<const std::string&>()))
@@ -150,8 +153,9 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
   const std::string computed = sha256_hex(body.dump());
   if (computed != digest)
     return corrupt("{}: manifest content does not match its digest (stored {}, computed {})", label, digest, computed)
-        .with_hint("the manifest was damaged or edited after the checkpoint was committed; an older checkpoint may still "
-                   "be usable");
+        .with_hint(
+            "the manifest was damaged or edited after the checkpoint was committed; an older checkpoint may still "
+            "be usable");
 
   Manifest m;
   m.digest = digest;
@@ -196,7 +200,10 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
 }
 
 std::string Latest::to_text() const {
-  return json{{"format", kLatestFormat}, {"step", step}, {"dir", step_dir_name(step)}, {"manifest_digest", manifest_digest}}
+  return json{{"format", kLatestFormat},
+              {"step", step},
+              {"dir", step_dir_name(step)},
+              {"manifest_digest", manifest_digest}}
              .dump() +
          "\n";
 }
@@ -214,8 +221,8 @@ Result<Latest> Latest::parse(std::string_view text, const std::string& label) {
   SP_ASSIGN_OR_RETURN(l.step, f.integer("step", 0, kMaxStep));
   SP_ASSIGN_OR_RETURN(const std::string dir, f.string("dir"));
   if (dir != step_dir_name(l.step))
-    return f.error("dir", fmt::format("= {:?} disagrees with step {} ({:?})", dir.substr(0, 80), l.step,
-                                      step_dir_name(l.step)));
+    return f.error(
+        "dir", fmt::format("= {:?} disagrees with step {} ({:?})", dir.substr(0, 80), l.step, step_dir_name(l.step)));
   SP_ASSIGN_OR_RETURN(l.manifest_digest, f.sha256("manifest_digest"));
   // Exactly the bytes to_text() writes: a flipped bit in the layout is damage too.
   if (l.to_text() != text) return corrupt("{}: LATEST is not in its canonical form (edited or damaged)", label);

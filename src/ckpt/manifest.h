@@ -8,10 +8,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "model/llama_config.h"
@@ -35,8 +34,8 @@ struct ShardRecord {
   std::string coords;  // "dp0.tp1.pp0", for people; the topology is authoritative
   std::string file;    // always shard_file_name(rank)
   uint64_t bytes = 0;
-  std::string sha256;                       // of the whole file
-  std::vector<std::string> sha256_chunks;   // of each kShaChunkBytes piece, chunk_count(bytes, ...) of them
+  std::string sha256;                      // of the whole file
+  std::vector<std::string> sha256_chunks;  // of each kShaChunkBytes piece, chunk_count(bytes, ...) of them
 };
 
 // Size and SHA-256 of an evidence file's first `bytes` bytes when the checkpoint was taken: resuming
@@ -48,9 +47,9 @@ struct FilePrefix {
 };
 
 struct Manifest {
-  int64_t step = 0;              // optimizer steps completed; training resumes at this step
-  nlohmann::json contract;       // the run's contract.json content (evidence/contract.h), "hash" included
-  std::string contract_hash;     // contract["hash"]
+  int64_t step = 0;           // optimizer steps completed; training resumes at this step
+  nlohmann::json contract;    // the run's contract.json content (evidence/contract.h), "hash" included
+  std::string contract_hash;  // contract["hash"]
   Topology topology;
   int64_t optimizer_steps = 0;   // AdamW bias-correction step count
   nlohmann::json loader_cursor;  // data/loader.h cursor for `step`
@@ -60,13 +59,13 @@ struct Manifest {
   }
   std::map<std::string, FilePrefix> evidence;  // "checksums.jsonl", "metrics.jsonl"
   std::vector<ShardRecord> shards;             // one per world rank, in rank order
-  std::string digest;            // filled by seal() and parse()
+  std::string digest;                          // filled by seal() and parse()
 
   // Everything but the digest, canonical; to_json() adds "digest".
   nlohmann::json content() const;
-  void seal();                   // digest := SHA-256 of content().dump()
+  void seal();  // digest := SHA-256 of content().dump()
   nlohmann::json to_json() const;
-  std::string to_text() const;   // indented JSON + "\n" (the digest does not depend on the layout)
+  std::string to_text() const;  // indented JSON + "\n" (the digest does not depend on the layout)
   // Every field validated; `label` (the path) starts every error message.
   static Result<Manifest> parse(std::string_view text, const std::string& label);
   // The model shape recorded in the contract (config.model).

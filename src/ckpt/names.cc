@@ -1,9 +1,9 @@
 #include "ckpt/names.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "ckpt/format.h"
 #include "core/check.h"

@@ -34,19 +34,19 @@ class CheckpointPaths {
  public:
   explicit CheckpointPaths(std::string run_dir);
   const std::string& run_dir() const { return run_dir_; }
-  std::string root() const;                    // RUN/checkpoints
-  std::string latest() const;                  // RUN/checkpoints/LATEST
-  std::string step_dir(int64_t step) const;    // RUN/checkpoints/step-000004
+  std::string root() const;                     // RUN/checkpoints
+  std::string latest() const;                   // RUN/checkpoints/LATEST
+  std::string step_dir(int64_t step) const;     // RUN/checkpoints/step-000004
   std::string partial_dir(int64_t step) const;  // RUN/checkpoints/step-000004.partial
   std::string deleting_dir(int64_t step) const;
   std::string refused_dir(int64_t step) const;
-  std::string entry(std::string_view name) const;  // RUN/checkpoints/NAME; NAME must be a valid component
+  std::string entry(std::string_view name) const;     // RUN/checkpoints/NAME; NAME must be a valid component
   std::string run_file(std::string_view name) const;  // RUN/NAME (evidence files a manifest records)
   // RUN/segments/step-NNNNNN (kSegmentsDir) (attempt 0) or .../step-NNNNNN.A: the interrupted process's per-process
   // evidence (trace/, timeline/) when a run resumes at `step`.
   std::string segment_dir(int64_t step, int attempt) const;
-  static std::string manifest_in(const std::string& dir);            // DIR/manifest.json
-  static std::string shard_in(const std::string& dir, int rank);     // DIR/rank-NNNNN.safetensors
+  static std::string manifest_in(const std::string& dir);         // DIR/manifest.json
+  static std::string shard_in(const std::string& dir, int rank);  // DIR/rank-NNNNN.safetensors
 
  private:
   std::string run_dir_;

@@ -1,6 +1,7 @@
 #include "ckpt/reshard.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <cstring>
 #include <map>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "ckpt/names.h"
 #include "core/check.h"
@@ -114,8 +113,8 @@ Result<CheckpointSource> CheckpointSource::open(const std::string& step_dir, con
     if (reader.data_offset() + reader.data_size() != rec.bytes)
       return corrupt("checkpoint shard '{}' is {} bytes; the manifest says {}", sh->path,
                      reader.data_offset() + reader.data_size(), rec.bytes);
-    SP_ASSIGN_OR_RETURN(sh->content, read_shard_metadata(reader, impl->weights, manifest.topology.tp, rec.rank,
-                                                         manifest.step));
+    SP_ASSIGN_OR_RETURN(sh->content,
+                        read_shard_metadata(reader, impl->weights, manifest.topology.tp, rec.rank, manifest.step));
     // The state a resume restores is recorded twice: the manifest's copy must be the shard's own.
     if (!sh->content.state.is_null() && sh->content.state != manifest.training_state())
       return corrupt("checkpoint shard '{}' records training state {}, its manifest says {}: the manifest was edited",
@@ -138,8 +137,8 @@ Result<CheckpointSource> CheckpointSource::open(const std::string& step_dir, con
   return CheckpointSource(std::move(impl));
 }
 
-Status CheckpointSource::fill_region(const model::WeightSpec& spec, StateKind kind, const Geometry& target,
-                                     int64_t ta, int64_t tb, float* dst, int target_tp) const {
+Status CheckpointSource::fill_region(const model::WeightSpec& spec, StateKind kind, const Geometry& target, int64_t ta,
+                                     int64_t tb, float* dst, int target_tp) const {
   const Impl& im = *impl_;
   const int src_tp = im.manifest.topology.tp;
   const bool replicated = spec.tp_dim < 0;
@@ -174,7 +173,8 @@ Status CheckpointSource::fill_region(const model::WeightSpec& spec, StateKind ki
         stage.resize(static_cast<size_t>(w1 - w0));
         SP_RETURN_IF_ERROR(im.read_floats(sh, i, w0, w1 - w0, stage.data()));
         for (size_t c = a; c < b; ++c)
-          std::memcpy(dst + (ov[c].tk - ta), stage.data() + (ov[c].sk - w0), sizeof(float) * static_cast<size_t>(ov[c].n));
+          std::memcpy(dst + (ov[c].tk - ta), stage.data() + (ov[c].sk - w0),
+                      sizeof(float) * static_cast<size_t>(ov[c].n));
         a = b;
       }
     }
@@ -187,8 +187,7 @@ Status CheckpointSource::fill_region(const model::WeightSpec& spec, StateKind ki
     if (r.tk > pos) break;
     if (r.tk < pos)
       return corrupt("checkpoint step {}: {} of tensor {:?}: logical element {} is stored twice (again in shard '{}')",
-                     im.manifest.step, state_kind_name(kind), spec.name, g.logical(r.tk),
-                     im.shards[r.shard]->path);
+                     im.manifest.step, state_kind_name(kind), spec.name, g.logical(r.tk), im.shards[r.shard]->path);
     pos = r.tk + r.n;
   }
   if (pos < tb) {

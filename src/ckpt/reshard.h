@@ -48,8 +48,8 @@ class CheckpointSource {
  private:
   struct Impl;
   explicit CheckpointSource(std::unique_ptr<Impl> impl);
-  Status fill_region(const model::WeightSpec& spec, StateKind kind, const Geometry& target, int64_t begin,
-                     int64_t end, float* dst, int target_tp) const;
+  Status fill_region(const model::WeightSpec& spec, StateKind kind, const Geometry& target, int64_t begin, int64_t end,
+                     float* dst, int target_tp) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,5 +1,6 @@
 #include "ckpt/save.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "ckpt/format.h"
 #include "ckpt/load.h"
@@ -118,8 +117,9 @@ Status commit(const CheckpointPaths& paths, const SaveRequest& req, const std::v
       return failed_precondition(
                  "checkpoint '{}' is already committed and holds a different state ({}); a committed checkpoint is "
                  "never overwritten",
-                 final_dir, old.ok() ? fmt::format("manifest digest {}, this save {}", old->digest, m.digest)
-                                     : old.status().message())
+                 final_dir,
+                 old.ok() ? fmt::format("manifest digest {}, this save {}", old->digest, m.digest)
+                          : old.status().message())
           .with_hint("move that directory away to save this step again, or resume from it");
     } else {
       log_warn("checkpoint: '{}' never finished its commit (LATEST does not name it): replacing it", final_dir);
@@ -176,7 +176,8 @@ Result<std::optional<SaveFault>> parse_save_fault(std::string_view spec) {
   }
   auto number = [&](std::string_view text, const char* what) -> Result<int64_t> {
     int64_t v = 0;
-    if (text.empty() || text.size() > 12) return invalid_argument("--fault {}: {} '{}' is not a number", spec, what, text);
+    if (text.empty() || text.size() > 12)
+      return invalid_argument("--fault {}: {} '{}' is not a number", spec, what, text);
     for (char c : text) {
       if (c < '0' || c > '9') return invalid_argument("--fault {}: {} '{}' is not a number", spec, what, text);
       v = v * 10 + (c - '0');
@@ -186,7 +187,8 @@ Result<std::optional<SaveFault>> parse_save_fault(std::string_view spec) {
   if (at != std::string_view::npos) {
     if (colon != std::string_view::npos && colon < at)
       return invalid_argument("--fault {}: write NAME[@STEP][:RANK]", spec);
-    SP_ASSIGN_OR_RETURN(f.step, number(spec.substr(at + 1, colon == std::string_view::npos ? colon : colon - at - 1), "step"));
+    SP_ASSIGN_OR_RETURN(f.step,
+                        number(spec.substr(at + 1, colon == std::string_view::npos ? colon : colon - at - 1), "step"));
   }
   if (colon != std::string_view::npos) {
     SP_ASSIGN_OR_RETURN(const int64_t r, number(spec.substr(colon + 1), "rank"));
@@ -207,8 +209,8 @@ Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const SaveRequest
 
   const std::string partial = paths.partial_dir(req.step);
   // The digests are computed from memory while the same memory is written out (and fsynced).
-  ShardImage img = build_shard(rank, req.coords, req.tp_rank, req.step, req.spans, /*digests=*/false,
-                               req.manifest.training_state());
+  ShardImage img =
+      build_shard(rank, req.coords, req.tp_rank, req.step, req.spans, /*digests=*/false, req.manifest.training_state());
   std::thread hasher([&img] { digest_shard(img); });
   const Status written = write_shard(img, CheckpointPaths::shard_in(partial, rank), req, rank);
   hasher.join();
@@ -233,7 +235,8 @@ Result<SaveOutcome> save_checkpoint(comm::Communicator& world, const SaveRequest
   world.all_gather(mine, all.data(), counts, DType::kU8);
   auto bytes_of = [&](size_t r) {
     uint64_t b = 0;
-    for (int i = 7; i >= 0; --i) b = (b << 8) | static_cast<unsigned char>(all[kRecordBytes * r + static_cast<size_t>(i)]);
+    for (int i = 7; i >= 0; --i)
+      b = (b << 8) | static_cast<unsigned char>(all[kRecordBytes * r + static_cast<size_t>(i)]);
     return b;
   };
   int64_t total_chunk_chars = 0;

@@ -48,13 +48,13 @@ Result<std::optional<SaveFault>> parse_save_fault(std::string_view spec);
 
 struct SaveRequest {
   std::string run_dir;
-  int64_t step = 0;                // steps completed
-  std::string coords;              // this rank's grid coordinates, "dp0.tp1.pp0"
+  int64_t step = 0;    // steps completed
+  std::string coords;  // this rank's grid coordinates, "dp0.tp1.pp0"
   int tp_rank = 0;
-  std::vector<StateSpan> spans;    // what this rank stores; empty for a replica that does not store
-  Manifest manifest;               // rank 0: contract, topology, optimizer, cursor, evidence (the rest is filled)
+  std::vector<StateSpan> spans;          // what this rank stores; empty for a replica that does not store
+  Manifest manifest;                     // rank 0: contract, topology, optimizer, cursor, evidence (the rest is filled)
   std::vector<std::string> rank_coords;  // rank 0: coords of every world rank, for the manifest
-  int64_t keep_last = 2;           // ≥ 1
+  int64_t keep_last = 2;                 // ≥ 1
   std::optional<SaveFault> fault;
   // This rank's reason not to commit (e.g. an evidence file it could not write: the manifest would
   // record an incomplete prefix): folded into the save's first agreement, so nothing is written.
@@ -62,9 +62,9 @@ struct SaveRequest {
 };
 
 struct SaveOutcome {
-  bool kept_existing = false;   // step-N already held this exact checkpoint: nothing rewritten
-  std::string dir;              // the committed step directory
-  uint64_t bytes = 0;           // all shards (rank 0; 0 elsewhere)
+  bool kept_existing = false;    // step-N already held this exact checkpoint: nothing rewritten
+  std::string dir;               // the committed step directory
+  uint64_t bytes = 0;            // all shards (rank 0; 0 elsewhere)
   std::vector<int64_t> deleted;  // steps removed by retention (rank 0)
   double seconds = 0.0;
 };

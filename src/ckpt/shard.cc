@@ -1,14 +1,14 @@
 #include "ckpt/shard.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 #include <tuple>
 
-#include <fmt/format.h>
-
-#include "core/json_io.h"
 #include "core/check.h"
 #include "core/hash.h"
+#include "core/json_io.h"
 #include "core/threads.h"
 
 namespace sp::ckpt {
@@ -149,7 +149,8 @@ Result<Fragment> parse_fragment(const json& j, size_t i, const std::string& labe
   const model::WeightSpec& spec = spec_it->second;
   SP_ASSIGN_OR_RETURN(const std::string kind, f.string("kind"));
   const auto kind_it = std::find(kStateKindNames.begin(), kStateKindNames.end(), kind);
-  if (kind_it == kStateKindNames.end()) return f.error("kind", fmt::format("= {:?} is not a state kind", kind.substr(0, 40)));
+  if (kind_it == kStateKindNames.end())
+    return f.error("kind", fmt::format("= {:?} is not a state kind", kind.substr(0, 40)));
   fr.kind = static_cast<StateKind>(kind_it - kStateKindNames.begin());
   auto int_list = [&](std::string_view key, size_t n_min, size_t n_max) -> Result<std::vector<int64_t>> {
     SP_ASSIGN_OR_RETURN(const json* a, f.array(key));
@@ -176,13 +177,14 @@ Result<Fragment> parse_fragment(const json& j, size_t i, const std::string& labe
   model::Slice want{-1, 0, spec.shape[0]};
   if (spec.tp_dim >= 0) {
     const int64_t full = spec.shape[static_cast<size_t>(spec.tp_dim)];
-    if (full % tp_size != 0) return f.error("slice", fmt::format("cannot split dim {} = {} over tp = {}", spec.tp_dim, full, tp_size));
+    if (full % tp_size != 0)
+      return f.error("slice", fmt::format("cannot split dim {} = {} over tp = {}", spec.tp_dim, full, tp_size));
     want = {spec.tp_dim, full / tp_size * tp_rank, full / tp_size};
   }
   if (fr.slice.dim != want.dim || fr.slice.begin != want.begin || fr.slice.length != want.length)
-    return f.error("slice", fmt::format("= [{}, {}, {}] is not tp rank {} of {}'s slice [{}, {}, {}] of {:?}", slice[0],
-                                        slice[1], slice[2], tp_rank, tp_size, want.dim, want.begin, want.length,
-                                        fr.tensor));
+    return f.error(
+        "slice", fmt::format("= [{}, {}, {}] is not tp rank {} of {}'s slice [{}, {}, {}] of {:?}", slice[0], slice[1],
+                             slice[2], tp_rank, tp_size, want.dim, want.begin, want.length, fr.tensor));
   fr.local_shape = fr.shape;
   if (want.dim >= 0) fr.local_shape[static_cast<size_t>(want.dim)] = want.length;
   SP_ASSIGN_OR_RETURN(const std::vector<int64_t> range, int_list("range", 2, 2));
@@ -207,8 +209,8 @@ Result<ShardContent> read_shard_metadata(const SafetensorsReader& reader, const 
   const std::string& label = reader.label();
   const auto& meta = reader.metadata();
   for (const auto& [k, v] : meta) {
-    const bool known = k == kMetaFormat || k == kMetaVersion || k == kMetaRank || k == kMetaCoords ||
-                       k == kMetaStep || k == kMetaFragments || k == kMetaState;
+    const bool known = k == kMetaFormat || k == kMetaVersion || k == kMetaRank || k == kMetaCoords || k == kMetaStep ||
+                       k == kMetaFragments || k == kMetaState;
     if (!known) return corrupt("shard '{}': unknown metadata key {:?}", label, k.substr(0, 80));
   }
   if (!meta.count(std::string(kMetaFormat)) || meta.at(std::string(kMetaFormat)) != kShardFormat)
@@ -230,7 +232,8 @@ Result<ShardContent> read_shard_metadata(const SafetensorsReader& reader, const 
   if (!meta.count(std::string(kMetaFragments)))
     return corrupt("shard '{}': metadata has no {:?}", label, kMetaFragments);
   if (meta.count(std::string(kMetaState))) {
-    SP_ASSIGN_OR_RETURN(out.state, parse_json_strict(meta.at(std::string(kMetaState)), "shard '" + label + "' state", 8));
+    SP_ASSIGN_OR_RETURN(out.state,
+                        parse_json_strict(meta.at(std::string(kMetaState)), "shard '" + label + "' state", 8));
     if (!out.state.is_object()) return corrupt("shard '{}': metadata state is not a JSON object", label);
   }
   SP_ASSIGN_OR_RETURN(const json list,
@@ -247,8 +250,7 @@ Result<ShardContent> read_shard_metadata(const SafetensorsReader& reader, const 
     if (!seen.insert(fr.stored).second)
       return corrupt("shard '{}': fragment {:?} is described twice", label, fr.stored.substr(0, 160));
     const SafetensorsEntry* e = reader.find(fr.stored);
-    if (e == nullptr)
-      return corrupt("shard '{}': fragment {:?} has no stored tensor", label, fr.stored.substr(0, 160));
+    if (e == nullptr) return corrupt("shard '{}': fragment {:?} has no stored tensor", label, fr.stored.substr(0, 160));
     if (e->dtype != DType::kF32)
       return corrupt("shard '{}': tensor {:?} is {}, expected F32", label, fr.stored.substr(0, 160),
                      dtype_name(e->dtype));
@@ -265,8 +267,8 @@ Result<ShardContent> read_shard_metadata(const SafetensorsReader& reader, const 
     const auto& [t0, k0, r0, b0, e0] = ranges[i - 1];
     const auto& [t1, k1, r1, b1, e1] = ranges[i];
     if (t0 == t1 && k0 == k1 && r0 == r1 && b1 < e0)
-      return corrupt("shard '{}': two {} fragments of {:?} overlap ([{}, {}) and [{}, {}))", label,
-                     state_kind_name(k0), t0, b0, e0, b1, e1);
+      return corrupt("shard '{}': two {} fragments of {:?} overlap ([{}, {}) and [{}, {}))", label, state_kind_name(k0),
+                     t0, b0, e0, b1, e1);
   }
   return out;
 }

@@ -8,10 +8,9 @@
 #pragma once
 
 #include <array>
-
-#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,15 +33,15 @@ struct StateSpan {
 // A stored tensor: local elements [begin, end) (row-major) of the shard `slice` of logical tensor
 // `tensor`, as held by tensor-parallel rank `tp_rank` of `tp_size`.
 struct Fragment {
-  std::string stored;      // the tensor's name in the shard file
-  std::string tensor;      // canonical (HF) name
+  std::string stored;  // the tensor's name in the shard file
+  std::string tensor;  // canonical (HF) name
   StateKind kind = StateKind::kParam;
-  Shape shape;             // logical shape
-  model::Slice slice;      // dim −1: the whole tensor (replicated under TP)
+  Shape shape;         // logical shape
+  model::Slice slice;  // dim −1: the whole tensor (replicated under TP)
   int tp_rank = 0;
-  Shape local_shape;       // shape with the sliced dim replaced by slice.length
+  Shape local_shape;  // shape with the sliced dim replaced by slice.length
   int64_t begin = 0, end = 0;
-  uint64_t xxh3 = 0;       // XXH3-64 of the stored bytes: locates damage that the file's SHA-256 found
+  uint64_t xxh3 = 0;  // XXH3-64 of the stored bytes: locates damage that the file's SHA-256 found
   int64_t size() const { return end - begin; }
 };
 
@@ -62,8 +61,8 @@ Geometry geometry_of(const Shape& shape, const model::Slice& slice);
 struct ShardImage {
   SafetensorsWriter writer;
   std::vector<Fragment> fragments;
-  std::string header;                      // writer.header_bytes(): the file's first bytes
-  std::vector<ByteSpan> tensors;           // then these, in order (pointing into the spans)
+  std::string header;             // writer.header_bytes(): the file's first bytes
+  std::vector<ByteSpan> tensors;  // then these, in order (pointing into the spans)
   uint64_t bytes = 0;
   std::string sha256;                      // whole file      } filled by digest_shard()
   std::vector<std::string> sha256_chunks;  // per kShaChunkBytes (format.h)
@@ -82,9 +81,9 @@ struct ShardContent {
   int rank = 0;
   int64_t step = 0;
   std::string coords;
-  nlohmann::json state;                    // kMetaState, null when the shard has none (format 2, tests)
-  std::vector<Fragment> fragments;         // in the order of the metadata
-  std::vector<SafetensorsEntry> entries;   // entries[i]: fragments[i]'s stored tensor in the file
+  nlohmann::json state;                   // kMetaState, null when the shard has none (format 2, tests)
+  std::vector<Fragment> fragments;        // in the order of the metadata
+  std::vector<SafetensorsEntry> entries;  // entries[i]: fragments[i]'s stored tensor in the file
 };
 
 using WeightIndex = std::map<std::string, model::WeightSpec, std::less<>>;

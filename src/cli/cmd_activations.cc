@@ -24,13 +24,15 @@ void register_activations(CLI::App& app, CommandResult& result) {
   auto opts = std::make_shared<ActivationsOptions>();
   CLI::App* act = app.add_subcommand("activations", "the per-layer activation trace (evidence.activation_digests)");
   act->require_subcommand(1);
-  CLI::App* compare = act->add_subcommand(
-      "compare", "compare a run's activation digests with a reference run's (exit 0 equal, 1 with the first "
-                 "difference in forward order)");
+  CLI::App* compare =
+      act->add_subcommand("compare",
+                          "compare a run's activation digests with a reference run's (exit 0 equal, 1 with the first "
+                          "difference in forward order)");
   compare->add_option("run", opts->run, "run directory holding activations/rank-NNNNN.jsonl")->required();
   compare->add_option("--against", opts->ref, "reference run directory (e.g. the single-device run)")->required();
-  compare->add_option("--tolerance", opts->tolerance,
-                      "relative L2 tolerance per record instead of bitwise digests (tensor-parallel runs)")
+  compare
+      ->add_option("--tolerance", opts->tolerance,
+                   "relative L2 tolerance per record instead of bitwise digests (tensor-parallel runs)")
       ->check(CLI::NonNegativeNumber);
   compare->add_option("--json", opts->json_out, "also write the comparison as JSON to this file");
   compare->callback([opts, &result] {
@@ -46,9 +48,9 @@ void register_activations(CLI::App& app, CommandResult& result) {
       return;
     }
     if (!cmp->recorded || !cmp->reference_recorded) {
-      result.exit_code = report_status(
-          invalid_argument("'{}' recorded no activations", cmp->recorded ? opts->ref : opts->run)
-              .with_hint("train it with --set evidence.activation_digests=true"));
+      result.exit_code =
+          report_status(invalid_argument("'{}' recorded no activations", cmp->recorded ? opts->ref : opts->run)
+                            .with_hint("train it with --set evidence.activation_digests=true"));
       return;
     }
     const std::string text = cmp->summary();

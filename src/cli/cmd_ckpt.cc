@@ -1,10 +1,10 @@
 // `shardproof ckpt verify | inspect | export | import`: recovery checkpoints from the files alone
 // (docs/checkpoints.md). Single-process; nothing here runs MPI. Exit 0 success, 1 damaged or failed,
 // 2 usage error.
+#include <fmt/format.h>
+
 #include <memory>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "ckpt/consolidated.h"
 #include "ckpt/load.h"
@@ -35,8 +35,7 @@ Result<Selected> select(const std::string& dir, int64_t step_option) {
 Result<int64_t> default_step(const Selected& s) {
   if (s.step) return *s.step;
   auto latest = ckpt::read_latest(s.paths);
-  if (!latest.ok())
-    return latest.status().with_hint("name a checkpoint with --step N (see `shardproof ckpt inspect`)");
+  if (!latest.ok()) return latest.status().with_hint("name a checkpoint with --step N (see `shardproof ckpt inspect`)");
   return latest->step;
 }
 
@@ -57,13 +56,16 @@ Status run_verify(const std::string& dir, int64_t step_option, int& rc) {
       std::printf("LATEST: step %lld (manifest %s)\n", static_cast<long long>(latest->step),
                   latest->manifest_digest.substr(0, 16).c_str());
       if (std::find(s.listing.steps.begin(), s.listing.steps.end(), latest->step) == s.listing.steps.end()) {
-        std::printf("LATEST: DAMAGED: it names step %lld, which has no directory\n", static_cast<long long>(latest->step));
+        std::printf("LATEST: DAMAGED: it names step %lld, which has no directory\n",
+                    static_cast<long long>(latest->step));
         bad = true;
       }
     }
     for (int64_t st : s.listing.steps)
-      if (!latest.ok() || st <= latest->step) steps.push_back(st);
-      else std::printf("%s: not committed (newer than LATEST): ignored by resume\n", ckpt::step_dir_name(st).c_str());
+      if (!latest.ok() || st <= latest->step)
+        steps.push_back(st);
+      else
+        std::printf("%s: not committed (newer than LATEST): ignored by resume\n", ckpt::step_dir_name(st).c_str());
   }
   if (steps.empty() && !bad) return not_found("'{}' holds no checkpoint", s.paths.root());
   for (int64_t st : steps) {
@@ -79,8 +81,7 @@ Status run_verify(const std::string& dir, int64_t step_option, int& rc) {
   }
   for (const std::string& name : s.listing.leftovers)
     std::printf("%s: leftover of an interrupted save: ignored by resume, removed by the next save\n", name.c_str());
-  for (const std::string& name : s.listing.refused)
-    std::printf("%s: set aside by --fallback-previous\n", name.c_str());
+  for (const std::string& name : s.listing.refused) std::printf("%s: set aside by --fallback-previous\n", name.c_str());
   for (const std::string& name : s.listing.unknown) std::printf("%s: unknown entry (not a checkpoint)\n", name.c_str());
   std::printf("%s\n", bad ? "FAIL" : "PASS");
   rc = bad ? 1 : 0;
@@ -164,9 +165,10 @@ Status run_import(const std::string& file, const std::string& preset, const std:
   for (const auto& [name, v] : w) n += static_cast<int64_t>(v.size());
   std::printf("%s: %zu tensors, %lld parameters, every name, shape and value valid for this model\n", file.c_str(),
               w.size(), static_cast<long long>(n));
-  std::printf("start a run from them with:  shardproof train --init-from %s [--preset/--config/--set as here] "
-              "--out DIR\n",
-              file.c_str());
+  std::printf(
+      "start a run from them with:  shardproof train --init-from %s [--preset/--config/--set as here] "
+      "--out DIR\n",
+      file.c_str());
   return Status();
 }
 
@@ -210,9 +212,7 @@ void register_ckpt(CLI::App& app, CommandResult& result) {
   imp->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
   imp->add_option("--config", o->config, "Run configuration file (TOML)");
   imp->add_option("--set", o->sets, "Override a key (repeatable)");
-  imp->callback([o, &result] {
-    result.exit_code = report_status(run_import(o->file, o->preset, o->config, o->sets));
-  });
+  imp->callback([o, &result] { result.exit_code = report_status(run_import(o->file, o->preset, o->config, o->sets)); });
 }
 
 }  // namespace sp::cli

@@ -5,6 +5,7 @@
 // or whose run fails gets an error row instead of stopping the table. Exit 0 when every row is ok
 // (strategy_table.h StrategyRow::ok), 1 otherwise. Reference: docs/compare.md.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +13,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/run_setup.h"
@@ -89,8 +88,10 @@ void fill_equivalence(evidence::StrategyRow& row, const std::string& dir, const 
   row.max_rel_param = c.max_rel_param;
   row.max_rel_grad_first = c.max_rel_grad_first;
   row.max_rel_grad_later = c.max_rel_grad_later;
-  if (!c.problems.empty()) row.first_divergence = c.problems.front();
-  else if (!c.divergence.empty()) row.first_divergence = c.divergence.front().to_string();
+  if (!c.problems.empty())
+    row.first_divergence = c.problems.front();
+  else if (!c.divergence.empty())
+    row.first_divergence = c.divergence.front().to_string();
 }
 
 evidence::StrategyRow error_row(const StrategySpec& spec, const std::string& dir, const std::string& error) {
@@ -142,8 +143,10 @@ int run_compare(const CompareOpts& o) {
       continue;
     }
     std::vector<std::string> args = {"train", "--out", dir, "--quiet", "--root", root};
-    if (!o.config.empty()) args.insert(args.end(), {"--config", o.config});
-    else args.insert(args.end(), {"--preset", o.preset.empty() ? "tiny" : o.preset});
+    if (!o.config.empty())
+      args.insert(args.end(), {"--config", o.config});
+    else
+      args.insert(args.end(), {"--preset", o.preset.empty() ? "tiny" : o.preset});
     if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
     for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
     Stopwatch watch;
@@ -165,8 +168,9 @@ int run_compare(const CompareOpts& o) {
   }
   evidence::fill_ratios(rows);
 
-  const std::string title = o.config.empty() ? fmt::format("shardproof compare: preset {}", o.preset.empty() ? "tiny" : o.preset)
-                                              : fmt::format("shardproof compare: {} ({})", o.config, base->name);
+  const std::string title = o.config.empty()
+                                ? fmt::format("shardproof compare: preset {}", o.preset.empty() ? "tiny" : o.preset)
+                                : fmt::format("shardproof compare: {} ({})", o.config, base->name);
   std::string md = evidence::strategy_table_markdown(rows, title);
   md += fmt::format("\nCharts of the same: [{0}]({0}) (docs/report.md).\n", evidence::kReportFile);
   nlohmann::json j = evidence::strategy_table_json(rows);
@@ -204,8 +208,9 @@ int run_bubble(const std::string& dir, const std::string& json_out) {
 
 void register_compare(CLI::App& app, CommandResult& result) {
   auto o = std::make_shared<CompareOpts>();
-  CLI::App* cmd = app.add_subcommand("compare", "Run several parallel strategies on one contract and compare them "
-                                                "with dp=1 side by side (docs/compare.md)");
+  CLI::App* cmd = app.add_subcommand("compare",
+                                     "Run several parallel strategies on one contract and compare them "
+                                     "with dp=1 side by side (docs/compare.md)");
   cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
   cmd->add_option("--config", o->config, "Run configuration file (TOML)");
   cmd->add_option("--set", o->sets, "Override a key for every strategy: --set train.steps=5 (repeatable)");
@@ -223,8 +228,9 @@ void register_compare(CLI::App& app, CommandResult& result) {
     std::string dir, json;
   };
   auto b = std::make_shared<BubbleOpts>();
-  CLI::App* bub = app.add_subcommand("bubble", "Print the measured pipeline bubble of a run per stage next to its "
-                                               "theory (docs/compare.md)");
+  CLI::App* bub = app.add_subcommand("bubble",
+                                     "Print the measured pipeline bubble of a run per stage next to its "
+                                     "theory (docs/compare.md)");
   bub->add_option("DIR", b->dir, "Run directory holding timeline/, topology.json and contract.json")->required();
   bub->add_option("--json", b->json, "Also write the report (with every rank and step) as JSON to this file");
   bub->callback([b, &result] { result.exit_code = run_bubble(b->dir, b->json); });

@@ -1,22 +1,22 @@
 // `shardproof grads`: the loss and every gradient of one token batch for given weights, written as
 // safetensors with Hugging Face names and (out, in) layout — the interface the PyTorch oracle tests
 // use. Runs the same engine path as training at dp = tp = pp = 1 with one micro-batch.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "ckpt/consolidated.h"
 #include "ckpt/safetensors.h"
 #include "cli/command.h"
 #include "cli/run_setup.h"
-#include "core/file_io.h"
-#include "core/json_io.h"
-#include "core/log.h"
 #include "cli/token_batch.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
+#include "core/file_io.h"
+#include "core/json_io.h"
+#include "core/log.h"
 #include "parallel/engine.h"
 #include "parallel/memory_fit.h"
 
@@ -51,9 +51,10 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
                             batch.cols - 1, mc.max_seq);
   // The loss is the mean over target tokens (columns 1.., not −1): a batch without one has no loss.
   if (token_batch_targets(batch) == 0)
-    return invalid_argument("token batch '{}' has no target token: every token after the first of each row is −1 "
-                            "(padding), so the loss would be a mean over nothing",
-                            tokens_path)
+    return invalid_argument(
+               "token batch '{}' has no target token: every token after the first of each row is −1 "
+               "(padding), so the loss would be a mean over nothing",
+               tokens_path)
         .with_hint("give at least one row a real token id after its first position");
   parallel::RunConfig rc;
   rc.model = mc;
@@ -92,8 +93,8 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
     writer.add(s.name, DType::kF32, s.shape, grads.at(s.name).data());
   writer.set_metadata("format", "shardproof-grads");
   if (!std::isfinite(loss))
-    return failed_precondition("the loss of token batch '{}' under weights '{}' is {}: no gradients written", tokens_path,
-                               weights, loss)
+    return failed_precondition("the loss of token batch '{}' under weights '{}' is {}: no gradients written",
+                               tokens_path, weights, loss)
         .with_hint("the weights are finite but too large for float32 arithmetic; check how they were made");
   writer.set_metadata("loss", fmt::format("{:.17g}", loss));
   writer.set_metadata("engine", SP_GIT_REVISION);

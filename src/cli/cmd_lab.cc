@@ -5,11 +5,11 @@
 // Exit codes: list/show 0, unknown key or a broken catalogue file 2; run: prove's (0 PASS, 1 FAIL,
 // 2 usage), and 2 for a lab this engine cannot demonstrate (it prints why and the closest runnable lab;
 // it never runs a substitute).
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <memory>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/labs.h"

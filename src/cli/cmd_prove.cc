@@ -1,13 +1,13 @@
 // `shardproof prove`: the driver of the four-stage protocol (cli/prove.h, docs/prove.md). It runs each
 // stage as its own mpirun launch of this binary, records how each ended in prove.json, seals the
 // bundle and derives the gate from the files (proof/gate.h) exactly as `verify DIR` does.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <regex>
-
-#include <fmt/format.h>
 
 #include "ckpt/load.h"
 #include "ckpt/manifest.h"
@@ -17,8 +17,8 @@
 #include "cli/run_setup.h"
 #include "core/dir_lock.h"
 #include "core/file_io.h"
-#include "evidence/faults.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/faults.h"
 #include "evidence/run_dir.h"
 #include "parallel/plan.h"
 #include "proof/gate.h"
@@ -51,8 +51,14 @@ class Protocol {
  public:
   Protocol(const ProveOptions& o, std::string root, parallel::RunConfig config, proof::ProtocolPlan plan,
            DirectoryLock& lock)
-      : o_(o), paths_(o.out), root_(std::move(root)), config_(std::move(config)), plan_(std::move(plan)),
-        fault_(plan_.fault), k_(plan_.checkpoint_step), lock_(lock) {
+      : o_(o),
+        paths_(o.out),
+        root_(std::move(root)),
+        config_(std::move(config)),
+        plan_(std::move(plan)),
+        fault_(plan_.fault),
+        k_(plan_.checkpoint_step),
+        lock_(lock) {
     prove_ = {{"format_version", evidence::kProveFormatVersion},
               {"fault", fault_.to_string()},
               {"checkpoint_step", k_},
@@ -90,8 +96,12 @@ class Protocol {
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = run_with_mpirun(np, args, log);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    json record = {{"name", name}, {"ranks", np}, {"exit_code", rc}, {"seconds", seconds},
-                   {"log", evidence::ProofPaths::log_file(name)}, {"command", fmt::format("{}", fmt::join(args, " "))}};
+    json record = {{"name", name},
+                   {"ranks", np},
+                   {"exit_code", rc},
+                   {"seconds", seconds},
+                   {"log", evidence::ProofPaths::log_file(name)},
+                   {"command", fmt::format("{}", fmt::join(args, " "))}};
     read_stage_log(log, record);
     prove_["stages"].push_back(record);
     (void)write_file_atomic(paths_.prove(), prove_.dump(2) + "\n");
@@ -102,10 +112,16 @@ class Protocol {
   }
 
   std::vector<std::string> evidence_sets(int64_t checkpoint_every, double watchdog) const {
-    return {"--set", "evidence.activation_digests=true", "--set",
-            fmt::format("evidence.checkpoint_every={}", checkpoint_every), "--set",
-            fmt::format("evidence.keep_last={}", config_.train.steps + 1), "--set",
-            fmt::format("evidence.watchdog_seconds={}", watchdog), "--expect-contract", paths_.contract()};
+    return {"--set",
+            "evidence.activation_digests=true",
+            "--set",
+            fmt::format("evidence.checkpoint_every={}", checkpoint_every),
+            "--set",
+            fmt::format("evidence.keep_last={}", config_.train.steps + 1),
+            "--set",
+            fmt::format("evidence.watchdog_seconds={}", watchdog),
+            "--expect-contract",
+            paths_.contract()};
   }
 
   // Stage 4's starting point: the parallel run's step-k checkpoint and its evidence prefix.
@@ -118,7 +134,8 @@ class Protocol {
     fs::copy(src.step_dir(k_), dst.step_dir(k_), fs::copy_options::recursive, ec);
     if (ec) return io_error("cannot copy '{}' to '{}': {}", src.step_dir(k_), dst.step_dir(k_), ec.message());
     SP_RETURN_IF_ERROR(write_file_atomic(dst.latest(), ckpt::Latest{k_, m.digest}.to_text()));
-    for (const auto& [src_file, dst_file] : {std::pair{from.checksums(), to.checksums()}, {from.metrics(), to.metrics()}}) {
+    for (const auto& [src_file, dst_file] :
+         {std::pair{from.checksums(), to.checksums()}, {from.metrics(), to.metrics()}}) {
       fs::copy_file(src_file, dst_file, ec);
       if (ec) return io_error("cannot copy '{}': {}", src_file, ec.message());
     }
@@ -145,9 +162,9 @@ class Protocol {
     std::printf("[2/4] reference: one device, then the parallel configuration (checkpoint at step %lld)\n",
                 static_cast<long long>(k_));
     auto ref = evidence_sets(0, 120);
-    ref.insert(ref.end(), {"--out", paths_.reference().root(), "--set", "parallel.dp=1", "--set", "parallel.tp=1", "--set",
-                           "parallel.pp=1", "--set", "parallel.zero=0", "--set", "parallel.schedule=1f1b", "--set",
-                           "parallel.virtual_stages=1"});
+    ref.insert(ref.end(), {"--out", paths_.reference().root(), "--set", "parallel.dp=1", "--set", "parallel.tp=1",
+                           "--set", "parallel.pp=1", "--set", "parallel.zero=0", "--set", "parallel.schedule=1f1b",
+                           "--set", "parallel.virtual_stages=1"});
     if (!plan_.reference_checkpoints.empty())  // the states the anchored replays start from
       ref.insert(ref.end(), {"--checkpoint-at", steps_list(plan_.reference_checkpoints)});
     if (stage("reference", 1, ref) != 0) return finish();
@@ -163,7 +180,7 @@ class Protocol {
     std::printf("[3/4] fault: the same contract with %s\n", fault_.to_string().c_str());
     auto flt = evidence_sets(ckpt_fault ? k_ : 0, 20);
     flt.insert(flt.end(), {"--out", paths_.fault().root(), "--fault", fault_.to_string()});
-    stage("fault", n, flt);  // expected to fail for some faults: its ending is evidence
+    stage("fault", n, flt);            // expected to fail for some faults: its ending is evidence
     if (!plan_.fault_anchors.empty())  // may fail too (a crash, a non-finite gradient)
       anchored_stage(std::string(evidence::kFaultAnchoredStage), paths_.fault_anchored(), plan_.fault_anchors,
                      plan_.fault_warmup, true);

@@ -3,10 +3,10 @@
 // Not the error printer (cli/report.cc). The page's data are report::report_data(DIR), a pure function
 // of the bundle's files, which `verify` recomputes. Exit 0: written and complete; 1: written, but the
 // bundle lacks files (each named, on stderr and in the page); 2: DIR is not a bundle.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "cli/command.h"
 #include "evidence/bundle_paths.h"

@@ -1,8 +1,8 @@
 // `shardproof trace check DIR [--json FILE]` and `shardproof trace chrome DIR --out FILE`.
 // Single-process commands over a finished (or crashed) run directory; no MPI.
 // check: exit 0 when every group's members issued the same sequence, every p2p message was
-// matched and the traffic equals comm_predicted.json (when present), 1 with the first mismatch otherwise, 2 on usage errors (no such DIR, no trace/).
-// Reference: docs/formats/trace.md, evidence/trace_check.h, evidence/trace_chrome.h.
+// matched and the traffic equals comm_predicted.json (when present), 1 with the first mismatch otherwise, 2 on usage
+// errors (no such DIR, no trace/). Reference: docs/formats/trace.md, evidence/trace_check.h, evidence/trace_chrome.h.
 #include <cstdio>
 #include <memory>
 
@@ -26,8 +26,9 @@ void register_trace(CLI::App& app, CommandResult& result) {
   trace->require_subcommand(1);
 
   CLI::App* check = trace->add_subcommand(
-      "check", "prove that all members of every group issued the same collectives (exit 0), or name the first "
-               "mismatch (exit 1)");
+      "check",
+      "prove that all members of every group issued the same collectives (exit 0), or name the first "
+      "mismatch (exit 1)");
   check->add_option("dir", opts->dir, "run directory holding trace/rank-NNNNN.jsonl and topology.json")->required();
   check->add_option("--json", opts->json_out, "also write the full report (mismatches, traffic) as JSON to this file");
   check->callback([opts, &result] {

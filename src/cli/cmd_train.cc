@@ -1,7 +1,7 @@
 // `shardproof train`: one training run with its evidence bundle (docs/cli.md).
-#include <memory>
-
 #include <fmt/format.h>
+
+#include <memory>
 
 #include "cli/command.h"
 #include "cli/run_setup.h"
@@ -21,8 +21,10 @@ std::string summary_line(const parallel::TrainSummary& s, const std::string& out
   std::string line = fmt::format("done: {} steps", s.steps);
   if (s.first_step > 0) line += fmt::format(" (resumed at step {})", s.first_step);
   if (s.steps > s.first_step) line += fmt::format(", loss {:.4f}", s.final_loss);
-  if (s.final_eval_loss) line += fmt::format(", eval loss {:.4f}", *s.final_eval_loss);
-  else line += ", no evaluation ran";
+  if (s.final_eval_loss)
+    line += fmt::format(", eval loss {:.4f}", *s.final_eval_loss);
+  else
+    line += ", no evaluation ran";
   if (s.initial_eval_loss) line += fmt::format(" (at init {:.4f})", *s.initial_eval_loss);
   if (s.steps > s.first_step) line += fmt::format(", {:.0f} tokens/s", s.tokens_per_second);
   return line + "; evidence in " + out;
@@ -96,8 +98,8 @@ void register_train(CLI::App& app, CommandResult& result) {
       ->check(CLI::Range(0, 1));
   cmd->callback([o, &result, cmd] {
     if (o->overwrite && o->resume == "required") {
-      result.exit_code = report_status(invalid_argument("--overwrite clears --out, --resume required continues it")
-                                           .with_hint("pass one of them"));
+      result.exit_code = report_status(
+          invalid_argument("--overwrite clears --out, --resume required continues it").with_hint("pass one of them"));
       return;
     }
     if (o->np > 0 && !launched_by_mpi()) {
@@ -136,8 +138,8 @@ void register_train(CLI::App& app, CommandResult& result) {
     topt.anchors = o->anchors;
     topt.anchor_warmup = o->anchor_warmup;
     if (o->faults.size() > 1) {
-      result.exit_code = report_status(invalid_argument("--fault given {} times; a run injects at most one fault",
-                                                        o->faults.size()));
+      result.exit_code =
+          report_status(invalid_argument("--fault given {} times; a run injects at most one fault", o->faults.size()));
       return;
     }
     for (const std::string& spec : o->faults) {
@@ -152,9 +154,9 @@ void register_train(CLI::App& app, CommandResult& result) {
       }
       auto fault = evidence::parse_fault(spec);
       if (!fault.ok()) {
-        result.exit_code = report_status(
-            fault.status().with_hint("or a checkpoint-save fault: ckpt-kill-PHASE[@STEP][:RANK], "
-                                     "ckpt-enospc[@STEP][:RANK]"));
+        result.exit_code =
+            report_status(fault.status().with_hint("or a checkpoint-save fault: ckpt-kill-PHASE[@STEP][:RANK], "
+                                                   "ckpt-enospc[@STEP][:RANK]"));
         return;
       }
       topt.fault = *fault;

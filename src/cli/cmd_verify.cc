@@ -2,18 +2,18 @@
 // files alone (bitwise-equal / within-tolerance / divergent) and report the first divergence.
 // `shardproof verify BUNDLE`: re-derive a proof bundle's gate from its files (proof/gate.h) for a
 // third party, and compare it with the gate.json the bundle carries.
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "cli/command.h"
-#include "core/file_io.h"
-#include "core/log.h"
 #include "cli/prove.h"
-#include "evidence/compare.h"
+#include "core/file_io.h"
 #include "core/json_io.h"
+#include "core/log.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/compare.h"
 #include "proof/equivalence.h"
 #include "proof/gate.h"
 #include "proof/seal.h"
@@ -26,10 +26,9 @@ static Status verify_against(const std::string& run, const std::string& ref, con
                       proof::compare_runs(evidence::RunPaths(run), evidence::RunPaths(ref)));
   const evidence::Comparison& c = e.comparison;
   std::string text = fmt::format("{} vs {}: {}\n", run, ref, e.describe());
-  text += fmt::format("  promised by the contract: {}{}\n", evidence::equivalence_name(c.promised),
-                      e.anchored ? fmt::format(" (anchored replay: {} steps, each from the reference's state)",
-                                               e.judged_steps)
-                                 : "");
+  text += fmt::format(
+      "  promised by the contract: {}{}\n", evidence::equivalence_name(c.promised),
+      e.anchored ? fmt::format(" (anchored replay: {} steps, each from the reference's state)", e.judged_steps) : "");
   for (const std::string& p : c.problems) text += "  PROBLEM: " + p + "\n";
   if (c.problem_count > static_cast<int64_t>(c.problems.size()))
     text += fmt::format("  ... and {} more problems\n", c.problem_count - static_cast<int64_t>(c.problems.size()));
@@ -56,8 +55,9 @@ static int verify_bundle(const std::string& dir, const std::string& key) {
   std::error_code ec;
   const evidence::ProofPaths paths(dir);
   if (!std::filesystem::exists(paths.prove(), ec))
-    return report_status(invalid_argument("'{}' is not a proof bundle (no prove.json)", dir)
-                             .with_hint("verify a `shardproof prove` bundle, or compare runs: verify RUN --against REF"));
+    return report_status(
+        invalid_argument("'{}' is not a proof bundle (no prove.json)", dir)
+            .with_hint("verify a `shardproof prove` bundle, or compare runs: verify RUN --against REF"));
   auto verdict = proof::derive_gate(dir);
   if (!verdict.ok()) {
     std::printf("verdict: FAIL: %s\n", verdict.status().message().c_str());
@@ -81,7 +81,7 @@ static int verify_bundle(const std::string& dir, const std::string& key) {
     const Status s = proof::check_signature(dir, key);
     signature_ok = s.ok();
     std::printf("signature: %s\n", s.ok() ? fmt::format("bundle.sha256 is signed by the key in {}", key).c_str()
-                                           : fmt::format("FAIL: {}", s.message()).c_str());
+                                          : fmt::format("FAIL: {}", s.message()).c_str());
   }
   // report.html is derived too (docs/report.md): when present, it must show exactly the bundle's data.
   if (path_exists(paths.file(evidence::kReportFile)))
@@ -91,7 +91,8 @@ static int verify_bundle(const std::string& dir, const std::string& key) {
       ++edited;
     }
   if (edited > 0) {
-    std::printf("verdict: FAIL: %d derived file(s) do not match the evidence; trust the lines above, not them\n", edited);
+    std::printf("verdict: FAIL: %d derived file(s) do not match the evidence; trust the lines above, not them\n",
+                edited);
     return 1;
   }
   if (!signature_ok) {

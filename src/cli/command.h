@@ -4,9 +4,8 @@
 // configuration error. The CLI is the only layer that reads argv or the environment.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "core/status.h"
 

@@ -4,8 +4,9 @@
 #include "cli/command.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"shardproof: train LLaMA-style models across MPI ranks and prove each parallel strategy "
-               "computes the same training as one device"};
+  CLI::App app{
+      "shardproof: train LLaMA-style models across MPI ranks and prove each parallel strategy "
+      "computes the same training as one device"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("shardproof ") + SP_GIT_REVISION);
   sp::cli::CommandResult result;

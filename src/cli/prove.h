@@ -15,17 +15,17 @@
 namespace sp::cli {
 
 struct ProveOptions {
-  std::string preset;              // configs/NAME.toml (default: the config's own default, tiny)
-  std::string config;              // or a TOML file
-  std::vector<std::string> sets;   // --set key=value overrides, in order
-  std::string fault;               // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
-  std::string out;                 // bundle directory (must not hold a previous bundle)
-  std::string root;                // source root for configs/ and data/ (default_root() when empty)
-  std::string cache;               // prepared-data cache (default <root>/.shardproof-cache)
-  std::string title;               // heading of summary.md (labs pass their key and title)
-  bool quiet = false;              // no per-step progress lines from the stages
-  bool no_recovery = false;        // skip stage 4: shows that the gate fails without it (tests, labs)
-  std::string sign;                // Ed25519 private key (PEM): sign the seal (bundle.sig)
+  std::string preset;             // configs/NAME.toml (default: the config's own default, tiny)
+  std::string config;             // or a TOML file
+  std::vector<std::string> sets;  // --set key=value overrides, in order
+  std::string fault;              // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
+  std::string out;                // bundle directory (must not hold a previous bundle)
+  std::string root;               // source root for configs/ and data/ (default_root() when empty)
+  std::string cache;              // prepared-data cache (default <root>/.shardproof-cache)
+  std::string title;              // heading of summary.md (labs pass their key and title)
+  bool quiet = false;             // no per-step progress lines from the stages
+  bool no_recovery = false;       // skip stage 4: shows that the gate fails without it (tests, labs)
+  std::string sign;               // Ed25519 private key (PEM): sign the seal (bundle.sig)
 };
 
 // Runs the protocol; prints the stage lines, the verdict, the first-divergence line and the bundle path.

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <filesystem>
+#include <iterator>
 
 #include "core/log.h"
 
@@ -84,7 +84,8 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
   sigemptyset(&forwarded);
   for (int sig : kForwarded) sigaddset(&forwarded, sig);
   sigprocmask(SIG_BLOCK, &forwarded, &previous);
-  struct sigaction action {}, saved[std::size(kForwarded)];
+  struct sigaction action {
+  }, saved[std::size(kForwarded)];
   action.sa_handler = forward_to_job;
   sigemptyset(&action.sa_mask);
   for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &action, &saved[i]);

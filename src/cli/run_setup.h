@@ -2,11 +2,10 @@
 // loading (--preset / --config / --set), and relaunching under mpirun for --np.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "parallel/run_config.h"

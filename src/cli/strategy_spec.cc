@@ -1,10 +1,10 @@
 // Strategy spec grammar (strategy_spec.h): a token table, one parser, one override builder.
 #include "cli/strategy_spec.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace sp::cli {
 namespace {
@@ -25,7 +25,8 @@ int number_after(const std::string& tok, const std::string& prefix) {
 }
 
 Status bad_token(const std::string& spec, const std::string& tok, const std::string& why) {
-  return invalid_argument("strategy '{}': {} '{}'", spec, why, tok).with_hint(fmt::format("valid tokens: {}", kValidTokens));
+  return invalid_argument("strategy '{}': {} '{}'", spec, why, tok)
+      .with_hint(fmt::format("valid tokens: {}", kValidTokens));
 }
 
 }  // namespace
@@ -53,7 +54,8 @@ bool StrategySpec::is_reference() const {
 Result<StrategySpec> parse_strategy(const std::string& spec) {
   StrategySpec s;
   s.label = spec;
-  if (spec.empty()) return invalid_argument("empty strategy in --strategies").with_hint(fmt::format("valid tokens: {}", kValidTokens));
+  if (spec.empty())
+    return invalid_argument("empty strategy in --strategies").with_hint(fmt::format("valid tokens: {}", kValidTokens));
   std::set<std::string> seen;  // token kinds
   size_t pos = 0;
   while (pos <= spec.size()) {

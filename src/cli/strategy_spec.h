@@ -18,8 +18,8 @@ namespace sp::cli {
 struct StrategySpec {
   std::string label;  // the spec as written, e.g. "dp2-tp2-pp2"; also the run's directory name
   int dp = 1, tp = 1, pp = 1, zero = 0;
-  std::string schedule;   // empty: the base config's
-  int virtual_stages = 0; // 0: the base config's (set with the schedule token)
+  std::string schedule;    // empty: the base config's
+  int virtual_stages = 0;  // 0: the base config's (set with the schedule token)
   bool recompute = false;
   bool fast = false;
   int servers = 0;  // > 0: parallel.architecture = "ps" with this many servers

@@ -17,7 +17,8 @@ uint32_t u32_at(const std::string& b, size_t off) {
 
 Result<TokenBatch> read_token_batch(const std::string& path, int64_t vocab) {
   SP_ASSIGN_OR_RETURN(std::string b, read_file(path, uint64_t{1} << 32));
-  if (b.size() < kHeader) return corrupt("token batch '{}' is {} bytes, shorter than its 24-byte header", path, b.size());
+  if (b.size() < kHeader)
+    return corrupt("token batch '{}' is {} bytes, shorter than its 24-byte header", path, b.size());
   if (std::memcmp(b.data(), kMagic, 8) != 0)
     return corrupt("token batch '{}' does not start with the magic \"SPTOKBAT\"", path)
         .with_hint("see docs/formats/token_batch.md");
@@ -31,9 +32,10 @@ Result<TokenBatch> read_token_batch(const std::string& path, int64_t vocab) {
   const uint64_t ids = static_cast<uint64_t>(t.rows) * static_cast<uint64_t>(t.cols);
   uint64_t want = 0;
   if (__builtin_mul_overflow(ids, uint64_t{4}, &want) || __builtin_add_overflow(want, uint64_t{kHeader}, &want))
-    return corrupt("token batch '{}': its header ({} × {} tokens of 4 bytes) describes more than 2^64 bytes; the file "
-                   "is {} bytes",
-                   path, t.rows, t.cols, b.size());
+    return corrupt(
+        "token batch '{}': its header ({} × {} tokens of 4 bytes) describes more than 2^64 bytes; the file "
+        "is {} bytes",
+        path, t.rows, t.cols, b.size());
   if (b.size() != want)
     return corrupt("token batch '{}' is {} bytes; its header ({} × {}) implies exactly {}", path, b.size(), t.rows,
                    t.cols, want);

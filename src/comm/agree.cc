@@ -12,9 +12,7 @@ std::string broadcast_string(Communicator& comm, const std::string& value, int r
   return out;
 }
 
-std::string broadcast_string(Communicator& comm, const std::string& value) {
-  return broadcast_string(comm, value, 0);
-}
+std::string broadcast_string(Communicator& comm, const std::string& value) { return broadcast_string(comm, value, 0); }
 
 Status agree(Communicator& comm, const Status& local) {
   const int n = comm.size();
@@ -27,7 +25,8 @@ Status agree(Communicator& comm, const Status& local) {
   if (first < 0) return Status();
   const std::string msg = broadcast_string(comm, local.message(), first);
   const std::string hint = broadcast_string(comm, local.hint(), first);
-  const std::string prefix = first == 0 ? "" : "rank " + std::to_string(comm.world_ranks()[static_cast<size_t>(first)]) + ": ";
+  const std::string prefix =
+      first == 0 ? "" : "rank " + std::to_string(comm.world_ranks()[static_cast<size_t>(first)]) + ": ";
   return Status(static_cast<StatusCode>(codes[static_cast<size_t>(first)]), prefix + msg, hint);
 }
 

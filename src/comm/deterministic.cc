@@ -35,8 +35,8 @@ static void reduce_own_chunk(Communicator& comm, const float* send, std::span<co
   kernels::canonical_tree_sum_inplace(leaves.data(), n, own);  // result in leaf 0 = scratch
 }
 
-void deterministic_reduce_scatter(Communicator& comm, const float* send, float* recv,
-                                  std::span<const int64_t> counts, float* scratch) {
+void deterministic_reduce_scatter(Communicator& comm, const float* send, float* recv, std::span<const int64_t> counts,
+                                  float* scratch) {
   reduce_own_chunk(comm, send, counts, scratch);
   const int64_t own = counts[static_cast<size_t>(comm.rank())];
   if (own > 0) std::memcpy(recv, scratch, static_cast<size_t>(own) * sizeof(float));

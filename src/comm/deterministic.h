@@ -24,8 +24,8 @@ std::vector<int64_t> even_split_counts(int64_t total, int parts);
 int64_t deterministic_reduce_scatter_scratch(std::span<const int64_t> counts, int rank);
 // recv (counts[rank]) := canonical tree sum over group ranks r of send_r[displ(rank) .. + counts[rank]).
 // send holds Σcounts floats on every rank; `scratch` holds deterministic_reduce_scatter_scratch floats.
-void deterministic_reduce_scatter(Communicator& comm, const float* send, float* recv,
-                                  std::span<const int64_t> counts, float* scratch);
+void deterministic_reduce_scatter(Communicator& comm, const float* send, float* recv, std::span<const int64_t> counts,
+                                  float* scratch);
 
 // Floats of scratch deterministic_all_reduce needs: size · ⌈count / size⌉ (equal on every rank).
 int64_t deterministic_all_reduce_scratch(int64_t count, int group_size);

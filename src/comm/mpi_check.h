@@ -22,9 +22,9 @@ std::string mpi_error_string(int code);
 
 }  // namespace sp::comm
 
-#define SP_MPI_CHECK(call)                                                       \
-  do {                                                                           \
-    const int sp_mpi_rc_ = (call);                                               \
-    if (sp_mpi_rc_ != MPI_SUCCESS) [[unlikely]]                                  \
-      ::sp::comm::mpi_call_failed(#call, sp_mpi_rc_, __FILE__, __LINE__);        \
+#define SP_MPI_CHECK(call)                                                \
+  do {                                                                    \
+    const int sp_mpi_rc_ = (call);                                        \
+    if (sp_mpi_rc_ != MPI_SUCCESS) [[unlikely]]                           \
+      ::sp::comm::mpi_call_failed(#call, sp_mpi_rc_, __FILE__, __LINE__); \
   } while (0)

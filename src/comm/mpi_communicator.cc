@@ -20,20 +20,32 @@ namespace {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::kF32: return MPI_FLOAT;
-    case DType::kF64: return MPI_DOUBLE;
-    case DType::kI64: return MPI_INT64_T;
-    case DType::kI32: return MPI_INT32_T;
-    case DType::kI16: return MPI_INT16_T;
-    case DType::kI8: return MPI_INT8_T;
-    case DType::kU8: return MPI_UINT8_T;
-    case DType::kU16: return MPI_UINT16_T;
-    case DType::kU32: return MPI_UINT32_T;
-    case DType::kU64: return MPI_UINT64_T;
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kF64:
+      return MPI_DOUBLE;
+    case DType::kI64:
+      return MPI_INT64_T;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kI16:
+      return MPI_INT16_T;
+    case DType::kI8:
+      return MPI_INT8_T;
+    case DType::kU8:
+      return MPI_UINT8_T;
+    case DType::kU16:
+      return MPI_UINT16_T;
+    case DType::kU32:
+      return MPI_UINT32_T;
+    case DType::kU64:
+      return MPI_UINT64_T;
     // Moved as raw bits; reductions on them are rejected in reducible().
     case DType::kBF16:
-    case DType::kF16: return MPI_UINT16_T;
-    case DType::kBool: return MPI_UINT8_T;
+    case DType::kF16:
+      return MPI_UINT16_T;
+    case DType::kBool:
+      return MPI_UINT8_T;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -42,9 +54,12 @@ bool reducible(DType t) { return t != DType::kBF16 && t != DType::kF16 && t != D
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return MPI_SUM;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
   }
   return MPI_OP_NULL;
 }
@@ -149,7 +164,8 @@ class MpiCommunicator final : public Communicator {
     int64_t displ = 0;
     for (int r = 0; r < size_; ++r) {
       const int64_t n_r = counts[static_cast<size_t>(r)];
-      if (r == rank_ && n_r > 0) std::memcpy(at(recv, displ, dtype), send, static_cast<size_t>(n_r) * dtype_size(dtype));
+      if (r == rank_ && n_r > 0)
+        std::memcpy(at(recv, displ, dtype), send, static_cast<size_t>(n_r) * dtype_size(dtype));
       for_each_chunk(n_r, [&](int64_t off, int n) {
         SP_MPI_CHECK(MPI_Bcast(at(recv, displ + off, dtype), n, mpi_type(dtype), r, comm_));
       });
@@ -169,15 +185,19 @@ class MpiCommunicator final : public Communicator {
     for (int q = 0; q < size_; ++q) {
       const int64_t ns = send_counts[static_cast<size_t>(q)], nr = recv_counts[static_cast<size_t>(q)];
       if (q == rank_) {
-        if (ns > 0) std::memcpy(at(recv, recv_displ, dtype), at(send, send_displ, dtype), static_cast<size_t>(ns) * dtype_size(dtype));
+        if (ns > 0)
+          std::memcpy(at(recv, recv_displ, dtype), at(send, send_displ, dtype),
+                      static_cast<size_t>(ns) * dtype_size(dtype));
       } else {
         for_each_chunk(nr, [&](int64_t off, int n) {
           requests.emplace_back();
-          SP_MPI_CHECK(MPI_Irecv(at(recv, recv_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
+          SP_MPI_CHECK(
+              MPI_Irecv(at(recv, recv_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
         });
         for_each_chunk(ns, [&](int64_t off, int n) {
           requests.emplace_back();
-          SP_MPI_CHECK(MPI_Isend(at(send, send_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
+          SP_MPI_CHECK(
+              MPI_Isend(at(send, send_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
         });
       }
       send_displ += ns;
@@ -199,7 +219,8 @@ class MpiCommunicator final : public Communicator {
               int root) override {
     const int64_t total = check_counts(counts, "gather");
     check_peer(root, "gather root");
-    SP_CHECK_EQ(count, counts[static_cast<size_t>(rank_)], "gather on '{}': count must equal counts[rank {}]", name_, rank_);
+    SP_CHECK_EQ(count, counts[static_cast<size_t>(rank_)], "gather on '{}': count must equal counts[rank {}]", name_,
+                rank_);
     if (total <= max_count_) {
       const std::vector<int> c = to_int(counts);
       const std::vector<int> d = displacements(c);
@@ -221,7 +242,8 @@ class MpiCommunicator final : public Communicator {
     int64_t displ = 0;
     for (int r = 0; r < size_; ++r) {
       const int64_t n_r = counts[static_cast<size_t>(r)];
-      if (r == rank_ && n_r > 0) std::memcpy(at(recv, displ, dtype), send, static_cast<size_t>(n_r) * dtype_size(dtype));
+      if (r == rank_ && n_r > 0)
+        std::memcpy(at(recv, displ, dtype), send, static_cast<size_t>(n_r) * dtype_size(dtype));
       if (r != rank_) {
         for_each_chunk(n_r, [&](int64_t off, int n) {
           requests.emplace_back();
@@ -294,8 +316,8 @@ class MpiCommunicator final : public Communicator {
   }
   // Returns Σcounts.
   int64_t check_counts(std::span<const int64_t> counts, const char* what) const {
-    SP_CHECK_EQ(static_cast<int64_t>(counts.size()), static_cast<int64_t>(size_),
-                "{} on '{}': one count per rank", what, name_);
+    SP_CHECK_EQ(static_cast<int64_t>(counts.size()), static_cast<int64_t>(size_), "{} on '{}': one count per rank",
+                what, name_);
     int64_t total = 0;
     for (int64_t c : counts) {
       check_count(c, what);
@@ -325,9 +347,12 @@ class MpiCommunicator final : public Communicator {
 
 Communicator& GridCommunicators::axis(Axis a) {
   switch (a) {
-    case Axis::kDp: return *dp;
-    case Axis::kTp: return *tp;
-    case Axis::kPp: break;
+    case Axis::kDp:
+      return *dp;
+    case Axis::kTp:
+      return *tp;
+    case Axis::kPp:
+      break;
   }
   return *pp;
 }

@@ -48,6 +48,7 @@ GridCommunicators make_grid_communicators(const ProcessGrid& grid, const MpiComm
 // communicators ("self.dp", ...): a worker never reduces over the grid's axes (its gradients go to the
 // servers), so its axis operations are the degree-1 no-ops of the same code path, and a server has no
 // axes. SP_CHECK if roles.world_size() differs from the MPI world size.
-GridCommunicators make_ps_communicators(const ProcessGrid& grid, const RoleMap& roles, const MpiCommOptions& options = {});
+GridCommunicators make_ps_communicators(const ProcessGrid& grid, const RoleMap& roles,
+                                        const MpiCommOptions& options = {});
 
 }  // namespace sp::comm

@@ -26,10 +26,14 @@ void mpi_call_failed(const char* call, int code, const char* file, int line) {
 
 std::string_view thread_level_name(ThreadLevel level) {
   switch (level) {
-    case ThreadLevel::kSingle: return "MPI_THREAD_SINGLE";
-    case ThreadLevel::kFunneled: return "MPI_THREAD_FUNNELED";
-    case ThreadLevel::kSerialized: return "MPI_THREAD_SERIALIZED";
-    case ThreadLevel::kMultiple: return "MPI_THREAD_MULTIPLE";
+    case ThreadLevel::kSingle:
+      return "MPI_THREAD_SINGLE";
+    case ThreadLevel::kFunneled:
+      return "MPI_THREAD_FUNNELED";
+    case ThreadLevel::kSerialized:
+      return "MPI_THREAD_SERIALIZED";
+    case ThreadLevel::kMultiple:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "?";
 }

@@ -8,9 +8,12 @@ namespace sp::comm {
 
 std::string_view axis_name(Axis axis) {
   switch (axis) {
-    case Axis::kDp: return "dp";
-    case Axis::kTp: return "tp";
-    case Axis::kPp: return "pp";
+    case Axis::kDp:
+      return "dp";
+    case Axis::kTp:
+      return "tp";
+    case Axis::kPp:
+      return "pp";
   }
   return "?";
 }
@@ -23,18 +26,24 @@ std::optional<Axis> axis_from_name(std::string_view name) {
 
 int Coords::operator[](Axis axis) const {
   switch (axis) {
-    case Axis::kDp: return dp;
-    case Axis::kTp: return tp;
-    case Axis::kPp: return pp;
+    case Axis::kDp:
+      return dp;
+    case Axis::kTp:
+      return tp;
+    case Axis::kPp:
+      return pp;
   }
   return -1;
 }
 
 int& Coords::operator[](Axis axis) {
   switch (axis) {
-    case Axis::kDp: return dp;
-    case Axis::kTp: return tp;
-    case Axis::kPp: break;
+    case Axis::kDp:
+      return dp;
+    case Axis::kTp:
+      return tp;
+    case Axis::kPp:
+      break;
   }
   return pp;
 }
@@ -71,8 +80,8 @@ Result<ProcessGrid> ProcessGrid::create(int dp, int tp, int pp, std::string_view
   const int64_t product = int64_t{dp} * tp * pp;
   if (product != world) {
     return invalid_argument("world size {} ≠ dp {} × tp {} × pp {} = {}", world, dp, tp, pp, product)
-        .with_hint(fmt::format("launch with mpirun -np {} or change dp/tp/pp so that their product is {}",
-                               product, world));
+        .with_hint(
+            fmt::format("launch with mpirun -np {} or change dp/tp/pp so that their product is {}", product, world));
   }
   return ProcessGrid(size, axes);
 }

@@ -13,7 +13,8 @@ Result<RoleMap> RoleMap::create(int workers, int servers, int world) {
   if (servers < 0) return invalid_argument("parallel.servers = {} is negative", servers);
   if (servers > 0 && servers >= world)
     return invalid_argument("parallel.servers = {} ≥ world size {}: no rank is left to be a worker", servers, world)
-        .with_hint(fmt::format("launch with mpirun -np {} (workers + servers) or lower parallel.servers", workers + servers));
+        .with_hint(
+            fmt::format("launch with mpirun -np {} (workers + servers) or lower parallel.servers", workers + servers));
   if (workers < 1) return invalid_argument("{} worker ranks: a run needs at least one worker", workers);
   if (workers + servers != world)
     return invalid_argument("world size {} ≠ workers {} + servers {} = {}", world, workers, servers, workers + servers)

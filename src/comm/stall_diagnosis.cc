@@ -1,17 +1,16 @@
 #include "comm/stall_diagnosis.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "comm/topology.h"
 #include "core/json_io.h"
@@ -54,14 +53,17 @@ Seen read_member(const std::string& path, const std::string& group, int64_t seq)
     if (eol == std::string::npos) break;  // a line still being written
     const nlohmann::json j = nlohmann::json::parse(text.substr(pos, eol - pos), nullptr, false);
     pos = eol + 1;
-    if (!j.is_object() || j.value("group", std::string()) != group || !j.contains("seq") || !j["seq"].is_number_integer())
+    if (!j.is_object() || j.value("group", std::string()) != group || !j.contains("seq") ||
+        !j["seq"].is_number_integer())
       continue;
     const int64_t q = j["seq"].get<int64_t>();
     s.last_seq = q;
     s.last_step = j.value("step", int64_t{-1});
     s.last_phase = j.value("phase", std::string());
-    if (q == seq && j.value("timed_out", false)) s.waiting = true;
-    else if (q >= seq) s.reached = true;
+    if (q == seq && j.value("timed_out", false))
+      s.waiting = true;
+    else if (q >= seq)
+      s.reached = true;
   }
   return s;
 }
@@ -88,12 +90,17 @@ std::map<int, Process> processes_of(const std::string& run_dir) {
 
 std::string describe_state(char state) {
   switch (state) {
-    case '\0': return "has ended";
-    case 'Z': return "has ended (a zombie)";
+    case '\0':
+      return "has ended";
+    case 'Z':
+      return "has ended (a zombie)";
     case 'T':
-    case 't': return "is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)";
-    case 'D': return "is blocked in the kernel (state D: I/O)";
-    default: return fmt::format("is running (state {}) but has not arrived", state);
+    case 't':
+      return "is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)";
+    case 'D':
+      return "is blocked in the kernel (state D: I/O)";
+    default:
+      return fmt::format("is running (state {}) but has not arrived", state);
   }
 }
 
@@ -154,19 +161,22 @@ std::string diagnose_stall(const std::string& run_dir, const TraceRecord& pendin
                       behind.size() == 1 ? "" : "s", fmt::join(behind, ", "), pending.seq, pending.group,
                       waiting.size() == 1 ? "" : "s", fmt::join(waiting, ", "), lines);
   else if (unreadable.empty() && waiting.size() == 1 && !passed.empty())
-    out = fmt::format("watchdog: every other member of '{}' completed seq {}: this process itself was held up in it "
-                      "(stopped, swapped out or starved of CPU), not a peer",
-                      pending.group, pending.seq);
+    out = fmt::format(
+        "watchdog: every other member of '{}' completed seq {}: this process itself was held up in it "
+        "(stopped, swapped out or starved of CPU), not a peer",
+        pending.group, pending.seq);
   else if (unreadable.empty())
-    out = fmt::format("watchdog: every member of '{}' reached seq {} or waits in it: the collective itself is stuck "
-                      "(an MPI or network failure), not a member",
-                      pending.group, pending.seq);
+    out = fmt::format(
+        "watchdog: every member of '{}' reached seq {} or waits in it: the collective itself is stuck "
+        "(an MPI or network failure), not a member",
+        pending.group, pending.seq);
   if (!unreadable.empty())
-    out += fmt::format("{}watchdog: the traces of world rank{} {} are not readable here ({}): without a shared file "
-                       "system each host sees only its own ranks' files; collect every rank's trace/ into one run "
-                       "directory and run `shardproof trace check DIR` to name the rank that stopped",
-                       out.empty() ? "" : "\n", unreadable.size() == 1 ? "" : "s", fmt::join(unreadable, ", "),
-                       trace_file_path(run_dir, unreadable.front()));
+    out += fmt::format(
+        "{}watchdog: the traces of world rank{} {} are not readable here ({}): without a shared file "
+        "system each host sees only its own ranks' files; collect every rank's trace/ into one run "
+        "directory and run `shardproof trace check DIR` to name the rank that stopped",
+        out.empty() ? "" : "\n", unreadable.size() == 1 ? "" : "s", fmt::join(unreadable, ", "),
+        trace_file_path(run_dir, unreadable.front()));
   return out;
 }
 

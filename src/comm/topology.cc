@@ -1,12 +1,11 @@
 #include "comm/topology.h"
 
-#include "comm/agree.h"
-
 #include <sched.h>
 #include <unistd.h>
 
 #include <numeric>
 
+#include "comm/agree.h"
 #include "core/file_io.h"
 
 namespace sp::comm {
@@ -57,10 +56,11 @@ Status validate_ps_topology(const json& t, const RoleMap& roles) {
     SP_ASSIGN_OR_RETURN(const int64_t bytes, int_at(e, "bytes", where, 0, int64_t{4} << 50));
     if (server != j || rank != roles.server_rank(j) || begin != want.begin || end != want.end ||
         bytes != 4 * want.size())
-      return corrupt("topology.json: {} is server {} on rank {} with keys [{}, {}) ({} bytes), but {} keys over {} "
-                     "servers give server {} on rank {} keys [{}, {}) ({} bytes)",
-                     where.substr(0, where.size() - 1), server, rank, begin, end, bytes, keys, roles.servers(), j,
-                     roles.server_rank(j), want.begin, want.end, 4 * want.size());
+      return corrupt(
+          "topology.json: {} is server {} on rank {} with keys [{}, {}) ({} bytes), but {} keys over {} "
+          "servers give server {} on rank {} keys [{}, {}) ({} bytes)",
+          where.substr(0, where.size() - 1), server, rank, begin, end, bytes, keys, roles.servers(), j,
+          roles.server_rank(j), want.begin, want.end, 4 * want.size());
   }
   return Status();
 }
@@ -113,7 +113,10 @@ json topology_json(const ProcessGrid& grid, std::span<const RankInfo> ranks, con
     json ranges = json::array();
     for (int j = 0; j < ps->roles.servers(); ++j) {
       const KeyRange k = ps->roles.key_range(ps->keys, j);
-      json e = {{"server", j}, {"rank", ps->roles.server_rank(j)}, {"begin", k.begin}, {"end", k.end},
+      json e = {{"server", j},
+                {"rank", ps->roles.server_rank(j)},
+                {"begin", k.begin},
+                {"end", k.end},
                 {"bytes", 4 * k.size()}};
       if (static_cast<size_t>(j) < ps->pieces.size()) e["pieces"] = ps->pieces[static_cast<size_t>(j)];
       ranges.push_back(std::move(e));
@@ -230,7 +233,8 @@ Status validate_topology(const json& t) {
     for (Axis a : kAllAxes) {
       if (server) break;  // a server has no grid coordinates
       const std::string axis(axis_name(a));
-      SP_ASSIGN_OR_RETURN(const int64_t c, int_at(ranks[i]["coords"], axis.c_str(), where + "coords.", 0, grid.size(a) - 1));
+      SP_ASSIGN_OR_RETURN(const int64_t c,
+                          int_at(ranks[i]["coords"], axis.c_str(), where + "coords.", 0, grid.size(a) - 1));
       if (c != expected[a])
         return corrupt("topology.json: {}coords.{} = {} but rank {} is {} under {}", where, axis, c, rank,
                        expected.to_string(), grid.describe());

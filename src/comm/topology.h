@@ -8,12 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
 #include "comm/process_grid.h"
@@ -27,8 +26,8 @@ inline constexpr int kTopologyFormatVersion = 1;
 
 struct RankInfo {
   int world_rank = 0;
-  Coords coords;       // a worker's grid coordinates (unused for a server)
-  int server = -1;     // a server's index j (−1: a worker)
+  Coords coords;    // a worker's grid coordinates (unused for a server)
+  int server = -1;  // a server's index j (−1: a worker)
   std::string host = {};
   int64_t pid = 0;
   std::vector<int> cpu_affinity = {};  // sched_getaffinity, ascending CPU ids

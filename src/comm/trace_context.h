@@ -19,7 +19,7 @@ std::optional<Phase> phase_from_name(std::string_view name);
 class TraceContext {
  public:
   Phase phase() const { return phase_; }
-  int64_t step() const { return step_; }              // −1 outside a training step
+  int64_t step() const { return step_; }                // −1 outside a training step
   int64_t micro_batch() const { return micro_batch_; }  // −1 when not applicable
   void set(Phase phase, int64_t step, int64_t micro_batch = -1) {
     phase_ = phase;

@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 namespace sp::comm {
@@ -102,17 +101,21 @@ std::optional<int> trace_file_rank(std::string_view name) {
 int64_t wire_bytes_of(OpKind op, int64_t bytes, int group_size) {
   const int64_t n = group_size;
   switch (op) {
-    case OpKind::kAllReduce: return 2 * (n - 1) * bytes / n;
+    case OpKind::kAllReduce:
+      return 2 * (n - 1) * bytes / n;
     case OpKind::kReduceScatter:
     case OpKind::kAllGather:
     case OpKind::kAllToAll:
     case OpKind::kBroadcast:
-    case OpKind::kGather: return (n - 1) * bytes / n;
+    case OpKind::kGather:
+      return (n - 1) * bytes / n;
     case OpKind::kSend:
     case OpKind::kRecv:
     case OpKind::kIsend:
-    case OpKind::kIrecv: return bytes;
-    case OpKind::kBarrier: return 0;
+    case OpKind::kIrecv:
+      return bytes;
+    case OpKind::kBarrier:
+      return 0;
   }
   return 0;
 }

@@ -112,7 +112,8 @@ void TracedCommunicator::all_reduce(void* data, int64_t count, DType dtype, Redu
   }
   TraceRecord r = start_record(OpKind::kAllReduce, dtype, count);
   r.reduce = op;
-  run(r, data, r.bytes, [&] { inner_->all_reduce(data, count, dtype, op); }, data, r.bytes);
+  run(
+      r, data, r.bytes, [&] { inner_->all_reduce(data, count, dtype, op); }, data, r.bytes);
 }
 
 void TracedCommunicator::reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
@@ -125,7 +126,8 @@ void TracedCommunicator::reduce_scatter(const void* send, void* recv, std::span<
   TraceRecord r = start_record(OpKind::kReduceScatter, dtype, sum(counts));
   r.counts.assign(counts.begin(), counts.end());
   r.reduce = op;
-  run(r, send, r.bytes, [&] { inner_->reduce_scatter(send, recv, counts, dtype, op); }, recv,
+  run(
+      r, send, r.bytes, [&] { inner_->reduce_scatter(send, recv, counts, dtype, op); }, recv,
       nbytes(counts[static_cast<size_t>(rank())], dtype));
 }
 
@@ -137,8 +139,9 @@ void TracedCommunicator::all_gather(const void* send, void* recv, std::span<cons
   SP_CHECK_EQ(static_cast<int64_t>(counts.size()), static_cast<int64_t>(size()), "all_gather on '{}'", name());
   TraceRecord r = start_record(OpKind::kAllGather, dtype, sum(counts));
   r.counts.assign(counts.begin(), counts.end());
-  run(r, send, nbytes(counts[static_cast<size_t>(rank())], dtype), [&] { inner_->all_gather(send, recv, counts, dtype); },
-      recv, r.bytes);
+  run(
+      r, send, nbytes(counts[static_cast<size_t>(rank())], dtype),
+      [&] { inner_->all_gather(send, recv, counts, dtype); }, recv, r.bytes);
 }
 
 void TracedCommunicator::all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
@@ -152,7 +155,8 @@ void TracedCommunicator::all_to_all(const void* send, std::span<const int64_t> s
   TraceRecord r = start_record(OpKind::kAllToAll, dtype, sum(send_counts));
   r.counts.assign(send_counts.begin(), send_counts.end());
   r.recv_counts.assign(recv_counts.begin(), recv_counts.end());
-  run(r, send, r.bytes, [&] { inner_->all_to_all(send, send_counts, recv, recv_counts, dtype); }, recv,
+  run(
+      r, send, r.bytes, [&] { inner_->all_to_all(send, send_counts, recv, recv_counts, dtype); }, recv,
       nbytes(sum(recv_counts), dtype));
 }
 
@@ -166,8 +170,8 @@ void TracedCommunicator::broadcast(void* data, int64_t count, DType dtype, int r
   r.root = root;
   r.root_world = world_ranks()[static_cast<size_t>(root)];
   // Only the root's buffer holds data before the op; elsewhere it is about to be overwritten.
-  run(r, rank() == root ? data : nullptr, r.bytes, [&] { inner_->broadcast(data, count, dtype, root); }, data,
-      r.bytes);
+  run(
+      r, rank() == root ? data : nullptr, r.bytes, [&] { inner_->broadcast(data, count, dtype, root); }, data, r.bytes);
 }
 
 void TracedCommunicator::gather(const void* send, int64_t count, void* recv, std::span<const int64_t> counts,
@@ -182,7 +186,8 @@ void TracedCommunicator::gather(const void* send, int64_t count, void* recv, std
   r.counts.assign(counts.begin(), counts.end());
   r.root = root;
   r.root_world = world_ranks()[static_cast<size_t>(root)];
-  run(r, send, nbytes(count, dtype), [&] { inner_->gather(send, count, recv, counts, dtype, root); },
+  run(
+      r, send, nbytes(count, dtype), [&] { inner_->gather(send, count, recv, counts, dtype, root); },
       rank() == root ? recv : nullptr, r.bytes);
 }
 
@@ -196,7 +201,8 @@ void TracedCommunicator::send(const void* data, int64_t count, DType dtype, int 
   r.peer = peer;
   r.peer_world = world_ranks()[static_cast<size_t>(peer)];
   r.tag = tag;
-  run(r, data, r.bytes, [&] { inner_->send(data, count, dtype, peer, tag); }, nullptr, 0);
+  run(
+      r, data, r.bytes, [&] { inner_->send(data, count, dtype, peer, tag); }, nullptr, 0);
 }
 
 void TracedCommunicator::recv(void* data, int64_t count, DType dtype, int peer, int tag) {
@@ -209,7 +215,8 @@ void TracedCommunicator::recv(void* data, int64_t count, DType dtype, int peer, 
   r.peer = peer;
   r.peer_world = world_ranks()[static_cast<size_t>(peer)];
   r.tag = tag;
-  run(r, nullptr, 0, [&] { inner_->recv(data, count, dtype, peer, tag); }, data, r.bytes);
+  run(
+      r, nullptr, 0, [&] { inner_->recv(data, count, dtype, peer, tag); }, data, r.bytes);
 }
 
 std::unique_ptr<Request> TracedCommunicator::isend(const void* data, int64_t count, DType dtype, int peer, int tag) {
@@ -248,7 +255,8 @@ void TracedCommunicator::barrier() {
     return inner_->barrier();
   }
   TraceRecord r = start_record(OpKind::kBarrier, DType::kU8, 0);
-  run(r, nullptr, 0, [&] { inner_->barrier(); }, nullptr, 0);
+  run(
+      r, nullptr, 0, [&] { inner_->barrier(); }, nullptr, 0);
 }
 
 void trace_communicators(GridCommunicators& comms, const TraceContext& context, TraceWriter* writer,

@@ -41,8 +41,7 @@ class TracedCommunicator final : public Communicator {
   std::span<const int> world_ranks() const override { return inner_->world_ranks(); }
 
   void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) override;
-  void reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
-                      ReduceOp op) override;
+  void reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType dtype, ReduceOp op) override;
   void all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType dtype) override;
   void all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
                   std::span<const int64_t> recv_counts, DType dtype) override;

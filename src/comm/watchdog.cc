@@ -68,8 +68,9 @@ void Watchdog::monitor() {
 }
 
 std::string Watchdog::describe(const TraceRecord& r, double waited_s, double timeout_s) {
-  std::string what = fmt::format("watchdog: {} on group '{}' (seq {}) has waited {:.1f} s, more than the {:g} s timeout",
-                                 op_kind_name(r.op), r.group, r.seq, waited_s, timeout_s);
+  std::string what =
+      fmt::format("watchdog: {} on group '{}' (seq {}) has waited {:.1f} s, more than the {:g} s timeout",
+                  op_kind_name(r.op), r.group, r.seq, waited_s, timeout_s);
   if (r.op != OpKind::kBarrier) what += fmt::format(": count {} {}", r.count, dtype_name(r.dtype));
   if (r.reduce) what += fmt::format(" {}", reduce_op_name(*r.reduce));
   if (r.root >= 0) what += fmt::format(", root {} (world {})", r.root, r.root_world);
@@ -122,8 +123,8 @@ void Watchdog::fire(const InFlight& op, int64_t now) {
     if (!op_is_p2p(op.record.op) && op.members.size() > 1) {
       const std::string run_dir = std::filesystem::path(writer_->path()).parent_path().parent_path().string();
       const double grace = std::clamp(timeout_s() / 4, 1.0, 10.0);
-      const std::string report = diagnose_stall(run_dir, op.record, op.members,
-                                                op.members[static_cast<size_t>(op.record.group_rank)], grace);
+      const std::string report =
+          diagnose_stall(run_dir, op.record, op.members, op.members[static_cast<size_t>(op.record.group_rank)], grace);
       if (!report.empty()) log_error("{}", report);
     }
     log_error("terminating the job with exit code {}", kExitCode);

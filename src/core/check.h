@@ -4,11 +4,11 @@
 // before MPI is up the handler is std::abort. Expected failures use Status (status.h) instead.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <string>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace sp {
 
@@ -22,21 +22,20 @@ void set_before_fatal(FatalHandler hook);
 
 }  // namespace sp
 
-#define SP_CHECK(cond, ...)                                                       \
-  do {                                                                            \
-    if (!(cond)) [[unlikely]]                                                     \
-      ::sp::check_failed(__FILE__, __LINE__, #cond, ::fmt::format(__VA_ARGS__));  \
+#define SP_CHECK(cond, ...)                                                      \
+  do {                                                                           \
+    if (!(cond)) [[unlikely]]                                                    \
+      ::sp::check_failed(__FILE__, __LINE__, #cond, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // Prints both values: "SP_CHECK_EQ(a, b) failed: a = 3, b = 4: message".
-#define SP_CHECK_OP_(op, a, b, ...)                                                              \
-  do {                                                                                           \
-    const auto& sp_a_ = (a);                                                                     \
-    const auto& sp_b_ = (b);                                                                     \
-    if (!(sp_a_ op sp_b_)) [[unlikely]]                                                          \
-      ::sp::check_failed(__FILE__, __LINE__, #a " " #op " " #b,                                  \
-                         ::fmt::format("{} = {}, {} = {}: {}", #a, sp_a_, #b, sp_b_,             \
-                                       ::fmt::format(__VA_ARGS__)));                             \
+#define SP_CHECK_OP_(op, a, b, ...)                                                                                \
+  do {                                                                                                             \
+    const auto& sp_a_ = (a);                                                                                       \
+    const auto& sp_b_ = (b);                                                                                       \
+    if (!(sp_a_ op sp_b_)) [[unlikely]]                                                                            \
+      ::sp::check_failed(__FILE__, __LINE__, #a " " #op " " #b,                                                    \
+                         ::fmt::format("{} = {}, {} = {}: {}", #a, sp_a_, #b, sp_b_, ::fmt::format(__VA_ARGS__))); \
   } while (0)
 #define SP_CHECK_EQ(a, b, ...) SP_CHECK_OP_(==, a, b, __VA_ARGS__)
 #define SP_CHECK_NE(a, b, ...) SP_CHECK_OP_(!=, a, b, __VA_ARGS__)

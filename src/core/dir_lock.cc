@@ -1,13 +1,12 @@
 #include "core/dir_lock.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "core/file_io.h"
 #include "core/machine.h"

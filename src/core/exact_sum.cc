@@ -36,7 +36,10 @@ void ExactSum::add_short(const float* x, size_t n) {
     const uint32_t e = (u >> 23) & 0xFFu;
     const uint32_t m = u & 0x7FFFFFu;
     if (e == 0xFFu) {
-      if (m != 0) ++nan_; else ++inf_;
+      if (m != 0)
+        ++nan_;
+      else
+        ++inf_;
       continue;
     }
     bin_one(u);
@@ -70,7 +73,10 @@ void ExactSum::add_histogram(const float* x, size_t n) {
       const uint32_t e = (u >> 23) & 0xFFu;
       const uint32_t m = u & 0x7FFFFFu;
       if (e == 0xFFu) {
-        if (m != 0) ++nan_; else ++inf_;
+        if (m != 0)
+          ++nan_;
+        else
+          ++inf_;
         return;
       }
       const uint32_t b = e == 0 ? 1u : e;
@@ -252,7 +258,8 @@ __attribute__((target("avx512f"))) void ExactSum::add_window_avx512(const float*
       vmax = _mm512_max_epu32(vmax, _mm512_and_si512(u, abs_mask));
       const __mmask16 negative = _mm512_test_epi32_mask(u, sign);
       for (int h = 0; h < 2; ++h) {
-        const __m512i m64 = _mm512_cvtepu32_epi64(h == 0 ? _mm512_castsi512_si256(mant) : _mm512_extracti64x4_epi64(mant, 1));
+        const __m512i m64 =
+            _mm512_cvtepu32_epi64(h == 0 ? _mm512_castsi512_si256(mant) : _mm512_extracti64x4_epi64(mant, 1));
         const __m512i d64 = _mm512_cvtepu32_epi64(h == 0 ? _mm512_castsi512_si256(d) : _mm512_extracti64x4_epi64(d, 1));
         const auto ng = static_cast<__mmask8>(h == 0 ? negative : negative >> 8);
         const __m512i a = _mm512_sllv_epi64(m64, d64);

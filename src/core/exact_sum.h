@@ -24,18 +24,18 @@ namespace sp {
 
 class ExactSum {
  public:
-  static constexpr int kBins = 256;      // bin 0 unused (subnormals go to bin 1), 255 = non-finite
-  static constexpr int kSumLimbs = 12;   // 384 bits: |Σx| / 2^−149 < 2^24 · 2^253 · 2^(count bits)
-  static constexpr int kSqLimbs = 21;    // 672 bits: Σx² / 2^−298 < 2^48 · 2^506 · 2^(count bits)
+  static constexpr int kBins = 256;     // bin 0 unused (subnormals go to bin 1), 255 = non-finite
+  static constexpr int kSumLimbs = 12;  // 384 bits: |Σx| / 2^−149 < 2^24 · 2^253 · 2^(count bits)
+  static constexpr int kSqLimbs = 21;   // 672 bits: Σx² / 2^−298 < 2^48 · 2^506 · 2^(count bits)
 
   // allow_simd = false forces the portable histogram (tests compare both paths bit for bit).
   void add(const float* x, size_t n, bool allow_simd = true);
   void merge(const ExactSum& other);
   static bool simd_available();  // add() has an AVX-512F path on this CPU
 
-  double sum() const;          // Σ x, rounded once
-  double sum_squares() const;  // Σ x², rounded once
-  double l2_norm() const;      // sqrt(sum_squares())
+  double sum() const;                       // Σ x, rounded once
+  double sum_squares() const;               // Σ x², rounded once
+  double l2_norm() const;                   // sqrt(sum_squares())
   float absmax() const { return absmax_; }  // over finite values
   uint64_t count() const { return count_; }
   uint64_t nonfinite_count() const { return nan_ + inf_; }
@@ -61,13 +61,13 @@ class ExactSum {
   void add_histogram(const float* x, size_t n);
   void add_window_avx512(const float* x, size_t n);
   void bin_one(uint32_t u);  // one finite value into its bin (no count, absmax or binned_)
-  Settled settled() const;  // bins folded into the fixed-point part, limbs normalized
+  Settled settled() const;   // bins folded into the fixed-point part, limbs normalized
 
-  std::array<int64_t, kBins> sum_{};      // Σ ±M per bin; |M| < 2^24, safe for 2^39 adds
-  std::array<uint64_t, kBins> sq_lo_{};   // Σ M² per bin, low and high 64 bits of a 128-bit sum
+  std::array<int64_t, kBins> sum_{};     // Σ ±M per bin; |M| < 2^24, safe for 2^39 adds
+  std::array<uint64_t, kBins> sq_lo_{};  // Σ M² per bin, low and high 64 bits of a 128-bit sum
   std::array<uint64_t, kBins> sq_hi_{};
-  Settled fixed_;                         // merged or received accumulators (32-bit limbs)
-  bool binned_ = false;                   // some value went to the bins (else settled() skips them)
+  Settled fixed_;        // merged or received accumulators (32-bit limbs)
+  bool binned_ = false;  // some value went to the bins (else settled() skips them)
   uint64_t count_ = 0, nan_ = 0, inf_ = 0;
   float absmax_ = 0.0f;
 };

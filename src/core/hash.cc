@@ -1,6 +1,7 @@
 #include "core/hash.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,8 +14,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <openssl/evp.h>
 // Inlined so that XXH3 is compiled for this target (AVX2 under -march=native) rather than the
 // distribution library's baseline x86-64 build: the same digests, about twice as fast.
 #define XXH_INLINE_ALL
@@ -33,9 +32,12 @@ Result<Digest128> Digest128::from_hex(std::string_view hex) {
   for (size_t i = 0; i < 32; ++i) {
     const char c = hex[i];
     uint64_t v;
-    if (c >= '0' && c <= '9') v = static_cast<uint64_t>(c - '0');
-    else if (c >= 'a' && c <= 'f') v = static_cast<uint64_t>(c - 'a' + 10);
-    else return corrupt("digest '{}' has a non-hex character at position {}", hex, i);
+    if (c >= '0' && c <= '9')
+      v = static_cast<uint64_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = static_cast<uint64_t>(c - 'a' + 10);
+    else
+      return corrupt("digest '{}' has a non-hex character at position {}", hex, i);
     uint64_t& word = i < 16 ? d.hi : d.lo;
     word = (word << 4) | v;
   }
@@ -178,8 +180,10 @@ StreamDigests sha256_stream(std::span<const ByteSpan> pieces, uint64_t chunk_byt
   // One item is the whole stream, the others one chunk each: with two threads or more the whole
   // stream (item 0, taken first) is hashed while the others take the chunks.
   run_indexed(out.chunks.size() + 1, threads, [&](size_t i) {
-    if (i == 0) out.sha256 = hash_range(0, total);
-    else out.chunks[i - 1] = hash_range((i - 1) * chunk_bytes, std::min(total, i * chunk_bytes));
+    if (i == 0)
+      out.sha256 = hash_range(0, total);
+    else
+      out.chunks[i - 1] = hash_range((i - 1) * chunk_bytes, std::min(total, i * chunk_bytes));
   });
   return out;
 }

@@ -1,14 +1,13 @@
 #include "core/json_io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <set>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "core/file_io.h"
 
@@ -198,7 +197,11 @@ Result<JsonlWriter> JsonlWriter::open(const std::string& path, Mode mode) {
 }
 
 JsonlWriter::JsonlWriter(JsonlWriter&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), size_(o.size_), buffer_(std::move(o.buffer_)), lines_(o.lines_),
+    : fd_(o.fd_),
+      path_(std::move(o.path_)),
+      size_(o.size_),
+      buffer_(std::move(o.buffer_)),
+      lines_(o.lines_),
       status_(o.status_) {
   o.fd_ = -1;
 }

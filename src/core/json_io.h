@@ -12,11 +12,10 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -36,9 +35,9 @@ Result<nlohmann::json> read_json_file(const std::string& path, uint64_t max_byte
 // dropped and its size reported. kRefuse: it is an error like any other bad line.
 enum class TornTail { kRefuse, kAllow };
 struct JsonlDocument {
-  std::vector<nlohmann::json> records;   // every complete record, in file order
-  std::vector<int64_t> line_numbers;     // 1-based line of each record
-  int64_t torn_bytes = 0;                // size of a dropped torn tail (kAllow), else 0
+  std::vector<nlohmann::json> records;  // every complete record, in file order
+  std::vector<int64_t> line_numbers;    // 1-based line of each record
+  int64_t torn_bytes = 0;               // size of a dropped torn tail (kAllow), else 0
 };
 Result<JsonlDocument> parse_jsonl(std::string_view text, const std::string& label, TornTail torn = TornTail::kRefuse);
 Result<JsonlDocument> read_jsonl_file(const std::string& path, TornTail torn = TornTail::kRefuse,
@@ -83,7 +82,7 @@ class JsonlWriter {
   ~JsonlWriter();
 
   void write(const nlohmann::json& record);  // record.dump() + '\n'
-  void write_line(std::string_view line);     // a complete line; a missing '\n' is added
+  void write_line(std::string_view line);    // a complete line; a missing '\n' is added
   Status flush();
   Status sync();   // flush, then fsync(2): durable against a machine crash
   Status close();  // flush and close; the writer is then empty

@@ -3,11 +3,11 @@
 // reads it back to make decisions. Messages go to stderr; progress lines go through `log_progress`.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace sp {
 

@@ -1,9 +1,9 @@
 #include "core/rng.h"
 
+#include <xxhash.h>
+
 #include <cmath>
 #include <numbers>
-
-#include <xxhash.h>
 
 namespace sp {
 namespace {

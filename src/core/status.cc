@@ -4,14 +4,22 @@ namespace sp {
 
 const char* status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kCorrupt: return "corrupt";
-    case StatusCode::kIo: return "I/O error";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kDeadlineExceeded: return "deadline exceeded";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kCorrupt:
+      return "corrupt";
+    case StatusCode::kIo:
+      return "I/O error";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
+    case StatusCode::kDeadlineExceeded:
+      return "deadline exceeded";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

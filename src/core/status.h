@@ -4,11 +4,11 @@
 // Exit codes (docs/architecture.md): usage/configuration errors map to 2, everything else to 1.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string>
 #include <utility>
 #include <variant>
-
-#include <fmt/format.h>
 
 namespace sp {
 
@@ -80,7 +80,7 @@ Status internal_error(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -106,10 +106,10 @@ class [[nodiscard]] Result {
 #define SP_CONCAT_(a, b) SP_CONCAT_INNER_(a, b)
 
 // Returns the Status of `expr` from the enclosing function if it is not ok.
-#define SP_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::sp::Status sp_status_ = (expr);         \
-    if (!sp_status_.ok()) return sp_status_;  \
+#define SP_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::sp::Status sp_status_ = (expr);        \
+    if (!sp_status_.ok()) return sp_status_; \
   } while (0)
 
 // `SP_ASSIGN_OR_RETURN(auto x, make_x());` binds the value or returns the Status.

@@ -78,7 +78,8 @@ Result<Tokenizer> BpeTrainer::train(int64_t vocab_size, BpeTrainStats* stats) co
       return failed_precondition(
                  "the training text has no adjacent pairs left after {} merges: vocab_size {} needs {} merges",
                  merges.size(), vocab_size, target)
-          .with_hint(fmt::format("use a vocabulary size of {} or less, or train on more text", kFirstMergeId + merges.size()));
+          .with_hint(
+              fmt::format("use a vocabulary size of {} or less, or train on more text", kFirstMergeId + merges.size()));
     const HeapEntry top = heap.top();
     heap.pop();
     const auto it = pair_count.find(top.key);

@@ -135,10 +135,11 @@ Status EvalSet::validate(const TokenDataset& eval, int64_t micro_batch_size, int
                             micro_batch_size, seq_len, batches);
   const EvalSet all(eval, micro_batch_size, seq_len, -1);
   if (all.batches() >= batches) return Status();
-  return invalid_argument("the eval split of '{}' has {} tokens: {} batch{} of B = {} windows of T+1 = {} tokens, fewer "
-                          "than the {} evaluation batches asked for",
-                          eval.dir(), eval.num_tokens(), all.batches(), all.batches() == 1 ? "" : "es",
-                          micro_batch_size, seq_len + 1, batches)
+  return invalid_argument(
+             "the eval split of '{}' has {} tokens: {} batch{} of B = {} windows of T+1 = {} tokens, fewer "
+             "than the {} evaluation batches asked for",
+             eval.dir(), eval.num_tokens(), all.batches(), all.batches() == 1 ? "" : "es", micro_batch_size,
+             seq_len + 1, batches)
       .with_hint("use a smaller batch or seq_len, a larger eval fraction, or fewer evaluation batches");
 }
 

@@ -1,5 +1,7 @@
 #include "evidence/activations.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -7,8 +9,6 @@
 #include <limits>
 #include <map>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "core/exact_sum.h"
 #include "core/file_io.h"
@@ -47,8 +47,7 @@ Result<ActivationRecord> parse_record(const nlohmann::json& j, const std::string
   r.numel = j["numel"].get<int64_t>();
   if (!activation_point_order(r.point).has_value())
     return corrupt("{}: unknown point '{}' (expected embed, block.<i>, final_norm or logits)", where, r.point);
-  if (r.step < 0 || r.micro_batch < 0 || r.numel < 0)
-    return corrupt("{}: negative step, micro_batch or numel", where);
+  if (r.step < 0 || r.micro_batch < 0 || r.numel < 0) return corrupt("{}: negative step, micro_batch or numel", where);
   if (!Digest128::from_hex(r.digest).ok()) return corrupt("{}: digest '{}' is not 32 hex digits", where, r.digest);
   return r;
 }
@@ -135,8 +134,8 @@ Status prepare_activation_dir(const std::string& run_dir, int64_t keep_before_st
 ActivationRecorder::ActivationRecorder(JsonlWriter out, int rank, bool writes, bool logits)
     : out_(std::move(out)), rank_(rank), writes_(writes), logits_(logits) {}
 
-Result<std::unique_ptr<ActivationRecorder>> ActivationRecorder::open(const std::string& run_dir, int rank,
-                                                                     int tp_rank, int tp_size) {
+Result<std::unique_ptr<ActivationRecorder>> ActivationRecorder::open(const std::string& run_dir, int rank, int tp_rank,
+                                                                     int tp_size) {
   const RunPaths paths(run_dir);
   SP_RETURN_IF_ERROR(make_directories(paths.activations_dir()));
   SP_ASSIGN_OR_RETURN(JsonlWriter out, JsonlWriter::open(paths.activations(rank), JsonlWriter::Mode::kAppend));
@@ -170,10 +169,11 @@ Result<ActivationTrace> read_activations(const std::string& run_dir) {
       SP_ASSIGN_OR_RETURN(ActivationRecord r, parse_record(doc.records[i], where));
       auto [it, fresh] = seen.emplace(std::make_tuple(r.step, r.micro_batch, r.point), where);
       if (!fresh)
-        return corrupt("{}: step {} micro-batch {} point {} was already recorded at {}", where, r.step,
-                       r.micro_batch, r.point, it->second)
-            .with_hint("each (step, micro_batch, point) is written once by one rank; was the run directory reused "
-                       "by two runs at once?");
+        return corrupt("{}: step {} micro-batch {} point {} was already recorded at {}", where, r.step, r.micro_batch,
+                       r.point, it->second)
+            .with_hint(
+                "each (step, micro_batch, point) is written once by one rank; was the run directory reused "
+                "by two runs at once?");
       trace.records.push_back(std::move(r));
     }
   }
@@ -182,10 +182,18 @@ Result<ActivationTrace> read_activations(const std::string& run_dir) {
 
 nlohmann::json ActivationDifference::to_json() const {
   auto l2 = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  return {{"step", step},           {"micro_batch", micro_batch}, {"point", point},
-          {"rank", rank},           {"ref_rank", ref_rank},       {"got_digest", got_digest},
-          {"want_digest", want_digest}, {"got_l2", l2(got_l2)},   {"want_l2", l2(want_l2)},
-          {"rel_l2", l2(rel_l2)},   {"got_numel", got_numel},     {"want_numel", want_numel},
+  return {{"step", step},
+          {"micro_batch", micro_batch},
+          {"point", point},
+          {"rank", rank},
+          {"ref_rank", ref_rank},
+          {"got_digest", got_digest},
+          {"want_digest", want_digest},
+          {"got_l2", l2(got_l2)},
+          {"want_l2", l2(want_l2)},
+          {"rel_l2", l2(rel_l2)},
+          {"got_numel", got_numel},
+          {"want_numel", want_numel},
           {"message", message}};
 }
 
@@ -211,12 +219,13 @@ nlohmann::json ActivationComparison::to_json() const {
 std::string ActivationComparison::summary() const {
   if (!recorded) return "activations: the run recorded none (evidence.activation_digests = false)\n";
   if (!reference_recorded) return "activations: the reference recorded none (evidence.activation_digests = false)\n";
-  std::string s = fmt::format("activations: {} records compared over steps {}..{} ({} bitwise equal), mode {}", compared,
-                              first_step, last_step, bitwise_equal,
+  std::string s = fmt::format("activations: {} records compared over steps {}..{} ({} bitwise equal), mode {}",
+                              compared, first_step, last_step, bitwise_equal,
                               bitwise ? std::string("bitwise") : fmt::format("tolerance {:g}", tolerance));
   if (!bitwise) s += fmt::format(", max relative L2 difference {:.3g}", max_rel_l2);
   s += "\n";
-  if (unmatched > 0) s += fmt::format("  {} run records at steps the reference did not reach (not compared)\n", unmatched);
+  if (unmatched > 0)
+    s += fmt::format("  {} run records at steps the reference did not reach (not compared)\n", unmatched);
   if (!first) return s + "  no difference\n";
   s += fmt::format("  first difference: {}\n", first->message);
   s += "  differing records per step:";
@@ -261,7 +270,8 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
   // Logits are recorded only at tp = 1 (under tp > 1 they are vocabulary shards): compared only when
   // both sides have them.
   auto has_logits = [](const ActivationTrace& t) {
-    return std::any_of(t.records.begin(), t.records.end(), [](const ActivationRecord& r) { return r.point == "logits"; });
+    return std::any_of(t.records.begin(), t.records.end(),
+                       [](const ActivationRecord& r) { return r.point == "logits"; });
   };
   const bool logits = has_logits(run) && has_logits(ref);
   auto in_range = [&](const Key& k) {
@@ -285,7 +295,8 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
     d.micro_batch = std::get<2>(k);
     d.point = (a != nullptr ? a : b)->point;
     const std::string at = fmt::format("step {}, point {}, micro-batch {}", d.step, d.point, d.micro_batch);
-    if (a != nullptr) std::tie(d.rank, d.got_digest, d.got_l2, d.got_numel) = std::tie(a->rank, a->digest, a->l2, a->numel);
+    if (a != nullptr)
+      std::tie(d.rank, d.got_digest, d.got_l2, d.got_numel) = std::tie(a->rank, a->digest, a->l2, a->numel);
     if (b != nullptr)
       std::tie(d.ref_rank, d.want_digest, d.want_l2, d.want_numel) = std::tie(b->rank, b->digest, b->l2, b->numel);
     bool differs = false;
@@ -300,9 +311,10 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
       const bool same_bits = a->digest == b->digest && a->numel == b->numel;
       if (same_bits) ++out.bitwise_equal;
       const bool finite = std::isfinite(a->l2) && std::isfinite(b->l2);
-      d.rel_l2 = !finite ? std::nan("")
+      d.rel_l2 = !finite      ? std::nan("")
                  : b->l2 != 0 ? std::fabs(a->l2 - b->l2) / std::fabs(b->l2)
-                 : a->l2 == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+                 : a->l2 == 0 ? 0.0
+                              : std::numeric_limits<double>::infinity();
       if (!same_bits) out.max_rel_l2 = std::isnan(d.rel_l2) ? d.rel_l2 : std::max(out.max_rel_l2, d.rel_l2);
       if (a->numel != b->numel) {
         differs = true;

@@ -9,13 +9,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/json_io.h"
 #include "core/status.h"
@@ -100,14 +99,14 @@ struct ActivationComparison {
   bool recorded = false;            // the run recorded activations
   bool reference_recorded = false;  // the reference did
   bool bitwise = true;
-  double tolerance = 0;             // relative L2 tolerance when !bitwise
-  int64_t compared = 0;             // keys present in both
+  double tolerance = 0;  // relative L2 tolerance when !bitwise
+  int64_t compared = 0;  // keys present in both
   int64_t bitwise_equal = 0;
-  int64_t differing = 0;            // records that differ (including missing ones)
-  int64_t unmatched = 0;            // run records at steps the reference did not reach (not compared)
+  int64_t differing = 0;                    // records that differ (including missing ones)
+  int64_t unmatched = 0;                    // run records at steps the reference did not reach (not compared)
   int64_t first_step = -1, last_step = -1;  // steps compared
   double max_rel_l2 = 0;
-  std::optional<ActivationDifference> first;  // in forward order: step, then point, then micro-batch
+  std::optional<ActivationDifference> first;                    // in forward order: step, then point, then micro-batch
   std::vector<std::pair<int64_t, int64_t>> differing_per_step;  // propagation: (step, records)
   bool equal() const { return recorded && reference_recorded && !first.has_value(); }
   nlohmann::json to_json() const;

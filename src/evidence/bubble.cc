@@ -2,12 +2,12 @@
 // (rank, step); the stage aggregation is a mean over ranks then a median over steps.
 #include "evidence/bubble.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "comm/topology.h"
 #include "core/file_io.h"
@@ -28,8 +28,7 @@ double median(std::vector<double> v) {
 
 Result<int64_t> int_field(const json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer())
-    return corrupt("{}: missing or non-integer field '{}'", where, key);
+  if (it == j.end() || !it->is_number_integer()) return corrupt("{}: missing or non-integer field '{}'", where, key);
   return it->get<int64_t>();
 }
 
@@ -62,7 +61,8 @@ Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, cons
     auto kind = j.find("kind");
     if (kind == j.end() || !kind->is_string()) return corrupt("{}: missing or non-string field 'kind'", where);
     iv.kind = kind->get<std::string>();
-    if (iv.t1_us < iv.t0_us) return corrupt("{}: interval ends (t1_us {}) before it starts (t0_us {})", where, iv.t1_us, iv.t0_us);
+    if (iv.t1_us < iv.t0_us)
+      return corrupt("{}: interval ends (t1_us {}) before it starts (t0_us {})", where, iv.t1_us, iv.t0_us);
     out.push_back(std::move(iv));
   }
   return out;
@@ -88,8 +88,10 @@ Result<PipelineShape> pipeline_shape_of(const json& contract) {
   auto sched = par->find("schedule");
   if (sched == par->end() || !sched->is_string()) return corrupt("{}: missing key 'config.parallel.schedule'", file);
   if (dp < 1 || tp < 1 || pp < 1 || v < 1 || mbs < 1 || gb < mbs * dp)
-    return corrupt("{}: config.parallel dp {} tp {} pp {} virtual_stages {} with train.global_batch {} and "
-                   "micro_batch_size {} is not a valid run", file, dp, tp, pp, v, gb, mbs);
+    return corrupt(
+        "{}: config.parallel dp {} tp {} pp {} virtual_stages {} with train.global_batch {} and "
+        "micro_batch_size {} is not a valid run",
+        file, dp, tp, pp, v, gb, mbs);
   s.dp = static_cast<int>(dp);
   s.tp = static_cast<int>(tp);
   s.pp = static_cast<int>(pp);
@@ -157,15 +159,18 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
       Acc& a = accs[r];
       a.end = std::max(a.end, iv.t1_us);
       const int64_t len = iv.t1_us - iv.t0_us;
-      if (iv.kind == "forward" || iv.kind == "backward") a.compute += len;
-      else if (iv.kind == "send" || iv.kind == "recv" || iv.kind == "wait") a.comm += len;
+      if (iv.kind == "forward" || iv.kind == "backward")
+        a.compute += len;
+      else if (iv.kind == "send" || iv.kind == "recv" || iv.kind == "wait")
+        a.comm += len;
     }
   for (const auto& [step, accs] : by_step)
     if (step >= 1 || by_step.size() == 1) rep.steps_used.push_back(step);
   if (rep.steps_used.empty() && !by_step.empty()) {
     rep.steps_used.push_back(by_step.begin()->first);  // only steps ≤ 0 recorded
   }
-  if (by_step.size() == 1) rep.warnings.push_back("only one step recorded: it includes warm-up (allocation, first touch)");
+  if (by_step.size() == 1)
+    rep.warnings.push_back("only one step recorded: it includes warm-up (allocation, first touch)");
   if (by_step.empty()) rep.warnings.push_back("the timeline holds no intervals");
 
   int groups = 0;
@@ -229,7 +234,8 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
       }
       const double model_span = total + (m - 1) * peak;
       for (int st = 0; st < stages; ++st)
-        if (model_span > 0) model_bubbles[static_cast<size_t>(st)].push_back(1.0 - cost[static_cast<size_t>(st)] / model_span);
+        if (model_span > 0)
+          model_bubbles[static_cast<size_t>(st)].push_back(1.0 - cost[static_cast<size_t>(st)] / model_span);
     }
   }
 
@@ -321,27 +327,50 @@ Result<BubbleReport> bubble_of_run(const std::string& dir) {
 json BubbleReport::to_json() const {
   json stages_j = json::array();
   for (const StageBubble& s : stages)
-    stages_j.push_back({{"stage", s.stage}, {"ranks", s.ranks}, {"span_ms", s.span_ms}, {"compute_ms", s.compute_ms},
-                        {"comm_ms", s.comm_ms}, {"bubble", s.bubble}, {"bubble_min", s.bubble_min},
+    stages_j.push_back({{"stage", s.stage},
+                        {"ranks", s.ranks},
+                        {"span_ms", s.span_ms},
+                        {"compute_ms", s.compute_ms},
+                        {"comm_ms", s.comm_ms},
+                        {"bubble", s.bubble},
+                        {"bubble_min", s.bubble_min},
                         {"bubble_max", s.bubble_max},
                         {"model_bubble", s.model_bubble < 0 ? json(nullptr) : json(s.model_bubble)}});
   json ranks_j = json::array();
   for (const RankStepTime& t : rank_steps)
-    ranks_j.push_back({{"rank", t.world_rank}, {"stage", t.stage}, {"step", t.step}, {"span_us", t.span_us},
-                       {"compute_us", t.compute_us}, {"comm_us", t.comm_us}, {"bubble", t.bubble}});
-  return {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"schedule", shape.schedule},
-          {"virtual_stages", shape.virtual_stages}, {"micro_batches", shape.micro_batches}, {"theory", theory},
-          {"measured", measured}, {"measured_min", measured_min}, {"measured_max", measured_max},
-          {"compute_fraction", compute_fraction}, {"comm_fraction", comm_fraction}, {"span_ms", span_ms},
-          {"steps_used", steps_used}, {"stages", stages_j}, {"rank_steps", ranks_j}, {"warnings", warnings}};
+    ranks_j.push_back({{"rank", t.world_rank},
+                       {"stage", t.stage},
+                       {"step", t.step},
+                       {"span_us", t.span_us},
+                       {"compute_us", t.compute_us},
+                       {"comm_us", t.comm_us},
+                       {"bubble", t.bubble}});
+  return {{"dp", shape.dp},
+          {"tp", shape.tp},
+          {"pp", shape.pp},
+          {"schedule", shape.schedule},
+          {"virtual_stages", shape.virtual_stages},
+          {"micro_batches", shape.micro_batches},
+          {"theory", theory},
+          {"measured", measured},
+          {"measured_min", measured_min},
+          {"measured_max", measured_max},
+          {"compute_fraction", compute_fraction},
+          {"comm_fraction", comm_fraction},
+          {"span_ms", span_ms},
+          {"steps_used", steps_used},
+          {"stages", stages_j},
+          {"rank_steps", ranks_j},
+          {"warnings", warnings}};
 }
 
 std::string BubbleReport::to_markdown() const {
-  std::string out = fmt::format("pipeline: pp {} × dp {} × tp {}, schedule {}{}, m = {} micro-batches per dp rank; "
-                                "steps used: {}\n\n",
-                                shape.pp, shape.dp, shape.tp, shape.schedule,
-                                shape.schedule == "interleaved" ? fmt::format(" (v = {})", shape.virtual_stages) : "",
-                                shape.micro_batches, steps_used.size());
+  std::string out = fmt::format(
+      "pipeline: pp {} × dp {} × tp {}, schedule {}{}, m = {} micro-batches per dp rank; "
+      "steps used: {}\n\n",
+      shape.pp, shape.dp, shape.tp, shape.schedule,
+      shape.schedule == "interleaved" ? fmt::format(" (v = {})", shape.virtual_stages) : "", shape.micro_batches,
+      steps_used.size());
   out += "| stage | ranks | span ms | compute ms | p2p ms | bubble measured (min–max) | stage-cost model | theory |\n";
   out += "|---:|---:|---:|---:|---:|---|---:|---:|\n";
   for (const StageBubble& s : stages)

@@ -14,11 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -65,9 +64,9 @@ struct StageBubble {
   int stage = 0;
   int ranks = 0;
   double span_ms = 0, compute_ms = 0, comm_ms = 0;
-  double bubble = 0;                  // median over steps
+  double bubble = 0;                      // median over steps
   double bubble_min = 0, bubble_max = 0;  // over steps
-  double model_bubble = -1;           // stage-cost model; −1 where it does not apply (interleaved)
+  double model_bubble = -1;               // stage-cost model; −1 where it does not apply (interleaved)
 };
 
 struct BubbleReport {
@@ -76,11 +75,11 @@ struct BubbleReport {
   std::vector<int64_t> steps_used;  // steps ≥ 1, or step 0 alone when the run has one step
   std::vector<StageBubble> stages;  // by pp rank
   std::vector<RankStepTime> rank_steps;
-  double measured = 0;        // mean over stages of their median bubble
+  double measured = 0;                        // mean over stages of their median bubble
   double measured_min = 0, measured_max = 0;  // smallest and largest stage median
-  double compute_fraction = 0;  // mean over stages of compute_ms / span_ms
-  double comm_fraction = 0;     // mean over stages of comm_ms / span_ms
-  double span_ms = 0;           // median pipeline span (mean over stages of the stage medians)
+  double compute_fraction = 0;                // mean over stages of compute_ms / span_ms
+  double comm_fraction = 0;                   // mean over stages of comm_ms / span_ms
+  double span_ms = 0;                         // median pipeline span (mean over stages of the stage medians)
   std::vector<std::string> warnings;
 
   nlohmann::json to_json() const;

@@ -1,10 +1,9 @@
 #include "evidence/bundle_paths.h"
 
-#include <algorithm>
-#include <filesystem>
-
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
 
 namespace sp::evidence {
 

@@ -2,8 +2,9 @@
 // (`prove --out`), and of each evidence format's version constant (docs/formats/). Nothing else
 // spells an evidence file name: the lower layers that write a file of their own keep its name next to
 // its writer (trace/ and topology.json in comm/, checkpoints/ in ckpt/names.h), and these classes ask them.
-// No I/O here beyond listing a directory (list_rank_files). Invariant: every path is `root` joined with a fixed relative name, and the relative
-// names (kContractFile, ...) are what evidence pointers in gate.json and summary.md print.
+// No I/O here beyond listing a directory (list_rank_files). Invariant: every path is `root` joined with a fixed
+// relative name, and the relative names (kContractFile, ...) are what evidence pointers in gate.json and summary.md
+// print.
 #pragma once
 
 #include <array>

@@ -1,9 +1,9 @@
 #include "evidence/checksums.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
-
-#include <fmt/format.h>
 
 namespace sp::evidence {
 

@@ -10,12 +10,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -25,7 +24,7 @@ namespace sp::evidence {
 struct StepSchedule {
   int64_t steps = 1;           // train.steps
   int64_t checksum_every = 0;  // evidence.checksum_every: checksums in step s when s % checksum_every == 0; 0 = never
-  int64_t eval_every = 0;      // train.eval_every: evaluation after s when (s + 1) % eval_every == 0; and after the last
+  int64_t eval_every = 0;  // train.eval_every: evaluation after s when (s + 1) % eval_every == 0; and after the last
   bool checksums(int64_t step) const { return checksum_every > 0 && step % checksum_every == 0; }
   bool eval_after(int64_t step) const { return (eval_every > 0 && (step + 1) % eval_every == 0) || step + 1 == steps; }
   // The class name of `step` ("initial_eval" for −1), or nullopt outside [−1, steps).
@@ -38,7 +37,7 @@ inline constexpr std::string_view kInitialEvalClass = "initial_eval";
 std::string_view step_class_name(bool checksums, bool eval_after);
 // Every class a format-2 document describes, in this order.
 inline constexpr std::string_view kStepClasses[] = {kInitialEvalClass, "step", "step+checksums", "step+eval",
-                                                     "step+checksums+eval"};
+                                                    "step+checksums+eval"};
 
 // Ops and payload bytes of one rank in one (group, phase) of one step.
 struct TrafficCell {

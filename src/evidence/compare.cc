@@ -1,25 +1,24 @@
 #include "evidence/compare.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <map>
 #include <set>
 
-#include <fmt/format.h>
-
 #include "core/json_io.h"
 
 namespace sp::evidence {
 namespace {
 
-constexpr size_t kListed = 5;  // problems named in full; the rest are counted
+constexpr size_t kListed = 5;         // problems named in full; the rest are counted
 constexpr double kSlack = 1 + 1e-12;  // rounding of the recorded doubles themselves
 
 bool is_hex(const std::string& s, size_t digits) {
-  return s.size() == digits && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return s.size() == digits &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // A number, or NaN for null (how non-finite statistics are written).
@@ -62,7 +61,8 @@ Result<ChecksumRecord> checksum_record_from(const nlohmann::json& j, const std::
   r.finite = j.at("finite").get<bool>();
   // Internal consistency: what any honest writer produces (docs/formats/checksums.md).
   if (!is_hex(r.digest, 32)) return f.error("digest", "must be 32 lowercase hex digits");
-  if (r.count != r.numel) return f.error("count", fmt::format("= {} ≠ numel = {}: not every element was counted once", r.count, r.numel));
+  if (r.count != r.numel)
+    return f.error("count", fmt::format("= {} ≠ numel = {}: not every element was counted once", r.count, r.numel));
   if (r.finite != (r.nonfinite == 0))
     return f.error("finite", fmt::format("= {} contradicts nonfinite = {}", r.finite, r.nonfinite));
   if (r.finite) {
@@ -82,7 +82,8 @@ bool bits_equal(double a, double b) { return std::bit_cast<uint64_t>(a) == std::
 
 // Two records with the same digest (or loss bits) must agree on every statistic.
 std::string same_digest_contradiction(const ChecksumRecord& a, const ChecksumRecord& b) {
-  if (a.key.phase == "loss") return bits_equal(a.value, b.value) || (std::isnan(a.value) && std::isnan(b.value)) ? "" : "value";
+  if (a.key.phase == "loss")
+    return bits_equal(a.value, b.value) || (std::isnan(a.value) && std::isnan(b.value)) ? "" : "value";
   if (a.numel != b.numel) return "numel";
   if (a.count != b.count) return "count";
   if (a.nonfinite != b.nonfinite || a.finite != b.finite) return "nonfinite";
@@ -103,8 +104,10 @@ void check_coverage(const std::vector<ChecksumRecord>& records, const std::strin
                     const std::set<RecordKey>& expected, bool require_complete, Comparison& c) {
   std::set<RecordKey> seen;
   for (const ChecksumRecord& r : records) {
-    if (!seen.insert(r.key).second) note(c, fmt::format("{}: {} appears twice", path, r.key.to_string()));
-    else if (!expected.count(r.key)) note(c, fmt::format("{}: {} is not expected by the contract", path, r.key.to_string()));
+    if (!seen.insert(r.key).second)
+      note(c, fmt::format("{}: {} appears twice", path, r.key.to_string()));
+    else if (!expected.count(r.key))
+      note(c, fmt::format("{}: {} is not expected by the contract", path, r.key.to_string()));
   }
   if (!require_complete) return;
   int64_t missing = 0;
@@ -120,10 +123,14 @@ void check_coverage(const std::vector<ChecksumRecord>& records, const std::strin
 
 const char* equivalence_name(Equivalence e) {
   switch (e) {
-    case Equivalence::kBitwise: return "bitwise-equal";
-    case Equivalence::kWithinTolerance: return "within-tolerance";
-    case Equivalence::kDivergent: return "divergent";
-    case Equivalence::kIncomplete: return "incomplete";
+    case Equivalence::kBitwise:
+      return "bitwise-equal";
+    case Equivalence::kWithinTolerance:
+      return "within-tolerance";
+    case Equivalence::kDivergent:
+      return "divergent";
+    case Equivalence::kIncomplete:
+      return "incomplete";
   }
   return "?";
 }
@@ -137,27 +144,38 @@ Result<std::vector<ChecksumRecord>> read_checksums(const std::string& path) {
   std::vector<ChecksumRecord> out;
   out.reserve(doc.records.size());
   for (size_t i = 0; i < doc.records.size(); ++i) {
-    SP_ASSIGN_OR_RETURN(ChecksumRecord r, checksum_record_from(doc.records[i], fmt::format("{}:{}", path, doc.line_numbers[i])));
+    SP_ASSIGN_OR_RETURN(ChecksumRecord r,
+                        checksum_record_from(doc.records[i], fmt::format("{}:{}", path, doc.line_numbers[i])));
     out.push_back(std::move(r));
   }
   return out;
 }
 
 nlohmann::json Divergence::to_json() const {
-  return {{"step", step},          {"phase", phase},         {"tensor", tensor},     {"got_digest", got_digest},
-          {"want_digest", want_digest}, {"got", got_l2},     {"want", want_l2},      {"abs_diff", abs_l2},
-          {"rel_diff", rel_l2},    {"abs_sum_diff", abs_sum}, {"abs_absmax_diff", abs_absmax},
-          {"tolerance", tolerance}, {"reason", reason}};
+  return {{"step", step},
+          {"phase", phase},
+          {"tensor", tensor},
+          {"got_digest", got_digest},
+          {"want_digest", want_digest},
+          {"got", got_l2},
+          {"want", want_l2},
+          {"abs_diff", abs_l2},
+          {"rel_diff", rel_l2},
+          {"abs_sum_diff", abs_sum},
+          {"abs_absmax_diff", abs_absmax},
+          {"tolerance", tolerance},
+          {"reason", reason}};
 }
 
 std::string Divergence::to_string() const {
   if (phase == "loss")
     return fmt::format("step {} loss: {:.17g} vs {:.17g} (abs {:.3g}, rel {:.3g}, tolerance {:.3g}){}", step, got_l2,
                        want_l2, abs_l2, rel_l2, tolerance, reason.empty() ? "" : "; " + reason);
-  return fmt::format("step {} {} {}: L2 {:.9g} vs {:.9g} (abs {:.3g}, rel {:.3g}, tolerance {:.3g}); |Δsum| {:.3g}, "
-                     "|Δabsmax| {:.3g}; digest {} vs {}{}",
-                     step, phase, tensor, got_l2, want_l2, abs_l2, rel_l2, tolerance, abs_sum, abs_absmax, got_digest,
-                     want_digest, reason.empty() ? "" : "; " + reason);
+  return fmt::format(
+      "step {} {} {}: L2 {:.9g} vs {:.9g} (abs {:.3g}, rel {:.3g}, tolerance {:.3g}); |Δsum| {:.3g}, "
+      "|Δabsmax| {:.3g}; digest {} vs {}{}",
+      step, phase, tensor, got_l2, want_l2, abs_l2, rel_l2, tolerance, abs_sum, abs_absmax, got_digest, want_digest,
+      reason.empty() ? "" : "; " + reason);
 }
 
 std::string Comparison::describe() const {
@@ -181,15 +199,20 @@ nlohmann::json Comparison::to_json() const {
                       {"bitwise_records", bitwise_records},
                       {"problems", problems},
                       {"problem_count", problem_count},
-                      {"max_rel_diff", {{"loss", max_rel_loss}, {"param", max_rel_param},
-                                        {"grad_first_step", max_rel_grad_first}, {"grad_later", max_rel_grad_later}}}};
+                      {"max_rel_diff",
+                       {{"loss", max_rel_loss},
+                        {"param", max_rel_param},
+                        {"grad_first_step", max_rel_grad_first},
+                        {"grad_later", max_rel_grad_later}}}};
   j["first_mismatch"] = first_mismatch.empty() ? nlohmann::json() : first_mismatch[0].to_json();
   j["first_divergence"] = divergence.empty() ? nlohmann::json() : divergence[0].to_json();
   j["divergent_records_per_step"] = nlohmann::json::array();
-  for (const auto& [s, n] : divergent_per_step) j["divergent_records_per_step"].push_back({{"step", s}, {"records", n}});
+  for (const auto& [s, n] : divergent_per_step)
+    j["divergent_records_per_step"].push_back({{"step", s}, {"records", n}});
   j["drift_per_step"] = nlohmann::json::array();
   for (const auto& [s, d] : drift_per_step)
-    j["drift_per_step"].push_back({{"step", s}, {"max_rel_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json()}});
+    j["drift_per_step"].push_back(
+        {{"step", s}, {"max_rel_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json()}});
   return j;
 }
 
@@ -245,8 +268,8 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
     d.want_l2 = loss ? w.value : w.l2;
     d.abs_l2 = std::abs(d.got_l2 - d.want_l2);
     d.rel_l2 = d.abs_l2 / std::max(std::abs(d.want_l2), 1e-30);
-    d.tolerance = loss                       ? tol.loss
-                  : phase == "param"         ? tol.param
+    d.tolerance = loss                                  ? tol.loss
+                  : phase == "param"                    ? tol.param
                   : spec.anchored || step == first_step ? tol.grad_first
                                                         : tol.grad_later;
     if (!loss) {
@@ -260,9 +283,10 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
       if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = false, .judged = false});
       continue;
     }
-    double& mx = loss ? c.max_rel_loss
-                 : phase == "param" ? c.max_rel_param
-                 : (spec.anchored || step == first_step) ? c.max_rel_grad_first : c.max_rel_grad_later;
+    double& mx = loss                                    ? c.max_rel_loss
+                 : phase == "param"                      ? c.max_rel_param
+                 : (spec.anchored || step == first_step) ? c.max_rel_grad_first
+                                                         : c.max_rel_grad_later;
     mx = std::max(mx, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
     // Which statistic leaves the class (‖Δx‖₂ ≤ tol·‖x‖₂ bounds each; see the header).
     const double bound = d.tolerance * std::abs(d.want_l2);
@@ -290,7 +314,8 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
   }
   for (const auto& [s, n] : per_step) c.divergent_per_step.push_back({s, n});
   for (const auto& [s, v] : drift) c.drift_per_step.push_back({s, v});
-  if (c.problem_count > 0) c.verdict = Equivalence::kIncomplete;
+  if (c.problem_count > 0)
+    c.verdict = Equivalence::kIncomplete;
   else if (c.records == 0) {
     note(c, fmt::format("'{}' and '{}' have no (step, phase, tensor) records in common", run, reference));
     c.verdict = Equivalence::kIncomplete;

@@ -21,17 +21,16 @@
 #pragma once
 
 #include <compare>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
 namespace sp::evidence {
 
 struct Tolerances {
-  double loss = 1.52587890625e-05;        // 2^-16
+  double loss = 1.52587890625e-05;  // 2^-16
   double param = 1.52587890625e-05;
   double grad_first = 1.52587890625e-05;
   double grad_later = 1e-3;
@@ -113,7 +112,7 @@ struct Comparison {
   int64_t expected = 0;  // records each side had to hold
   int64_t records = 0;   // records judged against the promise
   int64_t bitwise_records = 0;
-  std::vector<std::string> problems;       // incomplete: missing, extra, duplicated or inconsistent records (first few)
+  std::vector<std::string> problems;  // incomplete: missing, extra, duplicated or inconsistent records (first few)
   int64_t problem_count = 0;
   std::vector<Divergence> first_mismatch;  // first record not bitwise equal (empty if all are)
   std::vector<Divergence> divergence;      // first record outside the promised class (empty if none)
@@ -122,7 +121,7 @@ struct Comparison {
   std::vector<std::pair<int64_t, int64_t>> divergent_per_step;
   // Per step (judged or not): the largest relative L2 (or loss) difference of any record (the drift).
   std::vector<std::pair<int64_t, double>> drift_per_step;
-  double max_loss_drift = 0;  // the largest relative loss difference at any step (judged or not)
+  double max_loss_drift = 0;                         // the largest relative loss difference at any step (judged or not)
   std::vector<RecordDifference> record_differences;  // CompareSpec::keep_records: every aligned record, in file order
   // The promised class was reached (a bitwise promise is never met by a within-tolerance result).
   bool holds() const { return verdict == Equivalence::kBitwise || verdict == Equivalence::kWithinTolerance; }

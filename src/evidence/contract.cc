@@ -1,7 +1,6 @@
 #include "evidence/contract.h"
 
 #include <cblas.h>
-
 #include <fmt/format.h>
 
 #include "core/hash.h"
@@ -20,7 +19,9 @@ nlohmann::json make_contract(const ContractInputs& in) {
   nlohmann::json c = {
       {"format_version", kContractFormatVersion},
       {"engine",
-       {{"revision", engine_revision()}, {"compiler", compiler_version()}, {"mpi", in.mpi_version},
+       {{"revision", engine_revision()},
+        {"compiler", compiler_version()},
+        {"mpi", in.mpi_version},
         {"blas", blas_version()}}},
       {"config", in.config},
       {"data", in.data_identity},
@@ -37,8 +38,8 @@ Status verify_contract(const nlohmann::json& contract, const std::string& label)
   body.erase("hash");
   const std::string want = contract_hash(body);
   if (contract.at("hash").get<std::string>() != want)
-    return corrupt("{}: contract content does not match its hash (stored {}, computed {}): the file was edited",
-                   label, contract.at("hash").get<std::string>(), want);
+    return corrupt("{}: contract content does not match its hash (stored {}, computed {}): the file was edited", label,
+                   contract.at("hash").get<std::string>(), want);
   return Status();
 }
 
@@ -53,8 +54,9 @@ static void diff(const nlohmann::json& a, const nlohmann::json& b, const std::st
       if (!a.contains(k)) diff(nlohmann::json(), v, path.empty() ? k : path + "." + k, ignore, out);
     return;
   }
-  if (a != b) out.push_back(fmt::format("{}: {} ≠ {}", path, a.is_null() ? "(absent)" : a.dump(),
-                                        b.is_null() ? "(absent)" : b.dump()));
+  if (a != b)
+    out.push_back(
+        fmt::format("{}: {} ≠ {}", path, a.is_null() ? "(absent)" : a.dump(), b.is_null() ? "(absent)" : b.dump()));
 }
 
 std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::json& b,
@@ -65,27 +67,21 @@ std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::
 }
 
 const std::vector<std::string>& stage_contract_differences() {
-  static const std::vector<std::string> keys = {"hash", "world_size", "config.parallel", "config.evidence", "config.prove"};
+  static const std::vector<std::string> keys = {"hash", "world_size", "config.parallel", "config.evidence",
+                                                "config.prove"};
   return keys;
 }
 
 const std::vector<std::string>& resumable_contract_differences() {
-  static const std::vector<std::string> keys = {"hash",         "world_size", "config.parallel", "config.evidence",
+  static const std::vector<std::string> keys = {"hash",         "world_size",  "config.parallel", "config.evidence",
                                                 "config.prove", "config.name", "engine.mpi"};
   return keys;
 }
 
 const std::vector<std::string>& comparable_contract_differences() {
-  static const std::vector<std::string> keys = {"hash",
-                                                "world_size",
-                                                "config.parallel",
-                                                "config.evidence",
-                                                "config.prove",
-                                                "config.name",
-                                                "engine.mpi",
-                                                "config.train.recompute",
-                                                "config.train.eval_every",
-                                                "config.train.eval_batches"};
+  static const std::vector<std::string> keys = {
+      "hash",        "world_size", "config.parallel",        "config.evidence",         "config.prove",
+      "config.name", "engine.mpi", "config.train.recompute", "config.train.eval_every", "config.train.eval_batches"};
   return keys;
 }
 
@@ -98,8 +94,9 @@ Status check_expected_contract(const std::string& path, const nlohmann::json& co
   for (const std::string& d : diffs) lines += "\n    " + d;
   return failed_precondition("this run's contract differs from the frozen contract '{}' (frozen ≠ this run):{}", path,
                              lines)
-      .with_hint("a proof's stages must share one contract: same build, config, data and seed; rerun the whole "
-                 "protocol if any of them changed");
+      .with_hint(
+          "a proof's stages must share one contract: same build, config, data and seed; rerun the whole "
+          "protocol if any of them changed");
 }
 
 }  // namespace sp::evidence

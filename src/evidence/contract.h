@@ -4,10 +4,9 @@
 // a difference is reported field by field ("train.seed: 1234 ≠ 99").
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 

@@ -1,9 +1,9 @@
 #include "evidence/faults.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "ckpt/names.h"
 #include "core/check.h"
@@ -14,14 +14,22 @@ namespace sp::evidence {
 
 std::string_view view_name(View v) {
   switch (v) {
-    case View::kTraceConsistency: return "trace consistency";
-    case View::kTraceVsPrediction: return "trace vs predicted communication";
-    case View::kActivations: return "per-layer activation trace";
-    case View::kChecksums: return "gradient/parameter checksums vs reference";
-    case View::kReplicas: return "dp replica consistency";
-    case View::kCheckpoint: return "checkpoint integrity";
-    case View::kEval: return "independent evaluation";
-    case View::kJob: return "job status";
+    case View::kTraceConsistency:
+      return "trace consistency";
+    case View::kTraceVsPrediction:
+      return "trace vs predicted communication";
+    case View::kActivations:
+      return "per-layer activation trace";
+    case View::kChecksums:
+      return "gradient/parameter checksums vs reference";
+    case View::kReplicas:
+      return "dp replica consistency";
+    case View::kCheckpoint:
+      return "checkpoint integrity";
+    case View::kEval:
+      return "independent evaluation";
+    case View::kJob:
+      return "job status";
   }
   return "?";
 }
@@ -30,10 +38,11 @@ const std::vector<FaultInfo>& fault_catalogue() {
   static const std::vector<FaultInfo> k = {
       {FaultKind::kSkipGradAllreduce, "skip-grad-allreduce",
        "every rank skips the dp gradient sync of one unit (a parameter missing from the all-reduce)",
-       View::kTraceVsPrediction, "grad_sync bytes below the plan at that step on the dp groups", "dp > 1", Reach::kEveryRank},
-      {FaultKind::kStaleGrad, "stale-grad", "one rank does not zero its gradient buffers: last step's gradient leaks in",
-       View::kChecksums, "grad digests differ from the reference from that step on", "steps ≥ 2 and step ≥ 1",
-       Reach::kOneRank, false, 1},
+       View::kTraceVsPrediction, "grad_sync bytes below the plan at that step on the dp groups", "dp > 1",
+       Reach::kEveryRank},
+      {FaultKind::kStaleGrad, "stale-grad",
+       "one rank does not zero its gradient buffers: last step's gradient leaks in", View::kChecksums,
+       "grad digests differ from the reference from that step on", "steps ≥ 2 and step ≥ 1", Reach::kOneRank, false, 1},
       {FaultKind::kWrongLossScale, "wrong-loss-scale",
        "one rank divides by its micro-batch's token count instead of the global batch's", View::kChecksums,
        "grad digests differ at that step (loss unchanged at that step)", "micro-batches ≥ 2"},
@@ -54,18 +63,18 @@ const std::vector<FaultInfo>& fault_catalogue() {
        "the job ends with a non-zero status naming the rank; its trace stops", "world > 1"},
       {FaultKind::kCkptBitflip, "ckpt-bitflip", "one bit of a committed checkpoint shard flips", View::kCheckpoint,
        "SHA-256 mismatch naming the file", "a checkpoint", Reach::kOneRank, true},
-      {FaultKind::kCkptTruncate, "ckpt-truncate", "a committed checkpoint shard loses its last byte",
-       View::kCheckpoint, "size mismatch naming the file", "a checkpoint", Reach::kOneRank, true},
-      {FaultKind::kCkptMissingShard, "ckpt-missing-shard", "a committed checkpoint shard is deleted",
-       View::kCheckpoint, "missing file named", "a checkpoint", Reach::kOneRank, true},
+      {FaultKind::kCkptTruncate, "ckpt-truncate", "a committed checkpoint shard loses its last byte", View::kCheckpoint,
+       "size mismatch naming the file", "a checkpoint", Reach::kOneRank, true},
+      {FaultKind::kCkptMissingShard, "ckpt-missing-shard", "a committed checkpoint shard is deleted", View::kCheckpoint,
+       "missing file named", "a checkpoint", Reach::kOneRank, true},
       {FaultKind::kDataOrder, "data-order", "one rank draws its micro-batches with another seed", View::kActivations,
        "the embedding output of that rank's micro-batches differs at that step", "none"},
       {FaultKind::kTpGradScale, "tp-grad-scale",
        "one tp rank's shard of the first block's o_proj weight gradient is 1 + 2^-7 times too large (a wrong per-rank "
        "factor: the kind of tensor-parallel bug rounding could hide)",
        View::kChecksums, "that gradient leaves the single-step tolerance at that anchored step", "tp > 1"},
-      {FaultKind::kNanInjection, "nan-injection", "one rank's first micro-batch gradient gets a NaN",
-       View::kChecksums, "non-finite gradients at that step, no update applied", "none"},
+      {FaultKind::kNanInjection, "nan-injection", "one rank's first micro-batch gradient gets a NaN", View::kChecksums,
+       "non-finite gradients at that step, no update applied", "none"},
   };
   return k;
 }
@@ -138,14 +147,21 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (f.rank >= world) return refuse(fmt::format("rank {} ≥ world size {}", f.rank, world));
   // The parameter-server faults and the injector's server hooks are not built yet (docs/ps.md §"Not yet").
   if (servers > 0)
-    return invalid_argument("fault {} cannot act on a parameter-server run (parallel.servers = {}): the injector has "
-                            "no parameter-server hooks yet",
-                            f.to_string(), servers)
+    return invalid_argument(
+               "fault {} cannot act on a parameter-server run (parallel.servers = {}): the injector has "
+               "no parameter-server hooks yet",
+               f.to_string(), servers)
         .with_hint("inject it into an all-reduce run (parallel.architecture = \"allreduce\")");
   switch (f.kind) {
-    case FaultKind::kSkipGradAllreduce: if (dp < 2) return refuse("dp = 1"); break;
-    case FaultKind::kStaleGrad: if (f.step < 1) return refuse("step 0 has no previous gradient"); break;
-    case FaultKind::kWrongLossScale: if (micro_batches < 2) return refuse("one micro-batch per step"); break;
+    case FaultKind::kSkipGradAllreduce:
+      if (dp < 2) return refuse("dp = 1");
+      break;
+    case FaultKind::kStaleGrad:
+      if (f.step < 1) return refuse("step 0 has no previous gradient");
+      break;
+    case FaultKind::kWrongLossScale:
+      if (micro_batches < 2) return refuse("one micro-batch per step");
+      break;
     case FaultKind::kDropTpAllreduce:
     case FaultKind::kTpGradScale:
       if (tp < 2) return refuse("tp = 1");
@@ -162,11 +178,14 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
     case FaultKind::kRankCrash:
       if (world < 2) return refuse("world size 1");
       break;
-    default: break;
+    default:
+      break;
   }
   if (is_checkpoint_fault(f.kind) && (every <= 0 || (f.step + 1) % every != 0))
-    return invalid_argument("fault {} damages the checkpoint saved after step {}, but this run saves none then "
-                            "(evidence.checkpoint_every = {})", f.to_string(), f.step, every)
+    return invalid_argument(
+               "fault {} damages the checkpoint saved after step {}, but this run saves none then "
+               "(evidence.checkpoint_every = {})",
+               f.to_string(), f.step, every)
         .with_hint(fmt::format("--set evidence.checkpoint_every={}", f.step + 1));
   return Status();
 }
@@ -190,9 +209,14 @@ Status damage_checkpoint(const FaultSpec& fault, const std::string& step_dir) {
       SP_RETURN_IF_ERROR(write_file(shard, bytes));
       break;
     }
-    case FaultKind::kCkptTruncate: fs::resize_file(shard, size - 1, ec); break;
-    case FaultKind::kCkptMissingShard: fs::remove(shard, ec); break;
-    default: return Status();
+    case FaultKind::kCkptTruncate:
+      fs::resize_file(shard, size - 1, ec);
+      break;
+    case FaultKind::kCkptMissingShard:
+      fs::remove(shard, ec);
+      break;
+    default:
+      return Status();
   }
   if (ec) return io_error("fault {}: cannot damage '{}': {}", fault.to_string(), shard, ec.message());
   log_warn("fault {}: damaged '{}'", fault.to_string(), shard);

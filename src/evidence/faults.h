@@ -17,25 +17,33 @@ namespace sp::evidence {
 
 enum class FaultKind {
   kNone,
-  kSkipGradAllreduce,     // every rank skips the dp sync of one unit's gradients at `step`
-  kStaleGrad,             // `rank` does not zero its gradient leaves at `step`: last step's values leak in
-  kWrongLossScale,        // `rank` scales by its micro-batch's token count instead of the global batch's
-  kDropTpAllreduce,       // every tp rank skips the forward all-reduce after o_proj of the first block
-  kPpMicrobatchSwap,      // the last pipeline stage pairs micro-batches 0 and 1 with each other's targets
-  kZero3StaleParam,       // `rank` serves its pre-update shard of one unit in the step's ZeRO-3 gathers
-  kDesyncExtraCollective, // `rank` issues one extra all-reduce on the world group
-  kRankCrash,             // `rank` kills itself (SIGKILL) in the middle of the step
-  kCkptBitflip,           // one bit of a committed checkpoint shard is flipped after the save
-  kCkptTruncate,          // a committed checkpoint shard loses its last byte
-  kCkptMissingShard,      // a committed checkpoint shard is deleted
-  kDataOrder,             // `rank` draws its micro-batches with another seed at `step`
-  kNanInjection,          // `rank` puts a NaN into its first micro-batch's gradient at `step`
-  kTpGradScale,           // `rank` scales its tensor-parallel shard of the first block's o_proj gradient by 1 + 2^-7
+  kSkipGradAllreduce,      // every rank skips the dp sync of one unit's gradients at `step`
+  kStaleGrad,              // `rank` does not zero its gradient leaves at `step`: last step's values leak in
+  kWrongLossScale,         // `rank` scales by its micro-batch's token count instead of the global batch's
+  kDropTpAllreduce,        // every tp rank skips the forward all-reduce after o_proj of the first block
+  kPpMicrobatchSwap,       // the last pipeline stage pairs micro-batches 0 and 1 with each other's targets
+  kZero3StaleParam,        // `rank` serves its pre-update shard of one unit in the step's ZeRO-3 gathers
+  kDesyncExtraCollective,  // `rank` issues one extra all-reduce on the world group
+  kRankCrash,              // `rank` kills itself (SIGKILL) in the middle of the step
+  kCkptBitflip,            // one bit of a committed checkpoint shard is flipped after the save
+  kCkptTruncate,           // a committed checkpoint shard loses its last byte
+  kCkptMissingShard,       // a committed checkpoint shard is deleted
+  kDataOrder,              // `rank` draws its micro-batches with another seed at `step`
+  kNanInjection,           // `rank` puts a NaN into its first micro-batch's gradient at `step`
+  kTpGradScale,            // `rank` scales its tensor-parallel shard of the first block's o_proj gradient by 1 + 2^-7
 };
 
 // The views of the evidence, in the order they observe a step (docs/faults.md).
-enum class View { kTraceConsistency, kTraceVsPrediction, kActivations, kChecksums, kReplicas, kCheckpoint, kEval,
-                  kJob };
+enum class View {
+  kTraceConsistency,
+  kTraceVsPrediction,
+  kActivations,
+  kChecksums,
+  kReplicas,
+  kCheckpoint,
+  kEval,
+  kJob
+};
 std::string_view view_name(View v);
 
 // Where a fault acts and where it shows: the views can name the injected rank only for kOneRank.
@@ -48,13 +56,13 @@ enum class Reach {
 struct FaultInfo {
   FaultKind kind;
   std::string_view name;
-  std::string_view breaks;        // one line: what goes wrong
-  View expected_view;             // the view that must catch it first
-  std::string_view expectation;   // what the catching view reports
-  std::string_view needs;         // topology requirement, e.g. "dp > 1"
+  std::string_view breaks;       // one line: what goes wrong
+  View expected_view;            // the view that must catch it first
+  std::string_view expectation;  // what the catching view reports
+  std::string_view needs;        // topology requirement, e.g. "dp > 1"
   Reach reach = Reach::kOneRank;
-  bool checkpoint = false;        // damages a committed checkpoint after the save of `step` (not the training)
-  int history = 0;                // steps before `step` the fault needs to have run (an anchored replay starts there)
+  bool checkpoint = false;  // damages a committed checkpoint after the save of `step` (not the training)
+  int history = 0;          // steps before `step` the fault needs to have run (an anchored replay starts there)
 };
 const std::vector<FaultInfo>& fault_catalogue();
 const FaultInfo& fault_info(FaultKind kind);
@@ -82,8 +90,8 @@ Result<FaultSpec> parse_fault(std::string_view text);
 struct FaultTarget {
   int dp = 1, tp = 1, pp = 1, zero = 0;
   int world = 1;
-  int servers = 0;               // parameter-server ranks (world ranks world − servers … world − 1); 0: all-reduce
-  int staleness = 0;             // parallel.staleness
+  int servers = 0;    // parameter-server ranks (world ranks world − servers … world − 1); 0: all-reduce
+  int staleness = 0;  // parallel.staleness
   int64_t steps = 1;
   int64_t micro_batches = 1;     // M per step
   int64_t checkpoint_every = 0;  // evidence.checkpoint_every

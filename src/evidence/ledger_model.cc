@@ -1,9 +1,9 @@
 #include "evidence/ledger_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
-
-#include <fmt/format.h>
 
 #include "comm/deterministic.h"
 #include "core/check.h"
@@ -45,8 +45,8 @@ class Replay {
       if (i->first != j->first || i->second.live != j->second.live || i->second.peak != j->second.peak ||
           i->second.category != j->second.category)
         return false;
-    return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ &&
-           refs_ == o.refs_ && grads_ == o.grads_;
+    return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ && refs_ == o.refs_ &&
+           grads_ == o.grads_;
   }
   int64_t allocations(const std::string& name) const { return sim_.p.entries.at(name).allocations; }
   LedgerPrediction result() const { return sim_.p; }
@@ -90,8 +90,8 @@ class Replay {
     const int64_t Hl = m_.n_heads / in_.tp, KVl = m_.n_kv_heads / in_.tp, Fl = m_.ffn_dim / in_.tp;
     const int64_t Wqkv = (Hl + 2 * KVl) * D;
     const std::vector<std::pair<std::string, int64_t>> t = {
-        {".xn1", N() * C}, {".rstd1", N()}, {".qkv", N() * Wqkv}, {".probs", B * Hl * T * T}, {".attn", N() * Hl * D},
-        {".mid", N() * C}, {".xn2", N() * C}, {".rstd2", N()}, {".gu", N() * 2 * Fl}, {".h", N() * Fl}};
+        {".xn1", N() * C}, {".rstd1", N()},   {".qkv", N() * Wqkv}, {".probs", B * Hl * T * T}, {".attn", N() * Hl * D},
+        {".mid", N() * C}, {".xn2", N() * C}, {".rstd2", N()},      {".gu", N() * 2 * Fl},      {".h", N() * Fl}};
     for (const auto& [s, n] : t) sim_.alloc(p + s, Category::kActivation, n * kF);
   }
 
@@ -172,8 +172,10 @@ class Replay {
     ++pool_size_[static_cast<size_t>(v)];
   }
   void take_slot(int v) {
-    if (pool_free_[static_cast<size_t>(v)] == 0) slot_alloc(v);
-    else --pool_free_[static_cast<size_t>(v)];
+    if (pool_free_[static_cast<size_t>(v)] == 0)
+      slot_alloc(v);
+    else
+      --pool_free_[static_cast<size_t>(v)];
   }
   // ZeRO-3 gathers with nesting.
   void acquire(int id) {
@@ -217,8 +219,14 @@ class Replay {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
     const int embed = model::embed_unit(), head = model::head_unit(m_);
     take_slot(a.virtual_stage);
-    if (ch.first) { acquire(embed); release(embed); }
-    for (int l = ch.layer_begin; l < ch.layer_end; ++l) { acquire(model::block_unit(l)); release(model::block_unit(l)); }
+    if (ch.first) {
+      acquire(embed);
+      release(embed);
+    }
+    for (int l = ch.layer_begin; l < ch.layer_end; ++l) {
+      acquire(model::block_unit(l));
+      release(model::block_unit(l));
+    }
     if (ch.last) {
       acquire(head);
       if (m_.tie_embeddings) acquire(embed);
@@ -233,7 +241,10 @@ class Replay {
     if (ch.last) {
       acquire(head);
       leaf(head);
-      if (m_.tie_embeddings) { acquire(embed); leaf(embed); }
+      if (m_.tie_embeddings) {
+        acquire(embed);
+        leaf(embed);
+      }
       release(head);
       if (m_.tie_embeddings) release(embed);
       done(head);
@@ -244,7 +255,10 @@ class Replay {
       release(model::block_unit(l));
       done(model::block_unit(l));
     }
-    if (ch.first) { leaf(embed); done(embed); }
+    if (ch.first) {
+      leaf(embed);
+      done(embed);
+    }
     ++pool_free_[static_cast<size_t>(a.virtual_stage)];
   }
 
@@ -324,8 +338,8 @@ LedgerPrediction predict_ledger(const LedgerModelInput& in) {
       const int64_t evals = evals_in(in, s), plains = in.steps - s - evals;
       LedgerPrediction out = r.result();
       for (auto& [name, e] : out.entries)
-        e.allocations += plains * (plain.allocations(name) - e.allocations) +
-                         evals * (evaluated.allocations(name) - e.allocations);
+        e.allocations +=
+            plains * (plain.allocations(name) - e.allocations) + evals * (evaluated.allocations(name) - e.allocations);
       return out;
     }
     SP_CHECK(s < kMaxTransientSteps, "ledger model: the allocation state still changes after {} steps", s);
@@ -339,8 +353,11 @@ nlohmann::json compare_ledger(const MemoryLedger& measured, const LedgerPredicti
   auto row = [&](const MemoryLedger::Bytes& got, const MemoryLedger::Bytes& want) {
     const bool eq = got.peak == want.peak && got.live == want.live;
     all_equal = all_equal && eq;
-    return nlohmann::json{{"measured_live", got.live}, {"measured_peak", got.peak}, {"predicted_live", want.live},
-                          {"predicted_peak", want.peak}, {"equal", eq}};
+    return nlohmann::json{{"measured_live", got.live},
+                          {"measured_peak", got.peak},
+                          {"predicted_live", want.live},
+                          {"predicted_peak", want.peak},
+                          {"equal", eq}};
   };
   nlohmann::json j;
   j["total"] = row(measured.total(), predicted.total);
@@ -355,11 +372,15 @@ nlohmann::json compare_ledger(const MemoryLedger& measured, const LedgerPredicti
     const bool eq = got.peak == want.peak && got.live == want.live && got.allocations == want.allocations &&
                     got.category == want.category;
     all_equal = all_equal && eq;
-    j["tensors"][n] = {{"category", category_name(eq ? got.category : (got.allocations ? got.category : want.category))},
-                       {"measured_peak", got.peak},   {"predicted_peak", want.peak},
-                       {"measured_live", got.live},   {"predicted_live", want.live},
-                       {"allocations", got.allocations}, {"predicted_allocations", want.allocations},
-                       {"equal", eq}};
+    j["tensors"][n] = {
+        {"category", category_name(eq ? got.category : (got.allocations ? got.category : want.category))},
+        {"measured_peak", got.peak},
+        {"predicted_peak", want.peak},
+        {"measured_live", got.live},
+        {"predicted_live", want.live},
+        {"allocations", got.allocations},
+        {"predicted_allocations", want.allocations},
+        {"equal", eq}};
   }
   j["equal"] = all_equal;
   return j;

@@ -2,10 +2,9 @@
 // and in total, plus the memory budget verdict (docs/formats/ledger.md). Rank 0 writes the file.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
 #include "core/status.h"

@@ -1,10 +1,10 @@
 #include "evidence/run_dir.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <span>
-
-#include <fmt/format.h>
 
 #include "ckpt/names.h"
 #include "core/file_io.h"
@@ -16,9 +16,10 @@ namespace {
 
 // Every top-level name a run bundle (RunPaths) or a proof bundle (ProofPaths) writes.
 constexpr std::string_view kRunNames[] = {
-    kContractFile, kTopologyFile, kCommPredictedFile, kChecksumsFile, kMetricsFile, kLedgerFile, kTimelineDir,
-    kActivationsDir, kTraceDir, kCheckpointsDir, kSegmentsDir, kProveFile, kFirstDivergenceFile, kGateFile,
-    kSummaryFile, kSealFile, kLogsDir, kReferenceStage, kParallelStage, kFaultStage, kRecoveryStage};
+    kContractFile,        kTopologyFile,   kCommPredictedFile, kChecksumsFile,  kMetricsFile, kLedgerFile,
+    kTimelineDir,         kActivationsDir, kTraceDir,          kCheckpointsDir, kSegmentsDir, kProveFile,
+    kFirstDivergenceFile, kGateFile,       kSummaryFile,       kSealFile,       kLogsDir,     kReferenceStage,
+    kParallelStage,       kFaultStage,     kRecoveryStage};
 // What `prove` writes into its bundle before the contract stage runs there.
 constexpr std::string_view kProofDriverNames[] = {kLogsDir, kProveFile};
 
@@ -48,7 +49,8 @@ std::optional<std::string> seal_at_or_above(const std::string& dir) {
 std::string listing(const std::vector<std::string>& names) {
   std::vector<std::string> shown;
   for (size_t i = 0; i < names.size() && i < 5; ++i) shown.push_back(names[i]);
-  return fmt::format("{}{}", fmt::join(shown, ", "), names.size() > shown.size() ? fmt::format(", … ({} in all)", names.size()) : "");
+  return fmt::format("{}{}", fmt::join(shown, ", "),
+                     names.size() > shown.size() ? fmt::format(", … ({} in all)", names.size()) : "");
 }
 
 }  // namespace
@@ -84,18 +86,19 @@ Result<RunDirContents> inspect_run_dir(const std::string& dir) {
 Result<DirectoryLock> claim_run_dir(const std::string& dir, const RunDirClaim& claim) {
   SP_ASSIGN_OR_RETURN(RunDirContents before, inspect_run_dir(dir));
   if (before.seal)
-    return invalid_argument("'{}' is {} sealed proof bundle ('{}'): a sealed bundle is never written to", dir,
-                            fs::path(*before.seal).parent_path() == fs::absolute(dir).lexically_normal() ? "a"
-                                                                                                          : "inside a",
-                            *before.seal)
+    return invalid_argument(
+               "'{}' is {} sealed proof bundle ('{}'): a sealed bundle is never written to", dir,
+               fs::path(*before.seal).parent_path() == fs::absolute(dir).lexically_normal() ? "a" : "inside a",
+               *before.seal)
         .with_hint("choose another --out directory (`shardproof verify` reads a bundle; --overwrite does not apply)");
   SP_RETURN_IF_ERROR(make_directories(dir));
   SP_ASSIGN_OR_RETURN(DirectoryLock lock, DirectoryLock::acquire((fs::path(dir) / kLockFile).string(), dir));
   SP_ASSIGN_OR_RETURN(const RunDirContents c, inspect_run_dir(dir));  // again, now that it is ours
   if (!c.foreign.empty())
-    return invalid_argument("'{}' holds {} that no shardproof run writes ({}); a run is written only into a new, "
-                            "empty or run directory",
-                            dir, c.foreign.size() == 1 ? "an entry" : "entries", listing(c.foreign))
+    return invalid_argument(
+               "'{}' holds {} that no shardproof run writes ({}); a run is written only into a new, "
+               "empty or run directory",
+               dir, c.foreign.size() == 1 ? "an entry" : "entries", listing(c.foreign))
         .with_hint("choose another --out directory (--overwrite clears only a run's own files)");
   if (c.run_entries.empty()) return lock;
   if (claim.overwrite) {
@@ -109,9 +112,10 @@ Result<DirectoryLock> claim_run_dir(const std::string& dir, const RunDirClaim& c
   }
   if (claim.contract_only && c.proof_driver_only) return lock;  // prove's contract stage
   if (c.has_checkpoints || claim.resume_required) return lock;  // the resume decides (checkpointing.h)
-  return invalid_argument("'{}' holds another run ({}) and no checkpoint to continue; a run never writes over "
-                          "another",
-                          dir, listing(c.run_entries))
+  return invalid_argument(
+             "'{}' holds another run ({}) and no checkpoint to continue; a run never writes over "
+             "another",
+             dir, listing(c.run_entries))
       .with_hint("train into a new --out directory, or add --overwrite to clear this one first");
 }
 

@@ -32,13 +32,14 @@ Result<RunDirContents> inspect_run_dir(const std::string& dir);
 struct RunDirClaim {
   bool overwrite = false;        // --overwrite: clear a directory that holds another run first
   bool resume_required = false;  // --resume required: the resume itself refuses a directory without checkpoints
-  bool contract_only = false;  // --contract-only: `prove`'s first stage, into its bundle's root
+  bool contract_only = false;    // --contract-only: `prove`'s first stage, into its bundle's root
 };
 // Rank 0 of a run, before anything is written: creates `dir`, refuses a sealed proof bundle (even
 // with --overwrite), takes DIR/.shardproof.lock (a concurrent run fails naming the holder's pid),
 // then refuses a directory holding files no shardproof run writes, and one holding another run unless
 // the claim allows it (overwrite: cleared now, keeping the lock; checkpoints: the resume logic
-// continues them or, under --resume never, refuses; contract_only: a proof bundle's own driver files). The lock is held until the result is destroyed.
+// continues them or, under --resume never, refuses; contract_only: a proof bundle's own driver files). The lock is held
+// until the result is destroyed.
 Result<DirectoryLock> claim_run_dir(const std::string& dir, const RunDirClaim& claim);
 
 }  // namespace sp::evidence

@@ -1,11 +1,11 @@
 // Strategy table rows from run directories, and their Markdown and JSON renderings (strategy_table.h).
 #include "evidence/strategy_table.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "core/file_io.h"
 #include "core/json_io.h"
@@ -119,8 +119,10 @@ void fill_traffic(StrategyRow& row, const std::string& dir) {
   row.prediction_found = rep->prediction_found;
   row.traced_equals_predicted = rep->matches_prediction();
   row.prediction_mismatches = static_cast<int64_t>(rep->prediction_mismatches.size());
-  if (!rep->mismatches.empty()) row.first_trace_problem = rep->mismatches.front().message;
-  else if (!rep->prediction_mismatches.empty()) row.first_trace_problem = rep->prediction_mismatches.front().message;
+  if (!rep->mismatches.empty())
+    row.first_trace_problem = rep->mismatches.front().message;
+  else if (!rep->prediction_mismatches.empty())
+    row.first_trace_problem = rep->prediction_mismatches.front().message;
   for (const auto& [key, t] : rep->traffic)
     if (key.step >= 0) row.bytes_step = std::max(row.bytes_step, key.step);
   if (row.bytes_step < 0) return;
@@ -212,14 +214,27 @@ void fill_ratios(std::vector<StrategyRow>& rows) {
 }
 
 json StrategyRow::to_json() const {
-  json j = {{"label", label}, {"dir", dir}, {"overrides", overrides}, {"world", world}, {"dp", dp}, {"tp", tp},
-            {"pp", pp}, {"zero", zero}, {"schedule", schedule}, {"virtual_stages", virtual_stages},
-            {"reduction", reduction}, {"recompute", recompute}, {"ok", ok()}, {"exit_code", exit_code}};
+  json j = {{"label", label},
+            {"dir", dir},
+            {"overrides", overrides},
+            {"world", world},
+            {"dp", dp},
+            {"tp", tp},
+            {"pp", pp},
+            {"zero", zero},
+            {"schedule", schedule},
+            {"virtual_stages", virtual_stages},
+            {"reduction", reduction},
+            {"recompute", recompute},
+            {"ok", ok()},
+            {"exit_code", exit_code}};
   if (!error.empty()) {
     j["error"] = error;
     return j;
   }
-  j["time"] = {{"steps", steps}, {"step_s_median", step_s}, {"ratio_vs_dp1", ratio_vs_ref},
+  j["time"] = {{"steps", steps},
+               {"step_s_median", step_s},
+               {"ratio_vs_dp1", ratio_vs_ref},
                {"compute_s_median_rank0", compute_s}};
   j["bubble"] = has_bubble ? bubble.to_json() : json(nullptr);
   if (has_bubble) j["bubble"].erase("rank_steps");  // per-rank detail: `shardproof bubble DIR --json`
@@ -228,20 +243,34 @@ json StrategyRow::to_json() const {
     groups[g] = {{"traced", b.traced}, {"predicted", b.predicted < 0 ? json(nullptr) : json(b.predicted)}};
   for (const auto& [a, b] : axis_bytes)
     axes[a] = {{"traced", b.traced}, {"predicted", b.predicted < 0 ? json(nullptr) : json(b.predicted)}};
-  j["traffic"] = {{"trace_found", trace_found}, {"consistent", trace_consistent},
-                  {"prediction_found", prediction_found}, {"traced_equals_predicted", traced_equals_predicted},
-                  {"prediction_mismatches", prediction_mismatches}, {"first_problem", first_trace_problem},
-                  {"step", bytes_step}, {"bytes_per_step_by_group", groups}, {"bytes_per_step_by_axis", axes}};
+  j["traffic"] = {{"trace_found", trace_found},
+                  {"consistent", trace_consistent},
+                  {"prediction_found", prediction_found},
+                  {"traced_equals_predicted", traced_equals_predicted},
+                  {"prediction_mismatches", prediction_mismatches},
+                  {"first_problem", first_trace_problem},
+                  {"step", bytes_step},
+                  {"bytes_per_step_by_group", groups},
+                  {"bytes_per_step_by_axis", axes}};
   json ranks = json::array();
   for (const RankMemory& m : memory) {
     json cats = json::object();
-    for (const auto& [name, c] : m.categories) cats[name] = {{"measured_peak", c.measured_peak}, {"predicted_peak", c.predicted_peak}};
-    ranks.push_back({{"rank", m.rank}, {"coords", m.coords}, {"equal", m.equal}, {"categories", cats},
-                     {"total", {{"measured_peak", m.total.measured_peak}, {"predicted_peak", m.total.predicted_peak}}}});
+    for (const auto& [name, c] : m.categories)
+      cats[name] = {{"measured_peak", c.measured_peak}, {"predicted_peak", c.predicted_peak}};
+    ranks.push_back(
+        {{"rank", m.rank},
+         {"coords", m.coords},
+         {"equal", m.equal},
+         {"categories", cats},
+         {"total", {{"measured_peak", m.total.measured_peak}, {"predicted_peak", m.total.predicted_peak}}}});
   }
-  j["memory"] = {{"ledger_found", ledger_found}, {"equal", ledger_equal}, {"max_peak_bytes", max_peak_bytes}, {"ranks", ranks}};
-  j["equivalence"] = {{"class", equivalence}, {"max_rel_loss", max_rel_loss}, {"max_rel_param", max_rel_param},
-                      {"max_rel_grad_first_step", max_rel_grad_first}, {"max_rel_grad_later", max_rel_grad_later},
+  j["memory"] = {
+      {"ledger_found", ledger_found}, {"equal", ledger_equal}, {"max_peak_bytes", max_peak_bytes}, {"ranks", ranks}};
+  j["equivalence"] = {{"class", equivalence},
+                      {"max_rel_loss", max_rel_loss},
+                      {"max_rel_param", max_rel_param},
+                      {"max_rel_grad_first_step", max_rel_grad_first},
+                      {"max_rel_grad_later", max_rel_grad_later},
                       {"first_divergence", first_divergence}};
   j["loss"] = {{"final", final_loss}, {"final_eval", has_eval_loss ? json(final_eval_loss) : json(nullptr)}};
   return j;
@@ -260,17 +289,17 @@ json strategy_table_json(const std::vector<StrategyRow>& rows) {
 
 std::string strategy_table_markdown(const std::vector<StrategyRow>& rows, const std::string& title) {
   std::string out = "# " + title + "\n\n## Equivalence against dp1 and losses\n\n";
-  out += "| strategy | world | dp | tp | pp | zero | schedule | equivalence | max rel diff loss / param / grad | "
-         "final loss | eval loss | verdict |\n|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n";
+  out +=
+      "| strategy | world | dp | tp | pp | zero | schedule | equivalence | max rel diff loss / param / grad | "
+      "final loss | eval loss | verdict |\n|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n";
   for (const StrategyRow& r : rows) {
     if (!r.error.empty()) {
       out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | – | – | – | – | ERROR: {} |\n", r.label, r.world, r.dp,
                          r.tp, r.pp, r.zero, r.schedule.empty() ? "–" : r.schedule, cell_text(r.error));
       continue;
     }
-    const std::string sched = r.pp > 1 ? (r.schedule == "interleaved" ? fmt::format("interleaved v{}", r.virtual_stages)
-                                                                       : r.schedule)
-                                       : "–";
+    const std::string sched =
+        r.pp > 1 ? (r.schedule == "interleaved" ? fmt::format("interleaved v{}", r.virtual_stages) : r.schedule) : "–";
     const std::string diffs = r.equivalence == "reference"
                                   ? "–"
                                   : fmt::format("{:.2g} / {:.2g} / {:.2g}", r.max_rel_loss, r.max_rel_param,
@@ -278,29 +307,36 @@ std::string strategy_table_markdown(const std::vector<StrategyRow>& rows, const 
     const std::string eval = r.has_eval_loss ? fmt::format("{:.4f}", r.final_eval_loss) : "–";
     std::string verdict = r.ok() ? "ok" : "FAIL";
     if (!r.ok()) {
-      if (r.equivalence == "divergent") verdict += ": divergent, " + r.first_divergence;
-      else if (!r.trace_consistent || (r.prediction_found && !r.traced_equals_predicted)) verdict += ": trace, " + r.first_trace_problem;
-      else if (!r.ledger_equal) verdict += ": ledger measured ≠ predicted";
-      else if (r.exit_code != 0) verdict += fmt::format(": exit code {}", r.exit_code);
+      if (r.equivalence == "divergent")
+        verdict += ": divergent, " + r.first_divergence;
+      else if (!r.trace_consistent || (r.prediction_found && !r.traced_equals_predicted))
+        verdict += ": trace, " + r.first_trace_problem;
+      else if (!r.ledger_equal)
+        verdict += ": ledger measured ≠ predicted";
+      else if (r.exit_code != 0)
+        verdict += fmt::format(": exit code {}", r.exit_code);
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {}{}{} | {} | {} | {:.4f} | {} | {} |\n", r.label, r.world, r.dp,
-                       r.tp, r.pp, r.zero, sched, r.recompute == "full" ? ", recompute" : "",
-                       r.reduction == "fast" ? ", fast" : "", r.equivalence, diffs, r.final_loss, eval, cell_text(verdict));
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {}{}{} | {} | {} | {:.4f} | {} | {} |\n", r.label, r.world,
+                       r.dp, r.tp, r.pp, r.zero, sched, r.recompute == "full" ? ", recompute" : "",
+                       r.reduction == "fast" ? ", fast" : "", r.equivalence, diffs, r.final_loss, eval,
+                       cell_text(verdict));
   }
 
   out += "\n## Step time and its split (timeline; bubble = 1 − compute / pipeline span)\n\n";
-  out += "| strategy | step s (median) | × dp1 | fwd+bwd s (rank 0) | pipeline span ms | compute | p2p | "
-         "bubble measured (stage min–max) | bubble theory |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n";
+  out +=
+      "| strategy | step s (median) | × dp1 | fwd+bwd s (rank 0) | pipeline span ms | compute | p2p | "
+      "bubble measured (stage min–max) | bubble theory |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n";
   for (const StrategyRow& r : rows) {
     if (!r.error.empty()) continue;
     const BubbleReport& b = r.bubble;
-    out += fmt::format("| {} | {:.3f} | {} | {:.3f} | {} | {} | {} | {} | {} |\n", r.label, r.step_s,
-                       r.ratio_vs_ref > 0 ? fmt::format("{:.2f}", r.ratio_vs_ref) : "–", r.compute_s,
-                       r.has_bubble ? fmt::format("{:.1f}", b.span_ms) : "–",
-                       r.has_bubble ? fmt::format("{:.0f}%", 100 * b.compute_fraction) : "–",
-                       r.has_bubble ? fmt::format("{:.0f}%", 100 * b.comm_fraction) : "–",
-                       r.has_bubble ? fmt::format("{:.3f} ({:.3f}–{:.3f})", b.measured, b.measured_min, b.measured_max) : "–",
-                       r.has_bubble ? fmt::format("{:.3f}", b.theory) : "–");
+    out += fmt::format(
+        "| {} | {:.3f} | {} | {:.3f} | {} | {} | {} | {} | {} |\n", r.label, r.step_s,
+        r.ratio_vs_ref > 0 ? fmt::format("{:.2f}", r.ratio_vs_ref) : "–", r.compute_s,
+        r.has_bubble ? fmt::format("{:.1f}", b.span_ms) : "–",
+        r.has_bubble ? fmt::format("{:.0f}%", 100 * b.compute_fraction) : "–",
+        r.has_bubble ? fmt::format("{:.0f}%", 100 * b.comm_fraction) : "–",
+        r.has_bubble ? fmt::format("{:.3f} ({:.3f}–{:.3f})", b.measured, b.measured_min, b.measured_max) : "–",
+        r.has_bubble ? fmt::format("{:.3f}", b.theory) : "–");
   }
 
   std::set<std::string> axes;
@@ -313,7 +349,10 @@ std::string strategy_table_markdown(const std::vector<StrategyRow>& rows, const 
   out += "---|\n";
   for (const StrategyRow& r : rows) {
     if (!r.error.empty()) continue;
-    out += fmt::format("| {} | {} |", r.label, !r.trace_found ? "missing" : r.trace_consistent ? "consistent" : "MISMATCH");
+    out += fmt::format("| {} | {} |", r.label,
+                       !r.trace_found       ? "missing"
+                       : r.trace_consistent ? "consistent"
+                                            : "MISMATCH");
     for (const std::string& a : axes) {
       auto it = r.axis_bytes.find(a);
       if (it == r.axis_bytes.end()) {
@@ -325,15 +364,17 @@ std::string strategy_table_markdown(const std::vector<StrategyRow>& rows, const 
       if (b.predicted >= 0 && b.predicted != b.traced) out += " ≠ P " + human_bytes(b.predicted);
       out += " |";
     }
-    out += r.prediction_found ? (r.traced_equals_predicted ? " yes |" : fmt::format(" NO ({} cells) |", r.prediction_mismatches))
-                              : " no prediction |";
+    out += r.prediction_found
+               ? (r.traced_equals_predicted ? " yes |" : fmt::format(" NO ({} cells) |", r.prediction_mismatches))
+               : " no prediction |";
     out += "\n";
   }
 
   // Per rank: the busiest and the least busy (a parameter server against its workers, docs/ps.md).
-  out += "\n## Bytes per rank per training step (comm_predicted.json, equal to the trace where the column above says "
-         "yes)\n\n| strategy | busiest rank | its bytes | least busy rank | its bytes | busiest / least |\n"
-         "|---|---|---:|---|---:|---:|\n";
+  out +=
+      "\n## Bytes per rank per training step (comm_predicted.json, equal to the trace where the column above says "
+      "yes)\n\n| strategy | busiest rank | its bytes | least busy rank | its bytes | busiest / least |\n"
+      "|---|---|---:|---|---:|---:|\n";
   for (const StrategyRow& r : rows) {
     if (!r.error.empty() || r.rank_bytes.empty()) continue;
     auto label = [&](int rank) {
@@ -349,9 +390,10 @@ std::string strategy_table_markdown(const std::vector<StrategyRow>& rows, const 
   }
 
   static const char* kCats[] = {"param", "grad", "optim", "activation", "comm", "workspace", "io"};
-  out += "\n## Peak memory per rank, MiB (largest rank per category; measured = predicted checked on every rank)\n\n"
-         "| strategy | param | grad | optim | activation | comm | workspace | io | total | measured = predicted |\n"
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  out +=
+      "\n## Peak memory per rank, MiB (largest rank per category; measured = predicted checked on every rank)\n\n"
+      "| strategy | param | grad | optim | activation | comm | workspace | io | total | measured = predicted |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const StrategyRow& r : rows) {
     if (!r.error.empty()) continue;
     out += "| " + r.label + " |";

@@ -8,10 +8,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "evidence/bubble.h"
@@ -59,7 +58,7 @@ struct StrategyRow {
   bool trace_found = false, trace_consistent = false, prediction_found = false, traced_equals_predicted = false;
   int64_t prediction_mismatches = 0;
   std::string first_trace_problem;
-  int64_t bytes_step = -1;                     // the training step whose bytes are shown (the last one)
+  int64_t bytes_step = -1;                       // the training step whose bytes are shown (the last one)
   std::map<std::string, StepBytes> group_bytes;  // per group name, at bytes_step
   std::map<std::string, StepBytes> axis_bytes;   // per axis (dp, tp, pp, world, ...), summed over groups
   // Per world rank, at bytes_step: the bytes it sends plus receives as comm_predicted.json says (which

@@ -46,17 +46,16 @@ void mix_lanes_scalar(const float* x, int64_t n, int64_t first, uint64_t& a, uin
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // The same sums, eight elements at a time with AVX-512DQ's 64-bit multiply. The lanes are sums mod
 // 2^64, so the vector order gives the scalar result bit for bit (tests/unit/tensor_summary_test.cc).
-__attribute__((target("avx512f,avx512dq"))) void mix_lanes_avx512(const float* x, int64_t n, int64_t first,
-                                                                  uint64_t& a, uint64_t& b) {
+__attribute__((target("avx512f,avx512dq"))) void mix_lanes_avx512(const float* x, int64_t n, int64_t first, uint64_t& a,
+                                                                  uint64_t& b) {
   const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xff51afd7ed558ccdULL));
   const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0xc4ceb9fe1a85ec53ULL));
   const __m512i step = _mm512_set1_epi64(static_cast<long long>(8 * 0x100000001b3ULL));
   const __m512i seed0 = _mm512_set1_epi64(static_cast<long long>(kLaneSeed[0]));
   const __m512i seed1 = _mm512_set1_epi64(static_cast<long long>(kLaneSeed[1]));
   // jp = j · FNV prime for j = first + [0, 8), advanced by 8 · prime (mod 2^64, as the scalar product).
-  __m512i jp = _mm512_mullo_epi64(
-      _mm512_add_epi64(_mm512_set1_epi64(first), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0)),
-      _mm512_set1_epi64(static_cast<long long>(0x100000001b3ULL)));
+  __m512i jp = _mm512_mullo_epi64(_mm512_add_epi64(_mm512_set1_epi64(first), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0)),
+                                  _mm512_set1_epi64(static_cast<long long>(0x100000001b3ULL)));
   __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
   int64_t k = 0;
   for (; k + 8 <= n; k += 8) {
@@ -139,8 +138,12 @@ void TensorSummary::merge(const TensorSummary& o) {
 }
 
 nlohmann::json TensorSummary::to_json() const {
-  return {{"digest", digest().hex()},     {"l2", stats.l2_norm()},   {"sum", stats.sum()},
-          {"absmax", stats.absmax()},     {"finite", stats.finite()}, {"count", stats.count()},
+  return {{"digest", digest().hex()},
+          {"l2", stats.l2_norm()},
+          {"sum", stats.sum()},
+          {"absmax", stats.absmax()},
+          {"finite", stats.finite()},
+          {"count", stats.count()},
           {"nonfinite", stats.nonfinite_count()}};
 }
 

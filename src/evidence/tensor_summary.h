@@ -11,11 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/exact_sum.h"
 #include "core/hash.h"
@@ -44,8 +43,8 @@ struct TensorSummary {
   // sums travel as ExactSum's 32-bit limbs, which cannot overflow over ranks) plus a separate MAX
   // word for absmax. to_sum_words/from_words are exact inverses under summation.
   static constexpr size_t kSumWords = 2 + ExactSum::kWords - 1;
-  void to_sum_words(std::span<uint64_t> out) const;     // out.size() == kSumWords
-  uint64_t max_word() const;                             // absmax bit pattern (non-negative float: orders as uint)
+  void to_sum_words(std::span<uint64_t> out) const;  // out.size() == kSumWords
+  uint64_t max_word() const;                         // absmax bit pattern (non-negative float: orders as uint)
   static TensorSummary from_words(std::span<const uint64_t> sum_words, uint64_t max_word);
 };
 

@@ -32,8 +32,10 @@ std::vector<ValueGroup> group_values(const std::vector<std::pair<int, std::strin
   std::vector<ValueGroup> groups;
   for (const auto& [rank, value] : values) {
     auto it = std::find_if(groups.begin(), groups.end(), [&](const ValueGroup& g) { return g.value == value; });
-    if (it == groups.end()) groups.push_back({value, {rank}});
-    else it->ranks.push_back(rank);
+    if (it == groups.end())
+      groups.push_back({value, {rank}});
+    else
+      it->ranks.push_back(rank);
   }
   std::stable_sort(groups.begin(), groups.end(),
                    [](const ValueGroup& a, const ValueGroup& b) { return a.ranks.size() > b.ranks.size(); });
@@ -78,8 +80,8 @@ class Checker {
   using OpList = std::vector<const TraceRecord*>;
   struct Group {
     int size = 0;
-    std::vector<int> members;           // world ranks by group rank; −1 unknown
-    std::map<int, OpList> ops;          // world rank → its records on this group, by seq
+    std::vector<int> members;   // world ranks by group rank; −1 unknown
+    std::map<int, OpList> ops;  // world rank → its records on this group, by seq
   };
 
   // Locates the mismatch in the run (step, phase) from the record it names, for first-divergence reports.
@@ -171,7 +173,8 @@ void Checker::index_records() {
       }
     }
     for (auto& [name, ops] : mine) {
-      std::stable_sort(ops.begin(), ops.end(), [](const TraceRecord* a, const TraceRecord* b) { return a->seq < b->seq; });
+      std::stable_sort(ops.begin(), ops.end(),
+                       [](const TraceRecord* a, const TraceRecord* b) { return a->seq < b->seq; });
       check_sequence(name, rt.world_rank, ops);
       groups_[name].ops[rt.world_rank] = std::move(ops);
     }
@@ -183,8 +186,12 @@ void Checker::check_sequence(const std::string& name, int world_rank, const OpLi
     const int64_t seq = ops[i]->seq;
     if (seq == static_cast<int64_t>(i)) continue;
     const bool dup = i > 0 && ops[i - 1]->seq == seq;
-    TraceMismatch m{.kind = dup ? "seq_duplicate" : "seq_gap", .group = name, .seq = seq, .ranks = {world_rank},
-                    .field = "seq", .t_us = ops[i]->t_start_us};
+    TraceMismatch m{.kind = dup ? "seq_duplicate" : "seq_gap",
+                    .group = name,
+                    .seq = seq,
+                    .ranks = {world_rank},
+                    .field = "seq",
+                    .t_us = ops[i]->t_start_us};
     m.expected = std::to_string(i);
     m.actual = std::to_string(seq);
     m.step = ops[i]->step;  // located by the record after the gap
@@ -203,9 +210,11 @@ void Checker::resolve_members(const std::string& name, Group& g) {
   g.size = g.ops.begin()->second.front()->group_size;
   for (const auto& [rank, ops] : g.ops) g.size = std::max(g.size, ops.front()->group_size);
   if (g.size > report_.world_size) {
-    add({.kind = "members", .group = name, .field = "group_size",
-         .message = fmt::format("group '{}' claims {} members, the world has {} ranks", name, g.size,
-                                report_.world_size)});
+    add({.kind = "members",
+         .group = name,
+         .field = "group_size",
+         .message =
+             fmt::format("group '{}' claims {} members, the world has {} ranks", name, g.size, report_.world_size)});
     g.size = 0;
     return;
   }
@@ -227,13 +236,17 @@ void Checker::resolve_members(const std::string& name, Group& g) {
     // "dp[tp0.pp1]": the members must be the grid's group on that axis.
     for (const auto& [rank, ops] : g.ops) {
       if (rank >= grid_->world_size() || grid_->group_name(*axis, rank) != name) {
-        add({.kind = "members", .group = name, .ranks = {rank},
+        add({.kind = "members",
+             .group = name,
+             .ranks = {rank},
              .message = fmt::format("rank {} traced group '{}', which is not one of its groups under {}", rank, name,
                                     grid_->describe())});
         return;
       }
       if (g.members != grid_->group_of(*axis, rank)) {
-        add({.kind = "members", .group = name, .ranks = {rank},
+        add({.kind = "members",
+             .group = name,
+             .ranks = {rank},
              .message = fmt::format("group '{}' lists members [{}], the topology gives [{}]", name,
                                     fmt::join(g.members, ", "), fmt::join(grid_->group_of(*axis, rank), ", "))});
         return;
@@ -243,7 +256,9 @@ void Checker::resolve_members(const std::string& name, Group& g) {
   for (const auto& [rank, ops] : g.ops) {
     const int gr = ops.front()->group_rank;
     if (gr >= g.size || (g.members[static_cast<size_t>(gr)] != -1 && g.members[static_cast<size_t>(gr)] != rank)) {
-      add({.kind = "members", .group = name, .ranks = {rank},
+      add({.kind = "members",
+           .group = name,
+           .ranks = {rank},
            .message = fmt::format("rank {} claims group rank {} of '{}', whose members are [{}]", rank, gr, name,
                                   fmt::join(g.members, ", "))});
       g.size = 0;
@@ -301,10 +316,16 @@ void Checker::check_collectives(const std::string& name, const Group& g) {
           const int a = ca[i]->group_rank, b = cb[i]->group_rank;
           const int64_t sent = ca[i]->counts[static_cast<size_t>(b)], got = cb[i]->recv_counts[static_cast<size_t>(a)];
           if (sent == got) continue;
-          add({.kind = "field", .group = name, .seq = ca[i]->seq, .ranks = {wa, wb}, .field = "counts/recv_counts",
-               .expected = std::to_string(sent), .actual = std::to_string(got),
+          add({.kind = "field",
+               .group = name,
+               .seq = ca[i]->seq,
+               .ranks = {wa, wb},
+               .field = "counts/recv_counts",
+               .expected = std::to_string(sent),
+               .actual = std::to_string(got),
                .message = fmt::format("group '{}' seq {}{}: all_to_all: rank {} sends {} elements to rank {}, which "
-                                      "expects {}", name, ca[i]->seq, where, wa, sent, wb, got),
+                                      "expects {}",
+                                      name, ca[i]->seq, where, wa, sent, wb, got),
                .t_us = first->t_start_us});
           return;
         }
@@ -345,10 +366,15 @@ void Checker::check_p2p(const std::string& name, const Group& g) {
     for (size_t i = 0; i < std::max(s.size(), r.size()); ++i) {
       if (i >= s.size() || i >= r.size()) {
         const TraceRecord* lone = i < s.size() ? s[i] : r[i];
-        add({.kind = "p2p_unmatched", .group = name, .seq = lone->seq, .ranks = {k.src, k.dst}, .field = "peer",
+        add({.kind = "p2p_unmatched",
+             .group = name,
+             .seq = lone->seq,
+             .ranks = {k.src, k.dst},
+             .field = "peer",
              .message = fmt::format("group '{}': rank {} sent {} messages with tag {} to rank {}, which received {}; "
-                                    "the {} with seq {} on rank {} has no match", name, k.src, s.size(), k.tag, k.dst,
-                                    r.size(), comm::op_kind_name(lone->op), lone->seq, i < s.size() ? k.src : k.dst),
+                                    "the {} with seq {} on rank {} has no match",
+                                    name, k.src, s.size(), k.tag, k.dst, r.size(), comm::op_kind_name(lone->op),
+                                    lone->seq, i < s.size() ? k.src : k.dst),
              .t_us = lone->t_start_us});
         break;
       }
@@ -359,11 +385,16 @@ void Checker::check_p2p(const std::string& name, const Group& g) {
       const char* names[3] = {"count", "dtype", "digest"};
       for (int f = 0; f < 3; ++f) {
         if (sv[f] == rv[f] || (f == 2 && (sv[f].empty() || rv[f].empty()))) continue;
-        add({.kind = f == 2 ? "payload" : "p2p_field", .group = name, .seq = s[i]->seq, .ranks = {k.src, k.dst},
-             .field = names[f], .expected = sv[f], .actual = rv[f],
+        add({.kind = f == 2 ? "payload" : "p2p_field",
+             .group = name,
+             .seq = s[i]->seq,
+             .ranks = {k.src, k.dst},
+             .field = names[f],
+             .expected = sv[f],
+             .actual = rv[f],
              .message = fmt::format("group '{}': message #{} from rank {} to rank {} (tag {}, send seq {}, recv seq "
-                                    "{}): {} sent {} but received {}", name, i, k.src, k.dst, k.tag, s[i]->seq,
-                                    r[i]->seq, names[f], sv[f], rv[f]),
+                                    "{}): {} sent {} but received {}",
+                                    name, i, k.src, k.dst, k.tag, s[i]->seq, r[i]->seq, names[f], sv[f], rv[f]),
              .t_us = s[i]->t_start_us});
         break;
       }
@@ -373,20 +404,25 @@ void Checker::check_p2p(const std::string& name, const Group& g) {
 
 void Checker::run(const json* topology) {
   if (topology != nullptr) {
-    if (Status s = comm::validate_topology(*topology); !s.ok()) add({.kind = "topology", .message = s.message()});
-    else grid_ = *comm::grid_from_topology(*topology);
+    if (Status s = comm::validate_topology(*topology); !s.ok())
+      add({.kind = "topology", .message = s.message()});
+    else
+      grid_ = *comm::grid_from_topology(*topology);
   }
   std::set<int> have;
   for (const RankTrace& rt : ranks_) have.insert(rt.world_rank);
   for (int r = 0; r < report_.world_size; ++r) {
     if (!have.count(r))
-      add({.kind = "missing_rank_file", .ranks = {r},
-           .message = fmt::format("no trace file for world rank {} ({})", r,
-                                  report_.dir.empty() ? comm::trace_file_name(r) : comm::trace_file_path(report_.dir, r))});
+      add({.kind = "missing_rank_file",
+           .ranks = {r},
+           .message =
+               fmt::format("no trace file for world rank {} ({})", r,
+                           report_.dir.empty() ? comm::trace_file_name(r) : comm::trace_file_path(report_.dir, r))});
   }
   for (int r : have) {
     if (r >= report_.world_size)
-      add({.kind = "extra_rank_file", .ranks = {r},
+      add({.kind = "extra_rank_file",
+           .ranks = {r},
            .message = fmt::format("trace file for rank {}, but the world has {} ranks", r, report_.world_size)});
   }
   index_records();
@@ -406,7 +442,11 @@ void Checker::run(const json* topology) {
           if (first == nullptr) first = r;
         }
     if (first == nullptr) continue;
-    add({.kind = "timed_out", .group = name, .seq = first->seq, .ranks = stuck, .field = "timed_out",
+    add({.kind = "timed_out",
+         .group = name,
+         .seq = first->seq,
+         .ranks = stuck,
+         .field = "timed_out",
          .message = fmt::format("group '{}': the watchdog stopped {} waiting in {} (seq {}, phase {}, step {})", name,
                                 ranks_text(stuck), comm::op_kind_name(first->op), first->seq,
                                 comm::phase_name(first->phase), first->step),
@@ -416,7 +456,11 @@ void Checker::run(const json* topology) {
     for (const auto& [w, ops] : g.ops)
       for (const TraceRecord* r : ops)
         if (r->aborted)
-          add({.kind = "aborted", .group = name, .seq = r->seq, .ranks = {w}, .field = "aborted",
+          add({.kind = "aborted",
+               .group = name,
+               .seq = r->seq,
+               .ranks = {w},
+               .field = "aborted",
                .message = fmt::format("group '{}': rank {} failed inside {} (seq {}, phase {}, step {})", name, w,
                                       comm::op_kind_name(r->op), r->seq, comm::phase_name(r->phase), r->step),
                .t_us = r->t_start_us});
@@ -465,26 +509,43 @@ nlohmann::json TraceReport::to_json() const {
   j["warnings"] = warnings;
   json ms = json::array();
   for (const TraceMismatch& m : mismatches) {
-    ms.push_back({{"kind", m.kind}, {"group", m.group}, {"seq", m.seq}, {"step", m.step}, {"phase", m.phase},
-                  {"ranks", m.ranks}, {"field", m.field},
-                  {"expected", m.expected}, {"actual", m.actual}, {"message", m.message}});
+    ms.push_back({{"kind", m.kind},
+                  {"group", m.group},
+                  {"seq", m.seq},
+                  {"step", m.step},
+                  {"phase", m.phase},
+                  {"ranks", m.ranks},
+                  {"field", m.field},
+                  {"expected", m.expected},
+                  {"actual", m.actual},
+                  {"message", m.message}});
   }
   j["mismatches"] = std::move(ms);
   j["prediction_found"] = prediction_found;
   j["prediction_cells"] = prediction_cells;
   json pm = json::array();
   for (const TraceMismatch& m : prediction_mismatches)
-    pm.push_back({{"rank", m.ranks.empty() ? -1 : m.ranks[0]}, {"step", m.step}, {"group", m.group},
-                  {"phase", m.phase}, {"traced", m.actual}, {"predicted", m.expected}, {"message", m.message}});
+    pm.push_back({{"rank", m.ranks.empty() ? -1 : m.ranks[0]},
+                  {"step", m.step},
+                  {"group", m.group},
+                  {"phase", m.phase},
+                  {"traced", m.actual},
+                  {"predicted", m.expected},
+                  {"message", m.message}});
   j["prediction_mismatches"] = std::move(pm);
   json traffic_list = json::array();
   for (const auto& [k, t] : traffic) {
-    traffic_list.push_back({{"group", k.group}, {"step", k.step}, {"phase", comm::phase_name(k.phase)},
-                            {"ops", t.ops}, {"bytes", t.bytes}, {"wire_bytes", t.wire_bytes}});
+    traffic_list.push_back({{"group", k.group},
+                            {"step", k.step},
+                            {"phase", comm::phase_name(k.phase)},
+                            {"ops", t.ops},
+                            {"bytes", t.bytes},
+                            {"wire_bytes", t.wire_bytes}});
   }
   j["traffic"] = std::move(traffic_list);
   json groups = json::object();
-  for (const auto& [g, t] : group_traffic) groups[g] = {{"ops", t.ops}, {"bytes", t.bytes}, {"wire_bytes", t.wire_bytes}};
+  for (const auto& [g, t] : group_traffic)
+    groups[g] = {{"ops", t.ops}, {"bytes", t.bytes}, {"wire_bytes", t.wire_bytes}};
   j["group_traffic"] = std::move(groups);
   return j;
 }

@@ -14,11 +14,10 @@
 #include <compare>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "comm/trace_context.h"
 #include "comm/trace_record.h"
@@ -33,14 +32,14 @@ struct TraceMismatch {
   // (digests that must agree do not), p2p_unmatched, p2p_field, timed_out.
   std::string kind = {};
   std::string group = {};       // empty for file-level problems
-  int64_t seq = -1;        // seq of the op on the first rank in `ranks` (−1: not about one op)
+  int64_t seq = -1;             // seq of the op on the first rank in `ranks` (−1: not about one op)
   std::vector<int> ranks = {};  // world ranks involved
   std::string field = {};       // for field / p2p_field / payload
   std::string expected = {};    // the majority (or first) value and its ranks, e.g. "1024 on ranks 0, 2, 3"
   std::string actual = {};      // the differing value and its ranks, e.g. "2048 on rank 1"
   std::string message = {};
-  int64_t t_us = 0;        // earliest start time of the records involved (orders "first")
-  int64_t step = -1;       // the step and phase of the op, where one record is named
+  int64_t t_us = 0;   // earliest start time of the records involved (orders "first")
+  int64_t step = -1;  // the step and phase of the op, where one record is named
   std::string phase = {};
 };
 
@@ -105,8 +104,8 @@ Result<RankTrace> parse_rank_trace(std::string_view text, int world_rank, const 
 // Checks already-parsed traces against `world_size` ranks. `topology` may be null.
 TraceReport check_traces(std::vector<RankTrace> ranks, int world_size, const nlohmann::json* topology);
 
-// Reads and checks DIR (and compares with DIR/comm_predicted.json when present). Errors (usage, exit 2): DIR or DIR/trace/ does not exist, or holds no
-// rank file. Unreadable or corrupt files become mismatches in the report.
+// Reads and checks DIR (and compares with DIR/comm_predicted.json when present). Errors (usage, exit 2): DIR or
+// DIR/trace/ does not exist, or holds no rank file. Unreadable or corrupt files become mismatches in the report.
 Result<TraceReport> check_trace_dir(const std::string& dir);
 
 }  // namespace sp::evidence

@@ -62,9 +62,14 @@ json chrome_trace_from(const std::vector<RankTrace>& ranks, const json* topology
       events.push_back(metadata("thread_sort_index", pid, tid[g], {{"sort_index", tid[g]}}));
     }
     for (const comm::TraceRecord& r : rt.records) {
-      json args = {{"group", r.group},   {"seq", r.seq},     {"count", r.count},
-                   {"bytes", r.bytes},   {"wire_bytes", r.wire_bytes}, {"phase", comm::phase_name(r.phase)},
-                   {"step", r.step},     {"micro_batch", r.micro_batch}};
+      json args = {{"group", r.group},
+                   {"seq", r.seq},
+                   {"count", r.count},
+                   {"bytes", r.bytes},
+                   {"wire_bytes", r.wire_bytes},
+                   {"phase", comm::phase_name(r.phase)},
+                   {"step", r.step},
+                   {"micro_batch", r.micro_batch}};
       if (r.op != comm::OpKind::kBarrier) args["dtype"] = dtype_name(r.dtype);
       if (r.reduce) args["reduce"] = comm::reduce_op_name(*r.reduce);
       if (r.root >= 0) args["root_world"] = r.root_world;

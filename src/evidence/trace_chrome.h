@@ -6,10 +6,9 @@
 // to the earliest record. Reference: docs/formats/trace.md §"Chrome export".
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "evidence/trace_check.h"

@@ -1,11 +1,11 @@
 #include "evidence/trace_prediction.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "evidence/comm_prediction.h"
 
@@ -86,8 +86,11 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
       if (s - next > kMaxExpandedGap) {
         // Every training step issues at least the loss all_reduce, so a gap inside the run is a mismatch.
         const int64_t lo = std::max<int64_t>(next, -1), hi = std::min(s - 1, run_steps - 1);
-        TraceMismatch m{.kind = "prediction", .ranks = {rt.world_rank}, .field = "ops",
-                        .expected = "records in every step", .actual = "none"};
+        TraceMismatch m{.kind = "prediction",
+                        .ranks = {rt.world_rank},
+                        .field = "ops",
+                        .expected = "records in every step",
+                        .actual = "none"};
         m.step = lo;
         m.message = fmt::format("rank {}, steps {}..{}: no traced records in {} predicted steps", rt.world_rank, lo, hi,
                                 std::max<int64_t>(hi - lo + 1, 0));
@@ -111,7 +114,9 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
       }
       ++report.prediction_cells;
       if (got == expect) continue;
-      TraceMismatch m{.kind = "prediction", .group = group, .ranks = {rt.world_rank},
+      TraceMismatch m{.kind = "prediction",
+                      .group = group,
+                      .ranks = {rt.world_rank},
                       .field = got.ops != expect.ops ? "ops" : "bytes",
                       .expected = fmt::format("{} ops, {} bytes", expect.ops, expect.bytes),
                       .actual = fmt::format("{} ops, {} bytes", got.ops, got.bytes)};
@@ -126,9 +131,10 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
     if (unreached > 0 || steps_after > 0)
       report.warnings.push_back(fmt::format(
           "rank {}: the trace ends in step {} of {}; {}{}{}{} never reached and not compared", rt.world_rank, last_step,
-          run_steps, steps_after > 1   ? fmt::format("the {} steps after it", steps_after)
-                    : steps_after == 1 ? std::string("the step after it")
-                                       : std::string(),
+          run_steps,
+          steps_after > 1    ? fmt::format("the {} steps after it", steps_after)
+          : steps_after == 1 ? std::string("the step after it")
+                             : std::string(),
           unreached > 0 && steps_after > 0 ? " and " : "",
           unreached > 0 ? fmt::format("{} predicted cells of that step", unreached) : "",
           unreached + steps_after > 1 ? " were" : " was"));  // "…; the 3 steps after it were never reached …"

@@ -9,9 +9,8 @@
 // answers, not on the plan (docs/formats/trace.md).
 #pragma once
 
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "evidence/trace_check.h"
 
@@ -19,7 +18,6 @@ namespace sp::evidence {
 
 // Fills report.prediction_* from `predicted` (the comm_predicted.json document). A malformed document
 // is one mismatch naming the key.
-void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann::json& predicted,
-                             TraceReport& report);
+void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann::json& predicted, TraceReport& report);
 
 }  // namespace sp::evidence

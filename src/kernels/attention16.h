@@ -1,7 +1,7 @@
 // Causal grouped-query attention with 16-bit stored tensors: the mixed-precision twin of attention.h.
 // q, k, v (the RoPE'd fused qkv rows), the saved probabilities P and the output are 16-bit; every
 // product is a Gemm16 (16-bit inputs, fp32 accumulation); the softmax and its backward run in fp32.
-// Rounding points (docs/kernels.md §casts): P after the fp32 softmax; the output after P·v; dS after
+// Rounding points (docs/kernels.md §"Every cast"): P after the fp32 softmax; the output after P·v; dS after
 // the fp32 softmax backward (the input of the dq and dk products). dqkv is fp32.
 // Not flash attention: P (B, H, T, T) is materialized, as in attention.h, with the same 64-row blocks.
 // Accumulation rule: parameter gradients +=, activation gradients =, residual-stream gradients +=.

@@ -1,7 +1,7 @@
 // Linear layers with 16-bit inputs (bf16 or fp16 patterns) and fp32 accumulation and outputs, through
 // a Gemm16 backend (gemm16.h). The mixed-precision twin of matmul.h's linear_forward/backward: same
 // shapes, same accumulation rule (parameter gradients +=, activation gradients =, or += by flag).
-// Not a rounding point: every output is fp32; the caller rounds what it stores (docs/kernels.md §casts).
+// Not a rounding point: every output is fp32; the caller rounds what it stores (docs/kernels.md §"Every cast").
 // Invariant: with the fallback backend, the result equals linear_forward/backward on the widened
 // inputs bit for bit (tests/unit/kernels16_test.cc).
 // Reference: Micikevicius et al. 2018 (mixed precision training), §3.3; docs/kernels.md §16-bit.

@@ -5,7 +5,7 @@
 // (rmsnorm.h, swiglu.h, embedding.h), round the 16-bit outputs to nearest even", and equals that
 // composition bit for bit (tests/unit/kernels16_test.cc). t is kBF16 or kF16.
 // Accumulation rule: parameter gradients +=, activation gradients =, residual-stream gradients +=.
-// Reference: docs/kernels.md §casts (where the model rounds and why).
+// Reference: docs/kernels.md §"Every cast" (where the model rounds and why).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
 #include "model/llama_config.h"
 
+#include <fmt/format.h>
+
 #include <set>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace sp::model {
 
@@ -20,16 +20,18 @@ Status LlamaConfig::validate() const {
   positive("ffn_dim", ffn_dim);
   positive("max_seq", max_seq);
   if (n_heads > 0 && dim > 0 && dim % n_heads != 0)
-    errors.push_back(fmt::format("model.dim {} is not divisible by model.n_heads {} (head_dim = dim / n_heads must be "
-                                 "an integer); hint: choose dim a multiple of n_heads",
-                                 dim, n_heads));
+    errors.push_back(
+        fmt::format("model.dim {} is not divisible by model.n_heads {} (head_dim = dim / n_heads must be "
+                    "an integer); hint: choose dim a multiple of n_heads",
+                    dim, n_heads));
   if (n_heads > 0 && dim > 0 && dim % n_heads == 0 && head_dim() % 2 != 0)
-    errors.push_back(fmt::format("head_dim = dim / n_heads = {} is odd; RoPE rotates pairs and needs an even head_dim",
-                                 head_dim()));
+    errors.push_back(
+        fmt::format("head_dim = dim / n_heads = {} is odd; RoPE rotates pairs and needs an even head_dim", head_dim()));
   if (n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads != 0)
-    errors.push_back(fmt::format("model.n_heads {} is not divisible by model.n_kv_heads {} (each key/value head serves "
-                                 "n_heads / n_kv_heads query heads); hint: use n_kv_heads in the divisors of {}",
-                                 n_heads, n_kv_heads, n_heads));
+    errors.push_back(
+        fmt::format("model.n_heads {} is not divisible by model.n_kv_heads {} (each key/value head serves "
+                    "n_heads / n_kv_heads query heads); hint: use n_kv_heads in the divisors of {}",
+                    n_heads, n_kv_heads, n_heads));
   if (n_kv_heads > n_heads && n_heads > 0)
     errors.push_back(fmt::format("model.n_kv_heads {} exceeds model.n_heads {}", n_kv_heads, n_heads));
   if (!(rope_theta > 0.0)) errors.push_back(fmt::format("model.rope_theta = {} must be > 0", rope_theta));
@@ -50,22 +52,25 @@ int64_t LlamaConfig::param_count() const {
 }
 
 nlohmann::json LlamaConfig::to_json() const {
-  return {{"vocab_size", vocab_size}, {"dim", dim},           {"n_layers", n_layers},
-          {"n_heads", n_heads},       {"n_kv_heads", n_kv_heads}, {"ffn_dim", ffn_dim},
-          {"max_seq", max_seq},       {"rope_theta", rope_theta}, {"norm_eps", norm_eps},
-          {"tie_embeddings", tie_embeddings}, {"init_std", init_std}};
+  return {{"vocab_size", vocab_size}, {"dim", dim},
+          {"n_layers", n_layers},     {"n_heads", n_heads},
+          {"n_kv_heads", n_kv_heads}, {"ffn_dim", ffn_dim},
+          {"max_seq", max_seq},       {"rope_theta", rope_theta},
+          {"norm_eps", norm_eps},     {"tie_embeddings", tie_embeddings},
+          {"init_std", init_std}};
 }
 
 Result<LlamaConfig> LlamaConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) return invalid_argument("model configuration must be an object, got {}", j.type_name());
-  static const std::set<std::string> kKnown = {"vocab_size", "dim",      "n_layers",   "n_heads",
-                                               "n_kv_heads", "ffn_dim",  "max_seq",    "rope_theta",
-                                               "norm_eps",   "tie_embeddings", "init_std"};
+  static const std::set<std::string> kKnown = {"vocab_size", "dim",     "n_layers",   "n_heads",  "n_kv_heads",
+                                               "ffn_dim",    "max_seq", "rope_theta", "norm_eps", "tie_embeddings",
+                                               "init_std"};
   for (const auto& [key, value] : j.items())
     if (!kKnown.count(key))
       return invalid_argument("unknown key model.{}", key)
-          .with_hint("known keys: vocab_size, dim, n_layers, n_heads, n_kv_heads, ffn_dim, max_seq, rope_theta, "
-                     "norm_eps, tie_embeddings, init_std");
+          .with_hint(
+              "known keys: vocab_size, dim, n_layers, n_heads, n_kv_heads, ffn_dim, max_seq, rope_theta, "
+              "norm_eps, tie_embeddings, init_std");
   LlamaConfig c;
   auto get_int = [&](const char* key, int64_t& out, bool required) -> Status {
     if (!j.contains(key)) {

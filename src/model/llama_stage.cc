@@ -1,8 +1,8 @@
 #include "model/llama_stage.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/attention16.h"
@@ -124,8 +124,8 @@ void LlamaStage::load_tokens(ActivationSlot& slot, const int32_t* tokens) const 
 // ---------------------------------------------------------------------------------------------
 // Forward
 
-void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, const float* w,
-                               TensorParallelOps& tp, bool write_output) {
+void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, const float* w, TensorParallelOps& tp,
+                               bool write_output) {
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const float* x = slot.res[static_cast<size_t>(i)].f32();  // (N, C)
   k::rmsnorm_forward(a.xn1.f32(), a.rstd1.f32(), x, w + o.ln1, N_, C_, config_.norm_eps);
@@ -169,7 +169,8 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   if (spec_.first) {
     const auto* inputs = static_cast<const int32_t*>(slot.inputs.raw());
     if (mixed())
-      k::embedding16_forward(slot.res[0].f32(), inputs, params.acquire16(embed_unit()), N_, C_, v_begin_, Vl_, spec_.precision);
+      k::embedding16_forward(slot.res[0].f32(), inputs, params.acquire16(embed_unit()), N_, C_, v_begin_, Vl_,
+                             spec_.precision);
     else
       k::embedding_forward(slot.res[0].f32(), inputs, params.acquire(embed_unit()), N_, C_, v_begin_, Vl_);
     tp.reduce_from_tp(slot.res[0].f32(), N_ * C_);  // vocab-parallel lookup: each row is nonzero on one rank

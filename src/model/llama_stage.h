@@ -11,7 +11,7 @@
 // Precision (model/precision.h): fp32, or bf16/fp16 mixed precision (llama_stage16.cc), where the
 // working weights (ParamSource::acquire16), the activations saved for backward except the residual
 // stream, and every GEMM input are 16-bit; the residual stream, norms, softmax, loss, parameter-gradient
-// leaves and the pipeline's inputs/outputs stay fp32. Every cast: docs/kernels.md §casts.
+// leaves and the pipeline's inputs/outputs stay fp32. Every cast: docs/kernels.md §"Every cast".
 #pragma once
 
 #include <cstdint>
@@ -31,8 +31,8 @@ enum class Recompute { kNone, kFull };
 struct StageSpec {
   int layer_begin = 0;  // global layer ids [layer_begin, layer_end)
   int layer_end = 0;
-  bool first = true;    // embedding lives here
-  bool last = true;     // final norm, lm_head and loss live here
+  bool first = true;  // embedding lives here
+  bool last = true;   // final norm, lm_head and loss live here
   int tp_rank = 0;
   int tp_size = 1;
   int64_t micro_batch_size = 0;  // B
@@ -65,15 +65,15 @@ struct ActivationSlot {
   Tensor targets;            // (N) int32 next-token ids, < 0 = ignored (last stage)
   std::vector<Tensor> res;   // n_local + 1 of (N, C): res[i] enters local layer i; res.back() leaves the stage
   std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full
-  Tensor xf;      // (N, C)  final norm output (16-bit in mixed precision)
-  Tensor rstdf;   // (N)
-  Tensor logits;  // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
-  Tensor rowmax;  // (N)
-  Tensor sumexp;  // (N)
-  Tensor tlogit;  // (N)
-  Tensor losses;  // (N)
-  float* input() { return res.front().f32(); }    // (N, C) receive buffer of a non-first stage
-  float* output() { return res.back().f32(); }    // (N, C) send buffer of a non-last stage
+  Tensor xf;                             // (N, C)  final norm output (16-bit in mixed precision)
+  Tensor rstdf;                          // (N)
+  Tensor logits;                         // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
+  Tensor rowmax;                         // (N)
+  Tensor sumexp;                         // (N)
+  Tensor tlogit;                         // (N)
+  Tensor losses;                         // (N)
+  float* input() { return res.front().f32(); }  // (N, C) receive buffer of a non-first stage
+  float* output() { return res.back().f32(); }  // (N, C) send buffer of a non-last stage
 };
 
 class LlamaStage {

@@ -5,7 +5,7 @@
 // Rounding points (to the 16-bit dtype t, nearest even): the outputs of both rmsnorms and the final
 // norm; q/k/v after RoPE; P; the attention output; gate/up; silu(gate)·up; and the gradient that
 // enters each GEMM's backward (dres, dgu, dattn, dS, dqkv, dlogits). Everything listed in
-// docs/kernels.md §casts; the PyTorch oracle (tests/oracle) rounds at exactly these points.
+// docs/kernels.md §"Every cast"; the PyTorch oracle (tests/oracle) rounds at exactly these points.
 // Scratch reuse: dqkv_ and dgu_ (fp32, backward scratch) hold the qkv and gate/up GEMM outputs during a
 // forward, before rounding; grad16_ holds one rounded gradient at a time.
 #include <algorithm>

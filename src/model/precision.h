@@ -1,6 +1,6 @@
 // The numeric precision of the model: fp32 (the reference), or bf16 / fp16 mixed precision, where the
 // working weights, the activations stored for backward and every GEMM input are 16-bit, GEMMs accumulate
-// in fp32, and norms, softmax, the loss and the optimizer stay fp32 (every cast: docs/kernels.md §casts).
+// in fp32, and norms, softmax, the loss and the optimizer stay fp32 (every cast: docs/kernels.md §"Every cast").
 // grad is the dtype in which parameter gradients are accumulated over micro-batches and reduced over dp:
 // fp32 (Megatron's default, accumulate_allreduce_grads_in_fp32) or the 16-bit compute dtype (what the
 // ZeRO paper counts: 2Ψ bytes of gradients). Either way the model computes one micro-batch's parameter

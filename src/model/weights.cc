@@ -40,9 +40,12 @@ std::vector<int> chunk_units(const LlamaConfig& c, int layer_begin, int layer_en
 
 std::string unit_name(const LlamaConfig& c, int id) {
   switch (unit_kind(c, id)) {
-    case UnitKind::kEmbed: return "embed";
-    case UnitKind::kHead: return "head";
-    case UnitKind::kBlock: break;
+    case UnitKind::kEmbed:
+      return "embed";
+    case UnitKind::kHead:
+      return "head";
+    case UnitKind::kBlock:
+      break;
   }
   return fmt::format("layers.{}", unit_layer(id));
 }
@@ -81,7 +84,8 @@ UnitLayout unit_layout(const LlamaConfig& c, int id, int tp_rank, int tp_size) {
     t.local_shape = spec.shape;
     if (spec.tp_dim >= 0) {
       const int64_t full = spec.shape[static_cast<size_t>(spec.tp_dim)];
-      SP_CHECK(full % tp_size == 0, "{} dim {} = {} is not divisible by tp = {}", spec.name, spec.tp_dim, full, tp_size);
+      SP_CHECK(full % tp_size == 0, "{} dim {} = {} is not divisible by tp = {}", spec.name, spec.tp_dim, full,
+               tp_size);
       const int64_t part = full / tp_size;
       t.local_shape[static_cast<size_t>(spec.tp_dim)] = part;
       t.slice = {spec.tp_dim, part * tp_rank, part};

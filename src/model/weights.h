@@ -39,10 +39,10 @@ struct Slice {
 
 struct TensorSlot {
   WeightSpec spec;
-  Shape local_shape;    // this rank's shard
-  Slice slice;          // which part of the logical tensor the shard is
-  int64_t offset = 0;   // in floats, within the unit's flat buffer
-  int64_t numel = 0;    // of the shard
+  Shape local_shape;   // this rank's shard
+  Slice slice;         // which part of the logical tensor the shard is
+  int64_t offset = 0;  // in floats, within the unit's flat buffer
+  int64_t numel = 0;   // of the shard
   // Logical flat index of local element k (row-major in both): the shard-invariant identity of a value.
   int64_t logical_index(int64_t k) const;
 };
@@ -50,12 +50,12 @@ struct TensorSlot {
 enum class UnitKind { kEmbed, kBlock, kHead };
 
 struct UnitLayout {
-  int id = 0;           // global unit id: 0 = embed, 1 + l = layer l, L + 1 = head
+  int id = 0;  // global unit id: 0 = embed, 1 + l = layer l, L + 1 = head
   UnitKind kind = UnitKind::kBlock;
-  int layer = -1;       // for blocks
-  std::string name;     // "embed", "layers.3", "head"
+  int layer = -1;    // for blocks
+  std::string name;  // "embed", "layers.3", "head"
   std::vector<TensorSlot> tensors;
-  int64_t numel = 0;    // flat size of the local shard of the whole unit
+  int64_t numel = 0;                                        // flat size of the local shard of the whole unit
   const TensorSlot& tensor(std::string_view suffix) const;  // by name suffix, e.g. "q_proj.weight"
 };
 
@@ -66,7 +66,7 @@ constexpr int embed_unit() { return 0; }
 constexpr int block_unit(int layer) { return 1 + layer; }
 int head_unit(const LlamaConfig& c);
 UnitKind unit_kind(const LlamaConfig& c, int id);
-int unit_layer(int id);  // the layer of a block unit
+int unit_layer(int id);                               // the layer of a block unit
 std::string unit_name(const LlamaConfig& c, int id);  // "embed", "layers.3", "head"
 // The units of a pipeline chunk of layers [layer_begin, layer_end), in forward order: the embedding
 // first if it holds it, then its blocks, then the head if it holds it.

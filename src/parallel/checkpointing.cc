@@ -1,6 +1,7 @@
 #include "parallel/checkpointing.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,17 +9,15 @@
 #include <cstring>
 #include <filesystem>
 
-#include <fmt/format.h>
-
 #include "ckpt/load.h"
 #include "ckpt/names.h"
 #include "ckpt/reshard.h"
+#include "comm/agree.h"
 #include "core/file_io.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "evidence/bundle_paths.h"
 #include "evidence/contract.h"
-#include "comm/agree.h"
 #include "parallel/engine.h"
 
 namespace sp::parallel {
@@ -99,8 +98,9 @@ Status check_checkpoint_contract(const ResumePlan& plan, const json& contract) {
   for (const std::string& d : diffs) lines += "\n    " + d;
   return failed_precondition("checkpoint step {} in '{}' was saved by a different run (saved ≠ current):{}", plan.step,
                              plan.dir, lines)
-      .with_hint("resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
-                 "change), or train into another --out directory");
+      .with_hint(
+          "resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
+          "change), or train into another --out directory");
 }
 
 }  // namespace
@@ -111,7 +111,8 @@ Result<ResumePlan> plan_anchor(comm::Communicator& world, const std::string& anc
   ResumePlan plan;
   SP_RETURN_IF_ERROR(verify_candidate(world, paths, step, std::nullopt, plan.manifest)
                          .with_hint(fmt::format("the anchored replay needs '{}' saved by the reference run "
-                                                "(train --checkpoint-at {})", paths.step_dir(step), step)));
+                                                "(train --checkpoint-at {})",
+                                                paths.step_dir(step), step)));
   plan.resume = true;
   plan.step = step;
   plan.dir = paths.step_dir(step);
@@ -149,8 +150,7 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
     }
     SP_RETURN_IF_ERROR(comm::agree(world, st));
     // (A LATEST error message may quote damaged bytes: never let them make dump() throw.)
-    listing = json::parse(
-        comm::broadcast_string(world, listing.dump(-1, ' ', false, json::error_handler_t::replace)));
+    listing = json::parse(comm::broadcast_string(world, listing.dump(-1, ' ', false, json::error_handler_t::replace)));
   }
   const auto steps = listing["steps"].get<std::vector<int64_t>>();
   const bool has_latest = !listing["latest"].is_null();
@@ -181,9 +181,10 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
   }
   if (!has_latest && !options.fallback_previous) {
     if (latest_code == StatusCode::kNotFound)
-      return corrupt("'{}' holds step directories but no LATEST: a first save was interrupted between its rename "
-                     "and the LATEST move, or LATEST was deleted",
-                     paths.root())
+      return corrupt(
+                 "'{}' holds step directories but no LATEST: a first save was interrupted between its rename "
+                 "and the LATEST move, or LATEST was deleted",
+                 paths.root())
           .with_hint("--fallback-previous resumes from the newest checkpoint that verifies completely");
     return Status(latest_code, listing["latest_message"].get<std::string>(),
                   "--fallback-previous resumes from the newest checkpoint that verifies completely");
@@ -225,7 +226,8 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
     for (int64_t s : refused) {
       if (!path_exists(paths.step_dir(s))) continue;
       if (::rename(paths.step_dir(s).c_str(), paths.refused_dir(s).c_str()) != 0) {
-        moved = io_error("cannot rename '{}' to '{}': {}", paths.step_dir(s), paths.refused_dir(s), std::strerror(errno));
+        moved =
+            io_error("cannot rename '{}' to '{}': {}", paths.step_dir(s), paths.refused_dir(s), std::strerror(errno));
         break;
       }
       log_warn("--fallback-previous: damaged checkpoint kept as '{}'", paths.refused_dir(s));
@@ -255,9 +257,10 @@ Status prepare_evidence_for_resume(comm::Communicator& world, const std::string&
         }
         SP_ASSIGN_OR_RETURN(const std::string sha, sha256_prefix(path, prefix.bytes));
         if (sha != prefix.sha256)
-          return corrupt("evidence file '{}' no longer starts with the {} bytes it had when checkpoint step {} was "
-                         "taken (SHA-256 {}, recorded {})",
-                         path, prefix.bytes, plan.step, sha, prefix.sha256)
+          return corrupt(
+                     "evidence file '{}' no longer starts with the {} bytes it had when checkpoint step {} was "
+                     "taken (SHA-256 {}, recorded {})",
+                     path, prefix.bytes, plan.step, sha, prefix.sha256)
               .with_hint("restore the run's evidence files, or delete this one to start it anew");
         if (::truncate(path.c_str(), static_cast<off_t>(prefix.bytes)) != 0)
           return io_error("cannot truncate '{}': {}", path, std::strerror(errno));

@@ -9,12 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ckpt/manifest.h"
 #include "ckpt/save.h"
@@ -39,9 +38,9 @@ struct ResumeOptions {
 
 struct ResumePlan {
   bool resume = false;
-  int64_t step = 0;          // steps already taken: training continues at this step
-  ckpt::Manifest manifest;   // verified (digest, every shard's size and SHA-256, contract)
-  std::string dir;           // the step directory
+  int64_t step = 0;         // steps already taken: training continues at this step
+  ckpt::Manifest manifest;  // verified (digest, every shard's size and SHA-256, contract)
+  std::string dir;          // the step directory
 };
 
 // Collective over `world`, before any evidence file is opened. `contract` is this run's contract
@@ -70,7 +69,8 @@ struct CheckpointOptions {
   std::optional<ckpt::SaveFault> fault;
   Status precondition;  // this rank's reason not to save (ckpt::SaveRequest::precondition)
   // Evidence files whose prefix the manifest records (cut back to it on resume), relative to the run.
-  std::vector<std::string> evidence_files = {std::string(evidence::kChecksumsFile), std::string(evidence::kMetricsFile)};
+  std::vector<std::string> evidence_files = {std::string(evidence::kChecksumsFile),
+                                             std::string(evidence::kMetricsFile)};
 };
 // Collective. Saves the state after `steps_done` steps to run_dir/checkpoints/step-NNNNNN.
 Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& world, comm::TraceContext& trace,

@@ -1,8 +1,7 @@
 #include "parallel/comm_model.h"
 
-#include "evidence/bundle_paths.h"
-
 #include "comm/deterministic.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
 #include "parallel/parameter_server.h"
@@ -26,8 +25,10 @@ struct Ctx {
   }
   // A sum over a group of n floats as the engine performs it (deterministic or fast).
   void sum(const std::string& group, const char* phase, int64_t n) {
-    if (det) add(group, phase, 2, 2 * 4 * n);
-    else add(group, phase, 1, 4 * n);
+    if (det)
+      add(group, phase, 2, 2 * 4 * n);
+    else
+      add(group, phase, 1, 4 * n);
   }
 };
 
@@ -85,7 +86,11 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
         if (tp > 1) x.sum(x.tp, phase, N * C);
       }
       for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-      if (tp > 1) for (int b = 0; b < blocks; ++b) { x.sum(x.tp, phase, N * C); x.sum(x.tp, phase, N * C); }
+      if (tp > 1)
+        for (int b = 0; b < blocks; ++b) {
+          x.sum(x.tp, phase, N * C);
+          x.sum(x.tp, phase, N * C);
+        }
       if (ch.last) {
         gather(model::head_unit(m));
         if (m.tie_embeddings) gather(model::embed_unit());
@@ -134,13 +139,16 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp, rc.parallel.virtual_stages,
                                               plan.local_micro_batches))
     if (!server) pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
-  if (ps) add_ps_traffic(x, plan, rank);
+  if (ps)
+    add_ps_traffic(x, plan, rank);
   else if (dp > 1)
     for (int id : all_units) {
-      if (zero == 0) x.sum(x.dp, "grad_sync", numel(id));
-      else x.add(x.dp, "grad_sync", 1, 4 * numel(id));  // all_to_all (deterministic) or reduce_scatter (fast)
+      if (zero == 0)
+        x.sum(x.dp, "grad_sync", numel(id));
+      else
+        x.add(x.dp, "grad_sync", 1, 4 * numel(id));  // all_to_all (deterministic) or reduce_scatter (fast)
     }
-  x.add(x.world, "evidence", 1, 8 * plan.micro_batches);       // loss
+  x.add(x.world, "evidence", 1, 8 * plan.micro_batches);          // loss
   x.add(x.world, "optimizer", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums and max
   if ((zero == 1 || zero == 2) && dp > 1)
     for (int id : all_units) x.add(x.dp, "optimizer", 1, 4 * numel(id));

@@ -17,10 +17,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "comm/process_grid.h"
 #include "evidence/comm_prediction.h"

@@ -15,8 +15,16 @@ namespace sp::parallel {
 Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms,
                comm::TraceContext& trace, MemoryLedger& ledger, const data::TokenDataset* train,
                const data::TokenDataset* eval, Timeline* timeline)
-    : plan_(plan), grid_(grid), comms_(comms), trace_(trace), ledger_(ledger), train_(train), eval_(eval),
-      timeline_(timeline), roles_(plan.roles()), tensors_(plan.config.model) {
+    : plan_(plan),
+      grid_(grid),
+      comms_(comms),
+      trace_(trace),
+      ledger_(ledger),
+      train_(train),
+      eval_(eval),
+      timeline_(timeline),
+      roles_(plan.roles()),
+      tensors_(plan.config.model) {
   const RunConfig& c = plan_.config;
   const int rank = comms_.world->rank();
   server_ = roles_.is_server(rank);
@@ -25,8 +33,8 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
   comm::ScopedPhase phase(trace_, comm::Phase::kSetup, -1);
   const optim::AdamWConfig adamw{c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay};
   if (train_ != nullptr) {
-    loader_.emplace(*train_, data::LoaderSpec{c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches,
-                                              c.train.seed});
+    loader_.emplace(*train_,
+                    data::LoaderSpec{c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches, c.train.seed});
     batches_ = [this](int64_t s, int64_t mb, int32_t* buf) { loader_->micro_batch(s, mb, buf); };
   }
   if (eval_ != nullptr && c.train.eval_batches > 0)  // a server evaluates nothing but joins the sum
@@ -200,7 +208,8 @@ StepResult Engine::step(int64_t s, bool checksums) {
   if (timeline_) {
     timeline_->end_step();
     for (const Interval& iv : timeline_->last_step())
-      if (iv.kind == "forward" || iv.kind == "backward") r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
+      if (iv.kind == "forward" || iv.kind == "backward")
+        r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
   }
   r.seconds = watch.seconds();
   return r;
@@ -320,7 +329,9 @@ double Engine::compute_gradients(const int32_t* tokens) {
   io.step = 0;
   io.first_micro_batch = 0;
   io.micro_batches = 1;
-  io.tokens = [&](int64_t, int32_t* buf) { std::memcpy(buf, tokens, sizeof(int32_t) * static_cast<size_t>(B * (T + 1))); };
+  io.tokens = [&](int64_t, int32_t* buf) {
+    std::memcpy(buf, tokens, sizeof(int32_t) * static_cast<size_t>(B * (T + 1)));
+  };
   io.loss = [&](int64_t, double v) {
     if (coords_.tp == 0) loss = v;
   };

@@ -49,10 +49,10 @@ struct StepResult {
   double lr = 0.0;
   float clip = 1.0f;
   bool finite = true;
-  bool skipped = false;            // no update applied (non-finite gradients)
+  bool skipped = false;  // no update applied (non-finite gradients)
   double seconds = 0.0;
-  double compute_seconds = 0.0;    // forward + backward intervals on this rank
-  std::vector<evidence::TensorSummary> grads;   // when checksums were taken (all tensors, canonical order)
+  double compute_seconds = 0.0;                // forward + backward intervals on this rank
+  std::vector<evidence::TensorSummary> grads;  // when checksums were taken (all tensors, canonical order)
   std::vector<evidence::TensorSummary> params;
   // Replica check: per world rank, its dp group's verdict.
   std::vector<int> diverging_ranks;  // world ranks whose parameters differ from their dp group's rank 0

@@ -90,7 +90,8 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
         other_seed_.emplace(*t_.train, other);
       }
       break;
-    default: break;
+    default:
+      break;
   }
 }
 

@@ -40,9 +40,9 @@ class FaultInjector {
     std::vector<const model::UnitLayout*> units;  // this rank's, in stage order
     comm::Coords coords;
     int pp_size = 1;
-    const data::TokenDataset* train = nullptr;   // data-order draws from it with another seed
+    const data::TokenDataset* train = nullptr;  // data-order draws from it with another seed
     data::LoaderSpec loader;
-    int64_t micro_batch_tokens = 0;              // B·T: wrong-loss-scale's wrong denominator
+    int64_t micro_batch_tokens = 0;  // B·T: wrong-loss-scale's wrong denominator
   };
 
   // Arms `fault` (kNone: nothing) on this rank's targets.
@@ -70,9 +70,9 @@ class FaultInjector {
   evidence::FaultSpec fault_;
   Targets t_;
   int64_t step_ = -1;
-  int64_t tp_reduce_calls_ = 0;           // reduce_from_tp calls since before_step
+  int64_t tp_reduce_calls_ = 0;             // reduce_from_tp calls since before_step
   std::optional<data::Loader> other_seed_;  // data-order
-  std::vector<float> stale_shard_;        // zero3-stale-param: the pre-update shard, outside the ledger
+  std::vector<float> stale_shard_;          // zero3-stale-param: the pre-update shard, outside the ledger
   int stale_unit_ = -1;
 };
 

@@ -1,8 +1,8 @@
 #include "parallel/grad_store.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 namespace sp::parallel {
 

@@ -25,8 +25,8 @@ namespace sp::parallel {
 class GradStore final : public model::GradSink {
  public:
   // k: micro-batches this rank runs per step (its leaves per unit).
-  GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp,
-            MemoryLedger& ledger, comm::TraceContext& trace);
+  GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp, MemoryLedger& ledger,
+            comm::TraceContext& trace);
 
   float* leaf(int unit) override;
   void done(int unit) override;
@@ -61,7 +61,7 @@ class GradStore final : public model::GradSink {
     float* current = nullptr;     // leaf of the micro-batch in progress
     float* total = nullptr;       // synchronized sum (zero 0) after the last leaf
     int64_t leaves = 0;
-    Tensor shard;                 // zero ≥ 1
+    Tensor shard;  // zero ≥ 1
     bool synced = false;
   };
   Unit& unit(int id);

@@ -1,15 +1,14 @@
 #include "parallel/memory_fit.h"
 
-#include "parallel/parameter_server.h"
+#include <fmt/format.h>
 
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "comm/agree.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/machine.h"
+#include "parallel/parameter_server.h"
 #include "parallel/schedule.h"
 
 namespace sp::parallel {
@@ -37,7 +36,8 @@ evidence::LedgerModelInput ledger_model_input(const Plan& plan, const comm::Coor
   in.recompute = c.train.recompute;
   for (const ChunkPlacement& p : plan.chunks_of(coords.pp))
     in.chunks.push_back({p.layer_begin, p.layer_end, p.first, p.last});
-  for (const PipeAction& a : schedule_actions(pc.schedule, coords.pp, pc.pp, pc.virtual_stages, plan.local_micro_batches))
+  for (const PipeAction& a :
+       schedule_actions(pc.schedule, coords.pp, pc.pp, pc.virtual_stages, plan.local_micro_batches))
     in.train_actions.push_back({a.forward, a.virtual_stage, a.micro_batch});
   in.local_micro_batches = plan.local_micro_batches;
   const int64_t mine = eval_batches > coords.dp ? (eval_batches - coords.dp + pc.dp - 1) / pc.dp : 0;
@@ -92,8 +92,9 @@ Status check_memory_fit(const Plan& plan, const comm::ProcessGrid& grid, comm::C
              "'{}' (world rank{} {}), but only {} ({} bytes) are available there (MemAvailable, /proc/meminfo)",
              gib(sum), sum, on_host.size() == 1 ? "rank" : fmt::format("{} ranks", on_host.size()), host,
              on_host.size() == 1 ? "" : "s", fmt::join(on_host, ", "), gib(*available), *available)
-             .with_hint("a smaller model, micro-batch or seq_len, train.recompute = \"full\", more ranks per model "
-                        "(parallel.zero = 3, tp or pp), or more hosts");
+             .with_hint(
+                 "a smaller model, micro-batch or seq_len, train.recompute = \"full\", more ranks per model "
+                 "(parallel.zero = 3, tp or pp), or more hosts");
   }
   return comm::agree(world, st);
 }

@@ -50,10 +50,10 @@ class ParamStore final : public model::ParamSource {
  private:
   struct Unit {
     const model::UnitLayout* layout;
-    ShardRange range;   // owned dp-shard
-    Tensor full;        // zero < 3
-    Tensor shard;       // zero 3
-    Tensor gathered;    // zero 3, while acquired
+    ShardRange range;  // owned dp-shard
+    Tensor full;       // zero < 3
+    Tensor shard;      // zero 3
+    Tensor gathered;   // zero 3, while acquired
     int refs = 0;
   };
   Unit& unit(int id);
@@ -61,7 +61,7 @@ class ParamStore final : public model::ParamSource {
   int zero_;
   GradientSync& dp_;
   MemoryLedger& ledger_;
-  Tensor send_shard_;   // zero 1/2: staging for the all-gather's send side (category comm)
+  Tensor send_shard_;  // zero 1/2: staging for the all-gather's send side (category comm)
   GatherSource gather_source_;
 };
 

@@ -37,7 +37,8 @@ std::optional<comm::PsTopology> ps_topology(const Plan& plan) {
   comm::PsTopology t{.roles = roles, .keys = keys.keys()};
   for (int j = 0; j < roles.servers(); ++j) {
     nlohmann::json pieces = nlohmann::json::array();
-    for (const PsPiece& p : keys.pieces(j)) pieces.push_back({{"unit", p.unit->name}, {"begin", p.begin}, {"end", p.end}});
+    for (const PsPiece& p : keys.pieces(j))
+      pieces.push_back({{"unit", p.unit->name}, {"begin", p.begin}, {"end", p.end}});
     t.pieces.push_back(std::move(pieces));
   }
   return t;
@@ -73,10 +74,14 @@ std::vector<std::pair<int, PsPiece>> PsKeySpace::pieces_of_unit(const model::Uni
 
 // ---- worker ----
 
-PsWorkerUpdate::PsWorkerUpdate(ParamStore& params, GradStore& grads, comm::Communicator& ps,
-                               const comm::RoleMap& roles, PsKeySpace keys, comm::TraceContext& trace,
-                               MemoryLedger& ledger)
-    : params_(params), grads_(grads), ps_(ps), roles_(roles), keys_(std::move(keys)), trace_(trace),
+PsWorkerUpdate::PsWorkerUpdate(ParamStore& params, GradStore& grads, comm::Communicator& ps, const comm::RoleMap& roles,
+                               PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger)
+    : params_(params),
+      grads_(grads),
+      ps_(ps),
+      roles_(roles),
+      keys_(std::move(keys)),
+      trace_(trace),
       optimizer_(optim::AdamWConfig{}, {}, ledger) {
   SP_CHECK_EQ(params.zero(), 0, "a parameter-server worker holds a full replica");
 }
@@ -137,14 +142,17 @@ int64_t PsServerUpdate::staging_floats(const std::vector<PsPiece>& pieces, int w
 PsServerUpdate::PsServerUpdate(const std::vector<model::UnitLayout>& layouts, comm::Communicator& ps,
                                const comm::RoleMap& roles, int server, const optim::AdamWConfig& adamw,
                                comm::TraceContext& trace, MemoryLedger& ledger)
-    : ps_(ps), roles_(roles), keys_(
-                                  [&] {
-                                    std::vector<const model::UnitLayout*> u;
-                                    for (const model::UnitLayout& l : layouts) u.push_back(&l);
-                                    return u;
-                                  }(),
-                                  roles),
-      trace_(trace), optimizer_(adamw, ranges_of(keys_.pieces(server)), ledger) {
+    : ps_(ps),
+      roles_(roles),
+      keys_(
+          [&] {
+            std::vector<const model::UnitLayout*> u;
+            for (const model::UnitLayout& l : layouts) u.push_back(&l);
+            return u;
+          }(),
+          roles),
+      trace_(trace),
+      optimizer_(adamw, ranges_of(keys_.pieces(server)), ledger) {
   const std::vector<PsPiece> mine = keys_.pieces(server);
   for (const PsPiece& p : mine)
     pieces_.push_back({p, Tensor(ledger, "param." + p.unit->name + ".ps", Category::kParam, {p.size()}),

@@ -36,12 +36,12 @@ class PipelineRunner {
 
   struct StepIO {
     int64_t step = 0;
-    int64_t first_micro_batch = 0;  // global index of local micro-batch 0
-    int64_t micro_batches = 1;      // local m
-    std::function<void(int64_t global_mb, int32_t* tokens)> tokens;          // fill (B, T+1)
-    std::function<void(int64_t global_mb, double loss_sum)> loss;            // last chunk only
+    int64_t first_micro_batch = 0;                                   // global index of local micro-batch 0
+    int64_t micro_batches = 1;                                       // local m
+    std::function<void(int64_t global_mb, int32_t* tokens)> tokens;  // fill (B, T+1)
+    std::function<void(int64_t global_mb, double loss_sum)> loss;    // last chunk only
     model::ParamSource* params = nullptr;
-    model::GradSink* grads = nullptr;       // null for forward-only (eval)
+    model::GradSink* grads = nullptr;  // null for forward-only (eval)
     model::TensorParallelOps* tp = nullptr;
     model::ActivationObserver* observer = nullptr;
     float loss_scale = 1.0f;
@@ -57,9 +57,9 @@ class PipelineRunner {
     Chunk chunk;
     std::vector<std::unique_ptr<model::ActivationSlot>> slots;
     std::vector<model::ActivationSlot*> free;
-    std::map<int64_t, model::ActivationSlot*> busy;                 // by local micro-batch
+    std::map<int64_t, model::ActivationSlot*> busy;                                // by local micro-batch
     std::map<model::ActivationSlot*, std::unique_ptr<comm::Request>> pending_out;  // forward isends
-    std::unique_ptr<comm::Request> pending_grad;                     // backward isend of grad_input()
+    std::unique_ptr<comm::Request> pending_grad;                                   // backward isend of grad_input()
   };
   void forward(ChunkState& c, int64_t mb, const StepIO& io);
   void backward(ChunkState& c, int64_t mb, const StepIO& io);

@@ -1,8 +1,8 @@
 #include "parallel/plan.h"
 
-#include <bit>
-
 #include <fmt/format.h>
+
+#include <bit>
 
 namespace sp::parallel {
 namespace {
@@ -13,25 +13,29 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
   const ParallelConfig& p = c.parallel;
   if (!p.parameter_server()) {
     if (p.servers != 0)
-      errs.push_back(fmt::format("parallel.servers = {} needs parallel.architecture = \"ps\" (an all-reduce run has "
-                                 "no server ranks); hint: --set parallel.architecture=ps, or drop parallel.servers",
-                                 p.servers));
+      errs.push_back(
+          fmt::format("parallel.servers = {} needs parallel.architecture = \"ps\" (an all-reduce run has "
+                      "no server ranks); hint: --set parallel.architecture=ps, or drop parallel.servers",
+                      p.servers));
     if (p.staleness != 0)
-      errs.push_back(fmt::format("parallel.staleness = {} needs parallel.architecture = \"ps\": bounded staleness is "
-                                 "a parameter-server mode, an all-reduce step is synchronous by construction; hint: "
-                                 "--set parallel.architecture=ps --set parallel.servers=1",
-                                 p.staleness));
+      errs.push_back(
+          fmt::format("parallel.staleness = {} needs parallel.architecture = \"ps\": bounded staleness is "
+                      "a parameter-server mode, an all-reduce step is synchronous by construction; hint: "
+                      "--set parallel.architecture=ps --set parallel.servers=1",
+                      p.staleness));
     if (p.staleness_schedule != StalenessSchedule::kFixed)
-      errs.push_back("parallel.staleness_schedule = \"free\" needs parallel.architecture = \"ps\" and "
-                     "parallel.staleness ≥ 1");
+      errs.push_back(
+          "parallel.staleness_schedule = \"free\" needs parallel.architecture = \"ps\" and "
+          "parallel.staleness ≥ 1");
     return;
   }
   if (p.servers < 1)
     errs.push_back("parallel.architecture = \"ps\" needs parallel.servers ≥ 1; hint: --set parallel.servers=1");
   else if (p.servers >= world)
-    errs.push_back(fmt::format("parallel.servers = {} ≥ world size {}: no rank is left to be a worker; hint: launch "
-                               "with mpirun -np {} (parallel.dp = {} workers + {} servers)",
-                               p.servers, world, p.world(), p.dp, p.servers));
+    errs.push_back(
+        fmt::format("parallel.servers = {} ≥ world size {}: no rank is left to be a worker; hint: launch "
+                    "with mpirun -np {} (parallel.dp = {} workers + {} servers)",
+                    p.servers, world, p.world(), p.dp, p.servers));
   if (p.tp > 1 || p.pp > 1)
     errs.push_back(fmt::format(
         "parallel.architecture = \"ps\" with tp = {}, pp = {}: a worker is one rank holding a full replica; a "
@@ -40,16 +44,19 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
         "= 1, parallel.dp = the number of workers",
         p.tp, p.pp));
   if (p.zero != 0)
-    errs.push_back(fmt::format("parallel.zero = {} with parallel.architecture = \"ps\": the servers already own "
-                               "the optimizer state and the parameters in shards; hint: zero = 0",
-                               p.zero));
+    errs.push_back(
+        fmt::format("parallel.zero = {} with parallel.architecture = \"ps\": the servers already own "
+                    "the optimizer state and the parameters in shards; hint: zero = 0",
+                    p.zero));
   if (p.reduction != Reduction::kDeterministic)
-    errs.push_back("parallel.reduction = \"fast\" with parallel.architecture = \"ps\": a server always sums the "
-                   "pushes in the canonical order (there is no MPI reduction to hand it to); hint: drop "
-                   "parallel.reduction");
+    errs.push_back(
+        "parallel.reduction = \"fast\" with parallel.architecture = \"ps\": a server always sums the "
+        "pushes in the canonical order (there is no MPI reduction to hand it to); hint: drop "
+        "parallel.reduction");
   if (p.staleness_schedule == StalenessSchedule::kFree && p.staleness == 0)
-    errs.push_back("parallel.staleness_schedule = \"free\" with parallel.staleness = 0: with no staleness allowed "
-                   "every worker waits for the newest parameters (BSP); hint: parallel.staleness ≥ 1");
+    errs.push_back(
+        "parallel.staleness_schedule = \"free\" with parallel.staleness = 0: with no staleness allowed "
+        "every worker waits for the newest parameters (BSP); hint: parallel.staleness ≥ 1");
   if (p.staleness > 0 && c.evidence.checkpoint_every > 0)
     errs.push_back(fmt::format(
         "parallel.staleness = {} with evidence.checkpoint_every = {}: a checkpoint holds one value per parameter (the "
@@ -68,39 +75,43 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
   parameter_server_rules(c, world, errs);
   if (p.parameter_server()) {
     if (world != p.world() && p.servers >= 1 && p.servers < world)
-      errs.push_back(fmt::format("world size {} ≠ workers dp {} × tp {} × pp {} + servers {} = {}; hint: launch with "
-                                 "mpirun -np {} or change parallel.dp/servers",
-                                 world, p.dp, p.tp, p.pp, p.servers, p.world(), p.world()));
+      errs.push_back(
+          fmt::format("world size {} ≠ workers dp {} × tp {} × pp {} + servers {} = {}; hint: launch with "
+                      "mpirun -np {} or change parallel.dp/servers",
+                      world, p.dp, p.tp, p.pp, p.servers, p.world(), p.world()));
   } else if (world != p.world())
-    errs.push_back(fmt::format("world size {} ≠ dp {} × tp {} × pp {} = {}; hint: launch with mpirun -np {} or "
-                               "change parallel.dp/tp/pp",
-                               world, p.dp, p.tp, p.pp, p.world(), p.world()));
+    errs.push_back(
+        fmt::format("world size {} ≠ dp {} × tp {} × pp {} = {}; hint: launch with mpirun -np {} or "
+                    "change parallel.dp/tp/pp",
+                    world, p.dp, p.tp, p.pp, p.world(), p.world()));
   const int64_t M = t.global_batch / t.micro_batch_size;
   if (t.global_batch % t.micro_batch_size != 0)
-    errs.push_back(fmt::format("train.global_batch {} is not divisible by train.micro_batch_size {}",
-                               t.global_batch, t.micro_batch_size));
+    errs.push_back(fmt::format("train.global_batch {} is not divisible by train.micro_batch_size {}", t.global_batch,
+                               t.micro_batch_size));
   else if (M % p.dp != 0)
-    errs.push_back(fmt::format("global batch {} is not divisible by micro_batch_size {} × dp {} = {} (each dp rank "
-                               "needs a whole number of micro-batches); hint: make global_batch a multiple of {}",
-                               t.global_batch, t.micro_batch_size, p.dp, t.micro_batch_size * p.dp,
-                               t.micro_batch_size * p.dp));
-  else if (p.dp > 1 && p.reduction == Reduction::kDeterministic && !std::has_single_bit(static_cast<uint64_t>(M / p.dp)))
-    errs.push_back(fmt::format("deterministic reduction needs a power-of-two number of micro-batches per dp rank, "
-                               "got M/dp = {}/{} = {} (the canonical summation tree must have each rank's block as a "
-                               "subtree, docs/equivalence.md); hint: choose global_batch so that M/dp ∈ {{1, 2, 4, 8, "
-                               "...}}, or parallel.reduction = \"fast\"",
-                               M, p.dp, M / p.dp));
+    errs.push_back(
+        fmt::format("global batch {} is not divisible by micro_batch_size {} × dp {} = {} (each dp rank "
+                    "needs a whole number of micro-batches); hint: make global_batch a multiple of {}",
+                    t.global_batch, t.micro_batch_size, p.dp, t.micro_batch_size * p.dp, t.micro_batch_size * p.dp));
+  else if (p.dp > 1 && p.reduction == Reduction::kDeterministic &&
+           !std::has_single_bit(static_cast<uint64_t>(M / p.dp)))
+    errs.push_back(
+        fmt::format("deterministic reduction needs a power-of-two number of micro-batches per dp rank, "
+                    "got M/dp = {}/{} = {} (the canonical summation tree must have each rank's block as a "
+                    "subtree, docs/equivalence.md); hint: choose global_batch so that M/dp ∈ {{1, 2, 4, 8, "
+                    "...}}, or parallel.reduction = \"fast\"",
+                    M, p.dp, M / p.dp));
   auto divisible = [&](const char* what, int64_t v, const char* axis, int64_t d) {
-    if (d > 0 && v % d != 0)
-      errs.push_back(fmt::format("{} = {} is not divisible by {} = {}", what, v, axis, d));
+    if (d > 0 && v % d != 0) errs.push_back(fmt::format("{} = {} is not divisible by {} = {}", what, v, axis, d));
   };
   divisible("model.n_heads", m.n_heads, "parallel.tp", p.tp);
   divisible("model.n_kv_heads", m.n_kv_heads, "parallel.tp", p.tp);
   divisible("model.ffn_dim", m.ffn_dim, "parallel.tp", p.tp);
   if (p.tp > 1 && m.vocab_size % p.tp != 0)
-    errs.push_back(fmt::format("model.vocab_size = {} is not divisible by parallel.tp = {} (the embedding and LM head "
-                               "are split by vocabulary rows); hint: choose data.vocab_size a multiple of {}",
-                               m.vocab_size, p.tp, p.tp));
+    errs.push_back(
+        fmt::format("model.vocab_size = {} is not divisible by parallel.tp = {} (the embedding and LM head "
+                    "are split by vocabulary rows); hint: choose data.vocab_size a multiple of {}",
+                    m.vocab_size, p.tp, p.tp));
   const int v = p.virtual_stages;
   if (v > 1 && p.schedule != Schedule::kInterleaved)
     errs.push_back(fmt::format("parallel.virtual_stages = {} needs parallel.schedule = \"interleaved\"", v));
@@ -110,14 +121,16 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
   if (p.schedule == Schedule::kInterleaved) {
     if (p.pp < 2) errs.push_back("the interleaved schedule needs parallel.pp ≥ 2");
     if (M % p.dp == 0 && (M / p.dp) % p.pp != 0)
-      errs.push_back(fmt::format("the interleaved schedule needs micro-batches per dp rank ({}) to be a multiple of pp "
-                                 "({}), as Megatron-LM requires",
-                                 M / p.dp, p.pp));
+      errs.push_back(
+          fmt::format("the interleaved schedule needs micro-batches per dp rank ({}) to be a multiple of pp "
+                      "({}), as Megatron-LM requires",
+                      M / p.dp, p.pp));
   }
   if (p.pp > 1 && m.tie_embeddings)
-    errs.push_back("model.tie_embeddings = true with parallel.pp > 1: the embedding (first stage) and the LM head "
-                   "(last stage) would be one tensor on two ranks; shardproof does not synchronize shared weights "
-                   "across stages; hint: tie_embeddings = false or pp = 1");
+    errs.push_back(
+        "model.tie_embeddings = true with parallel.pp > 1: the embedding (first stage) and the LM head "
+        "(last stage) would be one tensor on two ranks; shardproof does not synchronize shared weights "
+        "across stages; hint: tie_embeddings = false or pp = 1");
   if (p.pp > 1 && p.zero >= 2)
     errs.push_back(fmt::format(
         "parallel.zero = {} with parallel.pp = {} is refused, as DeepSpeed does: ZeRO-{} {} every micro-batch of the "
@@ -133,9 +146,10 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
   // The loader numbers every sample of the run, step · global_batch + i (data/loader.h): that index and
   // the run's token count must fit in 62 bits.
   if (static_cast<__int128>(t.steps) * t.global_batch * (t.seq_len + 1) > (static_cast<__int128>(1) << 62))
-    errs.push_back(fmt::format("train.steps × train.global_batch × (train.seq_len + 1) = {} × {} × {} exceeds 2^62 "
-                               "(the loader's sample and token numbering)",
-                               t.steps, t.global_batch, t.seq_len + 1));
+    errs.push_back(
+        fmt::format("train.steps × train.global_batch × (train.seq_len + 1) = {} × {} × {} exceeds 2^62 "
+                    "(the loader's sample and token numbering)",
+                    t.steps, t.global_batch, t.seq_len + 1));
   if (t.seq_len > m.max_seq)
     errs.push_back(fmt::format("train.seq_len = {} exceeds model.max_seq = {}", t.seq_len, m.max_seq));
   if (t.min_lr > t.lr) errs.push_back(fmt::format("train.min_lr = {} exceeds train.lr = {}", t.min_lr, t.lr));
@@ -143,7 +157,8 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
     const auto& o = p.axis_order;
     const bool ok = o.size() == 8 && o[2] == '-' && o[5] == '-' && o.find("dp") != std::string::npos &&
                     o.find("tp") != std::string::npos && o.find("pp") != std::string::npos;
-    if (!ok) errs.push_back(fmt::format("parallel.axis_order = \"{}\" is not an order of tp, dp, pp like \"tp-dp-pp\"", o));
+    if (!ok)
+      errs.push_back(fmt::format("parallel.axis_order = \"{}\" is not an order of tp, dp, pp like \"tp-dp-pp\"", o));
   }
   if (!errs.empty()) {
     std::string msg = "invalid parallel configuration:";

@@ -22,13 +22,13 @@
 namespace sp::parallel {
 
 struct ChunkPlacement {
-  int chunk = 0;        // global chunk index c
+  int chunk = 0;  // global chunk index c
   int pp_rank = 0;
   int virtual_stage = 0;
   int layer_begin = 0;  // [layer_begin, layer_end)
   int layer_end = 0;
-  bool first = false;   // holds the embedding
-  bool last = false;    // holds the final norm, LM head and loss
+  bool first = false;  // holds the embedding
+  bool last = false;   // holds the final norm, LM head and loss
 };
 
 struct Plan {

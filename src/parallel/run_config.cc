@@ -1,12 +1,12 @@
 #include "parallel/run_config.h"
 
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
-#include <toml++/toml.h>
 
 namespace sp::parallel {
 namespace {
@@ -92,7 +92,8 @@ class SectionReader {
         if (!seen_.count(k)) {
           std::string known;
           for (const auto& s : seen_all_) known += (known.empty() ? "" : ", ") + s;
-          return invalid_argument("unknown key {}.{}", section_, k).with_hint("known keys in [" + section_ + "]: " + known);
+          return invalid_argument("unknown key {}.{}", section_, k)
+              .with_hint("known keys in [" + section_ + "]: " + known);
         }
     return Status();
   }
@@ -116,9 +117,12 @@ class SectionReader {
 
 std::string schedule_name(Schedule s) {
   switch (s) {
-    case Schedule::kGpipe: return "gpipe";
-    case Schedule::k1F1B: return "1f1b";
-    case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kGpipe:
+      return "gpipe";
+    case Schedule::k1F1B:
+      return "1f1b";
+    case Schedule::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -132,25 +136,46 @@ json RunConfig::to_json() const {
       {"name", name},
       {"model", m},
       {"train",
-       {{"seed", train.seed}, {"steps", train.steps}, {"global_batch", train.global_batch},
-        {"micro_batch_size", train.micro_batch_size}, {"seq_len", train.seq_len}, {"lr", train.lr},
-        {"min_lr", train.min_lr}, {"warmup_steps", train.warmup_steps}, {"weight_decay", train.weight_decay},
-        {"beta1", train.beta1}, {"beta2", train.beta2}, {"eps", train.eps}, {"grad_clip", train.grad_clip},
-        {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches},
+       {{"seed", train.seed},
+        {"steps", train.steps},
+        {"global_batch", train.global_batch},
+        {"micro_batch_size", train.micro_batch_size},
+        {"seq_len", train.seq_len},
+        {"lr", train.lr},
+        {"min_lr", train.min_lr},
+        {"warmup_steps", train.warmup_steps},
+        {"weight_decay", train.weight_decay},
+        {"beta1", train.beta1},
+        {"beta2", train.beta2},
+        {"eps", train.eps},
+        {"grad_clip", train.grad_clip},
+        {"eval_every", train.eval_every},
+        {"eval_batches", train.eval_batches},
         {"recompute", train.recompute == model::Recompute::kFull ? "full" : "none"}}},
       {"parallel",
-       {{"dp", parallel.dp}, {"tp", parallel.tp}, {"pp", parallel.pp}, {"zero", parallel.zero},
-        {"schedule", schedule_name(parallel.schedule)}, {"virtual_stages", parallel.virtual_stages},
-        {"reduction", reduction_name(parallel.reduction)}, {"axis_order", parallel.axis_order},
+       {{"dp", parallel.dp},
+        {"tp", parallel.tp},
+        {"pp", parallel.pp},
+        {"zero", parallel.zero},
+        {"schedule", schedule_name(parallel.schedule)},
+        {"virtual_stages", parallel.virtual_stages},
+        {"reduction", reduction_name(parallel.reduction)},
+        {"axis_order", parallel.axis_order},
         {"blas_threads", parallel.blas_threads}}},
       {"data",
-       {{"sources", data.sources}, {"vocab_size", data.vocab_size}, {"eval_fraction", data.eval_fraction},
+       {{"sources", data.sources},
+        {"vocab_size", data.vocab_size},
+        {"eval_fraction", data.eval_fraction},
         {"seed", data.seed}}},
       {"evidence",
-       {{"checksum_every", evidence.checksum_every}, {"trace", evidence.trace},
-        {"activation_digests", evidence.activation_digests}, {"watchdog_seconds", evidence.watchdog_seconds},
-        {"memory_budget_mb", evidence.memory_budget_mb}, {"checkpoint_every", evidence.checkpoint_every},
-        {"keep_last", evidence.keep_last}, {"stop_on_divergence", evidence.stop_on_divergence}}},
+       {{"checksum_every", evidence.checksum_every},
+        {"trace", evidence.trace},
+        {"activation_digests", evidence.activation_digests},
+        {"watchdog_seconds", evidence.watchdog_seconds},
+        {"memory_budget_mb", evidence.memory_budget_mb},
+        {"checkpoint_every", evidence.checkpoint_every},
+        {"keep_last", evidence.keep_last},
+        {"stop_on_divergence", evidence.stop_on_divergence}}},
       {"prove",
        {{"fault", prove.fault},
         {"checkpoint_step", prove.checkpoint_step},
@@ -172,7 +197,8 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   static const std::set<std::string> kSections = {"name", "model", "train", "parallel", "data", "evidence", "prove"};
   for (const auto& [k, v] : root.items())
     if (!kSections.count(k))
-      return invalid_argument("unknown section [{}]", k).with_hint("sections: model, train, parallel, data, evidence, prove");
+      return invalid_argument("unknown section [{}]", k)
+          .with_hint("sections: model, train, parallel, data, evidence, prove");
   RunConfig c;
   if (root.contains("name")) {
     if (!root.at("name").is_string()) return invalid_argument("name must be a string");

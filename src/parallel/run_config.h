@@ -6,10 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "model/llama_config.h"
@@ -29,9 +28,9 @@ enum class StalenessSchedule { kFixed, kFree };
 struct TrainConfig {
   uint64_t seed = 1234;
   int64_t steps = 20;
-  int64_t global_batch = 8;       // sequences per step
-  int64_t micro_batch_size = 2;   // B; micro-batches per step M = global_batch / B
-  int64_t seq_len = 128;          // T
+  int64_t global_batch = 8;      // sequences per step
+  int64_t micro_batch_size = 2;  // B; micro-batches per step M = global_batch / B
+  int64_t seq_len = 128;         // T
   double lr = 3e-3;
   double min_lr = 3e-4;
   int64_t warmup_steps = 2;
@@ -39,8 +38,8 @@ struct TrainConfig {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double grad_clip = 1.0;         // max global L2 norm; 0 = off
-  int64_t eval_every = 10;        // 0 = only at the end
+  double grad_clip = 1.0;   // max global L2 norm; 0 = off
+  int64_t eval_every = 10;  // 0 = only at the end
   int64_t eval_batches = 4;
   model::Recompute recompute = model::Recompute::kNone;
   int64_t micro_batches() const { return global_batch / micro_batch_size; }
@@ -48,19 +47,19 @@ struct TrainConfig {
 
 struct ParallelConfig {
   int dp = 1, tp = 1, pp = 1;
-  int zero = 0;                   // 0 (plain DP), 1, 2, 3
+  int zero = 0;  // 0 (plain DP), 1, 2, 3
   Schedule schedule = Schedule::k1F1B;
-  int virtual_stages = 1;         // v, interleaved schedule only
+  int virtual_stages = 1;  // v, interleaved schedule only
   Reduction reduction = Reduction::kDeterministic;
   std::string axis_order = "tp-dp-pp";  // fastest-varying axis first
-  int blas_threads = 1;           // OpenBLAS threads per rank; results depend on it, so it is pinned
+  int blas_threads = 1;                 // OpenBLAS threads per rank; results depend on it, so it is pinned
   // Parameter server (docs/ps.md): dp is then the number of worker ranks W, `servers` the server ranks S.
   Architecture architecture = Architecture::kAllReduce;
-  int servers = 0;                // S; world = W + S
-  int staleness = 0;              // s: a worker may compute step t on parameters of version ≥ t − s (0: BSP)
+  int servers = 0;    // S; world = W + S
+  int staleness = 0;  // s: a worker may compute step t on parameters of version ≥ t − s (0: BSP)
   StalenessSchedule staleness_schedule = StalenessSchedule::kFixed;
   bool parameter_server() const { return architecture == Architecture::kParameterServer; }
-  int workers() const { return dp * tp * pp; }     // the ranks of the (dp, tp, pp) grid
+  int workers() const { return dp * tp * pp; }  // the ranks of the (dp, tp, pp) grid
   int world() const { return workers() + servers; }
 };
 
@@ -72,28 +71,28 @@ struct DataConfig {
 };
 
 struct EvidenceConfig {
-  int64_t checksum_every = 1;     // steps; 0 = off
+  int64_t checksum_every = 1;  // steps; 0 = off
   bool trace = true;
   bool activation_digests = false;
   double watchdog_seconds = 120;  // 0 = off
   double memory_budget_mb = 0;    // per rank, 0 = none
   int64_t checkpoint_every = 0;   // steps; 0 = none
   int64_t keep_last = 2;
-  bool stop_on_divergence = true; // replica mismatch or non-finite gradient stops the run
+  bool stop_on_divergence = true;  // replica mismatch or non-finite gradient stops the run
 };
 
 // The proof protocol's parameters (`shardproof prove`, docs/prove.md); training ignores them.
 struct ProveConfig {
-  std::string fault;              // catalogue fault NAME[@step][:rank]; "" = choose from the topology
-  int64_t checkpoint_step = 0;    // k: steps before the recovery checkpoint; 0 = train.steps / 2
-  double eval_margin = 0.5;       // nats the final eval loss must beat the initial one by
+  std::string fault;            // catalogue fault NAME[@step][:rank]; "" = choose from the topology
+  int64_t checkpoint_step = 0;  // k: steps before the recovery checkpoint; 0 = train.steps / 2
+  double eval_margin = 0.5;     // nats the final eval loss must beat the initial one by
   // Anchored replay of a configuration that is not bitwise (docs/equivalence.md §anchored): every
   // anchor_every-th step (plus the fault step); 0 = every step up to 8 steps, else ⌈steps/8⌉.
   int64_t anchor_every = 0;
 };
 
 struct RunConfig {
-  std::string name = "custom";    // preset name
+  std::string name = "custom";  // preset name
   model::LlamaConfig model;
   TrainConfig train;
   ParallelConfig parallel;
@@ -114,7 +113,7 @@ Result<nlohmann::json> read_preset(const std::string& configs_dir, const std::st
 
 std::string schedule_name(Schedule s);
 std::string reduction_name(Reduction r);
-std::string architecture_name(Architecture a);         // "allreduce", "ps"
+std::string architecture_name(Architecture a);             // "allreduce", "ps"
 std::string staleness_schedule_name(StalenessSchedule s);  // "fixed", "free"
 
 }  // namespace sp::parallel

@@ -1,8 +1,8 @@
 #include "parallel/schedule.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "core/check.h"
 
@@ -64,9 +64,12 @@ std::vector<PipeAction> interleaved(int r, int p, int v, int64_t m) {
 std::vector<PipeAction> schedule_actions(Schedule s, int r, int p, int v, int64_t m) {
   SP_CHECK(r >= 0 && r < p && m >= 1 && v >= 1, "schedule_actions(r={}, p={}, v={}, m={})", r, p, v, m);
   switch (s) {
-    case Schedule::kGpipe: return gpipe(m);
-    case Schedule::k1F1B: return one_f_one_b(r, p, m);
-    case Schedule::kInterleaved: return interleaved(r, p, v, m);
+    case Schedule::kGpipe:
+      return gpipe(m);
+    case Schedule::k1F1B:
+      return one_f_one_b(r, p, m);
+    case Schedule::kInterleaved:
+      return interleaved(r, p, v, m);
   }
   return {};
 }

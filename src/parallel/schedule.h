@@ -20,7 +20,7 @@ namespace sp::parallel {
 
 struct PipeAction {
   bool forward = true;
-  int virtual_stage = 0;  // chunk j of this rank
+  int virtual_stage = 0;    // chunk j of this rank
   int64_t micro_batch = 0;  // local index 0..m−1
   bool operator==(const PipeAction&) const = default;
 };

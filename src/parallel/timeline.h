@@ -14,7 +14,7 @@ namespace sp::parallel {
 
 struct Interval {
   int64_t step = 0;
-  std::string kind;        // "forward", "backward", "send", "recv", "wait", "optimizer", "grad_sync"
+  std::string kind;  // "forward", "backward", "send", "recv", "wait", "optimizer", "grad_sync"
   int virtual_stage = 0;
   int64_t micro_batch = -1;
   int64_t t0_us = 0;

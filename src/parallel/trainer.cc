@@ -1,12 +1,12 @@
 #include "parallel/trainer.h"
 
-#include <cmath>
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "ckpt/consolidated.h"
 #include "comm/agree.h"
@@ -124,16 +124,17 @@ Status validate_options(const RunConfig& config, const TrainOptions& opt) {
   if (opt.anchors.empty()) return invalid_argument("--anchor-from needs --anchors STEP,STEP,...");
   if (opt.resume.mode == ResumeMode::kRequired || opt.stop_after > 0 || !opt.init_from.empty() ||
       config.evidence.checkpoint_every > 0 || !opt.checkpoint_at.empty())
-    return invalid_argument("an anchored replay (--anchor-from) loads its state at every anchor: it cannot also "
-                            "resume, stop early, start from --init-from or save checkpoints")
+    return invalid_argument(
+               "an anchored replay (--anchor-from) loads its state at every anchor: it cannot also "
+               "resume, stop early, start from --init-from or save checkpoints")
         .with_hint("drop --resume required, --stop-after, --init-from, --checkpoint-at and evidence.checkpoint_every");
   for (size_t i = 0; i < opt.anchors.size(); ++i) {
     const int64_t a = opt.anchors[i];
     if (a < opt.anchor_warmup || a >= steps)
       return invalid_argument("--anchors: step {} must lie in [warmup = {}, train.steps = {})", a, opt.anchor_warmup,
                               steps);
-    if (i > 0 && a <= opt.anchors[i - 1]) return invalid_argument("--anchors must be increasing ({} after {})", a,
-                                                                  opt.anchors[i - 1]);
+    if (i > 0 && a <= opt.anchors[i - 1])
+      return invalid_argument("--anchors must be increasing ({} after {})", a, opt.anchors[i - 1]);
   }
   return Status();
 }
@@ -145,7 +146,8 @@ Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
   const ParallelConfig& pc = config.parallel;
   // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).
-  SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers()));
+  SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid,
+                      comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers()));
   set_log_rank(mpi.world_rank(), plan.roles().label(mpi.world_rank(), grid));
   return Setup{std::move(plan), std::move(grid)};
 }
@@ -159,11 +161,11 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
   // Nothing is written before the output directory is claimed: locked, and refused if it holds
   // another run (or cleared, under --overwrite).
   SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
-    SP_ASSIGN_OR_RETURN(run.dir_lock,
-                        evidence::claim_run_dir(run.opt.out_dir,
-                                                {.overwrite = run.opt.overwrite,
-                                                 .resume_required = run.opt.resume.mode == ResumeMode::kRequired,
-                                                 .contract_only = run.opt.contract_only}));
+    SP_ASSIGN_OR_RETURN(
+        run.dir_lock,
+        evidence::claim_run_dir(run.opt.out_dir, {.overwrite = run.opt.overwrite,
+                                                  .resume_required = run.opt.resume.mode == ResumeMode::kRequired,
+                                                  .contract_only = run.opt.contract_only}));
     return Status();
   }));
   data::PrepareOptions popt;
@@ -198,8 +200,9 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
                                                                   "; 0 trains without evaluation)")));
   }
 
-  run.contract = evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
-                                          mpi.library_version(), mpi.world_size()});
+  run.contract =
+      evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
+                               mpi.library_version(), mpi.world_size()});
   // The proof protocol's stages run under one frozen contract (docs/prove.md).
   if (!run.opt.expect_contract.empty())
     SP_RETURN_IF_ERROR(run.agree(evidence::check_expected_contract(run.opt.expect_contract, run.contract)));
@@ -248,7 +251,8 @@ Status open_evidence(Run& run) {
   // A resumed run continues checksums.jsonl and metrics.jsonl, cut back to the checkpoint's prefix.
   const JsonlWriter::Mode mode = run.resume.resume ? JsonlWriter::Mode::kAppend : JsonlWriter::Mode::kTruncate;
   SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
-    SP_ASSIGN_OR_RETURN(evidence::ChecksumWriter checksums, evidence::ChecksumWriter::open(run.paths.checksums(), mode));
+    SP_ASSIGN_OR_RETURN(evidence::ChecksumWriter checksums,
+                        evidence::ChecksumWriter::open(run.paths.checksums(), mode));
     SP_ASSIGN_OR_RETURN(JsonlWriter metrics, JsonlWriter::open(run.paths.metrics(), mode));
     run.checksums.emplace(std::move(checksums));
     run.metrics.emplace(std::move(metrics));
@@ -308,9 +312,15 @@ void write_step_records(Run& run, const StepResult& r, bool take) {
 }
 
 nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
-  nlohmann::json m = {{"step", r.step},          {"loss", r.loss},       {"lr", r.lr},
-                      {"grad_norm", r.grad_norm}, {"clip", r.clip},      {"finite", r.finite},
-                      {"skipped", r.skipped},    {"step_s", r.seconds}, {"compute_s", r.compute_seconds},
+  nlohmann::json m = {{"step", r.step},
+                      {"loss", r.loss},
+                      {"lr", r.lr},
+                      {"grad_norm", r.grad_norm},
+                      {"clip", r.clip},
+                      {"finite", r.finite},
+                      {"skipped", r.skipped},
+                      {"step_s", r.seconds},
+                      {"compute_s", r.compute_seconds},
                       {"tokens_per_s", tokens_per_step / r.seconds}};
   if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
   return m;
@@ -321,8 +331,9 @@ Status save_at(Run& run, int64_t steps_done, CheckpointOptions options) {
   if (Status e = run.evidence_status(); !e.ok())
     options.precondition = Status(e.code(), "not saved (LATEST is unchanged): evidence incomplete: " + e.message(),
                                   "free space or fix the file system, then resume from the last checkpoint");
-  SP_ASSIGN_OR_RETURN(const ckpt::SaveOutcome saved, save_checkpoint(*run.engine, *run.comms.world, run.trace,
-                                                                     run.opt.out_dir, steps_done, run.contract, options));
+  SP_ASSIGN_OR_RETURN(
+      const ckpt::SaveOutcome saved,
+      save_checkpoint(*run.engine, *run.comms.world, run.trace, run.opt.out_dir, steps_done, run.contract, options));
   if (run.rank == 0)
     log_info("checkpoint step {}: {} ({:.1f} MB, {:.2f} s){}", steps_done, saved.dir, saved.bytes / 1e6, saved.seconds,
              saved.deleted.empty() ? "" : fmt::format("; removed step {}", fmt::join(saved.deleted, ", ")));
@@ -350,7 +361,8 @@ Status anchored_loop(Run& run, TrainSummary& summary) {
       run.write_metrics(m);
       summary.final_loss = r.loss;
       summary.steps = s + 1;
-      if (run.rank == 0 && opt.progress) log_info("anchor {}: step {} from the reference's step {}: loss {:.6f}", a, s, start, r.loss);
+      if (run.rank == 0 && opt.progress)
+        log_info("anchor {}: step {} from the reference's step {}: loss {:.6f}", a, s, start, r.loss);
     }
     anchors.push_back({{"step", a}, {"loaded", start}, {"manifest_digest", from.manifest.digest}});
   }
@@ -380,9 +392,9 @@ Status train_loop(Run& run, TrainSummary& summary) {
            std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), steps_done) !=
                run.opt.checkpoint_at.end();
   };
-  if (first_step == 0 && std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), 0) !=
-                             run.opt.checkpoint_at.end())
-    SP_RETURN_IF_ERROR(save_at(run, 0, ckpt_options));  // the initial state (an anchored replay's step 0)
+  if (first_step == 0 &&
+      std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), 0) != run.opt.checkpoint_at.end())
+    SP_RETURN_IF_ERROR(save_at(run, 0, ckpt_options));            // the initial state (an anchored replay's step 0)
   const evidence::StepSchedule schedule = step_schedule(config);  // the rule comm_predicted.json follows
   Stopwatch run_clock;
   double tokens_seen = 0;
@@ -409,9 +421,10 @@ Status train_loop(Run& run, TrainSummary& summary) {
                eta_string(elapsed / static_cast<double>(s + 1 - first_step) * static_cast<double>(steps - s - 1)));
     }
     if (!r.diverging_ranks.empty() && config.evidence.stop_on_divergence)
-      return failed_precondition("step {}: dp replicas diverged: world rank(s) {} hold parameters that differ "
-                                 "from their dp group's rank 0",
-                                 s, fmt::join(r.diverging_ranks, ", "));
+      return failed_precondition(
+          "step {}: dp replicas diverged: world rank(s) {} hold parameters that differ "
+          "from their dp group's rank 0",
+          s, fmt::join(r.diverging_ranks, ", "));
     if (!r.finite && config.evidence.stop_on_divergence)
       return failed_precondition("step {}: non-finite gradients (norm {}); no update was applied", s, r.grad_norm);
     if (checkpoint_due(s + 1)) SP_RETURN_IF_ERROR(save_at(run, s + 1, ckpt_options));
@@ -427,21 +440,22 @@ Status train_loop(Run& run, TrainSummary& summary) {
 Status finish(Run& run, const Status& loop) {
   Status ledger;
   if (run.opt.anchor_from.empty()) {  // an anchored replay neither evaluates nor runs the planned steps
-    nlohmann::json mine =
-        evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
+    nlohmann::json mine = evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
     mine["rank"] = run.rank;
     mine["coords"] = run.engine->label(run.rank);
-    ledger = evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb,
-                                          run.opt.out_dir);
+    ledger =
+        evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb, run.opt.out_dir);
   }
   run.engine.reset();
-  for (Status s : {run.timeline->close(), run.checksums ? run.checksums->close() : Status(),
-                   run.metrics ? run.metrics->close() : Status(), run.activations ? run.activations->close() : Status()})
+  for (Status s :
+       {run.timeline->close(), run.checksums ? run.checksums->close() : Status(),
+        run.metrics ? run.metrics->close() : Status(), run.activations ? run.activations->close() : Status()})
     (void)s;  // each writer keeps its first error (a failed close included): evidence_status() has them all
   Status files = run.evidence_status();
-  files = run.agree(files.ok() ? files : Status(files.code(), "evidence incomplete: " + files.message(),
-                                                "free space or fix the file system and train again (a run with a "
-                                                "checkpoint resumes from it)"));
+  files = run.agree(files.ok() ? files
+                               : Status(files.code(), "evidence incomplete: " + files.message(),
+                                        "free space or fix the file system and train again (a run with a "
+                                        "checkpoint resumes from it)"));
   std::vector<Status> failed;
   for (const Status* s : std::initializer_list<const Status*>{&loop, &files, &ledger}) {
     bool said = false;  // the loop's error may already carry the evidence files' (a refused checkpoint)

@@ -23,16 +23,16 @@ namespace sp::parallel {
 
 struct TrainOptions {
   std::string out_dir;
-  bool overwrite = false;         // --overwrite: clear an --out that holds another run (evidence/run_dir.h)
-  std::string root_dir = ".";     // resolves relative data paths
-  std::string cache_dir;          // prepared data cache; default <root>/.shardproof-cache
-  bool progress = true;           // live progress line on rank 0
+  bool overwrite = false;      // --overwrite: clear an --out that holds another run (evidence/run_dir.h)
+  std::string root_dir = ".";  // resolves relative data paths
+  std::string cache_dir;       // prepared data cache; default <root>/.shardproof-cache
+  bool progress = true;        // live progress line on rank 0
   // Checkpoints (parallel/checkpointing.h, docs/checkpoints.md).
   ResumeOptions resume;                       // --resume auto|required|never, --fallback-previous
   int64_t stop_after = 0;                     // stop after this many steps as if interrupted; 0 = train.steps
   std::optional<ckpt::SaveFault> ckpt_fault;  // --fault ckpt-...: injected into checkpoint saves
   std::string init_from;                      // consolidated weights (ckpt export) to start a fresh run from
-  std::vector<int64_t> checkpoint_at;         // --checkpoint-at: also save the state at these steps (0: the initial state)
+  std::vector<int64_t> checkpoint_at;  // --checkpoint-at: also save the state at these steps (0: the initial state)
   // The proof protocol (docs/prove.md).
   evidence::FaultSpec fault;    // --fault NAME[@step][:rank]: one catalogue fault (docs/faults.md)
   std::string expect_contract;  // --expect-contract FILE: refuse to run under any other contract
@@ -51,8 +51,8 @@ struct TrainSummary {
   std::optional<double> final_eval_loss;    // the last evaluation of this process; none when none ran
   std::optional<double> initial_eval_loss;  // before step 0; none after a resume or without an eval set
   double tokens_per_second = 0.0;
-  int64_t first_step = 0;                   // the resumed checkpoint's step, else 0
-  int64_t steps = 0;                        // steps completed (the run's, counting resumed ones)
+  int64_t first_step = 0;  // the resumed checkpoint's step, else 0
+  int64_t steps = 0;       // steps completed (the run's, counting resumed ones)
 };
 
 Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);

@@ -13,7 +13,11 @@ std::vector<optim::OwnedRange> ranges_of(const std::vector<model::UnitPiece>& pi
 
 AllReduceUpdate::AllReduceUpdate(ParamStore& params, GradStore& grads, const optim::AdamWConfig& adamw,
                                  MemoryLedger& ledger, const comm::ProcessGrid& grid, int zero, int dp_rank)
-    : params_(params), grads_(grads), optimizer_(adamw, ranges_of(params.owned()), ledger), grid_(grid), zero_(zero),
+    : params_(params),
+      grads_(grads),
+      optimizer_(adamw, ranges_of(params.owned()), ledger),
+      grid_(grid),
+      zero_(zero),
       dp_rank_(dp_rank) {}
 
 void AllReduceUpdate::update(int64_t, double lr, float clip, bool apply, const std::function<void()>& before) {

@@ -1,12 +1,12 @@
 #include "proof/criteria.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "ckpt/load.h"
 #include "ckpt/names.h"
@@ -26,7 +26,12 @@ using namespace evidence;  // file names (bundle_paths.h)
 
 Criterion make(std::string_view name, bool passed, std::string measured, std::string threshold, std::string evidence,
                std::string detail = {}) {
-  return {std::string(name), passed, true, std::move(measured), std::move(threshold), std::move(evidence),
+  return {std::string(name),
+          passed,
+          true,
+          std::move(measured),
+          std::move(threshold),
+          std::move(evidence),
           passed ? std::string() : std::move(detail)};
 }
 
@@ -98,8 +103,8 @@ Criterion one_contract(const GateContext& c) {
   return make("one contract across the stages", problems.empty(),
               problems.empty() ? fmt::format("hash {}", frozen.value("hash", std::string()).substr(0, 16))
                                : fmt::format("{} difference(s)", problems.size()),
-              "identical up to topology and evidence settings",
-              fmt::format("{}, */{}", kContractFile, kContractFile), problems.empty() ? "" : problems.front());
+              "identical up to topology and evidence settings", fmt::format("{}, */{}", kContractFile, kContractFile),
+              problems.empty() ? "" : problems.front());
 }
 
 // 1b. What is recorded twice agrees: each stage's loss in metrics.jsonl is, bit for bit, the loss its
@@ -130,7 +135,8 @@ Criterion records_agree(const GateContext& c) {
                                        stage_file(stage, kChecksumsFile)));
       else if (std::memcmp(&v, &it->second, sizeof v) != 0 && !(std::isnan(v) && std::isnan(it->second)))
         problems.push_back(fmt::format("step {}: {} says loss {:.17g}, {} says {:.17g}", step,
-                                       stage_file(stage, kMetricsFile), v, stage_file(stage, kChecksumsFile), it->second));
+                                       stage_file(stage, kMetricsFile), v, stage_file(stage, kChecksumsFile),
+                                       it->second));
     }
   }
   return make("records agree across views", problems.empty(),
@@ -146,13 +152,15 @@ Criterion stages_completed(const GateContext& c) {
   if (!c.bundle->anchors().empty()) required.push_back(kAnchoredStage);
   for (std::string_view stage : required) {
     const json* st = c.bundle->stage(stage);
-    if (st == nullptr) failed.push_back(fmt::format("{}: did not run", stage));
+    if (st == nullptr)
+      failed.push_back(fmt::format("{}: did not run", stage));
     else if (st->value("exit_code", -1) != 0)
       failed.push_back(fmt::format("{}: exit {}: {}", stage, st->value("exit_code", -1), st->value("error", "")));
   }
-  return make("stages completed", failed.empty(),
-              failed.empty() ? fmt::format("{}: exit 0", fmt::join(required, ", ")) : fmt::format("{} failed", failed.size()),
-              "exit 0", std::string(kProveFile), failed.empty() ? "" : failed.front());
+  return make(
+      "stages completed", failed.empty(),
+      failed.empty() ? fmt::format("{}: exit 0", fmt::join(required, ", ")) : fmt::format("{} failed", failed.size()),
+      "exit 0", std::string(kProveFile), failed.empty() ? "" : failed.front());
 }
 
 // 3. The parallel stage's topology re-derives a complete grid of the contract's dp·tp·pp.
@@ -162,7 +170,8 @@ Criterion topology_valid(const GateContext& c) {
   Status s = topo.ok() ? comm::validate_topology(*topo) : topo.status();
   if (s.ok() && topo->value("world_size", 0) != pc.world())
     s = corrupt("world_size {} ≠ dp·tp·pp = {}", topo->value("world_size", 0), pc.world());
-  return make("topology valid", s.ok(), fmt::format("dp {} × tp {} × pp {} = {} ranks", pc.dp, pc.tp, pc.pp, pc.world()),
+  return make("topology valid", s.ok(),
+              fmt::format("dp {} × tp {} × pp {} = {} ranks", pc.dp, pc.tp, pc.pp, pc.world()),
               "a complete, consistent grid", stage_file(kParallelStage, kTopologyFile), s.message());
 }
 
@@ -183,15 +192,16 @@ Criterion traced_bytes(const GateContext& c) {
   int64_t bytes = 0;
   if (r.ok())
     for (const auto& [grp, t] : r->group_traffic) bytes += t.bytes;
-  return make("traced bytes equal the prediction", ok,
-              r.ok() ? fmt::format("{} cells, {} differ; {} bytes traced", r->prediction_cells,
-                                   r->prediction_mismatches.size(), bytes)
-                     : "unreadable",
-              "ops and bytes per rank, step, group and phase as comm_model predicts",
-              fmt::format("{}, {}", stage_dir(kParallelStage, kTraceDir), stage_file(kParallelStage, kCommPredictedFile)),
-              !r.ok() ? r.status().message()
-                      : (!r->prediction_mismatches.empty() ? r->prediction_mismatches.front().message
-                                                           : (r->prediction_found ? "" : "no comm_predicted.json")));
+  return make(
+      "traced bytes equal the prediction", ok,
+      r.ok() ? fmt::format("{} cells, {} differ; {} bytes traced", r->prediction_cells, r->prediction_mismatches.size(),
+                           bytes)
+             : "unreadable",
+      "ops and bytes per rank, step, group and phase as comm_model predicts",
+      fmt::format("{}, {}", stage_dir(kParallelStage, kTraceDir), stage_file(kParallelStage, kCommPredictedFile)),
+      !r.ok() ? r.status().message()
+              : (!r->prediction_mismatches.empty() ? r->prediction_mismatches.front().message
+                                                   : (r->prediction_found ? "" : "no comm_predicted.json")));
 }
 
 // 6. The prediction file itself is the plan's, not an edited one.
@@ -252,7 +262,7 @@ Criterion trajectory_drift(const GateContext& c) {
     for (const auto& [s, d] : free->comparison.drift_per_step)
       if (d > worst) worst = d, at = s;
   Criterion out = make("trajectory drift (reported only)", true,
-                       !free.ok() ? "unreadable"
+                       !free.ok()  ? "unreadable"
                        : c.bitwise ? "none: bitwise"
                                    : fmt::format("max rel. difference {:.2g} (step {}), loss {:.2g}; eval band {:.2g}",
                                                  worst, at, free->comparison.max_loss_drift, c.eval_band),
@@ -269,7 +279,8 @@ Criterion checkpoints_verify(const GateContext& c) {
   auto listing = ckpt::list_checkpoints(paths);
   std::string problem;
   int verified = 0;
-  if (!listing.ok()) problem = listing.status().message();
+  if (!listing.ok())
+    problem = listing.status().message();
   else if (std::find(listing->steps.begin(), listing->steps.end(), k) == listing->steps.end())
     problem = fmt::format("no checkpoint at step {}", k);
   if (listing.ok())
@@ -281,8 +292,8 @@ Criterion checkpoints_verify(const GateContext& c) {
       }
     }
   return make("checkpoints verify", problem.empty(), fmt::format("{} checkpoint(s) verified", verified),
-              fmt::format("every shard's size and SHA-256; one at step {}", k), stage_dir(kParallelStage, kCheckpointsDir),
-              problem);
+              fmt::format("every shard's size and SHA-256; one at step {}", k),
+              stage_dir(kParallelStage, kCheckpointsDir), problem);
 }
 
 // 10. The recovery run resumed at step k (not from scratch) and reproduces the parallel run bit for bit.
@@ -295,15 +306,17 @@ Criterion resume_exact(const GateContext& c) {
   const int64_t first = trace.ok() ? first_traced_step(*trace) : -1;
   const bool resumed = first == k;
   const bool exact = cmp.ok() && cmp->verdict == Equivalence::kBitwise;
-  return make("resume is exact", exact && resumed,
-              fmt::format("resumed at step {}; {}", first == INT64_MAX ? -1 : first, cmp.ok() ? cmp->describe() : "unreadable"),
-              fmt::format("training resumes at step {} and reproduces the parallel run bit for bit", k),
-              fmt::format("{}, {}, {}", stage_dir(kRecoveryStage, kTraceDir), stage_file(kRecoveryStage, kChecksumsFile),
-                          stage_file(kParallelStage, kChecksumsFile)),
-              !resumed ? fmt::format("the recovery run's traces start at step {}, not at the checkpoint's step {}", first, k)
-                       : (!cmp.ok() ? cmp.status().message()
-                                    : !cmp->problems.empty() ? cmp->problems.front()
-                                    : (cmp->first_mismatch.empty() ? "" : cmp->first_mismatch.front().to_string())));
+  return make(
+      "resume is exact", exact && resumed,
+      fmt::format("resumed at step {}; {}", first == INT64_MAX ? -1 : first, cmp.ok() ? cmp->describe() : "unreadable"),
+      fmt::format("training resumes at step {} and reproduces the parallel run bit for bit", k),
+      fmt::format("{}, {}, {}", stage_dir(kRecoveryStage, kTraceDir), stage_file(kRecoveryStage, kChecksumsFile),
+                  stage_file(kParallelStage, kChecksumsFile)),
+      !resumed
+          ? fmt::format("the recovery run's traces start at step {}, not at the checkpoint's step {}", first, k)
+          : (!cmp.ok()                ? cmp.status().message()
+             : !cmp->problems.empty() ? cmp->problems.front()
+                                      : (cmp->first_mismatch.empty() ? "" : cmp->first_mismatch.front().to_string())));
 }
 
 // 11. The fault: detected, by the expected view, at the expected step (and rank, where a view names one).
@@ -312,10 +325,12 @@ Criterion fault_localized(const GateContext& c) {
   const FaultInfo& info = fault_info(fault.kind);
   const Detection* e = c.divergence.earliest();
   std::string why;
-  if (e == nullptr) why = "no view saw the fault";
+  if (e == nullptr)
+    why = "no view saw the fault";
   else if (e->view != info.expected_view)
     why = fmt::format("first seen by {}, expected {}", view_name(e->view), view_name(info.expected_view));
-  else if (e->step != fault.step) why = fmt::format("seen at step {}, injected at step {}", e->step, fault.step);
+  else if (e->step != fault.step)
+    why = fmt::format("seen at step {}, injected at step {}", e->step, fault.step);
   else if (!e->ranks.empty() && info.reach == Reach::kOneRank && e->ranks != std::vector<int>{fault.rank})
     why = fmt::format("names rank(s) {}, injected on rank {} alone", fmt::join(e->ranks, ","), fault.rank);
   return make("fault detected and localized", why.empty(), c.divergence.line(),
@@ -338,8 +353,8 @@ Criterion recovery_reproduces(const GateContext& c) {
               c.bitwise ? fmt::format("{} to the reference, eval included", equivalence_name(want))
                         : fmt::format("the reference's step 0 within tolerance, eval within the drift band {:.2g}",
                                       c.eval_band),
-              fmt::format("{}, {}, {}/", stage_file(kRecoveryStage, kChecksumsFile), stage_file(kRecoveryStage, kMetricsFile),
-                          kReferenceStage),
+              fmt::format("{}, {}, {}/", stage_file(kRecoveryStage, kChecksumsFile),
+                          stage_file(kRecoveryStage, kMetricsFile), kReferenceStage),
               !eval_ok && problem_of(cmp).empty() ? "the final eval differs from the reference's" : problem_of(cmp));
 }
 
@@ -354,8 +369,9 @@ Criterion eval_improves(const GateContext& c) {
               init && fin ? fmt::format("{:.4f} → {:.4f} (−{:.4f} nats); reference {:.4f}", *init, *fin, *init - *fin,
                                         ref_fin.value_or(NAN))
                           : "missing",
-              c.bitwise ? fmt::format("drop ≥ {} nats, equal to the reference", margin)
-                        : fmt::format("drop ≥ {} nats, within the drift band {:.2g} of the reference", margin, c.eval_band),
+              c.bitwise
+                  ? fmt::format("drop ≥ {} nats, equal to the reference", margin)
+                  : fmt::format("drop ≥ {} nats, within the drift band {:.2g} of the reference", margin, c.eval_band),
               fmt::format("{}, {}, {} (data.split_sha256)", stage_file(kParallelStage, kMetricsFile),
                           stage_file(kReferenceStage, kMetricsFile), kContractFile),
               improves ? "the parallel eval differs from the reference's" : "the eval loss did not improve enough");
@@ -365,11 +381,12 @@ Criterion eval_improves(const GateContext& c) {
 Criterion throughput(const GateContext& c) {
   const double t_ref = median_tokens_per_s(c.bundle->paths().reference());
   const double t_par = median_tokens_per_s(c.bundle->paths().parallel());
-  Criterion out = make("throughput (reported only)", true,
-                       fmt::format("{:.0f} tokens/s on {} ranks vs {:.0f} on one ({:.2f}x)", t_par,
-                                   c.config.parallel.world(), t_ref, t_ref > 0 ? t_par / t_ref : 0.0),
-                       "none: speed proves nothing about correctness",
-                       fmt::format("{}, {}", stage_file(kParallelStage, kMetricsFile), stage_file(kReferenceStage, kMetricsFile)));
+  Criterion out =
+      make("throughput (reported only)", true,
+           fmt::format("{:.0f} tokens/s on {} ranks vs {:.0f} on one ({:.2f}x)", t_par, c.config.parallel.world(),
+                       t_ref, t_ref > 0 ? t_par / t_ref : 0.0),
+           "none: speed proves nothing about correctness",
+           fmt::format("{}, {}", stage_file(kParallelStage, kMetricsFile), stage_file(kReferenceStage, kMetricsFile)));
   out.required = false;
   return out;
 }

@@ -33,9 +33,9 @@ struct GateContext {
   Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
   Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running
   Result<RunEquivalence> anchored_vs_reference = internal_error("not run");   // non-bitwise promises only
-  bool bitwise = false;          // the contract promises bitwise equality (equivalence.h promised_class)
-  double eval_band = 0;          // non-bitwise: the relative eval difference the trajectories' drift allows
-  FirstDivergence divergence;    // of the fault stage
+  bool bitwise = false;        // the contract promises bitwise equality (equivalence.h promised_class)
+  double eval_band = 0;        // non-bitwise: the relative eval difference the trajectories' drift allows
+  FirstDivergence divergence;  // of the fault stage
 };
 
 struct CriterionRule {

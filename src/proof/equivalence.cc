@@ -1,9 +1,9 @@
 #include "proof/equivalence.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "ckpt/load.h"
 #include "ckpt/manifest.h"
@@ -35,8 +35,9 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
   return failed_precondition("not comparable: {} and {} are not runs of one contract ({} ≠ {}): {}{}", run_label,
                              reference_label, run_label, reference_label, diffs.front(),
                              diffs.size() > 1 ? fmt::format(" (and {} more)", diffs.size() - 1) : "")
-      .with_hint("a run is compared with the reference of the same configuration, data, build and seed; only the "
-                 "topology (config.parallel), recomputation, evaluation and evidence settings may differ");
+      .with_hint(
+          "a run is compared with the reference of the same configuration, data, build and seed; only the "
+          "topology (config.parallel), recomputation, evaluation and evidence settings may differ");
 }
 
 Equivalence promised_class(const parallel::RunConfig& config) {
@@ -50,7 +51,8 @@ evidence::Tolerances tolerances_for(const parallel::RunConfig& config) {
   return tol;
 }
 
-std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& config, const std::vector<int64_t>& steps) {
+std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& config,
+                                                  const std::vector<int64_t>& steps) {
   std::vector<int64_t> which = steps;
   if (which.empty())
     for (int64_t s = 0; s < config.train.steps; ++s) which.push_back(s);
@@ -116,11 +118,11 @@ std::string RunEquivalence::describe() const {
     return fmt::format("{} at every anchored step ({} of {}; max rel. loss {:.2g}, params {:.2g}, grads {:.2g})",
                        evidence::equivalence_name(c.verdict), judged_steps, judged_steps, c.max_rel_loss,
                        c.max_rel_param, c.max_rel_grad_first);
-  return fmt::format("{} at step 0, where both start from the same state (max rel. loss {:.2g}, params {:.2g}, grads "
-                     "{:.2g}); steps 1–{}: free-running drift up to {:.2g} (information: anchor them with `train "
-                     "--anchor-from` to verify every step)",
-                     evidence::equivalence_name(c.verdict), c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first,
-                     steps - 1, drift);
+  return fmt::format(
+      "{} at step 0, where both start from the same state (max rel. loss {:.2g}, params {:.2g}, grads "
+      "{:.2g}); steps 1–{}: free-running drift up to {:.2g} (information: anchor them with `train "
+      "--anchor-from` to verify every step)",
+      evidence::equivalence_name(c.verdict), c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first, steps - 1, drift);
 }
 
 Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference,

@@ -1,13 +1,13 @@
 #include "proof/first_divergence.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <regex>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "ckpt/load.h"
 #include "ckpt/names.h"
@@ -28,9 +28,8 @@ namespace {
 int trace_point(const std::string& phase) {
   // "evidence" collectives run twice a step (the loss sum before the optimizer, the checksums and
   // replica digests after it): the earlier point is taken.
-  static const std::map<std::string, int> k = {{"forward", 1}, {"backward", 2}, {"grad_sync", 3},
-                                               {"evidence", 4}, {"optimizer", 5}, {"checkpoint", 8},
-                                               {"eval", 9},     {"setup", 0}};
+  static const std::map<std::string, int> k = {{"forward", 1},   {"backward", 2},   {"grad_sync", 3}, {"evidence", 4},
+                                               {"optimizer", 5}, {"checkpoint", 8}, {"eval", 9},      {"setup", 0}};
   const auto it = k.find(phase);
   return it == k.end() ? 10 : it->second;
 }

@@ -7,12 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "evidence/compare.h"
 #include "evidence/faults.h"
@@ -24,11 +23,11 @@ namespace sp::proof {
 // One evidence view's verdict on the fault run.
 struct Detection {
   evidence::View view = evidence::View::kJob;
-  bool recorded = true;       // the bundle holds this view's evidence
-  bool found = false;         // it saw a difference from the reference (or from the plan)
+  bool recorded = true;  // the bundle holds this view's evidence
+  bool found = false;    // it saw a difference from the reference (or from the plan)
   int64_t step = -1;
-  std::string phase = {};     // trace phase, checksum phase (loss/grad/param), "replicas", "checkpoint", ...
-  int point = 0;              // where in a step the view observes (docs/prove.md §first divergence)
+  std::string phase = {};       // trace phase, checksum phase (loss/grad/param), "replicas", "checkpoint", ...
+  int point = 0;                // where in a step the view observes (docs/prove.md §first divergence)
   std::vector<int> ranks = {};  // world ranks named, when the view can name them
   std::string tensor = {};
   std::string detail = {};

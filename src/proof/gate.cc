@@ -1,8 +1,8 @@
 #include "proof/gate.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "evidence/bundle_paths.h"
 #include "proof/criteria.h"
@@ -21,8 +21,12 @@ nlohmann::json Gate::to_json() const {
                       {"verdict", passed() ? "PASS" : "FAIL"},
                       {"criteria", nlohmann::json::array()}};
   for (const Criterion& c : criteria)
-    j["criteria"].push_back({{"name", c.name}, {"passed", c.passed}, {"required", c.required},
-                             {"measured", c.measured}, {"threshold", c.threshold}, {"evidence", c.evidence},
+    j["criteria"].push_back({{"name", c.name},
+                             {"passed", c.passed},
+                             {"required", c.required},
+                             {"measured", c.measured},
+                             {"threshold", c.threshold},
+                             {"evidence", c.evidence},
                              {"detail", c.detail}});
   return j;
 }
@@ -33,8 +37,8 @@ std::string Gate::summary_markdown(const std::string& title, const std::vector<s
                    evidence::kReportFile);
   s += "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
   for (const Criterion& c : criteria)
-    s += fmt::format("| {} | {} | {} | {} | `{}` |\n", c.name,
-                     !c.required ? "info" : (c.passed ? "pass" : "**FAIL**"), c.measured, c.threshold, c.evidence);
+    s += fmt::format("| {} | {} | {} | {} | `{}` |\n", c.name, !c.required ? "info" : (c.passed ? "pass" : "**FAIL**"),
+                     c.measured, c.threshold, c.evidence);
   bool any = false;
   for (const Criterion& c : criteria)
     if (!c.detail.empty()) {

@@ -7,11 +7,10 @@
 // Invariant: the verdict is a pure function of the bundle's bytes.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "proof/first_divergence.h"
@@ -19,7 +18,7 @@
 namespace sp::proof {
 
 struct Criterion {
-  std::string name;       // "traces consistent", ...
+  std::string name;  // "traces consistent", ...
   bool passed = false;
   bool required = true;   // false: reported only (throughput)
   std::string measured;   // human-readable measured value

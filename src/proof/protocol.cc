@@ -9,7 +9,7 @@
 
 namespace sp::proof {
 namespace {
-constexpr int64_t kAnchorsAtEveryStep = 8;  // runs up to this long are anchored at every step
+constexpr int64_t kAnchorsAtEveryStep = 32;  // runs up to this long (the presets, the labs) are anchored at every step
 }  // namespace
 
 Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::string_view fault_spec) {
@@ -21,9 +21,10 @@ Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::strin
   if (k < 1 || k >= steps)
     return invalid_argument("prove.checkpoint_step = {} must lie in [1, train.steps = {})", k, steps)
         .with_hint("the recovery checkpoint needs steps before and after it");
-  const std::string spec = !fault_spec.empty()          ? std::string(fault_spec)
-                           : !config.prove.fault.empty() ? config.prove.fault
-                                                         : std::string(evidence::default_fault_name(pc.dp, pc.tp, pc.pp));
+  const std::string spec = !fault_spec.empty() ? std::string(fault_spec)
+                           : !config.prove.fault.empty()
+                               ? config.prove.fault
+                               : std::string(evidence::default_fault_name(pc.dp, pc.tp, pc.pp));
   SP_ASSIGN_OR_RETURN(p.fault, evidence::parse_fault(spec));
   if (!p.fault.any()) return invalid_argument("--fault: stage 3 needs a fault from the catalogue");
   const bool checkpoint = evidence::is_checkpoint_fault(p.fault.kind);
@@ -45,9 +46,9 @@ Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::strin
           .with_hint("target a rank with dp coordinate 0, or use parallel.zero ≥ 1");
   }
   if (promised_class(config) != evidence::Equivalence::kBitwise) {
-    const int64_t every = config.prove.anchor_every > 0 ? config.prove.anchor_every
-                          : steps <= kAnchorsAtEveryStep  ? 1
-                                                          : (steps + kAnchorsAtEveryStep - 1) / kAnchorsAtEveryStep;
+    const int64_t every = config.prove.anchor_every > 0  ? config.prove.anchor_every
+                          : steps <= kAnchorsAtEveryStep ? 1
+                                                         : (steps + kAnchorsAtEveryStep - 1) / kAnchorsAtEveryStep;
     for (int64_t s = 0; s < steps; s += every) p.anchors.push_back(s);
     if (p.fault.step < steps && !evidence::is_checkpoint_fault(p.fault.kind)) p.anchors.push_back(p.fault.step);
     std::sort(p.anchors.begin(), p.anchors.end());

@@ -16,15 +16,15 @@
 namespace sp::proof {
 
 struct ProtocolPlan {
-  int64_t checkpoint_step = 0;      // k: prove.checkpoint_step, default train.steps / 2
-  evidence::FaultSpec fault;        // stage 3's fault; without @STEP it acts at k (a checkpoint fault: k − 1)
+  int64_t checkpoint_step = 0;       // k: prove.checkpoint_step, default train.steps / 2
+  evidence::FaultSpec fault;         // stage 3's fault; without @STEP it acts at k (a checkpoint fault: k − 1)
   parallel::RunConfig fault_config;  // stage 3's configuration (a checkpoint fault saves every k steps)
   // A configuration whose promise is not bitwise is verified by anchored replays (docs/equivalence.md
   // §anchored): these steps are replayed on the parallel topology from the reference's state, with and
   // without the fault. Empty for bitwise configurations.
   std::vector<int64_t> anchors;
-  std::vector<int64_t> fault_anchors;      // the fault replay's (anchors ≥ fault_warmup)
-  int64_t fault_warmup = 0;                // the fault replay starts this many steps earlier (FaultInfo::history)
+  std::vector<int64_t> fault_anchors;          // the fault replay's (anchors ≥ fault_warmup)
+  int64_t fault_warmup = 0;                    // the fault replay starts this many steps earlier (FaultInfo::history)
   std::vector<int64_t> reference_checkpoints;  // states the reference saves for the replays
 };
 

@@ -1,14 +1,13 @@
 #include "proof/seal.h"
 
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <set>
-
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-
-#include <fmt/format.h>
 
 #include "core/file_io.h"
 #include "core/hash.h"
@@ -67,8 +66,10 @@ Result<std::vector<std::string>> check_seal(const std::string& bundle) {
     if (!inside(file)) return corrupt("{}: '{}' is not a path inside the bundle", seal, file);
     listed.insert(file);
     auto h = sha256_file(bundle + "/" + file);
-    if (!h.ok()) bad.push_back(fmt::format("{}: missing", file));
-    else if (*h != line.substr(0, 64)) bad.push_back(fmt::format("{}: changed since the bundle was sealed", file));
+    if (!h.ok())
+      bad.push_back(fmt::format("{}: missing", file));
+    else if (*h != line.substr(0, 64))
+      bad.push_back(fmt::format("{}: changed since the bundle was sealed", file));
   }
   for (const std::string& f : sealed_files(bundle))
     if (!listed.count(f)) bad.push_back(fmt::format("{}: not in the seal (added later)", f));
@@ -137,7 +138,8 @@ Status check_signature(const std::string& bundle, const std::string& public_key_
   std::unique_ptr<EVP_MD_CTX, MdDeleter> ctx(EVP_MD_CTX_new());
   if (!ctx || EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1)
     return internal_error("OpenSSL could not set up the verification");
-  if (EVP_DigestVerify(ctx.get(), sig, sizeof sig, reinterpret_cast<const unsigned char*>(seal.data()), seal.size()) != 1)
+  if (EVP_DigestVerify(ctx.get(), sig, sizeof sig, reinterpret_cast<const unsigned char*>(seal.data()), seal.size()) !=
+      1)
     return corrupt("'{}' is not a signature of '{}' by the key '{}': the seal was changed or signed by another key",
                    paths.signature(), paths.seal(), public_key_pem);
   return Status();

@@ -4,12 +4,12 @@
 // (proof::fault_reading), with the injected step, what every view found (proof::locate_first_divergence
 // via the verdict), the parallel run (or its anchored replay) against its derived tolerance, and the
 // free-running drift (drift.json's content, derived by the gate; docs/equivalence.md §anchored).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "evidence/compare.h"
 #include "evidence/faults.h"

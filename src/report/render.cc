@@ -4,9 +4,9 @@
 // element holds only the title, the kind and the problems, all HTML-escaped. Reference: docs/report.md.
 #include "report/render.h"
 
-#include <set>
-
 #include <fmt/format.h>
+
+#include <set>
 
 #include "core/file_io.h"
 #include "core/json_io.h"

@@ -3,13 +3,13 @@
 // function of the bundle's bytes (paths relative to the bundle, non-finite numbers as null).
 #include "report/report_data.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "comm/trace_context.h"
 #include "core/file_io.h"

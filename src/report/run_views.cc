@@ -2,13 +2,13 @@
 // traffic from trace/ against comm_predicted.json. Each value is a reader's (evidence/bubble.h,
 // evidence/trace_check.h) or the file's own; the only arithmetic here is layout: idle gaps between a
 // rank's intervals and the even split of a rank's collective bytes over its group's other members.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "comm/trace_context.h"
 #include "core/file_io.h"

@@ -11,9 +11,18 @@ struct Row {
   size_t size;
 };
 constexpr std::array<Row, 13> kTable = {{
-    {DType::kF32, "F32", 4}, {DType::kBF16, "BF16", 2}, {DType::kF16, "F16", 2},  {DType::kF64, "F64", 8},
-    {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},   {DType::kI16, "I16", 2},  {DType::kI8, "I8", 1},
-    {DType::kU8, "U8", 1},   {DType::kU16, "U16", 2},   {DType::kU32, "U32", 4},  {DType::kU64, "U64", 8},
+    {DType::kF32, "F32", 4},
+    {DType::kBF16, "BF16", 2},
+    {DType::kF16, "F16", 2},
+    {DType::kF64, "F64", 8},
+    {DType::kI64, "I64", 8},
+    {DType::kI32, "I32", 4},
+    {DType::kI16, "I16", 2},
+    {DType::kI8, "I8", 1},
+    {DType::kU8, "U8", 1},
+    {DType::kU16, "U16", 2},
+    {DType::kU32, "U32", 4},
+    {DType::kU64, "U64", 8},
     {DType::kBool, "BOOL", 1},
 }};
 }  // namespace

@@ -9,8 +9,8 @@
 namespace sp {
 
 std::string_view category_name(Category c) {
-  static constexpr std::array<std::string_view, kCategoryCount> kNames = {
-      "param", "grad", "optim", "activation", "comm", "workspace", "io"};
+  static constexpr std::array<std::string_view, kCategoryCount> kNames = {"param", "grad",      "optim", "activation",
+                                                                          "comm",  "workspace", "io"};
   return kNames[static_cast<size_t>(c)];
 }
 

@@ -1,10 +1,10 @@
 #include "tensor/tensor.h"
 
-#include <cstring>
-#include <utility>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cstring>
+#include <utility>
 
 namespace sp {
 

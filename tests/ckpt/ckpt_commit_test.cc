@@ -11,8 +11,8 @@
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
 #include "ckpt_test_util.h"
-#include "comm/mpi_communicator.h"
 #include "comm/agree.h"
+#include "comm/mpi_communicator.h"
 
 namespace sp::ckpt {
 namespace {

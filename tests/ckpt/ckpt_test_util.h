@@ -5,12 +5,12 @@
 // be checked against its closed form, whatever topology saved or loaded it.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "ckpt/format.h"
 #include "ckpt/manifest.h"
@@ -39,7 +39,8 @@ class LocalCommunicator final : public comm::Communicator {
   void all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType t) override {
     std::memcpy(recv, send, static_cast<size_t>(counts[0]) * dtype_size(t));
   }
-  void all_to_all(const void* send, std::span<const int64_t> sc, void* recv, std::span<const int64_t>, DType t) override {
+  void all_to_all(const void* send, std::span<const int64_t> sc, void* recv, std::span<const int64_t>,
+                  DType t) override {
     std::memcpy(recv, send, static_cast<size_t>(sc[0]) * dtype_size(t));
   }
   void broadcast(void*, int64_t, DType, int) override {}
@@ -119,8 +120,8 @@ inline std::vector<SimRank> simulate(const model::LlamaConfig& c, const Topology
         if (!fill_values) continue;
         for (const model::TensorSlot& slot : u.tensors)
           for (int64_t x = std::max(b, slot.offset); x < std::min(e, slot.offset + slot.numel); ++x)
-            buf[static_cast<size_t>(x - b)] = state_value(k, slot.spec.name, slot.logical_index(x - slot.offset),
-                                                          slot.spec.tp_dim < 0 ? r.tp : -1);
+            buf[static_cast<size_t>(x - b)] =
+                state_value(k, slot.spec.name, slot.logical_index(x - slot.offset), slot.spec.tp_dim < 0 ? r.tp : -1);
       }
       r.spans.push_back(s);
     }
@@ -147,8 +148,8 @@ inline Manifest write_sim_checkpoint(const std::string& run_dir, int64_t step, c
   m.optimizer_steps = step;
   m.loader_cursor = {{"next_step", step}};
   for (const SimRank& r : ranks) {
-    const ShardImage img = build_shard(r.rank, coords_string(r), r.tp, step,
-                                       r.saver ? r.spans : std::vector<StateSpan>{});
+    const ShardImage img =
+        build_shard(r.rank, coords_string(r), r.tp, step, r.saver ? r.spans : std::vector<StateSpan>{});
     const Status st = img.writer.write(CheckpointPaths::shard_in(dir, r.rank));
     SP_CHECK(st.ok(), "{}", st.message());
     m.shards.push_back({r.rank, coords_string(r), shard_file_name(r.rank), img.bytes, img.sha256, img.sha256_chunks});

@@ -29,6 +29,7 @@ def case_table(binary, out):
     print(p.stdout[-6000:])
     print(p.stderr[-3000:])
     check(p.returncode == 0, f"compare exited {p.returncode}, expected 0")
+    check(f"report: {out}/report.html" in p.stdout, "compare did not print the report's path")
     for f in ("compare.md", "compare.json", "logs/dp1.log"):
         check(os.path.exists(os.path.join(out, f)), f"{f} missing")
     j = T.read_json(os.path.join(out, "compare.json"))

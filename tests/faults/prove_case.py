@@ -70,6 +70,8 @@ def prove(args, out, fault, sets, extra=()):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     print(p.stdout[-6000:])
     print(p.stderr[-3000:], file=sys.stderr)
+    if os.path.exists(os.path.join(out, "gate.json")) and f"report: {out}/report.html" not in p.stdout:
+        fail("prove did not print the report's path (its last line)")
     return p
 
 
@@ -223,6 +225,9 @@ def check_usage(args):
     print("PASS usage")
 
 
+KEPT_FOR_REPORT = {"pp_microbatch_swap", "drop_tp_allreduce"}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -236,8 +241,10 @@ def main():
         special[args.case](args)
     elif args.case in CASES:
         check_fault_case(args, args.case)
-        # Bundles are ~10 MB each: keep the disk small, keep the failed ones for inspection.
-        shutil.rmtree(os.path.join(args.work, args.case), ignore_errors=True)
+        # Bundles are ~10 MB each: keep the disk small, keep the failed ones for inspection, and the
+        # ones tests/report/ reads (ctest fixtures, tests/faults/CMakeLists.txt).
+        if args.case not in KEPT_FOR_REPORT:
+            shutil.rmtree(os.path.join(args.work, args.case), ignore_errors=True)
     else:
         fail(f"unknown case {args.case}")
 

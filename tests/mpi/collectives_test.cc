@@ -4,11 +4,11 @@
 // with MPI's int limit and with max_count = 3, which forces every op through its split path (the
 // one counts above 2^31 − 1 take) without allocating gigabytes. Also: the grid communicators'
 // names, ranks and members equal ProcessGrid's, and write_topology produces a valid topology.json.
-#include <cstring>
-#include <numeric>
-
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "comm/mpi_communicator.h"
 #include "comm/topology.h"
@@ -61,7 +61,8 @@ void exercise(Communicator& c) {
   std::vector<double> mine(static_cast<size_t>(counts[static_cast<size_t>(r)]) + 1, -1.0);
   c.reduce_scatter(send.data(), mine.data(), counts, DType::kF64, ReduceOp::kSum);
   for (int64_t k = 0; k < counts[static_cast<size_t>(r)]; ++k)
-    EXPECT_EQ(mine[static_cast<size_t>(k)], n * (n + 1) / 2.0 * static_cast<double>(displ[static_cast<size_t>(r)] + k + 1));
+    EXPECT_EQ(mine[static_cast<size_t>(k)],
+              n * (n + 1) / 2.0 * static_cast<double>(displ[static_cast<size_t>(r)] + k + 1));
   EXPECT_EQ(mine.back(), -1.0) << "reduce_scatter wrote past counts[rank]";
 
   // all_gather: rank q's block holds 100q + k; the result is every block in rank order.

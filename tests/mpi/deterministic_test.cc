@@ -3,12 +3,13 @@
 // sums them with kernels::canonical_tree_sum_inplace in group-rank order, and requires its result
 // to equal that, bit for bit. Equality with a value each rank computes alone also proves the result
 // is bit-identical on all ranks. Counts are uneven, smaller than the group, and zero.
-#include <cmath>
-#include <cstring>
+#include "comm/deterministic.h"
 
 #include <gtest/gtest.h>
 
-#include "comm/deterministic.h"
+#include <cmath>
+#include <cstring>
+
 #include "comm/mpi_communicator.h"
 #include "core/rng.h"
 #include "kernels/reduce.h"
@@ -22,8 +23,9 @@ std::vector<float> input_of(int q, int64_t count, int salt) {
   const PhiloxKey key = philox_key(1234 + static_cast<uint64_t>(salt), "deterministic_test");
   std::vector<float> x(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i)
-    x[static_cast<size_t>(i)] = static_cast<float>(random_normal(key, static_cast<uint64_t>(i), static_cast<uint32_t>(q)) *
-                                                   std::ldexp(1.0, static_cast<int>(i % 17) - 8));
+    x[static_cast<size_t>(i)] =
+        static_cast<float>(random_normal(key, static_cast<uint64_t>(i), static_cast<uint32_t>(q)) *
+                           std::ldexp(1.0, static_cast<int>(i % 17) - 8));
   return x;
 }
 
@@ -55,7 +57,8 @@ void check_group(Communicator& c, int salt) {
     std::vector<int64_t> counts(static_cast<size_t>(n));
     int64_t assigned = 0;
     for (int q = 0; q < n; ++q) {
-      counts[static_cast<size_t>(q)] = q + 1 < n ? std::min<int64_t>(count - assigned, (q + 1) * count / (n * 2)) : count - assigned;
+      counts[static_cast<size_t>(q)] =
+          q + 1 < n ? std::min<int64_t>(count - assigned, (q + 1) * count / (n * 2)) : count - assigned;
       assigned += counts[static_cast<size_t>(q)];
     }
     int64_t displ = 0;

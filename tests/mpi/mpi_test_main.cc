@@ -4,9 +4,9 @@
 // (prefixed with the rank), and the exit code is non-zero on every rank if ANY rank failed.
 // Tests must keep their communication schedule independent of assertion outcomes (EXPECT_*, not
 // ASSERT_*, around collectives), or a failure on one rank becomes a hang on the others.
-#include <cstdio>
-
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
@@ -19,8 +19,8 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
   explicit FailurePrinter(int rank) : rank_(rank) {}
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (!r.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                 r.line_number(), r.summary());
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?", r.line_number(),
+                 r.summary());
     std::fflush(stderr);
   }
   void OnTestEnd(const ::testing::TestInfo& info) override {

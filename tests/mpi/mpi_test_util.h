@@ -2,14 +2,13 @@
 // directory that every rank agrees on.
 #pragma once
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "comm/communicator.h"
 #include "comm/process_grid.h"

@@ -5,9 +5,9 @@
 //   * a desynchronized run, where the last rank issues one extra all_reduce, is named by the
 //     checker: group "world", the seq of the extra op, the rank(s) and the field "op".
 // The extra all_reduce has count 0, so MPI is never called for it and the run itself cannot hang.
-#include <filesystem>
-
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "comm/deterministic.h"
 #include "comm/topology.h"

@@ -183,7 +183,7 @@ def train(cfg, tr, weights, batches, dtype):
 
 
 # ---------------------------------------------------------------- mixed precision (bf16 / fp16)
-# The engine's casts (docs/kernels.md §casts), emulated in float64: the computation between rounding
+# The engine's casts (docs/kernels.md §"Every cast"), emulated in float64: the computation between rounding
 # points is exact-ish (float64), and every point where the engine stores a 16-bit value rounds there,
 # float64 -> float32 -> 16 bits, as the engine rounds its fp32 result. Gradients are rounded where the
 # engine rounds the gradient that enters a GEMM's backward. Three autograd pieces make the casts exact:

@@ -173,7 +173,7 @@ def test_mixed(args, tmp):
             json.dump({"model": cfg, "precision": precision, "gemm16": backend, "grad_dtype": grad_dtype,
                        "loss_scale": scale, "weights": wp, "tokens": tp, "out": gp, "rounded_weights": rp},
                       open(jp, "w"))
-            run([args.driver, jp])
+            T.run_ok([args.driver, jp])
             grads, meta = L.read_safetensors(gp)
             name = meta["gemm16"]
             if (precision, name, grad_dtype) in seen:

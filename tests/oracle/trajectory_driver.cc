@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   auto text = read_file(argv[1]);
   if (!text.ok()) return fail(text.status());
   const nlohmann::json job = nlohmann::json::parse(*text);
-  nlohmann::json cfg = {{"model", job.at("model")}, {"train", job.at("train")},
+  nlohmann::json cfg = {{"model", job.at("model")},
+                        {"train", job.at("train")},
                         {"data", {{"vocab_size", job.at("model").at("vocab_size")}}}};
   cfg["train"]["eval_batches"] = 0;
   auto rc = parallel::RunConfig::from_json(cfg);

@@ -71,11 +71,20 @@ def sets(values):
 
 
 def prove(args, out, fault, extra_sets, extra=()):
+    """The bundle at `out`, made by `prove` here, or with --bundle the one the faults suite made with the same
+    fault, topology and SMALL settings (tests/faults/prove_case.py; ctest fixtures): its `prove` exit code is
+    read back from its gate (0 PASS, 1 FAIL) and the faults test has checked its last line."""
+    if args.bundle:
+        fault_json = load(os.path.join(args.bundle, "prove.json"))
+        check(fault_json["fault"].startswith(fault.split("@")[0]), f"--bundle {args.bundle} is not a {fault} proof")
+        verdict = load(os.path.join(args.bundle, "gate.json"))["verdict"]
+        return subprocess.CompletedProcess([], 0 if verdict == "PASS" else 1,
+                                           f"report: {args.bundle}/report.html\n", ""), args.bundle
     shutil.rmtree(out, ignore_errors=True)
     p = run([args.bin, "prove", "--out", out, "--fault", fault, "--quiet"] + sets(SMALL + extra_sets) + list(extra))
     print(p.stdout[-2500:])
     print(p.stderr[-2000:], file=sys.stderr)
-    return p
+    return p, out
 
 
 # ---- the bundle, read independently of src/report ----
@@ -97,16 +106,31 @@ def traffic_by_group_phase(run_dir):
     return out
 
 
+def step_class(s, sched):
+    """docs/formats/comm_predicted.md: the class of step s (independent of the engine's StepSchedule)."""
+    if s == -1:
+        return "initial_eval"
+    c = "step"
+    if sched["checksum_every"] > 0 and s % sched["checksum_every"] == 0:
+        c += "+checksums"
+    if (sched["eval_every"] > 0 and (s + 1) % sched["eval_every"] == 0) or s + 1 == sched["steps"]:
+        c += "+eval"
+    return c
+
+
 def predicted_by_group_phase(run_dir):
-    """comm_predicted.json summed over ranks from the first traced step on, phases setup/checkpoint not predicted."""
-    first = min(r["step"] for recs in trace_records(run_dir).values() for r in recs
-                if r["phase"] not in ("setup", "checkpoint"))
+    """comm_predicted.json summed over ranks and every step from the first traced one to the rank's last
+    traced step, each step by its class; phases setup/checkpoint are not predicted."""
+    traced = {rank: [r["step"] for r in recs if r["phase"] not in ("setup", "checkpoint")]
+              for rank, recs in trace_records(run_dir).items()}
+    first = min(s for steps in traced.values() for s in steps)
+    doc = load(os.path.join(run_dir, "comm_predicted.json"))
+    sched = doc["schedule"]
     out = {}
-    for rank in load(os.path.join(run_dir, "comm_predicted.json"))["ranks"]:
-        for step, groups in rank["steps"].items():
-            if int(step) < first:
-                continue
-            for g, phases in groups.items():
+    for rank in doc["ranks"]:  # a run that stopped early: up to the last step this rank traced
+        last = max(traced.get(rank["rank"], []), default=first - 1)
+        for step in range(first, min(last + 1, sched["steps"])):
+            for g, phases in rank["classes"][step_class(step, sched)].items():
                 for ph, v in phases.items():
                     if ph in ("setup", "checkpoint"):
                         continue
@@ -374,7 +398,7 @@ def check_edited_report_fails(args, bundle, edit, needle, what):
 
 def case_proof_pass(args):
     out = os.path.join(args.work, "proof_pass")
-    p = prove(args, out, "pp-microbatch-swap@3", ["parallel.pp=2"])
+    p, out = prove(args, out, "pp-microbatch-swap@3", ["parallel.pp=2"])
     check(p.returncode == 0, f"prove exited {p.returncode}, expected 0 (PASS)")
     check(f"report: {out}/report.html" in p.stdout, "prove did not print the report's path")
     prove_json = load(os.path.join(out, "prove.json"))
@@ -434,7 +458,7 @@ def case_proof_pass(args):
 
 def case_proof_fail(args):
     out = os.path.join(args.work, "proof_fail")
-    p = prove(args, out, "skip-grad-allreduce@3", ["parallel.dp=2"], ["--no-recovery"])
+    p, out = prove(args, out, "skip-grad-allreduce@3", ["parallel.dp=2"], ["--no-recovery"])
     check(p.returncode == 1, f"prove --no-recovery exited {p.returncode}, expected 1 (FAIL)")
     check(f"report: {out}/report.html" in p.stdout, "prove did not print the report's path")
     prove_json = load(os.path.join(out, "prove.json"))
@@ -476,7 +500,7 @@ def case_proof_fail(args):
 
 def case_proof_tp(args):
     out = os.path.join(args.work, "proof_tp")
-    p = prove(args, out, "drop-tp-allreduce@3", ["parallel.tp=2"])
+    p, out = prove(args, out, "drop-tp-allreduce@3", ["parallel.tp=2"])
     check(p.returncode == 0, f"prove exited {p.returncode}, expected 0 (PASS)")
     prove_json = load(os.path.join(out, "prove.json"))
     check(prove_json.get("fault_anchors"), "a tp 2 proof replays anchored steps (prove.json fault_anchors)")
@@ -530,14 +554,17 @@ def case_proof_tp(args):
 
 
 def case_compare(args):
-    out = os.path.join(args.work, "compare")
-    shutil.rmtree(out, ignore_errors=True)
-    p = run([args.bin, "compare", "--strategies", "dp2,pp2-1f1b,tp2", "--out", out, "--preset", "tiny",
-             "--set", "train.steps=3", "--set", "train.eval_batches=2", "--set", "train.eval_every=0"])
-    print(p.stdout[-2000:])
-    print(p.stderr[-2000:], file=sys.stderr)
-    check(p.returncode == 0, f"compare exited {p.returncode}")
-    check(f"report: {out}/report.html" in p.stdout, "compare did not print the report's path")
+    if args.bundle:  # compare.table's directory: the same command (tests/compare/compare_test.py)
+        out = args.bundle
+    else:
+        out = os.path.join(args.work, "compare")
+        shutil.rmtree(out, ignore_errors=True)
+        p = run([args.bin, "compare", "--strategies", "dp2,pp2-1f1b,tp2", "--out", out, "--preset", "tiny",
+                 "--set", "train.steps=3", "--set", "train.eval_batches=2", "--set", "train.eval_every=0"])
+        print(p.stdout[-2000:])
+        print(p.stderr[-2000:], file=sys.stderr)
+        check(p.returncode == 0, f"compare exited {p.returncode}")
+        check(f"report: {out}/report.html" in p.stdout, "compare did not print the report's path")
     check("report.html" in open(os.path.join(out, "compare.md")).read(), "compare.md does not link report.html")
     table = load(os.path.join(out, "compare.json"))
     with Browser(args.work) as b:
@@ -591,6 +618,7 @@ def main():
     ap.add_argument("case")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--bundle", help="a proof bundle of the faults suite to use instead of proving again")
     args = ap.parse_args()
     args.work = os.path.abspath(args.work)
     os.makedirs(args.work, exist_ok=True)

@@ -2,14 +2,14 @@
 // the comparer's first difference in forward order, on synthetic run directories.
 #include "evidence/activations.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "core/file_io.h"
 #include "core/hash.h"
@@ -51,9 +51,10 @@ std::vector<ActivationRecord> synth_run(int steps, int mbs, int layers, bool log
 }
 
 // Writes records into activations/rank-NNNNN.jsonl; `rank_of` picks the file (and the rank field).
-void write_run(const std::string& run, std::vector<ActivationRecord> records,
-               const std::function<int(const ActivationRecord&)>& rank_of = [](const ActivationRecord&) { return 0; },
-               bool reverse = false) {
+void write_run(
+    const std::string& run, std::vector<ActivationRecord> records,
+    const std::function<int(const ActivationRecord&)>& rank_of = [](const ActivationRecord&) { return 0; },
+    bool reverse = false) {
   fs::create_directories(run + "/activations");
   std::map<int, std::string> files;
   if (reverse) std::reverse(records.begin(), records.end());
@@ -110,7 +111,8 @@ TEST(ActivationPoint, ForwardOrder) {
 TEST_F(ActivationsTest, EqualRunsAcrossDifferentRankSplits) {
   const auto records = synth_run(4, 4, 4);
   write_run(dir("ref"), records);
-  write_run(dir("run"), records, [](const ActivationRecord& r) { return static_cast<int>(r.micro_batch); }, true);
+  write_run(
+      dir("run"), records, [](const ActivationRecord& r) { return static_cast<int>(r.micro_batch); }, true);
   auto c = compare_activations(dir("run"), dir("ref"), true);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_TRUE(c->equal());
@@ -130,7 +132,8 @@ TEST_F(ActivationsTest, FlippedDigestAtBlock2Step3IsFirst) {
   flip(find_record(run, 3, 0, "logits"));
   flip(find_record(run, 4, 0, "embed"));
   write_run(dir("ref"), ref);
-  write_run(dir("run"), run, [](const ActivationRecord& r) { return static_cast<int>(r.micro_batch / 2); }, true);
+  write_run(
+      dir("run"), run, [](const ActivationRecord& r) { return static_cast<int>(r.micro_batch / 2); }, true);
   auto c = compare_activations(dir("run"), dir("ref"), true);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->equal());
@@ -169,7 +172,8 @@ TEST_F(ActivationsTest, MissingAndExtraRecords) {
   const auto ref = synth_run(4, 4, 2);
   {
     auto run = ref;
-    std::erase_if(run, [](const ActivationRecord& r) { return r.step == 2 && r.micro_batch == 3 && r.point == "embed"; });
+    std::erase_if(run,
+                  [](const ActivationRecord& r) { return r.step == 2 && r.micro_batch == 3 && r.point == "embed"; });
     write_run(dir("missing"), run);
   }
   {

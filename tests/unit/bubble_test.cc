@@ -3,13 +3,14 @@
 // has span (m+p−1)(f+b) and bubble (p−1)/(m+p−1) on every stage, exactly the theory; an unbalanced
 // one matches the stage-cost model; dp groups are spanned separately. Also the file readers.
 
+#include "evidence/bubble.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 
-#include <gtest/gtest.h>
-#include <fmt/format.h>
-
 #include "core/file_io.h"
-#include "evidence/bubble.h"
 #include "temp_dir.h"
 
 namespace sp::evidence {
@@ -89,11 +90,18 @@ TEST(Bubble, UnbalancedStagesMatchTheStageCostModel) {
   // p = 2, m = 2; stage 0 costs c0 = 100 per micro-batch (f 40, b 60), stage 1 costs c1 = 300
   // (f 100, b 200). Hand schedule (GPipe): s0 F0 [0,40) F1 [40,80); s1 F0 [40,140) F1 [140,240)
   // B0 [240,440) B1 [440,640); s0 B0 [440,500) B1 [640,700). Span 700.
-  std::vector<std::vector<TimelineInterval>> tl = {
-      {{1, "forward", 0, 0, 0, 40}, {1, "forward", 0, 1, 40, 80}, {1, "recv", 0, 0, 80, 440},
-       {1, "backward", 0, 0, 440, 500}, {1, "recv", 0, 1, 500, 640}, {1, "backward", 0, 1, 640, 700}},
-      {{1, "recv", 0, 0, 0, 40}, {1, "forward", 0, 0, 40, 140}, {1, "forward", 0, 1, 140, 240},
-       {1, "backward", 0, 0, 240, 440}, {1, "backward", 0, 1, 440, 640}, {1, "send", 0, 1, 640, 645}}};
+  std::vector<std::vector<TimelineInterval>> tl = {{{1, "forward", 0, 0, 0, 40},
+                                                    {1, "forward", 0, 1, 40, 80},
+                                                    {1, "recv", 0, 0, 80, 440},
+                                                    {1, "backward", 0, 0, 440, 500},
+                                                    {1, "recv", 0, 1, 500, 640},
+                                                    {1, "backward", 0, 1, 640, 700}},
+                                                   {{1, "recv", 0, 0, 0, 40},
+                                                    {1, "forward", 0, 0, 40, 140},
+                                                    {1, "forward", 0, 1, 140, 240},
+                                                    {1, "backward", 0, 0, 240, 440},
+                                                    {1, "backward", 0, 1, 440, 640},
+                                                    {1, "send", 0, 1, 640, 645}}};
   const BubbleReport r = bubble_of_timelines(tl, {{0, 0}, {0, 1}}, shape(2, 2));
   ASSERT_EQ(r.stages.size(), 2u);
   EXPECT_DOUBLE_EQ(r.stages[0].span_ms, 0.7);
@@ -114,11 +122,10 @@ TEST(Bubble, DpGroupsAreSpannedSeparatelyAndStagesAveraged) {
   // dp 2 × pp 2; group 0 = ranks {0, 1}, group 1 = ranks {2, 3}. Group 0 ends at 1000, group 1 at
   // 2000. Stage 0: rank 0 computes 500 (bubble 0.5), rank 2 computes 1000 (0.5). Stage 1: rank 1
   // computes 800 (0.2), rank 3 computes 1000 (0.5) → stage 1 mean 0.35.
-  std::vector<std::vector<TimelineInterval>> tl = {
-      {{1, "forward", 0, 0, 0, 500}},
-      {{1, "forward", 0, 0, 0, 800}, {1, "send", 0, 0, 800, 1000}},
-      {{1, "backward", 0, 0, 0, 1000}},
-      {{1, "backward", 0, 0, 1000, 2000}}};
+  std::vector<std::vector<TimelineInterval>> tl = {{{1, "forward", 0, 0, 0, 500}},
+                                                   {{1, "forward", 0, 0, 0, 800}, {1, "send", 0, 0, 800, 1000}},
+                                                   {{1, "backward", 0, 0, 0, 1000}},
+                                                   {{1, "backward", 0, 0, 1000, 2000}}};
   const BubbleReport r = bubble_of_timelines(tl, {{0, 0}, {0, 1}, {1, 0}, {1, 1}}, shape(2, 2, "1f1b", 2));
   ASSERT_EQ(r.stages.size(), 2u);
   EXPECT_EQ(r.stages[0].ranks, 2);
@@ -139,20 +146,21 @@ TEST(Bubble, SingleStepRunUsesStepZeroAndWarns) {
 }
 
 TEST(BubbleFiles, ParseTimelineNamesTheLineAndField) {
-  auto ok = parse_timeline("{\"step\":1,\"kind\":\"forward\",\"virtual_stage\":0,\"micro_batch\":2,\"t0_us\":5,\"t1_us\":9}\n\n",
-                           "t.jsonl");
+  auto ok = parse_timeline(
+      "{\"step\":1,\"kind\":\"forward\",\"virtual_stage\":0,\"micro_batch\":2,\"t0_us\":5,\"t1_us\":9}\n\n", "t.jsonl");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   ASSERT_EQ(ok->size(), 1u);
   EXPECT_EQ((*ok)[0].micro_batch, 2);
   EXPECT_EQ((*ok)[0].t1_us, 9);
-  auto bad = parse_timeline("{\"step\":1,\"kind\":\"forward\",\"virtual_stage\":0,\"micro_batch\":2,\"t0_us\":5,\"t1_us\":9}\n"
-                            "{\"step\":1,\"kind\":\"forward\",\"virtual_stage\":0,\"micro_batch\":2,\"t0_us\":5}\n",
-                            "t.jsonl");
+  auto bad = parse_timeline(
+      "{\"step\":1,\"kind\":\"forward\",\"virtual_stage\":0,\"micro_batch\":2,\"t0_us\":5,\"t1_us\":9}\n"
+      "{\"step\":1,\"kind\":\"forward\",\"virtual_stage\":0,\"micro_batch\":2,\"t0_us\":5}\n",
+      "t.jsonl");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("t.jsonl:2"), std::string::npos) << bad.status().message();
   EXPECT_NE(bad.status().message().find("t1_us"), std::string::npos);
-  auto backwards = parse_timeline("{\"step\":1,\"kind\":\"recv\",\"virtual_stage\":0,\"micro_batch\":0,\"t0_us\":9,\"t1_us\":5}",
-                                  "u.jsonl");
+  auto backwards = parse_timeline(
+      "{\"step\":1,\"kind\":\"recv\",\"virtual_stage\":0,\"micro_batch\":0,\"t0_us\":9,\"t1_us\":5}", "u.jsonl");
   ASSERT_FALSE(backwards.ok());
   EXPECT_NE(backwards.status().message().find("u.jsonl:1"), std::string::npos);
   EXPECT_FALSE(parse_timeline("not json\n", "v.jsonl").ok());
@@ -199,8 +207,11 @@ TEST(BubbleFiles, RunDirectoryRoundTrip) {
     std::string text;
     for (int64_t step = 0; step < 3; ++step)
       for (const TimelineInterval& iv : gpipe_stage(step, r, 2, 4, 50, 100))
-        text += nlohmann::json{{"step", iv.step}, {"kind", iv.kind}, {"virtual_stage", 0}, {"micro_batch", iv.micro_batch},
-                               {"t0_us", iv.t0_us}, {"t1_us", iv.t1_us}}.dump() + "\n";
+        text += nlohmann::json{{"step", iv.step},    {"kind", iv.kind},
+                               {"virtual_stage", 0}, {"micro_batch", iv.micro_batch},
+                               {"t0_us", iv.t0_us},  {"t1_us", iv.t1_us}}
+                    .dump() +
+                "\n";
     ASSERT_TRUE(write_file((dir / fmt::format("timeline/rank-{:05d}.jsonl", r)).string(), text).ok());
   }
   auto rep = bubble_of_run(dir.string());

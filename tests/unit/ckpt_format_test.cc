@@ -32,9 +32,9 @@ TEST(CkptNames, RoundTripAndCanonical) {
 
 TEST(CkptNames, PathComponentsRejectTraversal) {
   EXPECT_TRUE(check_path_component("rank-00000.safetensors", "f").ok());
-  for (std::string bad : {std::string(""), std::string("."), std::string(".."), std::string("../x"),
-                          std::string("/etc/passwd"), std::string("a/b"), std::string("a\\b"), std::string("a\0b", 3),
-                          std::string(300, 'a')}) {
+  for (std::string bad :
+       {std::string(""), std::string("."), std::string(".."), std::string("../x"), std::string("/etc/passwd"),
+        std::string("a/b"), std::string("a\\b"), std::string("a\0b", 3), std::string(300, 'a')}) {
     const Status s = check_path_component(bad, "manifest shard file");
     EXPECT_EQ(s.code(), StatusCode::kCorrupt) << bad;
     EXPECT_NE(s.message().find("manifest shard file"), std::string::npos) << s.message();
@@ -90,7 +90,11 @@ Manifest sample_manifest() {
   m.loader_cursor = {{"format", "shardproof-loader-cursor"}, {"next_step", 4}};
   m.evidence["checksums.jsonl"] = {1234, sha256_hex("a")};
   for (int r = 0; r < 2; ++r)
-    m.shards.push_back({r, r == 0 ? "dp0.tp0.pp0" : "dp1.tp0.pp0", shard_file_name(r), 1000u + r, sha256_hex(fmt::format("s{}", r)),
+    m.shards.push_back({r,
+                        r == 0 ? "dp0.tp0.pp0" : "dp1.tp0.pp0",
+                        shard_file_name(r),
+                        1000u + r,
+                        sha256_hex(fmt::format("s{}", r)),
                         {sha256_hex(fmt::format("c{}", r))}});
   m.seal();
   return m;
@@ -165,11 +169,16 @@ TEST(CkptManifest, FieldValidation) {
       {"sha", [](auto& j) { j["shards"][0]["sha256"] = "xyz"; }, "not a lowercase hex SHA-256"},
       {"bytes", [](auto& j) { j["shards"][0]["bytes"] = 3; }, "shards[0].bytes"},
       {"chunk count", [](auto& j) { j["shards"][0]["bytes"] = (int64_t{32} << 20) + 1; }, "has 1 digests, a file of"},
-      {"chunk digest", [](auto& j) { j["shards"][1]["sha256_chunks"][0] = "00"; }, "sha256_chunks[0] is not a lowercase"},
+      {"chunk digest", [](auto& j) { j["shards"][1]["sha256_chunks"][0] = "00"; },
+       "sha256_chunks[0] is not a lowercase"},
       {"chunk list", [](auto& j) { j["shards"][1].erase("sha256_chunks"); }, "sha256_chunks"},
       {"contract hash", [](auto& j) { j["contract_hash"] = sha256_hex("other"); }, "contract_hash"},
       {"optimizer", [](auto& j) { j["optimizer"]["steps_taken"] = 5; }, "exceeds the step"},
-      {"evidence path", [](auto& j) { j["evidence"]["../x"] = {{"bytes", 1}, {"sha256", sha256_hex("a")}}; }, "path"},
+      {"evidence path",
+       [](auto& j) {
+         j["evidence"]["../x"] = {{"bytes", 1}, {"sha256", sha256_hex("a")}};
+       },
+       "path"},
   };
   for (const Case& c : cases) {
     auto r = with(c.edit);
@@ -191,7 +200,8 @@ TEST(CkptShardFiles, AFlippedByteInAnyChunkIsNamed) {
   Manifest m = sample_manifest();
   m.topology = {1, 1, 1, 0, "tp-dp-pp"};
   m.shards = {{0, "dp0.tp0.pp0", shard_file_name(0), n, sha256_hex(bytes), {}}};
-  for (uint64_t at = 0; at < n; at += kShaChunkBytes) m.shards[0].sha256_chunks.push_back(sha256_hex(bytes.substr(at, kShaChunkBytes)));
+  for (uint64_t at = 0; at < n; at += kShaChunkBytes)
+    m.shards[0].sha256_chunks.push_back(sha256_hex(bytes.substr(at, kShaChunkBytes)));
   const std::string path = CheckpointPaths::shard_in(dir, 0);
   auto write = [&](const std::string& b) {
     std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(), static_cast<std::streamsize>(b.size()));

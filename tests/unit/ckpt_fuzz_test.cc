@@ -25,24 +25,60 @@ std::string mutate_bytes(std::string s, std::mt19937_64& rng) {
     const size_t n = s.size();
     const size_t at = n == 0 ? 0 : static_cast<size_t>(rng() % n);
     switch (rng() % 7) {
-      case 0: if (n) s[at] = static_cast<char>(s[at] ^ (1 << (rng() % 8))); break;
-      case 1: if (n) s[at] = static_cast<char>(rng() % 256); break;
-      case 2: s.insert(at, 1, static_cast<char>("{}[]\",:0-9e\\"[rng() % 12])); break;
-      case 3: if (n) s.erase(at, 1 + rng() % 8); break;
-      case 4: s.resize(at); break;
-      case 5: if (n > 8) s.insert(at, s.substr(static_cast<size_t>(rng() % (n - 4)), 1 + rng() % 16)); break;
-      case 6: if (n) s[at] = "0123456789abcdef"[rng() % 16]; break;
+      case 0:
+        if (n) s[at] = static_cast<char>(s[at] ^ (1 << (rng() % 8)));
+        break;
+      case 1:
+        if (n) s[at] = static_cast<char>(rng() % 256);
+        break;
+      case 2:
+        s.insert(at, 1, static_cast<char>("{}[]\",:0-9e\\"[rng() % 12]));
+        break;
+      case 3:
+        if (n) s.erase(at, 1 + rng() % 8);
+        break;
+      case 4:
+        s.resize(at);
+        break;
+      case 5:
+        if (n > 8) s.insert(at, s.substr(static_cast<size_t>(rng() % (n - 4)), 1 + rng() % 16));
+        break;
+      case 6:
+        if (n) s[at] = "0123456789abcdef"[rng() % 16];
+        break;
     }
   }
   return s;
 }
 
 nlohmann::json hostile_value(std::mt19937_64& rng) {
-  static const std::vector<nlohmann::json> values = {
-      -1, 0, 1, 2, 7, int64_t{1} << 31, int64_t{1} << 40, int64_t{1} << 62, INT64_MAX, INT64_MIN, UINT64_MAX, 1.5,
-      "../../etc/passwd", "", "param", "exp_avg", "model.norm.weight", "lm_head.weight", nullptr, true,
-      nlohmann::json::array(), nlohmann::json::array({-1, 0, 64}), nlohmann::json::array({0, 1 << 30}),
-      nlohmann::json::array({1, 0, 8}), nlohmann::json::array({64, 16}), nlohmann::json::object(), "0000000000000000"};
+  static const std::vector<nlohmann::json> values = {-1,
+                                                     0,
+                                                     1,
+                                                     2,
+                                                     7,
+                                                     int64_t{1} << 31,
+                                                     int64_t{1} << 40,
+                                                     int64_t{1} << 62,
+                                                     INT64_MAX,
+                                                     INT64_MIN,
+                                                     UINT64_MAX,
+                                                     1.5,
+                                                     "../../etc/passwd",
+                                                     "",
+                                                     "param",
+                                                     "exp_avg",
+                                                     "model.norm.weight",
+                                                     "lm_head.weight",
+                                                     nullptr,
+                                                     true,
+                                                     nlohmann::json::array(),
+                                                     nlohmann::json::array({-1, 0, 64}),
+                                                     nlohmann::json::array({0, 1 << 30}),
+                                                     nlohmann::json::array({1, 0, 8}),
+                                                     nlohmann::json::array({64, 16}),
+                                                     nlohmann::json::object(),
+                                                     "0000000000000000"};
   return values[rng() % values.size()];
 }
 

@@ -52,8 +52,10 @@ TEST(CkptReshard, OverlapsMatchBruteForce) {
       if (tslice.dim >= 0) tl[static_cast<size_t>(tslice.dim)] = tslice.length;
       for (int trial = 0; trial < 20; ++trial) {
         const int64_t sn = shape_numel(sl), tn = shape_numel(tl);
-        int64_t sa = static_cast<int64_t>(rng() % static_cast<uint64_t>(sn)), sb = static_cast<int64_t>(rng() % static_cast<uint64_t>(sn + 1));
-        int64_t ta = static_cast<int64_t>(rng() % static_cast<uint64_t>(tn)), tb = static_cast<int64_t>(rng() % static_cast<uint64_t>(tn + 1));
+        int64_t sa = static_cast<int64_t>(rng() % static_cast<uint64_t>(sn)),
+                sb = static_cast<int64_t>(rng() % static_cast<uint64_t>(sn + 1));
+        int64_t ta = static_cast<int64_t>(rng() % static_cast<uint64_t>(tn)),
+                tb = static_cast<int64_t>(rng() % static_cast<uint64_t>(tn + 1));
         if (sa > sb) std::swap(sa, sb);
         if (ta > tb) std::swap(ta, tb);
         const auto got = overlaps_of(s, sa, sb, t, ta, tb);
@@ -65,7 +67,8 @@ TEST(CkptReshard, OverlapsMatchBruteForce) {
         for (const Overlap& o : want)
           for (int64_t i = 0; i < o.n; ++i) w.push_back({o.sk + i, o.tk + i});
         ASSERT_EQ(g, w) << "src slice dim " << sslice.dim << " begin " << sslice.begin << " [" << sa << "," << sb
-                        << ") tgt slice dim " << tslice.dim << " begin " << tslice.begin << " [" << ta << "," << tb << ")";
+                        << ") tgt slice dim " << tslice.dim << " begin " << tslice.begin << " [" << ta << "," << tb
+                        << ")";
       }
     }
   // 1-D tensors (norm weights) are one row.
@@ -102,8 +105,9 @@ void check_reshard(const Topology& from, const std::vector<Topology>& targets, b
               const int replica = slot.spec.tp_dim < 0 ? (r.tp < from.tp ? r.tp : 0) : -1;
               const float want = test::state_value(k, slot.spec.name, slot.logical_index(x - slot.offset), replica);
               const float got = s.data[static_cast<size_t>(k)][x - s.begin];
-              ASSERT_EQ(std::memcmp(&want, &got, sizeof want), 0) << slot.spec.name << " " << state_kind_name(k)
-                                                                  << " local " << x - slot.offset << " on rank " << r.rank;
+              ASSERT_EQ(std::memcmp(&want, &got, sizeof want), 0)
+                  << slot.spec.name << " " << state_kind_name(k) << " local " << x - slot.offset << " on rank "
+                  << r.rank;
               ++checked;
             }
     }
@@ -153,7 +157,10 @@ TEST(CkptReshard, GapsAndDoubleCoversAreCorruption) {
     std::vector<test::SimRank> ranks = simulate(c, t, true);
     // gap: rank 1 stores nothing of its last span. double: rank 1 stores rank 0's first span again.
     std::vector<StateSpan> spans1 = ranks[1].spans;
-    if (gap) spans1.pop_back(); else spans1.push_back(ranks[0].spans[0]);
+    if (gap)
+      spans1.pop_back();
+    else
+      spans1.push_back(ranks[0].spans[0]);
     Manifest m;
     m.step = 1;
     m.contract = {{"x", 1}};
@@ -164,7 +171,8 @@ TEST(CkptReshard, GapsAndDoubleCoversAreCorruption) {
     for (int r = 0; r < 2; ++r) {
       const ShardImage img = build_shard(r, test::coords_string(ranks[r]), 0, 1, r == 0 ? ranks[0].spans : spans1);
       ASSERT_TRUE(img.writer.write(CheckpointPaths::shard_in(paths.step_dir(1), r)).ok());
-      m.shards.push_back({r, test::coords_string(ranks[r]), shard_file_name(r), img.bytes, img.sha256, img.sha256_chunks});
+      m.shards.push_back(
+          {r, test::coords_string(ranks[r]), shard_file_name(r), img.bytes, img.sha256, img.sha256_chunks});
     }
     m.seal();
     auto source = CheckpointSource::open(paths.step_dir(1), m, c);

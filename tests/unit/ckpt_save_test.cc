@@ -176,16 +176,20 @@ TEST_F(CkptSave, DamageIsRefusedNamingFileAndTensor) {
     std::vector<std::string> expect;  // substrings of the refusal
   };
   const std::vector<Case> cases = {
-      {"bit flip in a tensor", [&] { flip_bit(shard4, reader->data_offset() + victim.begin + 5, 3); },
+      {"bit flip in a tensor",
+       [&] { flip_bit(shard4, reader->data_offset() + victim.begin + 5, 3); },
        {shard4, "SHA-256", victim.name}},
       {"bit flip in the shard header", [&] { flip_bit(shard4, 20, 0); }, {shard4}},
-      {"truncated by one byte", [&] { ASSERT_EQ(::truncate(shard4.c_str(), static_cast<off_t>(m->shards[0].bytes - 1)), 0); },
+      {"truncated by one byte",
+       [&] { ASSERT_EQ(::truncate(shard4.c_str(), static_cast<off_t>(m->shards[0].bytes - 1)), 0); },
        {shard4, "truncated", std::to_string(m->shards[0].bytes)}},
       {"zero bytes", [&] { ASSERT_EQ(::truncate(shard4.c_str(), 0), 0); }, {shard4, "is 0 bytes"}},
       {"missing", [&] { fs::remove(shard4); }, {shard4, "missing"}},
-      {"bit flip in the manifest", [&] { flip_bit(CheckpointPaths::manifest_in(paths().step_dir(4)), 100, 1); },
+      {"bit flip in the manifest",
+       [&] { flip_bit(CheckpointPaths::manifest_in(paths().step_dir(4)), 100, 1); },
        {"manifest.json"}},
-      {"bit flip in LATEST's digest", [&] { flip_bit(paths().latest(), read(paths().latest()).size() - 5, 0); },
+      {"bit flip in LATEST's digest",
+       [&] { flip_bit(paths().latest(), read(paths().latest()).size() - 5, 0); },
        {"LATEST"}},
   };
   for (const Case& c : cases) {
@@ -196,8 +200,10 @@ TEST_F(CkptSave, DamageIsRefusedNamingFileAndTensor) {
     Status st = verify_checkpoint(paths(), 4);
     if (std::string(c.what).find("LATEST") != std::string::npos) {
       auto latest = read_latest(paths());
-      if (latest.ok()) st = verify_checkpoint(paths(), latest->step);
-      else st = latest.status();
+      if (latest.ok())
+        st = verify_checkpoint(paths(), latest->step);
+      else
+        st = latest.status();
     }
     ASSERT_FALSE(st.ok());
     for (const std::string& e : c.expect) EXPECT_NE(st.message().find(e), std::string::npos) << st.message();

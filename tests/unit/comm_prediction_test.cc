@@ -4,11 +4,12 @@
 // document size that does not grow with train.steps, strict parsing, and the trace comparison on
 // synthetic traces (as predicted; one op missing; a damaged step number 2^39 that must not make the
 // check walk every step).
-#include <chrono>
+#include "evidence/comm_prediction.h"
 
 #include <gtest/gtest.h>
 
-#include "evidence/comm_prediction.h"
+#include <chrono>
+
 #include "evidence/trace_prediction.h"
 #include "parallel/comm_model.h"
 #include "parallel/plan.h"
@@ -17,13 +18,18 @@ namespace sp::parallel {
 namespace {
 
 RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every) {
-  nlohmann::json j = {{"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96},
-                                 {"max_seq", 32}}},
-                      {"data", {{"vocab_size", 128}}},
-                      {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}, {"steps", steps},
-                                 {"eval_every", eval_every}, {"eval_batches", 2}}},
-                      {"evidence", {{"checksum_every", checksum_every}}},
-                      {"parallel", {{"dp", 2}, {"pp", 2}, {"zero", 1}}}};
+  nlohmann::json j = {
+      {"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
+      {"data", {{"vocab_size", 128}}},
+      {"train",
+       {{"global_batch", 8},
+        {"micro_batch_size", 2},
+        {"seq_len", 16},
+        {"steps", steps},
+        {"eval_every", eval_every},
+        {"eval_batches", 2}}},
+      {"evidence", {{"checksum_every", checksum_every}}},
+      {"parallel", {{"dp", 2}, {"pp", 2}, {"zero", 1}}}};
   auto c = RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;

@@ -1,5 +1,10 @@
 // ExactSum (core/exact_sum.h): exactness against a big-integer reference, independence from order
 // and splitting, special values, and transport round trips.
+#include "core/exact_sum.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -8,11 +13,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
-#include "core/exact_sum.h"
 
 namespace sp {
 namespace {
@@ -68,27 +68,27 @@ TEST(ExactSum, OrderAndSplitDoNotChangeBits) {
 // interleaved histograms folded per block) gives exactly what adding the values a few at a time (the
 // direct path, one value per bin) gives: the same Σx and Σx² bits, count, absmax
 // and special counts (the words split Σx into positive and negative parts per bin, which is not
-// canonical: only their difference is), for data whose blocks are narrow (Gaussian weights), wide, mixed with zeros, subnormals, values far
-// below the block's largest (inside and below the window), NaN and infinities, at lengths that leave
-// block tails and cross the window path's 8192-value blocks.
+// canonical: only their difference is), for data whose blocks are narrow (Gaussian weights), wide, mixed with zeros,
+// subnormals, values far below the block's largest (inside and below the window), NaN and infinities, at lengths that
+// leave block tails and cross the window path's 8192-value blocks.
 TEST(ExactSum, LongRunsEqualValueByValueBins) {
   if (!ExactSum::simd_available()) std::cout << "no AVX-512F on this CPU: both runs below take the portable path\n";
   std::mt19937 rng(11);
   std::normal_distribution<float> gauss(0.0f, 0.02f);
   std::uniform_int_distribution<int> pick(0, 99);
-  const uint32_t specials[] = {0x00000001u, 0x807FFFFFu, 0x00800000u, 0x80000000u, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u,
-                               0x7FC00001u};
+  const uint32_t specials[] = {0x00000001u, 0x807FFFFFu, 0x00800000u, 0x80000000u,
+                               0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u};
   for (int kind = 0; kind < 7; ++kind)
     for (size_t n : {size_t{256}, size_t{4096}, size_t{12345}, size_t{8192 * 3 + 5}}) {
       std::vector<float> v = kind == 1 ? wide_values(n, 7 + static_cast<uint32_t>(n)) : std::vector<float>(n);
       for (size_t i = 0; i < n; ++i) {
         if (kind == 1) continue;
         float x = gauss(rng);
-        if (kind == 2 && pick(rng) < 20) x = 0.0f;                                  // zeros
-        if (kind == 3 && pick(rng) < 10) x = std::ldexp(x, -20);                     // far below the block max
-        if (kind == 4 && pick(rng) < 5) x = std::bit_cast<float>(specials[i % 5]);   // subnormals, extremes
+        if (kind == 2 && pick(rng) < 20) x = 0.0f;                                      // zeros
+        if (kind == 3 && pick(rng) < 10) x = std::ldexp(x, -20);                        // far below the block max
+        if (kind == 4 && pick(rng) < 5) x = std::bit_cast<float>(specials[i % 5]);      // subnormals, extremes
         if (kind == 5 && pick(rng) < 1) x = std::bit_cast<float>(specials[5 + i % 3]);  // inf, nan
-        if (kind == 6 && pick(rng) < 3) x = std::ldexp(x, -30);                     // below any 24-bit window
+        if (kind == 6 && pick(rng) < 3) x = std::ldexp(x, -30);                         // below any 24-bit window
         v[i] = x;
       }
       ExactSum direct;
@@ -134,8 +134,12 @@ TEST(ExactSum, MatchesLongDoubleReferenceClosely) {
 
 TEST(ExactSum, SubnormalsNanInf) {
   const float sub = std::numeric_limits<float>::denorm_min();
-  std::vector<float> v = {sub, sub, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(), 2.0f};
+  std::vector<float> v = {sub,
+                          sub,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          2.0f};
   ExactSum s;
   s.add(v.data(), v.size());
   EXPECT_EQ(s.nan_count(), 1u);

@@ -3,13 +3,14 @@
 // boundary, and a missing file is a clear not-found error naming it. Chunked digests
 // (sha256_stream over pieces in memory, sha256_file_chunks over a file) equal SHA-256 of each chunk
 // computed directly, for any thread count, chunk size and split of the stream into pieces.
+#include "core/hash.h"
+
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "core/hash.h"
 #include "core/threads.h"
 #include "temp_dir.h"
 

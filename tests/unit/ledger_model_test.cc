@@ -4,11 +4,12 @@
 // strategies whose allocation state settles differently (ZeRO-2/3 free and re-allocate gradient
 // buffers every step, pipelines grow activation pools, recompute, evaluation periods); and it takes
 // the same time for 2^40 steps as for 10.
-#include <chrono>
+#include "evidence/ledger_model.h"
 
 #include <gtest/gtest.h>
 
-#include "evidence/ledger_model.h"
+#include <chrono>
+
 #include "parallel/memory_fit.h"
 #include "parallel/plan.h"
 
@@ -16,13 +17,18 @@ namespace sp::parallel {
 namespace {
 
 RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_every, const char* schedule, bool recompute) {
-  nlohmann::json j = {{"model", {{"dim", 32}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 64},
-                                 {"max_seq", 16}}},
-                      {"data", {{"vocab_size", 64}}},
-                      {"train", {{"global_batch", 8}, {"micro_batch_size", 1}, {"seq_len", 8}, {"steps", steps},
-                                 {"eval_every", eval_every}, {"eval_batches", 4},
-                                 {"recompute", recompute ? "full" : "none"}}},
-                      {"parallel", {{"dp", dp}, {"pp", pp}, {"zero", zero}, {"schedule", schedule}}}};
+  nlohmann::json j = {
+      {"model", {{"dim", 32}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 64}, {"max_seq", 16}}},
+      {"data", {{"vocab_size", 64}}},
+      {"train",
+       {{"global_batch", 8},
+        {"micro_batch_size", 1},
+        {"seq_len", 8},
+        {"steps", steps},
+        {"eval_every", eval_every},
+        {"eval_batches", 4},
+        {"recompute", recompute ? "full" : "none"}}},
+      {"parallel", {{"dp", dp}, {"pp", pp}, {"zero", zero}, {"schedule", schedule}}}};
   auto c = RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
@@ -49,7 +55,7 @@ TEST(LedgerModel, ClosedFormEqualsStepByStep) {
     const char* schedule;
     bool recompute;
   };
-  const Case cases[] = {{1, 1, 0, "1f1b", false}, {2, 1, 2, "1f1b", false}, {2, 1, 3, "1f1b", true},
+  const Case cases[] = {{1, 1, 0, "1f1b", false}, {2, 1, 2, "1f1b", false},  {2, 1, 3, "1f1b", true},
                         {2, 2, 1, "1f1b", false}, {1, 2, 0, "gpipe", false}, {2, 1, 1, "1f1b", true}};
   int compared = 0;
   for (const Case& k : cases)
@@ -71,7 +77,8 @@ TEST(LedgerModel, ClosedFormEqualsStepByStep) {
 }
 
 TEST(LedgerModel, IndependentOfTheStepCount) {
-  const RunConfig small = config(2, 1, 2, 10, 3, "1f1b", false), huge = config(2, 1, 2, int64_t{1} << 40, 3, "1f1b", false);
+  const RunConfig small = config(2, 1, 2, 10, 3, "1f1b", false),
+                  huge = config(2, 1, 2, int64_t{1} << 40, 3, "1f1b", false);
   auto ps = Plan::make(small, 2), ph = Plan::make(huge, 2);
   ASSERT_TRUE(ps.ok() && ph.ok());
   const auto t0 = std::chrono::steady_clock::now();

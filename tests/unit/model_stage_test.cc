@@ -1,12 +1,12 @@
 // The whole model (model/llama_stage.h) with trivial degree-1 hooks: gradients against central finite
 // differences in double-checked sampling, recomputation bitwise equal to saved activations, and a
 // two-stage split bitwise equal to one stage. Independent of PyTorch (tests/oracle covers that too).
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <map>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "model/llama_stage.h"
 

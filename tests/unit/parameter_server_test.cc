@@ -3,22 +3,23 @@
 // names the keys and the fix, before any communication), topology.json's roles and key ranges
 // (written, validated, and a tampered range refused), and the traffic prediction's concentration:
 // a server receives W full gradients' worth of its keys per step.
+#include "parallel/parameter_server.h"
+
 #include <gtest/gtest.h>
 
 #include "comm/roles.h"
 #include "comm/topology.h"
 #include "parallel/comm_model.h"
-#include "parallel/parameter_server.h"
 #include "parallel/plan.h"
 
 namespace sp::parallel {
 namespace {
 
 RunConfig tiny() {
-  nlohmann::json j = {{"model", {{"dim", 64}, {"n_layers", 2}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96},
-                                 {"max_seq", 32}}},
-                      {"data", {{"vocab_size", 128}}},
-                      {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
+  nlohmann::json j = {
+      {"model", {{"dim", 64}, {"n_layers", 2}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
+      {"data", {{"vocab_size", 128}}},
+      {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
   auto c = RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
@@ -99,8 +100,7 @@ TEST(PsPlan, ValidConfigurations) {
 TEST(PsPlan, BadInputNamesTheKeysAndTheFix) {
   EXPECT_NE(error_of(ps(2, 0), 2).find("parallel.servers ≥ 1"), std::string::npos);
   EXPECT_NE(error_of(ps(2, 3), 3).find("parallel.servers = 3 ≥ world size 3"), std::string::npos);
-  EXPECT_NE(error_of(ps(2, 1), 4).find("world size 4 ≠ workers dp 2 × tp 1 × pp 1 + servers 1 = 3"),
-            std::string::npos);
+  EXPECT_NE(error_of(ps(2, 1), 4).find("world size 4 ≠ workers dp 2 × tp 1 × pp 1 + servers 1 = 3"), std::string::npos);
   RunConfig tp = ps(2, 1);
   tp.parallel.tp = 2;
   EXPECT_NE(error_of(tp, 5).find("parallel.architecture = \"ps\" with tp = 2"), std::string::npos);
@@ -140,8 +140,10 @@ TEST(PsTopology, WrittenValidatedAndTamperingRefused) {
   std::vector<comm::RankInfo> ranks(4);
   for (int r = 0; r < 4; ++r) {
     ranks[static_cast<size_t>(r)].world_rank = r;
-    if (r < 2) ranks[static_cast<size_t>(r)].coords = grid->coords_of(r);
-    else ranks[static_cast<size_t>(r)].server = r - 2;
+    if (r < 2)
+      ranks[static_cast<size_t>(r)].coords = grid->coords_of(r);
+    else
+      ranks[static_cast<size_t>(r)].server = r - 2;
   }
   nlohmann::json doc = comm::topology_json(*grid, ranks, &*t);
   ASSERT_TRUE(comm::validate_topology(doc).ok()) << comm::validate_topology(doc).to_string();

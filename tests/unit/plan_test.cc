@@ -1,18 +1,18 @@
 // Whole-run validation (parallel/plan.h, run_config.h, model/llama_config.h): every rule produces a
 // message naming the keys and values, all violations are reported at once, and valid plans place
 // layers and micro-batches as documented.
-#include <gtest/gtest.h>
-
 #include "parallel/plan.h"
+
+#include <gtest/gtest.h>
 
 namespace sp::parallel {
 namespace {
 
 RunConfig tiny() {
-  nlohmann::json j = {{"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96},
-                                 {"max_seq", 32}}},
-                      {"data", {{"vocab_size", 128}}},
-                      {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
+  nlohmann::json j = {
+      {"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
+      {"data", {{"vocab_size", 128}}},
+      {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
   auto c = RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
@@ -39,7 +39,8 @@ TEST(Plan, BatchDivisibility) {
   EXPECT_NE(error_of(c, 3).find("global batch 8 is not divisible by micro_batch_size 2 × dp 3 = 6"), std::string::npos);
   c = tiny();
   c.train.global_batch = 7;
-  EXPECT_NE(error_of(c, 1).find("train.global_batch 7 is not divisible by train.micro_batch_size 2"), std::string::npos);
+  EXPECT_NE(error_of(c, 1).find("train.global_batch 7 is not divisible by train.micro_batch_size 2"),
+            std::string::npos);
 }
 
 TEST(Plan, DeterministicNeedsPowerOfTwoBlocks) {

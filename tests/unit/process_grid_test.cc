@@ -1,14 +1,15 @@
 // ProcessGrid arithmetic, group naming, topology.json validation and the count-splitting helpers,
 // all without MPI. The oracle is the grid equation written out independently in each test
 // (rank = c[a0] + s[a0]·(c[a1] + s[a1]·c[a2])) and the worked example in process_grid.h.
+#include "comm/process_grid.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <functional>
 #include <set>
 
-#include <gtest/gtest.h>
-
 #include "comm/deterministic.h"
-#include "comm/process_grid.h"
 #include "comm/topology.h"
 
 namespace sp::comm {
@@ -153,7 +154,10 @@ TEST(Topology, ValidatorNamesTheBrokenKey) {
       {[](nlohmann::json& t) { t["ranks"][1]["coords"]["tp"] = 0; }, "ranks[1].coords.tp = 0"},
       {[](nlohmann::json& t) { t["ranks"][1]["coords"]["dp"] = 9; }, "ranks[1].coords.dp = 9 is outside"},
       {[](nlohmann::json& t) { t["ranks"][0]["host"] = 3; }, "ranks[0].host"},
-      {[](nlohmann::json& t) { t["groups"]["dp"][1] = {1, 2}; }, "groups.dp[1] = [1,2]"},
+      {[](nlohmann::json& t) {
+         t["groups"]["dp"][1] = {1, 2};
+       },
+       "groups.dp[1] = [1,2]"},
       {[](nlohmann::json& t) { t["groups"].erase("pp"); }, "groups.pp is missing"},
       {[](nlohmann::json& t) { t = nlohmann::json::array(); }, "not a JSON object"},
   };
@@ -184,7 +188,8 @@ TEST(CountSplit, EvenSplitAndScratchSizes) {
       EXPECT_EQ(sum, total);
       EXPECT_LE(*std::max_element(c.begin(), c.end()) - *std::min_element(c.begin(), c.end()), 1);
       // The scratch of every rank fits the size the all-reduce asks for.
-      for (int r = 0; r < parts; ++r) EXPECT_LE(parts * c[static_cast<size_t>(r)], deterministic_all_reduce_scratch(total, parts));
+      for (int r = 0; r < parts; ++r)
+        EXPECT_LE(parts * c[static_cast<size_t>(r)], deterministic_all_reduce_scratch(total, parts));
     }
 }
 

@@ -1,13 +1,13 @@
 // The canonical reduction order (kernels/reduce.h): tree shape by closed form, streaming ==
 // recursive, and the property DP relies on: the dp-block sums combined over the tree over dp
 // leaves are bitwise the single-device sum, whenever the block size is a power of two.
-#include <bit>
-#include <random>
-#include <vector>
+#include "kernels/reduce.h"
 
 #include <gtest/gtest.h>
 
-#include "kernels/reduce.h"
+#include <bit>
+#include <random>
+#include <vector>
 
 namespace sp::kernels {
 namespace {

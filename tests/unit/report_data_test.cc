@@ -4,17 +4,17 @@
 // same document, with no absolute path in it), a missing file is a problem naming it, what is not a
 // bundle is refused naming what was looked for, and check_report (what `verify` runs) names the value
 // of an edited report. The end-to-end cases, in a real browser, are tests/report/report_test.py.
+#include "report/report_data.h"
+
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
 #include "report/render.h"
-#include "report/report_data.h"
 
 namespace sp::report {
 namespace {

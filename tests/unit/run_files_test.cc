@@ -4,6 +4,7 @@
 // once released; the run directory claim refuses a sealed proof bundle (also from inside it and with
 // --overwrite), foreign files, and another run, and clears a run under --overwrite; the stall
 // diagnosis names a stopped member of a group from trace files and the process table.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -11,8 +12,6 @@
 
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "comm/stall_diagnosis.h"
 #include "comm/topology.h"
@@ -160,11 +159,10 @@ TEST(StallDiagnosis, NamesTheStoppedMember) {
   ASSERT_TRUE(write_file(comm::trace_file_path(dir, 0), rec(5, false) + rec(6, true)).ok());
   ASSERT_TRUE(write_file(comm::trace_file_path(dir, 1), rec(4, false) + rec(5, false)).ok());
   ASSERT_TRUE(write_file(comm::trace_file_path(dir, 2), rec(5, false) + rec(6, true)).ok());
-  const nlohmann::json topo = {
-      {"ranks",
-       {{{"world_rank", 0}, {"host", host_name()}, {"pid", ::getpid()}},
-        {{"world_rank", 1}, {"host", host_name()}, {"pid", child}},
-        {{"world_rank", 2}, {"host", host_name()}, {"pid", ::getpid()}}}}};
+  const nlohmann::json topo = {{"ranks",
+                                {{{"world_rank", 0}, {"host", host_name()}, {"pid", ::getpid()}},
+                                 {{"world_rank", 1}, {"host", host_name()}, {"pid", child}},
+                                 {{"world_rank", 2}, {"host", host_name()}, {"pid", ::getpid()}}}}};
   ASSERT_TRUE(write_file(dir + "/" + std::string(comm::kTopologyFileName), topo.dump()).ok());
   comm::TraceRecord pending;
   pending.group = "world";

@@ -2,10 +2,10 @@
 // like the engine's libraries, and a heap overflow and a signed overflow end the process with the
 // sanitizer's report. Outside that build the tests are skipped. If the sanitizer flags ever went
 // missing from the build, these tests would fail instead of every other test passing vacuously.
+#include <gtest/gtest.h>
+
 #include <climits>
 #include <cstdlib>
-
-#include <gtest/gtest.h>
 
 namespace {
 

@@ -1,22 +1,20 @@
 // Pipeline schedules (parallel/schedule.h) as data: published orders by closed form, completeness,
 // dependency order, micro-batch order of backwards (needed for bitwise equivalence), and in-flight
 // bounds (1F1B keeps at most p − r micro-batches; GPipe m).
-#include <map>
-#include <set>
+#include "parallel/schedule.h"
 
 #include <gtest/gtest.h>
 
-#include "parallel/schedule.h"
+#include <map>
+#include <set>
 
 namespace sp::parallel {
 namespace {
 
 TEST(Schedule, OneFOneBPublishedOrder) {
   // p = 2, m = 4 (Narayanan et al. 2021, Fig. 4 pattern): rank 0 warms up with one forward.
-  EXPECT_EQ(schedule_string(schedule_actions(Schedule::k1F1B, 0, 2, 1, 4)),
-            "F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3");
-  EXPECT_EQ(schedule_string(schedule_actions(Schedule::k1F1B, 1, 2, 1, 4)),
-            "F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 F0.3 B0.3");
+  EXPECT_EQ(schedule_string(schedule_actions(Schedule::k1F1B, 0, 2, 1, 4)), "F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3");
+  EXPECT_EQ(schedule_string(schedule_actions(Schedule::k1F1B, 1, 2, 1, 4)), "F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 F0.3 B0.3");
   EXPECT_EQ(schedule_string(schedule_actions(Schedule::kGpipe, 0, 2, 1, 2)), "F0.0 F0.1 B0.0 B0.1");
 }
 
@@ -34,9 +32,9 @@ struct Case {
 };
 
 TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
-  const std::vector<Case> cases = {{Schedule::kGpipe, 1, 1, 1},  {Schedule::kGpipe, 4, 1, 6},
-                                   {Schedule::k1F1B, 1, 1, 3},   {Schedule::k1F1B, 4, 1, 2},
-                                   {Schedule::k1F1B, 4, 1, 8},   {Schedule::kInterleaved, 2, 2, 4},
+  const std::vector<Case> cases = {{Schedule::kGpipe, 1, 1, 1},       {Schedule::kGpipe, 4, 1, 6},
+                                   {Schedule::k1F1B, 1, 1, 3},        {Schedule::k1F1B, 4, 1, 2},
+                                   {Schedule::k1F1B, 4, 1, 8},        {Schedule::kInterleaved, 2, 2, 4},
                                    {Schedule::kInterleaved, 4, 2, 8}, {Schedule::kInterleaved, 2, 3, 2}};
   for (const Case& c : cases) {
     for (int r = 0; r < c.p; ++r) {

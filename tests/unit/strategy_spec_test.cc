@@ -1,10 +1,10 @@
 // The `shardproof compare --strategies` grammar (cli/strategy_spec.h): every token kind, the
 // overrides each spec turns into, the reference placed first, and bad specs naming their token.
-#include <algorithm>
+#include "cli/strategy_spec.h"
 
 #include <gtest/gtest.h>
 
-#include "cli/strategy_spec.h"
+#include <algorithm>
 
 namespace sp::cli {
 namespace {
@@ -33,8 +33,8 @@ TEST(StrategySpec, TokensSetTheWholeGrid) {
 }
 
 TEST(StrategySpec, BadTokensAreUsageErrorsNamingTheToken) {
-  for (const char* bad : {"dp2-foo", "dp0", "zero4", "interleaved1", "dp2--tp2", "dp2-", "dp2-dp4", "gpipe-1f1b", "tpx",
-                          "dp-2", ""}) {
+  for (const char* bad :
+       {"dp2-foo", "dp0", "zero4", "interleaved1", "dp2--tp2", "dp2-", "dp2-dp4", "gpipe-1f1b", "tpx", "dp-2", ""}) {
     auto s = parse_strategy(bad);
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.status().exit_code(), 2) << bad;

@@ -1,16 +1,17 @@
 // Shard-invariant tensor digests (evidence/tensor_summary.h): the summary of a logical tensor is
 // the same whichever way it is split (ZeRO flat ranges, TP row and column shards), a single flipped
 // bit changes it, and the integer transport sums exactly over "ranks".
+#include "evidence/tensor_summary.h"
+
+#include <gtest/gtest.h>
+
 #include <bit>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "evidence/checksums.h"
-#include "evidence/tensor_summary.h"
 #include "model/weights.h"
 
 namespace sp::evidence {
@@ -44,7 +45,8 @@ TensorSummary from_tp_shards(const model::LlamaConfig& c, int unit, const std::s
     const model::UnitLayout u = model::unit_layout(c, unit, r, tp);
     const model::TensorSlot& t = u.tensor(suffix);
     std::vector<float> shard(static_cast<size_t>(t.numel));
-    for (int64_t k = 0; k < t.numel; ++k) shard[static_cast<size_t>(k)] = logical[static_cast<size_t>(t.logical_index(k))];
+    for (int64_t k = 0; k < t.numel; ++k)
+      shard[static_cast<size_t>(k)] = logical[static_cast<size_t>(t.logical_index(k))];
     // Cut the shard itself in two flat pieces, as ZeRO would.
     TensorSummary s;
     const int64_t cut = t.numel / 3;
@@ -176,7 +178,8 @@ TEST(TensorSummary, RecordLineEqualsTheJsonObjectDump) {
     for (const std::string name : {"model.layers.0.mlp.up_proj.weight", "odd \"name\"\\\n"}) {
       TensorSummary s;
       s.add_contiguous(cases[c].data(), static_cast<int64_t>(cases[c].size()), 7);
-      nlohmann::json j = {{"step", -3 + static_cast<int64_t>(c)}, {"phase", "param"}, {"tensor", name}, {"numel", 1234567}};
+      nlohmann::json j = {
+          {"step", -3 + static_cast<int64_t>(c)}, {"phase", "param"}, {"tensor", name}, {"numel", 1234567}};
       j.update(s.to_json());
       EXPECT_EQ(tensor_record(-3 + static_cast<int64_t>(c), "param", name, 1234567, s), j.dump() + "\n") << c;
     }

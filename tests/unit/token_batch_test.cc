@@ -2,12 +2,13 @@
 // input: header sizes whose byte count overflows 64 bits are refused by name before any allocation
 // (rows = cols = 2^31 used to wrap to 24 bytes and abort in std::vector), lengths must match exactly,
 // ids are range-checked, and a batch whose targets are all padding has no target token to average.
-#include <cstring>
-#include <filesystem>
+#include "cli/token_batch.h"
 
 #include <gtest/gtest.h>
 
-#include "cli/token_batch.h"
+#include <cstring>
+#include <filesystem>
+
 #include "core/file_io.h"
 
 namespace sp::cli {
@@ -22,14 +23,17 @@ std::string header(uint32_t rows, uint32_t cols) {
 }
 
 std::string write_tmp(const std::string& name, const std::string& bytes) {
-  const std::string path = (fs::temp_directory_path() / ("token_batch_test_" + std::to_string(::getpid()) + name)).string();
+  const std::string path =
+      (fs::temp_directory_path() / ("token_batch_test_" + std::to_string(::getpid()) + name)).string();
   EXPECT_TRUE(write_file(path, bytes).ok());
   return path;
 }
 
 TEST(TokenBatch, HeaderWhoseSizeOverflowsIsRefusedByName) {
-  for (const auto& [rows, cols] : {std::pair<uint32_t, uint32_t>{1u << 31, 1u << 31}, {0xFFFFFFFFu, 0xFFFFFFFFu},
-                                   {0xFFFFFFFFu, 4}, {1u << 31, 2}}) {
+  for (const auto& [rows, cols] : {std::pair<uint32_t, uint32_t>{1u << 31, 1u << 31},
+                                   {0xFFFFFFFFu, 0xFFFFFFFFu},
+                                   {0xFFFFFFFFu, 4},
+                                   {1u << 31, 2}}) {
     const std::string path = write_tmp("big", header(rows, cols));
     auto r = read_token_batch(path, 100);
     ASSERT_FALSE(r.ok()) << rows << " x " << cols;

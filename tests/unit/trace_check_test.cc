@@ -3,6 +3,10 @@
 // (`shardproof trace check|chrome`) and the Chrome exporter read them back. Each desync case is a
 // one-line change to one rank's script, and the test asserts the exact group, seq, ranks and field
 // the checker names. Also: record round trip, parser robustness, the watchdog's report.
+#include "evidence/trace_check.h"
+
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -12,8 +16,6 @@
 #include <random>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "cli/command.h"
 #include "cli_run.h"
 #include "comm/topology.h"
@@ -21,7 +23,6 @@
 #include "comm/traced_communicator.h"
 #include "comm/watchdog.h"
 #include "core/file_io.h"
-#include "evidence/trace_check.h"
 #include "evidence/trace_chrome.h"
 #include "temp_dir.h"
 
@@ -61,8 +62,10 @@ class FakeComm final : public Communicator {
   }
   void broadcast(void*, int64_t, DType, int) override { ++calls; }
   void gather(const void*, int64_t, void* recv, std::span<const int64_t> c, DType t, int root) override {
-    if (rank_ == root) zero(recv, sum(c), t);
-    else ++calls;
+    if (rank_ == root)
+      zero(recv, sum(c), t);
+    else
+      ++calls;
   }
   void send(const void*, int64_t, DType, int, int) override { ++calls; }
   void recv(void* data, int64_t count, DType t, int, int) override { zero(data, count, t); }
@@ -114,8 +117,8 @@ void script(int r, int n, Communicator& world, TraceContext& ctx, const std::str
   std::vector<double> dbuf(16, 0.0);
   ctx.set(Phase::kForward, 0);
   auto first_two = [&] {
-    world.all_reduce(buf.data(), odd && fault == "count" ? 11 : 10,
-                     odd && fault == "dtype" ? DType::kI32 : DType::kF32, ReduceOp::kSum);
+    world.all_reduce(buf.data(), odd && fault == "count" ? 11 : 10, odd && fault == "dtype" ? DType::kI32 : DType::kF32,
+                     ReduceOp::kSum);
   };
   auto bcast = [&] { world.broadcast(buf.data(), 4, DType::kF32, odd && fault == "root" ? 2 : 1); };
   if (odd && fault == "reorder") {
@@ -151,8 +154,7 @@ void script(int r, int n, Communicator& world, TraceContext& ctx, const std::str
     s->wait();
   }
   ctx.set(Phase::kGradSync, 1);
-  if (!(odd && fault == "skip_last"))
-    world.all_reduce(dbuf.data(), 3, DType::kF64, ReduceOp::kMax);
+  if (!(odd && fault == "skip_last")) world.all_reduce(dbuf.data(), 3, DType::kF64, ReduceOp::kMax);
   if (odd && fault == "step") ctx.set(Phase::kGradSync, 2);
   world.all_reduce(dbuf.data(), 2, DType::kF64, ReduceOp::kSum);
   if (odd && fault == "extra") world.all_reduce(dbuf.data(), 2, DType::kF64, ReduceOp::kSum);
@@ -160,7 +162,8 @@ void script(int r, int n, Communicator& world, TraceContext& ctx, const std::str
 
 void write_topology_file(const std::string& dir, const comm::ProcessGrid& g) {
   std::vector<comm::RankInfo> ranks;
-  for (int r = 0; r < g.world_size(); ++r) ranks.push_back({.world_rank = r, .coords = g.coords_of(r), .host = "h", .pid = r + 1});
+  for (int r = 0; r < g.world_size(); ++r)
+    ranks.push_back({.world_rank = r, .coords = g.coords_of(r), .host = "h", .pid = r + 1});
   ASSERT_TRUE(write_file(dir + "/topology.json", comm::topology_json(g, ranks).dump(2)).ok());
 }
 
@@ -408,8 +411,8 @@ TEST(TraceCheck, GridGroupsMatchTheTopology) {
                        writer->get());
       // The faulty variant: rank 3 claims to be in rank 0's tp group.
       const int tp_of = wrong && r == 3 ? 0 : r;
-      auto tp = traced(g.group_name(comm::Axis::kTp, tp_of), g.coords_of(r).tp, g.group_of(comm::Axis::kTp, tp_of),
-                       ctx, writer->get());
+      auto tp = traced(g.group_name(comm::Axis::kTp, tp_of), g.coords_of(r).tp, g.group_of(comm::Axis::kTp, tp_of), ctx,
+                       writer->get());
       float x[4] = {};
       ctx.set(Phase::kGradSync, 0);
       dp->all_reduce(x, 4, DType::kF32, ReduceOp::kSum);
@@ -532,14 +535,24 @@ TEST(TraceRecordFormat, RoundTripAndFieldErrors) {
       {[](nlohmann::json& j) { j["reduce"] = "prod"; }, "field 'reduce' = 'prod'"},
       {[](nlohmann::json& j) { j["phase"] = "lunch"; }, "field 'phase' = 'lunch'"},
       {[](nlohmann::json& j) { j["group_rank"] = 4; }, "field 'group_rank' = 4 is outside [0, 3]"},
-      {[](nlohmann::json& j) { j["counts"] = {1, 2}; }, "field 'counts' has 2 entries"},
-      {[](nlohmann::json& j) { j["counts"] = {3, 3, 2, 3}; }, "count 10 ≠ Σcounts = 11"},
+      {[](nlohmann::json& j) {
+         j["counts"] = {1, 2};
+       },
+       "field 'counts' has 2 entries"},
+      {[](nlohmann::json& j) {
+         j["counts"] = {3, 3, 2, 3};
+       },
+       "count 10 ≠ Σcounts = 11"},
       {[](nlohmann::json& j) { j["bytes"] = 41; }, "bytes 41 ≠ count 10 × 4"},
       {[](nlohmann::json& j) { j["in_digest"] = "xyz"; }, "field 'in_digest'"},
-      {[](nlohmann::json& j) { j["members"] = {1, 2, 3}; }, "field 'members' has 3 entries"},
+      {[](nlohmann::json& j) {
+         j["members"] = {1, 2, 3};
+       },
+       "field 'members' has 3 entries"},
       {[](nlohmann::json& j) { j["t_end_us"] = 1; }, "t_end_us 1 is before t_start_us 100"},
       {[](nlohmann::json& j) { j["group"] = ""; }, "field 'group' is empty"},
-      {[](nlohmann::json& j) { j["count"] = 18446744073709551615ull; }, "field 'count' = 18446744073709551615 is out of range"},
+      {[](nlohmann::json& j) { j["count"] = 18446744073709551615ull; },
+       "field 'count' = 18446744073709551615 is out of range"},
       {[](nlohmann::json& j) { j = nlohmann::json::array(); }, "not a JSON object"},
   };
   for (const auto& [mutate, expect] : bad) {
@@ -551,7 +564,8 @@ TEST(TraceRecordFormat, RoundTripAndFieldErrors) {
   }
   EXPECT_EQ(comm::trace_file_rank("rank-00042.jsonl"), 42);
   EXPECT_EQ(comm::trace_file_rank("rank-123456.jsonl"), 123456);
-  for (const char* name : {"rank-42.jsonl", "rank-0004x.jsonl", "rank-00042.json", "Rank-00042.jsonl", "rank--0042.jsonl"})
+  for (const char* name :
+       {"rank-42.jsonl", "rank-0004x.jsonl", "rank-00042.json", "Rank-00042.jsonl", "rank--0042.jsonl"})
     EXPECT_FALSE(comm::trace_file_rank(name).has_value()) << name;
 }
 
@@ -567,8 +581,12 @@ TEST(TraceRecordFormat, MutatedFilesNeverCrashTheParser) {
     for (int f = 0; f < flips; ++f) {
       const size_t at = rng() % mutated.size();
       switch (rng() % 3) {
-        case 0: mutated[at] = static_cast<char>(rng() % 256); break;
-        case 1: mutated = mutated.substr(0, at) + mutated.substr(std::min(mutated.size(), at + 1 + rng() % 8)); break;
+        case 0:
+          mutated[at] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          mutated = mutated.substr(0, at) + mutated.substr(std::min(mutated.size(), at + 1 + rng() % 8));
+          break;
         default: {
           const std::string piece(1 + rng() % 4, "{}[]\",:0-9e"[rng() % 12]);
           mutated = mutated.substr(0, at) + piece + mutated.substr(at);

@@ -1,11 +1,11 @@
 // The weight table (model/weights.h): HF names, sizes that add up to param_count, TP shards that tile
 // each logical tensor exactly once, and shard-invariant initialization.
-#include <map>
-#include <set>
+#include "model/weights.h"
 
 #include <gtest/gtest.h>
 
-#include "model/weights.h"
+#include <map>
+#include <set>
 
 namespace sp::model {
 namespace {
