@@ -53,6 +53,12 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
         "parallel.reduction = \"fast\" with parallel.architecture = \"ps\": a server always sums the "
         "pushes in the canonical order (there is no MPI reduction to hand it to); hint: drop "
         "parallel.reduction");
+  // Bounded staleness (SSP) is specified (docs/ps.md) but not built: refused rather than run as BSP.
+  if (p.staleness > 0)
+    errs.push_back(
+        fmt::format("parallel.staleness = {}: the bounded-staleness mode (SSP) is not built yet, only the "
+                    "synchronous parameter server (docs/ps.md §\"Not yet\"); hint: parallel.staleness = 0",
+                    p.staleness));
   if (p.staleness_schedule == StalenessSchedule::kFree && p.staleness == 0)
     errs.push_back(
         "parallel.staleness_schedule = \"free\" with parallel.staleness = 0: with no staleness allowed "
