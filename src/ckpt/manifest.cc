@@ -12,11 +12,14 @@ namespace sp::ckpt {
 using nlohmann::json;
 
 json Topology::to_json() const {
-  return {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"zero", zero}, {"axis_order", axis_order}, {"world", world()}};
+  json j = {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"zero", zero}, {"axis_order", axis_order}, {"world", world()}};
+  if (servers > 0) j["servers"] = servers;
+  return j;
 }
 
 std::string Topology::describe() const {
-  return fmt::format("dp {} × tp {} × pp {}, zero {} ({})", dp, tp, pp, zero, axis_order);
+  return fmt::format("dp {} × tp {} × pp {}, zero {} ({}){}", dp, tp, pp, zero, axis_order,
+                     servers > 0 ? fmt::format(" + {} parameter server{}", servers, servers == 1 ? "" : "s") : "");
 }
 
 json Manifest::content() const {
@@ -70,22 +73,29 @@ namespace {
 
 Result<Topology> parse_topology(const json& j, const std::string& label) {
   JsonFields f(j, label, "topology");
-  SP_RETURN_IF_ERROR(f.expect_keys({"dp", "tp", "pp", "zero", "axis_order", "world"}));
+  const bool ps = j.is_object() && j.contains("servers");
+  SP_RETURN_IF_ERROR(ps ? f.expect_keys({"dp", "tp", "pp", "zero", "axis_order", "world", "servers"})
+                        : f.expect_keys({"dp", "tp", "pp", "zero", "axis_order", "world"}));
   Topology t;
+  int64_t servers = 0;
+  if (ps) {
+    SP_ASSIGN_OR_RETURN(servers, f.integer("servers", 1, kMaxWorld));
+  }
   SP_ASSIGN_OR_RETURN(const int64_t dp, f.integer("dp", 1, kMaxWorld));
   SP_ASSIGN_OR_RETURN(const int64_t tp, f.integer("tp", 1, kMaxWorld));
   SP_ASSIGN_OR_RETURN(const int64_t pp, f.integer("pp", 1, kMaxWorld));
   SP_ASSIGN_OR_RETURN(const int64_t zero, f.integer("zero", 0, 3));
   SP_ASSIGN_OR_RETURN(const int64_t world, f.integer("world", 1, kMaxWorld));
   SP_ASSIGN_OR_RETURN(t.axis_order, f.string("axis_order"));
-  if (dp * tp * pp != world)
-    return corrupt("{}: topology.world = {} but dp × tp × pp = {} × {} × {} = {}", label, world, dp, tp, pp,
-                   dp * tp * pp);
+  if (dp * tp * pp + servers != world)
+    return corrupt("{}: topology.world = {} but dp × tp × pp{} = {} × {} × {}{} = {}", label, world,
+                   ps ? " + servers" : "", dp, tp, pp, ps ? fmt::format(" + {}", servers) : "", dp * tp * pp + servers);
+  t.servers = static_cast<int>(servers);
   t.dp = static_cast<int>(dp);
   t.tp = static_cast<int>(tp);
   t.pp = static_cast<int>(pp);
   t.zero = static_cast<int>(zero);
-  auto grid = comm::ProcessGrid::create(t.dp, t.tp, t.pp, t.axis_order, t.world());
+  auto grid = comm::ProcessGrid::create(t.dp, t.tp, t.pp, t.axis_order, t.dp * t.tp * t.pp);
   if (!grid.ok()) return corrupt("{}: topology: {}", label, grid.status().message());
   return t;
 }

@@ -22,7 +22,8 @@ struct Topology {
   int dp = 1, tp = 1, pp = 1;
   int zero = 0;
   std::string axis_order = "tp-dp-pp";
-  int world() const { return dp * tp * pp; }
+  int servers = 0;  // parameter-server ranks after the dp·tp·pp workers (docs/ps.md); written only when > 0
+  int world() const { return dp * tp * pp + servers; }
   nlohmann::json to_json() const;
   std::string describe() const;  // "dp 2 × tp 1 × pp 1, zero 1 (tp-dp-pp)"
   bool operator==(const Topology&) const = default;

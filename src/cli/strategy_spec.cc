@@ -10,7 +10,8 @@ namespace sp::cli {
 namespace {
 
 constexpr const char* kValidTokens =
-    "dpN, tpN, ppN (N ≥ 1), zeroN (N = 0..3), gpipe, 1f1b, interleaved or interleavedV (V ≥ 2), recompute, fast";
+    "dpN, tpN, ppN (N ≥ 1), zeroN (N = 0..3), gpipe, 1f1b, interleaved or interleavedV (V ≥ 2), recompute, fast, "
+    "ps with wN (N ≥ 1 workers) and sN (N ≥ 1 servers)";
 
 // The digits after `prefix` in `tok`, or -1 when `tok` is not prefix + a decimal number.
 int number_after(const std::string& tok, const std::string& prefix) {
@@ -39,11 +40,15 @@ std::vector<std::string> StrategySpec::overrides() const {
   }
   if (recompute) o.push_back("train.recompute=full");
   if (fast) o.push_back("parallel.reduction=fast");
+  if (servers > 0) {
+    o.push_back("parallel.architecture=ps");
+    o.push_back(fmt::format("parallel.servers={}", servers));
+  }
   return o;
 }
 
 bool StrategySpec::is_reference() const {
-  return dp == 1 && tp == 1 && pp == 1 && zero == 0 && schedule.empty() && !recompute && !fast;
+  return dp == 1 && tp == 1 && pp == 1 && zero == 0 && schedule.empty() && !recompute && !fast && servers == 0;
 }
 
 Result<StrategySpec> parse_strategy(const std::string& spec) {
@@ -87,11 +92,27 @@ Result<StrategySpec> parse_strategy(const std::string& spec) {
     } else if (tok == "fast") {
       kind = "fast";
       s.fast = true;
+    } else if (tok == "ps") {
+      kind = "ps";
+    } else if ((n = number_after(tok, "w")) >= 1) {
+      kind = "workers";
+      s.dp = n;
+    } else if ((n = number_after(tok, "s")) >= 1) {
+      kind = "servers";
+      s.servers = n;
     } else {
       return bad_token(spec, tok, "unknown token");
     }
     if (!seen.insert(kind).second) return bad_token(spec, tok, fmt::format("a second {} token", kind));
   }
+  // The parameter server: "ps" with its servers and workers, the workers instead of a dp token.
+  const bool ps = seen.contains("ps");
+  if (ps != seen.contains("servers") || (seen.contains("workers") && !ps))
+    return invalid_argument("strategy '{}': the parameter server is spelled ps-wW-sS (W workers, S servers)", spec)
+        .with_hint("e.g. ps-w4-s1");
+  if (ps && seen.contains("dp"))
+    return invalid_argument("strategy '{}': a parameter-server strategy counts its workers with wN, not dpN", spec)
+        .with_hint("e.g. ps-w4-s1");
   return s;
 }
 

@@ -46,6 +46,12 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  // True once the transfer is complete (then as wait()); false while it is in flight. Never blocks in an
+  // implementation that can tell; the default waits.
+  virtual bool test() {
+    wait();
+    return true;
+  }
 };
 
 class Communicator {

@@ -80,6 +80,13 @@ class MpiRequest final : public Request {
     SP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
     requests_.clear();
   }
+  bool test() override {
+    if (requests_.empty()) return true;
+    int done = 0;
+    SP_MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
+    if (done) requests_.clear();
+    return done != 0;
+  }
 
  private:
   std::vector<MPI_Request> requests_;
@@ -377,6 +384,25 @@ GridCommunicators make_grid_communicators(const ProcessGrid& grid, const MpiComm
     (a == Axis::kDp ? out.dp : a == Axis::kTp ? out.tp : out.pp) = std::move(c);
   }
   SP_MPI_CHECK(MPI_Comm_free(&world_comm));
+  return out;
+}
+
+GridCommunicators make_ps_communicators(const ProcessGrid& grid, const RoleMap& roles, const MpiCommOptions& options) {
+  GridCommunicators out;
+  out.world = make_world_communicator(options);
+  SP_CHECK_EQ(roles.world_size(), out.world->size(), "{} workers + {} servers do not match the MPI world",
+              roles.workers(), roles.servers());
+  SP_CHECK_EQ(grid.world_size(), roles.workers(), "the worker grid {} does not match {} workers", grid.describe(),
+              roles.workers());
+  MPI_Comm ps;
+  SP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &ps));
+  out.ps = std::make_unique<MpiCommunicator>(ps, std::string(kPsGroupName), options);
+  for (Axis a : kAllAxes) {
+    MPI_Comm self;
+    SP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_SELF, &self));
+    auto c = std::make_unique<MpiCommunicator>(self, "self." + std::string(axis_name(a)), options);
+    (a == Axis::kDp ? out.dp : a == Axis::kTp ? out.tp : out.pp) = std::move(c);
+  }
   return out;
 }
 

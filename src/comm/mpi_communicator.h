@@ -14,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "comm/process_grid.h"
+#include "comm/roles.h"
 
 namespace sp::comm {
 
@@ -33,6 +34,7 @@ struct GridCommunicators {
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> tp;
   std::unique_ptr<Communicator> pp;
+  std::unique_ptr<Communicator> ps;  // parameter server: every rank, for pushes and pulls; null otherwise
 
   Communicator& axis(Axis a);
 };
@@ -40,5 +42,13 @@ struct GridCommunicators {
 // Collective over MPI_COMM_WORLD; SP_CHECK if grid.world_size() differs from the MPI world size
 // (validate the configuration with ProcessGrid::create before calling this).
 GridCommunicators make_grid_communicators(const ProcessGrid& grid, const MpiCommOptions& options = {});
+
+// Collective over MPI_COMM_WORLD: the parameter-server layout (roles.h). `world`; `ps`, every rank in
+// world-rank order (pushes and pulls are point to point on it); and as dp, tp and pp one-rank
+// communicators ("self.dp", ...): a worker never reduces over the grid's axes (its gradients go to the
+// servers), so its axis operations are the degree-1 no-ops of the same code path, and a server has no
+// axes. SP_CHECK if roles.world_size() differs from the MPI world size.
+GridCommunicators make_ps_communicators(const ProcessGrid& grid, const RoleMap& roles,
+                                        const MpiCommOptions& options = {});
 
 }  // namespace sp::comm

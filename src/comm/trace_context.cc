@@ -4,8 +4,8 @@
 
 namespace sp::comm {
 namespace {
-constexpr std::array<std::string_view, 8> kPhaseNames = {
-    "setup", "forward", "backward", "grad_sync", "optimizer", "checkpoint", "eval", "evidence",
+constexpr std::array<std::string_view, 10> kPhaseNames = {
+    "setup", "forward", "backward", "grad_sync", "optimizer", "checkpoint", "eval", "evidence", "push", "pull",
 };
 }  // namespace
 

@@ -10,7 +10,9 @@
 
 namespace sp::comm {
 
-enum class Phase { kSetup, kForward, kBackward, kGradSync, kOptimizer, kCheckpoint, kEval, kEvidence };
+// kPush / kPull: a parameter-server worker sending its gradients to the servers, and the servers'
+// updated parameters coming back (docs/ps.md); appended so that the earlier values keep their numbers.
+enum class Phase { kSetup, kForward, kBackward, kGradSync, kOptimizer, kCheckpoint, kEval, kEvidence, kPush, kPull };
 std::string_view phase_name(Phase phase);  // "setup", "forward", ..., "evidence"
 std::optional<Phase> phase_from_name(std::string_view name);
 

@@ -22,11 +22,24 @@ class TracedCommunicator::TracedRequest final : public Request {
 
   void wait() override {
     if (done_) return;
-    done_ = true;
     const uint64_t ticket =
         owner_.watchdog_ != nullptr ? owner_.watchdog_->begin(record_, owner_.inner_->world_ranks()) : 0;
     inner_->wait();
     if (owner_.watchdog_ != nullptr) owner_.watchdog_->end(ticket);
+    complete();
+  }
+  // A completed test is the end of the op (written as wait() would); an incomplete one is not watched:
+  // the owner decides when to wait.
+  bool test() override {
+    if (done_) return true;
+    if (!inner_->test()) return false;
+    complete();
+    return true;
+  }
+
+ private:
+  void complete() {
+    done_ = true;
     if (owner_.writer_ == nullptr) return;
     record_.t_end_us = wall_us();
     const Digest128 d = xxh3_128(payload_, static_cast<size_t>(record_.bytes));
@@ -34,7 +47,6 @@ class TracedCommunicator::TracedRequest final : public Request {
     owner_.finish(record_);
   }
 
- private:
   TracedCommunicator& owner_;
   std::unique_ptr<Request> inner_;
   TraceRecord record_;
@@ -249,8 +261,8 @@ void TracedCommunicator::barrier() {
 
 void trace_communicators(GridCommunicators& comms, const TraceContext& context, TraceWriter* writer,
                          Watchdog* watchdog) {
-  for (std::unique_ptr<Communicator>* c : {&comms.world, &comms.dp, &comms.tp, &comms.pp})
-    *c = std::make_unique<TracedCommunicator>(std::move(*c), context, writer, watchdog);
+  for (std::unique_ptr<Communicator>* c : {&comms.world, &comms.dp, &comms.tp, &comms.pp, &comms.ps})
+    if (*c != nullptr) *c = std::make_unique<TracedCommunicator>(std::move(*c), context, writer, watchdog);
 }
 
 }  // namespace sp::comm

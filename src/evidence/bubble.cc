@@ -114,7 +114,13 @@ Result<std::vector<PipelinePlace>> pipeline_places_of(const json& topology) {
   auto ws = topology.find("world_size");
   if (ws == topology.end() || !ws->is_number_integer() || ws->get<int64_t>() < 1 || ws->get<int64_t>() > (1 << 20))
     return corrupt("{}: missing or invalid 'world_size'", file);
-  const int world = ws->get<int>();
+  // A parameter-server run's servers (ranks after the workers, docs/ps.md) belong to no pipeline.
+  const auto sv = topology.find("servers");
+  const int servers = sv != topology.end() && sv->is_number_integer() && sv->get<int64_t>() > 0 &&
+                              sv->get<int64_t>() < ws->get<int64_t>()
+                          ? sv->get<int>()
+                          : 0;
+  const int world = ws->get<int>() - servers;
   std::vector<PipelinePlace> places(static_cast<size_t>(world), PipelinePlace{-1, -1});
   if (!groups->is_array()) return corrupt("{}: 'groups.pp' is not an array", file);
   for (size_t g = 0; g < groups->size(); ++g) {

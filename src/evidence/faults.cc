@@ -136,7 +136,8 @@ Result<FaultSpec> parse_fault(std::string_view text) {
 
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
-  const auto [dp, tp, pp, zero, world, steps, micro_batches, every] = run;
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every] = run;
+  (void)staleness;
   const FaultInfo& i = fault_info(f.kind);
   auto refuse = [&](const std::string& why) {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
@@ -144,6 +145,13 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   };
   if (f.step >= steps) return refuse(fmt::format("step {} ≥ train.steps = {}", f.step, steps));
   if (f.rank >= world) return refuse(fmt::format("rank {} ≥ world size {}", f.rank, world));
+  // The parameter-server faults and the injector's server hooks are not built yet (docs/ps.md §"Not yet").
+  if (servers > 0)
+    return invalid_argument(
+               "fault {} cannot act on a parameter-server run (parallel.servers = {}): the injector has "
+               "no parameter-server hooks yet",
+               f.to_string(), servers)
+        .with_hint("inject it into an all-reduce run (parallel.architecture = \"allreduce\")");
   switch (f.kind) {
     case FaultKind::kSkipGradAllreduce:
       if (dp < 2) return refuse("dp = 1");

@@ -90,6 +90,8 @@ Result<FaultSpec> parse_fault(std::string_view text);
 struct FaultTarget {
   int dp = 1, tp = 1, pp = 1, zero = 0;
   int world = 1;
+  int servers = 0;    // parameter-server ranks (world ranks world − servers … world − 1); 0: all-reduce
+  int staleness = 0;  // parallel.staleness
   int64_t steps = 1;
   int64_t micro_batches = 1;     // M per step
   int64_t checkpoint_every = 0;  // evidence.checkpoint_every

@@ -142,6 +142,7 @@ class Replay {
     if (in_.zero >= 1)
       for (int id : all_units) sim_.alloc("grad." + name_of(id) + ".shard", Category::kGrad, shard_of(id) * kF);
     for (int id : all_units) {
+      if (!in_.owns_optimizer) break;
       const int64_t owned = in_.zero == 0 ? unit_numel_[id] : shard_of(id);
       sim_.alloc("optim.exp_avg." + name_of(id), Category::kOptim, owned * kF);
       sim_.alloc("optim.exp_avg_sq." + name_of(id), Category::kOptim, owned * kF);
@@ -285,7 +286,38 @@ int64_t evals_in(const LedgerModelInput& in, int64_t from) {
 
 }  // namespace
 
+LedgerPrediction predict_ps_server_ledger(const LedgerModelInput& in) {
+  // Construction order of PsServerUpdate: per piece param and grad, the staging, then AdamW's moments.
+  LedgerPrediction p;
+  auto alloc = [&](const std::string& name, Category c, int64_t floats) {
+    for (MemoryLedger::Bytes* x : {&p.total, &p.by_category[static_cast<size_t>(c)]}) {
+      x->live += floats * kF;
+      x->peak = std::max(x->peak, x->live);
+    }
+    MemoryLedger::Entry& e = p.entries[name];
+    e.category = c;
+    e.live += floats * kF;
+    e.peak = std::max(e.peak, e.live);
+    ++e.allocations;
+  };
+  int64_t most = 0;
+  for (const auto& piece : in.ps_server_pieces) {
+    const std::string unit = model::unit_name(in.model, piece.unit);
+    alloc("param." + unit + ".ps", Category::kParam, piece.size);
+    alloc("grad." + unit + ".ps", Category::kGrad, piece.size);
+    most = std::max(most, piece.size);
+  }
+  alloc("comm.ps_push", Category::kComm, most * in.ps_workers);
+  for (const auto& piece : in.ps_server_pieces) {
+    const std::string unit = model::unit_name(in.model, piece.unit);
+    alloc("optim.exp_avg." + unit, Category::kOptim, piece.size);
+    alloc("optim.exp_avg_sq." + unit, Category::kOptim, piece.size);
+  }
+  return p;
+}
+
 LedgerPrediction predict_ledger_step_by_step(const LedgerModelInput& in) {
+  if (!in.ps_server_pieces.empty()) return predict_ps_server_ledger(in);
   Replay r(in);
   r.evaluation();
   for (int64_t s = 0; s < in.steps; ++s) r.step(eval_after(in, s));
@@ -293,6 +325,7 @@ LedgerPrediction predict_ledger_step_by_step(const LedgerModelInput& in) {
 }
 
 LedgerPrediction predict_ledger(const LedgerModelInput& in) {
+  if (!in.ps_server_pieces.empty()) return predict_ps_server_ledger(in);
   Replay r(in);
   r.evaluation();  // before training
   for (int64_t s = 0; s < in.steps; ++s) {

@@ -43,6 +43,15 @@ struct LedgerModelInput {
   std::vector<Action> eval_actions;   // forward only; empty when there is no eval set on this rank
   int64_t steps = 1;
   int64_t eval_every = 0;  // evaluation after step s when (s + 1) % eval_every == 0, and after the last
+  // Parameter server (docs/ps.md). A worker (dp = 1 here: its dp axis is one rank) owns no optimizer
+  // state; a server runs no micro-batch and holds only its pieces: predict_ps_server_ledger.
+  bool owns_optimizer = true;
+  struct PsPiece {
+    int unit = 0;      // unit id
+    int64_t size = 0;  // elements
+  };
+  std::vector<PsPiece> ps_server_pieces;  // non-empty: this rank is a server
+  int ps_workers = 0;                     // W
 };
 
 struct LedgerPrediction {
@@ -55,6 +64,9 @@ struct LedgerPrediction {
 // byte, peak, pool or buffer changes in a step, with or without an evaluation after it); the rest only
 // repeat allocation counts, added in closed form. Equal to predict_ledger_step_by_step, its naive twin.
 LedgerPrediction predict_ledger(const LedgerModelInput& in);
+// A parameter server's memory (predict_ledger calls it for a server's input): per piece its parameters,
+// summed gradient and both moments, and the push staging of W copies of the largest piece.
+LedgerPrediction predict_ps_server_ledger(const LedgerModelInput& in);
 // Every step replayed (O(steps)): the oracle of predict_ledger in tests.
 LedgerPrediction predict_ledger_step_by_step(const LedgerModelInput& in);
 

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 const std::set<std::string>& step_phases() {
-  static const std::set<std::string> k = {"forward", "backward", "grad_sync", "optimizer", "evidence"};
+  static const std::set<std::string> k = {"forward", "backward", "grad_sync", "optimizer", "evidence", "push", "pull"};
   return k;
 }
 
@@ -140,6 +140,7 @@ void fill_traffic(StrategyRow& row, const std::string& dir) {
           if (!step_phases().count(key.second)) continue;
           StepBytes& b = row.group_bytes[key.first];
           b.predicted = std::max<int64_t>(b.predicted, 0) + cell.bytes;
+          row.rank_bytes[rank] += cell.bytes;
         }
     }
   }
@@ -367,6 +368,25 @@ std::string strategy_table_markdown(const std::vector<StrategyRow>& rows, const 
                ? (r.traced_equals_predicted ? " yes |" : fmt::format(" NO ({} cells) |", r.prediction_mismatches))
                : " no prediction |";
     out += "\n";
+  }
+
+  // Per rank: the busiest and the least busy (a parameter server against its workers, docs/ps.md).
+  out +=
+      "\n## Bytes per rank per training step (comm_predicted.json, equal to the trace where the column above says "
+      "yes)\n\n| strategy | busiest rank | its bytes | least busy rank | its bytes | busiest / least |\n"
+      "|---|---|---:|---|---:|---:|\n";
+  for (const StrategyRow& r : rows) {
+    if (!r.error.empty() || r.rank_bytes.empty()) continue;
+    auto label = [&](int rank) {
+      for (const RankMemory& m : r.memory)
+        if (m.rank == rank) return fmt::format("{} ({})", rank, m.coords);
+      return std::to_string(rank);
+    };
+    auto [lo, hi] = std::minmax_element(r.rank_bytes.begin(), r.rank_bytes.end(),
+                                        [](const auto& a, const auto& b) { return a.second < b.second; });
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.label, label(hi->first), human_bytes(hi->second),
+                       label(lo->first), human_bytes(lo->second),
+                       lo->second > 0 ? fmt::format("{:.2f}", static_cast<double>(hi->second) / lo->second) : "–");
   }
 
   static const char* kCats[] = {"param", "grad", "optim", "activation", "comm", "workspace", "io"};

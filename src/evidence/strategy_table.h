@@ -61,6 +61,9 @@ struct StrategyRow {
   int64_t bytes_step = -1;                       // the training step whose bytes are shown (the last one)
   std::map<std::string, StepBytes> group_bytes;  // per group name, at bytes_step
   std::map<std::string, StepBytes> axis_bytes;   // per axis (dp, tp, pp, world, ...), summed over groups
+  // Per world rank, at bytes_step: the bytes it sends plus receives as comm_predicted.json says (which
+  // trace check holds equal to the trace): shows a parameter server's concentration (docs/ps.md).
+  std::map<int, int64_t> rank_bytes;
 
   // -- memory (ledger.json) --
   bool ledger_found = false, ledger_equal = false;

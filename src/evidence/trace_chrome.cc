@@ -20,7 +20,8 @@ std::map<int, std::string> coords_by_rank(const json* topology) {
   std::map<int, std::string> out;
   if (topology == nullptr || !comm::validate_topology(*topology).ok()) return out;
   const comm::ProcessGrid grid = *comm::grid_from_topology(*topology);
-  for (int r = 0; r < grid.world_size(); ++r) out[r] = grid.coords_of(r).to_string();
+  const comm::RoleMap roles = *comm::roles_from_topology(*topology);
+  for (int r = 0; r < roles.world_size(); ++r) out[r] = roles.label(r, grid);  // "server0" for a server
   return out;
 }
 

@@ -62,7 +62,7 @@ std::vector<ckpt::StateSpan> spans_of(Engine& engine) {
 
 ckpt::Topology topology_of(const Engine& engine) {
   const ParallelConfig& pc = engine.plan().config.parallel;
-  return {pc.dp, pc.tp, pc.pp, pc.zero, engine.grid().order_string()};
+  return {pc.dp, pc.tp, pc.pp, pc.zero, engine.grid().order_string(), pc.parameter_server() ? pc.servers : 0};
 }
 
 // Each rank checks the manifest itself and hashes every world-th shard; one agreement.
@@ -313,7 +313,7 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
   ckpt::SaveRequest req;
   req.run_dir = run_dir;
   req.step = steps_done;
-  req.coords = engine.grid().coords_of(rank).to_string();
+  req.coords = engine.label(rank);
   req.tp_rank = engine.coords().tp;
   if (engine.saves_state()) req.spans = spans_of(engine);
   req.keep_last = options.keep_last;
@@ -334,7 +334,7 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
       if (!bytes.ok()) continue;  // evidence is best effort here; the checkpoint itself is not
       req.manifest.evidence[name] = {bytes->size(), sha256_hex(*bytes)};
     }
-    for (int r = 0; r < world.size(); ++r) req.rank_coords.push_back(engine.grid().coords_of(r).to_string());
+    for (int r = 0; r < world.size(); ++r) req.rank_coords.push_back(engine.label(r));
   }
   return ckpt::save_checkpoint(world, req);
 }

@@ -4,6 +4,7 @@
 #include "evidence/bundle_paths.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
+#include "parallel/parameter_server.h"
 #include "parallel/schedule.h"
 
 namespace sp::parallel {
@@ -31,16 +32,42 @@ struct Ctx {
   }
 };
 
+// A parameter-server step's pushes and pulls (docs/ps.md): every piece of the key space travels once
+// per worker each way, point to point on "ps": a worker sends (push) and receives (pull) each piece
+// of every unit once; server j receives each of its pieces from all W workers and sends it to all W.
+void add_ps_traffic(Ctx& x, const Plan& plan, int rank) {
+  const comm::RoleMap roles = plan.roles();
+  const std::vector<model::UnitLayout> layouts = ps_unit_layouts(plan.config.model);
+  std::vector<const model::UnitLayout*> units;
+  for (const model::UnitLayout& u : layouts) units.push_back(&u);
+  const PsKeySpace keys(units, roles);
+  const std::string ps(comm::kPsGroupName);
+  const bool server = roles.is_server(rank);
+  for (int j = 0; j < roles.servers(); ++j) {
+    if (server && j != roles.server_index(rank)) continue;
+    const int64_t copies = server ? roles.workers() : 1;
+    for (const PsPiece& p : keys.pieces(j)) {
+      x.add(ps, "push", copies, copies * 4 * p.size());
+      x.add(ps, "pull", copies, copies * 4 * p.size());
+    }
+  }
+}
+
 }  // namespace
 
 StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                                  bool eval_after) {
   const RunConfig& rc = plan.config;
   const model::LlamaConfig& m = rc.model;
-  Ctx x{plan, grid, rank, grid.coords_of(rank), {}, "", "", "", "world", false};
-  x.dp = grid.group_name(comm::Axis::kDp, rank);
-  x.tp = grid.group_name(comm::Axis::kTp, rank);
-  x.pp = grid.group_name(comm::Axis::kPp, rank);
+  // A parameter server runs no micro-batch and belongs to no grid axis; a worker's axes are itself.
+  const bool ps = rc.parallel.parameter_server();
+  const bool server = ps && plan.roles().is_server(rank);
+  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false};
+  if (!server) {
+    x.dp = grid.group_name(comm::Axis::kDp, rank);
+    x.tp = grid.group_name(comm::Axis::kTp, rank);
+    x.pp = grid.group_name(comm::Axis::kPp, rank);
+  }
   x.det = rc.parallel.reduction == Reduction::kDeterministic;
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
@@ -102,7 +129,7 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   auto evaluation = [&] {
     if (rc.train.eval_batches <= 0) return;
     int64_t mine = 0;
-    for (int64_t i = x.c.dp; i < rc.train.eval_batches; i += dp) ++mine;
+    for (int64_t i = x.c.dp; i < rc.train.eval_batches && !server; i += dp) ++mine;
     for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp,
                                                 rc.parallel.virtual_stages, std::max<int64_t>(mine, 1)))
       if (a.forward && mine > 0) pass(chunks[static_cast<size_t>(a.virtual_stage)], true, "eval");
@@ -111,8 +138,10 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   // The training step.
   for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp, rc.parallel.virtual_stages,
                                               plan.local_micro_batches))
-    pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
-  if (dp > 1)
+    if (!server) pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
+  if (ps)
+    add_ps_traffic(x, plan, rank);
+  else if (dp > 1)
     for (int id : all_units) {
       if (zero == 0)
         x.sum(x.dp, "grad_sync", numel(id));
@@ -124,7 +153,7 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   if ((zero == 1 || zero == 2) && dp > 1)
     for (int id : all_units) x.add(x.dp, "optimizer", 1, 4 * numel(id));
   if (checksums) x.add(x.world, "evidence", 2, summary_bytes + 8 * n_tensors);
-  if (dp > 1 && zero < 3) x.add(x.world, "evidence", 1, 16 * static_cast<int64_t>(grid.world_size()));
+  if (dp > 1 && zero < 3) x.add(x.world, "evidence", 1, 16 * static_cast<int64_t>(plan.world));
   if (eval_after) evaluation();
   return x.out;
 }
@@ -149,7 +178,7 @@ nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& gr
   nlohmann::json doc = {{"format_version", evidence::kCommPredictedFormatVersion},
                         {"schedule", step_schedule(plan.config).to_json()},
                         {"ranks", nlohmann::json::array()}};
-  for (int r = 0; r < grid.world_size(); ++r) {
+  for (int r = 0; r < plan.world; ++r) {
     nlohmann::json classes = nlohmann::json::object();
     // Step −1: the evaluation before training only.
     StepTraffic initial;

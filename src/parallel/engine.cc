@@ -8,6 +8,7 @@
 #include "kernels/clip.h"
 #include "kernels/matmul.h"
 #include "parallel/memory_fit.h"
+#include "parallel/parameter_server.h"
 
 namespace sp::parallel {
 
@@ -22,11 +23,31 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
       train_(train),
       eval_(eval),
       timeline_(timeline),
+      roles_(plan.roles()),
       tensors_(plan.config.model) {
   const RunConfig& c = plan_.config;
-  coords_ = grid_.coords_of(comms_.world->rank());
+  const int rank = comms_.world->rank();
+  server_ = roles_.is_server(rank);
+  if (!server_) coords_ = grid_.coords_of(rank);
   kernels::set_blas_threads(c.parallel.blas_threads);
   comm::ScopedPhase phase(trace_, comm::Phase::kSetup, -1);
+  const optim::AdamWConfig adamw{c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay};
+  if (train_ != nullptr) {
+    loader_.emplace(*train_,
+                    data::LoaderSpec{c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches, c.train.seed});
+    batches_ = [this](int64_t s, int64_t mb, int32_t* buf) { loader_->micro_batch(s, mb, buf); };
+  }
+  if (eval_ != nullptr && c.train.eval_batches > 0)  // a server evaluates nothing but joins the sum
+    eval_set_.emplace(*eval_, c.train.micro_batch_size, c.train.seq_len, c.train.eval_batches);
+  schedule_ = {c.train.lr, c.train.min_lr, c.train.warmup_steps, c.train.steps};
+  if (server_) {
+    // A parameter server: its pieces of the key space, no model stage (parameter_server.h).
+    SP_CHECK(comms_.ps != nullptr, "a parameter-server run needs the ps communicator");
+    server_units_ = ps_unit_layouts(c.model);
+    update_ = std::make_unique<PsServerUpdate>(server_units_, *comms_.ps, roles_, roles_.server_index(rank), adamw,
+                                               trace_, ledger_);
+    return;
+  }
 
   placements_ = plan_.chunks_of(coords_.pp);
   for (const ChunkPlacement& pl : placements_) {
@@ -50,23 +71,16 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
                                              c.train.micro_batch_size * c.train.seq_len * c.model.dim);
   params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_);
   grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_);
-  std::vector<optim::OwnedRange> ranges;
-  for (const model::UnitPiece& p : params_->owned()) ranges.push_back({p.unit, p.begin, p.end});
-  optimizer_ = std::make_unique<optim::AdamW>(
-      optim::AdamWConfig{c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay}, ranges, ledger_);
+  if (roles_.parameter_server())
+    update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, PsKeySpace(us, roles_), trace_,
+                                               ledger_);
+  else
+    update_ = std::make_unique<AllReduceUpdate>(*params_, *grads_, adamw, ledger_, grid_, c.parallel.zero, coords_.dp);
   std::vector<PipelineRunner::Chunk> chunks;
   for (size_t j = 0; j < stages_.size(); ++j) chunks.push_back({stages_[j].get(), placements_[j]});
   runner_ = std::make_unique<PipelineRunner>(chunks, comms_.axis(comm::Axis::kPp), ledger_, trace_, timeline_);
-  schedule_ = {c.train.lr, c.train.min_lr, c.train.warmup_steps, c.train.steps};
   actions_ = schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
                               plan_.local_micro_batches);
-  if (train_ != nullptr) {
-    loader_.emplace(*train_,
-                    data::LoaderSpec{c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches, c.train.seed});
-    batches_ = [this](int64_t s, int64_t mb, int32_t* buf) { loader_->micro_batch(s, mb, buf); };
-  }
-  if (eval_ != nullptr && c.train.eval_batches > 0)
-    eval_set_.emplace(*eval_, c.train.micro_batch_size, c.train.seq_len, c.train.eval_batches);
 }
 
 Engine::~Engine() = default;
@@ -88,12 +102,19 @@ void Engine::set_fault(const evidence::FaultSpec& fault) {
 
 std::vector<const model::UnitLayout*> Engine::units() const {
   std::vector<const model::UnitLayout*> out;
+  for (const model::UnitLayout& u : server_units_) out.push_back(&u);
   for (const auto& s : stages_)
     for (int id : s->unit_ids()) out.push_back(&s->layout(id));
   return out;
 }
 
-void Engine::initialize() { params_->initialize(plan_.config.train.seed, plan_.config.model.init_std); }
+void Engine::initialize() {
+  const RunConfig& c = plan_.config;
+  if (server_)
+    static_cast<PsServerUpdate&>(*update_).initialize(c.train.seed, c.model.init_std);
+  else
+    params_->initialize(c.train.seed, c.model.init_std);
+}
 
 double Engine::global_target_tokens(int64_t step) const {
   // The loss is the mean over every target token of the global batch, whatever the split: count
@@ -122,7 +143,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   StepResult r;
   r.step = s;
   faults_.before_step(s);
-  grads_->begin_step(s);
+  if (grads_) grads_->begin_step(s);
   if (timeline_) timeline_->begin_step(s);
   if (activations_) activations_->begin_step(s);
 
@@ -144,9 +165,10 @@ StepResult Engine::step(int64_t s, bool checksums) {
   io.tp = tp_ops_.get();
   io.observer = activations_;
   io.loss_scale = faults_.loss_scale(static_cast<float>(1.0 / tokens));
-  runner_->run(actions_, io);
+  if (runner_) runner_->run(actions_, io);  // a server runs no micro-batch
   faults_.after_backward();
-  SP_CHECK(grads_->complete(), "step {}: not every unit's gradients were synchronized", s);
+  update_->exchange(s);
+  SP_CHECK(update_->gradients_complete(), "step {}: not every unit's gradients were synchronized", s);
 
   // 2. The loss: each micro-batch's sum has exactly one owner (last stage, tp rank 0 of its dp rank),
   //    so a sum over ranks adds zeros to it: exact. Then the sum in micro-batch order.
@@ -161,7 +183,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   //    topology), and the clipping coefficient it gives.
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
-    std::vector<evidence::TensorSummary> g = summarize(grads_->evidence_pieces(), checksums);
+    std::vector<evidence::TensorSummary> g = summarize(update_->gradient_pieces(), checksums);
     const evidence::TensorSummary total = evidence::merge_all(g);
     r.grad_norm = total.stats.l2_norm();
     r.finite = total.stats.finite();
@@ -169,21 +191,18 @@ StepResult Engine::step(int64_t s, bool checksums) {
   }
   r.lr = schedule_.at(s);
   r.clip = kernels::clip_coefficient(r.grad_norm, c.train.grad_clip);
-  // 4. AdamW on the pieces this rank owns, then the ZeRO-1/2 all-gather of the updated shards. A
-  //    non-finite gradient skips the update on every rank (every rank saw the same summary).
+  // 4. AdamW on the pieces this rank owns and the distribution of the new values (the ZeRO-1/2
+  //    all-gather of the updated shards, or the servers' pull). A non-finite gradient skips the update
+  //    on every rank (every rank saw the same summary).
   r.skipped = !r.finite;
-  if (!r.skipped) {
+  {
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
-    faults_.before_update();
-    std::vector<float*> p;
-    for (const model::UnitPiece& piece : params_->owned()) p.push_back(piece.data);
-    optimizer_->step(p, grads_->owned_grads(), r.lr, r.clip);
-    params_->gather_after_update();
+    update_->update(s, r.lr, r.clip, !r.skipped, [this] { faults_.before_update(); });
   }
   // 5. Evidence: parameter checksums and the dp-replica digest check.
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, s);
-    if (checksums) r.params = summarize(params_->evidence_pieces(), true);
+    if (checksums) r.params = summarize(update_->parameter_pieces(), true);
     r.diverging_ranks = replica_check();
   }
   if (timeline_) {
@@ -201,18 +220,18 @@ std::vector<int> Engine::replica_check() {
   // group must agree (zero < 3: full replicas). Under ZeRO-3 replicas hold different shards by
   // design: the trace checker compares the all-gathered outputs instead.
   std::vector<int> diverging;
-  if (plan_.config.parallel.dp == 1 || plan_.config.parallel.zero == 3) return diverging;
-  const Digest128 mine = params_->replica_digest();
   const int world = comms_.world->size();
+  bool any = false;
+  for (int r = 0; r < world; ++r) any = any || update_->replica_of(r) >= 0;
+  if (!any) return diverging;
+  const Digest128 mine = params_ ? params_->replica_digest() : Digest128{};  // a server holds no replica
   std::vector<uint64_t> all(2 * static_cast<size_t>(world));
   const uint64_t send[2] = {mine.hi, mine.lo};
   const std::vector<int64_t> counts(static_cast<size_t>(world), 2);
   comms_.world->all_gather(send, all.data(), counts, DType::kU64);
   for (int r = 0; r < world; ++r) {
-    comm::Coords cr = grid_.coords_of(r);
-    comm::Coords c0 = cr;
-    c0.dp = 0;
-    const int r0 = grid_.rank_of(c0);
+    const int r0 = update_->replica_of(r);
+    if (r0 < 0) continue;
     if (all[2 * static_cast<size_t>(r)] != all[2 * static_cast<size_t>(r0)] ||
         all[2 * static_cast<size_t>(r) + 1] != all[2 * static_cast<size_t>(r0) + 1])
       diverging.push_back(r);
@@ -223,7 +242,7 @@ std::vector<int> Engine::replica_check() {
 std::vector<int64_t> Engine::eval_batches_of_this_rank() const {
   // dp rank d evaluates batches d, d + dp, ...; every batch's loss sum has one owner.
   std::vector<int64_t> mine;
-  if (!eval_set_.has_value()) return mine;
+  if (!eval_set_.has_value() || server_) return mine;
   for (int64_t i = coords_.dp; i < eval_set_->batches(); i += plan_.config.parallel.dp) mine.push_back(i);
   return mine;
 }
@@ -239,7 +258,7 @@ std::vector<PipeAction> Engine::eval_actions(int64_t batches) const {
 }
 
 evidence::LedgerModelInput Engine::ledger_input() const {
-  return ledger_model_input(plan_, coords_, eval_set_.has_value() ? eval_set_->batches() : 0);
+  return rank_ledger_input(plan_, grid_, comms_.world->rank(), eval_set_.has_value() ? eval_set_->batches() : 0);
 }
 
 double Engine::evaluate(int64_t s) {
@@ -270,18 +289,9 @@ double Engine::evaluate(int64_t s) {
   return total / static_cast<double>(E * c.train.micro_batch_size * c.train.seq_len);
 }
 
-std::vector<Engine::StatePiece> Engine::state_pieces() {
-  std::vector<StatePiece> out;
-  const std::vector<model::UnitPiece> owned = params_->owned();
-  for (size_t i = 0; i < owned.size(); ++i)
-    out.push_back({owned[i].unit, owned[i].begin, owned[i].end, owned[i].data, optimizer_->exp_avg(i).f32(),
-                   optimizer_->exp_avg_sq(i).f32()});
-  return out;
-}
-
 void Engine::state_loaded() {
   comm::ScopedPhase phase(trace_, comm::Phase::kCheckpoint, -1);
-  params_->gather_after_update();
+  update_->state_loaded();
 }
 
 nlohmann::json Engine::loader_cursor(int64_t next_step) const {
@@ -294,7 +304,7 @@ Result<int64_t> Engine::restore_loader(const nlohmann::json& cursor) const {
 }
 
 void Engine::set_parameters(const std::function<const float*(const std::string& name)>& logical) {
-  for (const model::UnitPiece& p : params_->owned())
+  for (const model::UnitPiece& p : update_->owned_parameters())
     for (const model::TensorSlot& t : p.unit->tensors) {
       const int64_t lo = std::max(p.begin, t.offset), hi = std::min(p.end, t.offset + t.numel);
       if (lo >= hi) continue;
@@ -302,7 +312,7 @@ void Engine::set_parameters(const std::function<const float*(const std::string& 
       SP_CHECK(src != nullptr, "no values for tensor '{}'", t.spec.name);
       for (int64_t x = lo; x < hi; ++x) p.data[x - p.begin] = src[t.logical_index(x - t.offset)];
     }
-  params_->gather_after_update();
+  update_->state_loaded();
 }
 
 double Engine::compute_gradients(const int32_t* tokens) {

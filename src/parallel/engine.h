@@ -7,6 +7,9 @@
 //   3. the global gradient norm comes from exact sums (order-free, so topology-free), then
 //      clipping and the AdamW update of the owned pieces, and the ZeRO-1/2 parameter all-gather;
 //   4. evidence: checksums of gradients and parameters, the dp-replica digest check.
+// How gradients become parameters (steps 1's sync and 3's update) is the composed UpdateStrategy
+// (update_strategy.h): all-reduce peers, or parameter-server workers and servers (parameter_server.h);
+// a server rank holds no model stage, runs no micro-batch and joins the same world collectives.
 // At dp = tp = pp = 1 every strategy is a no-op on this same code path: that is the reference.
 #pragma once
 
@@ -35,6 +38,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/update_strategy.h"
 
 namespace sp::parallel {
 
@@ -83,15 +87,10 @@ class Engine {
   // The training state this rank owns, for checkpoints: each owned piece of a unit (the dp-shard, or
   // the whole local unit at ZeRO 0) with its parameters and both AdamW moments over the same range.
   // At ZeRO 0 every dp rank holds a full replica; `saver` is true only on dp rank 0.
-  struct StatePiece {
-    const model::UnitLayout* unit = nullptr;
-    int64_t begin = 0, end = 0;  // elements of the unit's flat (tensor-parallel local) buffer
-    float* param = nullptr;      // element `begin`
-    float* exp_avg = nullptr;
-    float* exp_avg_sq = nullptr;
-  };
-  std::vector<StatePiece> state_pieces();
-  bool saves_state() const { return plan_.config.parallel.zero > 0 || coords_.dp == 0; }
+  // A parameter server saves its pieces; a parameter-server worker saves nothing.
+  using StatePiece = parallel::StatePiece;
+  std::vector<StatePiece> state_pieces() { return update_->state(); }
+  bool saves_state() const { return update_->saves_state(); }
   // After parameters were written through state_pieces(): make replicas consistent again (the
   // ZeRO-1/2 all-gather of the owned shards into the full buffers).
   void state_loaded();
@@ -104,14 +103,17 @@ class Engine {
   // Loss and gradients of one micro-batch of explicit tokens (B, T+1), no update: `shardproof grads`.
   // Requires dp = 1 (any tp, pp). Returns the loss; gradients via gradient_pieces().
   double compute_gradients(const int32_t* tokens);
-  std::vector<model::UnitPiece> gradient_pieces() { return grads_->evidence_pieces(); }
-  std::vector<model::UnitPiece> parameter_pieces() { return params_->evidence_pieces(); }
-  std::vector<model::UnitPiece> owned_parameter_pieces() { return params_->owned(); }
+  std::vector<model::UnitPiece> gradient_pieces() { return update_->gradient_pieces(); }
+  std::vector<model::UnitPiece> parameter_pieces() { return update_->parameter_pieces(); }
+  std::vector<model::UnitPiece> owned_parameter_pieces() { return update_->owned_parameters(); }
   const evidence::LogicalTensors& tensors() const { return tensors_; }
   const comm::ProcessGrid& grid() const { return grid_; }
-  comm::Coords coords() const { return coords_; }
+  comm::Coords coords() const { return coords_; }  // a server's: all zero
+  bool server() const { return server_; }
+  // "dp1.tp0.pp0", or "server0" (comm/roles.h).
+  std::string label(int world_rank) const { return roles_.label(world_rank, grid_); }
   const Plan& plan() const { return plan_; }
-  optim::AdamW& optimizer() { return *optimizer_; }
+  optim::AdamW& optimizer() { return update_->optimizer(); }
   PipelineRunner& runner() { return *runner_; }
   // Summaries of the pieces given (a world collective): used for checksums and by tests.
   std::vector<evidence::TensorSummary> summarize(const std::vector<model::UnitPiece>& pieces, bool digest);
@@ -134,6 +136,9 @@ class Engine {
   const data::TokenDataset* train_;
   const data::TokenDataset* eval_;
   Timeline* timeline_;
+  comm::RoleMap roles_;
+  bool server_ = false;
+  std::vector<model::UnitLayout> server_units_;  // a server's: every unit (tp = 1)
   evidence::LogicalTensors tensors_;
   std::vector<std::unique_ptr<model::LlamaStage>> stages_;  // by virtual stage
   std::vector<ChunkPlacement> placements_;
@@ -141,7 +146,7 @@ class Engine {
   std::unique_ptr<TensorParallel> tp_ops_;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<GradStore> grads_;
-  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<UpdateStrategy> update_;
   std::unique_ptr<PipelineRunner> runner_;
   std::optional<data::Loader> loader_;
   BatchSource batches_;

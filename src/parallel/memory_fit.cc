@@ -8,6 +8,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/machine.h"
+#include "parallel/parameter_server.h"
 #include "parallel/schedule.h"
 
 namespace sp::parallel {
@@ -22,7 +23,8 @@ evidence::LedgerModelInput ledger_model_input(const Plan& plan, const comm::Coor
   const ParallelConfig& pc = c.parallel;
   evidence::LedgerModelInput in;
   in.model = c.model;
-  in.dp = pc.dp;
+  in.dp = pc.parameter_server() ? 1 : pc.dp;  // a worker's dp axis is itself: no staging, no shards
+  in.owns_optimizer = !pc.parameter_server();
   in.tp = pc.tp;
   in.pp = pc.pp;
   in.dp_rank = coords.dp;
@@ -47,11 +49,27 @@ evidence::LedgerModelInput ledger_model_input(const Plan& plan, const comm::Coor
   return in;
 }
 
+evidence::LedgerModelInput rank_ledger_input(const Plan& plan, const comm::ProcessGrid& grid, int rank,
+                                             int64_t eval_batches) {
+  const comm::RoleMap roles = plan.roles();
+  if (!roles.is_server(rank)) return ledger_model_input(plan, grid.coords_of(rank), eval_batches);
+  evidence::LedgerModelInput in;
+  in.model = plan.config.model;
+  in.ps_workers = roles.workers();
+  const std::vector<model::UnitLayout> layouts = ps_unit_layouts(plan.config.model);
+  std::vector<const model::UnitLayout*> units;
+  for (const model::UnitLayout& u : layouts) units.push_back(&u);
+  for (const PsPiece& p : PsKeySpace(units, roles).pieces(roles.server_index(rank)))
+    in.ps_server_pieces.push_back({p.unit->id, p.size()});
+  in.steps = plan.config.train.steps;
+  in.eval_every = plan.config.train.eval_every;
+  return in;
+}
+
 Status check_memory_fit(const Plan& plan, const comm::ProcessGrid& grid, comm::Communicator& world) {
   const int n = world.size(), rank = world.rank();
   const int64_t peak =
-      evidence::predict_ledger(ledger_model_input(plan, grid.coords_of(rank), plan.config.train.eval_batches))
-          .total.peak;
+      evidence::predict_ledger(rank_ledger_input(plan, grid, rank, plan.config.train.eval_batches)).total.peak;
   const std::string host = host_name();
   const int64_t mine[2] = {static_cast<int64_t>(xxh3_64(host)), peak};
   std::vector<int64_t> all(2 * static_cast<size_t>(n));

@@ -22,6 +22,9 @@ namespace sp::parallel {
 // of one training step, and the forwards of its share of `eval_batches` evaluation batches (dp rank d
 // evaluates batches d, d + dp, ...). Engine::ledger_input() is this with the engine's eval set.
 evidence::LedgerModelInput ledger_model_input(const Plan& plan, const comm::Coords& coords, int64_t eval_batches);
+// The same for world rank `rank`, a parameter server's included (its pieces, parameter_server.h).
+evidence::LedgerModelInput rank_ledger_input(const Plan& plan, const comm::ProcessGrid& grid, int rank,
+                                             int64_t eval_batches);
 
 // Refuses (invalid_argument, exit 2) when the predicted peaks of the ranks sharing this host exceed
 // its available memory (MemAvailable), naming the host, both numbers and the ranks.

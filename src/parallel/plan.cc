@@ -5,13 +5,87 @@
 #include <bit>
 
 namespace sp::parallel {
+namespace {
+
+// The parameter-server rules (docs/ps.md §Configuration): which keys need the architecture, the world
+// equation with the servers, and what the servers do not support (each with the reason).
+void parameter_server_rules(const RunConfig& c, int world, std::vector<std::string>& errs) {
+  const ParallelConfig& p = c.parallel;
+  if (!p.parameter_server()) {
+    if (p.servers != 0)
+      errs.push_back(
+          fmt::format("parallel.servers = {} needs parallel.architecture = \"ps\" (an all-reduce run has "
+                      "no server ranks); hint: --set parallel.architecture=ps, or drop parallel.servers",
+                      p.servers));
+    if (p.staleness != 0)
+      errs.push_back(
+          fmt::format("parallel.staleness = {} needs parallel.architecture = \"ps\": bounded staleness is "
+                      "a parameter-server mode, an all-reduce step is synchronous by construction; hint: "
+                      "--set parallel.architecture=ps --set parallel.servers=1",
+                      p.staleness));
+    if (p.staleness_schedule != StalenessSchedule::kFixed)
+      errs.push_back(
+          "parallel.staleness_schedule = \"free\" needs parallel.architecture = \"ps\" and "
+          "parallel.staleness ≥ 1");
+    return;
+  }
+  if (p.servers < 1)
+    errs.push_back("parallel.architecture = \"ps\" needs parallel.servers ≥ 1; hint: --set parallel.servers=1");
+  else if (p.servers >= world)
+    errs.push_back(
+        fmt::format("parallel.servers = {} ≥ world size {}: no rank is left to be a worker; hint: launch "
+                    "with mpirun -np {} (parallel.dp = {} workers + {} servers)",
+                    p.servers, world, p.world(), p.dp, p.servers));
+  if (p.tp > 1 || p.pp > 1)
+    errs.push_back(fmt::format(
+        "parallel.architecture = \"ps\" with tp = {}, pp = {}: a worker is one rank holding a full replica; a "
+        "tensor- or pipeline-parallel worker would push and pull slices of tp-sharded units from several ranks, "
+        "which the servers' key ranges (contiguous ranges of the logical parameters) do not describe; hint: tp = pp "
+        "= 1, parallel.dp = the number of workers",
+        p.tp, p.pp));
+  if (p.zero != 0)
+    errs.push_back(
+        fmt::format("parallel.zero = {} with parallel.architecture = \"ps\": the servers already own "
+                    "the optimizer state and the parameters in shards; hint: zero = 0",
+                    p.zero));
+  if (p.reduction != Reduction::kDeterministic)
+    errs.push_back(
+        "parallel.reduction = \"fast\" with parallel.architecture = \"ps\": a server always sums the "
+        "pushes in the canonical order (there is no MPI reduction to hand it to); hint: drop "
+        "parallel.reduction");
+  // Bounded staleness (SSP) is specified (docs/ps.md) but not built: refused rather than run as BSP.
+  if (p.staleness > 0)
+    errs.push_back(
+        fmt::format("parallel.staleness = {}: the bounded-staleness mode (SSP) is not built yet, only the "
+                    "synchronous parameter server (docs/ps.md §\"Not yet\"); hint: parallel.staleness = 0",
+                    p.staleness));
+  if (p.staleness_schedule == StalenessSchedule::kFree && p.staleness == 0)
+    errs.push_back(
+        "parallel.staleness_schedule = \"free\" with parallel.staleness = 0: with no staleness allowed "
+        "every worker waits for the newest parameters (BSP); hint: parallel.staleness ≥ 1");
+  if (p.staleness > 0 && c.evidence.checkpoint_every > 0)
+    errs.push_back(fmt::format(
+        "parallel.staleness = {} with evidence.checkpoint_every = {}: a checkpoint holds one value per parameter (the "
+        "servers' newest), not the older versions the workers compute on, so a stale run could not resume exactly; "
+        "hint: evidence.checkpoint_every = 0, or staleness = 0 (BSP resumes exactly, under any architecture)",
+        p.staleness, c.evidence.checkpoint_every));
+}
+
+}  // namespace
 
 Result<Plan> Plan::make(const RunConfig& c, int world) {
   std::vector<std::string> errs;
   const ParallelConfig& p = c.parallel;
   const TrainConfig& t = c.train;
   const model::LlamaConfig& m = c.model;
-  if (world != p.world())
+  parameter_server_rules(c, world, errs);
+  if (p.parameter_server()) {
+    if (world != p.world() && p.servers >= 1 && p.servers < world)
+      errs.push_back(
+          fmt::format("world size {} ≠ workers dp {} × tp {} × pp {} + servers {} = {}; hint: launch with "
+                      "mpirun -np {} or change parallel.dp/servers",
+                      world, p.dp, p.tp, p.pp, p.servers, p.world(), p.world()));
+  } else if (world != p.world())
     errs.push_back(
         fmt::format("world size {} ≠ dp {} × tp {} × pp {} = {}; hint: launch with mpirun -np {} or "
                     "change parallel.dp/tp/pp",
@@ -126,6 +200,13 @@ std::vector<ChunkPlacement> Plan::chunks_of(int pp_rank) const {
   return out;
 }
 
+comm::RoleMap Plan::roles() const {
+  const ParallelConfig& pc = config.parallel;
+  auto r = comm::RoleMap::create(pc.workers(), pc.parameter_server() ? pc.servers : 0, world);
+  SP_CHECK(r.ok(), "the plan's roles: {}", r.status().message());
+  return *r;
+}
+
 evidence::FaultTarget Plan::fault_target() const {
   const ParallelConfig& pc = config.parallel;
   return {.dp = pc.dp,
@@ -133,6 +214,8 @@ evidence::FaultTarget Plan::fault_target() const {
           .pp = pc.pp,
           .zero = pc.zero,
           .world = pc.world(),
+          .servers = pc.parameter_server() ? pc.servers : 0,
+          .staleness = pc.staleness,
           .steps = config.train.steps,
           .micro_batches = micro_batches,
           .checkpoint_every = config.evidence.checkpoint_every};

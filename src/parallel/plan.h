@@ -6,12 +6,15 @@
 // Pipeline placement (Narayanan et al. SC'21 §2.2): L layers form pp·v chunks of L/(pp·v) layers;
 // chunk c = j·pp + r sits on pipeline rank r as its virtual stage j. With v = 1 rank r holds layers
 // [r·L/pp, (r+1)·L/pp). Data: dp rank d runs global micro-batches [d·k, (d+1)·k), k = M/dp.
+// A parameter-server run (docs/ps.md) is planned the same way for its dp = W workers; the S servers
+// are extra ranks (world = W + S) that run no micro-batch.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "comm/roles.h"
 #include "core/status.h"
 #include "evidence/faults.h"
 #include "parallel/run_config.h"
@@ -40,6 +43,8 @@ struct Plan {
   int chunk_count() const { return config.parallel.pp * config.parallel.virtual_stages; }
   ChunkPlacement chunk(int c) const;
   int64_t first_micro_batch(int dp_rank) const { return dp_rank * local_micro_batches; }
+  // Which ranks are workers and which are parameter servers (every rank a worker for all-reduce).
+  comm::RoleMap roles() const;
   // What a catalogue fault needs to know of this run (evidence::check_fault_applicable).
   evidence::FaultTarget fault_target() const;
 };

@@ -127,10 +127,12 @@ std::string schedule_name(Schedule s) {
   return "?";
 }
 std::string reduction_name(Reduction r) { return r == Reduction::kDeterministic ? "deterministic" : "fast"; }
+std::string architecture_name(Architecture a) { return a == Architecture::kAllReduce ? "allreduce" : "ps"; }
+std::string staleness_schedule_name(StalenessSchedule s) { return s == StalenessSchedule::kFixed ? "fixed" : "free"; }
 
 json RunConfig::to_json() const {
   json m = model.to_json();
-  return {
+  json j = {
       {"name", name},
       {"model", m},
       {"train",
@@ -180,6 +182,14 @@ json RunConfig::to_json() const {
         {"eval_margin", prove.eval_margin},
         {"anchor_every", prove.anchor_every}}},
   };
+  // The parameter-server keys appear only when they are on, so an all-reduce contract is unchanged.
+  if (parallel.parameter_server()) {
+    j["parallel"]["architecture"] = architecture_name(parallel.architecture);
+    j["parallel"]["servers"] = parallel.servers;
+    j["parallel"]["staleness"] = parallel.staleness;
+    j["parallel"]["staleness_schedule"] = staleness_schedule_name(parallel.staleness_schedule);
+  }
+  return j;
 }
 
 Result<RunConfig> RunConfig::from_json(const json& root) {
@@ -227,6 +237,12 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
            {{"deterministic", Reduction::kDeterministic}, {"fast", Reduction::kFast}});
   p.string("axis_order", c.parallel.axis_order);
   p.integer("blas_threads", c.parallel.blas_threads, 1, 1024);
+  p.choice("architecture", c.parallel.architecture,
+           {{"allreduce", Architecture::kAllReduce}, {"ps", Architecture::kParameterServer}});
+  p.integer("servers", c.parallel.servers, 0, 1 << 20);
+  p.integer("staleness", c.parallel.staleness, 0, 1 << 20);
+  p.choice("staleness_schedule", c.parallel.staleness_schedule,
+           {{"fixed", StalenessSchedule::kFixed}, {"free", StalenessSchedule::kFree}});
   SP_RETURN_IF_ERROR(p.finish());
 
   SectionReader d(root, "data");

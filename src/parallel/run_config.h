@@ -18,6 +18,12 @@ namespace sp::parallel {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
 enum class Reduction { kDeterministic, kFast };
+// How a step's gradients become the next parameters: peers all-reducing them (DP/ZeRO), or worker
+// ranks pushing them to server ranks that own the parameters (docs/ps.md).
+enum class Architecture { kAllReduce, kParameterServer };
+// Which stale version a parameter-server worker computes on (docs/ps.md §"Not yet", SSP): a fixed, documented
+// schedule (reproducible bit for bit) or whatever has arrived within the bound (free-running).
+enum class StalenessSchedule { kFixed, kFree };
 
 struct TrainConfig {
   uint64_t seed = 1234;
@@ -47,7 +53,14 @@ struct ParallelConfig {
   Reduction reduction = Reduction::kDeterministic;
   std::string axis_order = "tp-dp-pp";  // fastest-varying axis first
   int blas_threads = 1;                 // OpenBLAS threads per rank; results depend on it, so it is pinned
-  int world() const { return dp * tp * pp; }
+  // Parameter server (docs/ps.md): dp is then the number of worker ranks W, `servers` the server ranks S.
+  Architecture architecture = Architecture::kAllReduce;
+  int servers = 0;    // S; world = W + S
+  int staleness = 0;  // s: a worker may compute step t on parameters of version ≥ t − s (0: BSP)
+  StalenessSchedule staleness_schedule = StalenessSchedule::kFixed;
+  bool parameter_server() const { return architecture == Architecture::kParameterServer; }
+  int workers() const { return dp * tp * pp; }  // the ranks of the (dp, tp, pp) grid
+  int world() const { return workers() + servers; }
 };
 
 struct DataConfig {
@@ -100,5 +113,7 @@ Result<nlohmann::json> read_preset(const std::string& configs_dir, const std::st
 
 std::string schedule_name(Schedule s);
 std::string reduction_name(Reduction r);
+std::string architecture_name(Architecture a);             // "allreduce", "ps"
+std::string staleness_schedule_name(StalenessSchedule s);  // "fixed", "free"
 
 }  // namespace sp::parallel

@@ -32,6 +32,7 @@
 #include "parallel/comm_model.h"
 #include "parallel/engine.h"
 #include "parallel/memory_fit.h"
+#include "parallel/parameter_server.h"
 #include "parallel/plan.h"
 
 namespace sp::parallel {
@@ -144,9 +145,10 @@ Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt
   SP_ASSIGN_OR_RETURN(Plan plan, Plan::make(config, mpi.world_size()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
   const ParallelConfig& pc = config.parallel;
+  // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid,
-                      comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, mpi.world_size()));
-  set_log_rank(mpi.world_rank(), grid.coords_of(mpi.world_rank()).to_string());
+                      comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers()));
+  set_log_rank(mpi.world_rank(), plan.roles().label(mpi.world_rank(), grid));
   return Setup{std::move(plan), std::move(grid)};
 }
 
@@ -154,7 +156,8 @@ Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt
 //    cache, every rank opens and verifies it; the contract binds config, data, build and versions.
 Status prepare_data(Run& run, comm::MpiScope& mpi) {
   const RunConfig& config = run.config;
-  run.comms = comm::make_grid_communicators(run.grid);
+  run.comms = config.parallel.parameter_server() ? comm::make_ps_communicators(run.grid, run.plan.roles())
+                                                 : comm::make_grid_communicators(run.grid);
   // Nothing is written before the output directory is claimed: locked, and refused if it holds
   // another run (or cleared, under --overwrite).
   SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
@@ -228,11 +231,10 @@ Status open_evidence(Run& run) {
   run.watchdog = std::make_unique<comm::Watchdog>(config.evidence.watchdog_seconds, run.trace_writer.get());
   // A failed check inside a collective (an MPI error, a desync) leaves the op it died in in the trace.
   set_before_fatal([w = run.watchdog.get()] { w->record_aborted(); });
-  for (std::unique_ptr<comm::Communicator>* c : {&run.comms.world, &run.comms.dp, &run.comms.tp, &run.comms.pp})
-    *c = std::make_unique<comm::TracedCommunicator>(std::move(*c), run.trace, run.trace_writer.get(),
-                                                    run.watchdog.get());
+  comm::trace_communicators(run.comms, run.trace, run.trace_writer.get(), run.watchdog.get());
 
-  SP_RETURN_IF_ERROR(comm::write_topology(*run.comms.world, run.grid, out));
+  const std::optional<comm::PsTopology> ps = ps_topology(run.plan);
+  SP_RETURN_IF_ERROR(comm::write_topology(*run.comms.world, run.grid, out, ps ? &*ps : nullptr));
   // The communication every rank must issue, predicted from the plan (comm_model.h); `trace check`
   // and the gate compare the traces with it. Rank 0's write errors reach every rank (no peer waits).
   // (An anchored replay runs only its anchors' steps: it has no prediction.)
@@ -261,7 +263,8 @@ Status open_evidence(Run& run) {
   // then every rank opens its file.
   SP_RETURN_IF_ERROR(run.on_rank0([&] { return evidence::prepare_activation_dir(out, run.resume.step); }));
   if (config.evidence.activation_digests) {
-    auto a = evidence::ActivationRecorder::open(out, run.rank, run.grid.coords_of(run.rank).tp, config.parallel.tp);
+    const int tp_rank = run.plan.roles().is_server(run.rank) ? 0 : run.grid.coords_of(run.rank).tp;
+    auto a = evidence::ActivationRecorder::open(out, run.rank, tp_rank, config.parallel.tp);
     SP_RETURN_IF_ERROR(run.agree(a.status()));
     run.activations = std::move(a).value();
   }
@@ -439,7 +442,7 @@ Status finish(Run& run, const Status& loop) {
   if (run.opt.anchor_from.empty()) {  // an anchored replay neither evaluates nor runs the planned steps
     nlohmann::json mine = evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
     mine["rank"] = run.rank;
-    mine["coords"] = run.grid.coords_of(run.rank).to_string();
+    mine["coords"] = run.engine->label(run.rank);
     ledger =
         evidence::write_ledger_report(*run.comms.world, mine, run.config.evidence.memory_budget_mb, run.opt.out_dir);
   }

@@ -207,7 +207,7 @@ Criterion traced_bytes(const GateContext& c) {
 // 6. The prediction file itself is the plan's, not an edited one.
 Criterion prediction_rederived(const GateContext& c) {
   const parallel::ParallelConfig& pc = c.config.parallel;
-  auto grid = comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.world());
+  auto grid = comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers());  // the workers' grid
   auto stored = read_json_file(c.bundle->paths().parallel().comm_predicted());
   const bool same = grid.ok() && stored.ok() && *stored == parallel::predict_run_traffic(c.plan, *grid);
   return make("prediction re-derived from the contract", same, same ? "equal" : "differs",

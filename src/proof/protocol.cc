@@ -36,7 +36,7 @@ Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::strin
   if (checkpoint && pc.zero == 0) {
     // Without ZeRO only dp rank 0 of each (tp, pp) position writes a shard (Engine::saves_state).
     SP_ASSIGN_OR_RETURN(const comm::ProcessGrid grid,
-                        comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.world()));
+                        comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers()));
     const comm::Coords c = grid.coords_of(p.fault.rank);
     if (c.dp != 0)
       return invalid_argument(

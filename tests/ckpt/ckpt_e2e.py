@@ -44,9 +44,13 @@ TOPOLOGIES = {  # name: (ranks, overrides, bitwise class)
     "tp2": (2, ["parallel.tp=2"], False),
     "dp2_pp2": (4, ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], True),
     "dp2_tp2": (4, ["parallel.dp=2", "parallel.tp=2", "parallel.zero=1"], False),
+    # Parameter server (docs/ps.md): 2 workers + 1 or 2 servers; only the servers write state.
+    "ps_w2_s1": (3, ["parallel.architecture=ps", "parallel.dp=2", "parallel.servers=1"], True),
+    "ps_w2_s2": (4, ["parallel.architecture=ps", "parallel.dp=2", "parallel.servers=2"], True),
 }
 RESHARD = [("dp1", "dp2"), ("dp2", "zero3_dp2"), ("zero3_dp2", "pp2"), ("pp2", "dp1"), ("zero1_dp2", "dp2_pp2"),
-           ("dp2_pp2", "zero2_dp2"), ("dp1", "tp2"), ("tp2", "dp1"), ("dp2_tp2", "pp2"), ("zero2_dp2", "dp2_tp2")]
+           ("dp2_pp2", "zero2_dp2"), ("dp1", "tp2"), ("tp2", "dp1"), ("dp2_tp2", "pp2"), ("zero2_dp2", "dp2_tp2"),
+           ("ps_w2_s1", "dp1"), ("dp2", "ps_w2_s1"), ("ps_w2_s2", "zero3_dp2"), ("zero1_dp2", "ps_w2_s2")]
 CRASH_TOPO = "dp2_pp2"
 CRASH_SETS = ["--set", "train.steps=3", "--set", "evidence.checkpoint_every=1"]
 CRASHES = [(p, r) for p in ["shard-write", "before-manifest", "before-rename", "before-latest", "after-latest"]

@@ -17,6 +17,9 @@ import sp_test as T  # noqa: E402
 COMMON = ["--preset", "tiny", "--set", "train.steps=5", "--set", "train.eval_batches=2", "--set", "train.eval_every=0",
           "--quiet"]
 
+PS = ["parallel.architecture=ps"]
+M6 = ["train.global_batch=12"]
+
 # name: (ranks, overrides, expected class)
 CASES = {
     "ref": (1, [], "bitwise-equal"),
@@ -45,14 +48,26 @@ CASES = {
     "dp2_pp2": (4, ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
     "dp2_tp2_zero3": (4, ["parallel.dp=2", "parallel.tp=2", "parallel.zero=3"], "within-tolerance"),
     "dp2_tp2_pp2": (8, ["parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.zero=1"], "within-tolerance"),
+    # Parameter server, synchronous (docs/ps.md): W workers + S servers, bitwise the single device's.
+    "ps_w1_s1": (2, PS + ["parallel.dp=1", "parallel.servers=1"], "bitwise-equal"),
+    "ps_w2_s1": (3, PS + ["parallel.dp=2", "parallel.servers=1"], "bitwise-equal"),
+    "ps_w4_s1": (5, PS + ["parallel.dp=4", "parallel.servers=1"], "bitwise-equal"),
+    "ps_w2_s2": (4, PS + ["parallel.dp=2", "parallel.servers=2"], "bitwise-equal"),
+    "ps_w4_s2": (6, PS + ["parallel.dp=4", "parallel.servers=2"], "bitwise-equal"),
+    # Three workers need M divisible by 3: 6 micro-batches (global batch 12), against its own reference.
+    "ref_m6": (1, M6, "bitwise-equal"),
+    "ps_w3_s1": (4, M6 + PS + ["parallel.dp=3", "parallel.servers=1"], "bitwise-equal"),
+    "ps_w3_s2": (5, M6 + PS + ["parallel.dp=3", "parallel.servers=2"], "bitwise-equal"),
 }
+# The reference each case is compared with (default: "ref").
+REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
 
 
 def main():
     args = T.case_args(sorted(CASES))
     ranks, overrides, expected = CASES[args.case]
     out = T.fresh(os.path.join(args.work, args.case))
-    ref = os.path.join(args.work, "ref")
+    ref = os.path.join(args.work, REFERENCE.get(args.case, "ref"))
     p = T.run(T.launch(args.bin, ranks) + ["train", "--out", out] + COMMON + T.sets(overrides))
     if p.returncode != 0:
         T.show(p)
@@ -63,7 +78,7 @@ def main():
     check(ledger["equal"], f"ledger prediction != measurement on {bad[:5]}")
     t = T.run([args.bin, "trace", "check", out])
     check(t.returncode == 0, f"trace check failed: {t.stdout[-2000:]} {t.stderr[-2000:]}")
-    if args.case != "ref":
+    if not args.case.startswith("ref"):
         v = T.run([args.bin, "verify", out, "--against", ref])
         print(v.stdout)
         verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace sp::cli {
 namespace {
 
@@ -42,6 +44,24 @@ TEST(StrategySpec, BadTokensAreUsageErrorsNamingTheToken) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("'foo'"), std::string::npos) << s.status().message();
   EXPECT_NE(s.status().message().find("dp2-foo"), std::string::npos);
+}
+
+TEST(StrategySpec, ParameterServer) {
+  auto s = parse_strategy("ps-w4-s2");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->dp, 4);
+  EXPECT_EQ(s->servers, 2);
+  EXPECT_EQ(s->world(), 6);
+  EXPECT_FALSE(s->is_reference());
+  const std::vector<std::string> o = s->overrides();
+  EXPECT_NE(std::find(o.begin(), o.end(), "parallel.architecture=ps"), o.end());
+  EXPECT_NE(std::find(o.begin(), o.end(), "parallel.servers=2"), o.end());
+  EXPECT_NE(std::find(o.begin(), o.end(), "parallel.dp=4"), o.end());
+  for (const char* bad : {"ps-w4", "w4-s1", "ps-dp4-s1", "s1", "ps-w4-s1-s2", "ps-w0-s1"}) {
+    auto b = parse_strategy(bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.status().exit_code(), 2) << bad;
+  }
 }
 
 TEST(StrategySpec, ReferenceFirstAndDuplicatesDropped) {

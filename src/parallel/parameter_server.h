@@ -1,0 +1,128 @@
+// The parameter-server architecture (docs/ps.md): W worker ranks and S server ranks (comm/roles.h).
+// The key space is every unit's flat buffer laid end to end in unit-id order; server j owns the
+// contiguous keys RoleMap::key_range(keys, j), i.e. a few pieces of units (PsKeySpace::pieces).
+//   worker (PsWorkerUpdate): runs its k = M/W micro-batches on a full replica; exchange() pushes every
+//     unit's local gradient sum, piece by piece, to the piece's server (phase "push"); update() pulls
+//     the new values of every piece back into the replica (phase "pull");
+//   server (PsServerUpdate): holds its pieces' parameters, both AdamW moments and the summed gradient;
+//     exchange() receives the W pushes of each piece and sums them over the canonical tree in worker
+//     order (kernels/reduce.h), the same tree the deterministic dp all-reduce uses, so BSP is bitwise
+//     the single device's; update() applies AdamW and sends every worker the piece (the pull).
+// Messages go point to point over the "ps" communicator with tag = unit id. Not SSP (not built yet).
+// Invariant: the servers' pieces cover every element of every unit exactly once, so the servers'
+// gradient and parameter pieces are the world's evidence (a worker contributes none).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/roles.h"
+#include "comm/topology.h"
+#include "comm/trace_context.h"
+#include "parallel/plan.h"
+#include "parallel/update_strategy.h"
+
+namespace sp::parallel {
+
+// A unit-local range [begin, end) of the flat key space.
+struct PsPiece {
+  const model::UnitLayout* unit = nullptr;
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+class PsKeySpace {
+ public:
+  // units: every unit of the model (tp = 1), in unit-id order.
+  PsKeySpace(std::vector<const model::UnitLayout*> units, const comm::RoleMap& roles);
+  int64_t keys() const { return keys_; }
+  // Server j's pieces in key order.
+  std::vector<PsPiece> pieces(int j) const;
+  // Every (server, piece) overlapping unit `u`, in server order.
+  std::vector<std::pair<int, PsPiece>> pieces_of_unit(const model::UnitLayout* u) const;
+  const std::vector<const model::UnitLayout*>& units() const { return units_; }
+
+ private:
+  std::vector<const model::UnitLayout*> units_;
+  std::vector<int64_t> offsets_;  // of each unit in the key space
+  comm::RoleMap roles_;
+  int64_t keys_ = 0;
+};
+
+class PsWorkerUpdate final : public UpdateStrategy {
+ public:
+  PsWorkerUpdate(ParamStore& params, GradStore& grads, comm::Communicator& ps, const comm::RoleMap& roles,
+                 PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger);
+  void exchange(int64_t step) override;
+  bool gradients_complete() const override { return grads_.complete(); }
+  std::vector<int64_t> versions(int64_t) override { return {}; }
+  std::vector<model::UnitPiece> gradient_pieces() override { return {}; }
+  std::vector<model::UnitPiece> parameter_pieces() override { return {}; }
+  void update(int64_t step, double lr, float clip, bool apply, const std::function<void()>& before) override;
+  std::vector<StatePiece> state() override { return {}; }
+  bool saves_state() const override { return false; }
+  std::vector<model::UnitPiece> owned_parameters() override { return params_.owned(); }
+  void state_loaded() override;
+  optim::AdamW& optimizer() override { return optimizer_; }
+  int replica_of(int world_rank) const override;
+
+ private:
+  void pull(int64_t step);
+  ParamStore& params_;
+  GradStore& grads_;
+  comm::Communicator& ps_;
+  comm::RoleMap roles_;
+  PsKeySpace keys_;
+  comm::TraceContext& trace_;
+  optim::AdamW optimizer_;  // owns no range: the servers update (it keeps the step count for checkpoints)
+};
+
+class PsServerUpdate final : public UpdateStrategy {
+ public:
+  // layouts: every unit (tp = 1), in unit-id order; they must outlive this object.
+  PsServerUpdate(const std::vector<model::UnitLayout>& layouts, comm::Communicator& ps, const comm::RoleMap& roles,
+                 int server, const optim::AdamWConfig& adamw, comm::TraceContext& trace, MemoryLedger& ledger);
+  // Shard-invariant initialization of the owned pieces.
+  void initialize(uint64_t seed, float init_std);
+  void exchange(int64_t step) override;
+  bool gradients_complete() const override { return received_; }
+  std::vector<int64_t> versions(int64_t) override { return {}; }
+  std::vector<model::UnitPiece> gradient_pieces() override;
+  std::vector<model::UnitPiece> parameter_pieces() override { return owned_parameters(); }
+  void update(int64_t step, double lr, float clip, bool apply, const std::function<void()>& before) override;
+  std::vector<StatePiece> state() override;
+  bool saves_state() const override { return true; }
+  std::vector<model::UnitPiece> owned_parameters() override;
+  void state_loaded() override;
+  optim::AdamW& optimizer() override { return optimizer_; }
+  int replica_of(int world_rank) const override;  // as a worker answers it
+  std::vector<const model::UnitLayout*> units() const { return keys_.units(); }
+  // Floats of the push staging: W copies of the largest piece (category comm, "comm.ps_push").
+  static int64_t staging_floats(const std::vector<PsPiece>& pieces, int workers);
+
+ private:
+  struct Piece {
+    PsPiece range;
+    Tensor param, grad;  // (size) each
+  };
+  void pull(int64_t step);
+  comm::Communicator& ps_;
+  comm::RoleMap roles_;
+  PsKeySpace keys_;
+  comm::TraceContext& trace_;
+  std::vector<Piece> pieces_;
+  Tensor staging_;  // (W · max piece) category comm
+  optim::AdamW optimizer_;
+  bool received_ = false;
+};
+
+// Every unit of the model as a parameter server lays them out (tp = 1), in unit-id order.
+std::vector<model::UnitLayout> ps_unit_layouts(const model::LlamaConfig& config);
+// What topology.json records of a parameter-server run (the roles, the key space and every server's
+// pieces); none for an all-reduce run.
+std::optional<comm::PsTopology> ps_topology(const Plan& plan);
+
+}  // namespace sp::parallel
