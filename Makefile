@@ -1,7 +1,7 @@
 # shardproof: the two commands that do all set-up on a fresh Debian 12 machine (as root).
 #   make demo   installs missing packages, builds, runs the main job on the bundled default
 #   make test   installs missing packages, builds, runs every test, then the unit tests again under
-#               ASan + UBSan (about 11 minutes on 2 cores from a clean clone)
+#               ASan + UBSan (about 16 minutes on 2 cores from a clean clone; docs/performance.md)
 # Other targets: build, test-asan (only the sanitizer part), test-unit, bench, format, clean.
 JOBS    ?= $(shell nproc)
 BUILD   ?= build
