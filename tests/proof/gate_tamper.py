@@ -11,13 +11,15 @@ indistinguishable from the original, derived files edited.
 `verify_against` checks `verify RUN --against REF` for incomplete and not-comparable runs.
 Usage: gate_tamper.py CASE --bin shardproof --work DIR
 """
-import argparse
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
 
 SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
          "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "train.warmup_steps=1", "train.lr=5e-3",
@@ -26,17 +28,11 @@ TOPOLOGY = ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"]
 DERIVED = {"gate.json", "summary.md", "first_divergence.json", "drift.json", "report.html"}
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
+fail, run = T.fail, T.run
 
 
 def sets(extra=()):
-    return sum((["--set", s] for s in SMALL + list(extra)), [])
+    return T.sets(SMALL + list(extra))
 
 
 def paths(work):
@@ -341,20 +337,14 @@ def check_verify_against(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case")
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    args = ap.parse_args()
+    args = T.case_args(["base", "verify_against"] + list(CASES))
     os.makedirs(args.work, exist_ok=True)
     if args.case == "base":
         check_base(args)
     elif args.case == "verify_against":
         check_verify_against(args)
-    elif args.case in CASES:
-        check_case(args, args.case)
     else:
-        fail(f"unknown case {args.case}; cases: base, verify_against, {', '.join(CASES)}")
+        check_case(args, args.case)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,15 @@ Cases:
   tolerances    (label `long`) the per-tensor-kind table over every matrix bundle still on disk.
 Usage: anchored.py CASE --bin shardproof --work DIR
 """
-import argparse
 import json
 import math
 import os
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
 
 SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
          "train.eval_every=10", "train.eval_batches=2", "train.warmup_steps=2", "train.lr=3e-3",
@@ -40,14 +42,7 @@ MATRIX = {
 }
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+fail, load = T.fail, T.read_json
 
 
 def prove(args, out, sets, fault=None, preset=None):
@@ -56,8 +51,7 @@ def prove(args, out, sets, fault=None, preset=None):
         cmd += ["--preset", preset]
     if fault:
         cmd += ["--fault", fault]
-    for s in sets:
-        cmd += ["--set", s]
+    cmd += T.sets(sets)
     print("$", " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3000)
     print(p.stdout[-5000:])
@@ -166,20 +160,14 @@ def check_tolerances(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case")
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    args = ap.parse_args()
+    args = T.case_args(["planted_bug", "tolerances"] + [f"matrix_{row}" for row in MATRIX])
     os.makedirs(args.work, exist_ok=True)
     if args.case == "planted_bug":
         check_planted(args)
     elif args.case == "tolerances":
         check_tolerances(args)
-    elif args.case.startswith("matrix_") and args.case[7:] in MATRIX:
-        check_matrix(args, args.case[7:])
     else:
-        fail(f"unknown case {args.case}")
+        check_matrix(args, args.case[len("matrix_"):])
 
 
 if __name__ == "__main__":
