@@ -159,7 +159,7 @@ Status run_export(const std::string& dir, int64_t step_option, const std::string
 
 Status run_import(const std::string& file, const std::string& preset, const std::string& config_file,
                   const std::vector<std::string>& sets) {
-  SP_ASSIGN_OR_RETURN(const parallel::RunConfig rc, load_run_config(default_root(), preset, config_file, sets));
+  SP_ASSIGN_OR_RETURN(const plan::RunConfig rc, load_run_config(default_root(), preset, config_file, sets));
   SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_consolidated(file, rc.model));
   int64_t n = 0;
   for (const auto& [name, v] : w) n += static_cast<int64_t>(v.size());

@@ -1,7 +1,7 @@
 // `shardproof compare`: every strategy of a list on the same contract, one mpirun each, side by side;
 // `shardproof bubble DIR`: the measured pipeline bubble of one run next to its theory.
 // compare validates the whole list first (grammar: exit 2), runs dp1 (the reference) first, then each
-// strategy into DIR/<label>/ with its output in DIR/logs/<label>.log; a strategy Plan::make rejects
+// strategy into DIR/<label>/ with its output in DIR/logs/<label>.log; a strategy RunPlan::make rejects
 // or whose run fails gets an error row instead of stopping the table. Exit 0 when every row is ok
 // (strategy_table.h StrategyRow::ok), 1 otherwise. Reference: docs/compare.md.
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include "evidence/bundle_paths.h"
 #include "evidence/run_dir.h"
 #include "evidence/strategy_table.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 #include "proof/equivalence.h"
 #include "report/render.h"
 
@@ -135,7 +135,7 @@ int run_compare(const CompareOpts& o) {
     std::fflush(stderr);
     auto config = load_run_config(root, o.preset, o.config, sets);
     Status st = config.status();
-    if (st.ok()) st = parallel::Plan::make(*config, spec.world()).status();
+    if (st.ok()) st = plan::RunPlan::make(*config, spec.world()).status();
     if (st.ok()) st = prepare_run_dir(dir);
     if (!st.ok()) {
       std::fprintf(stderr, "not run: %s\n", st.message().c_str());

@@ -31,7 +31,7 @@ Result<model::LlamaConfig> read_model_config(const std::string& path) {
     if (!parsed.ok()) return invalid_argument("{}", parsed.status().message());
     j = std::move(parsed).value();
   } else {
-    SP_ASSIGN_OR_RETURN(j, parallel::read_toml(path));
+    SP_ASSIGN_OR_RETURN(j, plan::read_toml(path));
   }
   if (j.is_object() && j.contains("model")) j = j.at("model");
   auto c = model::LlamaConfig::from_json(j);
@@ -56,14 +56,14 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
                "(padding), so the loss would be a mean over nothing",
                tokens_path)
         .with_hint("give at least one row a real token id after its first position");
-  parallel::RunConfig rc;
+  plan::RunConfig rc;
   rc.model = mc;
   rc.data.vocab_size = mc.vocab_size;
   rc.train.micro_batch_size = batch.rows;
   rc.train.global_batch = batch.rows;
   rc.train.seq_len = batch.cols - 1;
   rc.train.eval_batches = 0;
-  SP_ASSIGN_OR_RETURN(parallel::Plan plan, parallel::Plan::make(rc, 1));
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(rc, 1));
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
   comm::GridCommunicators comms = comm::make_grid_communicators(grid);
   // Refused before the weights or the engine are allocated, as train does (parallel/memory_fit.h).

@@ -35,13 +35,13 @@ std::string clusters_dir(const std::string& root) { return root + "/configs/clus
 Result<plan::ModelShape> resolve_model(const std::string& root, const std::string& spec) {
   if (spec.ends_with(".json")) return plan::read_hf_config(spec);
   if (spec.ends_with(".toml")) {
-    SP_ASSIGN_OR_RETURN(parallel::RunConfig rc, load_run_config(root, "", spec, {}));
+    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, "", spec, {}));
     return plan::ModelShape::from_llama(rc.model, rc.name, spec);
   }
   auto named = plan::named_shape(spec);
   if (named.ok()) return named;
   if (std::filesystem::exists(root + "/configs/" + spec + ".toml")) {
-    SP_ASSIGN_OR_RETURN(parallel::RunConfig rc, load_run_config(root, spec, "", {}));
+    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, spec, "", {}));
     return plan::ModelShape::from_llama(rc.model, spec, "configs/" + spec + ".toml [model], data.vocab_size");
   }
   return named.status().with_hint(named.status().hint() + " (presets: configs/*.toml)");

@@ -20,7 +20,7 @@
 #include "evidence/bundle_paths.h"
 #include "evidence/faults.h"
 #include "evidence/run_dir.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 #include "proof/gate.h"
 #include "proof/protocol.h"
 #include "proof/seal.h"
@@ -49,7 +49,7 @@ void read_stage_log(const std::string& log, json& record) {
 
 class Protocol {
  public:
-  Protocol(const ProveOptions& o, std::string root, parallel::RunConfig config, proof::ProtocolPlan plan,
+  Protocol(const ProveOptions& o, std::string root, plan::RunConfig config, proof::ProtocolPlan plan,
            DirectoryLock& lock)
       : o_(o),
         paths_(o.out),
@@ -143,7 +143,7 @@ class Protocol {
   }
 
   int run() {
-    const parallel::ParallelConfig& pc = config_.parallel;
+    const plan::ParallelConfig& pc = config_.parallel;
     const int n = pc.world();
     const bool ckpt_fault = evidence::is_checkpoint_fault(fault_.kind);
     std::printf("shardproof prove: %s, dp %d × tp %d × pp %d, zero %d, %lld steps; fault %s; checkpoint at step %lld\n",
@@ -226,7 +226,7 @@ class Protocol {
   const ProveOptions& o_;
   const evidence::ProofPaths paths_;
   std::string root_;
-  parallel::RunConfig config_;
+  plan::RunConfig config_;
   proof::ProtocolPlan plan_;
   evidence::FaultSpec fault_;
   int64_t k_;
@@ -252,7 +252,7 @@ int run_prove(const ProveOptions& o) {
   const std::string root = o.root.empty() ? default_root() : o.root;
   auto config = load_run_config(root, o.preset, o.config, o.sets);
   if (!config.ok()) return report_status(config.status());
-  if (auto plan = parallel::Plan::make(*config, config->parallel.world()); !plan.ok())
+  if (auto plan = plan::RunPlan::make(*config, config->parallel.world()); !plan.ok())
     return report_status(plan.status());
   auto protocol = proof::plan_protocol(*config, o.fault);
   if (!protocol.ok()) return report_status(protocol.status());

@@ -12,16 +12,16 @@
 #include "cli/run_setup.h"
 #include "comm/process_grid.h"
 #include "evidence/faults.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 #include "proof/protocol.h"
 
 namespace sp::cli {
 
-Result<parallel::RunConfig> lab_config(const Lab& lab, const std::string& root,
-                                       const std::vector<std::string>& extra_sets) {
+Result<plan::RunConfig> lab_config(const Lab& lab, const std::string& root,
+                                   const std::vector<std::string>& extra_sets) {
   std::vector<std::string> sets = lab.sets;
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
-  Result<parallel::RunConfig> config = load_run_config(root, lab.preset, "", sets);
+  Result<plan::RunConfig> config = load_run_config(root, lab.preset, "", sets);
   if (!config.ok()) return config.status().with_context(fmt::format("lab {}", lab.key));
   return config;
 }
@@ -30,11 +30,11 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
   if (!lab.available)
     return failed_precondition("lab {} (§{} {}) is not available: {}", lab.key, lab.section, lab.title,
                                lab.unavailable_reason);
-  SP_ASSIGN_OR_RETURN(const parallel::RunConfig config, lab_config(lab, root, extra_sets));
+  SP_ASSIGN_OR_RETURN(const plan::RunConfig config, lab_config(lab, root, extra_sets));
   const auto context = [&](const Status& s) { return s.with_context(fmt::format("lab {}", lab.key)); };
   // The declared world is the catalogue's promise; a learner's --set may change the topology.
   const int world = extra_sets.empty() ? lab.world : config.parallel.world();
-  Result<parallel::Plan> plan = parallel::Plan::make(config, world);
+  Result<plan::RunPlan> plan = plan::RunPlan::make(config, world);
   if (!plan.ok()) return context(plan.status());
   Result<evidence::FaultSpec> fault = evidence::parse_fault(lab.fault);
   if (!fault.ok()) return context(fault.status());

@@ -3,7 +3,7 @@
 // (read by cli/lab_catalogue.h) gives each a run (preset + --set overrides), one catalogue fault, and
 // the lines a learner reads next to the bundle. This file checks a lab's run, hands it to the proof
 // protocol (cli/prove.h; nothing here trains) and renders the catalogue. Invariant, checked by
-// tests/unit/labs_test.cc: every available lab's config validates at its world size (Plan::make) and its
+// tests/unit/labs_test.cc: every available lab's config validates at its world size (RunPlan::make) and its
 // fault can act on that run; a section this engine cannot demonstrate is `available = false` with the
 // reason and the closest runnable lab.
 #pragma once
@@ -14,15 +14,15 @@
 #include "cli/lab_catalogue.h"
 #include "cli/prove.h"
 #include "core/status.h"
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
 
 namespace sp::cli {
 
 // The lab's run configuration: its preset under `root`/configs, its sets, then `extra_sets`.
-Result<parallel::RunConfig> lab_config(const Lab& lab, const std::string& root,
-                                       const std::vector<std::string>& extra_sets = {});
+Result<plan::RunConfig> lab_config(const Lab& lab, const std::string& root,
+                                   const std::vector<std::string>& extra_sets = {});
 // Everything `lab run` checks before launching: the config loads, its world equals lab.world,
-// Plan::make accepts it, the fault parses and can act on the run as `prove` runs stage 3
+// RunPlan::make accepts it, the fault parses and can act on the run as `prove` runs stage 3
 // (proof::plan_protocol, as prove plans stage 3), and a checkpoint fault targets a
 // rank that writes a shard. Unavailable labs: kFailedPrecondition with the reason.
 Status validate_lab(const Lab& lab, const std::string& root, const std::vector<std::string>& extra_sets = {});

@@ -22,18 +22,18 @@ std::string default_root() {
   return SP_SOURCE_DIR;
 }
 
-Result<parallel::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                            const std::string& config_file, const std::vector<std::string>& sets) {
+Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+                                        const std::string& config_file, const std::vector<std::string>& sets) {
   nlohmann::json j;
   if (!preset.empty() && !config_file.empty())
     return invalid_argument("--preset and --config are mutually exclusive").with_hint("pass one of them");
   if (!config_file.empty()) {
-    SP_ASSIGN_OR_RETURN(j, parallel::read_toml(config_file));
+    SP_ASSIGN_OR_RETURN(j, plan::read_toml(config_file));
   } else {
-    SP_ASSIGN_OR_RETURN(j, parallel::read_preset(root + "/configs", preset.empty() ? "tiny" : preset));
+    SP_ASSIGN_OR_RETURN(j, plan::read_preset(root + "/configs", preset.empty() ? "tiny" : preset));
   }
-  for (const std::string& s : sets) SP_RETURN_IF_ERROR(parallel::apply_override(j, s));
-  return parallel::RunConfig::from_json(j);
+  for (const std::string& s : sets) SP_RETURN_IF_ERROR(plan::apply_override(j, s));
+  return plan::RunConfig::from_json(j);
 }
 
 Status check_input_file(std::string_view flag, const std::string& path) {

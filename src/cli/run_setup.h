@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
 
 namespace sp::cli {
 
@@ -16,8 +16,8 @@ namespace sp::cli {
 // else the source directory this binary was built from.
 std::string default_root();
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
-Result<parallel::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                            const std::string& config_file, const std::vector<std::string>& sets);
+Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+                                        const std::string& config_file, const std::vector<std::string>& sets);
 // An input file named by `flag` must exist and be a regular file: a usage error (exit 2) naming both.
 Status check_input_file(std::string_view flag, const std::string& path);
 // True when this process was started by mpirun/srun (one rank of a job).

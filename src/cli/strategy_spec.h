@@ -5,7 +5,7 @@
 //   ps wN sN: the parameter server (docs/ps.md) with N workers (= dp) and N servers: "ps-w4-s1"
 // An axis not named is 1 and zero is 0, so every spec fixes the whole grid; the schedule, recompute
 // and reduction are the base config's unless named. This parses text only: whether the strategy is
-// valid for a model and world is Plan::make's job (a rejected spec becomes an error row).
+// valid for a model and world is RunPlan::make's job (a rejected spec becomes an error row).
 #pragma once
 
 #include <string>

@@ -2,7 +2,7 @@
 // described per step class, so its size does not depend on the number of steps. A step's traffic
 // depends only on whether parameter checksums are taken in it and whether an evaluation follows it
 // (StepSchedule, the one rule the trainer, the prediction and its checkers share); step −1 is the
-// evaluation before training. Not the model that predicts the traffic (parallel/comm_model.h) nor the
+// evaluation before training. Not the model that predicts the traffic (plan/traffic_model.h) nor the
 // comparison with a trace (trace_prediction.h): the schedule rule and the file's reader.
 // Invariant: class_of(step) is the class of the traffic the trainer issues in `step`, for every step in
 // [−1, steps); parse_comm_prediction accepts only documents whose every cell is well formed.

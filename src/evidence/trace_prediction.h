@@ -1,5 +1,5 @@
 // Traced traffic against the prediction: for every rank, step, group and phase, the ops and payload
-// bytes in trace/rank-N.jsonl must equal those in comm_predicted.json (parallel/comm_model.h). Agreement
+// bytes in trace/rank-N.jsonl must equal those in comm_predicted.json (plan/traffic_model.h). Agreement
 // among ranks (trace_check.h) cannot see a collective that every rank skips or adds; this can.
 // Compared: every step from the first traced one (a resumed run's trace starts at its checkpoint
 // step) to where each rank's trace ends, each against its step class's cells (comm_prediction.h); a

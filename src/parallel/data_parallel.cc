@@ -16,13 +16,13 @@ ShardRange shard_range_of(int64_t n, int parts, int index) {
   return {begin, begin + c[static_cast<size_t>(index)]};
 }
 
-int64_t GradientSync::staging_floats(Reduction mode, int dp, int64_t max_numel) {
-  if (mode != Reduction::kDeterministic || dp == 1) return 0;
+int64_t GradientSync::staging_floats(plan::Reduction mode, int dp, int64_t max_numel) {
+  if (mode != plan::Reduction::kDeterministic || dp == 1) return 0;
   // The all-reduce needs dp·⌈n/dp⌉; the reduce-scatter dp·counts[rank] ≤ the same.
   return comm::deterministic_all_reduce_scratch(max_numel, dp);
 }
 
-GradientSync::GradientSync(comm::Communicator& dp, Reduction mode, MemoryLedger& ledger, int64_t max_numel)
+GradientSync::GradientSync(comm::Communicator& dp, plan::Reduction mode, MemoryLedger& ledger, int64_t max_numel)
     : dp_(dp), mode_(mode) {
   const int64_t s = staging_floats(mode, dp.size(), max_numel);
   if (s > 0) staging_ = Tensor(ledger, "comm.dp_staging", Category::kComm, {s});
@@ -30,7 +30,7 @@ GradientSync::GradientSync(comm::Communicator& dp, Reduction mode, MemoryLedger&
 
 void GradientSync::all_reduce(float* data, int64_t n) {
   if (dp_.size() == 1) return;
-  if (mode_ == Reduction::kDeterministic)
+  if (mode_ == plan::Reduction::kDeterministic)
     comm::deterministic_all_reduce(dp_, data, n, staging_.f32());
   else
     dp_.all_reduce(data, n, DType::kF32, comm::ReduceOp::kSum);
@@ -42,7 +42,7 @@ void GradientSync::reduce_scatter(const float* full, float* shard, int64_t n) {
     return;
   }
   const std::vector<int64_t> counts = shard_counts(n, dp_.size());
-  if (mode_ == Reduction::kDeterministic)
+  if (mode_ == plan::Reduction::kDeterministic)
     comm::deterministic_reduce_scatter(dp_, full, shard, counts, staging_.f32());
   else
     dp_.reduce_scatter(full, shard, counts, DType::kF32, comm::ReduceOp::kSum);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
 #include "tensor/tensor.h"
 
 namespace sp::parallel {
@@ -29,7 +29,7 @@ ShardRange shard_range_of(int64_t n, int parts, int index);
 class GradientSync {
  public:
   // max_numel: the largest buffer ever synchronized (sizes the staging buffer, category comm).
-  GradientSync(comm::Communicator& dp, Reduction mode, MemoryLedger& ledger, int64_t max_numel);
+  GradientSync(comm::Communicator& dp, plan::Reduction mode, MemoryLedger& ledger, int64_t max_numel);
 
   int dp_rank() const { return dp_.rank(); }
   int dp_size() const { return dp_.size(); }
@@ -39,11 +39,11 @@ class GradientSync {
   void reduce_scatter(const float* full, float* shard, int64_t n);
   // full (n) := concatenation of every rank's shard (the owned ranges).
   void all_gather(const float* shard, float* full, int64_t n);
-  static int64_t staging_floats(Reduction mode, int dp, int64_t max_numel);
+  static int64_t staging_floats(plan::Reduction mode, int dp, int64_t max_numel);
 
  private:
   comm::Communicator& dp_;
-  Reduction mode_;
+  plan::Reduction mode_;
   Tensor staging_;  // (staging_floats) category comm, deterministic mode only
 };
 

@@ -12,7 +12,7 @@
 
 namespace sp::parallel {
 
-Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms,
+Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms,
                comm::TraceContext& trace, MemoryLedger& ledger, const data::TokenDataset* train,
                const data::TokenDataset* eval, Timeline* timeline)
     : plan_(plan),
@@ -25,7 +25,7 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
       timeline_(timeline),
       roles_(plan.roles()),
       tensors_(plan.config.model) {
-  const RunConfig& c = plan_.config;
+  const plan::RunConfig& c = plan_.config;
   const int rank = comms_.world->rank();
   server_ = roles_.is_server(rank);
   if (!server_) coords_ = grid_.coords_of(rank);
@@ -43,14 +43,14 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
   if (server_) {
     // A parameter server: its pieces of the key space, no model stage (parameter_server.h).
     SP_CHECK(comms_.ps != nullptr, "a parameter-server run needs the ps communicator");
-    server_units_ = ps_unit_layouts(c.model);
+    server_units_ = plan::ps_unit_layouts(c.model);
     update_ = std::make_unique<PsServerUpdate>(server_units_, *comms_.ps, roles_, roles_.server_index(rank), adamw,
                                                trace_, ledger_);
     return;
   }
 
   placements_ = plan_.chunks_of(coords_.pp);
-  for (const ChunkPlacement& pl : placements_) {
+  for (const plan::ChunkPlacement& pl : placements_) {
     model::StageSpec spec;
     spec.layer_begin = pl.layer_begin;
     spec.layer_end = pl.layer_end;
@@ -72,21 +72,21 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
   params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_);
   grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_);
   if (roles_.parameter_server())
-    update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, PsKeySpace(us, roles_), trace_,
-                                               ledger_);
+    update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, plan::PsKeySpace(us, roles_),
+                                               trace_, ledger_);
   else
     update_ = std::make_unique<AllReduceUpdate>(*params_, *grads_, adamw, ledger_, grid_, c.parallel.zero, coords_.dp);
   std::vector<PipelineRunner::Chunk> chunks;
   for (size_t j = 0; j < stages_.size(); ++j) chunks.push_back({stages_[j].get(), placements_[j]});
   runner_ = std::make_unique<PipelineRunner>(chunks, comms_.axis(comm::Axis::kPp), ledger_, trace_, timeline_);
-  actions_ = schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
-                              plan_.local_micro_batches);
+  actions_ = plan::schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
+                                    plan_.local_micro_batches);
 }
 
 Engine::~Engine() = default;
 
 void Engine::set_fault(const evidence::FaultSpec& fault) {
-  const RunConfig& c = plan_.config;
+  const plan::RunConfig& c = plan_.config;
   faults_.arm(fault, {.grads = grads_.get(),
                       .params = params_.get(),
                       .tp = tp_ops_.get(),
@@ -109,7 +109,7 @@ std::vector<const model::UnitLayout*> Engine::units() const {
 }
 
 void Engine::initialize() {
-  const RunConfig& c = plan_.config;
+  const plan::RunConfig& c = plan_.config;
   if (server_)
     static_cast<PsServerUpdate&>(*update_).initialize(c.train.seed, c.model.init_std);
   else
@@ -138,7 +138,7 @@ std::vector<evidence::TensorSummary> Engine::summarize(const std::vector<model::
 
 StepResult Engine::step(int64_t s, bool checksums) {
   SP_CHECK(batches_ != nullptr, "Engine::step needs a training dataset or a batch source");
-  const RunConfig& c = plan_.config;
+  const plan::RunConfig& c = plan_.config;
   Stopwatch watch;
   StepResult r;
   r.step = s;
@@ -247,28 +247,28 @@ std::vector<int64_t> Engine::eval_batches_of_this_rank() const {
   return mine;
 }
 
-std::vector<PipeAction> Engine::eval_actions(int64_t batches) const {
-  const RunConfig& c = plan_.config;
-  std::vector<PipeAction> fwd;
+std::vector<plan::PipeAction> Engine::eval_actions(int64_t batches) const {
+  const plan::RunConfig& c = plan_.config;
+  std::vector<plan::PipeAction> fwd;
   if (batches == 0) return fwd;
-  for (const PipeAction& a :
-       schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages, batches))
+  for (const plan::PipeAction& a :
+       plan::schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages, batches))
     if (a.forward) fwd.push_back(a);
   return fwd;
 }
 
-evidence::LedgerModelInput Engine::ledger_input() const {
-  return rank_ledger_input(plan_, grid_, comms_.world->rank(), eval_set_.has_value() ? eval_set_->batches() : 0);
+plan::LedgerModelInput Engine::ledger_input() const {
+  return plan::rank_ledger_input(plan_, grid_, comms_.world->rank(), eval_set_.has_value() ? eval_set_->batches() : 0);
 }
 
 double Engine::evaluate(int64_t s) {
   if (!eval_set_.has_value()) return std::nan("");
-  const RunConfig& c = plan_.config;
+  const plan::RunConfig& c = plan_.config;
   const int64_t E = eval_set_->batches();
   const std::vector<int64_t> mine = eval_batches_of_this_rank();
   std::vector<double> sums(static_cast<size_t>(E), 0.0);
   if (!mine.empty()) {
-    const std::vector<PipeAction> fwd = eval_actions(static_cast<int64_t>(mine.size()));
+    const std::vector<plan::PipeAction> fwd = eval_actions(static_cast<int64_t>(mine.size()));
     PipelineRunner::StepIO io;
     io.step = s;
     io.first_micro_batch = 0;
@@ -316,7 +316,7 @@ void Engine::set_parameters(const std::function<const float*(const std::string& 
 }
 
 double Engine::compute_gradients(const int32_t* tokens) {
-  const RunConfig& c = plan_.config;
+  const plan::RunConfig& c = plan_.config;
   SP_CHECK(c.parallel.dp == 1 && plan_.micro_batches == 1, "compute_gradients needs dp = 1 and one micro-batch");
   const int64_t B = c.train.micro_batch_size, T = c.train.seq_len;
   double count = 0;

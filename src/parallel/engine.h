@@ -27,7 +27,6 @@
 #include "data/loader.h"
 #include "evidence/activations.h"
 #include "evidence/checksums.h"
-#include "evidence/ledger_model.h"
 #include "model/llama_stage.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
@@ -36,9 +35,10 @@
 #include "parallel/grad_store.h"
 #include "parallel/param_store.h"
 #include "parallel/pipeline.h"
-#include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/update_strategy.h"
+#include "plan/ledger_model.h"
+#include "plan/run_plan.h"
 
 namespace sp::parallel {
 
@@ -60,8 +60,9 @@ struct StepResult {
 
 class Engine {
  public:
-  Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms, comm::TraceContext& trace,
-         MemoryLedger& ledger, const data::TokenDataset* train, const data::TokenDataset* eval, Timeline* timeline);
+  Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::GridCommunicators& comms,
+         comm::TraceContext& trace, MemoryLedger& ledger, const data::TokenDataset* train,
+         const data::TokenDataset* eval, Timeline* timeline);
   ~Engine();
 
   // Where training batches come from: by default the topology-free loader over the train split.
@@ -112,22 +113,22 @@ class Engine {
   bool server() const { return server_; }
   // "dp1.tp0.pp0", or "server0" (comm/roles.h).
   std::string label(int world_rank) const { return roles_.label(world_rank, grid_); }
-  const Plan& plan() const { return plan_; }
+  const plan::RunPlan& plan() const { return plan_; }
   optim::AdamW& optimizer() { return update_->optimizer(); }
   PipelineRunner& runner() { return *runner_; }
   // Summaries of the pieces given (a world collective): used for checksums and by tests.
   std::vector<evidence::TensorSummary> summarize(const std::vector<model::UnitPiece>& pieces, bool digest);
   std::vector<const model::UnitLayout*> units() const;
-  // What the ledger model needs to predict this rank's memory (evidence/ledger_model.h).
-  evidence::LedgerModelInput ledger_input() const;
+  // What the ledger model needs to predict this rank's memory (plan/ledger_model.h).
+  plan::LedgerModelInput ledger_input() const;
 
  private:
   double global_target_tokens(int64_t step) const;
   std::vector<int64_t> eval_batches_of_this_rank() const;
-  std::vector<PipeAction> eval_actions(int64_t batches) const;
+  std::vector<plan::PipeAction> eval_actions(int64_t batches) const;
   std::vector<int> replica_check();
 
-  Plan plan_;
+  plan::RunPlan plan_;
   comm::ProcessGrid grid_;
   comm::Coords coords_;
   comm::GridCommunicators& comms_;
@@ -141,7 +142,7 @@ class Engine {
   std::vector<model::UnitLayout> server_units_;  // a server's: every unit (tp = 1)
   evidence::LogicalTensors tensors_;
   std::vector<std::unique_ptr<model::LlamaStage>> stages_;  // by virtual stage
-  std::vector<ChunkPlacement> placements_;
+  std::vector<plan::ChunkPlacement> placements_;
   std::unique_ptr<GradientSync> dp_sync_;
   std::unique_ptr<TensorParallel> tp_ops_;
   std::unique_ptr<ParamStore> params_;
@@ -153,7 +154,7 @@ class Engine {
   FaultInjector faults_;
   std::optional<data::EvalSet> eval_set_;
   optim::LrSchedule schedule_;
-  std::vector<PipeAction> actions_;
+  std::vector<plan::PipeAction> actions_;
   evidence::ActivationRecorder* activations_ = nullptr;
 };
 

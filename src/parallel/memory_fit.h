@@ -1,5 +1,5 @@
 // Memory fit: before the engine allocates anything, the ledger model's predicted peak of every rank
-// (evidence/ledger_model.h: the bytes the engine will allocate, exactly) is summed per host and
+// (plan/ledger_model.h: the bytes the engine will allocate, exactly) is summed per host and
 // compared with what the host has available, so a model too big for the machine is refused with both
 // numbers instead of dying in an allocation. Not a measurement (the ledger compares with the run's
 // own at the end) and not the cluster planner (plan/). It counts only what the ledger accounts for:
@@ -13,21 +13,13 @@
 #include "comm/communicator.h"
 #include "comm/process_grid.h"
 #include "core/status.h"
-#include "evidence/ledger_model.h"
-#include "parallel/plan.h"
+#include "plan/ledger_model.h"
+#include "plan/run_plan.h"
 
 namespace sp::parallel {
 
-// What the ledger model needs for the rank at `coords`, from the plan alone: its chunks, its schedule
-// of one training step, and the forwards of its share of `eval_batches` evaluation batches (dp rank d
-// evaluates batches d, d + dp, ...). Engine::ledger_input() is this with the engine's eval set.
-evidence::LedgerModelInput ledger_model_input(const Plan& plan, const comm::Coords& coords, int64_t eval_batches);
-// The same for world rank `rank`, a parameter server's included (its pieces, parameter_server.h).
-evidence::LedgerModelInput rank_ledger_input(const Plan& plan, const comm::ProcessGrid& grid, int rank,
-                                             int64_t eval_batches);
-
 // Refuses (invalid_argument, exit 2) when the predicted peaks of the ranks sharing this host exceed
 // its available memory (MemAvailable), naming the host, both numbers and the ranks.
-Status check_memory_fit(const Plan& plan, const comm::ProcessGrid& grid, comm::Communicator& world);
+Status check_memory_fit(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::Communicator& world);
 
 }  // namespace sp::parallel

@@ -10,72 +10,38 @@
 namespace sp::parallel {
 namespace {
 
-std::vector<optim::OwnedRange> ranges_of(const std::vector<PsPiece>& pieces) {
+std::vector<optim::OwnedRange> ranges_of(const std::vector<plan::PsPiece>& pieces) {
   std::vector<optim::OwnedRange> out;
-  for (const PsPiece& p : pieces) out.push_back({p.unit, p.begin, p.end});
+  for (const plan::PsPiece& p : pieces) out.push_back({p.unit, p.begin, p.end});
   return out;
 }
 
 // Pushes and pulls carry one piece each, tagged with its unit id (unique per worker-server pair).
-int tag_of(const PsPiece& p) { return p.unit->id; }
+int tag_of(const plan::PsPiece& p) { return p.unit->id; }
 
 }  // namespace
 
-std::vector<model::UnitLayout> ps_unit_layouts(const model::LlamaConfig& config) {
-  std::vector<model::UnitLayout> out;
-  for (int id = 0; id < model::unit_count(config); ++id) out.push_back(model::unit_layout(config, id, 0, 1));
-  return out;
-}
-
-std::optional<comm::PsTopology> ps_topology(const Plan& plan) {
+std::optional<comm::PsTopology> ps_topology(const plan::RunPlan& plan) {
   const comm::RoleMap roles = plan.roles();
   if (!roles.parameter_server()) return std::nullopt;
-  const std::vector<model::UnitLayout> layouts = ps_unit_layouts(plan.config.model);
+  const std::vector<model::UnitLayout> layouts = plan::ps_unit_layouts(plan.config.model);
   std::vector<const model::UnitLayout*> units;
   for (const model::UnitLayout& u : layouts) units.push_back(&u);
-  const PsKeySpace keys(units, roles);
+  const plan::PsKeySpace keys(units, roles);
   comm::PsTopology t{.roles = roles, .keys = keys.keys()};
   for (int j = 0; j < roles.servers(); ++j) {
     nlohmann::json pieces = nlohmann::json::array();
-    for (const PsPiece& p : keys.pieces(j))
+    for (const plan::PsPiece& p : keys.pieces(j))
       pieces.push_back({{"unit", p.unit->name}, {"begin", p.begin}, {"end", p.end}});
     t.pieces.push_back(std::move(pieces));
   }
   return t;
 }
 
-PsKeySpace::PsKeySpace(std::vector<const model::UnitLayout*> units, const comm::RoleMap& roles)
-    : units_(std::move(units)), roles_(roles) {
-  SP_CHECK(roles_.parameter_server(), "a parameter-server key space needs servers");
-  for (size_t i = 0; i < units_.size(); ++i) {
-    SP_CHECK(i == 0 || units_[i]->id > units_[i - 1]->id, "units must be in unit-id order");
-    offsets_.push_back(keys_);
-    keys_ += units_[i]->numel;
-  }
-}
-
-std::vector<PsPiece> PsKeySpace::pieces(int j) const {
-  const comm::KeyRange k = roles_.key_range(keys_, j);
-  std::vector<PsPiece> out;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const int64_t lo = std::max(k.begin, offsets_[i]), hi = std::min(k.end, offsets_[i] + units_[i]->numel);
-    if (lo < hi) out.push_back({units_[i], lo - offsets_[i], hi - offsets_[i]});
-  }
-  return out;
-}
-
-std::vector<std::pair<int, PsPiece>> PsKeySpace::pieces_of_unit(const model::UnitLayout* u) const {
-  std::vector<std::pair<int, PsPiece>> out;
-  for (int j = 0; j < roles_.servers(); ++j)
-    for (const PsPiece& p : pieces(j))
-      if (p.unit->id == u->id) out.emplace_back(j, p);
-  return out;
-}
-
 // ---- worker ----
 
 PsWorkerUpdate::PsWorkerUpdate(ParamStore& params, GradStore& grads, comm::Communicator& ps, const comm::RoleMap& roles,
-                               PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger)
+                               plan::PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger)
     : params_(params),
       grads_(grads),
       ps_(ps),
@@ -133,9 +99,9 @@ int PsWorkerUpdate::replica_of(int world_rank) const { return ps_replica_of(role
 
 // ---- server ----
 
-int64_t PsServerUpdate::staging_floats(const std::vector<PsPiece>& pieces, int workers) {
+int64_t PsServerUpdate::staging_floats(const std::vector<plan::PsPiece>& pieces, int workers) {
   int64_t most = 0;
-  for (const PsPiece& p : pieces) most = std::max(most, p.size());
+  for (const plan::PsPiece& p : pieces) most = std::max(most, p.size());
   return most * workers;
 }
 
@@ -153,8 +119,8 @@ PsServerUpdate::PsServerUpdate(const std::vector<model::UnitLayout>& layouts, co
           roles),
       trace_(trace),
       optimizer_(adamw, ranges_of(keys_.pieces(server)), ledger) {
-  const std::vector<PsPiece> mine = keys_.pieces(server);
-  for (const PsPiece& p : mine)
+  const std::vector<plan::PsPiece> mine = keys_.pieces(server);
+  for (const plan::PsPiece& p : mine)
     pieces_.push_back({p, Tensor(ledger, "param." + p.unit->name + ".ps", Category::kParam, {p.size()}),
                        Tensor(ledger, "grad." + p.unit->name + ".ps", Category::kGrad, {p.size()})});
   staging_ = Tensor(ledger, "comm.ps_push", Category::kComm, {staging_floats(mine, roles_.workers())});

@@ -1,6 +1,6 @@
 // The parameter-server architecture (docs/ps.md): W worker ranks and S server ranks (comm/roles.h).
 // The key space is every unit's flat buffer laid end to end in unit-id order; server j owns the
-// contiguous keys RoleMap::key_range(keys, j), i.e. a few pieces of units (PsKeySpace::pieces).
+// contiguous keys RoleMap::key_range(keys, j), i.e. a few pieces of units (plan::PsKeySpace::pieces).
 //   worker (PsWorkerUpdate): runs its k = M/W micro-batches on a full replica; exchange() pushes every
 //     unit's local gradient sum, piece by piece, to the piece's server (phase "push"); update() pulls
 //     the new values of every piece back into the replica (phase "pull");
@@ -22,40 +22,16 @@
 #include "comm/roles.h"
 #include "comm/topology.h"
 #include "comm/trace_context.h"
-#include "parallel/plan.h"
 #include "parallel/update_strategy.h"
+#include "plan/ps_keys.h"
+#include "plan/run_plan.h"
 
 namespace sp::parallel {
-
-// A unit-local range [begin, end) of the flat key space.
-struct PsPiece {
-  const model::UnitLayout* unit = nullptr;
-  int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
-};
-
-class PsKeySpace {
- public:
-  // units: every unit of the model (tp = 1), in unit-id order.
-  PsKeySpace(std::vector<const model::UnitLayout*> units, const comm::RoleMap& roles);
-  int64_t keys() const { return keys_; }
-  // Server j's pieces in key order.
-  std::vector<PsPiece> pieces(int j) const;
-  // Every (server, piece) overlapping unit `u`, in server order.
-  std::vector<std::pair<int, PsPiece>> pieces_of_unit(const model::UnitLayout* u) const;
-  const std::vector<const model::UnitLayout*>& units() const { return units_; }
-
- private:
-  std::vector<const model::UnitLayout*> units_;
-  std::vector<int64_t> offsets_;  // of each unit in the key space
-  comm::RoleMap roles_;
-  int64_t keys_ = 0;
-};
 
 class PsWorkerUpdate final : public UpdateStrategy {
  public:
   PsWorkerUpdate(ParamStore& params, GradStore& grads, comm::Communicator& ps, const comm::RoleMap& roles,
-                 PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger);
+                 plan::PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger);
   void exchange(int64_t step) override;
   bool gradients_complete() const override { return grads_.complete(); }
   std::vector<int64_t> versions(int64_t) override { return {}; }
@@ -75,7 +51,7 @@ class PsWorkerUpdate final : public UpdateStrategy {
   GradStore& grads_;
   comm::Communicator& ps_;
   comm::RoleMap roles_;
-  PsKeySpace keys_;
+  plan::PsKeySpace keys_;
   comm::TraceContext& trace_;
   optim::AdamW optimizer_;  // owns no range: the servers update (it keeps the step count for checkpoints)
 };
@@ -101,17 +77,17 @@ class PsServerUpdate final : public UpdateStrategy {
   int replica_of(int world_rank) const override;  // as a worker answers it
   std::vector<const model::UnitLayout*> units() const { return keys_.units(); }
   // Floats of the push staging: W copies of the largest piece (category comm, "comm.ps_push").
-  static int64_t staging_floats(const std::vector<PsPiece>& pieces, int workers);
+  static int64_t staging_floats(const std::vector<plan::PsPiece>& pieces, int workers);
 
  private:
   struct Piece {
-    PsPiece range;
+    plan::PsPiece range;
     Tensor param, grad;  // (size) each
   };
   void pull(int64_t step);
   comm::Communicator& ps_;
   comm::RoleMap roles_;
-  PsKeySpace keys_;
+  plan::PsKeySpace keys_;
   comm::TraceContext& trace_;
   std::vector<Piece> pieces_;
   Tensor staging_;  // (W · max piece) category comm
@@ -119,10 +95,8 @@ class PsServerUpdate final : public UpdateStrategy {
   bool received_ = false;
 };
 
-// Every unit of the model as a parameter server lays them out (tp = 1), in unit-id order.
-std::vector<model::UnitLayout> ps_unit_layouts(const model::LlamaConfig& config);
 // What topology.json records of a parameter-server run (the roles, the key space and every server's
 // pieces); none for an all-reduce run.
-std::optional<comm::PsTopology> ps_topology(const Plan& plan);
+std::optional<comm::PsTopology> ps_topology(const plan::RunPlan& plan);
 
 }  // namespace sp::parallel

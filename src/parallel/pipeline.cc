@@ -34,8 +34,8 @@ int PipelineRunner::tag(int chunk, int direction, int64_t mb, int64_t m) const {
   return static_cast<int>(((static_cast<int64_t>(chunk) * 2 + direction) * m + mb) % (comm::kMaxTag + 1));
 }
 
-void PipelineRunner::run(const std::vector<PipeAction>& actions, const StepIO& io) {
-  for (const PipeAction& a : actions) {
+void PipelineRunner::run(const std::vector<plan::PipeAction>& actions, const StepIO& io) {
+  for (const plan::PipeAction& a : actions) {
     ChunkState& c = chunks_[static_cast<size_t>(a.virtual_stage)];
     if (a.forward)
       forward(c, a.micro_batch, io);
@@ -54,7 +54,7 @@ void PipelineRunner::run(const std::vector<PipeAction>& actions, const StepIO& i
 
 void PipelineRunner::forward(ChunkState& c, int64_t mb, const StepIO& io) {
   model::LlamaStage& stage = *c.chunk.stage;
-  const ChunkPlacement& pl = c.chunk.placement;
+  const plan::ChunkPlacement& pl = c.chunk.placement;
   const int64_t global_mb = io.first_micro_batch + mb;
   model::ActivationSlot* slot;
   if (c.free.empty()) {
@@ -101,7 +101,7 @@ void PipelineRunner::forward(ChunkState& c, int64_t mb, const StepIO& io) {
 
 void PipelineRunner::backward(ChunkState& c, int64_t mb, const StepIO& io) {
   model::LlamaStage& stage = *c.chunk.stage;
-  const ChunkPlacement& pl = c.chunk.placement;
+  const plan::ChunkPlacement& pl = c.chunk.placement;
   const int64_t global_mb = io.first_micro_batch + mb;
   auto it = c.busy.find(mb);
   SP_CHECK(it != c.busy.end(), "backward of micro-batch {} before its forward on chunk {}", global_mb, pl.chunk);

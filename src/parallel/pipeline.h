@@ -18,9 +18,9 @@
 #include "comm/communicator.h"
 #include "comm/trace_context.h"
 #include "model/llama_stage.h"
-#include "parallel/plan.h"
-#include "parallel/schedule.h"
 #include "parallel/timeline.h"
+#include "plan/run_plan.h"
+#include "plan/schedule.h"
 
 namespace sp::parallel {
 
@@ -28,7 +28,7 @@ class PipelineRunner {
  public:
   struct Chunk {
     model::LlamaStage* stage;
-    ChunkPlacement placement;
+    plan::ChunkPlacement placement;
   };
   PipelineRunner(std::vector<Chunk> chunks, comm::Communicator& pp, MemoryLedger& ledger, comm::TraceContext& trace,
                  Timeline* timeline);
@@ -48,7 +48,7 @@ class PipelineRunner {
     comm::Phase forward_phase = comm::Phase::kForward;
   };
   // Runs `actions` (all forwards only when io.grads is null).
-  void run(const std::vector<PipeAction>& actions, const StepIO& io);
+  void run(const std::vector<plan::PipeAction>& actions, const StepIO& io);
   // Slots allocated so far per virtual stage (the ledger model predicts this).
   std::vector<int64_t> slots_allocated() const;
 

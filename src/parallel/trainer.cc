@@ -26,14 +26,14 @@
 #include "evidence/bundle_paths.h"
 #include "evidence/checksums.h"
 #include "evidence/contract.h"
-#include "evidence/ledger_model.h"
 #include "evidence/ledger_report.h"
 #include "evidence/run_dir.h"
-#include "parallel/comm_model.h"
 #include "parallel/engine.h"
 #include "parallel/memory_fit.h"
 #include "parallel/parameter_server.h"
-#include "parallel/plan.h"
+#include "plan/ledger_model.h"
+#include "plan/run_plan.h"
+#include "plan/traffic_model.h"
 
 namespace sp::parallel {
 namespace {
@@ -57,19 +57,19 @@ struct BeforeFatalReset {
 // evidence files.
 // What validation fixes before anything else happens: the plan and the process grid.
 struct Setup {
-  Plan plan;
+  plan::RunPlan plan;
   comm::ProcessGrid grid;
 };
 
 struct Run {
-  Run(const RunConfig& c, const TrainOptions& o, Setup s, int r)
+  Run(const plan::RunConfig& c, const TrainOptions& o, Setup s, int r)
       : config(c), opt(o), paths(o.out_dir), plan(std::move(s.plan)), grid(std::move(s.grid)), rank(r) {}
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
-  const RunConfig& config;
+  const plan::RunConfig& config;
   const TrainOptions& opt;
   const evidence::RunPaths paths;
-  const Plan plan;
+  const plan::RunPlan plan;
   const comm::ProcessGrid grid;
   const int rank;
   DirectoryLock dir_lock;  // rank 0: the output directory is this run's until it ends (evidence/run_dir.h)
@@ -111,7 +111,7 @@ struct Run {
 };
 
 // The run options that only make sense together (the anchored replay, extra checkpoints).
-Status validate_options(const RunConfig& config, const TrainOptions& opt) {
+Status validate_options(const plan::RunConfig& config, const TrainOptions& opt) {
   const int64_t steps = config.train.steps;
   for (int64_t s : opt.checkpoint_at)
     if (s < 0 || s > steps)
@@ -140,11 +140,11 @@ Status validate_options(const RunConfig& config, const TrainOptions& opt) {
 }
 
 // 1. Validate and plan: every rule, identically on every rank, before any communication or file write.
-Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
+Result<Setup> validate_and_plan(const plan::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
   SP_RETURN_IF_ERROR(validate_options(config, opt));
-  SP_ASSIGN_OR_RETURN(Plan plan, Plan::make(config, mpi.world_size()));
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(config, mpi.world_size()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
-  const ParallelConfig& pc = config.parallel;
+  const plan::ParallelConfig& pc = config.parallel;
   // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid,
                       comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers()));
@@ -155,7 +155,7 @@ Result<Setup> validate_and_plan(const RunConfig& config, const TrainOptions& opt
 // 2. Prepare the data and freeze the contract: rank 0 prepares the corpus into the content-addressed
 //    cache, every rank opens and verifies it; the contract binds config, data, build and versions.
 Status prepare_data(Run& run, comm::MpiScope& mpi) {
-  const RunConfig& config = run.config;
+  const plan::RunConfig& config = run.config;
   run.comms = config.parallel.parameter_server() ? comm::make_ps_communicators(run.grid, run.plan.roles())
                                                  : comm::make_grid_communicators(run.grid);
   // Nothing is written before the output directory is claimed: locked, and refused if it holds
@@ -215,7 +215,7 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
 //    whether the evidence files start anew or continue from its recorded prefix. From here on every
 //    communicator is traced and watched.
 Status open_evidence(Run& run) {
-  const RunConfig& config = run.config;
+  const plan::RunConfig& config = run.config;
   const std::string& out = run.opt.out_dir;
   const bool anchored = !run.opt.anchor_from.empty();
   if (!anchored) {
@@ -241,7 +241,7 @@ Status open_evidence(Run& run) {
   SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
     if (!anchored)
       SP_RETURN_IF_ERROR(
-          write_file_atomic(run.paths.comm_predicted(), predict_run_traffic(run.plan, run.grid).dump() + "\n"));
+          write_file_atomic(run.paths.comm_predicted(), plan::predict_run_traffic(run.plan, run.grid).dump() + "\n"));
     return write_file_atomic(run.paths.contract(), run.contract.dump(2) + "\n");
   }));
 
@@ -378,7 +378,7 @@ Status anchored_loop(Run& run, TrainSummary& summary) {
 // 5. The training loop: a step, its evidence records, the evaluation when due, a checkpoint when due.
 //    Stops with an error on diverged replicas or non-finite gradients (evidence.stop_on_divergence).
 Status train_loop(Run& run, TrainSummary& summary) {
-  const RunConfig& config = run.config;
+  const plan::RunConfig& config = run.config;
   Engine& engine = *run.engine;
   CheckpointOptions ckpt_options;
   ckpt_options.keep_last = config.evidence.keep_last;
@@ -394,8 +394,8 @@ Status train_loop(Run& run, TrainSummary& summary) {
   };
   if (first_step == 0 &&
       std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), 0) != run.opt.checkpoint_at.end())
-    SP_RETURN_IF_ERROR(save_at(run, 0, ckpt_options));            // the initial state (an anchored replay's step 0)
-  const evidence::StepSchedule schedule = step_schedule(config);  // the rule comm_predicted.json follows
+    SP_RETURN_IF_ERROR(save_at(run, 0, ckpt_options));  // the initial state (an anchored replay's step 0)
+  const evidence::StepSchedule schedule = plan::step_schedule(config);  // the rule comm_predicted.json follows
   Stopwatch run_clock;
   double tokens_seen = 0;
   for (int64_t s = first_step; s < last_step; ++s) {
@@ -440,7 +440,7 @@ Status train_loop(Run& run, TrainSummary& summary) {
 Status finish(Run& run, const Status& loop) {
   Status ledger;
   if (run.opt.anchor_from.empty()) {  // an anchored replay neither evaluates nor runs the planned steps
-    nlohmann::json mine = evidence::compare_ledger(run.ledger, evidence::predict_ledger(run.engine->ledger_input()));
+    nlohmann::json mine = plan::compare_ledger(run.ledger, plan::predict_ledger(run.engine->ledger_input()));
     mine["rank"] = run.rank;
     mine["coords"] = run.engine->label(run.rank);
     ledger =
@@ -471,7 +471,7 @@ Status finish(Run& run, const Status& loop) {
 
 }  // namespace
 
-Result<TrainSummary> run_training(const RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
+Result<TrainSummary> run_training(const plan::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
   SP_ASSIGN_OR_RETURN(Setup setup, validate_and_plan(config, opt, mpi));
   Run run(config, opt, std::move(setup), mpi.world_rank());
   SP_RETURN_IF_ERROR(prepare_data(run, mpi));

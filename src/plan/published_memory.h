@@ -1,7 +1,7 @@
 // Published memory formulas, kept beside the engine's own ledger model as the planner's validation and
 // as the selectable "megatron" activation model for shapes the engine cannot train (GPT, 16-bit
 // activations). They are the papers' closed forms, not a replay of allocations: the engine's memory per
-// category comes from its ledger model (evidence/ledger_model.h), never from here.
+// category comes from its ledger model (plan/ledger_model.h), never from here.
 // ZeRO (Rajbhandari et al., SC'20, arXiv:1910.02054, §5.1–5.3, Table 1), model states per device with
 // Ψ parameters, N_d data-parallel ranks, p bytes per parameter, g per gradient and K per parameter of
 // optimizer state (mixed-precision Adam: p = g = 2, K = 12):

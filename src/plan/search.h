@@ -55,7 +55,7 @@ struct TimeVerdict {
 };
 
 struct StrategyEvaluators {
-  // Extra rules of the system being planned (phase 2: the engine's Plan::make); may be empty.
+  // Extra rules of the system being planned (phase 2: the engine's RunPlan::make); may be empty.
   std::function<std::vector<Exclusion>(const Strategy&)> rules;
   std::function<MemoryVerdict(const Strategy&)> memory;  // required
   std::function<TimeVerdict(const Strategy&)> time;      // required

@@ -1,6 +1,6 @@
 // Strategy: one point of the planner's search space — how a training step is split over ranks
 // (dp, tp, pp, virtual stages, pipeline schedule, ZeRO stage, activation recompute, micro-batch size).
-// It is not a run configuration (parallel/run_config.h holds the engine's, with data, seeds and evidence);
+// It is not a run configuration (plan/run_config.h holds the engine's, with data, seeds and evidence);
 // phase 2 maps the two onto each other for the engine's own models.
 // Invariant: names round-trip — strategy_name() is unique per strategy and stable, so excluded and ranked
 // lists are diffable between runs. Reference: docs/plan.md.
@@ -13,7 +13,7 @@
 
 namespace sp::plan {
 
-// Pipeline schedules as the engine names them (parallel/schedule.h): GPipe, 1F1B, interleaved 1F1B.
+// Pipeline schedules as the engine names them (plan/schedule.h): GPipe, 1F1B, interleaved 1F1B.
 enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved };
 // Activation recompute: none; selective = recompute the attention core (Korthikanti et al. 2022 §4.2);
 // full = recompute every block's forward from its input in backward.

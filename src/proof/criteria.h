@@ -14,8 +14,8 @@
 #include "core/status.h"
 #include "evidence/compare.h"
 #include "evidence/trace_check.h"
-#include "parallel/plan.h"
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
+#include "plan/run_plan.h"
 #include "proof/bundle.h"
 #include "proof/equivalence.h"
 #include "proof/first_divergence.h"
@@ -28,8 +28,8 @@ namespace sp::proof {
 struct GateContext {
   static Result<GateContext> make(const ProofBundle& bundle);
   const ProofBundle* bundle = nullptr;
-  parallel::RunConfig config;
-  parallel::Plan plan;
+  plan::RunConfig config;
+  plan::RunPlan plan;
   Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
   Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running
   Result<RunEquivalence> anchored_vs_reference = internal_error("not run");   // non-bitwise promises only

@@ -23,7 +23,7 @@ Result<RunContract> read_run_contract(const evidence::RunPaths& run) {
   SP_ASSIGN_OR_RETURN(rc.contract, read_json_file(run.contract(), uint64_t{1} << 26));
   SP_RETURN_IF_ERROR(evidence::verify_contract(rc.contract, run.contract()));
   if (!rc.contract.contains("config")) return corrupt("'{}': no \"config\"", run.contract());
-  SP_ASSIGN_OR_RETURN(rc.config, parallel::RunConfig::from_json(rc.contract["config"]));
+  SP_ASSIGN_OR_RETURN(rc.config, plan::RunConfig::from_json(rc.contract["config"]));
   return rc;
 }
 
@@ -40,19 +40,18 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
           "topology (config.parallel), recomputation, evaluation and evidence settings may differ");
 }
 
-Equivalence promised_class(const parallel::RunConfig& config) {
-  const bool bitwise = config.parallel.tp == 1 && config.parallel.reduction == parallel::Reduction::kDeterministic;
+Equivalence promised_class(const plan::RunConfig& config) {
+  const bool bitwise = config.parallel.tp == 1 && config.parallel.reduction == plan::Reduction::kDeterministic;
   return bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
 }
 
-evidence::Tolerances tolerances_for(const parallel::RunConfig& config) {
+evidence::Tolerances tolerances_for(const plan::RunConfig& config) {
   evidence::Tolerances tol;
   tol.grad_first *= std::sqrt(static_cast<double>(config.train.global_batch * config.train.seq_len));
   return tol;
 }
 
-std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& config,
-                                                  const std::vector<int64_t>& steps) {
+std::vector<evidence::RecordKey> expected_records(const plan::RunConfig& config, const std::vector<int64_t>& steps) {
   std::vector<int64_t> which = steps;
   if (which.empty())
     for (int64_t s = 0; s < config.train.steps; ++s) which.push_back(s);
@@ -71,7 +70,7 @@ std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& con
 // A run resumed from a checkpoint another topology saved carries that topology's steps too: its promise
 // is the weakest of its own and those of the checkpoints in its directory (their manifests hold the
 // saving run's contract).
-static Equivalence promised_class_of_run(const evidence::RunPaths& run, const parallel::RunConfig& config) {
+static Equivalence promised_class_of_run(const evidence::RunPaths& run, const plan::RunConfig& config) {
   Equivalence promised = promised_class(config);
   const ckpt::CheckpointPaths paths = run.checkpoints();
   auto listing = ckpt::list_checkpoints(paths);
@@ -79,7 +78,7 @@ static Equivalence promised_class_of_run(const evidence::RunPaths& run, const pa
   for (int64_t step : listing->steps) {
     auto m = ckpt::read_manifest(paths, step);
     if (!m.ok() || !m->contract.contains("config")) continue;
-    if (auto saved = parallel::RunConfig::from_json(m->contract["config"]); saved.ok())
+    if (auto saved = plan::RunConfig::from_json(m->contract["config"]); saved.ok())
       promised = std::max(promised, promised_class(*saved));
   }
   return promised;

@@ -18,14 +18,14 @@
 #include "core/status.h"
 #include "evidence/bundle_paths.h"
 #include "evidence/compare.h"
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
 
 namespace sp::proof {
 
 // A run bundle's contract and the configuration in it (the hash verified).
 struct RunContract {
   nlohmann::json contract;
-  parallel::RunConfig config;
+  plan::RunConfig config;
 };
 Result<RunContract> read_run_contract(const evidence::RunPaths& run);
 
@@ -34,17 +34,17 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
                         const std::string& reference_label);
 
 // What the configuration promises against the single-device reference.
-evidence::Equivalence promised_class(const parallel::RunConfig& config);
+evidence::Equivalence promised_class(const plan::RunConfig& config);
 
 // The tolerances of a step that starts from the reference's state (docs/equivalence.md §3): 2^-16 for
 // the loss and the parameters; a gradient is a sum over the N = global_batch·seq_len tokens of the step
 // whose terms carry that relative error and whose signs cancel (its condition number is ≈ √N for
 // uncorrelated signs), so its tolerance is 2^-16·√N.
-evidence::Tolerances tolerances_for(const parallel::RunConfig& config);
+evidence::Tolerances tolerances_for(const plan::RunConfig& config);
 
 // The checksum records a run of `config` writes for `steps` (every step when empty): the loss, and every
 // gradient and parameter tensor at the steps evidence.checksum_every selects.
-std::vector<evidence::RecordKey> expected_records(const parallel::RunConfig& config,
+std::vector<evidence::RecordKey> expected_records(const plan::RunConfig& config,
                                                   const std::vector<int64_t>& steps = {});
 
 // The anchors of an anchored replay (anchors.json), or empty for a free-running run.

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "comm/process_grid.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 #include "proof/equivalence.h"
 
 namespace sp::proof {
@@ -12,8 +12,8 @@ namespace {
 constexpr int64_t kAnchorsAtEveryStep = 32;  // runs up to this long (the presets, the labs) are anchored at every step
 }  // namespace
 
-Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::string_view fault_spec) {
-  const parallel::ParallelConfig& pc = config.parallel;
+Result<ProtocolPlan> plan_protocol(const plan::RunConfig& config, std::string_view fault_spec) {
+  const plan::ParallelConfig& pc = config.parallel;
   ProtocolPlan p;
   const int64_t steps = config.train.steps;
   p.checkpoint_step = config.prove.checkpoint_step > 0 ? config.prove.checkpoint_step : steps / 2;
@@ -31,7 +31,7 @@ Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::strin
   if (spec.find('@') == std::string::npos) p.fault.step = checkpoint ? k - 1 : k;
   p.fault_config = config;
   p.fault_config.evidence.checkpoint_every = checkpoint ? k : 0;
-  SP_ASSIGN_OR_RETURN(const parallel::Plan plan, parallel::Plan::make(p.fault_config, pc.world()));
+  SP_ASSIGN_OR_RETURN(const plan::RunPlan plan, plan::RunPlan::make(p.fault_config, pc.world()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(p.fault, plan.fault_target()));
   if (checkpoint && pc.zero == 0) {
     // Without ZeRO only dp rank 0 of each (tp, pp) position writes a shard (Engine::saves_state).

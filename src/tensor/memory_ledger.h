@@ -1,7 +1,7 @@
 // MemoryLedger: the one allocator of tensor memory, and its exact account.
 // Every buffer the engine owns comes from here with a category and a name; the ledger tracks live
 // and peak bytes per category, per name and in total. Because the engine knows what it allocates,
-// evidence/ledger_model predicts these numbers and the gate requires prediction == measurement to
+// plan/ledger_model predicts these numbers and the gate requires prediction == measurement to
 // the byte (docs/formats/ledger.md). Bytes are the requested sizes (alignment padding excluded).
 // Not thread-safe: one ledger per rank, used from the training thread.
 #pragma once

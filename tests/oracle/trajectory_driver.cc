@@ -31,9 +31,9 @@ int main(int argc, char** argv) {
                         {"train", job.at("train")},
                         {"data", {{"vocab_size", job.at("model").at("vocab_size")}}}};
   cfg["train"]["eval_batches"] = 0;
-  auto rc = parallel::RunConfig::from_json(cfg);
+  auto rc = plan::RunConfig::from_json(cfg);
   if (!rc.ok()) return fail(rc.status());
-  auto plan = parallel::Plan::make(*rc, 1);
+  auto plan = plan::RunPlan::make(*rc, 1);
   if (!plan.ok()) return fail(plan.status());
   auto batches = cli::read_token_batch(job.at("batches"), rc->model.vocab_size);
   if (!batches.ok()) return fail(batches.status());

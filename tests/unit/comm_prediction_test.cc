@@ -1,6 +1,6 @@
-// comm_predicted.json format 2 (evidence/comm_prediction.h, parallel/comm_model.h): the traffic per
+// comm_predicted.json format 2 (evidence/comm_prediction.h, plan/traffic_model.h): the traffic per
 // step class. Checked against independent statements of the same facts: the trainer's schedule rule
-// written out literally here, predict_step_traffic per step (what format 1 expanded step by step), a
+// written out literally here, plan::predict_step_traffic per step (what format 1 expanded step by step), a
 // document size that does not grow with train.steps, strict parsing, and the trace comparison on
 // synthetic traces (as predicted; one op missing; a damaged step number 2^39 that must not make the
 // check walk every step).
@@ -11,13 +11,13 @@
 #include <chrono>
 
 #include "evidence/trace_prediction.h"
-#include "parallel/comm_model.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
+#include "plan/traffic_model.h"
 
 namespace sp::parallel {
 namespace {
 
-RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every) {
+plan::RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every) {
   nlohmann::json j = {
       {"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
       {"data", {{"vocab_size", 128}}},
@@ -30,24 +30,24 @@ RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every) {
         {"eval_batches", 2}}},
       {"evidence", {{"checksum_every", checksum_every}}},
       {"parallel", {{"dp", 2}, {"pp", 2}, {"zero", 1}}}};
-  auto c = RunConfig::from_json(j);
+  auto c = plan::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
 
 struct PlanAndGrid {
-  Plan plan;
+  plan::RunPlan plan;
   comm::ProcessGrid grid;
 };
-PlanAndGrid setup(const RunConfig& c) {
-  auto plan = Plan::make(c, 4);
+PlanAndGrid setup(const plan::RunConfig& c) {
+  auto plan = plan::RunPlan::make(c, 4);
   EXPECT_TRUE(plan.ok()) << plan.status().to_string();
   auto grid = comm::ProcessGrid::create(2, 1, 2, c.parallel.axis_order, 4);
   EXPECT_TRUE(grid.ok());
   return {*plan, *grid};
 }
 
-evidence::ClassTraffic cells_of(const StepTraffic& t, bool eval_only) {
+evidence::ClassTraffic cells_of(const plan::StepTraffic& t, bool eval_only) {
   evidence::ClassTraffic out;
   for (const auto& [k, v] : t)
     if (!eval_only || k.second == "eval") out[k] = {v.ops, v.bytes};
@@ -59,7 +59,7 @@ TEST(CommPrediction, EveryStepIsItsClassAsTheTrainerSchedulesIt) {
     for (int64_t ce : {0, 1, 2, 3})
       for (int64_t ee : {0, 1, 2, 3}) {
         const PlanAndGrid s = setup(hybrid(steps, ce, ee));
-        auto p = evidence::parse_comm_prediction(predict_run_traffic(s.plan, s.grid), "test");
+        auto p = evidence::parse_comm_prediction(plan::predict_run_traffic(s.plan, s.grid), "test");
         ASSERT_TRUE(p.ok()) << p.status().to_string();
         for (int64_t step = -1; step < steps; ++step) {
           // The trainer's rule (trainer.cc before format 2), written out independently.
@@ -67,8 +67,8 @@ TEST(CommPrediction, EveryStepIsItsClassAsTheTrainerSchedulesIt) {
           const bool eval = (ee > 0 && (step + 1) % ee == 0) || step + 1 == steps;
           for (int r = 0; r < 4; ++r) {
             const evidence::ClassTraffic want =
-                step < 0 ? cells_of(predict_step_traffic(s.plan, s.grid, r, false, true), true)
-                         : cells_of(predict_step_traffic(s.plan, s.grid, r, checks, eval), false);
+                step < 0 ? cells_of(plan::predict_step_traffic(s.plan, s.grid, r, false, true), true)
+                         : cells_of(plan::predict_step_traffic(s.plan, s.grid, r, checks, eval), false);
             ASSERT_NE(p->step(r, step), nullptr);
             EXPECT_EQ(*p->step(r, step), want) << "steps " << steps << " checksum_every " << ce << " eval_every " << ee
                                                << " step " << step << " rank " << r;
@@ -83,7 +83,7 @@ TEST(CommPrediction, EveryStepIsItsClassAsTheTrainerSchedulesIt) {
 TEST(CommPrediction, SizeDoesNotGrowWithSteps) {
   const auto t0 = std::chrono::steady_clock::now();
   const PlanAndGrid a = setup(hybrid(10, 1, 3)), b = setup(hybrid(int64_t{1} << 40, 1, 3));
-  nlohmann::json da = predict_run_traffic(a.plan, a.grid), db = predict_run_traffic(b.plan, b.grid);
+  nlohmann::json da = plan::predict_run_traffic(a.plan, a.grid), db = plan::predict_run_traffic(b.plan, b.grid);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
   EXPECT_EQ(da["ranks"], db["ranks"]);
   EXPECT_EQ(db["schedule"]["steps"], int64_t{1} << 40);
@@ -92,7 +92,7 @@ TEST(CommPrediction, SizeDoesNotGrowWithSteps) {
 
 TEST(CommPrediction, MalformedDocumentsAreRefusedNamingTheKey) {
   const PlanAndGrid s = setup(hybrid(4, 1, 2));
-  const nlohmann::json good = predict_run_traffic(s.plan, s.grid);
+  const nlohmann::json good = plan::predict_run_traffic(s.plan, s.grid);
   auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& expect) {
     nlohmann::json d = good;
     edit(d);
@@ -127,7 +127,7 @@ std::vector<comm::TraceRecord> as_predicted(const evidence::CommPrediction& p, i
 
 TEST(CommPrediction, TraceComparison) {
   const PlanAndGrid s = setup(hybrid(6, 2, 3));
-  const nlohmann::json doc = predict_run_traffic(s.plan, s.grid);
+  const nlohmann::json doc = plan::predict_run_traffic(s.plan, s.grid);
   auto p = evidence::parse_comm_prediction(doc, "test");
   ASSERT_TRUE(p.ok());
   std::vector<evidence::RankTrace> ranks;

@@ -1,6 +1,6 @@
 // The lab catalogue (configs/labs/catalogue.toml read by cli/lab_catalogue.h; cli/labs.h; docs/labs.md):
 // 15 labs LSL-A … LSL-O in the order of chapter 4's sections; every available lab's run is a valid plan
-// at its declared world size (Plan::make) and its fault can act on that run (proof::plan_protocol);
+// at its declared world size (RunPlan::make) and its fault can act on that run (proof::plan_protocol);
 // unavailable labs say why and name a runnable lab. The validator and the file reader are tested on
 // broken variants (of a lab, of the file), so neither is a rubber stamp.
 // Independent of the catalogue: the expected keys and sections are written out here from the book.
@@ -14,7 +14,7 @@
 #include "cli_run.h"
 #include "core/file_io.h"
 #include "evidence/faults.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 #include "proof/protocol.h"
 #include "temp_dir.h"
 
@@ -83,12 +83,12 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
     if (!lab.available) continue;
     ++available;
     SCOPED_TRACE(lab.key);
-    Result<parallel::RunConfig> config = lab_config(lab, root());
+    Result<plan::RunConfig> config = lab_config(lab, root());
     ASSERT_TRUE(config.ok()) << config.status().to_string();
     EXPECT_EQ(config->parallel.world(), lab.world) << "the declared ranks must equal dp·tp·pp of the sets";
     EXPECT_GE(config->train.steps, 6);
     EXPECT_LE(config->train.steps, 8);
-    Result<parallel::Plan> plan = parallel::Plan::make(*config, lab.world);
+    Result<plan::RunPlan> plan = plan::RunPlan::make(*config, lab.world);
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
     Result<evidence::FaultSpec> fault = evidence::parse_fault(lab.fault);
     ASSERT_TRUE(fault.ok()) << fault.status().to_string();

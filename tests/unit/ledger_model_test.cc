@@ -1,22 +1,23 @@
-// The ledger model's closed form over steps (evidence/ledger_model.h): predict_ledger, which replays
+// The ledger model's closed form over steps (plan/ledger_model.h): plan::predict_ledger, which replays
 // only the first steps and adds the rest's allocation counts in closed form, equals its naive twin
-// predict_ledger_step_by_step (every step replayed) byte for byte and count for count, over
+// plan::predict_ledger_step_by_step (every step replayed) byte for byte and count for count, over
 // strategies whose allocation state settles differently (ZeRO-2/3 free and re-allocate gradient
 // buffers every step, pipelines grow activation pools, recompute, evaluation periods); and it takes
 // the same time for 2^40 steps as for 10.
-#include "evidence/ledger_model.h"
+#include "plan/ledger_model.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "parallel/memory_fit.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 
 namespace sp::parallel {
 namespace {
 
-RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_every, const char* schedule, bool recompute) {
+plan::RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_every, const char* schedule,
+                       bool recompute) {
   nlohmann::json j = {
       {"model", {{"dim", 32}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 64}, {"max_seq", 16}}},
       {"data", {{"vocab_size", 64}}},
@@ -29,12 +30,12 @@ RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_every, co
         {"eval_batches", 4},
         {"recompute", recompute ? "full" : "none"}}},
       {"parallel", {{"dp", dp}, {"pp", pp}, {"zero", zero}, {"schedule", schedule}}}};
-  auto c = RunConfig::from_json(j);
+  auto c = plan::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
 
-void expect_same(const evidence::LedgerPrediction& a, const evidence::LedgerPrediction& b, const std::string& what) {
+void expect_same(const plan::LedgerPrediction& a, const plan::LedgerPrediction& b, const std::string& what) {
   EXPECT_EQ(a.total.live, b.total.live) << what;
   EXPECT_EQ(a.total.peak, b.total.peak) << what;
   for (size_t c = 0; c < a.by_category.size(); ++c) {
@@ -61,13 +62,13 @@ TEST(LedgerModel, ClosedFormEqualsStepByStep) {
   for (const Case& k : cases)
     for (int64_t steps : {1, 2, 3, 7, 12})
       for (int64_t eval_every : {0, 1, 3, 5}) {
-        const RunConfig c = config(k.dp, k.pp, k.zero, steps, eval_every, k.schedule, k.recompute);
-        auto plan = Plan::make(c, k.dp * k.pp);
+        const plan::RunConfig c = config(k.dp, k.pp, k.zero, steps, eval_every, k.schedule, k.recompute);
+        auto plan = plan::RunPlan::make(c, k.dp * k.pp);
         ASSERT_TRUE(plan.ok()) << plan.status().to_string();
         for (int dp = 0; dp < k.dp; ++dp)
           for (int pp = 0; pp < k.pp; ++pp) {
-            const evidence::LedgerModelInput in = ledger_model_input(*plan, {dp, 0, pp}, c.train.eval_batches);
-            expect_same(evidence::predict_ledger(in), evidence::predict_ledger_step_by_step(in),
+            const plan::LedgerModelInput in = plan::ledger_model_input(*plan, {dp, 0, pp}, c.train.eval_batches);
+            expect_same(plan::predict_ledger(in), plan::predict_ledger_step_by_step(in),
                         fmt::format("dp {} pp {} zero {} {} recompute {} steps {} eval_every {} rank dp{}.pp{}", k.dp,
                                     k.pp, k.zero, k.schedule, k.recompute, steps, eval_every, dp, pp));
             ++compared;
@@ -77,13 +78,13 @@ TEST(LedgerModel, ClosedFormEqualsStepByStep) {
 }
 
 TEST(LedgerModel, IndependentOfTheStepCount) {
-  const RunConfig small = config(2, 1, 2, 10, 3, "1f1b", false),
-                  huge = config(2, 1, 2, int64_t{1} << 40, 3, "1f1b", false);
-  auto ps = Plan::make(small, 2), ph = Plan::make(huge, 2);
+  const plan::RunConfig small = config(2, 1, 2, 10, 3, "1f1b", false),
+                        huge = config(2, 1, 2, int64_t{1} << 40, 3, "1f1b", false);
+  auto ps = plan::RunPlan::make(small, 2), ph = plan::RunPlan::make(huge, 2);
   ASSERT_TRUE(ps.ok() && ph.ok());
   const auto t0 = std::chrono::steady_clock::now();
-  const evidence::LedgerPrediction a = evidence::predict_ledger(ledger_model_input(*ps, {0, 0, 0}, 4));
-  const evidence::LedgerPrediction b = evidence::predict_ledger(ledger_model_input(*ph, {0, 0, 0}, 4));
+  const plan::LedgerPrediction a = plan::predict_ledger(plan::ledger_model_input(*ps, {0, 0, 0}, 4));
+  const plan::LedgerPrediction b = plan::predict_ledger(plan::ledger_model_input(*ph, {0, 0, 0}, 4));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
   EXPECT_EQ(a.total.peak, b.total.peak);
   // ZeRO-2 allocates its gradient buffers again every step: the count scales with the steps.

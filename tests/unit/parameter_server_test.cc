@@ -9,32 +9,32 @@
 
 #include "comm/roles.h"
 #include "comm/topology.h"
-#include "parallel/comm_model.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
+#include "plan/traffic_model.h"
 
 namespace sp::parallel {
 namespace {
 
-RunConfig tiny() {
+plan::RunConfig tiny() {
   nlohmann::json j = {
       {"model", {{"dim", 64}, {"n_layers", 2}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
       {"data", {{"vocab_size", 128}}},
       {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
-  auto c = RunConfig::from_json(j);
+  auto c = plan::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
 
-RunConfig ps(int workers, int servers) {
-  RunConfig c = tiny();
-  c.parallel.architecture = Architecture::kParameterServer;
+plan::RunConfig ps(int workers, int servers) {
+  plan::RunConfig c = tiny();
+  c.parallel.architecture = plan::Architecture::kParameterServer;
   c.parallel.dp = workers;
   c.parallel.servers = servers;
   return c;
 }
 
-std::string error_of(const RunConfig& c, int world) {
-  auto p = Plan::make(c, world);
+std::string error_of(const plan::RunConfig& c, int world) {
+  auto p = plan::RunPlan::make(c, world);
   EXPECT_FALSE(p.ok());
   if (p.ok()) return "";
   EXPECT_EQ(p.status().exit_code(), 2);
@@ -58,8 +58,8 @@ TEST(RoleMap, WorkersFirstThenServers) {
 }
 
 TEST(PsKeySpace, EveryElementOwnedExactlyOnceAndBalanced) {
-  const RunConfig c = tiny();
-  const std::vector<model::UnitLayout> layouts = ps_unit_layouts(c.model);
+  const plan::RunConfig c = tiny();
+  const std::vector<model::UnitLayout> layouts = plan::ps_unit_layouts(c.model);
   std::vector<const model::UnitLayout*> units;
   int64_t total = 0;
   for (const model::UnitLayout& u : layouts) {
@@ -68,14 +68,14 @@ TEST(PsKeySpace, EveryElementOwnedExactlyOnceAndBalanced) {
   }
   for (int servers : {1, 2, 3}) {
     const comm::RoleMap roles = *comm::RoleMap::create(2, servers, 2 + servers);
-    const PsKeySpace keys(units, roles);
+    const plan::PsKeySpace keys(units, roles);
     EXPECT_EQ(keys.keys(), total);
     std::map<int, std::vector<int>> owners;  // unit → owner count per element
     for (const model::UnitLayout& u : layouts) owners[u.id].assign(static_cast<size_t>(u.numel), 0);
     int64_t smallest = total, largest = 0;
     for (int j = 0; j < servers; ++j) {
       int64_t mine = 0;
-      for (const PsPiece& p : keys.pieces(j)) {
+      for (const plan::PsPiece& p : keys.pieces(j)) {
         for (int64_t e = p.begin; e < p.end; ++e) ++owners[p.unit->id][static_cast<size_t>(e)];
         mine += p.size();
       }
@@ -90,7 +90,7 @@ TEST(PsKeySpace, EveryElementOwnedExactlyOnceAndBalanced) {
 
 TEST(PsPlan, ValidConfigurations) {
   for (auto [w, s] : {std::pair{1, 1}, {2, 1}, {4, 1}, {2, 2}, {4, 2}}) {
-    auto p = Plan::make(ps(w, s), w + s);
+    auto p = plan::RunPlan::make(ps(w, s), w + s);
     ASSERT_TRUE(p.ok()) << w << "+" << s << ": " << p.status().to_string();
     EXPECT_EQ(p->roles().workers(), w);
     EXPECT_EQ(p->roles().servers(), s);
@@ -101,20 +101,20 @@ TEST(PsPlan, BadInputNamesTheKeysAndTheFix) {
   EXPECT_NE(error_of(ps(2, 0), 2).find("parallel.servers ≥ 1"), std::string::npos);
   EXPECT_NE(error_of(ps(2, 3), 3).find("parallel.servers = 3 ≥ world size 3"), std::string::npos);
   EXPECT_NE(error_of(ps(2, 1), 4).find("world size 4 ≠ workers dp 2 × tp 1 × pp 1 + servers 1 = 3"), std::string::npos);
-  RunConfig tp = ps(2, 1);
+  plan::RunConfig tp = ps(2, 1);
   tp.parallel.tp = 2;
   EXPECT_NE(error_of(tp, 5).find("parallel.architecture = \"ps\" with tp = 2"), std::string::npos);
-  RunConfig zero = ps(2, 1);
+  plan::RunConfig zero = ps(2, 1);
   zero.parallel.zero = 1;
   EXPECT_NE(error_of(zero, 3).find("parallel.zero = 1 with parallel.architecture = \"ps\""), std::string::npos);
-  RunConfig stale = tiny();
+  plan::RunConfig stale = tiny();
   stale.parallel.staleness = 2;
   EXPECT_NE(error_of(stale, 1).find("parallel.staleness = 2 needs parallel.architecture = \"ps\""), std::string::npos);
-  RunConfig ssp = ps(2, 1);
+  plan::RunConfig ssp = ps(2, 1);
   ssp.parallel.staleness = 1;  // specified, not built: refused, never run as BSP
   EXPECT_NE(error_of(ssp, 3).find("parallel.staleness = 1: the bounded-staleness mode (SSP) is not built yet"),
             std::string::npos);
-  RunConfig servers = tiny();
+  plan::RunConfig servers = tiny();
   servers.parallel.servers = 1;
   EXPECT_NE(error_of(servers, 2).find("parallel.servers = 1 needs parallel.architecture = \"ps\""), std::string::npos);
 }
@@ -123,19 +123,19 @@ TEST(PsPlan, KeysParseAndUnknownValuesAreRefused) {
   nlohmann::json j = tiny().to_json();
   j["parallel"]["architecture"] = "ps";
   j["parallel"]["servers"] = 2;
-  auto c = RunConfig::from_json(j);
+  auto c = plan::RunConfig::from_json(j);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_TRUE(c->parallel.parameter_server());
   EXPECT_EQ(c->parallel.servers, 2);
-  EXPECT_EQ(RunConfig::from_json(c->to_json())->to_json(), c->to_json());  // round trip
+  EXPECT_EQ(plan::RunConfig::from_json(c->to_json())->to_json(), c->to_json());  // round trip
   j["parallel"]["architecture"] = "gossip";
-  EXPECT_FALSE(RunConfig::from_json(j).ok());
+  EXPECT_FALSE(plan::RunConfig::from_json(j).ok());
   // An all-reduce contract does not mention the parameter-server keys (old contracts are unchanged).
   EXPECT_FALSE(tiny().to_json()["parallel"].contains("architecture"));
 }
 
 TEST(PsTopology, WrittenValidatedAndTamperingRefused) {
-  auto plan = Plan::make(ps(2, 2), 4);
+  auto plan = plan::RunPlan::make(ps(2, 2), 4);
   ASSERT_TRUE(plan.ok());
   auto grid = comm::ProcessGrid::create(2, 1, 1, "tp-dp-pp", 2);
   ASSERT_TRUE(grid.ok());
@@ -166,14 +166,14 @@ TEST(PsTopology, WrittenValidatedAndTamperingRefused) {
 
 TEST(PsTraffic, OneServerReceivesEveryWorkersGradient) {
   for (int w : {2, 4}) {
-    auto plan = Plan::make(ps(w, 1), w + 1);
+    auto plan = plan::RunPlan::make(ps(w, 1), w + 1);
     ASSERT_TRUE(plan.ok());
     auto grid = comm::ProcessGrid::create(w, 1, 1, "tp-dp-pp", w);
     ASSERT_TRUE(grid.ok());
     int64_t params = 0;
-    for (const model::UnitLayout& u : ps_unit_layouts(plan->config.model)) params += u.numel;
-    const StepTraffic worker = predict_step_traffic(*plan, *grid, 0, false, false);
-    const StepTraffic server = predict_step_traffic(*plan, *grid, w, false, false);
+    for (const model::UnitLayout& u : plan::ps_unit_layouts(plan->config.model)) params += u.numel;
+    const plan::StepTraffic worker = plan::predict_step_traffic(*plan, *grid, 0, false, false);
+    const plan::StepTraffic server = plan::predict_step_traffic(*plan, *grid, w, false, false);
     const std::pair<std::string, std::string> push{"ps", "push"}, pull{"ps", "pull"};
     EXPECT_EQ(worker.at(push).bytes, 4 * params);
     EXPECT_EQ(worker.at(pull).bytes, 4 * params);

@@ -1,40 +1,40 @@
-// Whole-run validation (parallel/plan.h, run_config.h, model/llama_config.h): every rule produces a
+// Whole-run validation (plan/run_plan.h, run_config.h, model/llama_config.h): every rule produces a
 // message naming the keys and values, all violations are reported at once, and valid plans place
 // layers and micro-batches as documented.
-#include "parallel/plan.h"
-
 #include <gtest/gtest.h>
+
+#include "plan/run_plan.h"
 
 namespace sp::parallel {
 namespace {
 
-RunConfig tiny() {
+plan::RunConfig tiny() {
   nlohmann::json j = {
       {"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
       {"data", {{"vocab_size", 128}}},
       {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
-  auto c = RunConfig::from_json(j);
+  auto c = plan::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
 
-std::string error_of(RunConfig c, int world) {
-  auto p = Plan::make(c, world);
+std::string error_of(plan::RunConfig c, int world) {
+  auto p = plan::RunPlan::make(c, world);
   EXPECT_FALSE(p.ok());
   EXPECT_EQ(p.status().exit_code(), 2);
   return p.status().message();
 }
 
-TEST(Plan, WorldSizeEquation) {
-  RunConfig c = tiny();
+TEST(RunPlan, WorldSizeEquation) {
+  plan::RunConfig c = tiny();
   c.parallel.dp = 2;
   c.parallel.tp = 2;
   c.parallel.pp = 2;
   EXPECT_NE(error_of(c, 6).find("world size 6 ≠ dp 2 × tp 2 × pp 2 = 8"), std::string::npos);
 }
 
-TEST(Plan, BatchDivisibility) {
-  RunConfig c = tiny();
+TEST(RunPlan, BatchDivisibility) {
+  plan::RunConfig c = tiny();
   c.parallel.dp = 3;
   EXPECT_NE(error_of(c, 3).find("global batch 8 is not divisible by micro_batch_size 2 × dp 3 = 6"), std::string::npos);
   c = tiny();
@@ -43,17 +43,17 @@ TEST(Plan, BatchDivisibility) {
             std::string::npos);
 }
 
-TEST(Plan, DeterministicNeedsPowerOfTwoBlocks) {
-  RunConfig c = tiny();
+TEST(RunPlan, DeterministicNeedsPowerOfTwoBlocks) {
+  plan::RunConfig c = tiny();
   c.train.global_batch = 12;  // M = 6, dp = 2 → 3 per rank
   c.parallel.dp = 2;
   EXPECT_NE(error_of(c, 2).find("M/dp = 6/2 = 3"), std::string::npos);
-  c.parallel.reduction = Reduction::kFast;
-  EXPECT_TRUE(Plan::make(c, 2).ok());
+  c.parallel.reduction = plan::Reduction::kFast;
+  EXPECT_TRUE(plan::RunPlan::make(c, 2).ok());
 }
 
-TEST(Plan, TensorParallelDivisibility) {
-  RunConfig c = tiny();
+TEST(RunPlan, TensorParallelDivisibility) {
+  plan::RunConfig c = tiny();
   c.parallel.tp = 3;
   const std::string e = error_of(c, 3);
   EXPECT_NE(e.find("model.n_heads = 4 is not divisible by parallel.tp = 3"), std::string::npos);
@@ -64,8 +64,8 @@ TEST(Plan, TensorParallelDivisibility) {
   EXPECT_NE(error_of(c, 4).find("n_kv_heads = 2 is not divisible by parallel.tp = 4"), std::string::npos);
 }
 
-TEST(Plan, PipelineRules) {
-  RunConfig c = tiny();
+TEST(RunPlan, PipelineRules) {
+  plan::RunConfig c = tiny();
   c.parallel.pp = 3;
   EXPECT_NE(error_of(c, 3).find("model.n_layers = 4 is not divisible by pp × virtual_stages = 3 × 1 = 3"),
             std::string::npos);
@@ -73,7 +73,7 @@ TEST(Plan, PipelineRules) {
   c.parallel.pp = 2;
   c.parallel.virtual_stages = 2;
   EXPECT_NE(error_of(c, 2).find("needs parallel.schedule = \"interleaved\""), std::string::npos);
-  c.parallel.schedule = Schedule::kInterleaved;
+  c.parallel.schedule = plan::Schedule::kInterleaved;
   c.train.global_batch = 6;  // M = 3, not a multiple of pp
   EXPECT_NE(error_of(c, 2).find("multiple of pp"), std::string::npos);
   c = tiny();
@@ -86,18 +86,18 @@ TEST(Plan, PipelineRules) {
   EXPECT_NE(error_of(c, 2).find("refused, as DeepSpeed does"), std::string::npos);
 }
 
-TEST(Plan, Zero3NeedsAnEvalBatchPerDpRank) {
-  RunConfig c = tiny();
+TEST(RunPlan, Zero3NeedsAnEvalBatchPerDpRank) {
+  plan::RunConfig c = tiny();
   c.parallel.dp = 4;
   c.parallel.zero = 3;
   c.train.eval_batches = 2;
   EXPECT_NE(error_of(c, 4).find("needs train.eval_batches ≥ dp (it is 2)"), std::string::npos);
   c.train.eval_batches = 4;
-  EXPECT_TRUE(Plan::make(c, 4).ok());
+  EXPECT_TRUE(plan::RunPlan::make(c, 4).ok());
 }
 
-TEST(Plan, AllViolationsAtOnce) {
-  RunConfig c = tiny();
+TEST(RunPlan, AllViolationsAtOnce) {
+  plan::RunConfig c = tiny();
   c.parallel.tp = 3;
   c.train.seq_len = 64;
   const std::string e = error_of(c, 5);
@@ -106,12 +106,12 @@ TEST(Plan, AllViolationsAtOnce) {
   EXPECT_NE(e.find("n_heads = 4"), std::string::npos);
 }
 
-TEST(Plan, PlacementAndShares) {
-  RunConfig c = tiny();
+TEST(RunPlan, PlacementAndShares) {
+  plan::RunConfig c = tiny();
   c.parallel.pp = 2;
   c.parallel.virtual_stages = 2;
-  c.parallel.schedule = Schedule::kInterleaved;
-  auto p = Plan::make(c, 2);
+  c.parallel.schedule = plan::Schedule::kInterleaved;
+  auto p = plan::RunPlan::make(c, 2);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   const auto r1 = p->chunks_of(1);
   ASSERT_EQ(r1.size(), 2u);
@@ -123,36 +123,36 @@ TEST(Plan, PlacementAndShares) {
 }
 
 TEST(RunConfig, StrictKeysAndTypes) {
-  auto bad = RunConfig::from_json({{"train", {{"stepz", 3}}}});
+  auto bad = plan::RunConfig::from_json({{"train", {{"stepz", 3}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown key train.stepz"), std::string::npos);
   EXPECT_NE(bad.status().hint().find("steps"), std::string::npos);
-  bad = RunConfig::from_json({{"train", {{"steps", "ten"}}}});
+  bad = plan::RunConfig::from_json({{"train", {{"steps", "ten"}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("train.steps must be an integer"), std::string::npos);
-  bad = RunConfig::from_json({{"parallel", {{"zero", 4}}}});
+  bad = plan::RunConfig::from_json({{"parallel", {{"zero", 4}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("parallel.zero = 4 is out of range [0, 3]"), std::string::npos);
-  bad = RunConfig::from_json({{"parallel", {{"schedule", "zigzag"}}}});
+  bad = plan::RunConfig::from_json({{"parallel", {{"schedule", "zigzag"}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("is not one of"), std::string::npos);
-  bad = RunConfig::from_json({{"optimizer", {}}});
+  bad = plan::RunConfig::from_json({{"optimizer", {}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown section [optimizer]"), std::string::npos);
 }
 
 TEST(RunConfig, OverridesParseAsToml) {
   nlohmann::json j = nlohmann::json::object();
-  ASSERT_TRUE(apply_override(j, "parallel.dp=4").ok());
-  ASSERT_TRUE(apply_override(j, "train.lr=1e-3").ok());
-  ASSERT_TRUE(apply_override(j, "parallel.schedule=gpipe").ok());
-  ASSERT_TRUE(apply_override(j, "model.tie_embeddings=true").ok());
+  ASSERT_TRUE(plan::apply_override(j, "parallel.dp=4").ok());
+  ASSERT_TRUE(plan::apply_override(j, "train.lr=1e-3").ok());
+  ASSERT_TRUE(plan::apply_override(j, "parallel.schedule=gpipe").ok());
+  ASSERT_TRUE(plan::apply_override(j, "model.tie_embeddings=true").ok());
   EXPECT_EQ(j["parallel"]["dp"], 4);
   EXPECT_DOUBLE_EQ(j["train"]["lr"].get<double>(), 1e-3);
   EXPECT_EQ(j["parallel"]["schedule"], "gpipe");
   EXPECT_EQ(j["model"]["tie_embeddings"], true);
-  EXPECT_FALSE(apply_override(j, "dp=4").ok());
-  EXPECT_FALSE(apply_override(j, "parallel.dp").ok());
+  EXPECT_FALSE(plan::apply_override(j, "dp=4").ok());
+  EXPECT_FALSE(plan::apply_override(j, "parallel.dp").ok());
 }
 
 TEST(LlamaConfig, ValidationMessages) {

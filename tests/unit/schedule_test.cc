@@ -1,7 +1,7 @@
-// Pipeline schedules (parallel/schedule.h) as data: published orders by closed form, completeness,
+// Pipeline schedules (plan/schedule.h) as data: published orders by closed form, completeness,
 // dependency order, micro-batch order of backwards (needed for bitwise equivalence), and in-flight
 // bounds (1F1B keeps at most p − r micro-batches; GPipe m).
-#include "parallel/schedule.h"
+#include "plan/schedule.h"
 
 #include <gtest/gtest.h>
 
@@ -13,35 +13,37 @@ namespace {
 
 TEST(Schedule, OneFOneBPublishedOrder) {
   // p = 2, m = 4 (Narayanan et al. 2021, Fig. 4 pattern): rank 0 warms up with one forward.
-  EXPECT_EQ(schedule_string(schedule_actions(Schedule::k1F1B, 0, 2, 1, 4)), "F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3");
-  EXPECT_EQ(schedule_string(schedule_actions(Schedule::k1F1B, 1, 2, 1, 4)), "F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 F0.3 B0.3");
-  EXPECT_EQ(schedule_string(schedule_actions(Schedule::kGpipe, 0, 2, 1, 2)), "F0.0 F0.1 B0.0 B0.1");
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(plan::Schedule::k1F1B, 0, 2, 1, 4)),
+            "F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3");
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(plan::Schedule::k1F1B, 1, 2, 1, 4)),
+            "F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 F0.3 B0.3");
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(plan::Schedule::kGpipe, 0, 2, 1, 2)), "F0.0 F0.1 B0.0 B0.1");
 }
 
 TEST(Schedule, InterleavedWarmupMatchesMegatron) {
   // p = 2, v = 2, m = 4, rank 0: warm-up (p − r − 1)·2 + (v − 1)·p = 4 forwards, cycling chunks in groups of p.
-  const auto a = schedule_actions(Schedule::kInterleaved, 0, 2, 2, 4);
-  EXPECT_EQ(schedule_string(std::vector<PipeAction>(a.begin(), a.begin() + 5)), "F0.0 F0.1 F1.0 F1.1 F0.2");
-  EXPECT_EQ(a[5], (PipeAction{false, 1, 0}));  // first backward: last chunk, micro-batch 0
+  const auto a = plan::schedule_actions(plan::Schedule::kInterleaved, 0, 2, 2, 4);
+  EXPECT_EQ(plan::schedule_string(std::vector<plan::PipeAction>(a.begin(), a.begin() + 5)), "F0.0 F0.1 F1.0 F1.1 F0.2");
+  EXPECT_EQ(a[5], (plan::PipeAction{false, 1, 0}));  // first backward: last chunk, micro-batch 0
 }
 
 struct Case {
-  Schedule s;
+  plan::Schedule s;
   int p, v;
   int64_t m;
 };
 
 TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
-  const std::vector<Case> cases = {{Schedule::kGpipe, 1, 1, 1},       {Schedule::kGpipe, 4, 1, 6},
-                                   {Schedule::k1F1B, 1, 1, 3},        {Schedule::k1F1B, 4, 1, 2},
-                                   {Schedule::k1F1B, 4, 1, 8},        {Schedule::kInterleaved, 2, 2, 4},
-                                   {Schedule::kInterleaved, 4, 2, 8}, {Schedule::kInterleaved, 2, 3, 2}};
+  const std::vector<Case> cases = {{plan::Schedule::kGpipe, 1, 1, 1},       {plan::Schedule::kGpipe, 4, 1, 6},
+                                   {plan::Schedule::k1F1B, 1, 1, 3},        {plan::Schedule::k1F1B, 4, 1, 2},
+                                   {plan::Schedule::k1F1B, 4, 1, 8},        {plan::Schedule::kInterleaved, 2, 2, 4},
+                                   {plan::Schedule::kInterleaved, 4, 2, 8}, {plan::Schedule::kInterleaved, 2, 3, 2}};
   for (const Case& c : cases) {
     for (int r = 0; r < c.p; ++r) {
-      const auto acts = schedule_actions(c.s, r, c.p, c.v, c.m);
+      const auto acts = plan::schedule_actions(c.s, r, c.p, c.v, c.m);
       std::set<std::pair<int, int64_t>> fwd, bwd;
       std::map<int, int64_t> next_bwd;
-      for (const PipeAction& a : acts) {
+      for (const plan::PipeAction& a : acts) {
         const auto key = std::make_pair(a.virtual_stage, a.micro_batch);
         if (a.forward) {
           EXPECT_TRUE(fwd.insert(key).second) << "duplicate forward";
@@ -53,11 +55,11 @@ TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
       }
       EXPECT_EQ(static_cast<int64_t>(fwd.size()), c.m * c.v);
       EXPECT_EQ(static_cast<int64_t>(bwd.size()), c.m * c.v);
-      const auto peak = peak_in_flight(acts, c.v);
-      if (c.s == Schedule::kGpipe) {
+      const auto peak = plan::peak_in_flight(acts, c.v);
+      if (c.s == plan::Schedule::kGpipe) {
         EXPECT_EQ(peak[0], c.m);
       }
-      if (c.s == Schedule::k1F1B) {
+      if (c.s == plan::Schedule::k1F1B) {
         EXPECT_EQ(peak[0], std::min<int64_t>(c.p - r, c.m));
       }
     }

@@ -1,17 +1,17 @@
-#include "parallel/comm_model.h"
+#include "plan/traffic_model.h"
 
 #include "comm/deterministic.h"
 #include "evidence/bundle_paths.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
-#include "parallel/parameter_server.h"
-#include "parallel/schedule.h"
+#include "plan/ps_keys.h"
+#include "plan/schedule.h"
 
-namespace sp::parallel {
+namespace sp::plan {
 namespace {
 
 struct Ctx {
-  const Plan& plan;
+  const RunPlan& plan;
   const comm::ProcessGrid& grid;
   int rank;
   comm::Coords c;
@@ -35,7 +35,7 @@ struct Ctx {
 // A parameter-server step's pushes and pulls (docs/ps.md): every piece of the key space travels once
 // per worker each way, point to point on "ps": a worker sends (push) and receives (pull) each piece
 // of every unit once; server j receives each of its pieces from all W workers and sends it to all W.
-void add_ps_traffic(Ctx& x, const Plan& plan, int rank) {
+void add_ps_traffic(Ctx& x, const RunPlan& plan, int rank) {
   const comm::RoleMap roles = plan.roles();
   const std::vector<model::UnitLayout> layouts = ps_unit_layouts(plan.config.model);
   std::vector<const model::UnitLayout*> units;
@@ -55,7 +55,7 @@ void add_ps_traffic(Ctx& x, const Plan& plan, int rank) {
 
 }  // namespace
 
-StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
+StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                                  bool eval_after) {
   const RunConfig& rc = plan.config;
   const model::LlamaConfig& m = rc.model;
@@ -174,7 +174,7 @@ nlohmann::json to_json(const StepTraffic& t) {
 
 }  // namespace
 
-nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& grid) {
+nlohmann::json predict_run_traffic(const RunPlan& plan, const comm::ProcessGrid& grid) {
   nlohmann::json doc = {{"format_version", evidence::kCommPredictedFormatVersion},
                         {"schedule", step_schedule(plan.config).to_json()},
                         {"ranks", nlohmann::json::array()}};
@@ -194,4 +194,4 @@ nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& gr
   return doc;
 }
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

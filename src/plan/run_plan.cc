@@ -1,10 +1,10 @@
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 
 #include <fmt/format.h>
 
 #include <bit>
 
-namespace sp::parallel {
+namespace sp::plan {
 namespace {
 
 // The parameter-server rules (docs/ps.md §Configuration): which keys need the architecture, the world
@@ -73,7 +73,7 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
 
 }  // namespace
 
-Result<Plan> Plan::make(const RunConfig& c, int world) {
+Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
   std::vector<std::string> errs;
   const ParallelConfig& p = c.parallel;
   const TrainConfig& t = c.train;
@@ -171,7 +171,7 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
     for (const auto& e : errs) msg += "\n  - " + e;
     return Status(StatusCode::kInvalidArgument, msg);
   }
-  Plan plan;
+  RunPlan plan;
   plan.config = c;
   plan.world = world;
   plan.micro_batches = M;
@@ -179,7 +179,7 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
   return plan;
 }
 
-ChunkPlacement Plan::chunk(int c) const {
+ChunkPlacement RunPlan::chunk(int c) const {
   const int pp = config.parallel.pp;
   const int n = chunk_count();
   const int per = static_cast<int>(config.model.n_layers) / n;
@@ -194,20 +194,20 @@ ChunkPlacement Plan::chunk(int c) const {
   return ch;
 }
 
-std::vector<ChunkPlacement> Plan::chunks_of(int pp_rank) const {
+std::vector<ChunkPlacement> RunPlan::chunks_of(int pp_rank) const {
   std::vector<ChunkPlacement> out;
   for (int j = 0; j < config.parallel.virtual_stages; ++j) out.push_back(chunk(j * config.parallel.pp + pp_rank));
   return out;
 }
 
-comm::RoleMap Plan::roles() const {
+comm::RoleMap RunPlan::roles() const {
   const ParallelConfig& pc = config.parallel;
   auto r = comm::RoleMap::create(pc.workers(), pc.parameter_server() ? pc.servers : 0, world);
   SP_CHECK(r.ok(), "the plan's roles: {}", r.status().message());
   return *r;
 }
 
-evidence::FaultTarget Plan::fault_target() const {
+evidence::FaultTarget RunPlan::fault_target() const {
   const ParallelConfig& pc = config.parallel;
   return {.dp = pc.dp,
           .tp = pc.tp,
@@ -221,4 +221,4 @@ evidence::FaultTarget Plan::fault_target() const {
           .checkpoint_every = config.evidence.checkpoint_every};
 }
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

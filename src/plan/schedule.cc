@@ -1,4 +1,4 @@
-#include "parallel/schedule.h"
+#include "plan/schedule.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 
 #include "core/check.h"
 
-namespace sp::parallel {
+namespace sp::plan {
 namespace {
 
 std::vector<PipeAction> gpipe(int64_t m) {
@@ -91,4 +91,4 @@ std::vector<int64_t> peak_in_flight(const std::vector<PipeAction>& actions, int 
   return peak;
 }
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

@@ -1,4 +1,4 @@
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-namespace sp::parallel {
+namespace sp::plan {
 namespace {
 using nlohmann::json;
 
@@ -332,4 +332,4 @@ Result<json> read_preset(const std::string& configs_dir, const std::string& name
   return j;
 }
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

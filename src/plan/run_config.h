@@ -14,7 +14,7 @@
 #include "model/llama_config.h"
 #include "model/llama_stage.h"
 
-namespace sp::parallel {
+namespace sp::plan {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
 enum class Reduction { kDeterministic, kFast };
@@ -116,4 +116,4 @@ std::string reduction_name(Reduction r);
 std::string architecture_name(Architecture a);             // "allreduce", "ps"
 std::string staleness_schedule_name(StalenessSchedule s);  // "fixed", "free"
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

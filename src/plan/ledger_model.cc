@@ -1,4 +1,4 @@
-#include "evidence/ledger_model.h"
+#include "plan/ledger_model.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "kernels/reduce.h"
 #include "model/weights.h"
 
-namespace sp::evidence {
+namespace sp::plan {
 namespace {
 
 constexpr int64_t kF = 4;  // bytes per fp32 / int32
@@ -386,4 +386,4 @@ nlohmann::json compare_ledger(const MemoryLedger& measured, const LedgerPredicti
   return j;
 }
 
-}  // namespace sp::evidence
+}  // namespace sp::plan

@@ -1,4 +1,4 @@
-// Plan: the whole-run validation and the static layout every rank derives from the config alone.
+// RunPlan: the whole-run validation and the static layout every rank derives from the config alone.
 // make() checks every rule for a (config, world size) pair and reports all violations at once,
 // identically on every rank, before any communication, allocation or file write (STYLE.md habit 9).
 // It also fixes which layers each pipeline chunk holds and which micro-batches each dp rank runs.
@@ -17,9 +17,9 @@
 #include "comm/roles.h"
 #include "core/status.h"
 #include "evidence/faults.h"
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
 
-namespace sp::parallel {
+namespace sp::plan {
 
 struct ChunkPlacement {
   int chunk = 0;  // global chunk index c
@@ -31,13 +31,13 @@ struct ChunkPlacement {
   bool last = false;   // holds the final norm, LM head and loss
 };
 
-struct Plan {
+struct RunPlan {
   RunConfig config;
   int world = 1;
   int64_t micro_batches = 1;        // M per step (global)
   int64_t local_micro_batches = 1;  // k = M / dp
 
-  static Result<Plan> make(const RunConfig& config, int world);
+  static Result<RunPlan> make(const RunConfig& config, int world);
   // The chunks pipeline rank r holds, by virtual stage.
   std::vector<ChunkPlacement> chunks_of(int pp_rank) const;
   int chunk_count() const { return config.parallel.pp * config.parallel.virtual_stages; }
@@ -49,4 +49,4 @@ struct Plan {
   evidence::FaultTarget fault_target() const;
 };
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

@@ -23,9 +23,9 @@
 
 #include "comm/process_grid.h"
 #include "evidence/comm_prediction.h"
-#include "parallel/plan.h"
+#include "plan/run_plan.h"
 
-namespace sp::parallel {
+namespace sp::plan {
 
 struct Traffic {
   int64_t ops = 0;
@@ -38,7 +38,7 @@ using StepTraffic = std::map<std::pair<std::string, std::string>, Traffic>;
 
 // Predicted traffic of world rank `rank` in one training step (with checksums taken or not, and
 // evaluation after the step or not).
-StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
+StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                                  bool eval_after);
 // Which steps take checksums and are followed by an evaluation: the trainer's loop and the prediction
 // both follow it (evidence/comm_prediction.h).
@@ -50,6 +50,6 @@ evidence::StepSchedule step_schedule(const RunConfig& config);
 //  "ranks": [{"rank", "classes": {"<class>": {group: {phase: {ops, bytes}}}}}]}.
 // O(world · classes), independent of train.steps. The trainer writes it; the gate re-derives it from
 // the contract with this same function.
-nlohmann::json predict_run_traffic(const Plan& plan, const comm::ProcessGrid& grid);
+nlohmann::json predict_run_traffic(const RunPlan& plan, const comm::ProcessGrid& grid);
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "parallel/run_config.h"
+#include "plan/run_config.h"
 
-namespace sp::parallel {
+namespace sp::plan {
 
 struct PipeAction {
   bool forward = true;
@@ -31,4 +31,4 @@ std::string schedule_string(const std::vector<PipeAction>& actions);
 // Most activation slots live at once on each virtual stage while running `actions`.
 std::vector<int64_t> peak_in_flight(const std::vector<PipeAction>& actions, int virtual_stages);
 
-}  // namespace sp::parallel
+}  // namespace sp::plan

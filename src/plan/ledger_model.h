@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "comm/process_grid.h"
 #include "model/llama_config.h"
 #include "model/llama_stage.h"
+#include "plan/run_plan.h"
 #include "tensor/memory_ledger.h"
 
-namespace sp::evidence {
+namespace sp::plan {
 
 struct LedgerModelInput {
   model::LlamaConfig model;
@@ -70,8 +72,15 @@ LedgerPrediction predict_ps_server_ledger(const LedgerModelInput& in);
 // Every step replayed (O(steps)): the oracle of predict_ledger in tests.
 LedgerPrediction predict_ledger_step_by_step(const LedgerModelInput& in);
 
+// What the ledger model needs for the rank at `coords`, from the plan alone: its chunks, its schedule
+// of one training step, and the forwards of its share of `eval_batches` evaluation batches (dp rank d
+// evaluates batches d, d + dp, ...). Engine::ledger_input() is this with the engine's eval set.
+LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coords, int64_t eval_batches);
+// The same for world rank `rank`, a parameter server's included (its pieces, parameter_server.h).
+LedgerModelInput rank_ledger_input(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, int64_t eval_batches);
+
 // The per-rank comparison document: for total, each category and each name: measured live/peak,
 // predicted live/peak, equal (bool); and `equal` overall.
 nlohmann::json compare_ledger(const MemoryLedger& measured, const LedgerPrediction& predicted);
 
-}  // namespace sp::evidence
+}  // namespace sp::plan
