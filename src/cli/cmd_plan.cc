@@ -1,8 +1,9 @@
 // `shardproof plan`: the cluster planner's command line (docs/plan.md).
-//   plan --cluster C --model M [--nodes N] [--dp D --tp T --pp P] [--json]
-//       loads and checks the cluster description and the model, places the strategy's rank grid on the
-//       cluster and prints which link each axis crosses with its α–β numbers. The memory / bytes / bubble /
-//       step-time report and --search are issue 15 phase 2 (their JSON schema is in docs/plan.md).
+//   plan --cluster C --model M [--nodes N] [strategy flags] [--json]
+//       evaluates one run configuration on the cluster with the engine's own models (plan/evaluate.h):
+//       placement and links, memory per rank per category, bytes per group, phase and op priced with the
+//       α–β model, the simulated pipeline, step time, tokens/s, MFU and HFU, and every assumption.
+//   plan ... --search   ranks every valid strategy by step time and says why each excluded one is excluded.
 //   plan calibrate [--np N] [--out FILE] [--quick]   measures this machine into configs/clusters/this-host.toml
 //   plan list                                      cluster presets and named model shapes
 // Exit codes: 0 success, 2 usage or configuration error (a bad cluster or model file, an impossible
@@ -18,10 +19,13 @@
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
 #include "core/file_io.h"
+#include "core/json_io.h"
 #include "core/log.h"
+#include "evidence/bundle_paths.h"
 #include "plan/calibrate.h"
 #include "plan/cluster.h"
 #include "plan/collective_time.h"
+#include "plan/evaluate.h"
 #include "plan/group_links.h"
 #include "plan/hf_config.h"
 #include "plan/model_shape.h"
@@ -33,6 +37,7 @@ std::string clusters_dir(const std::string& root) { return root + "/configs/clus
 
 // --model: a Hugging Face config.json, a run configuration (.toml), a named shape, or a preset in configs/.
 Result<plan::ModelShape> resolve_model(const std::string& root, const std::string& spec) {
+  if (spec.empty()) return invalid_argument("no model");
   if (spec.ends_with(".json")) return plan::read_hf_config(spec);
   if (spec.ends_with(".toml")) {
     SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, "", spec, {}));
@@ -72,26 +77,155 @@ std::string cluster_line(const plan::ClusterSpec& c) {
 }
 
 struct PlanArgs {
-  std::string cluster, model, root;
-  int nodes = 0, dp = 0, tp = 0, pp = 0;
-  bool json = false;
+  std::string cluster, model, run, root, dtype, schedule, recompute, reduction, axis_order;
+  int nodes = 0, dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
+  int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
+  double efficiency = 0.5;
+  std::vector<std::string> sets;
+  bool json = false, search = false, all_ranks = false;
 };
 
-int run_plan(const PlanArgs& a) {
-  const std::string root = a.root.empty() ? default_root() : a.root;
-  if (a.cluster.empty() || a.model.empty())
-    return report_status(invalid_argument("plan needs --cluster and --model")
-                             .with_hint("for example: shardproof plan --cluster dgx-a100 --nodes 16 --model llama-65b "
-                                        "--dp 16 --tp 8 --pp 1; `shardproof plan list` names the presets"));
-  auto cluster = plan::load_cluster(clusters_dir(root), a.cluster);
-  if (!cluster.ok()) return report_status(cluster.status());
-  if (a.nodes > 0) {
-    cluster = plan::with_nodes(*cluster, a.nodes);
-    if (!cluster.ok()) return report_status(cluster.status());
+// The run being planned: a run configuration's own (--model FILE.toml or a preset, with --set), or the
+// engine's defaults around a named shape or a Hugging Face config; then the flags given on top.
+Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& root, const plan::ModelShape& shape,
+                                       const plan::ClusterSpec& cluster) {
+  plan::RunConfig c;
+  const bool run_config =
+      a.model.ends_with(".toml") || (!plan::named_shape(a.model).ok() && !a.model.ends_with(".json"));
+  if (!a.run.empty()) {  // a run bundle's frozen configuration: the plan of exactly that run
+    SP_ASSIGN_OR_RETURN(const nlohmann::json contract, read_json_file(evidence::RunPaths(a.run).contract()));
+    if (!contract.contains("config"))
+      return invalid_argument("{}: no \"config\" object", evidence::RunPaths(a.run).contract())
+          .with_hint("--run names a run directory written by shardproof train or compare");
+    SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(contract["config"]));
+  } else if (run_config) {
+    SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml") ? load_run_config(root, "", a.model, a.sets)
+                                                      : load_run_config(root, a.model, "", a.sets));
+  } else {
+    if (shape.family != plan::ModelFamily::kLlama)
+      return invalid_argument(
+                 "model '{}' is a {} model: the engine's models, and so its memory and traffic models, are "
+                 "LLaMA-style",
+                 shape.name, plan::model_family_name(shape.family))
+          .with_hint("plan a llama shape (shardproof plan list), a preset, or a Hugging Face LLaMA config.json");
+    if (!a.sets.empty())
+      return invalid_argument("--set applies to a run configuration, not to the named shape '{}'", shape.name)
+          .with_hint("use the flags (--global-batch, --micro-batch, --seq-len, ...) or --model FILE.toml");
+    c.name = shape.name;
+    c.model = shape.llama_config();
+    c.train.steps = 1;
+    c.train.eval_batches = 0;
+    c.train.eval_every = 0;
+    c.train.micro_batch_size = 1;
+    c.train.seq_len = std::min<int64_t>(shape.max_seq, 2048);
+    c.train.global_batch = 0;
+    c.parallel.reduction = plan::Reduction::kFast;  // a cluster reduces with its library's all-reduce
+    c.parallel.axis_order = cluster.axis_order;
+    c.evidence.checksum_every = 0;
   }
-  auto model = resolve_model(root, a.model);
-  if (!model.ok()) return report_status(model.status());
-  nlohmann::json out = {{"cluster", cluster->to_json()}, {"model", model->to_json()}};
+  if (a.global_batch > 0) c.train.global_batch = a.global_batch;
+  if (c.train.global_batch <= 0)
+    return invalid_argument("plan of '{}' needs --global-batch (sequences per step)", shape.name)
+        .with_hint("for example --global-batch 1024");
+  if (a.micro_batch > 0) c.train.micro_batch_size = a.micro_batch;
+  if (a.seq_len > 0) c.train.seq_len = a.seq_len;
+  if (a.dp > 0) c.parallel.dp = a.dp;
+  if (a.tp > 0) c.parallel.tp = a.tp;
+  if (a.pp > 0) c.parallel.pp = a.pp;
+  if (a.virtual_stages > 0) c.parallel.virtual_stages = a.virtual_stages;
+  if (a.zero >= 0) c.parallel.zero = a.zero;
+  if (!a.axis_order.empty()) c.parallel.axis_order = a.axis_order;
+  nlohmann::json overrides = nlohmann::json::object();
+  if (!a.schedule.empty()) overrides["parallel"]["schedule"] = a.schedule;
+  if (!a.reduction.empty()) overrides["parallel"]["reduction"] = a.reduction;
+  if (!a.recompute.empty()) overrides["train"]["recompute"] = a.recompute;
+  if (!overrides.empty()) {  // through the config reader, so the values are checked as in a TOML file
+    nlohmann::json j = c.to_json();
+    j.merge_patch(overrides);
+    SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(j));
+  }
+  return c;
+}
+
+void print_evaluation(const nlohmann::json& j) {
+  const auto& m = j["memory"];
+  const auto& st = j["step"];
+  const auto& pl = j["pipeline"];
+  std::printf("placement %s\n", j["placement"]["grid"].get<std::string>().c_str());
+  for (const auto& [axis, l] : j["placement"]["links"].items())
+    std::printf("  %-5s group %4d  %-26s %10.4g GB/s per hop %8.3g us\n", axis.c_str(), l["group_size"].get<int>(),
+                l["link"].get<std::string>().c_str(), l["bandwidth_gbytes_per_s"].get<double>(),
+                l["latency_us"].get<double>());
+  std::printf(
+      "memory per rank (ledger model, peak bytes by category; device limit %.2f GiB): %s\n",
+      m["limit_bytes"].get<double>() / 1073741824.0,
+      m["fits"].get<bool>()
+          ? "fits"
+          : fmt::format("DOES NOT FIT ({} is the largest category)", m["largest_category"].get<std::string>()).c_str());
+  std::printf("  %-16s %12s %12s %12s %12s %12s %12s %12s %12s\n", "rank", "peak", "param", "grad", "optim",
+              "activation", "comm", "workspace", "io");
+  for (const auto& r : m["ranks"]) {
+    const auto& c = r["by_category"];
+    std::printf("  %-16s", fmt::format("{} {}", r["rank"].get<int>(), r["coords"].get<std::string>()).c_str());
+    for (const char* k : {"", "param", "grad", "optim", "activation", "comm", "workspace", "io"})
+      std::printf(" %12.4g", (*k ? c[k].get<double>() : r["peak_bytes"].get<double>()) / 1048576.0);
+    std::printf("  MiB\n");
+  }
+  std::printf("traffic per step, busiest evaluated rank (traffic model, priced with the alpha-beta model):\n");
+  std::printf("  %-6s %-10s %-15s %8s %14s %12s  %s\n", "axis", "phase", "op", "ops", "bytes", "seconds", "link");
+  for (const auto& t : j["traffic"])
+    std::printf("  %-6s %-10s %-15s %8lld %14lld %12.4g  %s\n", t["axis"].get<std::string>().c_str(),
+                t["phase"].get<std::string>().c_str(), t["op"].get<std::string>().c_str(),
+                static_cast<long long>(t["ops"].get<int64_t>()), static_cast<long long>(t["bytes"].get<int64_t>()),
+                t["seconds"].get<double>(), t["link"].get<std::string>().c_str());
+  std::printf("pipeline (%s): simulated %.4g s, bubble %.1f %% (closed form %.1f %%)\n",
+              pl["schedule"].get<std::string>().c_str(), pl["simulated_seconds"].get<double>(),
+              100 * pl["bubble_fraction"].get<double>(), 100 * pl["closed_form_bubble_fraction"].get<double>());
+  std::printf(
+      "step %.4g s (GEMMs %.4g s, collectives inside the passes %.4g s, after the pipeline %.4g s); %.4g tokens/s; "
+      "MFU %.1f %%, HFU %.1f %%; dominant communication: %s\n",
+      st["seconds"].get<double>(), st["compute_seconds"].get<double>(), st["pass_comm_seconds"].get<double>(),
+      st["after_pipeline_seconds"].get<double>(), st["tokens_per_second"].get<double>(), 100 * st["mfu"].get<double>(),
+      100 * st["hfu"].get<double>(), st["dominant_comm"].get<std::string>().c_str());
+  std::printf("assumptions:\n");
+  for (const auto& s : j["assumptions"]) std::printf("  - %s\n", s.get<std::string>().c_str());
+}
+
+void print_search(const nlohmann::json& j) {
+  std::printf("%lld strategies enumerated: %zu ranked, %zu excluded\n",
+              static_cast<long long>(j["enumerated"].get<int64_t>()), j["ranked"].size(), j["excluded"].size());
+  std::printf("  %4s  %-52s %10s %12s %7s %10s  %s\n", "rank", "strategy", "step s", "tokens/s", "MFU", "peak GiB",
+              "dominant communication");
+  for (const auto& r : j["ranked"]) {
+    if (r["rank"].get<int>() > 20) break;
+    const auto& d = r["time"]["detail"];
+    std::printf("  %4d  %-52s %10.4g %12.4g %6.1f%% %10.3f  %s\n", r["rank"].get<int>(),
+                r["strategy"]["name"].get<std::string>().c_str(), r["time"]["step_seconds"].get<double>(),
+                d["tokens_per_second"].get<double>(), 100 * d["mfu"].get<double>(),
+                r["memory"]["peak_bytes"].get<double>() / 1073741824.0, d["dominant"].get<std::string>().c_str());
+  }
+  std::printf("excluded by kind:");
+  for (const auto& [k, n] : j["excluded_by_kind"].items())
+    std::printf(" %s %lld", k.c_str(), static_cast<long long>(n.get<int64_t>()));
+  std::printf("\n");
+  std::map<std::string, std::pair<int64_t, std::string>> rules;  // first sentence of a rule → count, example
+  for (const auto& x : j["excluded"])
+    for (const auto& w : x["reasons"]) {
+      const std::string rule = w["rule"].get<std::string>();
+      std::string key = w["kind"].get<std::string>() + ": " + rule.substr(0, rule.find_first_of("0123456789"));
+      auto& [n, example] = rules[key];
+      if (n++ == 0) example = x["strategy"]["name"].get<std::string>() + ": " + rule;
+    }
+  for (const auto& [key, v] : rules)
+    std::printf("  %6lld × %s...\n         e.g. %s\n", static_cast<long long>(v.first), key.c_str(), v.second.c_str());
+}
+
+// Without a run to evaluate (no --global-batch, --run or --search): the cluster, the model and, with
+// --dp/--tp/--pp, the link each axis crosses.
+int describe_placement(const PlanArgs& a, const plan::ClusterSpec& cl, const plan::ModelShape& model) {
+  const plan::ClusterSpec* cluster = &cl;
+  const plan::ModelShape* mp = &model;
+  nlohmann::json out = {{"cluster", cluster->to_json()}, {"model", mp->to_json()}};
   const bool strategy = a.dp > 0 || a.tp > 0 || a.pp > 0;
   std::vector<std::pair<std::string, plan::GroupLink>> links;
   if (strategy) {
@@ -105,13 +239,13 @@ int run_plan(const PlanArgs& a) {
     for (const auto& [axis, l] : links) out["links"][axis] = l.to_json();
     out["assumptions"] = plan::time_model_assumptions();
   }
-  out["phase"] = "cluster, model and placement; memory, bytes, bubble and step time come with issue 15 phase 2";
+  out["next"] = "memory, bytes and step time: give --global-batch (or --run DIR, or a run configuration)";
   if (a.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf("%s\n", cluster_line(*cluster).c_str());
-  const auto& m = *model;
+  const auto& m = *mp;
   std::printf(
       "model %s (%s): %.4g billion parameters; L %lld, C %lld, H %lld, KV %lld, F %lld, V %lld, max_seq %lld\n"
       "  source: %s\n",
@@ -131,7 +265,79 @@ int run_plan(const PlanArgs& a) {
     std::printf("assumptions:\n");
     for (const auto& s : plan::time_model_assumptions()) std::printf("  - %s\n", s.c_str());
   }
-  std::printf("%s\n", out["phase"].get<std::string>().c_str());
+  std::printf("%s\n", out["next"].get<std::string>().c_str());
+  return 0;
+}
+
+int run_plan(const PlanArgs& a) {
+  const std::string root = a.root.empty() ? default_root() : a.root;
+  if (a.cluster.empty() || (a.model.empty() == a.run.empty()))
+    return report_status(invalid_argument("plan needs --cluster and one of --model or --run")
+                             .with_hint("for example: shardproof plan --cluster dgx-a100 --nodes 16 --model llama-65b "
+                                        "--global-batch 1024 --dp 16 --tp 8 --pp 1; `shardproof plan list` names the "
+                                        "presets"));
+  auto cluster = plan::load_cluster(clusters_dir(root), a.cluster);
+  if (!cluster.ok()) return report_status(cluster.status());
+  if (a.nodes > 0) {
+    cluster = plan::with_nodes(*cluster, a.nodes);
+    if (!cluster.ok()) return report_status(cluster.status());
+  }
+  Result<plan::ModelShape> model = invalid_argument("no model");
+  if (!a.model.empty()) {
+    model = resolve_model(root, a.model);
+    if (!model.ok()) return report_status(model.status());
+  }
+  const bool run_config = !a.model.empty() && (a.model.ends_with(".toml") ||
+                                               (!plan::named_shape(a.model).ok() && !a.model.ends_with(".json")));
+  if (a.run.empty() && !a.search && a.global_batch == 0 && (!run_config || (a.dp == 0 && a.tp == 0 && a.pp == 0)))
+    return describe_placement(a, *cluster, *model);
+  auto config = planned_config(a, root, a.model.empty() ? plan::ModelShape{} : *model, *cluster);
+  if (!config.ok()) return report_status(config.status());
+  if (!a.run.empty()) model = plan::ModelShape::from_llama(config->model, config->name, a.run + "/contract.json");
+  plan::PlanQuery q{.cluster = *cluster,
+                    .config = *config,
+                    .dtype = a.dtype.empty() ? "fp32" : a.dtype,
+                    .efficiency = a.efficiency,
+                    .all_ranks = a.all_ranks};
+  if (a.search) {
+    plan::SearchSpace space;
+    space.world = cluster->devices();
+    space.global_batch = config->train.global_batch;
+    space.recompute = {plan::RecomputeMode::kNone, plan::RecomputeMode::kFull};
+    auto r = plan::search_strategies(*model, space, plan::engine_evaluators(q));
+    if (!r.ok()) return report_status(r.status());
+    nlohmann::json j = plan::search_result_to_json(*r);
+    j["format_version"] = 1;
+    j["inputs"] = {{"cluster", cluster->to_json()},
+                   {"model", model->to_json()},
+                   {"global_batch", config->train.global_batch},
+                   {"seq_len", config->train.seq_len},
+                   {"dtype", q.dtype},
+                   {"efficiency", q.efficiency},
+                   {"reduction", plan::reduction_name(config->parallel.reduction)}};
+    j["assumptions"] = plan::time_model_assumptions();
+    if (a.json) {
+      std::printf("%s\n", j.dump(2).c_str());
+      return 0;
+    }
+    std::printf("%s\n", cluster_line(*cluster).c_str());
+    print_search(j);
+    return 0;
+  }
+  auto e = plan::evaluate_plan(q);
+  if (!e.ok()) return report_status(e.status());
+  const nlohmann::json j = plan::plan_evaluation_to_json(q, *e);
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s\n", cluster_line(*cluster).c_str());
+  const auto& m = *model;
+  std::printf("model %s: %.4g billion parameters; L %lld, C %lld, H %lld, KV %lld, F %lld, V %lld\n", m.name.c_str(),
+              static_cast<double>(m.param_count()) / 1e9, static_cast<long long>(m.n_layers),
+              static_cast<long long>(m.dim), static_cast<long long>(m.n_heads), static_cast<long long>(m.n_kv_heads),
+              static_cast<long long>(m.ffn_dim), static_cast<long long>(m.vocab_size));
+  print_evaluation(j);
   return 0;
 }
 
@@ -214,11 +420,27 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_option("--cluster", a->cluster, "Cluster preset (configs/clusters/NAME.toml) or cluster file");
   cmd->add_option("--model", a->model,
                   "Named shape (plan list), preset (configs/NAME.toml), run config FILE.toml or HF config.json");
+  cmd->add_option("--run", a->run, "A run directory: plan exactly its configuration (contract.json)");
   cmd->add_option("--nodes", a->nodes, "Number of nodes (overrides the cluster file's nodes.count)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--dp", a->dp, "Data-parallel degree")->check(CLI::PositiveNumber);
   cmd->add_option("--tp", a->tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
   cmd->add_option("--pp", a->pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
+  cmd->add_option("--virtual-stages", a->virtual_stages, "Virtual stages per pipeline rank (interleaved)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved");
+  cmd->add_option("--zero", a->zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
+  cmd->add_option("--recompute", a->recompute, "Activation recompute: none, full");
+  cmd->add_option("--global-batch", a->global_batch, "Sequences per step")->check(CLI::PositiveNumber);
+  cmd->add_option("--micro-batch", a->micro_batch, "Sequences per micro-batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-len", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--reduction", a->reduction, "deterministic or fast (default: fast for a named shape)");
+  cmd->add_option("--axis-order", a->axis_order, "Rank grid order, fastest axis first (default: the cluster's)");
+  cmd->add_option("--dtype", a->dtype, "Which peak the GEMMs run at: a key of the cluster's peak_tflops (fp32)");
+  cmd->add_option("--efficiency", a->efficiency, "Fraction of that peak the GEMMs reach (default 0.5)");
+  cmd->add_option("--set", a->sets, "key=value override of a run configuration (--model FILE.toml or a preset)");
+  cmd->add_flag("--search", a->search, "Rank every valid strategy on the cluster by step time");
+  cmd->add_flag("--all-ranks", a->all_ranks, "Evaluate every rank (default: all up to 64 ranks, else one per class)");
   cmd->add_option("--root", a->root, "Repository root for configs/ (default: the source tree)");
   cmd->add_flag("--json", a->json, "Print JSON instead of text");
 

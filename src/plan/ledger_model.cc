@@ -23,7 +23,10 @@ constexpr int64_t kMaxTransientSteps = 16;
 // so a copy can try a step without touching the original (predict_ledger's steady-state test).
 class Replay {
  public:
-  explicit Replay(const LedgerModelInput& in) : in_(in), m_(in.model) { setup(); }
+  explicit Replay(const LedgerModelInput& in) : in_(in), m_(in.model) {
+    sim_.named = in.named;
+    setup();
+  }
 
   void evaluation() {
     for (const auto& a : in_.eval_actions) forward(a, false);
@@ -55,6 +58,7 @@ class Replay {
   // A ledger that only counts: the same bookkeeping rules as MemoryLedger, no memory.
   struct Simulator {
     LedgerPrediction p;
+    bool named = true;  // keep per-name entries (LedgerModelInput::named)
     void alloc(const std::string& name, Category c, int64_t bytes) { bump(name, c, bytes, true); }
     void free(const std::string& name, Category c, int64_t bytes) { bump(name, c, -bytes, false); }
     void bump(const std::string& name, Category c, int64_t b, bool count) {
@@ -64,6 +68,7 @@ class Replay {
       };
       up(p.total);
       up(p.by_category[static_cast<size_t>(c)]);
+      if (!named) return;
       auto& e = p.entries[name];
       e.category = c;
       e.live += b;

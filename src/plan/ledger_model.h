@@ -54,6 +54,9 @@ struct LedgerModelInput {
   };
   std::vector<PsPiece> ps_server_pieces;  // non-empty: this rank is a server
   int ps_workers = 0;                     // W
+  // Per-name entries in the prediction; the planner's search needs only the totals and categories, which
+  // are the same either way, and skips the names' bookkeeping.
+  bool named = true;
 };
 
 struct LedgerPrediction {

@@ -73,7 +73,7 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
 
 }  // namespace
 
-Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
+std::vector<std::string> RunPlan::violations(const RunConfig& c, int world) {
   std::vector<std::string> errs;
   const ParallelConfig& p = c.parallel;
   const TrainConfig& t = c.train;
@@ -166,11 +166,18 @@ Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
     if (!ok)
       errs.push_back(fmt::format("parallel.axis_order = \"{}\" is not an order of tp, dp, pp like \"tp-dp-pp\"", o));
   }
+  return errs;
+}
+
+Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
+  const std::vector<std::string> errs = violations(c, world);
   if (!errs.empty()) {
     std::string msg = "invalid parallel configuration:";
     for (const auto& e : errs) msg += "\n  - " + e;
     return Status(StatusCode::kInvalidArgument, msg);
   }
+  const int64_t M = c.train.global_batch / c.train.micro_batch_size;
+  const ParallelConfig& p = c.parallel;
   RunPlan plan;
   plan.config = c;
   plan.world = world;

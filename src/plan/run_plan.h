@@ -38,6 +38,9 @@ struct RunPlan {
   int64_t local_micro_batches = 1;  // k = M / dp
 
   static Result<RunPlan> make(const RunConfig& config, int world);
+  // Every rule `config` breaks at `world` ranks, one sentence each (empty: make() succeeds). The
+  // planner's search reports them as the reasons a strategy is excluded.
+  static std::vector<std::string> violations(const RunConfig& config, int world);
   // The chunks pipeline rank r holds, by virtual stage.
   std::vector<ChunkPlacement> chunks_of(int pp_rank) const;
   int chunk_count() const { return config.parallel.pp * config.parallel.virtual_stages; }

@@ -125,7 +125,7 @@ Result<SearchResult> search_strategies(const ModelShape& m, const SearchSpace& s
   for (size_t i = 0; i < all.size(); ++i) {
     const Strategy& s = all[i];
     std::vector<Exclusion> why = shape_rules(m, space, s);
-    if (e.rules) {
+    if (e.rules && why.empty()) {  // the system's own rules, once the general ones pass (no repeats)
       std::vector<Exclusion> more = e.rules(s);
       why.insert(why.end(), more.begin(), more.end());
     }

@@ -3,11 +3,11 @@
 // by step time. It is a pure function of its inputs: memory and time come from evaluators passed in, so
 // the engine's own ledger and traffic models (phase 2) plug in without this file knowing them, and tests
 // plug in closed forms.
-// Order of judgement, per strategy: the shape rules below and the caller's extra rules (every violated
-// rule is listed), then memory (evaluated only when no rule failed), then time (only when it fits).
-// Invariant: enumerated == ranked + excluded, each strategy appears once, and the output order is a
-// function of the inputs alone (ranked: step time, then peak memory, then enumeration order).
-// Reference: docs/plan.md §search (the JSON schema and the rules with their sources).
+// Order of judgement, per strategy: the shape rules below, then (when they all pass) the caller's extra rules (every
+// violated rule is listed), then memory (evaluated only when no rule failed), then time (only when it fits). Invariant:
+// enumerated == ranked + excluded, each strategy appears once, and the output order is a function of the inputs alone
+// (ranked: step time, then peak memory, then enumeration order). Reference: docs/plan.md §search (the JSON schema and
+// the rules with their sources).
 #pragma once
 
 #include <cstdint>

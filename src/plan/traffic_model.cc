@@ -15,20 +15,34 @@ struct Ctx {
   const comm::ProcessGrid& grid;
   int rank;
   comm::Coords c;
-  StepTraffic out;
+  // Keyed by the group member's address and the literals' addresses while counting (thousands of adds
+  // per step), turned into names once at the end (ops()).
+  std::map<std::tuple<const std::string*, const char*, const char*>, Traffic> raw;
   std::string dp, tp, pp, world = "world";
   bool det;
-  void add(const std::string& group, const char* phase, int64_t ops, int64_t bytes) {
-    Traffic& t = out[{group, phase}];
+  void add(const std::string& group, const char* phase, const char* op, int64_t ops, int64_t bytes) {
+    Traffic& t = raw[{&group, phase, op}];
     t.ops += ops;
     t.bytes += bytes;
   }
-  // A sum over a group of n floats as the engine performs it (deterministic or fast).
+  // A sum over a group of n floats as the engine performs it: deterministic = all_to_all(n) of the
+  // rank's chunks then all_gather(n) of the reduced ones (comm/deterministic.h), or fast all_reduce(n).
   void sum(const std::string& group, const char* phase, int64_t n) {
-    if (det)
-      add(group, phase, 2, 2 * 4 * n);
-    else
-      add(group, phase, 1, 4 * n);
+    if (det) {
+      add(group, phase, "all_to_all", 1, 4 * n);
+      add(group, phase, "all_gather", 1, 4 * n);
+    } else {
+      add(group, phase, "all_reduce", 1, 4 * n);
+    }
+  }
+  StepOps ops() const {
+    StepOps out;
+    for (const auto& [key, t] : raw) {
+      Traffic& sum = out[{*std::get<0>(key), std::get<1>(key), std::get<2>(key)}];
+      sum.ops += t.ops;
+      sum.bytes += t.bytes;
+    }
+    return out;
   }
 };
 
@@ -41,22 +55,22 @@ void add_ps_traffic(Ctx& x, const RunPlan& plan, int rank) {
   std::vector<const model::UnitLayout*> units;
   for (const model::UnitLayout& u : layouts) units.push_back(&u);
   const PsKeySpace keys(units, roles);
-  const std::string ps(comm::kPsGroupName);
+  static const std::string ps(comm::kPsGroupName);  // static: Ctx keys by its address
   const bool server = roles.is_server(rank);
   for (int j = 0; j < roles.servers(); ++j) {
     if (server && j != roles.server_index(rank)) continue;
     const int64_t copies = server ? roles.workers() : 1;
     for (const PsPiece& p : keys.pieces(j)) {
-      x.add(ps, "push", copies, copies * 4 * p.size());
-      x.add(ps, "pull", copies, copies * 4 * p.size());
+      x.add(ps, "push", server ? "recv" : "send", copies, copies * 4 * p.size());
+      x.add(ps, "pull", server ? "send" : "recv", copies, copies * 4 * p.size());
     }
   }
 }
 
 }  // namespace
 
-StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
-                                 bool eval_after) {
+StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
+                         bool eval_after) {
   const RunConfig& rc = plan.config;
   const model::LlamaConfig& m = rc.model;
   // A parameter server runs no micro-batch and belongs to no grid axis; a worker's axes are itself.
@@ -78,7 +92,7 @@ StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& g
   auto pass = [&](const ChunkPlacement& ch, bool forward, const char* phase) {
     const int blocks = ch.layer_end - ch.layer_begin;
     auto gather = [&](int id) {  // ZeRO-3 acquisition
-      if (zero == 3 && dp > 1) x.add(x.dp, phase, 1, 4 * numel(id));
+      if (zero == 3 && dp > 1) x.add(x.dp, phase, "all_gather", 1, 4 * numel(id));
     };
     if (forward) {
       if (ch.first) {
@@ -95,13 +109,13 @@ StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& g
         gather(model::head_unit(m));
         if (m.tie_embeddings) gather(model::embed_unit());
         if (tp > 1) {
-          x.add(x.tp, phase, 1, 4 * N);  // max
-          x.sum(x.tp, phase, N);         // Σexp
-          x.sum(x.tp, phase, N);         // target logit
+          x.add(x.tp, phase, "all_reduce", 1, 4 * N);  // max
+          x.sum(x.tp, phase, N);                       // Σexp
+          x.sum(x.tp, phase, N);                       // target logit
         }
       }
-      if (!ch.first) x.add(x.pp, phase, 1, 4 * N * C);  // recv_forward
-      if (!ch.last) x.add(x.pp, phase, 1, 4 * N * C);   // send_forward
+      if (!ch.first) x.add(x.pp, phase, "recv", 1, 4 * N * C);  // recv_forward
+      if (!ch.last) x.add(x.pp, phase, "send", 1, 4 * N * C);   // send_forward
     } else {
       if (ch.last) {
         gather(model::head_unit(m));
@@ -113,8 +127,8 @@ StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& g
         const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
         for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
       }
-      if (!ch.last) x.add(x.pp, phase, 1, 4 * N * C);   // recv_backward
-      if (!ch.first) x.add(x.pp, phase, 1, 4 * N * C);  // send_backward
+      if (!ch.last) x.add(x.pp, phase, "recv", 1, 4 * N * C);   // recv_backward
+      if (!ch.first) x.add(x.pp, phase, "send", 1, 4 * N * C);  // send_backward
     }
   };
   const auto all_units = [&] {
@@ -133,7 +147,7 @@ StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& g
     for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp,
                                                 rc.parallel.virtual_stages, std::max<int64_t>(mine, 1)))
       if (a.forward && mine > 0) pass(chunks[static_cast<size_t>(a.virtual_stage)], true, "eval");
-    x.add(x.world, "eval", 1, 8 * rc.train.eval_batches);
+    x.add(x.world, "eval", "all_reduce", 1, 8 * rc.train.eval_batches);
   };
   // The training step.
   for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp, rc.parallel.virtual_stages,
@@ -146,16 +160,27 @@ StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& g
       if (zero == 0)
         x.sum(x.dp, "grad_sync", numel(id));
       else
-        x.add(x.dp, "grad_sync", 1, 4 * numel(id));  // all_to_all (deterministic) or reduce_scatter (fast)
+        x.add(x.dp, "grad_sync", x.det ? "all_to_all" : "reduce_scatter", 1, 4 * numel(id));
     }
-  x.add(x.world, "evidence", 1, 8 * plan.micro_batches);          // loss
-  x.add(x.world, "optimizer", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums and max
+  x.add(x.world, "evidence", "all_reduce", 1, 8 * plan.micro_batches);          // loss
+  x.add(x.world, "optimizer", "all_reduce", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums, max
   if ((zero == 1 || zero == 2) && dp > 1)
-    for (int id : all_units) x.add(x.dp, "optimizer", 1, 4 * numel(id));
-  if (checksums) x.add(x.world, "evidence", 2, summary_bytes + 8 * n_tensors);
-  if (dp > 1 && zero < 3) x.add(x.world, "evidence", 1, 16 * static_cast<int64_t>(plan.world));
+    for (int id : all_units) x.add(x.dp, "optimizer", "all_gather", 1, 4 * numel(id));
+  if (checksums) x.add(x.world, "evidence", "all_reduce", 2, summary_bytes + 8 * n_tensors);
+  if (dp > 1 && zero < 3) x.add(x.world, "evidence", "all_gather", 1, 16 * static_cast<int64_t>(plan.world));
   if (eval_after) evaluation();
-  return x.out;
+  return x.ops();
+}
+
+StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
+                                 bool eval_after) {
+  StepTraffic out;
+  for (const auto& [key, t] : predict_step_ops(plan, grid, rank, checksums, eval_after)) {
+    Traffic& sum = out[{std::get<0>(key), std::get<1>(key)}];
+    sum.ops += t.ops;
+    sum.bytes += t.bytes;
+  }
+  return out;
 }
 
 evidence::StepSchedule step_schedule(const RunConfig& config) {

@@ -33,10 +33,15 @@ struct Traffic {
   bool operator==(const Traffic&) const = default;
 };
 
-// (group name, phase name) → traffic of one step on this rank.
+// (group name, phase name) → traffic of one step on this rank: what the trace check compares.
 using StepTraffic = std::map<std::pair<std::string, std::string>, Traffic>;
+// (group name, phase name, op) → traffic of one step on this rank, op as the trace names it
+// ("all_reduce", "all_to_all", "all_gather", "reduce_scatter", "send", "recv"): what the planner prices.
+using StepOps = std::map<std::tuple<std::string, std::string, std::string>, Traffic>;
 
-// Predicted traffic of world rank `rank` in one training step (with checksums taken or not, and
+// Predicted traffic of world rank `rank` in one training step, per op (the model itself).
+StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after);
+// The same summed over ops (with checksums taken or not, and
 // evaluation after the step or not).
 StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                                  bool eval_after);

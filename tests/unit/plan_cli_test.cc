@@ -82,6 +82,46 @@ TEST(PlanCli, ModelsFromPresetsRunConfigsAndHuggingFace) {
   fs::remove_all(dir);
 }
 
+TEST(PlanCli, EvaluatesOneConfigurationAndSearches) {
+  Ran r =
+      run("plan --cluster dgx-a100 --nodes 2 --model llama-7b --global-batch 64 --seq-len 2048 --dp 2 --tp 8 "
+          "--dtype tf32 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kind"], "plan");
+  EXPECT_TRUE(j["memory"]["fits"].get<bool>());
+  EXPECT_EQ(j["memory"]["ranks"].size(), 16u);
+  EXPECT_GT(j["step"]["seconds"].get<double>(), 0);
+  EXPECT_GT(j["step"]["mfu"].get<double>(), 0);
+  EXPECT_LE(j["step"]["mfu"].get<double>(), 0.5);
+  EXPECT_EQ(j["step"]["dominant_comm"], "tp forward on intra-node nvswitch");
+  r = run("plan --cluster dgx-a100 --nodes 2 --model llama-7b --global-batch 64 --dp 2 --tp 8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("MFU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("assumptions:"), std::string::npos) << r.out;
+
+  r = run("plan --cluster dgx-a100 --model llama-7b --global-batch 16 --search --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["enumerated"].get<int64_t>(), 0);
+  ASSERT_FALSE(j["ranked"].empty());
+  EXPECT_EQ(j["enumerated"].get<size_t>(), j["ranked"].size() + j["excluded"].size());
+  for (size_t i = 1; i < j["ranked"].size(); ++i)
+    EXPECT_LE(j["ranked"][i - 1]["time"]["step_seconds"].get<double>(),
+              j["ranked"][i]["time"]["step_seconds"].get<double>());
+  // The engine's own refusal: selective recompute does not exist in the engine.
+  bool selective = false;
+  for (const auto& x : j["excluded"])
+    for (const auto& w : x["reasons"]) selective |= w["rule"].get<std::string>().starts_with("selective recompute");
+  EXPECT_FALSE(selective);  // the CLI searches none and full only
+
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 16 --dp 8 --efficiency 2").code, 2);
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 16 --dp 8 --dtype int4").code, 2);
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model megatron-1t --global-batch 16 --dp 8").code, 2);
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 12 --dp 8").code, 2);  // 12 % 8
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --search").code, 2);                  // no batch
+}
+
 TEST(PlanCli, BadInputIsExitTwo) {
   EXPECT_EQ(run("plan --cluster dgx-a100").code, 2);                                 // no --model
   EXPECT_EQ(run("plan --cluster nowhere --model llama-7b").code, 2);                 // unknown preset

@@ -1,0 +1,121 @@
+// The planner's evaluation (plan/evaluate.h) and pipeline simulation (plan/pipeline_sim.h): the simulated
+// bubble equals the closed form where the closed form is exact; a tensor-parallel group placed across nodes
+// costs more than the same group inside a node; the search's rules are the engine's (RunPlan::violations);
+// memory without per-tensor names has the same totals. Exactness against real runs: tests/plan/plan_exact.py.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "plan/evaluate.h"
+#include "plan/pipeline_sim.h"
+
+namespace sp::plan {
+namespace {
+
+ClusterSpec dgx_a100(int nodes) {
+  const std::string dir = std::getenv("SP_SOURCE_DIR")
+                              ? std::string(std::getenv("SP_SOURCE_DIR"))
+                              : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
+  auto c = load_cluster(dir + "/configs/clusters", "dgx-a100");
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return *with_nodes(*c, nodes);
+}
+
+PipelineTimes equal_times(Schedule s, int pp, int v, int64_t m) {
+  PipelineTimes t{.schedule = s, .pp = pp, .virtual_stages = v, .micro_batches = m, .forward_s = {}, .backward_s = {}};
+  t.forward_s.assign(static_cast<size_t>(pp * v), 1.0 / v);
+  t.backward_s.assign(static_cast<size_t>(pp * v), 2.0 / v);
+  return t;
+}
+
+TEST(PipelineSim, EqualDurationsGiveTheClosedFormBubble) {
+  for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B})
+    for (int pp : {1, 2, 4})
+      for (int64_t m : {1, 4, 8}) {
+        const PipelineSimulation r = simulate_pipeline(equal_times(s, pp, 1, m));
+        const double closed = (pp - 1.0) / (static_cast<double>(m) + pp - 1.0);
+        EXPECT_NEAR(r.bubble_fraction, closed, 1e-12) << schedule_name(s) << " pp " << pp << " m " << m;
+        EXPECT_NEAR(r.makespan_s, 3.0 * (static_cast<double>(m) + pp - 1), 1e-9);
+      }
+  // Interleaved: (p−1)/(v·m + p−1) with chunks of 1/v the work.
+  const PipelineSimulation r = simulate_pipeline(equal_times(Schedule::kInterleaved, 2, 2, 4));
+  EXPECT_NEAR(r.bubble_fraction, 1.0 / (2 * 4 + 1), 1e-12);
+}
+
+TEST(PipelineSim, TransfersLengthenTheStep) {
+  PipelineTimes t = equal_times(Schedule::k1F1B, 4, 1, 8);
+  const double base = simulate_pipeline(t).makespan_s;
+  t.transfer_s = 0.25;
+  // The first forward and the last backward each cross the 3 boundaries once: at least 6 transfers.
+  EXPECT_GE(simulate_pipeline(t).makespan_s, base + 6 * 0.25 - 1e-9);
+}
+
+PlanQuery llama7b(int nodes, int dp, int tp, const std::string& order) {
+  PlanQuery q{.cluster = dgx_a100(nodes), .config = {}, .dtype = "bf16", .efficiency = 0.5};
+  auto shape = named_shape("llama-7b");
+  EXPECT_TRUE(shape.ok());
+  q.config.model = shape->llama_config();
+  q.config.train.global_batch = 64;
+  q.config.train.micro_batch_size = 1;
+  q.config.train.seq_len = 2048;
+  q.config.train.eval_batches = 0;
+  q.config.parallel.dp = dp;
+  q.config.parallel.tp = tp;
+  q.config.parallel.reduction = Reduction::kFast;
+  q.config.parallel.axis_order = order;
+  return q;
+}
+
+TEST(PlanEvaluate, TensorParallelAcrossNodesCostsMoreThanInsideANode) {
+  auto inside = evaluate_plan(llama7b(2, 2, 8, "tp-dp-pp"));
+  auto across = evaluate_plan(llama7b(2, 2, 8, "dp-tp-pp"));
+  ASSERT_TRUE(inside.ok()) << inside.status().to_string();
+  ASSERT_TRUE(across.ok()) << across.status().to_string();
+  EXPECT_EQ(inside->links[0].second.link, "intra-node nvswitch");
+  EXPECT_EQ(across->links[0].second.link, "inter-node infiniband");
+  EXPECT_GT(across->pass_comm_seconds, 2 * inside->pass_comm_seconds);
+  EXPECT_GT(across->step_seconds, inside->step_seconds);
+  // Memory and bytes do not depend on the placement; only their prices do.
+  EXPECT_EQ(inside->peak_bytes, across->peak_bytes);
+  EXPECT_EQ(inside->ranks[0].traffic.size(), across->ranks[0].traffic.size());
+  EXPECT_LE(inside->mfu, 0.5);  // never above the stated GEMM efficiency
+}
+
+TEST(PlanEvaluate, MemoryWithoutNamesHasTheSameTotals) {
+  PlanQuery q = llama7b(2, 2, 8, "tp-dp-pp");
+  auto named = evaluate_plan(q);
+  q.named_memory = false;
+  auto bare = evaluate_plan(q);
+  ASSERT_TRUE(named.ok() && bare.ok());
+  ASSERT_EQ(named->ranks.size(), bare->ranks.size());
+  for (size_t i = 0; i < named->ranks.size(); ++i) {
+    EXPECT_EQ(named->ranks[i].memory.total.peak, bare->ranks[i].memory.total.peak);
+    for (size_t k = 0; k < kCategoryCount; ++k)
+      EXPECT_EQ(named->ranks[i].memory.by_category[k].peak, bare->ranks[i].memory.by_category[k].peak);
+    EXPECT_FALSE(named->ranks[i].memory.entries.empty());
+    EXPECT_TRUE(bare->ranks[i].memory.entries.empty());
+  }
+}
+
+TEST(PlanEvaluate, RefusalsAreTheEngines) {
+  const StrategyEvaluators ev = engine_evaluators(llama7b(2, 2, 8, "tp-dp-pp"));
+  const auto selective = ev.rules(Strategy{.dp = 2, .tp = 8, .recompute = RecomputeMode::kSelective});
+  ASSERT_EQ(selective.size(), 1u);
+  EXPECT_EQ(selective[0].kind, ExclusionKind::kRefused);
+  const auto tied = ev.rules(Strategy{.dp = 8, .tp = 1, .pp = 2});
+  EXPECT_TRUE(tied.empty());  // llama-7b is untied
+  const auto odd = ev.rules(Strategy{.dp = 16, .tp = 1, .pp = 1, .micro_batch_size = 3});
+  ASSERT_FALSE(odd.empty());
+  EXPECT_EQ(odd[0].kind, ExclusionKind::kDoesNotDivide) << odd[0].rule;
+  auto bad = evaluate_plan([&] {
+    PlanQuery b = llama7b(2, 2, 8, "tp-dp-pp");
+    b.dtype = "int4";
+    return b;
+  }());
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("int4"), std::string::npos) << bad.status().message();
+}
+
+}  // namespace
+}  // namespace sp::plan
