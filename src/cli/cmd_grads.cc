@@ -17,6 +17,7 @@
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "core/log.h"
+#include "core/revision.h"
 #include "parallel/engine.h"
 #include "parallel/memory_fit.h"
 
@@ -97,7 +98,7 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
                                tokens_path, weights, loss)
         .with_hint("the weights are finite but too large for float32 arithmetic; check how they were made");
   writer.set_metadata("loss", fmt::format("{:.17g}", loss));
-  writer.set_metadata("engine", SP_GIT_REVISION);
+  writer.set_metadata("engine", git_revision());
   SP_RETURN_IF_ERROR(writer.write(out));
   log_info("loss {:.9f}; {} gradients written to {}", loss, grads.size(), out);
   return Status();

@@ -2,13 +2,14 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "core/revision.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "shardproof: train LLaMA-style models across MPI ranks and prove each parallel strategy "
       "computes the same training as one device"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("shardproof ") + SP_GIT_REVISION);
+  app.set_version_flag("--version", std::string("shardproof ") + sp::git_revision());
   sp::cli::CommandResult result;
   sp::cli::register_train(app, result);
   sp::cli::register_grads(app, result);

@@ -5,11 +5,12 @@
 
 #include "core/hash.h"
 #include "core/json_io.h"
+#include "core/revision.h"
 #include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
 
-std::string engine_revision() { return SP_GIT_REVISION; }
+std::string engine_revision() { return git_revision(); }
 std::string compiler_version() { return fmt::format("g++ {}", __VERSION__); }
 std::string blas_version() { return openblas_get_config(); }
 

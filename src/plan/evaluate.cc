@@ -34,18 +34,6 @@ RecomputeMode recompute_mode(model::Recompute r) {
   return r == model::Recompute::kFull ? RecomputeMode::kFull : RecomputeMode::kNone;
 }
 
-Schedule engine_schedule(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::kGpipe:
-      return Schedule::kGpipe;
-    case PipelineSchedule::k1F1B:
-      return Schedule::k1F1B;
-    case PipelineSchedule::kInterleaved:
-      return Schedule::kInterleaved;
-  }
-  return Schedule::k1F1B;
-}
-
 bool is_pass_phase(const std::string& phase) { return phase == "forward" || phase == "backward"; }
 
 }  // namespace
@@ -204,7 +192,7 @@ std::optional<RunConfig> config_for_strategy(const RunConfig& base, const Strate
   c.parallel.tp = s.tp;
   c.parallel.pp = s.pp;
   c.parallel.virtual_stages = s.virtual_stages;
-  c.parallel.schedule = engine_schedule(s.schedule);
+  c.parallel.schedule = s.schedule;
   c.parallel.zero = s.zero;
   c.train.micro_batch_size = s.micro_batch_size;
   c.train.recompute = s.recompute == RecomputeMode::kFull ? model::Recompute::kFull : model::Recompute::kNone;

@@ -55,12 +55,12 @@ std::vector<Strategy> enumerate_strategies(const SearchSpace& space) {
   if (space.world < 1) return out;
   for (int tp : divisors(space.world))
     for (int pp : divisors(space.world / tp)) {
-      std::vector<std::pair<PipelineSchedule, int>> pipes;  // (schedule, v)
+      std::vector<std::pair<Schedule, int>> pipes;  // (schedule, v)
       if (pp == 1) {
-        pipes.push_back({PipelineSchedule::k1F1B, 1});
+        pipes.push_back({Schedule::k1F1B, 1});
       } else {
-        for (PipelineSchedule s : space.schedules) {
-          if (s != PipelineSchedule::kInterleaved)
+        for (Schedule s : space.schedules) {
+          if (s != Schedule::kInterleaved)
             pipes.push_back({s, 1});
           else
             for (int v = 2; v <= space.max_virtual_stages; ++v) pipes.push_back({s, v});
@@ -100,7 +100,7 @@ std::vector<Exclusion> shape_rules(const ModelShape& m, const SearchSpace& space
   if (space.global_batch % per_step != 0)
     divide(fmt::format("global batch {} is not divisible by micro_batch_size × dp = {} × {} = {}", space.global_batch,
                        s.micro_batch_size, s.dp, per_step));
-  else if (s.schedule == PipelineSchedule::kInterleaved && (space.global_batch / per_step) % s.pp != 0)
+  else if (s.schedule == Schedule::kInterleaved && (space.global_batch / per_step) % s.pp != 0)
     divide(
         fmt::format("interleaved 1F1B needs the micro-batches per pipeline, global batch / (micro_batch_size × "
                     "dp) = {}, to be a multiple of pp = {} (Megatron-LM's rule)",

@@ -26,8 +26,7 @@ struct SearchSpace {
   int world = 1;             // devices, one rank each
   int64_t global_batch = 1;  // sequences per step
   std::vector<int64_t> micro_batch_sizes = {1, 2, 4, 8};
-  std::vector<PipelineSchedule> schedules = {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B,
-                                             PipelineSchedule::kInterleaved};
+  std::vector<Schedule> schedules = {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved};
   std::vector<int> zero_stages = {0, 1, 2, 3};
   std::vector<RecomputeMode> recompute = {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull};
   int max_virtual_stages = 4;  // interleaved: v ∈ [2, max_virtual_stages]

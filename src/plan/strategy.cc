@@ -4,18 +4,6 @@
 
 namespace sp::plan {
 
-std::string schedule_label(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::kGpipe:
-      return "gpipe";
-    case PipelineSchedule::k1F1B:
-      return "1f1b";
-    case PipelineSchedule::kInterleaved:
-      return "interleaved";
-  }
-  return "?";
-}
-
 std::string recompute_label(RecomputeMode r) {
   switch (r) {
     case RecomputeMode::kNone:
@@ -28,9 +16,9 @@ std::string recompute_label(RecomputeMode r) {
   return "?";
 }
 
-std::optional<PipelineSchedule> schedule_from_label(const std::string& s) {
-  for (PipelineSchedule x : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved})
-    if (schedule_label(x) == s) return x;
+std::optional<Schedule> schedule_from_label(const std::string& s) {
+  for (Schedule x : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved})
+    if (schedule_name(x) == s) return x;
   return std::nullopt;
 }
 
@@ -42,7 +30,7 @@ std::optional<RecomputeMode> recompute_from_label(const std::string& s) {
 
 std::string strategy_name(const Strategy& s) {
   return fmt::format("dp{}.tp{}.pp{}.v{}.{}.zero{}.recompute-{}.mb{}", s.dp, s.tp, s.pp, s.virtual_stages,
-                     schedule_label(s.schedule), s.zero, recompute_label(s.recompute), s.micro_batch_size);
+                     schedule_name(s.schedule), s.zero, recompute_label(s.recompute), s.micro_batch_size);
 }
 
 nlohmann::json strategy_to_json(const Strategy& s) {
@@ -51,7 +39,7 @@ nlohmann::json strategy_to_json(const Strategy& s) {
           {"tp", s.tp},
           {"pp", s.pp},
           {"virtual_stages", s.virtual_stages},
-          {"schedule", schedule_label(s.schedule)},
+          {"schedule", schedule_name(s.schedule)},
           {"zero", s.zero},
           {"recompute", recompute_label(s.recompute)},
           {"micro_batch_size", s.micro_batch_size}};

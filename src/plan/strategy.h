@@ -1,7 +1,8 @@
 // Strategy: one point of the planner's search space — how a training step is split over ranks
 // (dp, tp, pp, virtual stages, pipeline schedule, ZeRO stage, activation recompute, micro-batch size).
 // It is not a run configuration (plan/run_config.h holds the engine's, with data, seeds and evidence);
-// phase 2 maps the two onto each other for the engine's own models.
+// config_for_strategy (plan/evaluate.h) maps one onto the other for the engine's own models; the pipeline
+// schedule is the engine's own enum.
 // Invariant: names round-trip — strategy_name() is unique per strategy and stable, so excluded and ranked
 // lists are diffable between runs. Reference: docs/plan.md.
 #pragma once
@@ -11,24 +12,23 @@
 #include <optional>
 #include <string>
 
+#include "plan/run_config.h"
+
 namespace sp::plan {
 
-// Pipeline schedules as the engine names them (plan/schedule.h): GPipe, 1F1B, interleaved 1F1B.
-enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved };
 // Activation recompute: none; selective = recompute the attention core (Korthikanti et al. 2022 §4.2);
 // full = recompute every block's forward from its input in backward.
 enum class RecomputeMode { kNone, kSelective, kFull };
 
-std::string schedule_label(PipelineSchedule s);  // "gpipe", "1f1b", "interleaved"
-std::string recompute_label(RecomputeMode r);    // "none", "selective", "full"
-std::optional<PipelineSchedule> schedule_from_label(const std::string& s);
+std::string recompute_label(RecomputeMode r);                       // "none", "selective", "full"
+std::optional<Schedule> schedule_from_label(const std::string& s);  // "gpipe", "1f1b", "interleaved"
 std::optional<RecomputeMode> recompute_from_label(const std::string& s);
 
 struct Strategy {
   int dp = 1, tp = 1, pp = 1;
-  int virtual_stages = 1;  // v > 1 only with the interleaved schedule
-  PipelineSchedule schedule = PipelineSchedule::k1F1B;
-  int zero = 0;  // ZeRO stage over dp: 0 (plain DP), 1, 2, 3
+  int virtual_stages = 1;               // v > 1 only with the interleaved schedule
+  Schedule schedule = Schedule::k1F1B;  // the engine's (plan/run_config.h)
+  int zero = 0;                         // ZeRO stage over dp: 0 (plain DP), 1, 2, 3
   RecomputeMode recompute = RecomputeMode::kNone;
   int64_t micro_batch_size = 1;  // B, sequences per micro-batch
 

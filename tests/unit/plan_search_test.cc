@@ -73,7 +73,7 @@ TEST(PlanSearch, EnumerationIsTheWholeCrossProduct) {
   std::set<std::string> names;
   for (const Strategy& s : all) {
     EXPECT_EQ(s.world(), 8);
-    EXPECT_TRUE(s.virtual_stages == 1 || s.schedule == PipelineSchedule::kInterleaved);
+    EXPECT_TRUE(s.virtual_stages == 1 || s.schedule == Schedule::kInterleaved);
     names.insert(strategy_name(s));
   }
   EXPECT_EQ(names.size(), all.size()) << "names are unique";
