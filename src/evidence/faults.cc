@@ -183,16 +183,18 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
       case FaultKind::kPsStalePull:
         if (workers < 2) return refuse("one worker: there is no other replica to compare it with");
         if (f.rank < 1 || f.rank >= workers)
-          return refuse(fmt::format("rank {} is not a worker ≥ 1 (workers are ranks 0–{}; worker 0 is the replicas' "
-                                    "reference)",
-                                    f.rank, workers - 1));
+          return refuse(
+              fmt::format("rank {} is not a worker ≥ 1 (workers are ranks 0–{}; worker 0 is the replicas' "
+                          "reference)",
+                          f.rank, workers - 1));
         if (f.step + 1 >= steps) return refuse(fmt::format("no step follows step {}", f.step));
         if (staleness > 0 && !comm::refreshes_after(f.step, f.rank, staleness)) {
           int64_t next = f.step + 1;
           while (next + 1 < steps && !comm::refreshes_after(next, f.rank, staleness)) ++next;
-          return refuse(fmt::format("under staleness {} worker {} keeps its cache after step {} by schedule (it "
-                                    "refreshes after step {})",
-                                    staleness, f.rank, f.step, next));
+          return refuse(
+              fmt::format("under staleness {} worker {} keeps its cache after step {} by schedule (it "
+                          "refreshes after step {})",
+                          staleness, f.rank, f.step, next));
         }
         break;
       case FaultKind::kStaleGrad:

@@ -32,9 +32,9 @@ enum class FaultKind {
   kNanInjection,           // `rank` puts a NaN into its first micro-batch's gradient at `step`
   kTpGradScale,            // `rank` scales its tensor-parallel shard of the first block's o_proj gradient by 1 + 2^-7
   // Parameter server (docs/ps.md): `rank` a server for the first and last, a worker for the second.
-  kPsDropPush,     // server `rank` drops worker 0's push at `step` (worker 0 does not send it)
-  kPsStalePull,    // worker `rank` keeps its replica instead of taking the pull it must take after `step`
-  kPsApplyTwice,   // server `rank` applies its optimizer update twice at `step`
+  kPsDropPush,    // server `rank` drops worker 0's push at `step` (worker 0 does not send it)
+  kPsStalePull,   // worker `rank` keeps its replica instead of taking the pull it must take after `step`
+  kPsApplyTwice,  // server `rank` applies its optimizer update twice at `step`
 };
 
 // The views of the evidence, in the order they observe a step (docs/faults.md).

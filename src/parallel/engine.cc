@@ -3,13 +3,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "comm/staleness.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "kernels/clip.h"
 #include "kernels/matmul.h"
 #include "parallel/memory_fit.h"
 #include "parallel/parameter_server.h"
-#include "comm/staleness.h"
 
 namespace sp::parallel {
 

@@ -156,7 +156,7 @@ class Engine {
   std::unique_ptr<GradStore> grads_;
   std::unique_ptr<UpdateStrategy> update_;
   std::unique_ptr<PipelineRunner> runner_;
-  std::unique_ptr<SspReplay> replay_;      // parallel.replay_workers > 0
+  std::unique_ptr<SspReplay> replay_;       // parallel.replay_workers > 0
   std::vector<PipeAction> replay_actions_;  // one replayed worker's k micro-batches
   std::optional<data::Loader> loader_;
   BatchSource batches_;

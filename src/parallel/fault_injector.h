@@ -44,7 +44,7 @@ class FaultInjector {
     int pp_size = 1;
     const data::TokenDataset* train = nullptr;  // data-order draws from it with another seed
     data::LoaderSpec loader;
-    int64_t micro_batch_tokens = 0;  // B·T: wrong-loss-scale's wrong denominator
+    int64_t micro_batch_tokens = 0;    // B·T: wrong-loss-scale's wrong denominator
     UpdateStrategy* update = nullptr;  // the parameter-server faults act on a worker's or server's update
     int workers = 0;                   // parameter server: W (server j is world rank W + j)
   };

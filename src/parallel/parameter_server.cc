@@ -4,9 +4,9 @@
 #include <cstring>
 #include <optional>
 
+#include "comm/staleness.h"
 #include "core/check.h"
 #include "kernels/reduce.h"
-#include "comm/staleness.h"
 
 namespace sp::parallel {
 namespace {

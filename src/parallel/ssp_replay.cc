@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "core/check.h"
 #include "comm/staleness.h"
+#include "core/check.h"
 
 namespace sp::parallel {
 

@@ -10,6 +10,7 @@
 
 #include "ckpt/consolidated.h"
 #include "comm/agree.h"
+#include "comm/staleness.h"
 #include "comm/topology.h"
 #include "comm/trace_writer.h"
 #include "comm/traced_communicator.h"
@@ -28,7 +29,6 @@
 #include "evidence/contract.h"
 #include "evidence/ledger_model.h"
 #include "evidence/ledger_report.h"
-#include "comm/staleness.h"
 #include "evidence/run_dir.h"
 #include "parallel/comm_model.h"
 #include "parallel/engine.h"

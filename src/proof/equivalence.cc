@@ -188,8 +188,8 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
   if (e.by_design) {
     const auto& m = e.comparison.first_mismatch;
     e.step0 = e.comparison.verdict != Equivalence::kWithinTolerance ? e.comparison.verdict
-              : m.empty() || m.front().step > 0                      ? Equivalence::kBitwise
-                                                                     : Equivalence::kWithinTolerance;
+              : m.empty() || m.front().step > 0                     ? Equivalence::kBitwise
+                                                                    : Equivalence::kWithinTolerance;
     e.comparison.promised = Equivalence::kDivergentByDesign;
     if (e.comparison.verdict != Equivalence::kIncomplete) e.comparison.verdict = Equivalence::kDivergentByDesign;
   }

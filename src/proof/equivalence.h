@@ -67,10 +67,11 @@ struct RunEquivalence {
   // A bounded-staleness run against a run of another schedule (the reference): the comparison ran for
   // information (step 0 judged, later steps drift) and the verdict is divergent-by-design.
   bool by_design = false;
-  std::string schedule;      // "W workers, staleness s" of the stale side, when by_design
-  evidence::Equivalence step0 = evidence::Equivalence::kBitwise;  // by_design: step 0's class (every worker computes on version 0)
-  int64_t judged_steps = 0;  // 0 = every step (a bitwise promise)
-  int64_t steps = 0;         // steps the run recorded
+  std::string schedule;  // "W workers, staleness s" of the stale side, when by_design
+  evidence::Equivalence step0 =
+      evidence::Equivalence::kBitwise;  // by_design: step 0's class (every worker computes on version 0)
+  int64_t judged_steps = 0;             // 0 = every step (a bitwise promise)
+  int64_t steps = 0;                    // steps the run recorded
   bool holds() const { return comparison.holds(); }
   // "bitwise-equal (632 of 632 records)"; "within tolerance at every anchored step (30 of 30) ...";
   // "within tolerance at step 0, where both start from the same state; ... free-running drift ..."

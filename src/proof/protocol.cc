@@ -33,10 +33,11 @@ Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::strin
   if (k < 1 || k >= steps)
     return invalid_argument("prove.checkpoint_step = {} must lie in [1, train.steps = {})", k, steps)
         .with_hint("the recovery checkpoint needs steps before and after it");
-  const std::string spec = !fault_spec.empty() ? std::string(fault_spec)
-                           : !config.prove.fault.empty()
-                               ? config.prove.fault
-                               : std::string(evidence::default_fault_name(pc.dp, pc.tp, pc.pp, pc.parameter_server() ? pc.servers : 0));
+  const std::string spec =
+      !fault_spec.empty() ? std::string(fault_spec)
+      : !config.prove.fault.empty()
+          ? config.prove.fault
+          : std::string(evidence::default_fault_name(pc.dp, pc.tp, pc.pp, pc.parameter_server() ? pc.servers : 0));
   SP_ASSIGN_OR_RETURN(p.fault, evidence::parse_fault(spec));
   if (!p.fault.any()) return invalid_argument("--fault: stage 3 needs a fault from the catalogue");
   const bool checkpoint = evidence::is_checkpoint_fault(p.fault.kind);
@@ -44,7 +45,8 @@ Result<ProtocolPlan> plan_protocol(const parallel::RunConfig& config, std::strin
   p.fault_config = config;
   p.fault_config.evidence.checkpoint_every = checkpoint ? k : 0;
   SP_ASSIGN_OR_RETURN(const parallel::Plan plan, parallel::Plan::make(p.fault_config, pc.world()));
-  if (spec.find(':') == std::string::npos) p.fault.rank = evidence::default_fault_rank(p.fault.kind, plan.fault_target());
+  if (spec.find(':') == std::string::npos)
+    p.fault.rank = evidence::default_fault_rank(p.fault.kind, plan.fault_target());
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(p.fault, plan.fault_target()));
   if (checkpoint && pc.zero == 0) {
     // Without ZeRO only dp rank 0 of each (tp, pp) position writes a shard (Engine::saves_state).

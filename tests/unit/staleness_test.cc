@@ -174,8 +174,9 @@ TEST(PsFaults, ApplicabilityNamesTheRoleAndTheSchedule) {
   EXPECT_TRUE(has(refusal("skip-grad-allreduce@2", bsp), "it breaks an all-reduce mechanism"));
   // Under SSP worker 1 takes the pull only after steps t with (t + 2) mod 2 = 0.
   EXPECT_TRUE(evidence::check_fault_applicable(*evidence::parse_fault("ps-stale-pull@2:1"), stale).ok());
-  EXPECT_TRUE(has(refusal("ps-stale-pull@1:1", stale), "keeps its cache after step 1 by schedule (it refreshes after "
-                                                       "step 2)"));
+  EXPECT_TRUE(has(refusal("ps-stale-pull@1:1", stale),
+                  "keeps its cache after step 1 by schedule (it refreshes after "
+                  "step 2)"));
   // The defaults prove uses when --fault names no rank.
   EXPECT_EQ(evidence::default_fault_rank(evidence::FaultKind::kPsDropPush, bsp), 2);
   EXPECT_EQ(evidence::default_fault_rank(evidence::FaultKind::kPsStalePull, bsp), 1);
