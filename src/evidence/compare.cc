@@ -131,6 +131,8 @@ const char* equivalence_name(Equivalence e) {
       return "divergent";
     case Equivalence::kIncomplete:
       return "incomplete";
+    case Equivalence::kDivergentByDesign:
+      return "divergent-by-design";
   }
   return "?";
 }

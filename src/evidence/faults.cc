@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "ckpt/names.h"
+#include "comm/staleness.h"
 #include "core/check.h"
 #include "core/file_io.h"
 #include "core/log.h"
@@ -75,6 +76,20 @@ const std::vector<FaultInfo>& fault_catalogue() {
        View::kChecksums, "that gradient leaves the single-step tolerance at that anchored step", "tp > 1"},
       {FaultKind::kNanInjection, "nan-injection", "one rank's first micro-batch gradient gets a NaN", View::kChecksums,
        "non-finite gradients at that step, no update applied", "none"},
+      {FaultKind::kPsDropPush, "ps-drop-push",
+       "a parameter server drops worker 0's push for one step: that worker's gradient is missing from the sum",
+       View::kTraceVsPrediction, "push bytes below the plan on the ps group at that step (the server and worker 0)",
+       "a parameter-server run, rank = a server", Reach::kOneRankSpreads},
+      {FaultKind::kPsStalePull, "ps-stale-pull",
+       "a worker keeps its replica instead of taking the pull it must take: it computes the next step on parameters "
+       "older than the staleness bound allows",
+       View::kReplicas,
+       "that worker named at that step (BSP: its replica differs from worker 0's; SSP: its version is beyond the "
+       "bound)",
+       "a parameter-server run with ≥ 2 workers, rank = a worker ≥ 1 that the schedule refreshes after that step"},
+      {FaultKind::kPsApplyTwice, "ps-apply-twice", "a parameter server applies its update twice in one step",
+       View::kChecksums, "parameter digests differ from the reference at that step (its gradients are equal)",
+       "a parameter-server run, rank = a server"},
   };
   return k;
 }
@@ -98,7 +113,8 @@ bool FaultSpec::fires(FaultKind k, int64_t at_step, int at_rank) const {
 
 bool is_checkpoint_fault(FaultKind kind) { return kind != FaultKind::kNone && fault_info(kind).checkpoint; }
 
-std::string_view default_fault_name(int dp, int tp, int pp) {
+std::string_view default_fault_name(int dp, int tp, int pp, int servers) {
+  if (servers > 0) return fault_info(FaultKind::kPsDropPush).name;
   if (dp > 1) return fault_info(FaultKind::kSkipGradAllreduce).name;
   if (tp > 1) return fault_info(FaultKind::kDropTpAllreduce).name;
   if (pp > 1) return fault_info(FaultKind::kPpMicrobatchSwap).name;
@@ -134,10 +150,16 @@ Result<FaultSpec> parse_fault(std::string_view text) {
   return invalid_argument("unknown fault '{}'", name).with_hint("the catalogue: " + names + " (NAME[@step][:rank])");
 }
 
+int default_fault_rank(FaultKind kind, const FaultTarget& run) {
+  if (run.servers > 0 && (kind == FaultKind::kPsDropPush || kind == FaultKind::kPsApplyTwice))
+    return run.world - run.servers;
+  if (kind == FaultKind::kPsStalePull) return 1;
+  return 0;
+}
+
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
   const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every] = run;
-  (void)staleness;
   const FaultInfo& i = fault_info(f.kind);
   auto refuse = [&](const std::string& why) {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
@@ -145,13 +167,58 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   };
   if (f.step >= steps) return refuse(fmt::format("step {} ≥ train.steps = {}", f.step, steps));
   if (f.rank >= world) return refuse(fmt::format("rank {} ≥ world size {}", f.rank, world));
-  // The parameter-server faults and the injector's server hooks are not built yet (docs/ps.md §"Not yet").
-  if (servers > 0)
-    return invalid_argument(
-               "fault {} cannot act on a parameter-server run (parallel.servers = {}): the injector has "
-               "no parameter-server hooks yet",
-               f.to_string(), servers)
-        .with_hint("inject it into an all-reduce run (parallel.architecture = \"allreduce\")");
+  // The parameter-server faults need servers; on a parameter-server run the faults that act on a worker's
+  // micro-batches or on the job apply as they are, the all-reduce ones do not (docs/faults.md §"Parameter server").
+  const bool ps_fault =
+      f.kind == FaultKind::kPsDropPush || f.kind == FaultKind::kPsStalePull || f.kind == FaultKind::kPsApplyTwice;
+  const int workers = world - servers;
+  if (ps_fault && servers == 0) return refuse("an all-reduce run (no parameter server)");
+  if (servers > 0) {
+    switch (f.kind) {
+      case FaultKind::kPsDropPush:
+      case FaultKind::kPsApplyTwice:
+        if (f.rank < workers)
+          return refuse(fmt::format("rank {} is a worker; the servers are ranks {}–{}", f.rank, workers, world - 1));
+        break;
+      case FaultKind::kPsStalePull:
+        if (workers < 2) return refuse("one worker: there is no other replica to compare it with");
+        if (f.rank < 1 || f.rank >= workers)
+          return refuse(
+              fmt::format("rank {} is not a worker ≥ 1 (workers are ranks 0–{}; worker 0 is the replicas' "
+                          "reference)",
+                          f.rank, workers - 1));
+        if (f.step + 1 >= steps) return refuse(fmt::format("no step follows step {}", f.step));
+        if (staleness > 0 && !comm::refreshes_after(f.step, f.rank, staleness)) {
+          int64_t next = f.step + 1;
+          while (next + 1 < steps && !comm::refreshes_after(next, f.rank, staleness)) ++next;
+          return refuse(
+              fmt::format("under staleness {} worker {} keeps its cache after step {} by schedule (it "
+                          "refreshes after step {})",
+                          staleness, f.rank, f.step, next));
+        }
+        break;
+      case FaultKind::kStaleGrad:
+      case FaultKind::kWrongLossScale:
+      case FaultKind::kDataOrder:
+      case FaultKind::kNanInjection:
+        if (f.rank >= workers)
+          return refuse(fmt::format("rank {} is a parameter server: it runs no micro-batch (workers are ranks 0–{})",
+                                    f.rank, workers - 1));
+        break;
+      case FaultKind::kDesyncExtraCollective:
+      case FaultKind::kRankCrash:
+      case FaultKind::kCkptBitflip:
+      case FaultKind::kCkptTruncate:
+      case FaultKind::kCkptMissingShard:
+        break;
+      default:
+        return invalid_argument(
+                   "fault {} cannot act on a parameter-server run (parallel.servers = {}): it breaks an all-reduce "
+                   "mechanism (a dp all-reduce, tensor or pipeline parallelism, ZeRO-3) that such a run does not have",
+                   f.to_string(), servers)
+            .with_hint("the parameter-server faults are ps-drop-push, ps-stale-pull, ps-apply-twice");
+    }
+  }
   switch (f.kind) {
     case FaultKind::kSkipGradAllreduce:
       if (dp < 2) return refuse("dp = 1");

@@ -31,6 +31,10 @@ enum class FaultKind {
   kDataOrder,              // `rank` draws its micro-batches with another seed at `step`
   kNanInjection,           // `rank` puts a NaN into its first micro-batch's gradient at `step`
   kTpGradScale,            // `rank` scales its tensor-parallel shard of the first block's o_proj gradient by 1 + 2^-7
+  // Parameter server (docs/ps.md): `rank` a server for the first and last, a worker for the second.
+  kPsDropPush,    // server `rank` drops worker 0's push at `step` (worker 0 does not send it)
+  kPsStalePull,   // worker `rank` keeps its replica instead of taking the pull it must take after `step`
+  kPsApplyTwice,  // server `rank` applies its optimizer update twice at `step`
 };
 
 // The views of the evidence, in the order they observe a step (docs/faults.md).
@@ -82,7 +86,8 @@ bool is_checkpoint_fault(FaultKind kind);
 // The fault `prove` injects when none is named: the first the topology can express, in the order the
 // mission lists the classic silent errors (skip-grad-allreduce, drop-tp-allreduce, pp-microbatch-swap,
 // stale-grad).
-std::string_view default_fault_name(int dp, int tp, int pp);
+// A parameter-server run (servers > 0): ps-drop-push.
+std::string_view default_fault_name(int dp, int tp, int pp, int servers = 0);
 
 // "skip-grad-allreduce@3:1" → kind, step 3, rank 1. Errors list the catalogue.
 Result<FaultSpec> parse_fault(std::string_view text);
@@ -96,6 +101,9 @@ struct FaultTarget {
   int64_t micro_batches = 1;     // M per step
   int64_t checkpoint_every = 0;  // evidence.checkpoint_every
 };
+// The rank a fault acts on when `--fault` names none: the first server for the server faults, worker 1 for
+// ps-stale-pull (worker 0 is the replicas' reference), else 0.
+int default_fault_rank(FaultKind kind, const FaultTarget& run);
 // Refuses a fault the run cannot express ("drop-tp-allreduce needs tp > 1; this run has tp = 1"),
 // identically on every rank before any communication.
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "comm/staleness.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "kernels/clip.h"
@@ -73,7 +74,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_);
   if (roles_.parameter_server())
     update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, plan::PsKeySpace(us, roles_),
-                                               trace_, ledger_);
+                                               trace_, ledger_, c.parallel.staleness);
   else
     update_ = std::make_unique<AllReduceUpdate>(*params_, *grads_, adamw, ledger_, grid_, c.parallel.zero, coords_.dp);
   std::vector<PipelineRunner::Chunk> chunks;
@@ -81,6 +82,10 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   runner_ = std::make_unique<PipelineRunner>(chunks, comms_.axis(comm::Axis::kPp), ledger_, trace_, timeline_);
   actions_ = plan::schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
                                     plan_.local_micro_batches);
+  if (const int W = c.parallel.replay_workers; W > 0) {
+    replay_ = std::make_unique<SspReplay>(us, *params_, W, c.parallel.staleness, ledger_);
+    replay_actions_ = plan::schedule_actions(c.parallel.schedule, 0, 1, 1, plan_.local_micro_batches / W);
+  }
 }
 
 Engine::~Engine() = default;
@@ -97,7 +102,9 @@ void Engine::set_fault(const evidence::FaultSpec& fault) {
                       .pp_size = c.parallel.pp,
                       .train = train_,
                       .loader = {c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches, c.train.seed},
-                      .micro_batch_tokens = c.train.micro_batch_size * c.train.seq_len});
+                      .micro_batch_tokens = c.train.micro_batch_size * c.train.seq_len,
+                      .update = update_.get(),
+                      .workers = roles_.workers()});
 }
 
 std::vector<const model::UnitLayout*> Engine::units() const {
@@ -114,6 +121,24 @@ void Engine::initialize() {
     static_cast<PsServerUpdate&>(*update_).initialize(c.train.seed, c.model.init_std);
   else
     params_->initialize(c.train.seed, c.model.init_std);
+  if (replay_) replay_->reset();
+}
+
+void Engine::run_micro_batches(PipelineRunner::StepIO& io) {
+  if (!runner_) return;  // a server runs no micro-batch
+  if (!replay_) {
+    runner_->run(actions_, io);
+    return;
+  }
+  // The replay: worker w's k micro-batches on its cached replica, in worker order (ssp_replay.h).
+  const int64_t k = io.micro_batches / replay_->workers();
+  for (int w = 0; w < replay_->workers(); ++w) {
+    PipelineRunner::StepIO part = io;
+    part.first_micro_batch = io.first_micro_batch + w * k;
+    part.micro_batches = k;
+    part.params = &replay_->replica(w);
+    runner_->run(replay_actions_, part);
+  }
 }
 
 double Engine::global_target_tokens(int64_t step) const {
@@ -165,7 +190,8 @@ StepResult Engine::step(int64_t s, bool checksums) {
   io.tp = tp_ops_.get();
   io.observer = activations_;
   io.loss_scale = faults_.loss_scale(static_cast<float>(1.0 / tokens));
-  if (runner_) runner_->run(actions_, io);  // a server runs no micro-batch
+  if (replay_) r.versions = replay_->versions();
+  run_micro_batches(io);
   faults_.after_backward();
   update_->exchange(s);
   SP_CHECK(update_->gradients_complete(), "step {}: not every unit's gradients were synchronized", s);
@@ -203,8 +229,12 @@ StepResult Engine::step(int64_t s, bool checksums) {
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, s);
     if (checksums) r.params = summarize(update_->parameter_pieces(), true);
-    r.diverging_ranks = replica_check();
+    if (c.parallel.parameter_server() && c.parallel.staleness > 0)
+      r.diverging_ranks = stale_replica_check(s, r.versions);
+    else
+      r.diverging_ranks = replica_check();
   }
+  if (replay_) replay_->after_update(s);
   if (timeline_) {
     timeline_->end_step();
     for (const Interval& iv : timeline_->last_step())
@@ -239,6 +269,41 @@ std::vector<int> Engine::replica_check() {
   return diverging;
 }
 
+std::vector<int> Engine::stale_replica_check(int64_t step, std::vector<int64_t>& versions) {
+  // SSP: workers hold different versions by design. The replica digest exchange (the same all-gather
+  // of two words per rank) carries each worker's versions and a 64-bit digest instead: a worker is
+  // diverging when it computed this step, or will compute the next, beyond the bound s, or when it
+  // holds the version of a lower worker with other values. versions: each worker's, for the metrics.
+  const int world = comms_.world->size(), W = roles_.workers();
+  const int64_t s = plan_.config.parallel.staleness;
+  uint64_t send[2] = {0, 0};
+  if (!server_) {
+    const auto& worker = static_cast<const PsWorkerUpdate&>(*update_);
+    const Digest128 d = params_->replica_digest();
+    const std::vector<int64_t> computed = update_->versions(step);
+    SP_CHECK(computed.size() == 1 && worker.held_version() < (int64_t{1} << 32), "worker versions at step {}", step);
+    send[0] = static_cast<uint64_t>(computed[0]) << 32 | static_cast<uint64_t>(worker.held_version());
+    send[1] = d.hi ^ d.lo;
+  }
+  std::vector<uint64_t> all(2 * static_cast<size_t>(world));
+  const std::vector<int64_t> counts(static_cast<size_t>(world), 2);
+  comms_.world->all_gather(send, all.data(), counts, DType::kU64);
+  std::vector<int> diverging;
+  auto held = [&](int r) { return static_cast<int64_t>(all[2 * static_cast<size_t>(r)] & 0xffffffffu); };
+  for (int r = 0; r < W; ++r) {
+    const auto computed = static_cast<int64_t>(all[2 * static_cast<size_t>(r)] >> 32);
+    versions.push_back(computed);
+    bool bad = step - computed > s || step + 1 - held(r) > s;
+    for (int r0 = 0; r0 < r && !bad; ++r0)
+      if (held(r0) == held(r)) {
+        bad = all[2 * static_cast<size_t>(r0) + 1] != all[2 * static_cast<size_t>(r) + 1];
+        break;
+      }
+    if (bad) diverging.push_back(r);
+  }
+  return diverging;
+}
+
 std::vector<int64_t> Engine::eval_batches_of_this_rank() const {
   // dp rank d evaluates batches d, d + dp, ...; every batch's loss sum has one owner.
   std::vector<int64_t> mine;
@@ -261,13 +326,22 @@ plan::LedgerModelInput Engine::ledger_input() const {
   return plan::rank_ledger_input(plan_, grid_, comms_.world->rank(), eval_set_.has_value() ? eval_set_->batches() : 0);
 }
 
+plan::LedgerPrediction Engine::predicted_ledger() const {
+  plan::LedgerPrediction p = plan::predict_ledger(ledger_input());
+  const plan::ParallelConfig& pc = plan_.config.parallel;
+  if (pc.replay_workers > 0) SspReplay::add_to_prediction(p, units(), pc.replay_workers, pc.staleness);
+  return p;
+}
+
 double Engine::evaluate(int64_t s) {
   if (!eval_set_.has_value()) return std::nan("");
   const plan::RunConfig& c = plan_.config;
   const int64_t E = eval_set_->batches();
-  const std::vector<int64_t> mine = eval_batches_of_this_rank();
   std::vector<double> sums(static_cast<size_t>(E), 0.0);
-  if (!mine.empty()) {
+  // Who evaluates what on which parameters: dp rank d evaluates batches d, d + dp, ... on its replica;
+  // the replay evaluates them as its worker w would, batches w, w + W, ... on w's cache.
+  auto run = [&](const std::vector<int64_t>& mine, model::ParamSource* params) {
+    if (mine.empty()) return;
     const std::vector<plan::PipeAction> fwd = eval_actions(static_cast<int64_t>(mine.size()));
     PipelineRunner::StepIO io;
     io.step = s;
@@ -277,10 +351,19 @@ double Engine::evaluate(int64_t s) {
     io.loss = [&](int64_t local, double v) {
       if (coords_.tp == 0) sums[static_cast<size_t>(mine[static_cast<size_t>(local)])] = v;
     };
-    io.params = params_.get();
+    io.params = params;
     io.tp = tp_ops_.get();
     io.forward_phase = comm::Phase::kEval;
     runner_->run(fwd, io);
+  };
+  if (replay_) {
+    for (int w = 0; w < replay_->workers(); ++w) {
+      std::vector<int64_t> mine;
+      for (int64_t i = w; i < E; i += replay_->workers()) mine.push_back(i);
+      run(mine, &replay_->replica(w));
+    }
+  } else {
+    run(eval_batches_of_this_rank(), params_.get());
   }
   comm::ScopedPhase phase(trace_, comm::Phase::kEval, s);
   comms_.world->all_reduce(sums.data(), E, DType::kF64, comm::ReduceOp::kSum);
@@ -292,6 +375,7 @@ double Engine::evaluate(int64_t s) {
 void Engine::state_loaded() {
   comm::ScopedPhase phase(trace_, comm::Phase::kCheckpoint, -1);
   update_->state_loaded();
+  if (replay_) replay_->reset();
 }
 
 nlohmann::json Engine::loader_cursor(int64_t next_step) const {
@@ -313,6 +397,7 @@ void Engine::set_parameters(const std::function<const float*(const std::string& 
       for (int64_t x = lo; x < hi; ++x) p.data[x - p.begin] = src[t.logical_index(x - t.offset)];
     }
   update_->state_loaded();
+  if (replay_) replay_->reset();
 }
 
 double Engine::compute_gradients(const int32_t* tokens) {

@@ -35,6 +35,7 @@
 #include "parallel/grad_store.h"
 #include "parallel/param_store.h"
 #include "parallel/pipeline.h"
+#include "parallel/ssp_replay.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/update_strategy.h"
 #include "plan/ledger_model.h"
@@ -56,6 +57,9 @@ struct StepResult {
   std::vector<evidence::TensorSummary> params;
   // Replica check: per world rank, its dp group's verdict.
   std::vector<int> diverging_ranks;  // world ranks whose parameters differ from their dp group's rank 0
+  // SSP (parameter server with staleness > 0, or its single-process replay): the version each worker
+  // computed this step on, by worker (comm/staleness.h); empty otherwise.
+  std::vector<int64_t> versions;
 };
 
 class Engine {
@@ -119,14 +123,18 @@ class Engine {
   // Summaries of the pieces given (a world collective): used for checksums and by tests.
   std::vector<evidence::TensorSummary> summarize(const std::vector<model::UnitPiece>& pieces, bool digest);
   std::vector<const model::UnitLayout*> units() const;
-  // What the ledger model needs to predict this rank's memory (plan/ledger_model.h).
+  // What the ledger model needs to predict this rank's memory (evidence/ledger_model.h).
   plan::LedgerModelInput ledger_input() const;
+  // The ledger model's prediction for this rank, with the SSP replay's caches (ssp_replay.h).
+  plan::LedgerPrediction predicted_ledger() const;
 
  private:
   double global_target_tokens(int64_t step) const;
   std::vector<int64_t> eval_batches_of_this_rank() const;
   std::vector<plan::PipeAction> eval_actions(int64_t batches) const;
   std::vector<int> replica_check();
+  std::vector<int> stale_replica_check(int64_t step, std::vector<int64_t>& versions);
+  void run_micro_batches(PipelineRunner::StepIO& io);
 
   plan::RunPlan plan_;
   comm::ProcessGrid grid_;
@@ -149,6 +157,8 @@ class Engine {
   std::unique_ptr<GradStore> grads_;
   std::unique_ptr<UpdateStrategy> update_;
   std::unique_ptr<PipelineRunner> runner_;
+  std::unique_ptr<SspReplay> replay_;             // parallel.replay_workers > 0
+  std::vector<plan::PipeAction> replay_actions_;  // one replayed worker's k micro-batches
   std::optional<data::Loader> loader_;
   BatchSource batches_;
   FaultInjector faults_;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/log.h"
+#include "parallel/parameter_server.h"
 
 namespace sp::parallel {
 
@@ -23,6 +24,8 @@ int FaultInjector::first_block() const {
 void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
   fault_ = fault;
   t_ = std::move(targets);
+  // A parameter server holds no gradient store: the faults on a worker's micro-batches leave it alone.
+  if (t_.grads == nullptr && (fault_.kind == FaultKind::kStaleGrad || fault_.kind == FaultKind::kNanInjection)) return;
   switch (fault_.kind) {
     case FaultKind::kSkipGradAllreduce: {
       // The unit skipped is the first block this rank holds, or its first unit: the same on every dp
@@ -82,6 +85,37 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
           const bool stale = unit == stale_unit_ && fires(FaultKind::kZero3StaleParam, step_);
           return stale ? stale_shard_.data() : shard;
         });
+      break;
+    case FaultKind::kPsDropPush: {
+      // Server `rank` does not receive worker 0's push at the step, and worker 0 does not send it (an
+      // unmatched send would never complete): the sum misses worker 0's gradient.
+      PsHooks hooks;
+      if (auto* server = dynamic_cast<PsServerUpdate*>(t_.update); server != nullptr) {
+        hooks.push_received = [this](int64_t step, int worker) {
+          return !(worker == 0 && fires(FaultKind::kPsDropPush, step));
+        };
+        server->set_hooks(std::move(hooks));
+      } else if (auto* worker = dynamic_cast<PsWorkerUpdate*>(t_.update); worker != nullptr && t_.world->rank() == 0) {
+        hooks.push_sent = [this](int64_t step, int server_index) {
+          return !(t_.workers + server_index == fault_.rank && step == fault_.step);
+        };
+        worker->set_hooks(std::move(hooks));
+      }
+      break;
+    }
+    case FaultKind::kPsApplyTwice:
+      if (auto* server = dynamic_cast<PsServerUpdate*>(t_.update); server != nullptr) {
+        PsHooks hooks;
+        hooks.updates = [this](int64_t step) { return fires(FaultKind::kPsApplyTwice, step) ? 2 : 1; };
+        server->set_hooks(std::move(hooks));
+      }
+      break;
+    case FaultKind::kPsStalePull:
+      if (auto* worker = dynamic_cast<PsWorkerUpdate*>(t_.update); worker != nullptr) {
+        PsHooks hooks;
+        hooks.pull_taken = [this](int64_t step) { return !fires(FaultKind::kPsStalePull, step); };
+        worker->set_hooks(std::move(hooks));
+      }
       break;
     case FaultKind::kDataOrder:
       if (t_.train != nullptr) {

@@ -2,8 +2,9 @@
 // Engine::step and the trainer call it at named hook points of a step; each hook acts only when the
 // armed fault fires there (step, rank), and with no fault armed every hook is a no-op that passes its
 // input through. Faults that must act inside a store (a skipped dp sync, an unzeroed leaf, a stale
-// ZeRO-3 shard, a dropped TP reduction) are wired at arm() through the stores' generic intervention
-// points, never through fault-specific code in the stores.
+// ZeRO-3 shard, a dropped TP reduction, a dropped push, a pull not taken, a repeated server update) are
+// wired at arm() through the stores' and the parameter server's generic intervention points (PsHooks),
+// never through fault-specific code in them.
 // Not the catalogue (what each fault breaks and which view must catch it: evidence/faults.h).
 // Invariant: a fault acts at exactly one step, and identically on every rank it names.
 #pragma once
@@ -22,6 +23,7 @@
 #include "parallel/grad_store.h"
 #include "parallel/param_store.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/update_strategy.h"
 
 namespace sp::parallel {
 
@@ -42,7 +44,9 @@ class FaultInjector {
     int pp_size = 1;
     const data::TokenDataset* train = nullptr;  // data-order draws from it with another seed
     data::LoaderSpec loader;
-    int64_t micro_batch_tokens = 0;  // B·T: wrong-loss-scale's wrong denominator
+    int64_t micro_batch_tokens = 0;    // B·T: wrong-loss-scale's wrong denominator
+    UpdateStrategy* update = nullptr;  // the parameter-server faults act on a worker's or server's update
+    int workers = 0;                   // parameter server: W (server j is world rank W + j)
   };
 
   // Arms `fault` (kNone: nothing) on this rank's targets.

@@ -97,6 +97,16 @@ std::vector<const float*> GradStore::owned_grads() const {
   return out;
 }
 
+std::vector<float*> GradStore::spent_totals() {
+  SP_CHECK_EQ(zero_, 0, "spent_totals: only zero 0 keeps the full unit totals");
+  std::vector<float*> out;
+  for (Unit& u : units_) {
+    SP_CHECK(u.total != nullptr, "spent_totals: unit {} has no total this step", u.layout->name);
+    out.push_back(u.total);
+  }
+  return out;
+}
+
 std::vector<OwnedPiece> GradStore::evidence_pieces() {
   std::vector<OwnedPiece> out;
   for (Unit& u : units_) {

@@ -36,6 +36,9 @@ class GradStore final : public model::GradSink {
   bool complete() const;
   // The synchronized gradient of the pieces ParamStore::owned() names, in the same order.
   std::vector<const float*> owned_grads() const;
+  // zero 0: the same buffers as writable scratch, for a caller that has consumed the totals (a
+  // parameter-server worker after its push); valid until the next begin_step.
+  std::vector<float*> spent_totals();
   // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage.
   std::vector<OwnedPiece> evidence_pieces();
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "comm/staleness.h"
 #include "core/check.h"
 #include "kernels/reduce.h"
 
@@ -41,39 +42,58 @@ std::optional<comm::PsTopology> ps_topology(const plan::RunPlan& plan) {
 // ---- worker ----
 
 PsWorkerUpdate::PsWorkerUpdate(ParamStore& params, GradStore& grads, comm::Communicator& ps, const comm::RoleMap& roles,
-                               plan::PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger)
+                               plan::PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger, int staleness)
     : params_(params),
       grads_(grads),
       ps_(ps),
       roles_(roles),
       keys_(std::move(keys)),
       trace_(trace),
-      optimizer_(optim::AdamWConfig{}, {}, ledger) {
+      optimizer_(optim::AdamWConfig{}, {}, ledger),
+      staleness_(staleness) {
   SP_CHECK_EQ(params.zero(), 0, "a parameter-server worker holds a full replica");
+}
+
+std::vector<int64_t> PsWorkerUpdate::versions(int64_t) {
+  if (staleness_ == 0) return {};
+  return {computed_version_};
 }
 
 void PsWorkerUpdate::exchange(int64_t step) {
   // Every unit's local sum over this worker's k micro-batches (GradStore, synchronized over nothing:
   // the workers' dp axis is a one-rank communicator) goes to the servers that own its keys.
   comm::ScopedPhase phase(trace_, comm::Phase::kPush, step);
+  computed_version_ = held_version_;
   const std::vector<model::UnitPiece> units = params_.owned();
   const std::vector<const float*> totals = grads_.owned_grads();
   std::vector<std::unique_ptr<comm::Request>> sent;
   for (size_t i = 0; i < units.size(); ++i)
     for (const auto& [j, p] : keys_.pieces_of_unit(units[i].unit))
-      sent.push_back(ps_.isend(totals[i] + p.begin, p.size(), DType::kF32, roles_.server_rank(j), tag_of(p)));
+      if (!hooks_.push_sent || hooks_.push_sent(step, j))
+        sent.push_back(ps_.isend(totals[i] + p.begin, p.size(), DType::kF32, roles_.server_rank(j), tag_of(p)));
   for (auto& r : sent) r->wait();
 }
 
 void PsWorkerUpdate::pull(int64_t step) {
-  // After a step: phase "pull"; after a load (step −1): the caller's "checkpoint" phase.
+  // After a step: phase "pull"; after a load (step −1): the caller's "checkpoint" phase. The values
+  // land in the replica when the schedule refreshes it (BSP: always), else in the spent gradient sums
+  // (the servers hold the step's gradient now): the worker keeps computing on its cached version.
   std::optional<comm::ScopedPhase> phase;
   if (step >= 0) phase.emplace(trace_, comm::Phase::kPull, step);
+  const bool scheduled = step < 0 || comm::refreshes_after(step, ps_.rank(), staleness_);
+  const bool take = scheduled && (step < 0 || !hooks_.pull_taken || hooks_.pull_taken(step));
+  const std::vector<model::UnitPiece> units = params_.owned();
+  std::vector<float*> into;
+  if (take)
+    for (const model::UnitPiece& u : units) into.push_back(u.data);
+  else
+    into = grads_.spent_totals();
   std::vector<std::unique_ptr<comm::Request>> received;
-  for (const model::UnitPiece& u : params_.owned())
-    for (const auto& [j, p] : keys_.pieces_of_unit(u.unit))
-      received.push_back(ps_.irecv(u.data + p.begin, p.size(), DType::kF32, roles_.server_rank(j), tag_of(p)));
+  for (size_t i = 0; i < units.size(); ++i)
+    for (const auto& [j, p] : keys_.pieces_of_unit(units[i].unit))
+      received.push_back(ps_.irecv(into[i] + p.begin, p.size(), DType::kF32, roles_.server_rank(j), tag_of(p)));
   for (auto& r : received) r->wait();
+  if (take) held_version_ = step + 1;  // after a load (step −1) the loaded state is version 0 of the run's SSP
 }
 
 void PsWorkerUpdate::update(int64_t step, double, float, bool apply, const std::function<void()>& before) {
@@ -146,7 +166,10 @@ void PsServerUpdate::exchange(int64_t step) {
     std::vector<std::unique_ptr<comm::Request>> received;
     for (int w = 0; w < W; ++w) {
       leaves.push_back(staging_.f32() + w * n);
-      received.push_back(ps_.irecv(leaves.back(), n, DType::kF32, w, tag_of(p.range)));
+      if (!hooks_.push_received || hooks_.push_received(step, w))
+        received.push_back(ps_.irecv(leaves.back(), n, DType::kF32, w, tag_of(p.range)));
+      else
+        std::memset(leaves.back(), 0, sizeof(float) * static_cast<size_t>(n));  // the dropped push
     }
     for (auto& r : received) r->wait();
     kernels::canonical_tree_sum_inplace(leaves.data(), W, n);
@@ -188,7 +211,8 @@ void PsServerUpdate::update(int64_t step, double lr, float clip, bool apply, con
       params.push_back(p.param.f32());
       grads.push_back(p.grad.f32());
     }
-    optimizer_.step(params, grads, lr, clip);
+    const int times = hooks_.updates ? hooks_.updates(step) : 1;
+    for (int i = 0; i < times; ++i) optimizer_.step(params, grads, lr, clip);
   }
   pull(step);
 }

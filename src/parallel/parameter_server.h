@@ -8,12 +8,16 @@
 //     exchange() receives the W pushes of each piece and sums them over the canonical tree in worker
 //     order (kernels/reduce.h), the same tree the deterministic dp all-reduce uses, so BSP is bitwise
 //     the single device's; update() applies AdamW and sends every worker the piece (the pull).
-// Messages go point to point over the "ps" communicator with tag = unit id. Not SSP (not built yet).
+// Messages go point to point over the "ps" communicator with tag = unit id. Bounded staleness (SSP,
+// staleness s > 0, comm/staleness.h): the traffic is BSP's, but worker w takes the pull of step t
+// into its replica only when the fixed schedule refreshes it (refreshes_after(t, w, s)); otherwise the
+// pulled values land in its spent gradient buffers and it computes the next step on its cached version.
 // Invariant: the servers' pieces cover every element of every unit exactly once, so the servers'
 // gradient and parameter pieces are the world's evidence (a worker contributes none).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -28,13 +32,26 @@
 
 namespace sp::parallel {
 
+// Intervention points for the fault injector (parallel/fault_injector.h); each unset one keeps the
+// protocol. step: the step being exchanged or updated.
+struct PsHooks {
+  std::function<bool(int64_t step, int server)> push_sent;      // worker: false skips its push to server j
+  std::function<bool(int64_t step, int worker)> push_received;  // server: false drops worker w's push (zeros)
+  std::function<int(int64_t step)> updates;                     // server: optimizer steps applied (1)
+  std::function<bool(int64_t step)> pull_taken;                 // worker: false keeps the old replica
+};
+
 class PsWorkerUpdate final : public UpdateStrategy {
  public:
   PsWorkerUpdate(ParamStore& params, GradStore& grads, comm::Communicator& ps, const comm::RoleMap& roles,
-                 plan::PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger);
+                 plan::PsKeySpace keys, comm::TraceContext& trace, MemoryLedger& ledger, int staleness);
   void exchange(int64_t step) override;
   bool gradients_complete() const override { return grads_.complete(); }
-  std::vector<int64_t> versions(int64_t) override { return {}; }
+  // SSP: {the version this worker computed `step` on}; BSP: empty.
+  std::vector<int64_t> versions(int64_t) override;
+  // The version the replica holds now (after a pull: the one the next step computes on).
+  int64_t held_version() const { return held_version_; }
+  void set_hooks(PsHooks hooks) { hooks_ = std::move(hooks); }
   std::vector<model::UnitPiece> gradient_pieces() override { return {}; }
   std::vector<model::UnitPiece> parameter_pieces() override { return {}; }
   void update(int64_t step, double lr, float clip, bool apply, const std::function<void()>& before) override;
@@ -54,6 +71,10 @@ class PsWorkerUpdate final : public UpdateStrategy {
   plan::PsKeySpace keys_;
   comm::TraceContext& trace_;
   optim::AdamW optimizer_;  // owns no range: the servers update (it keeps the step count for checkpoints)
+  int staleness_;
+  int64_t held_version_ = 0;      // updates the replica's values include
+  int64_t computed_version_ = 0;  // of the last step computed
+  PsHooks hooks_;
 };
 
 class PsServerUpdate final : public UpdateStrategy {
@@ -75,6 +96,7 @@ class PsServerUpdate final : public UpdateStrategy {
   void state_loaded() override;
   optim::AdamW& optimizer() override { return optimizer_; }
   int replica_of(int world_rank) const override;  // as a worker answers it
+  void set_hooks(PsHooks hooks) { hooks_ = std::move(hooks); }
   std::vector<const model::UnitLayout*> units() const { return keys_.units(); }
   // Floats of the push staging: W copies of the largest piece (category comm, "comm.ps_push").
   static int64_t staging_floats(const std::vector<plan::PsPiece>& pieces, int workers);
@@ -93,6 +115,7 @@ class PsServerUpdate final : public UpdateStrategy {
   Tensor staging_;  // (W · max piece) category comm
   optim::AdamW optimizer_;
   bool received_ = false;
+  PsHooks hooks_;
 };
 
 // What topology.json records of a parameter-server run (the roles, the key space and every server's

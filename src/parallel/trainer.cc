@@ -10,6 +10,7 @@
 
 #include "ckpt/consolidated.h"
 #include "comm/agree.h"
+#include "comm/staleness.h"
 #include "comm/topology.h"
 #include "comm/trace_writer.h"
 #include "comm/traced_communicator.h"
@@ -323,6 +324,12 @@ nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
                       {"compute_s", r.compute_seconds},
                       {"tokens_per_s", tokens_per_step / r.seconds}};
   if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
+  if (!r.versions.empty()) {  // SSP: the version each worker's gradient was computed on, and its staleness
+    m["versions"] = r.versions;
+    std::vector<int64_t> staleness;
+    for (int64_t v : r.versions) staleness.push_back(r.step - v);
+    m["staleness"] = staleness;
+  }
   return m;
 }
 
@@ -398,6 +405,7 @@ Status train_loop(Run& run, TrainSummary& summary) {
   const evidence::StepSchedule schedule = plan::step_schedule(config);  // the rule comm_predicted.json follows
   Stopwatch run_clock;
   double tokens_seen = 0;
+  comm::StalenessHistogram staleness;  // SSP: applied gradients by staleness, so far
   for (int64_t s = first_step; s < last_step; ++s) {
     const bool take = schedule.checksums(s);
     StepResult r = engine.step(s, take);
@@ -406,6 +414,10 @@ Status train_loop(Run& run, TrainSummary& summary) {
     write_step_records(run, r, take);
     r.seconds += record_clock.seconds();
     nlohmann::json m = step_metrics(r, tokens_per_step);
+    if (!r.versions.empty()) {
+      comm::add_staleness(staleness, s, r.versions);
+      m["staleness_histogram"] = comm::staleness_json(staleness);
+    }
     if (schedule.eval_after(s)) {
       const double ev = engine.evaluate(s);
       m["eval_loss"] = ev;
@@ -420,6 +432,11 @@ Status train_loop(Run& run, TrainSummary& summary) {
                r.grad_norm, tokens_seen / elapsed,
                eta_string(elapsed / static_cast<double>(s + 1 - first_step) * static_cast<double>(steps - s - 1)));
     }
+    if (!r.diverging_ranks.empty() && config.evidence.stop_on_divergence && config.parallel.staleness > 0)
+      return failed_precondition(
+          "step {}: worker(s) {} computed this step or hold parameters for the next beyond the staleness bound "
+          "{} (versions computed on: {}), or differ from a worker holding the same version",
+          s, fmt::join(r.diverging_ranks, ", "), config.parallel.staleness, fmt::join(r.versions, ", "));
     if (!r.diverging_ranks.empty() && config.evidence.stop_on_divergence)
       return failed_precondition(
           "step {}: dp replicas diverged: world rank(s) {} hold parameters that differ "
@@ -440,7 +457,7 @@ Status train_loop(Run& run, TrainSummary& summary) {
 Status finish(Run& run, const Status& loop) {
   Status ledger;
   if (run.opt.anchor_from.empty()) {  // an anchored replay neither evaluates nor runs the planned steps
-    nlohmann::json mine = plan::compare_ledger(run.ledger, plan::predict_ledger(run.engine->ledger_input()));
+    nlohmann::json mine = plan::compare_ledger(run.ledger, run.engine->predicted_ledger());
     mine["rank"] = run.rank;
     mine["coords"] = run.engine->label(run.rank);
     ledger =

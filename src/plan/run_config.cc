@@ -189,6 +189,10 @@ json RunConfig::to_json() const {
     j["parallel"]["staleness"] = parallel.staleness;
     j["parallel"]["staleness_schedule"] = staleness_schedule_name(parallel.staleness_schedule);
   }
+  if (parallel.replay_workers > 0) {
+    j["parallel"]["replay_workers"] = parallel.replay_workers;
+    j["parallel"]["staleness"] = parallel.staleness;
+  }
   return j;
 }
 
@@ -243,6 +247,7 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   p.integer("staleness", c.parallel.staleness, 0, 1 << 20);
   p.choice("staleness_schedule", c.parallel.staleness_schedule,
            {{"fixed", StalenessSchedule::kFixed}, {"free", StalenessSchedule::kFree}});
+  p.integer("replay_workers", c.parallel.replay_workers, 0, 1 << 20);
   SP_RETURN_IF_ERROR(p.finish());
 
   SectionReader d(root, "data");

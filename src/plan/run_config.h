@@ -58,6 +58,9 @@ struct ParallelConfig {
   int servers = 0;    // S; world = W + S
   int staleness = 0;  // s: a worker may compute step t on parameters of version ≥ t − s (0: BSP)
   StalenessSchedule staleness_schedule = StalenessSchedule::kFixed;
+  // W ≥ 1: one process replays a W-worker parameter-server run under the fixed staleness schedule
+  // (comm/staleness.h): the test oracle of SSP; 0: off.
+  int replay_workers = 0;
   bool parameter_server() const { return architecture == Architecture::kParameterServer; }
   int workers() const { return dp * tp * pp; }  // the ranks of the (dp, tp, pp) grid
   int world() const { return workers() + servers; }

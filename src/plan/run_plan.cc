@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 
 namespace sp::plan {
@@ -9,8 +10,49 @@ namespace {
 
 // The parameter-server rules (docs/ps.md §Configuration): which keys need the architecture, the world
 // equation with the servers, and what the servers do not support (each with the reason).
+// The bounded-staleness rules shared by the parameter server and its single-process replay: the
+// schedule that is built, the bound's range, and what a stale run cannot do (checkpoints).
+void staleness_rules(const RunConfig& c, std::vector<std::string>& errs) {
+  const ParallelConfig& p = c.parallel;
+  if (p.staleness_schedule == StalenessSchedule::kFree)
+    errs.push_back(
+        "parallel.staleness_schedule = \"free\": the free-running bounded-staleness mode is not built; only the "
+        "fixed, reproducible schedule is (docs/ps.md §SSP); hint: parallel.staleness_schedule = \"fixed\"");
+  if (p.staleness > 0 && p.staleness >= c.train.steps)
+    errs.push_back(fmt::format(
+        "parallel.staleness = {} ≥ train.steps = {}: a bound this large never binds (every step may run on the "
+        "initial parameters) and the fixed schedule cannot reach staleness {}; hint: parallel.staleness ≤ {}",
+        p.staleness, c.train.steps, p.staleness, std::max<int64_t>(c.train.steps - 1, 0)));
+  if (p.staleness > 0 && c.evidence.checkpoint_every > 0)
+    errs.push_back(fmt::format(
+        "parallel.staleness = {} with evidence.checkpoint_every = {}: a checkpoint holds one value per parameter (the "
+        "servers' newest), not the older versions the workers compute on, so a stale run could not resume exactly; "
+        "hint: evidence.checkpoint_every = 0, or staleness = 0 (BSP resumes exactly, under any architecture)",
+        p.staleness, c.evidence.checkpoint_every));
+}
+
+// The parameter-server rules (docs/ps.md §Configuration): which keys need the architecture, the world
+// equation with the servers, and what the servers do not support (each with the reason).
 void parameter_server_rules(const RunConfig& c, int world, std::vector<std::string>& errs) {
   const ParallelConfig& p = c.parallel;
+  if (p.replay_workers > 0) {
+    // The single-process replay of a W-worker parameter server (parallel/ssp_replay.h).
+    if (p.parameter_server() || world != 1 || p.dp != 1 || p.tp != 1 || p.pp != 1 || p.zero != 0)
+      errs.push_back(fmt::format(
+          "parallel.replay_workers = {} replays a parameter-server run in one process: it needs architecture = "
+          "\"allreduce\", dp = tp = pp = 1, zero = 0 and one process (got architecture = \"{}\", dp = {}, tp = {}, "
+          "pp = {}, zero = {}, world {}); hint: run it without mpirun, or drop parallel.replay_workers",
+          p.replay_workers, architecture_name(p.architecture), p.dp, p.tp, p.pp, p.zero, world));
+    const int64_t M = c.train.global_batch / std::max<int64_t>(c.train.micro_batch_size, 1);
+    if (M % p.replay_workers != 0 || !std::has_single_bit(static_cast<uint64_t>(M / p.replay_workers)))
+      errs.push_back(fmt::format(
+          "parallel.replay_workers = {}: the {} micro-batches per step must split into a power-of-two number per "
+          "worker, as the parameter-server run they replay needs (the canonical tree); hint: global_batch a "
+          "multiple of micro_batch_size × {} with M/W ∈ {{1, 2, 4, ...}}",
+          p.replay_workers, M, p.replay_workers));
+    staleness_rules(c, errs);
+    return;
+  }
   if (!p.parameter_server()) {
     if (p.servers != 0)
       errs.push_back(
@@ -21,7 +63,8 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
       errs.push_back(
           fmt::format("parallel.staleness = {} needs parallel.architecture = \"ps\": bounded staleness is "
                       "a parameter-server mode, an all-reduce step is synchronous by construction; hint: "
-                      "--set parallel.architecture=ps --set parallel.servers=1",
+                      "--set parallel.architecture=ps --set parallel.servers=1 (or, in one process, the replay: "
+                      "--set parallel.replay_workers=W)",
                       p.staleness));
     if (p.staleness_schedule != StalenessSchedule::kFixed)
       errs.push_back(
@@ -53,22 +96,14 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
         "parallel.reduction = \"fast\" with parallel.architecture = \"ps\": a server always sums the "
         "pushes in the canonical order (there is no MPI reduction to hand it to); hint: drop "
         "parallel.reduction");
-  // Bounded staleness (SSP) is specified (docs/ps.md) but not built: refused rather than run as BSP.
-  if (p.staleness > 0)
-    errs.push_back(
-        fmt::format("parallel.staleness = {}: the bounded-staleness mode (SSP) is not built yet, only the "
-                    "synchronous parameter server (docs/ps.md §\"Not yet\"); hint: parallel.staleness = 0",
-                    p.staleness));
-  if (p.staleness_schedule == StalenessSchedule::kFree && p.staleness == 0)
-    errs.push_back(
-        "parallel.staleness_schedule = \"free\" with parallel.staleness = 0: with no staleness allowed "
-        "every worker waits for the newest parameters (BSP); hint: parallel.staleness ≥ 1");
-  if (p.staleness > 0 && c.evidence.checkpoint_every > 0)
+  // Bounded staleness (SSP, docs/ps.md §SSP): the fixed schedule, between at least two workers (the
+  // replica exchange that records every worker's version runs only then).
+  if (p.staleness > 0 && p.dp < 2)
     errs.push_back(fmt::format(
-        "parallel.staleness = {} with evidence.checkpoint_every = {}: a checkpoint holds one value per parameter (the "
-        "servers' newest), not the older versions the workers compute on, so a stale run could not resume exactly; "
-        "hint: evidence.checkpoint_every = 0, or staleness = 0 (BSP resumes exactly, under any architecture)",
-        p.staleness, c.evidence.checkpoint_every));
+        "parallel.staleness = {} with one worker (parallel.dp = 1): staleness is recorded and bounded by the "
+        "workers' version exchange, which needs ≥ 2 workers; hint: parallel.dp ≥ 2 (and mpirun -np dp + servers)",
+        p.staleness));
+  staleness_rules(c, errs);
 }
 
 }  // namespace

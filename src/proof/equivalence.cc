@@ -40,7 +40,16 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
           "topology (config.parallel), recomputation, evaluation and evidence settings may differ");
 }
 
+std::optional<std::pair<int, int>> stale_schedule(const plan::RunConfig& config) {
+  const plan::ParallelConfig& p = config.parallel;
+  if (p.staleness == 0) return std::nullopt;
+  if (p.replay_workers > 0) return std::make_pair(p.replay_workers, p.staleness);
+  if (p.parameter_server()) return std::make_pair(p.workers(), p.staleness);
+  return std::nullopt;
+}
+
 Equivalence promised_class(const plan::RunConfig& config) {
+  if (stale_schedule(config)) return Equivalence::kDivergentByDesign;
   const bool bitwise = config.parallel.tp == 1 && config.parallel.reduction == plan::Reduction::kDeterministic;
   return bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
 }
@@ -109,6 +118,17 @@ Result<AnchorSet> read_anchors(const evidence::RunPaths& run) {
 
 std::string RunEquivalence::describe() const {
   const evidence::Comparison& c = comparison;
+  if (by_design) {
+    double drift = 0;
+    for (const auto& [s, d] : c.drift_per_step) drift = std::max(drift, d);
+    return fmt::format(
+        "divergent-by-design: a bounded-staleness run ({}, fixed schedule) computes on stale parameters, outside "
+        "the equivalence guarantee, so it is never a pass against this reference; information: step 0 {} (every "
+        "worker computes on version 0), steps 1–{} drift up to {:.2g}; prove the schedule instead against its "
+        "single-process replay (parallel.replay_workers, docs/ps.md §SSP){}",
+        schedule, evidence::equivalence_name(step0), steps - 1, drift,
+        c.verdict == Equivalence::kIncomplete ? "; records: " + c.describe() : "");
+  }
   if (c.verdict == Equivalence::kIncomplete || c.verdict == Equivalence::kDivergent) return c.describe();
   if (c.promised == Equivalence::kBitwise) return c.describe();
   double drift = 0;
@@ -136,6 +156,19 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
                              .promised = promised_class_of_run(run, rc.config),
                              .anchored = e.anchored,
                              .keep_records = keep_records};
+  // Bounded staleness: bitwise against a run of the same schedule (the replay), else divergent by design,
+  // compared for information like a free-running within-tolerance run (step 0 judged).
+  const auto mine = stale_schedule(rc.config), theirs = stale_schedule(ref.config);
+  if (mine || theirs) {
+    if (mine == theirs) {
+      spec.promised = Equivalence::kBitwise;
+    } else {
+      e.by_design = true;
+      const auto [W, s] = mine ? *mine : *theirs;
+      e.schedule = fmt::format("{} workers, staleness {}", W, s);
+      spec.promised = Equivalence::kWithinTolerance;
+    }
+  }
   if (e.anchored) {
     // Every anchored step starts from the reference's state; the reference must hold those steps too.
     spec.expected = expected_records(rc.config, anchors.steps);
@@ -151,6 +184,14 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
     }
   }
   SP_ASSIGN_OR_RETURN(e.comparison, evidence::compare_checksums(run.checksums(), reference.checksums(), spec));
+  if (e.by_design) {
+    const auto& m = e.comparison.first_mismatch;
+    e.step0 = e.comparison.verdict != Equivalence::kWithinTolerance ? e.comparison.verdict
+              : m.empty() || m.front().step > 0                     ? Equivalence::kBitwise
+                                                                    : Equivalence::kWithinTolerance;
+    e.comparison.promised = Equivalence::kDivergentByDesign;
+    if (e.comparison.verdict != Equivalence::kIncomplete) e.comparison.verdict = Equivalence::kDivergentByDesign;
+  }
   return e;
 }
 

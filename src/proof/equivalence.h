@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -33,8 +35,13 @@ Result<RunContract> read_run_contract(const evidence::RunPaths& run);
 Status check_comparable(const RunContract& run, const RunContract& reference, const std::string& run_label,
                         const std::string& reference_label);
 
-// What the configuration promises against the single-device reference.
+// What the configuration promises against the single-device reference: divergent-by-design for bounded
+// staleness (a parameter server with staleness > 0, or its single-process replay), which computes on
+// stale parameters by design (docs/ps.md §SSP).
 evidence::Equivalence promised_class(const plan::RunConfig& config);
+// The fixed staleness schedule a run follows, as (workers, staleness); nullopt for a synchronous run.
+// Two runs of one schedule (the parameter server and its replay) promise bitwise equality to each other.
+std::optional<std::pair<int, int>> stale_schedule(const plan::RunConfig& config);
 
 // The tolerances of a step that starts from the reference's state (docs/equivalence.md §3): 2^-16 for
 // the loss and the parameters; a gradient is a sum over the N = global_batch·seq_len tokens of the step
@@ -57,8 +64,14 @@ Result<AnchorSet> read_anchors(const evidence::RunPaths& run);
 struct RunEquivalence {
   evidence::Comparison comparison;  // judged at the steps that started from the reference's state
   bool anchored = false;
-  int64_t judged_steps = 0;  // 0 = every step (a bitwise promise)
-  int64_t steps = 0;         // steps the run recorded
+  // A bounded-staleness run against a run of another schedule (the reference): the comparison ran for
+  // information (step 0 judged, later steps drift) and the verdict is divergent-by-design.
+  bool by_design = false;
+  std::string schedule;  // "W workers, staleness s" of the stale side, when by_design
+  evidence::Equivalence step0 =
+      evidence::Equivalence::kBitwise;  // by_design: step 0's class (every worker computes on version 0)
+  int64_t judged_steps = 0;             // 0 = every step (a bitwise promise)
+  int64_t steps = 0;                    // steps the run recorded
   bool holds() const { return comparison.holds(); }
   // "bitwise-equal (632 of 632 records)"; "within tolerance at every anchored step (30 of 30) ...";
   // "within tolerance at step 0, where both start from the same state; ... free-running drift ..."

@@ -27,9 +27,11 @@ namespace {
 // failed to do; then the phases in the order a step runs them.
 int trace_point(const std::string& phase) {
   // "evidence" collectives run twice a step (the loss sum before the optimizer, the checksums and
-  // replica digests after it): the earlier point is taken.
-  static const std::map<std::string, int> k = {{"forward", 1},   {"backward", 2},   {"grad_sync", 3}, {"evidence", 4},
-                                               {"optimizer", 5}, {"checkpoint", 8}, {"eval", 9},      {"setup", 0}};
+  // replica digests after it): the earlier point is taken. A parameter server's push is its gradient
+  // synchronization, its pull the distribution of the update (docs/ps.md).
+  static const std::map<std::string, int> k = {{"forward", 1},  {"backward", 2},  {"grad_sync", 3}, {"push", 3},
+                                               {"evidence", 4}, {"optimizer", 5}, {"pull", 5},      {"checkpoint", 8},
+                                               {"eval", 9},     {"setup", 0}};
   const auto it = k.find(phase);
   return it == k.end() ? 10 : it->second;
 }

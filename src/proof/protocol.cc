@@ -14,6 +14,18 @@ constexpr int64_t kAnchorsAtEveryStep = 32;  // runs up to this long (the preset
 
 Result<ProtocolPlan> plan_protocol(const plan::RunConfig& config, std::string_view fault_spec) {
   const plan::ParallelConfig& pc = config.parallel;
+  // Bounded staleness is outside the equivalence guarantee: stage 2 (the run against the single device)
+  // could only fail, so prove refuses up front and names what proves SSP instead (docs/ps.md §SSP).
+  if (promised_class(config) == evidence::Equivalence::kDivergentByDesign)
+    return invalid_argument(
+               "prove: parallel.staleness = {} is divergent by design: a bounded-staleness run computes on stale "
+               "parameters and is never equivalent to the single device, so the protocol's proof of equivalence "
+               "does not apply",
+               pc.staleness)
+        .with_hint(
+            "prove the synchronous parameter server (parallel.staleness = 0); check an SSP run with `shardproof "
+            "verify RUN --against REPLAY`, REPLAY a one-process run with parallel.replay_workers = W and the same "
+            "staleness (bitwise)");
   ProtocolPlan p;
   const int64_t steps = config.train.steps;
   p.checkpoint_step = config.prove.checkpoint_step > 0 ? config.prove.checkpoint_step : steps / 2;
@@ -21,10 +33,11 @@ Result<ProtocolPlan> plan_protocol(const plan::RunConfig& config, std::string_vi
   if (k < 1 || k >= steps)
     return invalid_argument("prove.checkpoint_step = {} must lie in [1, train.steps = {})", k, steps)
         .with_hint("the recovery checkpoint needs steps before and after it");
-  const std::string spec = !fault_spec.empty() ? std::string(fault_spec)
-                           : !config.prove.fault.empty()
-                               ? config.prove.fault
-                               : std::string(evidence::default_fault_name(pc.dp, pc.tp, pc.pp));
+  const std::string spec =
+      !fault_spec.empty() ? std::string(fault_spec)
+      : !config.prove.fault.empty()
+          ? config.prove.fault
+          : std::string(evidence::default_fault_name(pc.dp, pc.tp, pc.pp, pc.parameter_server() ? pc.servers : 0));
   SP_ASSIGN_OR_RETURN(p.fault, evidence::parse_fault(spec));
   if (!p.fault.any()) return invalid_argument("--fault: stage 3 needs a fault from the catalogue");
   const bool checkpoint = evidence::is_checkpoint_fault(p.fault.kind);
@@ -32,6 +45,8 @@ Result<ProtocolPlan> plan_protocol(const plan::RunConfig& config, std::string_vi
   p.fault_config = config;
   p.fault_config.evidence.checkpoint_every = checkpoint ? k : 0;
   SP_ASSIGN_OR_RETURN(const plan::RunPlan plan, plan::RunPlan::make(p.fault_config, pc.world()));
+  if (spec.find(':') == std::string::npos)
+    p.fault.rank = evidence::default_fault_rank(p.fault.kind, plan.fault_target());
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(p.fault, plan.fault_target()));
   if (checkpoint && pc.zero == 0) {
     // Without ZeRO only dp rank 0 of each (tp, pp) position writes a shard (Engine::saves_state).

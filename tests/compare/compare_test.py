@@ -5,6 +5,10 @@ table:            compare tiny (3 steps) over dp1,dp2,pp2-1f1b,tp2 (≤ 2 ranks 
                   strategy (parity.py's), traced bytes = predicted bytes per axis, the pipeline's p2p bytes in
                   closed form (2 ends × 2 directions × m × B·T·C·4), the bubble theory (p−1)/(m+p−1), the
                   ledger, then `shardproof bubble` on the pp2 run.
+ps_bubble:        compare tiny over ps-w2-s1 (2 workers + 1 server): the parameter-server row carries the timing
+                  and bubble columns (its 2 workers form the one pipeline stage, the server has no pipeline
+                  place; theory 0), its class is bitwise-equal, its ps traffic is as predicted, and the
+                  per-rank bytes show the server moving W = 2 times a worker's.
 bad_token:        an unknown token is a usage error (exit 2) naming the token and listing the valid ones,
                   before anything runs.
 invalid_topology: tp8 on tiny (4 kv heads) gets an error row naming the rule, dp1 still runs, exit 1.
@@ -80,6 +84,30 @@ def case_table(binary, out):
     check(p.returncode != 0 and "contract.json" in p.stderr, f"bubble on a non-run: {p.returncode} {p.stderr}")
 
 
+def case_ps_bubble(binary, out):
+    p = run([binary, "compare", "--strategies", "ps-w2-s1", "--out", out] + COMMON)
+    print(p.stdout[-4000:], p.stderr[-2000:])
+    check(p.returncode == 0, f"compare exited {p.returncode}, expected 0")
+    rows = {r["label"]: r for r in T.read_json(os.path.join(out, "compare.json"))["rows"]}
+    r = rows.get("ps-w2-s1", {})
+    check(r.get("ok") and r.get("world") == 3, f"ps row: {r.get('error')} world {r.get('world')}")
+    check(r["equivalence"]["class"] == "bitwise-equal", f"ps class {r['equivalence']['class']}")
+    b = r.get("bubble")
+    check(b is not None, "the parameter-server row has no bubble")
+    if b is not None:
+        check(b["theory"] == 0.0 and 0.0 <= b["measured"] <= 1.0, f"ps bubble {b}")
+        check(len(b["stages"]) == 1 and b["stages"][0]["ranks"] == 2, f"ps bubble stages {b['stages']}")
+        check(b["span_ms"] > 0, f"ps pipeline span {b['span_ms']}")
+    axis = r["traffic"]["bytes_per_step_by_axis"].get("ps", {})
+    check(axis and axis["traced"] == axis["predicted"] > 0, f"ps axis traffic {axis}")
+    md = open(os.path.join(out, "compare.md")).read()
+    timing = md.split("## Step time", 1)[-1].split("\n## ", 1)[0]
+    line = [l for l in timing.splitlines() if l.startswith("| ps-w2-s1 |")]
+    check(len(line) == 1 and "| – |" not in line[0], f"the step-time table's ps row has empty cells: {line}")
+    busy = [l for l in md.splitlines() if l.startswith("| ps-w2-s1 | 2 (server0)")]
+    check(len(busy) == 1 and busy[0].rstrip().endswith("| 2.00 |"), f"bytes per rank: server not 2x a worker: {busy}")
+
+
 def case_bad_token(binary, out):
     p = run([binary, "compare", "--strategies", "dp2,dp2-foo", "--out", out] + COMMON)
     print(p.stderr)
@@ -105,10 +133,10 @@ def case_invalid_topology(binary, out):
 
 
 def main():
-    a = T.case_args(["table", "bad_token", "invalid_topology"])
+    a = T.case_args(["table", "ps_bubble", "bad_token", "invalid_topology"])
     out = T.fresh(os.path.join(a.work, a.case))
     os.makedirs(a.work, exist_ok=True)
-    {"table": case_table, "bad_token": case_bad_token, "invalid_topology": case_invalid_topology}[a.case](a.bin, out)
+    {"table": case_table, "ps_bubble": case_ps_bubble, "bad_token": case_bad_token, "invalid_topology": case_invalid_topology}[a.case](a.bin, out)
     return check.verdict(a.case)
 
 

@@ -26,6 +26,8 @@ SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_se
          "prove.checkpoint_step=3", "prove.eval_margin=0.25"]
 
 DP2 = ["parallel.dp=2"]
+# The synchronous parameter server: workers 0-1, server rank 2 (docs/ps.md).
+PS2 = ["parallel.architecture=ps", "parallel.dp=2", "parallel.servers=1"]
 # name: (fault, topology overrides, expected first view, does the view name the injected rank)
 CASES = {
     "skip_grad_allreduce": ("skip-grad-allreduce@3", DP2, "trace vs predicted communication", False),
@@ -49,6 +51,10 @@ CASES = {
     "ckpt_truncate": ("ckpt-truncate@2:0", DP2 + ["parallel.tp=2", "parallel.zero=3"], "checkpoint integrity", True),
     "ckpt_missing_shard": ("ckpt-missing-shard@2:2", DP2 + ["parallel.tp=2", "parallel.pp=2", "parallel.zero=1"],
                            "checkpoint integrity", True),
+    # The parameter-server faults (docs/faults.md §"Parameter server").
+    "ps_drop_push": ("ps-drop-push@3:2", PS2, "trace vs predicted communication", False),
+    "ps_stale_pull": ("ps-stale-pull@3:1", PS2, "dp replica consistency", True),
+    "ps_apply_twice": ("ps-apply-twice@3:2", PS2, "gradient/parameter checksums vs reference", False),
 }
 
 

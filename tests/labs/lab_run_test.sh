@@ -15,11 +15,11 @@ rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot create $WORK"
 "$BIN" lab show LSL-Z > /dev/null 2>&1
 [ $? = 2 ] || fail "lab show of an unknown key must exit 2"
 
-"$BIN" lab run LSL-J --out "$WORK/j" > "$WORK/j.txt" 2>&1
+"$BIN" lab run LSL-I --out "$WORK/i" > "$WORK/i.txt" 2>&1
 [ $? = 2 ] || fail "lab run of an unavailable lab must exit 2"
-grep -q "no parameter-server mode" "$WORK/j.txt" || fail "the unavailable lab does not say why: $(cat "$WORK/j.txt")"
-grep -q "lab run LSL-K" "$WORK/j.txt" || fail "the unavailable lab does not name the closest runnable lab"
-[ ! -e "$WORK/j" ] || fail "an unavailable lab wrote a bundle"
+grep -q "no accelerator backend" "$WORK/i.txt" || fail "the unavailable lab does not say why: $(cat "$WORK/i.txt")"
+grep -q "lab run LSL-H" "$WORK/i.txt" || fail "the unavailable lab does not name the closest runnable lab"
+[ ! -e "$WORK/i" ] || fail "an unavailable lab wrote a bundle"
 
 "$BIN" lab run LSL-D --out "$WORK/d" --set parallel.dp=1 > "$WORK/d1.txt" 2>&1
 [ $? = 2 ] || fail "a variation the fault cannot act on (dp = 1) must exit 2 before running"

@@ -100,10 +100,10 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
     Status valid = validate_lab(lab, root());
     EXPECT_TRUE(valid.ok()) << valid.to_string();
   }
-  EXPECT_EQ(available, 13);
+  EXPECT_EQ(available, 14);
 }
 
-// Every lab teaches a different fault (13 runnable labs; the catalogue has more faults than labs, and the
+// Every lab teaches a different fault (14 runnable labs; the catalogue has more faults than labs, and the
 // faults no lab teaches are exercised by tests/faults and tests/tp).
 TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
   std::multiset<std::string> used;
@@ -115,7 +115,7 @@ TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
     }
   for (const evidence::FaultInfo& info : evidence::fault_catalogue())
     EXPECT_LE(used.count(std::string(info.name)), 1u) << info.name;
-  EXPECT_EQ(used.size(), 13u);
+  EXPECT_EQ(used.size(), 14u);
 }
 
 TEST(Labs, UnavailableLabsSayWhyAndPointToARunnableLab) {
@@ -140,11 +140,11 @@ TEST(Labs, UnavailableLabsSayWhyAndPointToARunnableLab) {
     EXPECT_TRUE(contains(text, "not available"));
     EXPECT_TRUE(contains(text, "lab run " + lab.closest.front()));
   }
-  EXPECT_EQ(unavailable, 2);
-  // The two sections this engine cannot show: cluster hardware and the parameter server.
+  EXPECT_EQ(unavailable, 1);
+  // The section this engine cannot show: cluster hardware. The parameter server (LSL-J) runs.
   EXPECT_FALSE((*catalogue().find("LSL-I"))->available);
-  EXPECT_FALSE((*catalogue().find("LSL-J"))->available);
-  EXPECT_TRUE(contains((*catalogue().find("LSL-J"))->unavailable_reason, "no parameter-server mode"));
+  EXPECT_TRUE(contains((*catalogue().find("LSL-I"))->unavailable_reason, "no accelerator backend"));
+  EXPECT_TRUE((*catalogue().find("LSL-J"))->available);
 }
 
 TEST(Labs, FindAcceptsKeyForms) {
@@ -245,9 +245,13 @@ TEST(Labs, ListAndShowRenderEverything) {
   EXPECT_TRUE(contains(show, "shardproof lab run LSL-K --out runs/lsl-k"));
   EXPECT_TRUE(contains(show, "--set parallel.dp=4"));
   EXPECT_TRUE(contains(show, "NVLink"));  // a common limit
+  const std::string i = lab_show_text(catalogue(), **catalogue().find("LSL-I"));
+  EXPECT_TRUE(contains(i, "not available"));
+  EXPECT_TRUE(contains(i, "LSL-H"));
   const std::string j = lab_show_text(catalogue(), **catalogue().find("LSL-J"));
-  EXPECT_TRUE(contains(j, "not available"));
-  EXPECT_TRUE(contains(j, "LSL-K"));
+  EXPECT_TRUE(contains(j, "ps-drop-push@2:2"));
+  EXPECT_TRUE(contains(j, "trace vs predicted communication"));  // the fault's expected detector
+  EXPECT_TRUE(contains(j, "--set parallel.architecture=ps"));
 }
 
 // docs/labs.md is the learner's copy of the catalogue: a section per lab naming its fault and command.
@@ -338,17 +342,17 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
   expect_refused(t, {"lab LSL-D is defined twice", fmt::format("first at line {}", line_of(t, "key = \"LSL-D\"") - 1)});
   expect_refused(edit_lab(good, "LSL-D", "key = \"LSL-D\"", "key = \"lsl-d\""), {"'key' must be LSL-"});
   // An unavailable lab without a reason, or with a run; an available one with a reason.
-  expect_refused(edit_lab(good, "LSL-J", "unavailable_reason = ", "reason = "),
-                 {"lab LSL-J", "missing required field 'unavailable_reason'"});
+  expect_refused(edit_lab(good, "LSL-I", "unavailable_reason = ", "reason = "),
+                 {"lab LSL-I", "missing required field 'unavailable_reason'"});
   expect_refused(edit_lab(good, "LSL-I", "available = false", "available = false\nfault = \"stale-grad@2\""),
                  {"lab LSL-I", "'fault' does not belong to an unavailable lab"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nunavailable_reason = \"x\""),
                  {"lab LSL-D", "'unavailable_reason' does not belong to an available lab"});
   // A pointer to no runnable lab; empty texts; an implausible rank count.
-  expect_refused(edit_lab(good, "LSL-J", "closest = [\"LSL-K\"]", "closest = [\"LSL-Z\"]"),
-                 {"lab LSL-J", "'closest' names 'LSL-Z'"});
-  expect_refused(edit_lab(good, "LSL-J", "closest = [\"LSL-K\"]", "closest = [\"LSL-I\"]"),
-                 {"lab LSL-J", "'closest' names 'LSL-I'"});
+  expect_refused(edit_lab(good, "LSL-I", "closest = [\"LSL-H\", \"LSL-K\"]", "closest = [\"LSL-Z\"]"),
+                 {"lab LSL-I", "'closest' names 'LSL-Z'"});
+  expect_refused(edit_lab(good, "LSL-I", "closest = [\"LSL-H\", \"LSL-K\"]", "closest = [\"LSL-I\"]"),
+                 {"lab LSL-I", "'closest' names 'LSL-I'"});
   expect_refused(edit_lab(good, "LSL-D", "title = \"Data parallelism\"", "title = \"\""),
                  {"lab LSL-D", "'title' is empty"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 0"), {"lab LSL-D", "'world' is 0"});
@@ -388,7 +392,7 @@ TEST(LabCli, BrokenCatalogueIsAUsageError) {
   EXPECT_EQ(lab_cli("lab list --root " + root()), 0);
   EXPECT_EQ(lab_cli("lab show LSL-K --root " + root()), 0);
   EXPECT_EQ(lab_cli("lab show LSL-Z --root " + root()), 2);
-  EXPECT_EQ(lab_cli("lab run LSL-J --out " + tree.file("j") + " --root " + root()), 2);
+  EXPECT_EQ(lab_cli("lab run LSL-I --out " + tree.file("i") + " --root " + root()), 2);
 }
 
 }  // namespace
