@@ -95,6 +95,7 @@ struct FaultTarget {
   int64_t steps = 1;
   int64_t micro_batches = 1;     // M per step
   int64_t checkpoint_every = 0;  // evidence.checkpoint_every
+  bool grad16 = false;           // 16-bit gradients (train.grad_dtype): the gradient hooks act on fp32 leaves
 };
 // Refuses a fault the run cannot express ("drop-tp-allreduce needs tp > 1; this run has tp = 1"),
 // identically on every rank before any communication.

@@ -23,12 +23,12 @@ struct Ctx {
     t.ops += ops;
     t.bytes += bytes;
   }
-  // A sum over a group of n floats as the engine performs it (deterministic or fast).
-  void sum(const std::string& group, const char* phase, int64_t n) {
+  // A sum over a group of n elements of `b` bytes as the engine performs it (deterministic or fast).
+  void sum(const std::string& group, const char* phase, int64_t n, int64_t b = 4) {
     if (det)
-      add(group, phase, 2, 2 * 4 * n);
+      add(group, phase, 2, 2 * b * n);
     else
-      add(group, phase, 1, 4 * n);
+      add(group, phase, 1, b * n);
   }
 };
 
@@ -70,6 +70,10 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   }
   x.det = rc.parallel.reduction == Reduction::kDeterministic;
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
+  // Bytes per element of the parameters ZeRO gathers and of the gradients dp reduces (mixed precision:
+  // 16-bit working weights, train.grad_dtype; docs/memory.md §"What phase 2 changes").
+  const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
+  const int64_t gb = static_cast<int64_t>(dtype_size(rc.train.precision.grad));
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
   const auto chunks = plan.chunks_of(x.c.pp);
   auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
@@ -78,7 +82,7 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   auto pass = [&](const ChunkPlacement& ch, bool forward, const char* phase) {
     const int blocks = ch.layer_end - ch.layer_begin;
     auto gather = [&](int id) {  // ZeRO-3 acquisition
-      if (zero == 3 && dp > 1) x.add(x.dp, phase, 1, 4 * numel(id));
+      if (zero == 3 && dp > 1) x.add(x.dp, phase, 1, pb * numel(id));
     };
     if (forward) {
       if (ch.first) {
@@ -144,14 +148,14 @@ StepTraffic predict_step_traffic(const Plan& plan, const comm::ProcessGrid& grid
   else if (dp > 1)
     for (int id : all_units) {
       if (zero == 0)
-        x.sum(x.dp, "grad_sync", numel(id));
+        x.sum(x.dp, "grad_sync", numel(id), gb);
       else
-        x.add(x.dp, "grad_sync", 1, 4 * numel(id));  // all_to_all (deterministic) or reduce_scatter (fast)
+        x.add(x.dp, "grad_sync", 1, gb * numel(id));  // all_to_all (deterministic) or reduce_scatter (fast)
     }
   x.add(x.world, "evidence", 1, 8 * plan.micro_batches);          // loss
   x.add(x.world, "optimizer", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums and max
   if ((zero == 1 || zero == 2) && dp > 1)
-    for (int id : all_units) x.add(x.dp, "optimizer", 1, 4 * numel(id));
+    for (int id : all_units) x.add(x.dp, "optimizer", 1, pb * numel(id));
   if (checksums) x.add(x.world, "evidence", 2, summary_bytes + 8 * n_tensors);
   if (dp > 1 && zero < 3) x.add(x.world, "evidence", 1, 16 * static_cast<int64_t>(plan.world));
   if (eval_after) evaluation();

@@ -49,6 +49,12 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
     return;
   }
 
+  const model::Precision precision = c.train.precision;
+  if (precision.mixed()) {
+    auto g = kernels::make_gemm16(plan_.gemm16, precision.compute);
+    SP_CHECK(g.ok(), "the planned 16-bit GEMM backend: {}", g.status().message());
+    gemm16_ = std::move(g).value();
+  }
   placements_ = plan_.chunks_of(coords_.pp);
   for (const ChunkPlacement& pl : placements_) {
     model::StageSpec spec;
@@ -61,6 +67,8 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
     spec.micro_batch_size = c.train.micro_batch_size;
     spec.seq_len = c.train.seq_len;
     spec.recompute = c.train.recompute;
+    spec.precision = precision.compute;
+    spec.gemm16 = gemm16_.get();
     stages_.push_back(std::make_unique<model::LlamaStage>(c.model, spec, ledger_));
   }
   const std::vector<const model::UnitLayout*> us = units();
@@ -69,8 +77,9 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
   dp_sync_ = std::make_unique<GradientSync>(comms_.axis(comm::Axis::kDp), c.parallel.reduction, ledger_, max_unit);
   tp_ops_ = std::make_unique<TensorParallel>(comms_.axis(comm::Axis::kTp), c.parallel.reduction, ledger_,
                                              c.train.micro_batch_size * c.train.seq_len * c.model.dim);
-  params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_);
-  grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_);
+  params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_, precision.compute);
+  grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_,
+                                       precision.grad);
   if (roles_.parameter_server())
     update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, PsKeySpace(us, roles_), trace_,
                                                ledger_);

@@ -140,6 +140,7 @@ class Engine {
   bool server_ = false;
   std::vector<model::UnitLayout> server_units_;  // a server's: every unit (tp = 1)
   evidence::LogicalTensors tensors_;
+  std::unique_ptr<kernels::Gemm16> gemm16_;                 // mixed precision: the stages' 16-bit GEMM backend
   std::vector<std::unique_ptr<model::LlamaStage>> stages_;  // by virtual stage
   std::vector<ChunkPlacement> placements_;
   std::unique_ptr<GradientSync> dp_sync_;

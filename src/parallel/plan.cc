@@ -71,6 +71,45 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
         p.staleness, c.evidence.checkpoint_every));
 }
 
+// Mixed precision (docs/config.md §train): what a 16-bit run needs and what it does not support yet.
+// Resolves train.gemm16 on this CPU into `resolved` (every rank of a run shares its CPU model).
+void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vector<std::string>& errs) {
+  const model::Precision& pr = c.train.precision;
+  resolved = kernels::Gemm16Kind::kAuto;
+  if (!pr.mixed()) {
+    if (c.train.gemm16 != kernels::Gemm16Kind::kAuto)
+      errs.push_back(fmt::format(
+          "train.gemm16 = \"{}\" with train.precision = \"fp32\": the 16-bit GEMM backend only runs in bf16 or "
+          "fp16; hint: drop train.gemm16, or set train.precision = \"bf16\"",
+          kernels::gemm16_kind_name(c.train.gemm16)));
+    return;
+  }
+  const std::string name(model::precision_name(pr.compute));
+  auto kind = kernels::gemm16_resolve(c.train.gemm16, pr.compute, kernels::gemm16_capability());
+  if (kind.ok())
+    resolved = *kind;
+  else
+    errs.push_back(fmt::format("train.gemm16 = \"{}\" cannot run train.precision = \"{}\" on this CPU: {}; hint: {}",
+                               kernels::gemm16_kind_name(c.train.gemm16), name, kind.status().message(),
+                               kind.status().hint().empty() ? "train.gemm16 = \"auto\"" : kind.status().hint()));
+  if (pr.compute == DType::kF16)
+    errs.push_back(
+        "train.precision = \"fp16\" needs dynamic loss scaling in the training step, which is not built yet "
+        "(optim/loss_scaler.h exists, the engine does not drive it); hint: train.precision = \"bf16\", whose "
+        "fp32-sized exponent needs no loss scaling");
+  if (pr.grad != DType::kF32 && c.parallel.reduction == Reduction::kFast)
+    errs.push_back(fmt::format(
+        "train.grad_dtype = \"{}\" with parallel.reduction = \"fast\": MPI has no 16-bit floating-point sum, "
+        "so 16-bit gradients are reduced only over the canonical tree; hint: parallel.reduction = "
+        "\"deterministic\", or train.grad_dtype = \"fp32\"",
+        model::precision_name(pr.grad)));
+  if (c.parallel.parameter_server())
+    errs.push_back(fmt::format(
+        "train.precision = \"{}\" with parallel.architecture = \"ps\": the parameter servers keep and send fp32 "
+        "parameters only (docs/ps.md); hint: train.precision = \"fp32\", or the all-reduce architecture",
+        name));
+}
+
 }  // namespace
 
 Result<Plan> Plan::make(const RunConfig& c, int world) {
@@ -79,6 +118,8 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
   const TrainConfig& t = c.train;
   const model::LlamaConfig& m = c.model;
   parameter_server_rules(c, world, errs);
+  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
+  precision_rules(c, gemm16, errs);
   if (p.parameter_server()) {
     if (world != p.world() && p.servers >= 1 && p.servers < world)
       errs.push_back(
@@ -176,6 +217,7 @@ Result<Plan> Plan::make(const RunConfig& c, int world) {
   plan.world = world;
   plan.micro_batches = M;
   plan.local_micro_batches = M / p.dp;
+  plan.gemm16 = gemm16;
   return plan;
 }
 
@@ -218,7 +260,17 @@ evidence::FaultTarget Plan::fault_target() const {
           .staleness = pc.staleness,
           .steps = config.train.steps,
           .micro_batches = micro_batches,
-          .checkpoint_every = config.evidence.checkpoint_every};
+          .checkpoint_every = config.evidence.checkpoint_every,
+          .grad16 = config.train.precision.grad != DType::kF32};
+}
+
+std::string gemm16_backend_name(const Plan& plan) {
+  const model::Precision& pr = plan.config.train.precision;
+  if (!pr.mixed()) return "";
+  auto g = kernels::make_gemm16(plan.gemm16, pr.compute);
+  SP_CHECK(g.ok(), "the planned 16-bit GEMM backend {}: {}", kernels::gemm16_kind_name(plan.gemm16),
+           g.status().message());
+  return (*g)->name();
 }
 
 }  // namespace sp::parallel

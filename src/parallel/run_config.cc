@@ -182,6 +182,12 @@ json RunConfig::to_json() const {
         {"eval_margin", prove.eval_margin},
         {"anchor_every", prove.anchor_every}}},
   };
+  // The mixed-precision keys appear only in 16-bit precision, so an fp32 contract is unchanged.
+  if (train.precision.mixed()) {
+    j["train"]["precision"] = model::precision_name(train.precision.compute);
+    j["train"]["grad_dtype"] = model::precision_name(train.precision.grad);
+    j["train"]["gemm16"] = kernels::gemm16_kind_name(train.gemm16);
+  }
   // The parameter-server keys appear only when they are on, so an all-reduce contract is unchanged.
   if (parallel.parameter_server()) {
     j["parallel"]["architecture"] = architecture_name(parallel.architecture);
@@ -223,7 +229,17 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   t.integer("eval_every", c.train.eval_every, 0, kBig);
   t.integer("eval_batches", c.train.eval_batches, 0, kBig);
   t.choice("recompute", c.train.recompute, {{"none", model::Recompute::kNone}, {"full", model::Recompute::kFull}});
+  std::string precision = "fp32", grad_dtype = "fp32", gemm16 = "auto";
+  t.string("precision", precision);
+  t.string("grad_dtype", grad_dtype);
+  t.string("gemm16", gemm16);
   SP_RETURN_IF_ERROR(t.finish());
+  SP_ASSIGN_OR_RETURN(c.train.precision, model::precision_from_names(precision, grad_dtype));
+  auto gemm16_kind = kernels::gemm16_kind_from_name(gemm16);
+  if (!gemm16_kind.ok())
+    return invalid_argument("train.gemm16 = \"{}\" is not a 16-bit GEMM backend", gemm16)
+        .with_hint("use \"auto\", \"onednn\" or \"fallback\" (docs/kernels.md §\"The 16-bit GEMM\")");
+  c.train.gemm16 = *gemm16_kind;
 
   SectionReader p(root, "parallel");
   p.integer("dp", c.parallel.dp, 1, 1 << 20);

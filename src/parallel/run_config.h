@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "model/llama_config.h"
 #include "model/llama_stage.h"
+#include "model/precision.h"
 
 namespace sp::parallel {
 
@@ -42,6 +43,10 @@ struct TrainConfig {
   int64_t eval_every = 10;  // 0 = only at the end
   int64_t eval_batches = 4;
   model::Recompute recompute = model::Recompute::kNone;
+  // Mixed precision (docs/config.md §train, model/precision.h): the compute dtype, the gradient dtype and
+  // the 16-bit GEMM backend (kernels/gemm16.h; "auto" resolves at run time, Plan::gemm16).
+  model::Precision precision;  // train.precision = "fp32" | "bf16" | "fp16", train.grad_dtype = "fp32" | 16-bit
+  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;  // train.gemm16 = "auto" | "onednn" | "fallback"
   int64_t micro_batches() const { return global_batch / micro_batch_size; }
 };
 

@@ -202,7 +202,7 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
 
   run.contract =
       evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
-                               mpi.library_version(), mpi.world_size()});
+                               mpi.library_version(), mpi.world_size(), gemm16_backend_name(run.plan)});
   // The proof protocol's stages run under one frozen contract (docs/prove.md).
   if (!run.opt.expect_contract.empty())
     SP_RETURN_IF_ERROR(run.agree(evidence::check_expected_contract(run.opt.expect_contract, run.contract)));

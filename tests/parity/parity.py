@@ -19,6 +19,10 @@ COMMON = ["--preset", "tiny", "--set", "train.steps=5", "--set", "train.eval_bat
 
 PS = ["parallel.architecture=ps"]
 M6 = ["train.global_batch=12"]
+# Mixed precision (docs/equivalence.md §5): bf16 with fp32 gradients (Megatron's default) against its own
+# single-device bf16 reference, and bf16 with 16-bit gradients (ZeRO's accounting) against another.
+BF = ["train.precision=bf16"]
+BG = BF + ["train.grad_dtype=bf16"]
 
 # name: (ranks, overrides, expected class)
 CASES = {
@@ -58,9 +62,24 @@ CASES = {
     "ref_m6": (1, M6, "bitwise-equal"),
     "ps_w3_s1": (4, M6 + PS + ["parallel.dp=3", "parallel.servers=1"], "bitwise-equal"),
     "ps_w3_s2": (5, M6 + PS + ["parallel.dp=3", "parallel.servers=2"], "bitwise-equal"),
+    "ref_bf16": (1, BF, "bitwise-equal"),
+    "bf16_dp2": (2, BF + ["parallel.dp=2"], "bitwise-equal"),
+    "bf16_zero1_dp4": (4, BF + ["parallel.dp=4", "parallel.zero=1"], "bitwise-equal"),
+    "bf16_zero2_dp2": (2, BF + ["parallel.dp=2", "parallel.zero=2"], "bitwise-equal"),
+    "bf16_zero3_dp2": (2, BF + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "bf16_pp2_1f1b": (2, BF + ["parallel.pp=2"], "bitwise-equal"),
+    "bf16_dp2_pp2": (4, BF + ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
+    "bf16_tp2": (2, BF + ["parallel.tp=2"], "within-tolerance"),
+    "ref_bf16g": (1, BG, "bitwise-equal"),
+    "bf16g_dp2": (2, BG + ["parallel.dp=2"], "bitwise-equal"),
+    "bf16g_zero2_dp4": (4, BG + ["parallel.dp=4", "parallel.zero=2"], "bitwise-equal"),
+    "bf16g_zero3_dp2": (2, BG + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "bf16g_pp2_gpipe": (2, BG + ["parallel.pp=2", "parallel.schedule=gpipe"], "bitwise-equal"),
 }
 # The reference each case is compared with (default: "ref").
 REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
+REFERENCE.update({c: "ref_bf16" for c in CASES if c.startswith("bf16_")})
+REFERENCE.update({c: "ref_bf16g" for c in CASES if c.startswith("bf16g_")})
 
 
 def main():
