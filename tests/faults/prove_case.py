@@ -49,6 +49,9 @@ CASES = {
     "ckpt_truncate": ("ckpt-truncate@2:0", DP2 + ["parallel.tp=2", "parallel.zero=3"], "checkpoint integrity", True),
     "ckpt_missing_shard": ("ckpt-missing-shard@2:2", DP2 + ["parallel.tp=2", "parallel.pp=2", "parallel.zero=1"],
                            "checkpoint integrity", True),
+    # Mixed precision: the stale shard is the 16-bit working copy ZeRO-3 gathers (ParamStore::working_shard).
+    "bf16_zero3_stale_param": ("zero3-stale-param@3:1", DP2 + ["parallel.zero=3", "train.precision=bf16"],
+                               "per-layer activation trace", False),
 }
 
 
