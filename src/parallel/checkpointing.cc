@@ -313,6 +313,14 @@ Status load_checkpoint(Engine& engine, comm::Communicator& world, comm::TraceCon
     cursor = corrupt("checkpoint step {}: its data cursor resumes at step {}", plan.step, *next);
   SP_RETURN_IF_ERROR(comm::agree(world, cursor.with_context(ckpt::CheckpointPaths::manifest_in(plan.dir))));
   engine.optimizer().set_steps_taken(plan.manifest.optimizer_steps);
+  // fp16: the loss scaler continues where it was (a checkpoint of another precision has none: the scaler
+  // starts afresh, which --convert-precision allowed).
+  if (optim::LossScaler* ls = engine.loss_scaler(); ls != nullptr && !plan.manifest.loss_scaler.is_null()) {
+    auto state = optim::LossScaler::state_from_json(plan.manifest.loss_scaler, ls->config());
+    SP_RETURN_IF_ERROR(comm::agree(
+        world, state.status().with_context(ckpt::CheckpointPaths::manifest_in(plan.dir) + ": optimizer.loss_scaler")));
+    ls->restore(*state);
+  }
   engine.state_loaded();
   if (world.rank() == 0) {
     const ckpt::Topology now = topology_of(engine);
@@ -339,6 +347,7 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
   req.fault = options.fault;
   // Every shard records the training state the manifest records (ckpt/format.h kMetaState).
   req.manifest.optimizer_steps = engine.optimizer().steps_taken();
+  if (engine.loss_scaler() != nullptr) req.manifest.loss_scaler = engine.loss_scaler()->state_json();
   req.manifest.loader_cursor = engine.loader_cursor(steps_done);
   req.precondition = options.precondition;
   if (rank == 0) {

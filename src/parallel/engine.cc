@@ -40,6 +40,7 @@ Engine::Engine(const Plan& plan, const comm::ProcessGrid& grid, comm::GridCommun
   if (eval_ != nullptr && c.train.eval_batches > 0)  // a server evaluates nothing but joins the sum
     eval_set_.emplace(*eval_, c.train.micro_batch_size, c.train.seq_len, c.train.eval_batches);
   schedule_ = {c.train.lr, c.train.min_lr, c.train.warmup_steps, c.train.steps};
+  if (c.fp16) scaler_.emplace(*c.fp16);
   if (server_) {
     // A parameter server: its pieces of the key space, no model stage (parameter_server.h).
     SP_CHECK(comms_.ps != nullptr, "a parameter-server run needs the ps communicator");
@@ -173,7 +174,10 @@ StepResult Engine::step(int64_t s, bool checksums) {
   io.grads = grads_.get();
   io.tp = tp_ops_.get();
   io.observer = activations_;
-  io.loss_scale = faults_.loss_scale(static_cast<float>(1.0 / tokens));
+  // fp16: the per-token loss gradient carries the loss scale (a power of two: exact), removed again from
+  // the norm and, through the clipping coefficient, from the update (docs/loss_scaling.md).
+  const double scale = scaler_ ? scaler_->scale() : 1.0;
+  io.loss_scale = faults_.loss_scale(static_cast<float>(scale / tokens));
   if (runner_) runner_->run(actions_, io);  // a server runs no micro-batch
   faults_.after_backward();
   update_->exchange(s);
@@ -198,6 +202,13 @@ StepResult Engine::step(int64_t s, bool checksums) {
     r.finite = total.stats.finite();
     if (checksums) r.grads = std::move(g);
   }
+  if (scaler_) {
+    // Every rank saw the same summary, so every rank agrees on the overflow and updates its scaler alike.
+    r.loss_scale = scale;
+    auto skip = scaler_->update(!r.finite);
+    if (!skip.ok()) r.status = skip.status();
+    r.grad_norm /= scale;
+  }
   r.lr = schedule_.at(s);
   r.clip = kernels::clip_coefficient(r.grad_norm, c.train.grad_clip);
   // 4. AdamW on the pieces this rank owns and the distribution of the new values (the ZeRO-1/2
@@ -206,7 +217,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   r.skipped = !r.finite;
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
-    update_->update(s, r.lr, r.clip, !r.skipped, [this] { faults_.before_update(); });
+    update_->update(s, r.lr, static_cast<float>(r.clip / scale), !r.skipped, [this] { faults_.before_update(); });
   }
   // 5. Evidence: parameter checksums and the dp-replica digest check.
   {

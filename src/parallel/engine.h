@@ -30,6 +30,7 @@
 #include "evidence/ledger_model.h"
 #include "model/llama_stage.h"
 #include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
 #include "parallel/fault_injector.h"
@@ -50,6 +51,10 @@ struct StepResult {
   float clip = 1.0f;
   bool finite = true;
   bool skipped = false;  // no update applied (non-finite gradients)
+  // fp16: the loss scale this step ran with (0: no loss scaling) and the scaler's verdict; an overflow is
+  // skipped and handled (finite = false, skipped = true), an error only at the minimum scale.
+  double loss_scale = 0.0;
+  Status status;
   double seconds = 0.0;
   double compute_seconds = 0.0;                // forward + backward intervals on this rank
   std::vector<evidence::TensorSummary> grads;  // when checksums were taken (all tensors, canonical order)
@@ -114,6 +119,7 @@ class Engine {
   std::string label(int world_rank) const { return roles_.label(world_rank, grid_); }
   const Plan& plan() const { return plan_; }
   optim::AdamW& optimizer() { return update_->optimizer(); }
+  optim::LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }  // fp16 only
   PipelineRunner& runner() { return *runner_; }
   // Summaries of the pieces given (a world collective): used for checksums and by tests.
   std::vector<evidence::TensorSummary> summarize(const std::vector<model::UnitPiece>& pieces, bool digest);
@@ -156,6 +162,7 @@ class Engine {
   optim::LrSchedule schedule_;
   std::vector<PipeAction> actions_;
   evidence::ActivationRecorder* activations_ = nullptr;
+  std::optional<optim::LossScaler> scaler_;  // fp16 (RunConfig::fp16)
 };
 
 }  // namespace sp::parallel

@@ -71,11 +71,16 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
         p.staleness, c.evidence.checkpoint_every));
 }
 
-// Mixed precision (docs/config.md §train): what a 16-bit run needs and what it does not support yet.
+// Mixed precision (docs/config.md): what a 16-bit run needs and what it does not support yet.
 // Resolves train.gemm16 on this CPU into `resolved` (every rank of a run shares its CPU model).
 void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vector<std::string>& errs) {
   const model::Precision& pr = c.train.precision;
   resolved = kernels::Gemm16Kind::kAuto;
+  if (c.fp16 && pr.compute != DType::kF16)
+    errs.push_back(fmt::format(
+        "[fp16] (dynamic loss scaling) with train.precision = \"{}\": loss scaling is for fp16 only (bf16 has "
+        "fp32's exponent range); hint: drop the [fp16] table, or set train.precision = \"fp16\"",
+        model::precision_name(pr.compute)));
   if (!pr.mixed()) {
     if (c.train.gemm16 != kernels::Gemm16Kind::kAuto)
       errs.push_back(fmt::format(
@@ -92,11 +97,12 @@ void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vec
     errs.push_back(fmt::format("train.gemm16 = \"{}\" cannot run train.precision = \"{}\" on this CPU: {}; hint: {}",
                                kernels::gemm16_kind_name(c.train.gemm16), name, kind.status().message(),
                                kind.status().hint().empty() ? "train.gemm16 = \"auto\"" : kind.status().hint()));
-  if (pr.compute == DType::kF16)
+  if (pr.compute == DType::kF16 && !c.fp16)
     errs.push_back(
-        "train.precision = \"fp16\" needs dynamic loss scaling in the training step, which is not built yet "
-        "(optim/loss_scaler.h exists, the engine does not drive it); hint: train.precision = \"bf16\", whose "
-        "fp32-sized exponent needs no loss scaling");
+        "train.precision = \"fp16\" needs dynamic loss scaling settings: fp16's 5-bit exponent flushes small "
+        "gradients to zero without a loss scale (docs/loss_scaling.md); hint: add an [fp16] table, e.g. --set "
+        "fp16.initial_scale_power=16 (DeepSpeed's defaults: initial_scale_power 16, loss_scale_window 1000, "
+        "hysteresis 2, min_loss_scale 1)");
   if (pr.grad != DType::kF32 && c.parallel.reduction == Reduction::kFast)
     errs.push_back(fmt::format(
         "train.grad_dtype = \"{}\" with parallel.reduction = \"fast\": MPI has no 16-bit floating-point sum, "

@@ -188,6 +188,12 @@ json RunConfig::to_json() const {
     j["train"]["grad_dtype"] = model::precision_name(train.precision.grad);
     j["train"]["gemm16"] = kernels::gemm16_kind_name(train.gemm16);
   }
+  if (fp16)
+    j["fp16"] = {{"initial_scale_power", fp16->initial_scale_power},
+                 {"loss_scale_window", fp16->window},
+                 {"hysteresis", fp16->hysteresis},
+                 {"consecutive_hysteresis", fp16->consecutive_hysteresis},
+                 {"min_loss_scale", fp16->min_scale}};
   // The parameter-server keys appear only when they are on, so an all-reduce contract is unchanged.
   if (parallel.parameter_server()) {
     j["parallel"]["architecture"] = architecture_name(parallel.architecture);
@@ -200,11 +206,12 @@ json RunConfig::to_json() const {
 
 Result<RunConfig> RunConfig::from_json(const json& root) {
   if (!root.is_object()) return invalid_argument("the run configuration must be a table");
-  static const std::set<std::string> kSections = {"name", "model", "train", "parallel", "data", "evidence", "prove"};
+  static const std::set<std::string> kSections = {"name", "model",    "train", "parallel",
+                                                  "data", "evidence", "prove", "fp16"};
   for (const auto& [k, v] : root.items())
     if (!kSections.count(k))
       return invalid_argument("unknown section [{}]", k)
-          .with_hint("sections: model, train, parallel, data, evidence, prove");
+          .with_hint("sections: model, train, parallel, data, evidence, prove, fp16");
   RunConfig c;
   if (root.contains("name")) {
     if (!root.at("name").is_string()) return invalid_argument("name must be a string");
@@ -278,6 +285,19 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   e.integer("keep_last", c.evidence.keep_last, 1, 1 << 20);
   e.boolean("stop_on_divergence", c.evidence.stop_on_divergence);
   SP_RETURN_IF_ERROR(e.finish());
+
+  if (root.contains("fp16")) {
+    optim::LossScalerConfig ls;
+    SectionReader f(root, "fp16");
+    f.integer("initial_scale_power", ls.initial_scale_power, 0, 64);
+    f.integer("loss_scale_window", ls.window, 1, kBig);
+    f.integer("hysteresis", ls.hysteresis, 1, 1 << 20);
+    f.boolean("consecutive_hysteresis", ls.consecutive_hysteresis);
+    f.number("min_loss_scale", ls.min_scale, 0.0, 1e300);
+    SP_RETURN_IF_ERROR(f.finish());
+    SP_RETURN_IF_ERROR(ls.validate("fp16"));
+    c.fp16 = ls;
+  }
 
   SectionReader pr(root, "prove");
   pr.string("fault", c.prove.fault);

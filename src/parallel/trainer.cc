@@ -323,6 +323,7 @@ nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
                       {"compute_s", r.compute_seconds},
                       {"tokens_per_s", tokens_per_step / r.seconds}};
   if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
+  if (r.loss_scale > 0) m["loss_scale"] = r.loss_scale;  // fp16: the scale the step ran with
   return m;
 }
 
@@ -425,7 +426,9 @@ Status train_loop(Run& run, TrainSummary& summary) {
           "step {}: dp replicas diverged: world rank(s) {} hold parameters that differ "
           "from their dp group's rank 0",
           s, fmt::join(r.diverging_ranks, ", "));
-    if (!r.finite && config.evidence.stop_on_divergence)
+    SP_RETURN_IF_ERROR(r.status);  // fp16: an overflow at the minimum loss scale
+    // fp16: an overflowing step is the loss scaler's to handle (skipped, scale lowered), not a divergence.
+    if (!r.finite && r.loss_scale == 0 && config.evidence.stop_on_divergence)
       return failed_precondition("step {}: non-finite gradients (norm {}); no update was applied", s, r.grad_norm);
     if (checkpoint_due(s + 1)) SP_RETURN_IF_ERROR(save_at(run, s + 1, ckpt_options));
   }
