@@ -33,15 +33,11 @@ json Manifest::content() const {
                           {"sha256_chunks", s.sha256_chunks}});
   json ev = json::object();
   for (const auto& [name, p] : evidence) ev[name] = {{"bytes", p.bytes}, {"sha256", p.sha256}};
-  return {{"format", kManifestFormat},
-          {"format_version", kFormatVersion},
-          {"step", step},
-          {"contract", contract},
-          {"contract_hash", contract_hash},
-          {"topology", topology.to_json()},
-          {"optimizer", {{"steps_taken", optimizer_steps}}},
-          {"loader_cursor", loader_cursor},
-          {"evidence", ev},
+  json optimizer = {{"steps_taken", optimizer_steps}};
+  if (!loss_scaler.is_null()) optimizer["loss_scaler"] = loss_scaler;
+  return {{"format", kManifestFormat}, {"format_version", kFormatVersion}, {"step", step},
+          {"contract", contract},      {"contract_hash", contract_hash},   {"topology", topology.to_json()},
+          {"optimizer", optimizer},    {"loader_cursor", loader_cursor},   {"evidence", ev},
           {"shards", shard_list}};
 }
 
@@ -170,7 +166,13 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& label
   SP_ASSIGN_OR_RETURN(const json* opt, f.object("optimizer"));
   {
     JsonFields o(*opt, label, "optimizer");
-    SP_RETURN_IF_ERROR(o.expect_keys({"steps_taken"}));
+    if (opt->contains("loss_scaler")) {
+      SP_RETURN_IF_ERROR(o.expect_keys({"steps_taken", "loss_scaler"}));
+      SP_ASSIGN_OR_RETURN(const json* ls, o.object("loss_scaler"));
+      m.loss_scaler = *ls;  // validated against the run's [fp16] settings when it is restored
+    } else {
+      SP_RETURN_IF_ERROR(o.expect_keys({"steps_taken"}));
+    }
     SP_ASSIGN_OR_RETURN(m.optimizer_steps, o.integer("steps_taken", 0, kMaxStep));
     if (m.optimizer_steps > m.step)
       return o.error("steps_taken", fmt::format("= {} exceeds the step {}", m.optimizer_steps, m.step));

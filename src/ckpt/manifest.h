@@ -53,6 +53,7 @@ struct Manifest {
   Topology topology;
   int64_t optimizer_steps = 0;   // AdamW bias-correction step count
   nlohmann::json loader_cursor;  // data/loader.h cursor for `step`
+  nlohmann::json loss_scaler;    // fp16: optim::LossScaler::state_json() (docs/formats/loss_scaler.md); else null
   // {"optimizer_steps", "loader_cursor"}: what every shard records too (format.h kMetaState).
   nlohmann::json training_state() const {
     return {{"optimizer_steps", optimizer_steps}, {"loader_cursor", loader_cursor}};

@@ -43,6 +43,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     bool overwrite = false;
     std::vector<std::string> faults;
     bool fallback_previous = false;
+    bool convert_precision = false;
     int64_t stop_after = 0;
     // The proof protocol (docs/prove.md).
     std::string expect_contract;
@@ -74,6 +75,8 @@ void register_train(CLI::App& app, CommandResult& result) {
                 "Clear --out first if it holds another run (never a sealed proof bundle; docs/checkpoints.md)");
   cmd->add_flag("--fallback-previous", o->fallback_previous,
                 "If the newest checkpoint is damaged, resume from the previous good one (saying so)");
+  cmd->add_flag("--convert-precision", o->convert_precision,
+                "Resume a checkpoint saved in another train.precision/grad_dtype from its fp32 master weights");
   cmd->add_option("--stop-after", o->stop_after, "Stop after this many steps, as an interrupted run would")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--init-from", o->init_from,
@@ -129,6 +132,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     topt.progress = !o->quiet;
     topt.resume.mode = parallel::parse_resume_mode(o->resume).value();  // CLI::IsMember checked it
     topt.resume.fallback_previous = o->fallback_previous;
+    topt.resume.convert_precision = o->convert_precision;
     topt.stop_after = o->stop_after;
     topt.init_from = o->init_from;
     topt.expect_contract = o->expect_contract;

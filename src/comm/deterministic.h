@@ -32,4 +32,10 @@ int64_t deterministic_all_reduce_scratch(int64_t count, int group_size);
 // In place: data (count) := canonical tree sum over group ranks of data, chunked by even_split_counts.
 void deterministic_all_reduce(Communicator& comm, float* data, int64_t count, float* scratch);
 
+// The same two for 16-bit patterns of format t (kBF16 or kF16), summed with kernels::add_into16 (every
+// node rounded once): mixed precision's 16-bit gradients. Scratch is counted in 16-bit elements.
+void deterministic_reduce_scatter16(Communicator& comm, const uint16_t* send, uint16_t* recv,
+                                    std::span<const int64_t> counts, uint16_t* scratch, DType t);
+void deterministic_all_reduce16(Communicator& comm, uint16_t* data, int64_t count, uint16_t* scratch, DType t);
+
 }  // namespace sp::comm

@@ -28,6 +28,7 @@ nlohmann::json make_contract(const ContractInputs& in) {
       {"data", in.data_identity},
       {"world_size", in.world_size},
   };
+  if (!in.gemm16.empty()) c["engine"]["gemm16"] = in.gemm16;
   c["hash"] = contract_hash(c);
   return c;
 }

@@ -17,6 +17,9 @@ struct ContractInputs {
   nlohmann::json data_identity;  // corpus/tokenizer/split/shard hashes, vocab size
   std::string mpi_version;
   int world_size = 1;
+  // The 16-bit GEMM backend that runs (kernels::Gemm16::name(), e.g. "onednn-2.6.3/avx512_core_bf16"), as
+  // engine.gemm16; empty in fp32, where the field is absent (an fp32 contract is unchanged).
+  std::string gemm16;
 };
 
 // Builds the contract document with its "hash" (SHA-256 of the canonical dump of everything else).

@@ -100,6 +100,7 @@ struct FaultTarget {
   int64_t steps = 1;
   int64_t micro_batches = 1;     // M per step
   int64_t checkpoint_every = 0;  // evidence.checkpoint_every
+  bool grad16 = false;           // 16-bit gradients (train.grad_dtype): the gradient hooks act on fp32 leaves
 };
 // The rank a fault acts on when `--fault` names none: the first server for the server faults, worker 1 for
 // ps-stale-pull (worker 0 is the replicas' reference), else 0.

@@ -38,10 +38,14 @@ void softmax_causal_row16(float* row, int64_t i, int64_t T) {
 
 int64_t attention16_scratch_floats(int64_t T, int64_t D) { return T * T + row_block_floats(T, D) + (T * T + 1) / 2; }
 
-int64_t attention16_workspace_floats(const Gemm16& g, int64_t T, int64_t D) {
+int64_t attention16_workspace_floats(Gemm16Kind resolved, int64_t T, int64_t D) {
   const int64_t m = std::min(T, kRows);
   // S and dP: (m, T, D); P·v and dq: (m, D, T); dk and dv: (m, D, ≤ T).
-  return std::max({g.workspace_floats(m, T, D), g.workspace_floats(m, D, T)});
+  return std::max({gemm16_workspace_floats(resolved, m, T, D), gemm16_workspace_floats(resolved, m, D, T)});
+}
+
+int64_t attention16_workspace_floats(const Gemm16& g, int64_t T, int64_t D) {
+  return attention16_workspace_floats(g.kind(), T, D);
 }
 
 void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,

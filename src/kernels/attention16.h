@@ -31,5 +31,6 @@ void attention16_backward(float* dqkv, const uint16_t* dout, const uint16_t* qkv
 int64_t attention16_scratch_floats(int64_t T, int64_t D);
 // Gemm16 workspace floats for the largest product of either pass.
 int64_t attention16_workspace_floats(const Gemm16& gemm, int64_t T, int64_t D);
+int64_t attention16_workspace_floats(Gemm16Kind resolved, int64_t T, int64_t D);  // the same, by kind
 
 }  // namespace sp::kernels

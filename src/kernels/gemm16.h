@@ -21,6 +21,8 @@
 
 namespace sp::kernels {
 
+enum class Gemm16Kind { kAuto, kOneDnn, kFallback };
+
 class Gemm16 {
  public:
   virtual ~Gemm16() = default;
@@ -28,6 +30,8 @@ class Gemm16 {
   virtual const std::string& name() const = 0;
   // The 16-bit format of the inputs (kBF16 or kF16): one backend object serves one format.
   virtual DType dtype() const = 0;
+  // Which implementation this is (kOneDnn or kFallback), so that sizes can be computed from the kind alone.
+  virtual Gemm16Kind kind() const = 0;
   // Floats of workspace gemm() needs for op(A) (M, K) · op(B) (K, N); 0 if none.
   virtual int64_t workspace_floats(int64_t M, int64_t N, int64_t K) const = 0;
   // C (M, N) fp32 = alpha · op(A) · op(B) + beta · C, row-major, as kernels::gemm (matmul.h): A is (M, K)
@@ -36,8 +40,6 @@ class Gemm16 {
   virtual void gemm(float* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K, bool trans_a,
                     bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, float* workspace) = 0;
 };
-
-enum class Gemm16Kind { kAuto, kOneDnn, kFallback };
 
 // "auto" | "onednn" | "fallback"; anything else is an error naming the value.
 Result<Gemm16Kind> gemm16_kind_from_name(std::string_view name);

@@ -94,6 +94,7 @@ class OneDnnGemm16 final : public Gemm16 {
   }
   const std::string& name() const override { return name_; }
   DType dtype() const override { return dtype_; }
+  Gemm16Kind kind() const override { return Gemm16Kind::kOneDnn; }
   int64_t workspace_floats(int64_t M, int64_t N, int64_t K) const override {
     return gemm16_workspace_floats(Gemm16Kind::kOneDnn, M, N, K);
   }

@@ -20,9 +20,13 @@ void linear16_backward(float* dx, float* dw, const uint16_t* dy, const uint16_t*
   if (dw != nullptr) gemm.gemm(dw, dy, x, OC, IC, N, true, false, OC, IC, IC, 1.0f, 1.0f, ws);
 }
 
+int64_t linear16_workspace_floats(Gemm16Kind resolved, int64_t N, int64_t IC, int64_t OC) {
+  return std::max({gemm16_workspace_floats(resolved, N, OC, IC), gemm16_workspace_floats(resolved, N, IC, OC),
+                   gemm16_workspace_floats(resolved, OC, IC, N)});
+}
+
 int64_t linear16_workspace_floats(const Gemm16& gemm, int64_t N, int64_t IC, int64_t OC) {
-  return std::max(
-      {gemm.workspace_floats(N, OC, IC), gemm.workspace_floats(N, IC, OC), gemm.workspace_floats(OC, IC, N)});
+  return linear16_workspace_floats(gemm.kind(), N, IC, OC);
 }
 
 }  // namespace sp::kernels

@@ -24,5 +24,7 @@ void linear16_backward(float* dx, float* dw, const uint16_t* dy, const uint16_t*
 
 // Workspace floats the three products of one linear need on `gemm` (the largest of them).
 int64_t linear16_workspace_floats(const Gemm16& gemm, int64_t N, int64_t IC, int64_t OC);
+// The same for a resolved backend kind (a pure function of the sizes, for the ledger model).
+int64_t linear16_workspace_floats(Gemm16Kind resolved, int64_t N, int64_t IC, int64_t OC);
 
 }  // namespace sp::kernels

@@ -7,10 +7,15 @@
 // single-device run computes, and combining the dp node values over the same tree (with leaves
 // in dp-rank order) reproduces the single-device sum bit for bit. Elementwise: each element i is
 // reduced independently, so vector width never changes the result.
+// 16-bit variants (mixed precision's train.grad_dtype): the same tree, every node's sum computed in fp32
+// from the widened children and rounded once to the 16-bit format (nearest even), so the value of a
+// node depends only on its subtree: the same bits for any split over ranks.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "tensor/dtype.h"
 
 namespace sp::kernels {
 
@@ -23,6 +28,9 @@ void canonical_tree_sum_inplace(float* const* leaves, int64_t n_leaves, int64_t 
 
 // out[i] = a[i] + b[i]; out may alias a.
 void add_into(float* out, const float* a, const float* b, int64_t n);
+// 16-bit patterns of format t (kBF16 or kF16): out[i] = round(widen(a[i]) + widen(b[i])); out may alias a.
+void add_into16(uint16_t* out, const uint16_t* a, const uint16_t* b, int64_t n, DType t);
+void canonical_tree_sum_inplace16(uint16_t* const* leaves, int64_t n_leaves, int64_t n, DType t);
 
 // Streams leaves in index order and keeps the canonical partial sums on a stack, like a binary
 // counter: after pushing leaf j, equal-sized perfect subtrees are merged (left + right). At most
@@ -31,21 +39,29 @@ void add_into(float* out, const float* a, const float* b, int64_t n);
 // buffers: push() takes a filled buffer and returns one that the caller may reuse.
 class CanonicalAccumulator {
  public:
-  explicit CanonicalAccumulator(int64_t n) : n_(n) {}
+  // dtype: kF32 (push/finish), or kBF16 / kF16 (push16/finish16: every merge adds with add_into16).
+  explicit CanonicalAccumulator(int64_t n, DType dtype = DType::kF32) : n_(n), dtype_(dtype) {}
   // Takes ownership of `leaf` (n floats) as the next leaf. Returns buffers freed by merges,
   // which the caller may reuse for later leaves.
   std::vector<float*> push(float* leaf);
   // Folds the stack; returns the buffer holding the total and appends freed buffers to `freed`.
   float* finish(std::vector<float*>& freed);
+  // The same for a 16-bit accumulator.
+  std::vector<uint16_t*> push16(uint16_t* leaf);
+  uint16_t* finish16(std::vector<uint16_t*>& freed);
   int64_t depth() const { return static_cast<int64_t>(stack_.size()); }
   int64_t leaves() const { return leaves_; }
 
  private:
   struct Node {
-    float* data;
+    void* data;
     int64_t size;  // leaves under this node
   };
+  void merge(void* left, const void* right);  // left := left + right in dtype_
+  std::vector<void*> push_node(void* leaf);
+  void* finish_node(std::vector<void*>& freed);
   int64_t n_;
+  DType dtype_;
   int64_t leaves_ = 0;
   std::vector<Node> stack_;
 };

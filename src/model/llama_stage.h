@@ -76,6 +76,18 @@ struct ActivationSlot {
   float* output() { return res.back().f32(); }  // (N, C) send buffer of a non-last stage
 };
 
+// Mixed precision's own workspace of one chunk (docs/memory.md §"Mixed precision"): the widened norm
+// weight (C floats), the 16-bit copy of the gradient that feeds the next GEMM (elements of the compute
+// dtype) and the GEMM backend's workspace (floats; 0 with oneDNN). A pure function of the shapes and the
+// resolved backend kind: what LlamaStage allocates and what the ledger model predicts.
+struct Stage16Workspace {
+  int64_t norm_weight = 0;
+  int64_t grad16 = 0;
+  int64_t gemm16 = 0;
+};
+Stage16Workspace stage16_workspace(const LlamaConfig& config, int n_local, bool last, int tp, int64_t B, int64_t T,
+                                   kernels::Gemm16Kind resolved);
+
 class LlamaStage {
  public:
   LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryLedger& ledger);

@@ -28,29 +28,38 @@ namespace k = sp::kernels;
 using stage_detail::add;
 using stage_detail::BlockOffsets;
 
+Stage16Workspace stage16_workspace(const LlamaConfig& config, int n_local, bool last, int tp, int64_t B, int64_t T,
+                                   k::Gemm16Kind g) {
+  const int64_t N = B * T, C = config.dim, D = config.head_dim();
+  const int64_t Hl = config.n_heads / tp, KVl = config.n_kv_heads / tp, Fl = config.ffn_dim / tp;
+  const int64_t Vl = config.vocab_size / tp, Wqkv = (Hl + 2 * KVl) * D;
+  Stage16Workspace w;
+  if (n_local > 0) {
+    w.grad16 = std::max({N * C, N * 2 * Fl, N * Hl * D, N * Wqkv});
+    w.gemm16 = std::max({k::linear16_workspace_floats(g, N, C, Wqkv), k::linear16_workspace_floats(g, N, Hl * D, C),
+                         k::linear16_workspace_floats(g, N, C, 2 * Fl), k::linear16_workspace_floats(g, N, Fl, C),
+                         k::attention16_workspace_floats(g, T, D)});
+  }
+  if (last) {
+    w.grad16 = std::max(w.grad16, N * Vl);
+    w.gemm16 = std::max(w.gemm16, k::linear16_workspace_floats(g, N, C, Vl));
+  }
+  if (n_local > 0 || last) w.norm_weight = C;
+  return w;
+}
+
 void LlamaStage::allocate_scratch16() {
   SP_CHECK(spec_.gemm16 != nullptr, "a {} stage needs a 16-bit GEMM backend (StageSpec::gemm16)",
            precision_name(spec_.precision));
   SP_CHECK(spec_.gemm16->dtype() == spec_.precision, "stage precision {} with a {} GEMM backend",
            dtype_name(spec_.precision), dtype_name(spec_.gemm16->dtype()));
-  const k::Gemm16& g = *spec_.gemm16;
-  int64_t grad16 = 0;  // elements
-  int64_t ws = 0;      // floats
-  if (n_local_ > 0) {
-    grad16 = std::max({N_ * C_, N_ * 2 * Fl_, N_ * Hl_ * D_, N_ * Wqkv_});
-    ws = std::max({k::linear16_workspace_floats(g, N_, C_, Wqkv_), k::linear16_workspace_floats(g, N_, Hl_ * D_, C_),
-                   k::linear16_workspace_floats(g, N_, C_, 2 * Fl_), k::linear16_workspace_floats(g, N_, Fl_, C_),
-                   k::attention16_workspace_floats(g, T_, D_)});
-  }
-  if (spec_.last) {
-    grad16 = std::max(grad16, N_ * Vl_);
-    ws = std::max(ws, k::linear16_workspace_floats(g, N_, C_, Vl_));
-  }
+  const Stage16Workspace w =
+      stage16_workspace(config_, n_local_, spec_.last, spec_.tp_size, B_, T_, spec_.gemm16->kind());
   MemoryLedger& m = *ledger_;
   const auto W = Category::kWorkspace;
-  if (n_local_ > 0 || spec_.last) norm_w_ = Tensor(m, "scratch.norm_weight", W, {C_});
-  if (grad16 > 0) grad16_ = Tensor(m, "scratch.grad16", W, {grad16}, spec_.precision);
-  if (ws > 0) gemm_ws_ = Tensor(m, "scratch.gemm16", W, {ws});
+  if (w.norm_weight > 0) norm_w_ = Tensor(m, "scratch.norm_weight", W, {w.norm_weight});
+  if (w.grad16 > 0) grad16_ = Tensor(m, "scratch.grad16", W, {w.grad16}, spec_.precision);
+  if (w.gemm16 > 0) gemm_ws_ = Tensor(m, "scratch.gemm16", W, {w.gemm16});
 }
 
 const float* LlamaStage::widen_norm_weight(const uint16_t* w16) {

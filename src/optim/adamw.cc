@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/adamw.h"
+#include "tensor/float16.h"
 
 namespace sp::optim {
 
@@ -32,6 +33,29 @@ void AdamW::step(const std::vector<float*>& params, const std::vector<const floa
                             static_cast<float>(lr), static_cast<float>(config_.beta1),
                             static_cast<float>(config_.beta2), static_cast<float>(config_.eps),
                             t.spec.decay ? static_cast<float>(config_.weight_decay) : 0.0f, t_, grad_scale);
+    }
+  }
+}
+
+void AdamW::step16(const std::vector<float*>& params, const std::vector<const uint16_t*>& grads, DType t, double lr,
+                   float grad_scale) {
+  SP_CHECK_EQ(params.size(), ranges_.size(), "AdamW::step16 parameter pointers");
+  SP_CHECK_EQ(grads.size(), ranges_.size(), "AdamW::step16 gradient pointers");
+  ++t_;
+  float g32[kWidenBlock];
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const OwnedRange& r = ranges_[i];
+    for (const model::TensorSlot& ts : r.unit->tensors) {
+      const int64_t lo = std::max(r.begin, ts.offset);
+      const int64_t hi = std::min(r.end, ts.offset + ts.numel);
+      for (int64_t b = lo; b < hi; b += kWidenBlock) {
+        const int64_t n = std::min(kWidenBlock, hi - b), k = b - r.begin;
+        f32_from_float16(g32, grads[i] + k, n, t);
+        kernels::adamw_update(params[i] + k, m_[i].f32() + k, v_[i].f32() + k, g32, n, static_cast<float>(lr),
+                              static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
+                              static_cast<float>(config_.eps),
+                              ts.spec.decay ? static_cast<float>(config_.weight_decay) : 0.0f, t_, grad_scale);
+      }
     }
   }
 }

@@ -89,10 +89,29 @@ Status verify_candidate(comm::Communicator& world, const ckpt::CheckpointPaths& 
 }
 
 // Everything but the topology and evidence settings must be the saved run's.
-Status check_checkpoint_contract(const ResumePlan& plan, const json& contract) {
+// "fp32/fp32", "bf16/bf16": a contract's train.precision / train.grad_dtype (absent: fp32, as an fp32
+// contract omits them).
+std::string precision_of(const json& contract) {
+  const json train = contract.contains("config") ? contract["config"].value("train", json::object()) : json::object();
+  return train.value("precision", std::string("fp32")) + "/" + train.value("grad_dtype", std::string("fp32"));
+}
+
+Status check_checkpoint_contract(const ResumePlan& plan, const json& contract, bool convert_precision) {
   SP_RETURN_IF_ERROR(evidence::verify_contract(plan.manifest.contract, ckpt::CheckpointPaths::manifest_in(plan.dir)));
-  const std::vector<std::string> diffs =
-      evidence::contract_diff(plan.manifest.contract, contract, evidence::resumable_contract_differences());
+  std::vector<std::string> ignore = evidence::resumable_contract_differences();
+  const std::string saved = precision_of(plan.manifest.contract), current = precision_of(contract);
+  if (saved != current && !convert_precision)
+    return failed_precondition(
+               "checkpoint step {} in '{}' was saved in precision {} (train.precision/train.grad_dtype), this "
+               "run is {}",
+               plan.step, plan.dir, saved, current)
+        .with_hint(
+            "resume with the precision that saved it, or pass --convert-precision to continue from its fp32 "
+            "master weights and optimizer state in the new precision (the trajectory then is that precision's)");
+  if (convert_precision)
+    for (const char* k : {"config.train.precision", "config.train.grad_dtype", "config.train.gemm16", "engine.gemm16"})
+      ignore.push_back(k);
+  const std::vector<std::string> diffs = evidence::contract_diff(plan.manifest.contract, contract, ignore);
   if (diffs.empty()) return Status();
   std::string lines;
   for (const std::string& d : diffs) lines += "\n    " + d;
@@ -116,7 +135,7 @@ Result<ResumePlan> plan_anchor(comm::Communicator& world, const std::string& anc
   plan.resume = true;
   plan.step = step;
   plan.dir = paths.step_dir(step);
-  SP_RETURN_IF_ERROR(comm::agree(world, check_checkpoint_contract(plan, contract)));
+  SP_RETURN_IF_ERROR(comm::agree(world, check_checkpoint_contract(plan, contract, false)));
   return plan;
 }
 
@@ -218,7 +237,7 @@ Result<ResumePlan> plan_resume(comm::Communicator& world, const std::string& run
                                last.ok() ? std::string() : ": the oldest one tried was refused: " + last.message());
 
   // 4. The contract: everything but the topology and evidence settings must be the saved run's.
-  SP_RETURN_IF_ERROR(check_checkpoint_contract(plan, contract));
+  SP_RETURN_IF_ERROR(check_checkpoint_contract(plan, contract, options.convert_precision));
   // 5. Set refused checkpoints aside and point LATEST at the one in use (rank 0), so a later resume or
   //    save never meets them again; nothing is deleted.
   Status moved;
@@ -294,6 +313,14 @@ Status load_checkpoint(Engine& engine, comm::Communicator& world, comm::TraceCon
     cursor = corrupt("checkpoint step {}: its data cursor resumes at step {}", plan.step, *next);
   SP_RETURN_IF_ERROR(comm::agree(world, cursor.with_context(ckpt::CheckpointPaths::manifest_in(plan.dir))));
   engine.optimizer().set_steps_taken(plan.manifest.optimizer_steps);
+  // fp16: the loss scaler continues where it was (a checkpoint of another precision has none: the scaler
+  // starts afresh, which --convert-precision allowed).
+  if (optim::LossScaler* ls = engine.loss_scaler(); ls != nullptr && !plan.manifest.loss_scaler.is_null()) {
+    auto state = optim::LossScaler::state_from_json(plan.manifest.loss_scaler, ls->config());
+    SP_RETURN_IF_ERROR(comm::agree(
+        world, state.status().with_context(ckpt::CheckpointPaths::manifest_in(plan.dir) + ": optimizer.loss_scaler")));
+    ls->restore(*state);
+  }
   engine.state_loaded();
   if (world.rank() == 0) {
     const ckpt::Topology now = topology_of(engine);
@@ -320,6 +347,7 @@ Result<ckpt::SaveOutcome> save_checkpoint(Engine& engine, comm::Communicator& wo
   req.fault = options.fault;
   // Every shard records the training state the manifest records (ckpt/format.h kMetaState).
   req.manifest.optimizer_steps = engine.optimizer().steps_taken();
+  if (engine.loss_scaler() != nullptr) req.manifest.loss_scaler = engine.loss_scaler()->state_json();
   req.manifest.loader_cursor = engine.loader_cursor(steps_done);
   req.precondition = options.precondition;
   if (rank == 0) {

@@ -34,6 +34,9 @@ Result<ResumeMode> parse_resume_mode(std::string_view text);
 struct ResumeOptions {
   ResumeMode mode = ResumeMode::kAuto;
   bool fallback_previous = false;  // a damaged newest checkpoint: use the previous good one, saying so
+  // --convert-precision: resume a checkpoint saved in another train.precision / grad_dtype (its fp32
+  // master weights and AdamW moments are the state in every precision; docs/checkpoints.md).
+  bool convert_precision = false;
 };
 
 struct ResumePlan {

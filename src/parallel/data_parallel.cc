@@ -57,4 +57,29 @@ void GradientSync::all_gather(const float* shard, float* full, int64_t n) {
   dp_.all_gather(shard, full, counts, DType::kF32);
 }
 
+void GradientSync::all_reduce16(uint16_t* data, int64_t n, DType t) {
+  if (dp_.size() == 1) return;
+  SP_CHECK(mode_ == plan::Reduction::kDeterministic, "a 16-bit sum over dp needs the deterministic reduction");
+  comm::deterministic_all_reduce16(dp_, data, n, static_cast<uint16_t*>(staging_.raw()), t);
+}
+
+void GradientSync::reduce_scatter16(const uint16_t* full, uint16_t* shard, int64_t n, DType t) {
+  if (dp_.size() == 1) {
+    std::memcpy(shard, full, sizeof(uint16_t) * static_cast<size_t>(n));
+    return;
+  }
+  SP_CHECK(mode_ == plan::Reduction::kDeterministic, "a 16-bit sum over dp needs the deterministic reduction");
+  const std::vector<int64_t> counts = shard_counts(n, dp_.size());
+  comm::deterministic_reduce_scatter16(dp_, full, shard, counts, static_cast<uint16_t*>(staging_.raw()), t);
+}
+
+void GradientSync::all_gather16(const uint16_t* shard, uint16_t* full, int64_t n, DType t) {
+  if (dp_.size() == 1) {
+    if (shard != full) std::memmove(full, shard, sizeof(uint16_t) * static_cast<size_t>(n));
+    return;
+  }
+  const std::vector<int64_t> counts = shard_counts(n, dp_.size());
+  dp_.all_gather(shard, full, counts, t);
+}
+
 }  // namespace sp::parallel

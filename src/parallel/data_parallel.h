@@ -39,6 +39,13 @@ class GradientSync {
   void reduce_scatter(const float* full, float* shard, int64_t n);
   // full (n) := concatenation of every rank's shard (the owned ranges).
   void all_gather(const float* shard, float* full, int64_t n);
+  // The same for 16-bit patterns of dtype t (kBF16 or kF16): mixed precision's working weights and
+  // 16-bit gradients (train.grad_dtype). Sums are deterministic only (MPI has no bf16/fp16 sum; the plan
+  // refuses reduction = "fast" with 16-bit gradients) and round every tree node (kernels::add_into16);
+  // they use the same staging buffer as fp32 (half of it).
+  void all_gather16(const uint16_t* shard, uint16_t* full, int64_t n, DType t);
+  void all_reduce16(uint16_t* data, int64_t n, DType t);
+  void reduce_scatter16(const uint16_t* full, uint16_t* shard, int64_t n, DType t);
   static int64_t staging_floats(plan::Reduction mode, int dp, int64_t max_numel);
 
  private:

@@ -41,6 +41,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   if (eval_ != nullptr && c.train.eval_batches > 0)  // a server evaluates nothing but joins the sum
     eval_set_.emplace(*eval_, c.train.micro_batch_size, c.train.seq_len, c.train.eval_batches);
   schedule_ = {c.train.lr, c.train.min_lr, c.train.warmup_steps, c.train.steps};
+  if (c.fp16) scaler_.emplace(*c.fp16);
   if (server_) {
     // A parameter server: its pieces of the key space, no model stage (parameter_server.h).
     SP_CHECK(comms_.ps != nullptr, "a parameter-server run needs the ps communicator");
@@ -50,6 +51,12 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
     return;
   }
 
+  const model::Precision precision = c.train.precision;
+  if (precision.mixed()) {
+    auto g = kernels::make_gemm16(plan_.gemm16, precision.compute);
+    SP_CHECK(g.ok(), "the planned 16-bit GEMM backend: {}", g.status().message());
+    gemm16_ = std::move(g).value();
+  }
   placements_ = plan_.chunks_of(coords_.pp);
   for (const plan::ChunkPlacement& pl : placements_) {
     model::StageSpec spec;
@@ -62,6 +69,8 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
     spec.micro_batch_size = c.train.micro_batch_size;
     spec.seq_len = c.train.seq_len;
     spec.recompute = c.train.recompute;
+    spec.precision = precision.compute;
+    spec.gemm16 = gemm16_.get();
     stages_.push_back(std::make_unique<model::LlamaStage>(c.model, spec, ledger_));
   }
   const std::vector<const model::UnitLayout*> us = units();
@@ -70,8 +79,9 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   dp_sync_ = std::make_unique<GradientSync>(comms_.axis(comm::Axis::kDp), c.parallel.reduction, ledger_, max_unit);
   tp_ops_ = std::make_unique<TensorParallel>(comms_.axis(comm::Axis::kTp), c.parallel.reduction, ledger_,
                                              c.train.micro_batch_size * c.train.seq_len * c.model.dim);
-  params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_);
-  grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_);
+  params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_, precision.compute);
+  grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_,
+                                       precision.grad);
   if (roles_.parameter_server())
     update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, plan::PsKeySpace(us, roles_),
                                                trace_, ledger_, c.parallel.staleness);
@@ -189,7 +199,10 @@ StepResult Engine::step(int64_t s, bool checksums) {
   io.grads = grads_.get();
   io.tp = tp_ops_.get();
   io.observer = activations_;
-  io.loss_scale = faults_.loss_scale(static_cast<float>(1.0 / tokens));
+  // fp16: the per-token loss gradient carries the loss scale (a power of two: exact), removed again from
+  // the norm and, through the clipping coefficient, from the update (docs/loss_scaling.md).
+  const double scale = scaler_ ? scaler_->scale() : 1.0;
+  io.loss_scale = faults_.loss_scale(static_cast<float>(scale / tokens));
   if (replay_) r.versions = replay_->versions();
   run_micro_batches(io);
   faults_.after_backward();
@@ -215,6 +228,13 @@ StepResult Engine::step(int64_t s, bool checksums) {
     r.finite = total.stats.finite();
     if (checksums) r.grads = std::move(g);
   }
+  if (scaler_) {
+    // Every rank saw the same summary, so every rank agrees on the overflow and updates its scaler alike.
+    r.loss_scale = scale;
+    auto skip = scaler_->update(!r.finite);
+    if (!skip.ok()) r.status = skip.status();
+    r.grad_norm /= scale;
+  }
   r.lr = schedule_.at(s);
   r.clip = kernels::clip_coefficient(r.grad_norm, c.train.grad_clip);
   // 4. AdamW on the pieces this rank owns and the distribution of the new values (the ZeRO-1/2
@@ -223,7 +243,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   r.skipped = !r.finite;
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
-    update_->update(s, r.lr, r.clip, !r.skipped, [this] { faults_.before_update(); });
+    update_->update(s, r.lr, static_cast<float>(r.clip / scale), !r.skipped, [this] { faults_.before_update(); });
   }
   // 5. Evidence: parameter checksums and the dp-replica digest check.
   {

@@ -29,6 +29,7 @@
 #include "evidence/checksums.h"
 #include "model/llama_stage.h"
 #include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
 #include "parallel/fault_injector.h"
@@ -51,6 +52,10 @@ struct StepResult {
   float clip = 1.0f;
   bool finite = true;
   bool skipped = false;  // no update applied (non-finite gradients)
+  // fp16: the loss scale this step ran with (0: no loss scaling) and the scaler's verdict; an overflow is
+  // skipped and handled (finite = false, skipped = true), an error only at the minimum scale.
+  double loss_scale = 0.0;
+  Status status;
   double seconds = 0.0;
   double compute_seconds = 0.0;                // forward + backward intervals on this rank
   std::vector<evidence::TensorSummary> grads;  // when checksums were taken (all tensors, canonical order)
@@ -119,11 +124,12 @@ class Engine {
   std::string label(int world_rank) const { return roles_.label(world_rank, grid_); }
   const plan::RunPlan& plan() const { return plan_; }
   optim::AdamW& optimizer() { return update_->optimizer(); }
+  optim::LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }  // fp16 only
   PipelineRunner& runner() { return *runner_; }
   // Summaries of the pieces given (a world collective): used for checksums and by tests.
   std::vector<evidence::TensorSummary> summarize(const std::vector<model::UnitPiece>& pieces, bool digest);
   std::vector<const model::UnitLayout*> units() const;
-  // What the ledger model needs to predict this rank's memory (evidence/ledger_model.h).
+  // What the ledger model needs to predict this rank's memory (plan/ledger_model.h).
   plan::LedgerModelInput ledger_input() const;
   // The ledger model's prediction for this rank, with the SSP replay's caches (ssp_replay.h).
   plan::LedgerPrediction predicted_ledger() const;
@@ -149,6 +155,7 @@ class Engine {
   bool server_ = false;
   std::vector<model::UnitLayout> server_units_;  // a server's: every unit (tp = 1)
   evidence::LogicalTensors tensors_;
+  std::unique_ptr<kernels::Gemm16> gemm16_;                 // mixed precision: the stages' 16-bit GEMM backend
   std::vector<std::unique_ptr<model::LlamaStage>> stages_;  // by virtual stage
   std::vector<plan::ChunkPlacement> placements_;
   std::unique_ptr<GradientSync> dp_sync_;
@@ -166,6 +173,7 @@ class Engine {
   optim::LrSchedule schedule_;
   std::vector<plan::PipeAction> actions_;
   evidence::ActivationRecorder* activations_ = nullptr;
+  std::optional<optim::LossScaler> scaler_;  // fp16 (plan::RunConfig::fp16)
 };
 
 }  // namespace sp::parallel

@@ -81,7 +81,7 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
       break;
     case FaultKind::kZero3StaleParam:
       if (t_.params->zero() == 3)
-        t_.params->set_gather_source([this](int unit, const float* shard) {
+        t_.params->set_gather_source([this](int unit, const void* shard) -> const void* {
           const bool stale = unit == stale_unit_ && fires(FaultKind::kZero3StaleParam, step_);
           return stale ? stale_shard_.data() : shard;
         });
@@ -163,10 +163,13 @@ void FaultInjector::after_backward() {
 
 void FaultInjector::before_update() {
   // zero3-stale-param at step s + 1: keep the first block's shard as it is before this update.
-  if (fault_.kind != FaultKind::kZero3StaleParam || !fires(FaultKind::kZero3StaleParam, step_ + 1)) return;
+  if (fault_.kind != FaultKind::kZero3StaleParam || !fires(FaultKind::kZero3StaleParam, step_ + 1) ||
+      t_.params->zero() != 3)
+    return;
   stale_unit_ = first_block();
-  for (const model::UnitPiece& p : t_.params->owned())
-    if (p.unit->id == stale_unit_) stale_shard_.assign(p.data, p.data + p.size());
+  // The bytes the all-gather sends (16-bit working weights in mixed precision).
+  const auto [data, bytes] = t_.params->working_shard(stale_unit_);
+  stale_shard_.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
 }
 
 Status FaultInjector::after_checkpoint(const std::string& step_dir) const {

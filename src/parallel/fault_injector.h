@@ -76,7 +76,7 @@ class FaultInjector {
   int64_t step_ = -1;
   int64_t tp_reduce_calls_ = 0;             // reduce_from_tp calls since before_step
   std::optional<data::Loader> other_seed_;  // data-order
-  std::vector<float> stale_shard_;          // zero3-stale-param: the pre-update shard, outside the ledger
+  std::vector<char> stale_shard_;           // zero3-stale-param: the pre-update shard's bytes, outside the ledger
   int stale_unit_ = -1;
 };
 

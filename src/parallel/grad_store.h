@@ -7,6 +7,11 @@
 //   zero 2/3: reduce-scatter into the shard, then every full-size buffer of the unit is freed, so
 //             between steps only 1/dp of the gradients is resident (Rajbhandari et al. SC'20 §5.2).
 // Buffers are "grad.<unit>.b<i>"; how many a unit needs is canonical_accumulator_peak_buffers(k).
+// 16-bit gradients (train.grad_dtype bf16/fp16, docs/memory.md §"What phase 2 changes"): the model still
+// writes an fp32 leaf ("grad.<unit>.leaf", allocated by leaf(), freed by done()); done() rounds it once
+// into a 16-bit buffer b<i>, which the canonical tree sums with a rounding per node; the dp sync and
+// the shards are 16-bit. For the evidence (the norm, checksums) the synchronized pieces are widened into
+// one fp32 buffer "grad.widened" (Σ of the pieces' sizes ·4) from the last sync until release_widened().
 #pragma once
 
 #include <cstdint>
@@ -25,8 +30,9 @@ namespace sp::parallel {
 class GradStore final : public model::GradSink {
  public:
   // k: micro-batches this rank runs per step (its leaves per unit).
+  // dtype: the gradient dtype (kF32, or the 16-bit compute dtype).
   GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp, MemoryLedger& ledger,
-            comm::TraceContext& trace);
+            comm::TraceContext& trace, DType dtype = DType::kF32);
 
   float* leaf(int unit) override;
   void done(int unit) override;
@@ -34,11 +40,16 @@ class GradStore final : public model::GradSink {
   void begin_step(int64_t step);
   // True once every unit has been synchronized this step.
   bool complete() const;
-  // The synchronized gradient of the pieces ParamStore::owned() names, in the same order.
+  // The synchronized gradient of the pieces ParamStore::owned() names, in the same order (fp32 only).
   std::vector<const float*> owned_grads() const;
   // zero 0: the same buffers as writable scratch, for a caller that has consumed the totals (a
   // parameter-server worker after its push); valid until the next begin_step.
   std::vector<float*> spent_totals();
+  // The same as 16-bit patterns of dtype() (16-bit gradients only).
+  std::vector<const uint16_t*> owned_grads16() const;
+  DType dtype() const { return dtype_; }
+  // 16-bit gradients: frees "grad.widened" (after the optimizer step); a no-op otherwise.
+  void release_widened() { widened_.reset(); }
   // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage.
   std::vector<OwnedPiece> evidence_pieces();
 
@@ -55,7 +66,7 @@ class GradStore final : public model::GradSink {
 
  private:
   struct Unit {
-    Unit(const model::UnitLayout* l, ShardRange r) : layout(l), range(r), acc(l->numel) {}
+    Unit(const model::UnitLayout* l, ShardRange r, DType t) : layout(l), range(r), acc(l->numel, t) {}
     const model::UnitLayout* layout;
     ShardRange range;
     kernels::CanonicalAccumulator acc;
@@ -64,11 +75,19 @@ class GradStore final : public model::GradSink {
     float* current = nullptr;     // leaf of the micro-batch in progress
     float* total = nullptr;       // synchronized sum (zero 0) after the last leaf
     int64_t leaves = 0;
-    Tensor shard;  // zero ≥ 1
+    Tensor shard;  // zero ≥ 1, (range.size()) of the gradient dtype
     bool synced = false;
+    // 16-bit gradients: the fp32 leaf in flight, the 16-bit buffers off the stack, the 16-bit total.
+    Tensor leaf32;
+    std::vector<uint16_t*> free16;
+    uint16_t* total16 = nullptr;
   };
   Unit& unit(int id);
   void sync(Unit& u);
+  void done16(Unit& u);
+  void sync16(Unit& u);
+  void widen_synced();  // once every unit is synced: fills "grad.widened"
+  bool mixed() const { return dtype_ != DType::kF32; }
 
   std::vector<Unit> units_;
   int64_t k_;
@@ -78,6 +97,8 @@ class GradStore final : public model::GradSink {
   comm::TraceContext& trace_;
   int64_t step_ = -1;
   Hooks hooks_;
+  DType dtype_;
+  Tensor widened_;  // 16-bit gradients: (Σ range sizes) fp32, the evidence pieces widened
 };
 
 }  // namespace sp::parallel

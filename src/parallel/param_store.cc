@@ -3,22 +3,28 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tensor/float16.h"
+
 namespace sp::parallel {
 
-ParamStore::ParamStore(std::vector<const model::UnitLayout*> units, int zero, GradientSync& dp, MemoryLedger& ledger)
-    : zero_(zero), dp_(dp), ledger_(ledger) {
+ParamStore::ParamStore(std::vector<const model::UnitLayout*> units, int zero, GradientSync& dp, MemoryLedger& ledger,
+                       DType working)
+    : zero_(zero), dp_(dp), ledger_(ledger), working_(working) {
+  SP_CHECK(working == DType::kF32 || is_float16(working), "ParamStore working dtype {}", dtype_name(working));
   int64_t max_shard = 0;
   for (const model::UnitLayout* u : units) {
-    Unit x{u, shard_range_of(u->numel, dp.dp_size(), dp.dp_rank()), {}, {}, {}, 0};
+    Unit x{u, shard_range_of(u->numel, dp.dp_size(), dp.dp_rank()), {}, {}, {}, {}, 0};
     if (zero < 3)
-      x.full = Tensor(ledger, "param." + u->name, Category::kParam, {u->numel});
+      x.full = Tensor(ledger, "param." + u->name, Category::kParam, {u->numel}, working);
     else
-      x.shard = Tensor(ledger, "param." + u->name + ".shard", Category::kParam, {x.range.size()});
+      x.shard = Tensor(ledger, "param." + u->name + ".shard", Category::kParam, {x.range.size()}, working);
+    if (mixed())
+      x.master = Tensor(ledger, "optim.master." + u->name, Category::kOptim, {zero == 0 ? u->numel : x.range.size()});
     max_shard = std::max(max_shard, x.range.size());
     units_.push_back(std::move(x));
   }
   if ((zero == 1 || zero == 2) && dp.dp_size() > 1)
-    send_shard_ = Tensor(ledger, "comm.param_shard", Category::kComm, {max_shard});
+    send_shard_ = Tensor(ledger, "comm.param_shard", Category::kComm, {max_shard}, working);
 }
 
 ParamStore::Unit& ParamStore::unit(int id) {
@@ -30,28 +36,52 @@ ParamStore::Unit& ParamStore::unit(int id) {
 
 void ParamStore::initialize(uint64_t seed, float init_std) {
   for (Unit& u : units_) {
-    if (zero_ < 3) {
+    if (zero_ < 3 && !mixed()) {
       model::init_unit(u.full.f32(), *u.layout, seed, init_std);
-    } else {
-      // Initialize the whole unit in scratch and keep the owned range: every rank derives the same
-      // logical values (shard-invariant), so no communication is needed.
-      std::vector<float> tmp(static_cast<size_t>(u.layout->numel));
-      model::init_unit(tmp.data(), *u.layout, seed, init_std);
-      std::memcpy(u.shard.f32(), tmp.data() + u.range.begin, sizeof(float) * static_cast<size_t>(u.range.size()));
+      continue;
     }
+    // Initialize the whole unit in scratch and keep what this rank holds: every rank derives the same
+    // logical values (shard-invariant), so no communication is needed. Mixed precision: the owned piece
+    // is the fp32 master, the working copy its rounding (what publish() would gather).
+    std::vector<float> tmp(static_cast<size_t>(u.layout->numel));
+    model::init_unit(tmp.data(), *u.layout, seed, init_std);
+    const float* owned = tmp.data() + (zero_ == 0 ? 0 : u.range.begin);
+    if (!mixed()) {
+      std::memcpy(u.shard.f32(), owned, sizeof(float) * static_cast<size_t>(u.range.size()));
+      continue;
+    }
+    std::memcpy(u.master.f32(), owned, sizeof(float) * static_cast<size_t>(u.master.numel()));
+    if (zero_ < 3)
+      float16_from_f32(u.full.float16(), tmp.data(), u.layout->numel, working_);
+    else
+      float16_from_f32(u.shard.float16(), owned, u.range.size(), working_);
   }
 }
 
 const float* ParamStore::acquire(int id) {
+  SP_CHECK(!mixed(), "unit {}: acquire() of fp32 weights from a {} ParamStore", id, dtype_name(working_));
   Unit& u = unit(id);
   if (zero_ < 3) return u.full.f32();
   if (dp_.dp_size() == 1) return u.shard.f32();
   if (u.refs++ == 0) {
     u.gathered = Tensor(ledger_, "param.gather." + u.layout->name, Category::kParam, {u.layout->numel});
-    const float* send = gather_source_ ? gather_source_(id, u.shard.f32()) : u.shard.f32();
-    dp_.all_gather(send, u.gathered.f32(), u.layout->numel);
+    const void* send = gather_source_ ? gather_source_(id, u.shard.f32()) : u.shard.f32();
+    dp_.all_gather(static_cast<const float*>(send), u.gathered.f32(), u.layout->numel);
   }
   return u.gathered.f32();
+}
+
+const uint16_t* ParamStore::acquire16(int id) {
+  SP_CHECK(mixed(), "unit {}: acquire16() from an fp32 ParamStore", id);
+  Unit& u = unit(id);
+  if (zero_ < 3) return u.full.float16();
+  if (dp_.dp_size() == 1) return u.shard.float16();
+  if (u.refs++ == 0) {
+    u.gathered = Tensor(ledger_, "param.gather." + u.layout->name, Category::kParam, {u.layout->numel}, working_);
+    const void* send = gather_source_ ? gather_source_(id, u.shard.float16()) : u.shard.float16();
+    dp_.all_gather16(static_cast<const uint16_t*>(send), u.gathered.float16(), u.layout->numel, working_);
+  }
+  return u.gathered.float16();
 }
 
 void ParamStore::release(int id) {
@@ -61,15 +91,22 @@ void ParamStore::release(int id) {
   if (--u.refs == 0) u.gathered.reset();
 }
 
+std::pair<const void*, size_t> ParamStore::working_shard(int id) {
+  Unit& u = unit(id);
+  SP_CHECK(zero_ == 3, "working_shard of unit {} needs ZeRO-3", u.layout->name);
+  return {u.shard.raw(), u.shard.nbytes()};
+}
+
 std::vector<OwnedPiece> ParamStore::owned() {
   std::vector<OwnedPiece> out;
   for (Unit& u : units_) {
-    if (zero_ == 0)
-      out.push_back({u.layout, 0, u.layout->numel, u.full.f32()});
+    const int64_t begin = zero_ == 0 ? 0 : u.range.begin, end = zero_ == 0 ? u.layout->numel : u.range.end;
+    if (mixed())
+      out.push_back({u.layout, begin, end, u.master.f32()});
     else if (zero_ < 3)
-      out.push_back({u.layout, u.range.begin, u.range.end, u.full.f32() + u.range.begin});
+      out.push_back({u.layout, begin, end, u.full.f32() + begin});
     else
-      out.push_back({u.layout, u.range.begin, u.range.end, u.shard.f32()});
+      out.push_back({u.layout, begin, end, u.shard.f32()});
   }
   return out;
 }
@@ -77,17 +114,29 @@ std::vector<OwnedPiece> ParamStore::owned() {
 std::vector<OwnedPiece> ParamStore::evidence_pieces() {
   if (zero_ > 0) return owned();
   // Replicas (zero 0): each dp rank summarizes its 1/dp range of every unit, so the cost is shared
-  // and a replica that diverged shows in the records too, not only in the replica check.
+  // and a replica that diverged shows in the records too, not only in the replica check. Mixed
+  // precision: of the fp32 masters (the parameters; the working copy is their rounding).
   std::vector<OwnedPiece> out;
-  for (Unit& u : units_) out.push_back({u.layout, u.range.begin, u.range.end, u.full.f32() + u.range.begin});
+  for (Unit& u : units_)
+    out.push_back({u.layout, u.range.begin, u.range.end, (mixed() ? u.master : u.full).f32() + u.range.begin});
   return out;
 }
 
-void ParamStore::gather_after_update() {
+void ParamStore::publish() {
+  if (mixed())
+    for (Unit& u : units_) {
+      uint16_t* dst = zero_ == 3 ? u.shard.float16() : u.full.float16() + (zero_ == 0 ? 0 : u.range.begin);
+      float16_from_f32(dst, u.master.f32(), u.master.numel(), working_);
+    }
   if (zero_ == 0 || zero_ == 3 || dp_.dp_size() == 1) return;
+  const size_t elem = dtype_size(working_);
   for (Unit& u : units_) {
-    std::memcpy(send_shard_.f32(), u.full.f32() + u.range.begin, sizeof(float) * static_cast<size_t>(u.range.size()));
-    dp_.all_gather(send_shard_.f32(), u.full.f32(), u.layout->numel);
+    std::memcpy(send_shard_.raw(), static_cast<const char*>(u.full.raw()) + elem * static_cast<size_t>(u.range.begin),
+                elem * static_cast<size_t>(u.range.size()));
+    if (mixed())
+      dp_.all_gather16(send_shard_.float16(), u.full.float16(), u.layout->numel, working_);
+    else
+      dp_.all_gather(send_shard_.f32(), u.full.f32(), u.layout->numel);
   }
 }
 

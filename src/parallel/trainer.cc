@@ -203,7 +203,7 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
 
   run.contract =
       evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
-                               mpi.library_version(), mpi.world_size()});
+                               mpi.library_version(), mpi.world_size(), gemm16_backend_name(run.plan)});
   // The proof protocol's stages run under one frozen contract (docs/prove.md).
   if (!run.opt.expect_contract.empty())
     SP_RETURN_IF_ERROR(run.agree(evidence::check_expected_contract(run.opt.expect_contract, run.contract)));
@@ -330,6 +330,7 @@ nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
     for (int64_t v : r.versions) staleness.push_back(r.step - v);
     m["staleness"] = staleness;
   }
+  if (r.loss_scale > 0) m["loss_scale"] = r.loss_scale;  // fp16: the scale the step ran with
   return m;
 }
 
@@ -442,7 +443,9 @@ Status train_loop(Run& run, TrainSummary& summary) {
           "step {}: dp replicas diverged: world rank(s) {} hold parameters that differ "
           "from their dp group's rank 0",
           s, fmt::join(r.diverging_ranks, ", "));
-    if (!r.finite && config.evidence.stop_on_divergence)
+    SP_RETURN_IF_ERROR(r.status);  // fp16: an overflow at the minimum loss scale
+    // fp16: an overflowing step is the loss scaler's to handle (skipped, scale lowered), not a divergence.
+    if (!r.finite && r.loss_scale == 0 && config.evidence.stop_on_divergence)
       return failed_precondition("step {}: non-finite gradients (norm {}); no update was applied", s, r.grad_norm);
     if (checkpoint_due(s + 1)) SP_RETURN_IF_ERROR(save_at(run, s + 1, ckpt_options));
   }

@@ -21,13 +21,18 @@ AllReduceUpdate::AllReduceUpdate(ParamStore& params, GradStore& grads, const opt
       dp_rank_(dp_rank) {}
 
 void AllReduceUpdate::update(int64_t, double lr, float clip, bool apply, const std::function<void()>& before) {
-  if (!apply) return;
+  if (!apply) return grads_.release_widened();
   if (before) before();
-  // AdamW on the pieces this rank owns, then the ZeRO-1/2 all-gather of the updated shards.
+  // AdamW on the pieces this rank owns (fp32 master weights in mixed precision), then the rounding into
+  // the working copy and the ZeRO-1/2 all-gather of the updated shards.
   std::vector<float*> p;
   for (const model::UnitPiece& piece : params_.owned()) p.push_back(piece.data);
-  optimizer_.step(p, grads_.owned_grads(), lr, clip);
-  params_.gather_after_update();
+  if (grads_.dtype() == DType::kF32)
+    optimizer_.step(p, grads_.owned_grads(), lr, clip);
+  else
+    optimizer_.step16(p, grads_.owned_grads16(), grads_.dtype(), lr, clip);
+  grads_.release_widened();
+  params_.publish();
 }
 
 std::vector<StatePiece> AllReduceUpdate::state() {

@@ -81,7 +81,7 @@ class AllReduceUpdate final : public UpdateStrategy {
   std::vector<StatePiece> state() override;
   bool saves_state() const override;
   std::vector<model::UnitPiece> owned_parameters() override { return params_.owned(); }
-  void state_loaded() override { params_.gather_after_update(); }
+  void state_loaded() override { params_.publish(); }
   optim::AdamW& optimizer() override { return optimizer_; }
   int replica_of(int world_rank) const override;
 

@@ -25,6 +25,9 @@ LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coo
   in.micro_batch_size = c.train.micro_batch_size;
   in.seq_len = c.train.seq_len;
   in.recompute = c.train.recompute;
+  in.param_bytes = static_cast<int64_t>(dtype_size(c.train.precision.compute));
+  in.grad_bytes = static_cast<int64_t>(dtype_size(c.train.precision.grad));
+  in.gemm16 = plan.gemm16;
   for (const ChunkPlacement& p : plan.chunks_of(coords.pp))
     in.chunks.push_back({p.layer_begin, p.layer_end, p.first, p.last});
   for (const PipeAction& a :

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 #include "comm/deterministic.h"
 #include "core/check.h"
 #include "kernels/attention.h"
+#include "kernels/attention16.h"
 #include "kernels/reduce.h"
 #include "model/weights.h"
 
@@ -33,6 +35,9 @@ class Replay {
   }
   void step(bool eval_after) {
     for (const auto& a : in_.train_actions) a.forward ? forward(a, true) : backward(a);
+    if (widened_ > 0) sim_.free("grad.widened", Category::kGrad, widened_);  // after the optimizer step
+    widened_ = 0;
+    synced_ = 0;
     if (eval_after) evaluation();
   }
   // Same live bytes, peaks, pools, gathers and gradient buffers: only allocation counts may differ.
@@ -49,7 +54,7 @@ class Replay {
           i->second.category != j->second.category)
         return false;
     return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ && refs_ == o.refs_ &&
-           grads_ == o.grads_;
+           grads_ == o.grads_ && synced_ == o.synced_ && widened_ == o.widened_;
   }
   int64_t allocations(const std::string& name) const { return sim_.p.entries.at(name).allocations; }
   LedgerPrediction result() const { return sim_.p; }
@@ -94,10 +99,12 @@ class Replay {
     const int64_t B = in_.micro_batch_size, T = in_.seq_len, C = m_.dim, D = m_.head_dim();
     const int64_t Hl = m_.n_heads / in_.tp, KVl = m_.n_kv_heads / in_.tp, Fl = m_.ffn_dim / in_.tp;
     const int64_t Wqkv = (Hl + 2 * KVl) * D;
-    const std::vector<std::pair<std::string, int64_t>> t = {
-        {".xn1", N() * C}, {".rstd1", N()},   {".qkv", N() * Wqkv}, {".probs", B * Hl * T * T}, {".attn", N() * Hl * D},
-        {".mid", N() * C}, {".xn2", N() * C}, {".rstd2", N()},      {".gu", N() * 2 * Fl},      {".h", N() * Fl}};
-    for (const auto& [s, n] : t) sim_.alloc(p + s, Category::kActivation, n * kF);
+    const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
+    const std::vector<std::tuple<std::string, int64_t, int64_t>> t = {
+        {".xn1", N() * C, h},       {".rstd1", N(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
+        {".attn", N() * Hl * D, h}, {".mid", N() * C, kF}, {".xn2", N() * C, h},    {".rstd2", N(), kF},
+        {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
+    for (const auto& [s, n, bytes] : t) sim_.alloc(p + s, Category::kActivation, n * bytes);
   }
 
   // Setup, in construction order.
@@ -119,8 +126,17 @@ class Replay {
         sim_.alloc("scratch.dattn", W, N() * Hl * D * kF);
         sim_.alloc("scratch.dgu", W, N() * 2 * Fl * kF);
         sim_.alloc("scratch.dh", W, N() * Fl * kF);
-        sim_.alloc("scratch.attention", W, kernels::attention_scratch_floats(T) * kF);
+        sim_.alloc(
+            "scratch.attention", W,
+            (in_.mixed() ? kernels::attention16_scratch_floats(T, D) : kernels::attention_scratch_floats(T)) * kF);
         if (in_.recompute == model::Recompute::kFull) block_set("recompute");
+      }
+      if (in_.mixed()) {
+        const model::Stage16Workspace w =
+            model::stage16_workspace(m_, n_local, ch.last, in_.tp, in_.micro_batch_size, T, in_.gemm16);
+        if (w.norm_weight > 0) sim_.alloc("scratch.norm_weight", W, w.norm_weight * kF);
+        if (w.grad16 > 0) sim_.alloc("scratch.grad16", W, w.grad16 * in_.param_bytes);
+        if (w.gemm16 > 0) sim_.alloc("scratch.gemm16", W, w.gemm16 * kF);
       }
       const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
       for (int id : ids) unit_numel_[id] = model::unit_layout(m_, id, in_.tp_rank, in_.tp).numel;
@@ -137,15 +153,19 @@ class Replay {
       sim_.alloc("comm.tp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(N() * C, in_.tp) * kF);
     std::vector<int> all_units;
     for (const auto& ids : chunk_units) all_units.insert(all_units.end(), ids.begin(), ids.end());
+    const int64_t wb = in_.param_bytes, gb = in_.grad_bytes;
     for (int id : all_units) {
       if (in_.zero < 3)
-        sim_.alloc("param." + name_of(id), Category::kParam, unit_numel_[id] * kF);
+        sim_.alloc("param." + name_of(id), Category::kParam, unit_numel_[id] * wb);
       else
-        sim_.alloc("param." + name_of(id) + ".shard", Category::kParam, shard_of(id) * kF);
+        sim_.alloc("param." + name_of(id) + ".shard", Category::kParam, shard_of(id) * wb);
+      if (in_.mixed())  // the fp32 master weights of the owned piece (ParamStore)
+        sim_.alloc("optim.master." + name_of(id), Category::kOptim,
+                   (in_.zero == 0 ? unit_numel_[id] : shard_of(id)) * kF);
     }
-    if ((in_.zero == 1 || in_.zero == 2) && in_.dp > 1) sim_.alloc("comm.param_shard", Category::kComm, max_shard * kF);
+    if ((in_.zero == 1 || in_.zero == 2) && in_.dp > 1) sim_.alloc("comm.param_shard", Category::kComm, max_shard * wb);
     if (in_.zero >= 1)
-      for (int id : all_units) sim_.alloc("grad." + name_of(id) + ".shard", Category::kGrad, shard_of(id) * kF);
+      for (int id : all_units) sim_.alloc("grad." + name_of(id) + ".shard", Category::kGrad, shard_of(id) * gb);
     for (int id : all_units) {
       if (!in_.owns_optimizer) break;
       const int64_t owned = in_.zero == 0 ? unit_numel_[id] : shard_of(id);
@@ -169,7 +189,7 @@ class Replay {
     if (in_.recompute == model::Recompute::kNone)
       for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l));
     if (ch.last) {
-      sim_.alloc(p + ".xf", A, N() * C * kF);
+      sim_.alloc(p + ".xf", A, N() * C * in_.param_bytes);
       sim_.alloc(p + ".rstdf", A, N() * kF);
       sim_.alloc(p + ".logits", A, N() * Vl * kF);
       for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(p + s, A, N() * kF);
@@ -185,22 +205,37 @@ class Replay {
   // ZeRO-3 gathers with nesting.
   void acquire(int id) {
     if (in_.zero < 3 || in_.dp == 1) return;
-    if (refs_[id]++ == 0) sim_.alloc("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * kF);
+    if (refs_[id]++ == 0)
+      sim_.alloc("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * in_.param_bytes);
   }
   void release(int id) {
     if (in_.zero < 3 || in_.dp == 1) return;
-    if (--refs_[id] == 0) sim_.free("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * kF);
+    if (--refs_[id] == 0) sim_.free("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * in_.param_bytes);
+  }
+  // 16-bit gradients (grad_bytes 2): the fp32 leaf lives from leaf() to done(), where the 16-bit buffer is
+  // taken; fp32: the leaf is the buffer, taken in leaf().
+  bool grad16() const { return in_.grad_bytes != kF; }
+  void take_buffer(int id, GradUnit& u) {
+    if (u.in_use == u.allocated)
+      sim_.alloc(fmt::format("grad.{}.b{}", name_of(id), u.allocated++), Category::kGrad,
+                 unit_numel_[id] * in_.grad_bytes);
+    ++u.in_use;
   }
   void leaf(int id) {
     GradUnit& u = grads_[id];
     if (u.current) return;
     u.current = true;
-    if (u.in_use == u.allocated)
-      sim_.alloc(fmt::format("grad.{}.b{}", name_of(id), u.allocated++), Category::kGrad, unit_numel_[id] * kF);
-    ++u.in_use;
+    if (grad16())
+      sim_.alloc("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
+    else
+      take_buffer(id, u);
   }
   void done(int id) {
     GradUnit& u = grads_[id];
+    if (grad16()) {
+      take_buffer(id, u);
+      sim_.free("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
+    }
     u.current = false;
     u.stack.push_back(1);
     while (u.stack.size() >= 2 && u.stack.back() == u.stack[u.stack.size() - 2]) {
@@ -213,11 +248,16 @@ class Replay {
       u.stack.clear();
       if (in_.zero >= 2) {
         for (int64_t i = 0; i < u.allocated; ++i)
-          sim_.free(fmt::format("grad.{}.b{}", name_of(id), i), Category::kGrad, unit_numel_[id] * kF);
+          sim_.free(fmt::format("grad.{}.b{}", name_of(id), i), Category::kGrad, unit_numel_[id] * in_.grad_bytes);
         u.allocated = 0;
       }
       u.in_use = 0;
       u.leaves = 0;
+      // 16-bit gradients: once every unit is synchronized its pieces are widened for the evidence.
+      if (grad16() && ++synced_ == static_cast<int64_t>(unit_numel_.size())) {
+        for (const auto& [uid, n] : unit_numel_) widened_ += shard_of(uid) * kF;
+        sim_.alloc("grad.widened", Category::kGrad, widened_);
+      }
     }
   }
   void forward(const LedgerModelInput::Action& a, bool train) {
@@ -275,6 +315,8 @@ class Replay {
   int next_slot_ = 0;
   std::map<int, int> refs_;
   std::map<int, GradUnit> grads_;
+  int64_t synced_ = 0;   // units synchronized this step
+  int64_t widened_ = 0;  // bytes of "grad.widened" while it lives
 };
 
 bool eval_after(const LedgerModelInput& in, int64_t s) {

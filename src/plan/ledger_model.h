@@ -30,6 +30,13 @@ struct LedgerModelInput {
   int64_t micro_batch_size = 1;  // B
   int64_t seq_len = 1;           // T
   model::Recompute recompute = model::Recompute::kNone;
+  // Mixed precision (docs/memory.md §"What phase 2 changes"): bytes per element of the working weights
+  // and 16-bit activations (4 in fp32, 2 in bf16/fp16), of the gradient buffers (train.grad_dtype), and
+  // the resolved 16-bit GEMM backend (sizes the stage's scratch.gemm16).
+  int64_t param_bytes = 4;
+  int64_t grad_bytes = 4;
+  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
+  bool mixed() const { return param_bytes != 4; }
   struct Chunk {
     int layer_begin = 0, layer_end = 0;
     bool first = false, last = false;

@@ -182,6 +182,18 @@ json RunConfig::to_json() const {
         {"eval_margin", prove.eval_margin},
         {"anchor_every", prove.anchor_every}}},
   };
+  // The mixed-precision keys appear only in 16-bit precision, so an fp32 contract is unchanged.
+  if (train.precision.mixed()) {
+    j["train"]["precision"] = model::precision_name(train.precision.compute);
+    j["train"]["grad_dtype"] = model::precision_name(train.precision.grad);
+    j["train"]["gemm16"] = kernels::gemm16_kind_name(train.gemm16);
+  }
+  if (fp16)
+    j["fp16"] = {{"initial_scale_power", fp16->initial_scale_power},
+                 {"loss_scale_window", fp16->window},
+                 {"hysteresis", fp16->hysteresis},
+                 {"consecutive_hysteresis", fp16->consecutive_hysteresis},
+                 {"min_loss_scale", fp16->min_scale}};
   // The parameter-server keys appear only when they are on, so an all-reduce contract is unchanged.
   if (parallel.parameter_server()) {
     j["parallel"]["architecture"] = architecture_name(parallel.architecture);
@@ -198,11 +210,12 @@ json RunConfig::to_json() const {
 
 Result<RunConfig> RunConfig::from_json(const json& root) {
   if (!root.is_object()) return invalid_argument("the run configuration must be a table");
-  static const std::set<std::string> kSections = {"name", "model", "train", "parallel", "data", "evidence", "prove"};
+  static const std::set<std::string> kSections = {"name", "model",    "train", "parallel",
+                                                  "data", "evidence", "prove", "fp16"};
   for (const auto& [k, v] : root.items())
     if (!kSections.count(k))
       return invalid_argument("unknown section [{}]", k)
-          .with_hint("sections: model, train, parallel, data, evidence, prove");
+          .with_hint("sections: model, train, parallel, data, evidence, prove, fp16");
   RunConfig c;
   if (root.contains("name")) {
     if (!root.at("name").is_string()) return invalid_argument("name must be a string");
@@ -227,7 +240,17 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   t.integer("eval_every", c.train.eval_every, 0, kBig);
   t.integer("eval_batches", c.train.eval_batches, 0, kBig);
   t.choice("recompute", c.train.recompute, {{"none", model::Recompute::kNone}, {"full", model::Recompute::kFull}});
+  std::string precision = "fp32", grad_dtype = "fp32", gemm16 = "auto";
+  t.string("precision", precision);
+  t.string("grad_dtype", grad_dtype);
+  t.string("gemm16", gemm16);
   SP_RETURN_IF_ERROR(t.finish());
+  SP_ASSIGN_OR_RETURN(c.train.precision, model::precision_from_names(precision, grad_dtype));
+  auto gemm16_kind = kernels::gemm16_kind_from_name(gemm16);
+  if (!gemm16_kind.ok())
+    return invalid_argument("train.gemm16 = \"{}\" is not a 16-bit GEMM backend", gemm16)
+        .with_hint("use \"auto\", \"onednn\" or \"fallback\" (docs/kernels.md §\"The 16-bit GEMM\")");
+  c.train.gemm16 = *gemm16_kind;
 
   SectionReader p(root, "parallel");
   p.integer("dp", c.parallel.dp, 1, 1 << 20);
@@ -267,6 +290,19 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   e.integer("keep_last", c.evidence.keep_last, 1, 1 << 20);
   e.boolean("stop_on_divergence", c.evidence.stop_on_divergence);
   SP_RETURN_IF_ERROR(e.finish());
+
+  if (root.contains("fp16")) {
+    optim::LossScalerConfig ls;
+    SectionReader f(root, "fp16");
+    f.integer("initial_scale_power", ls.initial_scale_power, 0, 64);
+    f.integer("loss_scale_window", ls.window, 1, kBig);
+    f.integer("hysteresis", ls.hysteresis, 1, 1 << 20);
+    f.boolean("consecutive_hysteresis", ls.consecutive_hysteresis);
+    f.number("min_loss_scale", ls.min_scale, 0.0, 1e300);
+    SP_RETURN_IF_ERROR(f.finish());
+    SP_RETURN_IF_ERROR(ls.validate("fp16"));
+    c.fp16 = ls;
+  }
 
   SectionReader pr(root, "prove");
   pr.string("fault", c.prove.fault);

@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "model/llama_config.h"
 #include "model/llama_stage.h"
+#include "model/precision.h"
+#include "optim/loss_scaler.h"
 
 namespace sp::plan {
 
@@ -42,6 +45,10 @@ struct TrainConfig {
   int64_t eval_every = 10;  // 0 = only at the end
   int64_t eval_batches = 4;
   model::Recompute recompute = model::Recompute::kNone;
+  // Mixed precision (docs/config.md, model/precision.h): the compute dtype, the gradient dtype and
+  // the 16-bit GEMM backend (kernels/gemm16.h; "auto" resolves at run time, RunPlan::gemm16).
+  model::Precision precision;  // train.precision = "fp32" | "bf16" | "fp16", train.grad_dtype = "fp32" | 16-bit
+  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;  // train.gemm16 = "auto" | "onednn" | "fallback"
   int64_t micro_batches() const { return global_batch / micro_batch_size; }
 };
 
@@ -102,6 +109,9 @@ struct RunConfig {
   DataConfig data;
   EvidenceConfig evidence;
   ProveConfig prove;
+  // [fp16]: dynamic loss scaling (DeepSpeed's "fp16" section, docs/loss_scaling.md); required by and only
+  // allowed with train.precision = "fp16".
+  std::optional<optim::LossScalerConfig> fp16;
 
   nlohmann::json to_json() const;
   static Result<RunConfig> from_json(const nlohmann::json& j);

@@ -106,6 +106,51 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
   staleness_rules(c, errs);
 }
 
+// Mixed precision (docs/config.md): what a 16-bit run needs and what it does not support yet.
+// Resolves train.gemm16 on this CPU into `resolved` (every rank of a run shares its CPU model).
+void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vector<std::string>& errs) {
+  const model::Precision& pr = c.train.precision;
+  resolved = kernels::Gemm16Kind::kAuto;
+  if (c.fp16 && pr.compute != DType::kF16)
+    errs.push_back(fmt::format(
+        "[fp16] (dynamic loss scaling) with train.precision = \"{}\": loss scaling is for fp16 only (bf16 has "
+        "fp32's exponent range); hint: drop the [fp16] table, or set train.precision = \"fp16\"",
+        model::precision_name(pr.compute)));
+  if (!pr.mixed()) {
+    if (c.train.gemm16 != kernels::Gemm16Kind::kAuto)
+      errs.push_back(fmt::format(
+          "train.gemm16 = \"{}\" with train.precision = \"fp32\": the 16-bit GEMM backend only runs in bf16 or "
+          "fp16; hint: drop train.gemm16, or set train.precision = \"bf16\"",
+          kernels::gemm16_kind_name(c.train.gemm16)));
+    return;
+  }
+  const std::string name(model::precision_name(pr.compute));
+  auto kind = kernels::gemm16_resolve(c.train.gemm16, pr.compute, kernels::gemm16_capability());
+  if (kind.ok())
+    resolved = *kind;
+  else
+    errs.push_back(fmt::format("train.gemm16 = \"{}\" cannot run train.precision = \"{}\" on this CPU: {}; hint: {}",
+                               kernels::gemm16_kind_name(c.train.gemm16), name, kind.status().message(),
+                               kind.status().hint().empty() ? "train.gemm16 = \"auto\"" : kind.status().hint()));
+  if (pr.compute == DType::kF16 && !c.fp16)
+    errs.push_back(
+        "train.precision = \"fp16\" needs dynamic loss scaling settings: fp16's 5-bit exponent flushes small "
+        "gradients to zero without a loss scale (docs/loss_scaling.md); hint: add an [fp16] table, e.g. --set "
+        "fp16.initial_scale_power=16 (DeepSpeed's defaults: initial_scale_power 16, loss_scale_window 1000, "
+        "hysteresis 2, min_loss_scale 1)");
+  if (pr.grad != DType::kF32 && c.parallel.reduction == Reduction::kFast)
+    errs.push_back(fmt::format(
+        "train.grad_dtype = \"{}\" with parallel.reduction = \"fast\": MPI has no 16-bit floating-point sum, "
+        "so 16-bit gradients are reduced only over the canonical tree; hint: parallel.reduction = "
+        "\"deterministic\", or train.grad_dtype = \"fp32\"",
+        model::precision_name(pr.grad)));
+  if (c.parallel.parameter_server())
+    errs.push_back(fmt::format(
+        "train.precision = \"{}\" with parallel.architecture = \"ps\": the parameter servers keep and send fp32 "
+        "parameters only (docs/ps.md); hint: train.precision = \"fp32\", or the all-reduce architecture",
+        name));
+}
+
 }  // namespace
 
 std::vector<std::string> RunPlan::violations(const RunConfig& c, int world) {
@@ -114,6 +159,8 @@ std::vector<std::string> RunPlan::violations(const RunConfig& c, int world) {
   const TrainConfig& t = c.train;
   const model::LlamaConfig& m = c.model;
   parameter_server_rules(c, world, errs);
+  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
+  precision_rules(c, gemm16, errs);
   if (p.parameter_server()) {
     if (world != p.world() && p.servers >= 1 && p.servers < world)
       errs.push_back(
@@ -218,6 +265,8 @@ Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
   plan.world = world;
   plan.micro_batches = M;
   plan.local_micro_batches = M / p.dp;
+  std::vector<std::string> unused;
+  precision_rules(c, plan.gemm16, unused);  // the backend the rules resolved (they passed)
   return plan;
 }
 
@@ -260,7 +309,17 @@ evidence::FaultTarget RunPlan::fault_target() const {
           .staleness = pc.staleness,
           .steps = config.train.steps,
           .micro_batches = micro_batches,
-          .checkpoint_every = config.evidence.checkpoint_every};
+          .checkpoint_every = config.evidence.checkpoint_every,
+          .grad16 = config.train.precision.grad != DType::kF32};
+}
+
+std::string gemm16_backend_name(const RunPlan& plan) {
+  const model::Precision& pr = plan.config.train.precision;
+  if (!pr.mixed()) return "";
+  auto g = kernels::make_gemm16(plan.gemm16, pr.compute);
+  SP_CHECK(g.ok(), "the planned 16-bit GEMM backend {}: {}", kernels::gemm16_kind_name(plan.gemm16),
+           g.status().message());
+  return (*g)->name();
 }
 
 }  // namespace sp::plan

@@ -36,6 +36,9 @@ struct RunPlan {
   int world = 1;
   int64_t micro_batches = 1;        // M per step (global)
   int64_t local_micro_batches = 1;  // k = M / dp
+  // The 16-bit GEMM backend train.gemm16 resolves to on this CPU (kernels::gemm16_resolve): kOneDnn or
+  // kFallback in mixed precision; kAuto (none) in fp32.
+  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
 
   static Result<RunPlan> make(const RunConfig& config, int world);
   // Every rule `config` breaks at `world` ranks, one sentence each (empty: make() succeeds). The
@@ -51,5 +54,9 @@ struct RunPlan {
   // What a catalogue fault needs to know of this run (evidence::check_fault_applicable).
   evidence::FaultTarget fault_target() const;
 };
+
+// The name of the 16-bit GEMM backend the plan runs (kernels::Gemm16::name(), for the contract's
+// engine.gemm16), or "" in fp32.
+std::string gemm16_backend_name(const RunPlan& plan);
 
 }  // namespace sp::plan

@@ -25,14 +25,14 @@ struct Ctx {
     t.ops += ops;
     t.bytes += bytes;
   }
-  // A sum over a group of n floats as the engine performs it: deterministic = all_to_all(n) of the
-  // rank's chunks then all_gather(n) of the reduced ones (comm/deterministic.h), or fast all_reduce(n).
-  void sum(const std::string& group, const char* phase, int64_t n) {
+  // A sum over a group of n elements of `b` bytes as the engine performs it: deterministic = all_to_all(n)
+  // of the rank's chunks then all_gather(n) of the reduced ones (comm/deterministic.h), or fast all_reduce(n).
+  void sum(const std::string& group, const char* phase, int64_t n, int64_t b = 4) {
     if (det) {
-      add(group, phase, "all_to_all", 1, 4 * n);
-      add(group, phase, "all_gather", 1, 4 * n);
+      add(group, phase, "all_to_all", 1, b * n);
+      add(group, phase, "all_gather", 1, b * n);
     } else {
-      add(group, phase, "all_reduce", 1, 4 * n);
+      add(group, phase, "all_reduce", 1, b * n);
     }
   }
   StepOps ops() const {
@@ -84,6 +84,10 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   }
   x.det = rc.parallel.reduction == Reduction::kDeterministic;
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
+  // Bytes per element of the parameters ZeRO gathers and of the gradients dp reduces (mixed precision:
+  // 16-bit working weights, train.grad_dtype; docs/memory.md §"What phase 2 changes").
+  const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
+  const int64_t gb = static_cast<int64_t>(dtype_size(rc.train.precision.grad));
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
   const auto chunks = plan.chunks_of(x.c.pp);
   auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
@@ -92,7 +96,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   auto pass = [&](const ChunkPlacement& ch, bool forward, const char* phase) {
     const int blocks = ch.layer_end - ch.layer_begin;
     auto gather = [&](int id) {  // ZeRO-3 acquisition
-      if (zero == 3 && dp > 1) x.add(x.dp, phase, "all_gather", 1, 4 * numel(id));
+      if (zero == 3 && dp > 1) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
     };
     if (forward) {
       if (ch.first) {
@@ -158,14 +162,14 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   else if (dp > 1)
     for (int id : all_units) {
       if (zero == 0)
-        x.sum(x.dp, "grad_sync", numel(id));
+        x.sum(x.dp, "grad_sync", numel(id), gb);
       else
-        x.add(x.dp, "grad_sync", x.det ? "all_to_all" : "reduce_scatter", 1, 4 * numel(id));
+        x.add(x.dp, "grad_sync", x.det ? "all_to_all" : "reduce_scatter", 1, gb * numel(id));
     }
   x.add(x.world, "evidence", "all_reduce", 1, 8 * plan.micro_batches);          // loss
   x.add(x.world, "optimizer", "all_reduce", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums, max
   if ((zero == 1 || zero == 2) && dp > 1)
-    for (int id : all_units) x.add(x.dp, "optimizer", "all_gather", 1, 4 * numel(id));
+    for (int id : all_units) x.add(x.dp, "optimizer", "all_gather", 1, pb * numel(id));
   if (checksums) x.add(x.world, "evidence", "all_reduce", 2, summary_bytes + 8 * n_tensors);
   if (dp > 1 && zero < 3) x.add(x.world, "evidence", "all_gather", 1, 16 * static_cast<int64_t>(plan.world));
   if (eval_after) evaluation();

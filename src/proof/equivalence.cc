@@ -54,9 +54,23 @@ Equivalence promised_class(const plan::RunConfig& config) {
   return bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
 }
 
+double mixed_precision_envelope(const plan::RunConfig& config) {
+  const DType t = config.train.precision.compute;
+  if (t == DType::kF32) return 0.0;
+  const double u = t == DType::kBF16 ? 0x1p-8 : 0x1p-11;  // 2^-p, p = 8 (bf16) or 11 (fp16) significand bits
+  const double R = 13.0 * static_cast<double>(config.model.n_layers) + 3.0;
+  return 2.0 * std::sqrt(R) * u / std::sqrt(3.0);
+}
+
 evidence::Tolerances tolerances_for(const plan::RunConfig& config) {
   evidence::Tolerances tol;
   tol.grad_first *= std::sqrt(static_cast<double>(config.train.global_batch * config.train.seq_len));
+  // Mixed precision (docs/equivalence.md §5, §"Mixed precision across topologies"): a changed fp32 sum
+  // before a 16-bit rounding point moves the rounded value by a whole 16-bit ulp when it crosses a
+  // boundary, and the flips propagate through the R rounding points: the 16-bit envelope replaces the
+  // fp32 tolerances wherever it is larger (it always is).
+  const double t16 = mixed_precision_envelope(config);
+  for (double* x : {&tol.loss, &tol.param, &tol.grad_first, &tol.grad_later}) *x = std::max(*x, t16);
   return tol;
 }
 

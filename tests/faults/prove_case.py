@@ -55,6 +55,9 @@ CASES = {
     "ps_drop_push": ("ps-drop-push@3:2", PS2, "trace vs predicted communication", False),
     "ps_stale_pull": ("ps-stale-pull@3:1", PS2, "dp replica consistency", True),
     "ps_apply_twice": ("ps-apply-twice@3:2", PS2, "gradient/parameter checksums vs reference", False),
+    # Mixed precision: the stale shard is the 16-bit working copy ZeRO-3 gathers (ParamStore::working_shard).
+    "bf16_zero3_stale_param": ("zero3-stale-param@3:1", DP2 + ["parallel.zero=3", "train.precision=bf16"],
+                               "per-layer activation trace", False),
 }
 
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -14,6 +15,7 @@
 #include "core/rng.h"
 #include "kernels/reduce.h"
 #include "mpi_test_util.h"
+#include "tensor/float16.h"
 
 namespace sp::comm {
 namespace {
@@ -95,6 +97,52 @@ TEST_P(Deterministic, EqualsCanonicalTreeSumOnEveryRank) {
     GridCommunicators comms = make_grid_communicators(grid, options);
     check_group(*comms.world, ++salt);
     for (Axis a : kAllAxes) check_group(comms.axis(a), ++salt);
+  }
+}
+
+// The 16-bit variants (mixed precision's 16-bit gradients): the same tree with a rounding per node, equal
+// to kernels::canonical_tree_sum_inplace16 over the members' inputs (rounded to the format first).
+TEST(Deterministic16, EqualsCanonicalTreeSum16OnEveryRank) {
+  auto world = make_world_communicator();
+  const int n = world->size(), r = world->rank();
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    const int64_t count = 1001;
+    auto as16 = [&](int q) {
+      std::vector<uint16_t> x(static_cast<size_t>(count));
+      float16_from_f32(x.data(), input_of(q, count, 77).data(), count, t);
+      return x;
+    };
+    std::vector<std::vector<uint16_t>> leaves;
+    std::vector<uint16_t*> ptrs;
+    for (int q = 0; q < n; ++q) leaves.push_back(as16(q));
+    for (auto& l : leaves) ptrs.push_back(l.data());
+    kernels::canonical_tree_sum_inplace16(ptrs.data(), n, count, t);
+    const std::vector<uint16_t>& want = leaves[0];
+    std::vector<uint16_t> x = as16(r);
+    std::vector<uint16_t> scratch(static_cast<size_t>(deterministic_all_reduce_scratch(count, n)));
+    deterministic_all_reduce16(*world, x.data(), count, scratch.data(), t);
+    EXPECT_EQ(x, want) << dtype_name(t) << " all_reduce16";
+    const std::vector<int64_t> counts = even_split_counts(count, n);
+    int64_t displ = 0;
+    for (int q = 0; q < r; ++q) displ += counts[static_cast<size_t>(q)];
+    std::vector<uint16_t> mine(static_cast<size_t>(counts[static_cast<size_t>(r)]));
+    const std::vector<uint16_t> send = as16(r);
+    deterministic_reduce_scatter16(*world, send.data(), mine.data(), counts, scratch.data(), t);
+    EXPECT_TRUE(std::equal(mine.begin(), mine.end(), want.begin() + displ)) << dtype_name(t) << " reduce_scatter16";
+    // A 16-bit sum rounds at every node: it differs from the fp32 tree rounded once (the test can tell).
+    if (n == 4) {
+      std::vector<std::vector<float>> wide;
+      std::vector<float*> wp;
+      for (int q = 0; q < n; ++q) {
+        wide.emplace_back(static_cast<size_t>(count));
+        f32_from_float16(wide.back().data(), as16(q).data(), count, t);
+      }
+      for (auto& w : wide) wp.push_back(w.data());
+      kernels::canonical_tree_sum_inplace(wp.data(), n, count);
+      std::vector<uint16_t> once(static_cast<size_t>(count));
+      float16_from_f32(once.data(), wide[0].data(), count, t);
+      EXPECT_NE(once, want) << "inputs too tame to tell a per-node rounding from a single one";
+    }
   }
 }
 

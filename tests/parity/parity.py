@@ -19,6 +19,16 @@ COMMON = ["--preset", "tiny", "--set", "train.steps=5", "--set", "train.eval_bat
 
 PS = ["parallel.architecture=ps"]
 M6 = ["train.global_batch=12"]
+# Mixed precision (docs/equivalence.md §5): bf16 with fp32 gradients (Megatron's default) against its own
+# single-device bf16 reference, and bf16 with 16-bit gradients (ZeRO's accounting) against another.
+BF = ["train.precision=bf16"]
+BG = BF + ["train.grad_dtype=bf16"]
+# fp16 with DeepSpeed's dynamic loss scaling (docs/loss_scaling.md); "fp16o": a scale of 2^26 overflows
+# the fp16 backward (measured: steps 0-2 overflow, 3-4 are clean at 2^23, step 5 overflows again), so
+# those steps are skipped with the scale halved each time (hysteresis 1) and training goes on from there,
+# bitwise the same on every topology.
+F16 = ["train.precision=fp16", "fp16.initial_scale_power=16"]
+F16O = ["train.precision=fp16", "fp16.initial_scale_power=26", "fp16.hysteresis=1", "train.steps=8"]
 
 # name: (ranks, overrides, expected class)
 CASES = {
@@ -58,9 +68,48 @@ CASES = {
     "ref_m6": (1, M6, "bitwise-equal"),
     "ps_w3_s1": (4, M6 + PS + ["parallel.dp=3", "parallel.servers=1"], "bitwise-equal"),
     "ps_w3_s2": (5, M6 + PS + ["parallel.dp=3", "parallel.servers=2"], "bitwise-equal"),
+    "ref_bf16": (1, BF, "bitwise-equal"),
+    "bf16_dp2": (2, BF + ["parallel.dp=2"], "bitwise-equal"),
+    "bf16_zero1_dp4": (4, BF + ["parallel.dp=4", "parallel.zero=1"], "bitwise-equal"),
+    "bf16_zero2_dp2": (2, BF + ["parallel.dp=2", "parallel.zero=2"], "bitwise-equal"),
+    "bf16_zero3_dp2": (2, BF + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "bf16_pp2_1f1b": (2, BF + ["parallel.pp=2"], "bitwise-equal"),
+    "bf16_dp2_pp2": (4, BF + ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
+    "bf16_tp2": (2, BF + ["parallel.tp=2"], "within-tolerance"),
+    "ref_bf16g": (1, BG, "bitwise-equal"),
+    "bf16g_dp2": (2, BG + ["parallel.dp=2"], "bitwise-equal"),
+    "bf16g_zero2_dp4": (4, BG + ["parallel.dp=4", "parallel.zero=2"], "bitwise-equal"),
+    "bf16g_zero3_dp2": (2, BG + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "bf16g_pp2_gpipe": (2, BG + ["parallel.pp=2", "parallel.schedule=gpipe"], "bitwise-equal"),
+    "ref_fp16": (1, F16, "bitwise-equal"),
+    "fp16_zero1_dp2": (2, F16 + ["parallel.dp=2", "parallel.zero=1"], "bitwise-equal"),
+    "fp16_zero3_dp2": (2, F16 + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "fp16_pp2_1f1b": (2, F16 + ["parallel.pp=2"], "bitwise-equal"),
+    "ref_fp16o": (1, F16O, "bitwise-equal"),
+    "fp16o_dp2": (2, F16O + ["parallel.dp=2"], "bitwise-equal"),
 }
 # The reference each case is compared with (default: "ref").
 REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
+REFERENCE.update({c: "ref_bf16" for c in CASES if c.startswith("bf16_")})
+REFERENCE.update({c: "ref_bf16g" for c in CASES if c.startswith("bf16g_")})
+REFERENCE.update({c: "ref_fp16" for c in CASES if c.startswith("fp16_")})
+REFERENCE.update({c: "ref_fp16o" for c in CASES if c.startswith("fp16o_")})
+
+
+def check_loss_scaling(check, out, overflow):
+    """metrics.jsonl of an fp16 run: every step names its loss scale; a skipped step is exactly an overflow
+    (finite false) and the next step runs at half its scale (hysteresis 1); a clean step keeps the scale
+    (window 1000 > steps). With `overflow` the first step must overflow and a later one must be clean."""
+    steps = [r for r in T.read_jsonl(os.path.join(out, "metrics.jsonl")) if r.get("step", -1) >= 0]
+    check(all("loss_scale" in r for r in steps), "an fp16 step without loss_scale in metrics.jsonl")
+    for a, b in zip(steps, steps[1:]):
+        check(a["skipped"] == (not a["finite"]), f"step {a['step']}: skipped {a['skipped']} but finite {a['finite']}")
+        want = a["loss_scale"] / 2 if a["skipped"] else a["loss_scale"]
+        check(b["loss_scale"] == want, f"step {b['step']}: loss scale {b['loss_scale']}, expected {want}")
+    if overflow:
+        check(steps[0]["skipped"] and steps[0]["loss_scale"] == 2.0 ** 26, f"step 0 did not overflow: {steps[0]}")
+        check(not steps[-1]["skipped"] and steps[-1]["loss"] < steps[0]["loss"], f"no recovery: {steps[-1]}")
+        print("loss scale per step:", [(r["step"], r["loss_scale"], r["skipped"]) for r in steps])
 
 
 def main():
@@ -73,6 +122,8 @@ def main():
         T.show(p)
         T.fail(f"training exited {p.returncode}")
     check = T.Checks()
+    if "fp16" in args.case:
+        check_loss_scaling(check, out, "fp16o" in args.case)
     ledger = T.read_json(os.path.join(out, "ledger.json"))
     bad = [(r["rank"], n) for r in ledger["ranks"] for n, v in r["tensors"].items() if not v["equal"]]
     check(ledger["equal"], f"ledger prediction != measurement on {bad[:5]}")

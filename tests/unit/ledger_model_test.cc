@@ -77,6 +77,32 @@ TEST(LedgerModel, ClosedFormEqualsStepByStep) {
   EXPECT_EQ(compared, (1 + 2 + 2 + 4 + 2 + 2) * 5 * 4);  // every rank of every case
 }
 
+// Mixed precision with 16-bit gradients: the transient fp32 leaves and "grad.widened" (docs/memory.md §"What
+// phase 2 changes") must repeat from step to step like everything else.
+TEST(LedgerModel, ClosedFormEqualsStepByStepMixedPrecision) {
+  struct Case {
+    int dp, pp, zero;
+    bool recompute;
+  };
+  const Case cases[] = {{1, 1, 0, false}, {2, 1, 2, false}, {2, 1, 3, true}, {2, 2, 1, false}};
+  for (const Case& k : cases)
+    for (int64_t steps : {1, 3, 7})
+      for (DType grad : {DType::kF32, DType::kBF16}) {
+        plan::RunConfig c = config(k.dp, k.pp, k.zero, steps, 3, "1f1b", k.recompute);
+        c.train.precision = {DType::kBF16, grad};
+        auto plan = plan::RunPlan::make(c, k.dp * k.pp);
+        ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+        const plan::LedgerModelInput in = plan::ledger_model_input(*plan, {0, 0, 0}, c.train.eval_batches);
+        EXPECT_EQ(in.param_bytes, 2);
+        const plan::LedgerPrediction p = plan::predict_ledger(in);
+        expect_same(
+            p, plan::predict_ledger_step_by_step(in),
+            fmt::format("bf16 grad {} dp {} pp {} zero {} steps {}", dtype_name(grad), k.dp, k.pp, k.zero, steps));
+        EXPECT_EQ(p.entries.count("optim.master." + model::unit_name(c.model, model::embed_unit())), 1u);
+        EXPECT_EQ(p.entries.count("grad.widened"), grad == DType::kF32 ? 0u : 1u);
+      }
+}
+
 TEST(LedgerModel, IndependentOfTheStepCount) {
   const plan::RunConfig small = config(2, 1, 2, 10, 3, "1f1b", false),
                         huge = config(2, 1, 2, int64_t{1} << 40, 3, "1f1b", false);

@@ -106,6 +106,50 @@ TEST(RunPlan, AllViolationsAtOnce) {
   EXPECT_NE(e.find("n_heads = 4"), std::string::npos);
 }
 
+TEST(RunPlan, MixedPrecisionRules) {
+  // The keys: parsed strictly, round-tripped through the contract's JSON only in 16-bit precision.
+  nlohmann::json j = tiny().to_json();
+  EXPECT_FALSE(j["train"].contains("precision")) << "an fp32 contract must not change";
+  j["train"]["precision"] = "bf16";
+  j["train"]["grad_dtype"] = "bf16";
+  auto c = plan::RunConfig::from_json(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->train.precision.compute, DType::kBF16);
+  EXPECT_EQ(c->to_json()["train"]["grad_dtype"], "bf16");
+  EXPECT_EQ(c->to_json()["train"]["gemm16"], "auto");
+  auto p = plan::RunPlan::make(*c, 1);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_NE(p->gemm16, kernels::Gemm16Kind::kAuto);  // resolved on this CPU
+  EXPECT_FALSE(gemm16_backend_name(*p).empty());
+  j["train"]["precision"] = "bf17";
+  EXPECT_NE(plan::RunConfig::from_json(j).status().message().find("train.precision = \"bf17\" is not a precision"),
+            std::string::npos);
+  j["train"]["precision"] = "bf16";
+  j["train"]["grad_dtype"] = "fp16";
+  EXPECT_NE(plan::RunConfig::from_json(j).status().message().find("train.grad_dtype = \"fp16\" does not fit"),
+            std::string::npos);
+  j["train"]["grad_dtype"] = "fp32";
+  j["train"]["gemm16"] = "cublas";
+  EXPECT_NE(plan::RunConfig::from_json(j).status().message().find("train.gemm16 = \"cublas\""), std::string::npos);
+  // Rules of the plan: a backend without a 16-bit precision, fast reduction with 16-bit gradients, the
+  // parameter server, and fp16 until the step drives the loss scaler.
+  plan::RunConfig f = tiny();
+  f.train.gemm16 = kernels::Gemm16Kind::kFallback;
+  EXPECT_NE(error_of(f, 1).find("train.gemm16 = \"fallback\" with train.precision = \"fp32\""), std::string::npos);
+  plan::RunConfig g = *c;
+  g.train.precision.grad = DType::kBF16;
+  g.parallel.dp = 2;
+  g.parallel.reduction = plan::Reduction::kFast;
+  EXPECT_NE(error_of(g, 2).find("MPI has no 16-bit floating-point sum"), std::string::npos);
+  plan::RunConfig ps = *c;
+  ps.parallel.architecture = plan::Architecture::kParameterServer;
+  ps.parallel.servers = 1;
+  EXPECT_NE(error_of(ps, 2).find("parameter servers keep and send fp32"), std::string::npos);
+  plan::RunConfig h = *c;
+  h.train.precision = {DType::kF16, DType::kF32};
+  EXPECT_NE(error_of(h, 1).find("train.precision = \"fp16\" needs dynamic loss scaling"), std::string::npos);
+}
+
 TEST(RunPlan, PlacementAndShares) {
   plan::RunConfig c = tiny();
   c.parallel.pp = 2;
