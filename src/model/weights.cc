@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/rng.h"
 
 namespace sp::model {
@@ -108,17 +110,23 @@ std::vector<WeightSpec> weight_table(const LlamaConfig& c) {
   return all;
 }
 
-void init_unit(float* flat, const UnitLayout& unit, uint64_t seed, float init_std) {
+void init_unit_range(float* out, const UnitLayout& unit, uint64_t seed, float init_std, int64_t begin, int64_t end) {
   for (const TensorSlot& t : unit.tensors) {
-    float* out = flat + t.offset;
+    const int64_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+    if (lo >= hi) continue;
+    float* dst = out + (lo - begin);
     if (t.spec.init == InitKind::kOnes) {
-      for (int64_t k = 0; k < t.numel; ++k) out[k] = 1.0f;
+      std::fill(dst, dst + (hi - lo), 1.0f);
       continue;
     }
     const PhiloxKey key = philox_key(seed, t.spec.name);
-    for (int64_t k = 0; k < t.numel; ++k)
-      out[k] = static_cast<float>(random_normal(key, static_cast<uint64_t>(t.logical_index(k))) * init_std);
+    for (int64_t k = lo - t.offset; k < hi - t.offset; ++k)
+      *dst++ = static_cast<float>(random_normal(key, static_cast<uint64_t>(t.logical_index(k))) * init_std);
   }
+}
+
+void init_unit(float* flat, const UnitLayout& unit, uint64_t seed, float init_std) {
+  init_unit_range(flat, unit, seed, init_std, 0, unit.numel);
 }
 
 }  // namespace sp::model

@@ -89,5 +89,9 @@ struct UnitPiece {
 
 // Fills the unit's flat buffer with its shard of the shard-invariant initialization.
 void init_unit(float* flat, const UnitLayout& unit, uint64_t seed, float init_std);
+// The same for the flat elements [begin, end) only, written to out[0, end - begin): the same values
+// init_unit gives there (each element is a function of its logical index), so a ZeRO-3 rank draws only
+// the shard it holds.
+void init_unit_range(float* out, const UnitLayout& unit, uint64_t seed, float init_std, int64_t begin, int64_t end);
 
 }  // namespace sp::model

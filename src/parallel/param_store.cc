@@ -35,26 +35,21 @@ ParamStore::Unit& ParamStore::unit(int id) {
 }
 
 void ParamStore::initialize(uint64_t seed, float init_std) {
+  // Every rank derives the same logical values (shard-invariant), so no communication is needed.
   for (Unit& u : units_) {
     if (zero_ < 3 && !mixed()) {
       model::init_unit(u.full.f32(), *u.layout, seed, init_std);
-      continue;
-    }
-    // Initialize the whole unit in scratch and keep what this rank holds: every rank derives the same
-    // logical values (shard-invariant), so no communication is needed. Mixed precision: the owned piece
-    // is the fp32 master, the working copy its rounding (what publish() would gather).
-    std::vector<float> tmp(static_cast<size_t>(u.layout->numel));
-    model::init_unit(tmp.data(), *u.layout, seed, init_std);
-    const float* owned = tmp.data() + (zero_ == 0 ? 0 : u.range.begin);
-    if (!mixed()) {
-      std::memcpy(u.shard.f32(), owned, sizeof(float) * static_cast<size_t>(u.range.size()));
-      continue;
-    }
-    std::memcpy(u.master.f32(), owned, sizeof(float) * static_cast<size_t>(u.master.numel()));
-    if (zero_ < 3)
+    } else if (zero_ == 3) {  // only the piece this rank holds: the fp32 master in mixed precision
+      float* owned = mixed() ? u.master.f32() : u.shard.f32();
+      model::init_unit_range(owned, *u.layout, seed, init_std, u.range.begin, u.range.end);
+      if (mixed()) float16_from_f32(u.shard.float16(), owned, u.range.size(), working_);
+    } else {  // mixed precision, ZeRO-0/1/2: the working copy is whole, the master the owned piece
+      std::vector<float> tmp(static_cast<size_t>(u.layout->numel));
+      model::init_unit(tmp.data(), *u.layout, seed, init_std);
+      const float* owned = tmp.data() + (zero_ == 0 ? 0 : u.range.begin);
+      std::memcpy(u.master.f32(), owned, sizeof(float) * static_cast<size_t>(u.master.numel()));
       float16_from_f32(u.full.float16(), tmp.data(), u.layout->numel, working_);
-    else
-      float16_from_f32(u.shard.float16(), owned, u.range.size(), working_);
+    }
   }
 }
 

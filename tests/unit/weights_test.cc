@@ -6,6 +6,7 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 namespace sp::model {
 namespace {
@@ -78,6 +79,28 @@ TEST(Weights, InitializationIsShardInvariant) {
       }
     }
   }
+}
+
+// A ZeRO-3 rank draws only its shard: every range of every TP shard's flat buffer (including ranges
+// that start or end inside a tensor, or cover a norm's ones) equals that range of the whole draw.
+TEST(Weights, RangeInitializationEqualsTheWholeDraw) {
+  const LlamaConfig c = cfg(false);
+  for (int id = 0; id < unit_count(c); ++id)
+    for (int r = 0; r < 2; ++r) {
+      const UnitLayout u = unit_layout(c, id, r, 2);
+      std::vector<float> whole(static_cast<size_t>(u.numel));
+      init_unit(whole.data(), u, 42, 0.02f);
+      for (int parts : {1, 2, 3, 7}) {
+        for (int p = 0; p < parts; ++p) {
+          const int64_t b = u.numel * p / parts, e = u.numel * (p + 1) / parts;
+          std::vector<float> piece(static_cast<size_t>(e - b), -1.0f);
+          init_unit_range(piece.data(), u, 42, 0.02f, b, e);
+          for (int64_t k = b; k < e; ++k)
+            ASSERT_EQ(piece[static_cast<size_t>(k - b)], whole[static_cast<size_t>(k)])
+                << "unit " << id << " tp rank " << r << " element " << k << " of range [" << b << ", " << e << ")";
+        }
+      }
+    }
 }
 
 TEST(Weights, DifferentSeedsDiffer) {
