@@ -29,6 +29,7 @@
 #include "plan/group_links.h"
 #include "plan/hf_config.h"
 #include "plan/model_shape.h"
+#include "report/render.h"
 
 namespace sp::cli {
 namespace {
@@ -77,7 +78,7 @@ std::string cluster_line(const plan::ClusterSpec& c) {
 }
 
 struct PlanArgs {
-  std::string cluster, model, run, root, dtype, schedule, recompute, reduction, axis_order;
+  std::string cluster, model, run, root, dtype, schedule, recompute, reduction, axis_order, out;
   int nodes = 0, dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
   int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
   double efficiency = 0.5;
@@ -208,16 +209,10 @@ void print_search(const nlohmann::json& j) {
   for (const auto& [k, n] : j["excluded_by_kind"].items())
     std::printf(" %s %lld", k.c_str(), static_cast<long long>(n.get<int64_t>()));
   std::printf("\n");
-  std::map<std::string, std::pair<int64_t, std::string>> rules;  // first sentence of a rule → count, example
-  for (const auto& x : j["excluded"])
-    for (const auto& w : x["reasons"]) {
-      const std::string rule = w["rule"].get<std::string>();
-      std::string key = w["kind"].get<std::string>() + ": " + rule.substr(0, rule.find_first_of("0123456789"));
-      auto& [n, example] = rules[key];
-      if (n++ == 0) example = x["strategy"]["name"].get<std::string>() + ": " + rule;
-    }
-  for (const auto& [key, v] : rules)
-    std::printf("  %6lld × %s...\n         e.g. %s\n", static_cast<long long>(v.first), key.c_str(), v.second.c_str());
+  for (const auto& r : plan::excluded_by_rule(j["excluded"]))
+    std::printf("  %6lld × %s: %s...\n         e.g. %s\n", static_cast<long long>(r["count"].get<int64_t>()),
+                r["kind"].get<std::string>().c_str(), r["rule"].get<std::string>().c_str(),
+                r["example"].get<std::string>().c_str());
 }
 
 // Without a run to evaluate (no --global-batch, --run or --search): the cluster, the model and, with
@@ -269,6 +264,19 @@ int describe_placement(const PlanArgs& a, const plan::ClusterSpec& cl, const pla
   return 0;
 }
 
+// --out DIR: the document as DIR/plan.json and its page DIR/report.html (docs/report.md); prints both paths
+// (to stderr when stdout carries the JSON).
+Status write_plan_dir(const std::string& out, const nlohmann::json& j, bool json_on_stdout) {
+  SP_RETURN_IF_ERROR(make_directories(out));
+  const evidence::RunPaths paths(out);
+  SP_RETURN_IF_ERROR(write_file_atomic(paths.file(evidence::kPlanFile), j.dump(1) + "\n"));
+  SP_ASSIGN_OR_RETURN(const std::vector<std::string> problems, report::write_report(out));
+  for (const std::string& p : problems) log_line(LogLevel::kQuiet, "report: " + p);
+  std::fprintf(json_on_stdout ? stderr : stdout, "plan: %s\nreport: %s\n", paths.file(evidence::kPlanFile).c_str(),
+               paths.file(evidence::kReportFile).c_str());
+  return problems.empty() ? Status() : internal_error("the plan's report lists {} problem(s)", problems.size());
+}
+
 int run_plan(const PlanArgs& a) {
   const std::string root = a.root.empty() ? default_root() : a.root;
   if (a.cluster.empty() || (a.model.empty() == a.run.empty()))
@@ -316,6 +324,8 @@ int run_plan(const PlanArgs& a) {
                    {"efficiency", q.efficiency},
                    {"reduction", plan::reduction_name(config->parallel.reduction)}};
     j["assumptions"] = plan::time_model_assumptions();
+    if (!a.out.empty())
+      if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
     if (a.json) {
       std::printf("%s\n", j.dump(2).c_str());
       return 0;
@@ -327,6 +337,8 @@ int run_plan(const PlanArgs& a) {
   auto e = plan::evaluate_plan(q);
   if (!e.ok()) return report_status(e.status());
   const nlohmann::json j = plan::plan_evaluation_to_json(q, *e);
+  if (!a.out.empty())
+    if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -443,6 +455,7 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--all-ranks", a->all_ranks, "Evaluate every rank (default: all up to 64 ranks, else one per class)");
   cmd->add_option("--root", a->root, "Repository root for configs/ (default: the source tree)");
   cmd->add_flag("--json", a->json, "Print JSON instead of text");
+  cmd->add_option("--out", a->out, "Also write DIR/plan.json and its page DIR/report.html (shardproof report)");
 
   auto c = std::make_shared<CalibrateArgs>();
   CLI::App* cal =

@@ -101,6 +101,8 @@ inline constexpr std::string_view kReportFile = "report.html";
 // A compare directory (`compare --out`, docs/compare.md): the table as JSON and as Markdown.
 inline constexpr std::string_view kCompareFile = "compare.json";
 inline constexpr std::string_view kCompareSummaryFile = "compare.md";
+// A plan directory (`plan --out`, docs/plan.md §8): the planner's JSON document.
+inline constexpr std::string_view kPlanFile = "plan.json";
 
 // "fault/checksums.jsonl": a file of a stage as evidence pointers in gate.json and summary.md name it;
 // a directory gets a trailing '/'.

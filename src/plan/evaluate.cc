@@ -142,6 +142,7 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
   const int64_t activation_bytes = 4 * c.train.micro_batch_size * c.train.seq_len * c.model.dim;
   pt.transfer_s =
       pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pp_link) : 0;
+  pt.record = q.pipeline_actions && pc.pp > 1;
   e.pipeline = simulate_pipeline(pt);
   e.closed_form_bubble =
       pc.pp > 1 ? (pc.pp - 1.0) / (v * static_cast<double>(plan.local_micro_batches) + pc.pp - 1.0) : 0.0;
@@ -211,6 +212,7 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
       PlanQuery q = base;
       q.config = *config_for_strategy(base.config, s);
       q.named_memory = false;
+      q.pipeline_actions = false;
       q.all_ranks = false;
       q.every_rank_up_to = 0;
       auto e = evaluate_plan(q);

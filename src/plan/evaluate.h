@@ -28,13 +28,14 @@
 namespace sp::plan {
 
 struct PlanQuery {
-  ClusterSpec cluster;        // one rank per device: its device count is the world size
-  RunConfig config;           // the run: model, train shape (global batch, micro-batch, seq_len) and strategy
-  std::string dtype;          // the peak the GEMMs run at (a key of cluster.peak_flops, e.g. "fp32", "tf32")
-  double efficiency = 0;      // fraction of that peak the GEMMs reach, in (0, 1]
-  bool named_memory = true;   // per-tensor memory entries (the search turns them off: totals are the same)
-  bool all_ranks = false;     // evaluate every rank, whatever the world size
-  int every_rank_up_to = 64;  // else every rank of a world this small, one per pipeline stage beyond
+  ClusterSpec cluster;           // one rank per device: its device count is the world size
+  RunConfig config;              // the run: model, train shape (global batch, micro-batch, seq_len) and strategy
+  std::string dtype;             // the peak the GEMMs run at (a key of cluster.peak_flops, e.g. "fp32", "tf32")
+  double efficiency = 0;         // fraction of that peak the GEMMs reach, in (0, 1]
+  bool named_memory = true;      // per-tensor memory entries (the search turns them off: totals are the same)
+  bool pipeline_actions = true;  // keep the simulated pipeline's intervals (the search turns them off)
+  bool all_ranks = false;        // evaluate every rank, whatever the world size
+  int every_rank_up_to = 64;     // else every rank of a world this small, one per pipeline stage beyond
 };
 
 struct RankEvaluation {

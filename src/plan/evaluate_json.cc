@@ -2,6 +2,8 @@
 // report and the HTML report's plan view are views of it.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "plan/evaluate.h"
 
 namespace sp::plan {
@@ -10,7 +12,17 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
   const RunConfig& c = q.config;
   const ParallelConfig& pc = c.parallel;
   using nlohmann::json;
-  json strategy = {{"dp", pc.dp},
+  const Strategy named{
+      .dp = pc.dp,
+      .tp = pc.tp,
+      .pp = pc.pp,
+      .virtual_stages = pc.virtual_stages,
+      .schedule = pc.schedule,
+      .zero = pc.zero,
+      .recompute = c.train.recompute == model::Recompute::kFull ? RecomputeMode::kFull : RecomputeMode::kNone,
+      .micro_batch_size = c.train.micro_batch_size};
+  json strategy = {{"name", strategy_name(named)},
+                   {"dp", pc.dp},
                    {"tp", pc.tp},
                    {"pp", pc.pp},
                    {"virtual_stages", pc.virtual_stages},
@@ -57,6 +69,15 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
                       {"pp_rank", static_cast<int>(i) % pc.pp},
                       {"forward", e.pipeline_times.forward_s[i]},
                       {"backward", e.pipeline_times.backward_s[i]}});
+  // The simulated pipeline's intervals, [rank, virtual stage, micro-batch, "forward" | "backward", start s,
+  // end s], the first kMaxPipelineActions of them (the report draws them as a Gantt chart).
+  constexpr size_t kMaxPipelineActions = 10000;
+  json actions = json::array();
+  for (size_t i = 0; i < std::min(e.pipeline.actions.size(), kMaxPipelineActions); ++i) {
+    const SimulatedAction& a = e.pipeline.actions[i];
+    actions.push_back({a.rank, a.virtual_stage, a.micro_batch, a.forward ? "forward" : "backward", a.start_s, a.end_s});
+  }
+  const size_t omitted = e.pipeline.actions.size() - actions.size();
   return {
       {"format_version", 1},
       {"kind", "plan"},
@@ -85,7 +106,12 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
         {"transfer_seconds", e.pipeline_times.transfer_s},
         {"simulated_seconds", e.pipeline.makespan_s},
         {"bubble_fraction", e.pipeline.bubble_fraction},
-        {"closed_form_bubble_fraction", e.closed_form_bubble}}},
+        {"closed_form_bubble_fraction", e.closed_form_bubble},
+        {"micro_batches", e.pipeline_times.micro_batches},
+        {"virtual_stages", e.pipeline_times.virtual_stages},
+        {"busy_seconds", e.pipeline.busy_s},
+        {"actions", actions},
+        {"actions_omitted", omitted}}},
       {"step",
        {{"seconds", e.step_seconds},
         {"compute_seconds", e.compute_seconds},

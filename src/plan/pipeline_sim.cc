@@ -40,7 +40,8 @@ PipelineSimulation simulate_pipeline(const PipelineTimes& t) {
         if (!a.forward) ready = c + 1 < chunks ? bwd_end[ci + 1][mb] + t.transfer_s : fwd_end[ci][mb];
         if (ready == kNotYet) break;  // its input has not been produced yet: another rank goes first
         const double d = a.forward ? t.forward_s[ci] : t.backward_s[ci];
-        const double end = std::max(free_at[ri], ready) + d;
+        const double start = std::max(free_at[ri], ready), end = start + d;
+        if (t.record) out.actions.push_back({r, a.virtual_stage, a.micro_batch, a.forward, start, end});
         (a.forward ? fwd_end : bwd_end)[ci][mb] = end;
         free_at[ri] = end;
         out.busy_s[ri] += d;

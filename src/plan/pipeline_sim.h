@@ -26,6 +26,15 @@ struct PipelineTimes {
   std::vector<double> forward_s;   // per global chunk c = j·pp + r: one micro-batch's forward
   std::vector<double> backward_s;  // per global chunk: one micro-batch's backward (recompute included)
   double transfer_s = 0;           // one activation or gradient transfer between adjacent chunks
+  bool record = false;             // keep every action's interval (PipelineSimulation::actions)
+};
+
+// One simulated action: chunk c = virtual_stage · pp + rank ran micro-batch `micro_batch` in [start, end).
+struct SimulatedAction {
+  int rank = 0, virtual_stage = 0;
+  int64_t micro_batch = 0;
+  bool forward = true;
+  double start_s = 0, end_s = 0;
 };
 
 struct PipelineSimulation {
@@ -33,6 +42,7 @@ struct PipelineSimulation {
   std::vector<double> busy_s;  // per pp rank: the sum of its actions' durations
   // 1 − mean busy / makespan: the fraction of the pipeline phase a rank spends waiting.
   double bubble_fraction = 0;
+  std::vector<SimulatedAction> actions;  // per rank in schedule order, when PipelineTimes::record
 };
 
 PipelineSimulation simulate_pipeline(const PipelineTimes& t);

@@ -183,4 +183,18 @@ nlohmann::json search_result_to_json(const SearchResult& r) {
   return {{"enumerated", r.enumerated}, {"ranked", ranked}, {"excluded", excluded}, {"excluded_by_kind", by_kind}};
 }
 
+nlohmann::json excluded_by_rule(const nlohmann::json& excluded) {
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, std::string>> rules;
+  for (const auto& x : excluded)
+    for (const auto& w : x["reasons"]) {
+      const std::string rule = w["rule"].get<std::string>();
+      auto& [n, example] = rules[{w["kind"].get<std::string>(), rule.substr(0, rule.find_first_of("0123456789"))}];
+      if (n++ == 0) example = x["strategy"]["name"].get<std::string>() + ": " + rule;
+    }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [key, v] : rules)
+    out.push_back({{"kind", key.first}, {"rule", key.second}, {"count", v.first}, {"example", v.second}});
+  return out;
+}
+
 }  // namespace sp::plan

@@ -95,4 +95,9 @@ Result<SearchResult> search_strategies(const ModelShape& model, const SearchSpac
 //  "reasons": [{"kind", "rule"}]}], "excluded_by_kind": {kind: count}} (docs/plan.md).
 nlohmann::json search_result_to_json(const SearchResult& result);
 
+// The "excluded" list of that document grouped by kind and rule (a rule's text up to its first digit, so
+// "n_heads 52 is not divisible by tp 8" and "... by tp 16" are one rule): [{"kind", "rule", "count",
+// "example"}] in (kind, rule) order, the example being the first strategy's name and its whole rule.
+nlohmann::json excluded_by_rule(const nlohmann::json& excluded);
+
 }  // namespace sp::plan

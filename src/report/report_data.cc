@@ -268,6 +268,8 @@ const char* bundle_kind_name(BundleKind kind) {
       return "proof";
     case BundleKind::kCompare:
       return "compare";
+    case BundleKind::kPlan:
+      return "plan";
   }
   return "?";
 }
@@ -280,15 +282,17 @@ Result<BundleKind> bundle_kind_of(const std::string& dir) {
   const evidence::RunPaths paths(dir);
   if (path_exists(paths.file(evidence::kProveFile))) return BundleKind::kProof;
   if (path_exists(paths.file(evidence::kCompareFile))) return BundleKind::kCompare;
+  if (path_exists(paths.file(evidence::kPlanFile))) return BundleKind::kPlan;
   if (path_exists(paths.contract()))
     for (std::string_view f : {evidence::kMetricsFile, evidence::kChecksumsFile, evidence::kTopologyFile,
                                evidence::kLedgerFile, evidence::kTraceDir, evidence::kTimelineDir})
       if (path_exists(paths.file(f))) return BundleKind::kRun;
   return invalid_argument(
-             "'{}' is not a shardproof bundle: it holds none of {} (a proof), {} (a compare directory), {} with a "
-             "run's evidence (a run)",
-             dir, evidence::kProveFile, evidence::kCompareFile, evidence::kContractFile)
-      .with_hint("pass the directory given to `prove --out`, `compare --out` or `train --out`");
+             "'{}' is not a shardproof bundle: it holds none of {} (a proof), {} (a compare directory), {} (a plan), "
+             "{} "
+             "with a run's evidence (a run)",
+             dir, evidence::kProveFile, evidence::kCompareFile, evidence::kPlanFile, evidence::kContractFile)
+      .with_hint("pass the directory given to `prove --out`, `compare --out`, `plan --out` or `train --out`");
 }
 
 Result<json> report_data(const std::string& given) {
@@ -311,6 +315,9 @@ Result<json> report_data(const std::string& given) {
         break;
       case BundleKind::kCompare:
         compare_views(dir, d, views);
+        break;
+      case BundleKind::kPlan:
+        views = plan_views(dir, d);
         break;
     }
   } catch (const json::exception& e) {  // prove.json, contract.json or compare.json of an unexpected shape

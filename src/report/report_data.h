@@ -18,13 +18,12 @@ namespace sp::report {
 
 inline constexpr int kReportDataVersion = 1;
 
-// A plan will be a fourth kind with its own views (docs/formats/report_data.md §Plans).
-enum class BundleKind { kRun, kProof, kCompare };
-const char* bundle_kind_name(BundleKind kind);  // "run", "proof", "compare"
+enum class BundleKind { kRun, kProof, kCompare, kPlan };
+const char* bundle_kind_name(BundleKind kind);  // "run", "proof", "compare", "plan"
 
-// proof: DIR/prove.json; compare: DIR/compare.json; run: DIR/contract.json with the run's evidence
-// (metrics.jsonl, checksums.jsonl, topology.json, ledger.json, trace/ or timeline/). Anything else:
-// kInvalidArgument (exit 2) naming what was looked for.
+// proof: DIR/prove.json; compare: DIR/compare.json; plan: DIR/plan.json (`plan --out`); run:
+// DIR/contract.json with the run's evidence (metrics.jsonl, checksums.jsonl, topology.json, ledger.json,
+// trace/ or timeline/). Anything else: kInvalidArgument (exit 2) naming what was looked for.
 Result<BundleKind> bundle_kind_of(const std::string& dir);
 
 // The data of DIR's report. Fails only when DIR is not a bundle; a missing or unreadable file is a

@@ -68,6 +68,9 @@ View gate_view(const Result<proof::ProofVerdict>& verdict, const std::vector<Run
 // per tensor and step, in the class the contract promises; the free-running drift (verdict.drift).
 View divergence_view(const proof::ProofBundle& bundle, const Result<proof::ProofVerdict>& verdict);
 View compare_view(const std::string& dir);
+// A plan directory's views (plan_views.cc): plan-time, plan-memory, plan-traffic and plan-pipeline for one
+// configuration, plan-search for a --search result; `d` gets the title and summary.
+std::vector<View> plan_views(const std::string& dir, json& d);
 
 // "parallel/ledger.json: missing" for a file that does not exist, else "<rel><file>: <message>".
 std::string file_problem(const RunDir& run, std::string_view file, const Status& why);

@@ -17,6 +17,10 @@ proof_tp:    prove (tp 2, drop-tp-allreduce: a configuration promised within tol
              in class, the free-running drift curve equal to drift.json; verify PASS; a report whose drift
              was edited fails verify naming the value.
 compare:     compare dp2,pp2-1f1b,tp2 → the strategies side by side and each strategy's loss curve.
+plan:        plan --out (one configuration with pp 2, and a --search) → the plan views with plan.json's own
+             numbers (step split adding up to the step, memory per rank and category, traffic cells, links,
+             one Gantt interval per simulated action ending at the simulated pipeline); `report DIR` rewrites the
+             same page; a plan.json of another format is named by the page and the exit code.
 bad_input:   not a directory, not a bundle (exit 2 naming what was looked for; with --out a page that
              says so, drawn without error).
 Usage: report_test.py CASE --bin shardproof --work DIR
@@ -591,6 +595,86 @@ def case_compare(args):
         check_curves(page, {r["label"]: os.path.join(out, r["label"]) for r in table["rows"]})
 
 
+def case_plan(args):
+    """`plan --out` for one configuration (pp 2 across nodes, so every view is drawn) and for a search: each page
+    shows plan.json's own numbers; `report DIR` writes the same page again; a plan.json of another format is a
+    problem the page and the exit code name."""
+    work = os.path.join(args.work, "plan")
+    shutil.rmtree(work, ignore_errors=True)
+    one, found = os.path.join(work, "one"), os.path.join(work, "search")
+    p = run([args.bin, "plan", "--cluster", "dgx-a100", "--nodes", "4", "--model", "llama-7b", "--global-batch", "256",
+             "--dp", "4", "--tp", "4", "--pp", "2", "--zero", "1", "--out", one])
+    check(p.returncode == 0 and f"report: {one}/report.html" in p.stdout, f"plan --out: exit {p.returncode}\n{p.stderr[-1500:]}")
+    plan = load(os.path.join(one, "plan.json"))
+    with Browser(args.work) as b:
+        page = open_page(b, os.path.join(one, "report.html"))
+        check_views(page, {"plan-time", "plan-memory", "plan-traffic", "plan-pipeline"},
+                    os.path.join(args.work, "screenshots", "plan"))
+        attr = lambda sel, a: page.eval(f"document.querySelector({json.dumps(sel)}).getAttribute({json.dumps(a)})")
+        check(close(float(attr("[data-step-s]", "data-step-s")), plan["step"]["seconds"]) and
+              close(float(attr("[data-mfu]", "data-mfu")), plan["step"]["mfu"]),
+              f"step time / MFU in the page differ from plan.json {plan['step']}")
+        check(attr("#view-plan-time [data-strategy]", "data-strategy") == plan["inputs"]["strategy"]["name"],
+              f"the strategy shown is not plan.json's {plan['inputs']['strategy']}")
+        parts = {r["data-part"]: float(r["data-seconds"]) for r in rows(page, "#plan-time-parts tr[data-part]",
+                                                                         ["data-part", "data-seconds"])}
+        check(close(sum(parts.values()), plan["step"]["seconds"], 1e-9),
+              f"the step's parts {parts} do not add up to plan.json's step {plan['step']['seconds']}")
+        shown = {(int(r["data-rank"]), r["data-category"]): int(r["data-bytes"])
+                 for r in rows(page, "#plan-memory-ranks td[data-category]", ["data-rank", "data-category", "data-bytes"])
+                 if r["data-rank"] is not None}
+        cells = page.eval("""[...document.querySelectorAll('#plan-memory-ranks tr[data-rank]')].flatMap(tr =>
+            [...tr.querySelectorAll('td[data-category]')].map(td => [Number(tr.dataset.rank), td.dataset.category,
+            Number(td.dataset.bytes)]))""")
+        want = [[r["rank"], c, v] for r in plan["memory"]["ranks"] for c, v in r["by_category"].items() if v > 0] + \
+               [[r["rank"], "peak", r["peak_bytes"]] for r in plan["memory"]["ranks"]]
+        check(sorted(map(tuple, cells)) == sorted(map(tuple, want)), f"memory cells {cells} != plan.json {want}")
+        traffic = page.eval("""[...document.querySelectorAll('#plan-traffic-cells tr[data-cell]')].map(tr =>
+            [tr.dataset.cell, Number(tr.querySelector('[data-bytes]').dataset.bytes)])""")
+        check(traffic == [[f"{t['axis']}/{t['phase']}/{t['op']}", t["bytes"]] for t in plan["traffic"]],
+              f"traffic cells {traffic} != plan.json")
+        links = rows(page, "#plan-links tr[data-axis]", ["data-axis", "data-link"])
+        check({r["data-axis"]: r["data-link"] for r in links} == {a: l["link"] for a, l in plan["placement"]["links"].items()},
+              f"links in the page {links}")
+        ds = chart_datasets(page, "#view-plan-pipeline canvas") or []
+        drawn = sum(len(d["data"]) for d in ds)
+        check(drawn == len(plan["pipeline"]["actions"]) and drawn == 2 * 2 * plan["pipeline"]["micro_batches"],
+              f"Gantt intervals {drawn}, plan.json has {len(plan['pipeline']['actions'])} (2 stages × 2 passes × m)")
+        last = max(x["x"][1] for d in ds for x in d["data"]) if drawn else None
+        check(last is not None and close(last, plan["pipeline"]["simulated_seconds"], 1e-9),
+              f"the Gantt ends at {last}, the simulated pipeline at {plan['pipeline']['simulated_seconds']}")
+    before = open(os.path.join(one, "report.html"), "rb").read()
+    r = run([args.bin, "report", one])
+    check(r.returncode == 0 and open(os.path.join(one, "report.html"), "rb").read() == before,
+          f"`report` of the plan directory did not write the same page (exit {r.returncode})")
+
+    p = run([args.bin, "plan", "--cluster", "dgx-a100", "--nodes", "2", "--model", "llama-7b", "--global-batch", "64",
+             "--search", "--out", found])
+    check(p.returncode == 0, f"plan --search --out: exit {p.returncode}\n{p.stderr[-1500:]}")
+    result = load(os.path.join(found, "plan.json"))
+    with Browser(args.work) as b:
+        page = open_page(b, os.path.join(found, "report.html"))
+        check_views(page, {"plan-search"}, os.path.join(args.work, "screenshots", "plan_search"))
+        names = [r["data-strategy"] for r in rows(page, "#plan-ranked tr[data-strategy]", ["data-strategy"])]
+        want = [r["strategy"]["name"] for r in result["ranked"][:100]]
+        check(names == want, f"ranked strategies in the page ({len(names)}) != plan.json's best ({len(want)})")
+        counted = sum(int(r["data-count"]) for r in rows(page, "#plan-excluded tr[data-kind]", ["data-count"]))
+        check(counted == sum(len(x["reasons"]) for x in result["excluded"]),
+              f"the excluded rules count {counted} reasons, plan.json has "
+              f"{sum(len(x['reasons']) for x in result['excluded'])}")
+    # A plan.json of another format: a problem naming it, exit 1, and a page that says so.
+    bad = os.path.join(work, "bad")
+    os.makedirs(bad)
+    with open(os.path.join(bad, "plan.json"), "w") as f:
+        json.dump({"format_version": 7}, f)
+    r = run([args.bin, "report", bad])
+    check(r.returncode == 1 and "plan.json" in r.stderr + r.stdout, f"report of a bad plan.json: exit {r.returncode}\n{r.stderr}")
+    with Browser(args.work) as b:
+        page = open_page(b, os.path.join(bad, "report.html"))
+        text = page.eval("document.body.innerText")
+        check("plan.json" in text and "format_version 1" in text, f"the page does not name the problem: {text[:400]!r}")
+
+
 def case_bad_input(args):
     work = os.path.join(args.work, "bad_input")
     shutil.rmtree(work, ignore_errors=True)
@@ -623,7 +707,7 @@ def main():
     args.work = os.path.abspath(args.work)
     os.makedirs(args.work, exist_ok=True)
     cases = {"proof_pass": case_proof_pass, "proof_fail": case_proof_fail, "proof_tp": case_proof_tp,
-             "compare": case_compare,
+             "compare": case_compare, "plan": case_plan,
              "bad_input": case_bad_input}
     if args.case not in cases:
         print("unknown case", args.case)

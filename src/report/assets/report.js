@@ -590,6 +590,150 @@
     }
   };
 
+  // ---- plan views (kind "plan": a `shardproof plan --out` directory; docs/plan.md §8) ----
+  const AXIS_COLORS = {dp: '#0969da', tp: '#8250df', pp: '#bc4c00', world: '#1b7c83', ps: '#6e7781'};
+  function pct(x) { return x === null || x === undefined ? '–' : (100 * x).toFixed(1) + ' %'; }
+  function planInputs(i) {
+    const st = i.strategy;
+    return el('p', {}, 'Model ', el('b', {}, i.model), i.params ? ' (' + fmtNum(i.params / 1e9, 3) + ' billion parameters)' : '',
+              ' on ', el('b', {}, i.cluster), ' (' + i.nodes + ' nodes × ' + i.devices_per_node + ' devices)',
+              st ? [', strategy ', el('code', {'data-strategy': st.name}, st.name)] : '',
+              ', global batch ' + i.global_batch + ' sequences of ' + i.seq_len + ' tokens; GEMMs at ' +
+              fmtNum(100 * i.efficiency, 0) + ' % of the ' + i.dtype + ' peak.');
+  }
+  function assumptions(sec, list) {
+    const det = el('details', {}, el('summary', {}, 'assumptions (' + list.length + ')'));
+    det.append(el('ul', {}, list.map((a) => el('li', {}, a))));
+    sec.append(det);
+  }
+
+  views['plan-time'] = function (sec, d) {
+    const s = d.step, p = d.pipeline;
+    sec.append(planInputs(d.inputs));
+    sec.append(el('p', {}, 'Step ', el('b', {'data-step-s': s.seconds}, fmtNum(s.seconds, 4) + ' s'), ', ',
+                  el('b', {'data-tokens-per-s': s.tokens_per_second}, fmtNum(s.tokens_per_second, 0)), ' tokens/s, MFU ',
+                  el('b', {'data-mfu': s.mfu}, pct(s.mfu)), ', HFU ', el('b', {'data-hfu': s.hfu}, pct(s.hfu)),
+                  '; dominant communication: ', el('b', {}, s.dominant_comm), '. Pipeline bubble simulated ',
+                  el('b', {'data-bubble-simulated': p.bubble_fraction}, pct(p.bubble_fraction)), ', closed form ',
+                  el('b', {'data-bubble-closed': p.closed_form_bubble_fraction}, pct(p.closed_form_bubble_fraction)), '.'));
+    // The step is the simulated pipeline plus what follows it; inside the pipeline the busiest stage computes
+    // (GEMMs), runs its in-pass collectives, and waits for the rest.
+    const wait = Math.max(0, p.simulated_seconds - s.compute_seconds - s.pass_comm_seconds);
+    const parts = [['GEMMs (busiest stage)', s.compute_seconds, '#0969da'],
+                   ['collectives inside the passes', s.pass_comm_seconds, '#8250df'],
+                   ['pipeline wait and transfers', wait, '#d0d7de'],
+                   ['after the pipeline (gradient sync, optimizer)', s.after_pipeline_seconds, '#bc4c00']];
+    const box = chartBox('short');
+    sec.append(box.box);
+    makeChart(box.canvas, {type: 'bar', data: {labels: ['step'], datasets: parts.map(([label, v, c]) => ({label: label, data: [v], backgroundColor: c}))},
+      options: {indexAxis: 'y', scales: {x: {stacked: true, title: {display: true, text: 'seconds'}}, y: {stacked: true}},
+                plugins: {title: {display: true, text: 'one training step, split (seconds)'}}}});
+    sec.append(table(['part', 'seconds', 'share of the step'], parts.map(([label, v]) => el('tr', {'data-part': label},
+      el('td', {}, label), numCell(fmtNum(v, 4), {'data-seconds': v}), numCell(pct(s.seconds > 0 ? v / s.seconds : null)))),
+      {id: 'plan-time-parts'}));
+    assumptions(sec, d.assumptions);
+  };
+
+  views['plan-memory'] = function (sec, d) {
+    sec.append(el('p', {}, 'Device memory ', el('b', {'data-limit': d.limit_bytes}, fmtBytes(d.limit_bytes)), '; largest peak ',
+                  el('b', {'data-peak': d.peak_bytes}, fmtBytes(d.peak_bytes)), ' on rank ' + d.largest_rank + ': ',
+                  el('b', {'data-fits': d.fits, class: d.fits ? '' : 'sp-error'}, d.fits ? 'fits' :
+                     'DOES NOT FIT (' + d.largest_category + ' is the largest category)'),
+                  '. One rank per class of ranks with the same memory (the ledger model, plan/ledger_model.h).'));
+    const cats = Object.keys(CATEGORY_COLORS).filter((c) => d.ranks.some((r) => r.by_category[c] > 0));
+    const labels = d.ranks.map((r) => 'rank ' + r.rank + ' ' + r.coords);
+    const datasets = cats.map((c) => ({label: c, backgroundColor: CATEGORY_COLORS[c], data: d.ranks.map((r) => r.by_category[c] || 0)}));
+    datasets.push({type: 'line', label: 'device limit', data: d.ranks.map(() => d.limit_bytes), borderColor: '#cf222e',
+                   borderDash: [6, 4], pointRadius: 0});
+    const box = chartBox(d.ranks.length > 8 ? 'tall' : '');
+    sec.append(box.box);
+    makeChart(box.canvas, {type: 'bar', data: {labels: labels, datasets: datasets},
+      options: {scales: {x: {stacked: true}, y: {stacked: true, title: {display: true, text: 'peak bytes'}, ticks: {callback: (v) => fmtBytes(v)}}},
+                plugins: {title: {display: true, text: 'predicted peak bytes per rank by category, against the device'},
+                          tooltip: {callbacks: {label: (c) => c.dataset.label + ': ' + fmtBytes(c.raw)}}}}});
+    sec.append(table(['rank', 'coords'].concat(cats).concat(['peak']), d.ranks.map((r) => el('tr', {'data-rank': r.rank,
+      class: r.peak_bytes > d.limit_bytes ? 'fail' : ''}, numCell(r.rank), el('td', {}, r.coords),
+      cats.map((c) => numCell(fmtBytes(r.by_category[c] || 0), {'data-category': c, 'data-bytes': r.by_category[c] || 0})),
+      numCell(fmtBytes(r.peak_bytes), {'data-category': 'peak', 'data-bytes': r.peak_bytes}))), {id: 'plan-memory-ranks'}));
+  };
+
+  views['plan-traffic'] = function (sec, d) {
+    sec.append(el('p', {}, 'Placement: ', el('b', {}, d.grid), '. Each group priced on the link it crosses (α–β, plan/collective_time.h).'));
+    sec.append(table(['axis', 'group', 'link', 'GB/s per hop', 'latency µs', 'crosses nodes', 'why'],
+      Object.entries(d.links).map(([axis, l]) => el('tr', {'data-axis': axis, 'data-link': l.link},
+        el('td', {}, axis), numCell(l.group_size), el('td', {}, l.link), numCell(fmtNum(l.bandwidth_gbytes_per_s, 4)),
+        numCell(fmtNum(l.latency_us, 3)), el('td', {}, l.crosses_nodes ? 'yes' : 'no'), el('td', {}, l.description))),
+      {id: 'plan-links'}));
+    const labels = d.traffic.map((t) => t.axis + ' ' + t.phase + ' ' + t.op);
+    const grid = el('div', {class: 'sp-grid'});
+    sec.append(grid);
+    [['bytes per step (busiest group of each axis, phase and op)', 'bytes', (v) => fmtBytes(v)],
+     ['seconds per step on its link', 'seconds', undefined]].forEach(([title, key, tick]) => {
+      const box = chartBox();
+      grid.append(box.box);
+      makeChart(box.canvas, {type: 'bar', data: {labels: labels, datasets: [{label: key, data: d.traffic.map((t) => t[key]),
+        backgroundColor: d.traffic.map((t) => AXIS_COLORS[t.axis] || '#888')}]},
+        options: {indexAxis: 'y', plugins: {title: {display: true, text: title}, legend: {display: false}},
+                  scales: {x: {title: {display: true, text: key}, ticks: tick ? {callback: tick} : {}}}}});
+    });
+    sec.append(table(['axis', 'phase', 'op', 'ops', 'bytes', 'seconds', 'link'], d.traffic.map((t) =>
+      el('tr', {'data-cell': t.axis + '/' + t.phase + '/' + t.op}, el('td', {}, t.axis), el('td', {}, t.phase), el('td', {}, t.op),
+         numCell(t.ops), numCell(fmtBytes(t.bytes), {'data-bytes': t.bytes}), numCell(fmtNum(t.seconds, 4), {'data-seconds': t.seconds}),
+         el('td', {}, t.link))), {id: 'plan-traffic-cells'}));
+  };
+
+  views['plan-pipeline'] = function (sec, d) {
+    sec.append(el('p', {}, 'Schedule ', el('b', {}, d.schedule), ' on pp ' + d.pp + (d.virtual_stages > 1 ? ' (v = ' + d.virtual_stages + ')' : '') +
+                  ', m = ' + d.micro_batches + ' micro-batches per dp rank: simulated over the engine\'s own action lists ' +
+                  '(plan/pipeline_sim.h), ', el('b', {'data-simulated-s': d.simulated_seconds}, fmtNum(d.simulated_seconds, 4) + ' s'),
+                  ', bubble ', el('b', {'data-bubble': d.bubble_fraction}, pct(d.bubble_fraction)), ' (closed form (p−1)/(v·m+p−1) ',
+                  pct(d.closed_form_bubble_fraction), '); one transfer ' + fmtNum(d.transfer_seconds, 3) + ' s.'));
+    if (d.actions_omitted > 0)
+      sec.append(el('p', {class: 'sp-notes'}, d.actions_omitted + ' later actions are not drawn (plan.json keeps the first ' +
+                                                 d.actions.length + ').'));
+    const labels = Array.from({length: d.pp}, (_, r) => 'pp rank ' + r);
+    const datasets = ['forward', 'backward'].map((k) => ({label: k, backgroundColor: KIND_COLORS[k], grouped: false,
+      borderWidth: 0.5, borderColor: '#fff', barPercentage: 0.8, categoryPercentage: 1.0,
+      data: d.actions.filter((a) => a[3] === k).map((a) => ({x: [a[4], a[5]], y: labels[a[0]], mb: a[2], v: a[1]}))}));
+    const box = chartBox(d.pp > 8 ? 'tall' : '');
+    sec.append(box.box);
+    makeChart(box.canvas, {type: 'bar', data: {labels: labels, datasets: datasets},
+      options: {indexAxis: 'y', scales: {x: {type: 'linear', min: 0, title: {display: true, text: 'seconds since the step began'}}},
+                plugins: {title: {display: true, text: 'the simulated pipeline: forward and backward of every micro-batch per stage'},
+                          tooltip: {callbacks: {label: (c) => c.dataset.label + ' mb ' + c.raw.mb + (d.virtual_stages > 1 ? ' chunk ' + c.raw.v : '') +
+                                                              ': ' + fmtNum(c.raw.x[0], 3) + '–' + fmtNum(c.raw.x[1], 3) + ' s'}}}}});
+    sec.append(table(['chunk', 'pp rank', 'forward s (one micro-batch)', 'backward s'], d.chunk_seconds.map((c) =>
+      el('tr', {'data-chunk': c.chunk}, numCell(c.chunk), numCell(c.pp_rank), numCell(fmtNum(c.forward, 4), {'data-forward': c.forward}),
+         numCell(fmtNum(c.backward, 4), {'data-backward': c.backward}))), {id: 'plan-chunks'}));
+  };
+
+  views['plan-search'] = function (sec, d) {
+    sec.append(planInputs(d.inputs));
+    sec.append(el('p', {}, el('b', {'data-enumerated': d.enumerated}, d.enumerated), ' strategies enumerated: ',
+                  el('b', {'data-ranked': d.ranked_total}, d.ranked_total), ' ranked by step time, ',
+                  el('b', {'data-excluded': d.excluded_total}, d.excluded_total), ' excluded (' +
+                  Object.entries(d.excluded_by_kind).map(([k, n]) => k.replace(/_/g, ' ') + ' ' + n).join(', ') + ').' +
+                  (d.ranked.length < d.ranked_total ? ' The best ' + d.ranked.length + ' are shown.' : '')));
+    const top = d.ranked.slice(0, 20);
+    const box = chartBox(top.length > 10 ? 'tall' : '');
+    sec.append(box.box);
+    makeChart(box.canvas, {type: 'bar', data: {labels: top.map((r) => r.strategy.name), datasets: [
+      {label: 'step seconds', data: top.map((r) => r.time.step_seconds), backgroundColor: '#0969da'}]},
+      options: {indexAxis: 'y', plugins: {title: {display: true, text: 'step time of the best ' + top.length + ' strategies'}, legend: {display: false}},
+                scales: {x: {title: {display: true, text: 'seconds'}}, y: {ticks: {autoSkip: false}}}}});
+    sec.append(table(['rank', 'strategy', 'step s', 'tokens/s', 'MFU', 'peak / device', 'dominant communication'], d.ranked.map((r) =>
+      el('tr', {'data-rank': r.rank, 'data-strategy': r.strategy.name}, numCell(r.rank), el('td', {}, el('code', {}, r.strategy.name)),
+         numCell(fmtNum(r.time.step_seconds, 4), {'data-step-s': r.time.step_seconds}),
+         numCell(fmtNum(r.time.detail.tokens_per_second, 0)), numCell(pct(r.time.detail.mfu)),
+         numCell(fmtBytes(r.memory.peak_bytes) + ' / ' + fmtBytes(r.memory.limit_bytes), {'data-peak': r.memory.peak_bytes}),
+         el('td', {}, r.time.detail.dominant))), {id: 'plan-ranked'}));
+    sec.append(el('h3', {}, 'Why the others are excluded'));
+    sec.append(table(['kind', 'rule', 'strategies', 'example'], d.excluded_by_rule.map((x) =>
+      el('tr', {'data-kind': x.kind}, el('td', {}, x.kind), el('td', {}, x.rule + '…'), numCell(x.count, {'data-count': x.count}),
+         el('td', {}, x.example))), {id: 'plan-excluded'}));
+    assumptions(sec, d.assumptions);
+  };
+
   // ---- page ----
   const nav = document.getElementById('sp-nav');
   const main = document.getElementById('sp-views');
