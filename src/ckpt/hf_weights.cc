@@ -159,10 +159,11 @@ Status check_config_beside(const std::string& dir, const model::LlamaConfig& con
   SP_ASSIGN_OR_RETURN(const nlohmann::json cfg, read_json_file(path, uint64_t{1} << 24));
   if (!cfg.is_object()) return invalid_argument("'{}' must be a JSON object", path);
   const nlohmann::json want = config.to_hf_json();
-  const std::map<std::string, nlohmann::json> defaults = {{"num_key_value_heads", cfg.value("num_attention_heads", 0)},
-                                                          {"tie_word_embeddings", false},
-                                                          {"rope_theta", 10000.0},
-                                                          {"rms_norm_eps", 1e-6}};
+  const std::map<std::string, nlohmann::json> defaults = {
+      {"num_key_value_heads", cfg.contains("num_attention_heads") ? cfg.at("num_attention_heads") : nlohmann::json()},
+      {"tie_word_embeddings", false},
+      {"rope_theta", 10000.0},
+      {"rms_norm_eps", 1e-6}};
   for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                           "num_key_value_heads", "tie_word_embeddings", "rope_theta", "rms_norm_eps"}) {
     nlohmann::json a = cfg.contains(key) ? cfg.at(key) : defaults.count(key) ? defaults.at(key) : nlohmann::json();

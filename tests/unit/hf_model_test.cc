@@ -353,6 +353,13 @@ TEST(HfWeights, ConfigBesideTheWeightsMustDescribeTheRunsModel) {
   other.rope_theta = 10000.0;  // same shapes, other math
   const std::string e = read_error(dir.file("w/model.safetensors"), other);
   EXPECT_NE(e.find("config.json' says rope_theta = 500000.0 but this run's model has 10000.0"), std::string::npos) << e;
+  // A wrong type in it is named, not a crash (num_key_value_heads defaults to it).
+  json j = json::parse(*read_file(dir.file("w/config.json")));
+  j["num_attention_heads"] = "6";
+  j.erase("num_key_value_heads");
+  ASSERT_TRUE(write_file(dir.file("w/config.json"), j.dump()).ok());
+  EXPECT_NE(read_error(dir.file("w"), c).find("says num_attention_heads = \"6\" but this run's model has 6"),
+            std::string::npos);
 }
 
 TEST(HfWeights, BrokenIndexOrShardsAreNamed) {
