@@ -57,44 +57,4 @@ Result<ExportSummary> export_consolidated(const CheckpointPaths& paths, int64_t 
   return s;
 }
 
-Result<NamedTensors> read_consolidated(const std::string& path, const model::LlamaConfig& config) {
-  const std::string cfg_path = config_json_beside(path);
-  if (path_exists(cfg_path)) {
-    SP_ASSIGN_OR_RETURN(const std::string text, read_file(cfg_path, 1 << 20));
-    SP_ASSIGN_OR_RETURN(const nlohmann::json cfg, parse_json_strict(text, cfg_path, 16));
-    const nlohmann::json want = config.to_hf_json();
-    for (const char* key :
-         {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-          "num_key_value_heads", "tie_word_embeddings", "rope_theta", "rms_norm_eps"}) {
-      if (!cfg.is_object() || !cfg.contains(key)) continue;
-      const nlohmann::json& a = cfg[key];
-      const nlohmann::json& b = want[key];
-      const bool same = a.is_number() && b.is_number()
-                            ? std::fabs(a.get<double>() - b.get<double>()) <= 1e-6 * std::fabs(b.get<double>())
-                            : a == b;
-      if (!same)
-        return failed_precondition("'{}': {} is {} in the weights' config but {} in this run's model", cfg_path, key,
-                                   a.dump(), b.dump())
-            .with_hint("train with the model configuration the weights were made for");
-    }
-  }
-  SP_ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::open(path));
-  NamedTensors out;
-  for (const model::WeightSpec& spec : model::weight_table(config)) {
-    std::vector<float> v(static_cast<size_t>(shape_numel(spec.shape)));
-    SP_RETURN_IF_ERROR(reader.read_f32(spec.name, spec.shape, v.data()));
-    for (size_t i = 0; i < v.size(); ++i)
-      if (!std::isfinite(v[i]))
-        return corrupt("weights '{}': tensor '{}' holds a non-finite value ({}) at element {}", path, spec.name, v[i],
-                       i);
-    out.emplace(spec.name, std::move(v));
-  }
-  for (const SafetensorsEntry& e : reader.tensors())
-    if (!out.count(e.name))
-      return failed_precondition("weights '{}' hold tensor {:?}, which this model configuration does not have", path,
-                                 e.name)
-          .with_hint("the weights were made for a different model configuration");
-  return out;
-}
-
 }  // namespace sp::ckpt

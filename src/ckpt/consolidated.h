@@ -1,9 +1,8 @@
 // Consolidated weights: one safetensors file with every parameter under its Hugging Face name, F32,
-// (out, in) layout, plus an HF-style config.json beside it: `shardproof ckpt export`, and the
-// import side (`shardproof train --init-from FILE`). Not a training checkpoint: no optimizer state,
-// no step, no data position.
-// Invariant: read_consolidated returns exactly the model's weight table, each tensor with its exact
-// logical shape and only finite values; anything else is refused naming the tensor.
+// (out, in) layout, plus an HF-style config.json beside it: `shardproof ckpt export --out FILE` (the
+// sharded Hugging Face layout is ckpt/hf_weights.h, which also reads both back for `train --init-from`).
+// Not a training checkpoint: no optimizer state, no step, no data position.
+// Invariant: the file holds exactly the model's weight table, each tensor in its logical shape.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +26,8 @@ struct ExportSummary {
 // (temp + rename) and config.json in the same directory.
 Result<ExportSummary> export_consolidated(const CheckpointPaths& paths, int64_t step, const std::string& out_path);
 
+// Weights by HF name, fp32, row-major in their logical shape. Reading them (this file's export, or any
+// Hugging Face LLaMA safetensors) is ckpt/hf_weights.h's read_hf_weights.
 using NamedTensors = std::map<std::string, std::vector<float>>;
-// Reads consolidated weights for `config`: every tensor of the weight table, no other, F32, exact
-// shapes, finite. A config.json beside the file must agree with config.to_hf_json() key by key.
-Result<NamedTensors> read_consolidated(const std::string& path, const model::LlamaConfig& config);
 
 }  // namespace sp::ckpt

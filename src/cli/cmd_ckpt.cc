@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "ckpt/consolidated.h"
+#include "ckpt/hf_layout.h"
+#include "ckpt/hf_weights.h"
 #include "ckpt/load.h"
 #include "ckpt/names.h"
 #include "ckpt/reshard.h"
@@ -146,6 +148,25 @@ Status with_step_remedy(const Status& st) {
                       "--step N uses another checkpoint (`shardproof ckpt inspect DIR` lists them)");
 }
 
+// --hf OUTDIR: the Hugging Face layout (config.json, model.safetensors or shards + index).
+Status run_export_hf(const std::string& dir, int64_t step_option, const std::string& out, const std::string& max_shard,
+                     const std::string& dtype, bool overwrite) {
+  ckpt::HfExportOptions options;
+  SP_ASSIGN_OR_RETURN(options.max_shard_bytes, ckpt::parse_shard_size(max_shard));
+  if (dtype != "fp32" && dtype != "bf16")
+    return invalid_argument("--dtype '{}' is not an export dtype", dtype).with_hint("fp32 or bf16");
+  options.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  options.overwrite = overwrite;
+  SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));
+  SP_ASSIGN_OR_RETURN(const int64_t step, default_step(s));
+  auto exported = ckpt::export_hf(s.paths, step, out, options);
+  if (!exported.ok()) return with_step_remedy(exported.status());
+  const ckpt::HfExportSummary& e = *exported;
+  log_info("exported step {}: {} tensors, {} of {} in {}: {}", e.step, e.tensors, megabytes(e.tensor_bytes),
+           dtype == "bf16" ? "BF16" : "F32", e.out_dir, fmt::join(e.files, ", "));
+  return Status();
+}
+
 Status run_export(const std::string& dir, int64_t step_option, const std::string& out) {
   SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));
   SP_ASSIGN_OR_RETURN(const int64_t step, default_step(s));
@@ -158,16 +179,17 @@ Status run_export(const std::string& dir, int64_t step_option, const std::string
 }
 
 Status run_import(const std::string& file, const std::string& preset, const std::string& config_file,
-                  const std::vector<std::string>& sets) {
-  SP_ASSIGN_OR_RETURN(const plan::RunConfig rc, load_run_config(default_root(), preset, config_file, sets));
-  SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_consolidated(file, rc.model));
+                  const std::string& model_config, const std::vector<std::string>& sets) {
+  SP_ASSIGN_OR_RETURN(const plan::RunConfig rc,
+                      load_run_config(default_root(), preset, config_file, model_config, sets));
+  SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_hf_weights(file, rc.model));
   int64_t n = 0;
   for (const auto& [name, v] : w) n += static_cast<int64_t>(v.size());
   std::printf("%s: %zu tensors, %lld parameters, every name, shape and value valid for this model\n", file.c_str(),
               w.size(), static_cast<long long>(n));
   std::printf(
-      "start a run from them with:  shardproof train --init-from %s [--preset/--config/--set as here] "
-      "--out DIR\n",
+      "start a run from them with:  shardproof train --init-from %s [--preset/--config/--model-config/--set as "
+      "here] --out DIR\n",
       file.c_str());
   return Status();
 }
@@ -178,10 +200,10 @@ void register_ckpt(CLI::App& app, CommandResult& result) {
   CLI::App* ckpt = app.add_subcommand("ckpt", "Recovery checkpoints: verify, inspect, export, import");
   ckpt->require_subcommand(1);
   struct Opts {
-    std::string dir, out, file, preset, config;
+    std::string dir, out, hf, file, preset, config, model_config, max_shard = "5GB", dtype = "fp32";
     std::vector<std::string> sets;
     int64_t step = -1;
-    bool tensors = false;
+    bool tensors = false, overwrite = false;
   };
   auto o = std::make_shared<Opts>();
 
@@ -200,19 +222,45 @@ void register_ckpt(CLI::App& app, CommandResult& result) {
   inspect->add_flag("--tensors", o->tensors, "List every logical tensor");
   inspect->callback([o, &result] { result.exit_code = report_status(run_inspect(o->dir, o->step, o->tensors)); });
 
-  CLI::App* exp = ckpt->add_subcommand("export", "Consolidated weights (HF names, F32) and config.json");
+  CLI::App* exp = ckpt->add_subcommand(
+      "export", "Weights with HF names: one F32 file (--out) or a Hugging Face model directory (--hf)");
   exp->add_option("DIR", o->dir, "Run directory, its checkpoints/ directory, or one step directory")->required();
-  exp->add_option("--out", o->out, "Output safetensors file (config.json is written beside it)")->required();
+  auto* out = exp->add_option("--out", o->out, "Output safetensors file (config.json is written beside it)");
+  auto* hf = exp->add_option("--hf", o->hf,
+                             "Output directory in the Hugging Face layout: config.json and model.safetensors, or "
+                             "model-0000i-of-0000N.safetensors + model.safetensors.index.json (docs/huggingface.md)");
+  out->excludes(hf);
+  hf->excludes(out);
+  exp->add_option("--max-shard-size", o->max_shard, "With --hf: largest shard, e.g. 5GB (default), 500MB, 2GiB");
+  exp->add_option("--dtype", o->dtype, "With --hf: fp32 (default) or bf16 (rounded to nearest even)");
+  exp->add_flag("--overwrite", o->overwrite, "With --hf: replace a non-empty output directory");
   exp->add_option("--step", o->step, "Export this step (default: LATEST)");
-  exp->callback([o, &result] { result.exit_code = report_status(run_export(o->dir, o->step, o->out)); });
+  exp->callback([o, &result, exp] {
+    if (o->hf.empty() == o->out.empty()) {
+      result.exit_code = report_status(
+          invalid_argument("ckpt export needs one of --out FILE or --hf DIR").with_hint("--hf DIR for transformers"));
+      return;
+    }
+    if (o->hf.empty() && (exp->count("--max-shard-size") || exp->count("--dtype") || o->overwrite)) {
+      result.exit_code = report_status(invalid_argument("--max-shard-size, --dtype and --overwrite go with --hf"));
+      return;
+    }
+    result.exit_code =
+        report_status(o->hf.empty() ? run_export(o->dir, o->step, o->out)
+                                    : run_export_hf(o->dir, o->step, o->hf, o->max_shard, o->dtype, o->overwrite));
+  });
 
   CLI::App* imp = ckpt->add_subcommand(
       "import", "Check consolidated weights against a run configuration; train --init-from FILE starts from them");
-  imp->add_option("FILE", o->file, "Consolidated safetensors (e.g. from ckpt export)")->required();
+  imp->add_option("FILE", o->file, "Weights: a safetensors file, an index, or a Hugging Face model directory")
+      ->required();
   imp->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
   imp->add_option("--config", o->config, "Run configuration file (TOML)");
+  imp->add_option("--model-config", o->model_config, "The [model] from a Hugging Face config.json");
   imp->add_option("--set", o->sets, "Override a key (repeatable)");
-  imp->callback([o, &result] { result.exit_code = report_status(run_import(o->file, o->preset, o->config, o->sets)); });
+  imp->callback([o, &result] {
+    result.exit_code = report_status(run_import(o->file, o->preset, o->config, o->model_config, o->sets));
+  });
 }
 
 }  // namespace sp::cli

@@ -33,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CompareOpts {
-  std::string preset, config, out, root, cache, strategies;
+  std::string preset, config, model_config, out, root, cache, strategies;
   std::vector<std::string> sets;
 };
 
@@ -118,7 +118,7 @@ int run_compare(const CompareOpts& o) {
   if (!specs.ok()) return report_status(specs.status());
   const std::vector<StrategySpec> list = with_reference_first(std::move(*specs));
   const std::string root = o.root.empty() ? default_root() : o.root;
-  auto base = load_run_config(root, o.preset, o.config, o.sets);
+  auto base = load_run_config(root, o.preset, o.config, o.model_config, o.sets);
   if (!base.ok()) return report_status(base.status());
   if (Status st = make_directories(o.out + "/logs"); !st.ok()) return report_status(st);
 
@@ -133,7 +133,7 @@ int run_compare(const CompareOpts& o) {
     std::fprintf(stderr, "compare [%zu/%zu] %s (%d rank%s): ", i + 1, list.size(), spec.label.c_str(), spec.world(),
                  spec.world() == 1 ? "" : "s");
     std::fflush(stderr);
-    auto config = load_run_config(root, o.preset, o.config, sets);
+    auto config = load_run_config(root, o.preset, o.config, o.model_config, sets);
     Status st = config.status();
     if (st.ok()) st = plan::RunPlan::make(*config, spec.world()).status();
     if (st.ok()) st = prepare_run_dir(dir);
@@ -147,6 +147,8 @@ int run_compare(const CompareOpts& o) {
       args.insert(args.end(), {"--config", o.config});
     else
       args.insert(args.end(), {"--preset", o.preset.empty() ? "tiny" : o.preset});
+    if (!o.model_config.empty())
+      args.insert(args.end(), {"--model-config", fs::absolute(o.model_config).lexically_normal().string()});
     if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
     for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
     Stopwatch watch;
@@ -213,6 +215,8 @@ void register_compare(CLI::App& app, CommandResult& result) {
                                      "with dp=1 side by side (docs/compare.md)");
   cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
   cmd->add_option("--config", o->config, "Run configuration file (TOML)");
+  cmd->add_option("--model-config", o->model_config,
+                  "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)");
   cmd->add_option("--set", o->sets, "Override a key for every strategy: --set train.steps=5 (repeatable)");
   cmd->add_option("--strategies", o->strategies,
                   "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "

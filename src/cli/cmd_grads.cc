@@ -7,7 +7,7 @@
 #include <map>
 #include <memory>
 
-#include "ckpt/consolidated.h"
+#include "ckpt/hf_weights.h"
 #include "ckpt/safetensors.h"
 #include "cli/command.h"
 #include "cli/run_setup.h"
@@ -43,7 +43,6 @@ Result<model::LlamaConfig> read_model_config(const std::string& path) {
 Status run_grads(const std::string& config_path, const std::string& weights, const std::string& tokens_path,
                  const std::string& out) {
   SP_RETURN_IF_ERROR(check_input_file("--config", config_path));
-  SP_RETURN_IF_ERROR(check_input_file("--weights", weights));
   SP_RETURN_IF_ERROR(check_input_file("--tokens", tokens_path));
   SP_ASSIGN_OR_RETURN(model::LlamaConfig mc, read_model_config(config_path));
   SP_ASSIGN_OR_RETURN(TokenBatch batch, read_token_batch(tokens_path, mc.vocab_size));
@@ -70,7 +69,7 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
   // Refused before the weights or the engine are allocated, as train does (parallel/memory_fit.h).
   SP_RETURN_IF_ERROR(parallel::check_memory_fit(plan, grid, *comms.world));
   // The same reader as train --init-from: exactly the model's tensors, exact shapes, finite values.
-  SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_consolidated(weights, mc));
+  SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_hf_weights(weights, mc));
   comm::TraceContext trace;
   MemoryLedger ledger;
   ckpt::SafetensorsWriter writer;
@@ -113,7 +112,9 @@ void register_grads(CLI::App& app, CommandResult& result) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("grads", "Loss and every gradient of one token batch for given weights");
   cmd->add_option("--config", o->config, "Model configuration (JSON or TOML, keys of [model])")->required();
-  cmd->add_option("--weights", o->weights, "Weights, safetensors with Hugging Face names")->required();
+  cmd->add_option("--weights", o->weights,
+                  "Weights with Hugging Face names: a safetensors file, an index or a directory (as train --init-from)")
+      ->required();
   cmd->add_option("--tokens", o->tokens, "Token batch file (docs/formats/token_batch.md)")->required();
   cmd->add_option("--out", o->out, "Output safetensors: gradients, loss in the metadata")->required();
   cmd->callback([o, &result] {

@@ -36,18 +36,20 @@ namespace {
 
 std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
 
-// --model: a Hugging Face config.json, a run configuration (.toml), a named shape, or a preset in configs/.
-Result<plan::ModelShape> resolve_model(const std::string& root, const std::string& spec) {
+// --model: a Hugging Face config.json, a run configuration (.toml), a named shape, or a preset in configs/;
+// a run configuration's [model] comes from --model-config when given.
+Result<plan::ModelShape> resolve_model(const std::string& root, const std::string& spec,
+                                       const std::string& model_config) {
   if (spec.empty()) return invalid_argument("no model");
   if (spec.ends_with(".json")) return plan::read_hf_config(spec);
   if (spec.ends_with(".toml")) {
-    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, "", spec, {}));
+    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, "", spec, model_config, {}));
     return plan::ModelShape::from_llama(rc.model, rc.name, spec);
   }
   auto named = plan::named_shape(spec);
   if (named.ok()) return named;
   if (std::filesystem::exists(root + "/configs/" + spec + ".toml")) {
-    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, spec, "", {}));
+    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, spec, "", model_config, {}));
     return plan::ModelShape::from_llama(rc.model, spec, "configs/" + spec + ".toml [model], data.vocab_size");
   }
   return named.status().with_hint(named.status().hint() + " (presets: configs/*.toml)");
@@ -78,7 +80,7 @@ std::string cluster_line(const plan::ClusterSpec& c) {
 }
 
 struct PlanArgs {
-  std::string cluster, model, run, root, dtype, schedule, recompute, reduction, axis_order, out;
+  std::string cluster, model, model_config, run, root, dtype, schedule, recompute, reduction, axis_order, out;
   int nodes = 0, dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
   int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
   double efficiency = 0.5;
@@ -100,8 +102,8 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
           .with_hint("--run names a run directory written by shardproof train or compare");
     SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(contract["config"]));
   } else if (run_config) {
-    SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml") ? load_run_config(root, "", a.model, a.sets)
-                                                      : load_run_config(root, a.model, "", a.sets));
+    SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml") ? load_run_config(root, "", a.model, a.model_config, a.sets)
+                                                      : load_run_config(root, a.model, "", a.model_config, a.sets));
   } else {
     if (shape.family != plan::ModelFamily::kLlama)
       return invalid_argument(
@@ -277,8 +279,22 @@ Status write_plan_dir(const std::string& out, const nlohmann::json& j, bool json
   return problems.empty() ? Status() : internal_error("the plan's report lists {} problem(s)", problems.size());
 }
 
-int run_plan(const PlanArgs& a) {
-  const std::string root = a.root.empty() ? default_root() : a.root;
+int run_plan(const PlanArgs& args) {
+  const std::string root = args.root.empty() ? default_root() : args.root;
+  // --model-config alone plans the Hugging Face config (as --model config.json); with a run configuration
+  // (a preset or FILE.toml) it replaces that configuration's [model].
+  PlanArgs a = args;
+  if (!a.model_config.empty()) {
+    if (a.model.empty() && a.run.empty()) {
+      a.model = a.model_config;
+      a.model_config.clear();
+    } else if (!a.run.empty() || a.model.ends_with(".json") || plan::named_shape(a.model).ok()) {
+      return report_status(
+          invalid_argument("--model-config replaces the [model] of a run configuration; '{}' is not one",
+                           a.run.empty() ? a.model : "--run " + a.run)
+              .with_hint("give --model PRESET or --model FILE.toml with it, or --model-config alone"));
+    }
+  }
   if (a.cluster.empty() || (a.model.empty() == a.run.empty()))
     return report_status(invalid_argument("plan needs --cluster and one of --model or --run")
                              .with_hint("for example: shardproof plan --cluster dgx-a100 --nodes 16 --model llama-65b "
@@ -292,7 +308,7 @@ int run_plan(const PlanArgs& a) {
   }
   Result<plan::ModelShape> model = invalid_argument("no model");
   if (!a.model.empty()) {
-    model = resolve_model(root, a.model);
+    model = resolve_model(root, a.model, a.model_config);
     if (!model.ok()) return report_status(model.status());
   }
   const bool run_config = !a.model.empty() && (a.model.ends_with(".toml") ||
@@ -432,6 +448,9 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_option("--cluster", a->cluster, "Cluster preset (configs/clusters/NAME.toml) or cluster file");
   cmd->add_option("--model", a->model,
                   "Named shape (plan list), preset (configs/NAME.toml), run config FILE.toml or HF config.json");
+  cmd->add_option("--model-config", a->model_config,
+                  "A Hugging Face LLaMA config.json: alone, the model to plan; with --model PRESET or FILE.toml, "
+                  "that run's [model] (docs/huggingface.md)");
   cmd->add_option("--run", a->run, "A run directory: plan exactly its configuration (contract.json)");
   cmd->add_option("--nodes", a->nodes, "Number of nodes (overrides the cluster file's nodes.count)")
       ->check(CLI::PositiveNumber);

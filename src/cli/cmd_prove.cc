@@ -89,6 +89,8 @@ class Protocol {
     if (!o_.cache.empty()) args.insert(args.end(), {"--cache", o_.cache});
     if (!o_.config.empty()) args.insert(args.end(), {"--config", o_.config});
     if (!o_.preset.empty()) args.insert(args.end(), {"--preset", o_.preset});
+    if (!o_.model_config.empty())
+      args.insert(args.end(), {"--model-config", fs::absolute(o_.model_config).lexically_normal().string()});
     for (const std::string& s : o_.sets) args.insert(args.end(), {"--set", s});
     args.insert(args.end(), extra.begin(), extra.end());
     if (o_.quiet) args.push_back("--quiet");
@@ -251,7 +253,7 @@ int run_prove(const ProveOptions& o) {
     return report_status(invalid_argument("shardproof prove is the driver; do not start it under mpirun")
                              .with_hint("run `shardproof prove ...` directly: it launches mpirun for each stage"));
   const std::string root = o.root.empty() ? default_root() : o.root;
-  auto config = load_run_config(root, o.preset, o.config, o.sets);
+  auto config = load_run_config(root, o.preset, o.config, o.model_config, o.sets);
   if (!config.ok()) return report_status(config.status());
   if (auto plan = plan::RunPlan::make(*config, config->parallel.world()); !plan.ok())
     return report_status(plan.status());
@@ -286,6 +288,8 @@ void register_prove(CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("prove", "Run the four-stage proof protocol and its gate (docs/prove.md)");
   cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
   cmd->add_option("--config", o->config, "Run configuration file (TOML)");
+  cmd->add_option("--model-config", o->model_config,
+                  "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)");
   cmd->add_option("--set", o->sets, "Override a key: --set parallel.dp=2 (repeatable)");
   cmd->add_option("--fault", o->fault, "Stage-3 fault NAME[@STEP][:RANK] (docs/faults.md); default: [prove].fault");
   cmd->add_option("--out", o->out, "Bundle directory (new)")->required();

@@ -34,7 +34,7 @@ std::string summary_line(const parallel::TrainSummary& s, const std::string& out
 
 void register_train(CLI::App& app, CommandResult& result) {
   struct Opts {
-    std::string preset, config, out, root, cache;
+    std::string preset, config, model_config, out, root, cache;
     std::vector<std::string> sets;
     int np = 0;
     bool quiet = false;
@@ -56,6 +56,9 @@ void register_train(CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write its evidence bundle");
   cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
   cmd->add_option("--config", o->config, "Run configuration file (TOML)");
+  cmd->add_option("--model-config", o->model_config,
+                  "The [model] from a Hugging Face LLaMA config.json, after --preset/--config and before --set "
+                  "(docs/huggingface.md)");
   cmd->add_option("--set", o->sets, "Override a key: --set parallel.dp=4 (repeatable)");
   cmd->add_option("--out", o->out, "Evidence bundle directory")->required();
   cmd->add_option("--np", o->np, "Start mpirun with this many ranks (instead of running under mpirun)")
@@ -80,7 +83,8 @@ void register_train(CLI::App& app, CommandResult& result) {
   cmd->add_option("--stop-after", o->stop_after, "Stop after this many steps, as an interrupted run would")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--init-from", o->init_from,
-                  "Start a fresh run from consolidated weights (shardproof ckpt export; HF names, F32)");
+                  "Start a fresh run from Hugging Face weights: one safetensors file, a model.safetensors.index.json "
+                  "or a directory holding either (F32, BF16 or F16; docs/huggingface.md)");
   cmd->add_option("--fault", o->faults,
                   "Inject one fault: a catalogue fault NAME[@STEP][:RANK] (docs/faults.md), or a checkpoint-save "
                   "fault ckpt-kill-PHASE[@STEP][:RANK], ckpt-enospc[@STEP][:RANK] (docs/checkpoints.md)");
@@ -118,7 +122,7 @@ void register_train(CLI::App& app, CommandResult& result) {
       return;
     }
     const std::string root = o->root.empty() ? default_root() : o->root;
-    auto config = load_run_config(root, o->preset, o->config, o->sets);
+    auto config = load_run_config(root, o->preset, o->config, o->model_config, o->sets);
     if (!config.ok()) {
       result.exit_code = report_status(config.status());
       return;

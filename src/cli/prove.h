@@ -17,6 +17,7 @@ namespace sp::cli {
 struct ProveOptions {
   std::string preset;             // configs/NAME.toml (default: the config's own default, tiny)
   std::string config;             // or a TOML file
+  std::string model_config;       // --model-config: [model] from a Hugging Face config.json (docs/huggingface.md)
   std::vector<std::string> sets;  // --set key=value overrides, in order
   std::string fault;              // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
   std::string out;                // bundle directory (must not hold a previous bundle)

@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "core/log.h"
+#include "plan/hf_config.h"
 
 namespace sp::cli {
 
@@ -24,6 +25,12 @@ std::string default_root() {
 
 Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::vector<std::string>& sets) {
+  return load_run_config(root, preset, config_file, "", sets);
+}
+
+Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+                                        const std::string& config_file, const std::string& model_config,
+                                        const std::vector<std::string>& sets) {
   nlohmann::json j;
   if (!preset.empty() && !config_file.empty())
     return invalid_argument("--preset and --config are mutually exclusive").with_hint("pass one of them");
@@ -31,6 +38,10 @@ Result<plan::RunConfig> load_run_config(const std::string& root, const std::stri
     SP_ASSIGN_OR_RETURN(j, plan::read_toml(config_file));
   } else {
     SP_ASSIGN_OR_RETURN(j, plan::read_preset(root + "/configs", preset.empty() ? "tiny" : preset));
+  }
+  if (!model_config.empty()) {
+    SP_ASSIGN_OR_RETURN(const plan::HfModelConfig hf, plan::read_hf_model_config(model_config));
+    plan::apply_hf_model_config(j, hf);
   }
   for (const std::string& s : sets) SP_RETURN_IF_ERROR(plan::apply_override(j, s));
   return plan::RunConfig::from_json(j);

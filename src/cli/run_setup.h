@@ -18,6 +18,11 @@ std::string default_root();
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
 Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::vector<std::string>& sets);
+// The same with --model-config FILE (a Hugging Face config.json, plan/hf_config.h) applied after the
+// preset or --config and before the --set overrides; empty `model_config`: none.
+Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+                                        const std::string& config_file, const std::string& model_config,
+                                        const std::vector<std::string>& sets);
 // An input file named by `flag` must exist and be a regular file: a usage error (exit 2) naming both.
 Status check_input_file(std::string_view flag, const std::string& path);
 // True when this process was started by mpirun/srun (one rank of a job).

@@ -81,9 +81,17 @@ const std::vector<std::string>& resumable_contract_differences() {
 }
 
 const std::vector<std::string>& comparable_contract_differences() {
-  static const std::vector<std::string> keys = {
-      "hash",        "world_size", "config.parallel",        "config.evidence",         "config.prove",
-      "config.name", "engine.mpi", "config.train.recompute", "config.train.eval_every", "config.train.eval_batches"};
+  static const std::vector<std::string> keys = {"hash",
+                                                "world_size",
+                                                "config.parallel",
+                                                "config.evidence",
+                                                "config.prove",
+                                                "config.name",
+                                                "engine.mpi",
+                                                "config.train.recompute",
+                                                "config.train.eval_every",
+                                                "config.train.eval_batches",
+                                                "config.model_config"};
   return keys;
 }
 

@@ -37,7 +37,8 @@ std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::
 const std::vector<std::string>& stage_contract_differences();
 const std::vector<std::string>& resumable_contract_differences();
 // Two runs compared with `verify --against` (or in `compare`): also recomputation (the same numbers, bit
-// for bit) and the evaluation settings (they do not touch training).
+// for bit), the evaluation settings (they do not touch training) and where [model] came from (a
+// --model-config file; the model itself is compared).
 const std::vector<std::string>& comparable_contract_differences();
 // --expect-contract: `contract` must be the frozen contract at `path` up to stage_contract_differences().
 Status check_expected_contract(const std::string& path, const nlohmann::json& contract);

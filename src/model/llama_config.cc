@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <set>
+#include <string>
 #include <vector>
 
 namespace sp::model {
@@ -109,7 +110,12 @@ Result<LlamaConfig> LlamaConfig::from_json(const nlohmann::json& j) {
   return c;
 }
 
-nlohmann::json LlamaConfig::to_hf_json() const {
+namespace {
+// The shortest decimal that reads back as `x` (fmt's float formatting), as a JSON number.
+double shortest_decimal(float x) { return std::stod(fmt::format("{}", x)); }
+}  // namespace
+
+nlohmann::json LlamaConfig::to_hf_json(const std::string& torch_dtype) const {
   return {{"architectures", {"LlamaForCausalLM"}},
           {"model_type", "llama"},
           {"vocab_size", vocab_size},
@@ -120,12 +126,12 @@ nlohmann::json LlamaConfig::to_hf_json() const {
           {"num_key_value_heads", n_kv_heads},
           {"max_position_embeddings", max_seq},
           {"rope_theta", rope_theta},
-          {"rms_norm_eps", norm_eps},
+          {"rms_norm_eps", shortest_decimal(norm_eps)},
           {"tie_word_embeddings", tie_embeddings},
           {"hidden_act", "silu"},
           {"attention_bias", false},
-          {"initializer_range", init_std},
-          {"torch_dtype", "float32"}};
+          {"initializer_range", shortest_decimal(init_std)},
+          {"torch_dtype", torch_dtype}};
 }
 
 }  // namespace sp::model

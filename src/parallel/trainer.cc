@@ -8,7 +8,7 @@
 #include <functional>
 #include <memory>
 
-#include "ckpt/consolidated.h"
+#include "ckpt/hf_weights.h"
 #include "comm/agree.h"
 #include "comm/staleness.h"
 #include "comm/topology.h"
@@ -91,6 +91,7 @@ struct Run {
   MemoryLedger ledger;
   // 4. initialize_or_resume
   std::unique_ptr<Engine> engine;
+  std::optional<ckpt::NamedTensors> init_weights;  // --init-from, read and checked in prepare_data
 
   Status agree(const Status& local) { return comm::agree(*comms.world, local); }
   // The first write error of this rank's evidence files (each writer keeps its own, naming its file).
@@ -159,6 +160,13 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
   const plan::RunConfig& config = run.config;
   run.comms = config.parallel.parameter_server() ? comm::make_ps_communicators(run.grid, run.plan.roles())
                                                  : comm::make_grid_communicators(run.grid);
+  // --init-from is read and checked on every rank before anything is written: a file that does not fit
+  // the model is a usage error that leaves --out untouched.
+  if (!run.opt.init_from.empty()) {
+    auto weights = ckpt::read_hf_weights(run.opt.init_from, config.model);
+    SP_RETURN_IF_ERROR(run.agree(weights.status()));
+    run.init_weights.emplace(std::move(weights).value());
+  }
   // Nothing is written before the output directory is claimed: locked, and refused if it holds
   // another run (or cleared, under --overwrite).
   SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
@@ -286,12 +294,11 @@ Status initialize_or_resume(Run& run, TrainSummary& summary) {
     if (run.rank == 0 && !run.opt.init_from.empty())
       log_warn("--init-from '{}' ignored: the run resumes from its checkpoint (step {})", run.opt.init_from,
                run.resume.step);
-  } else if (!run.opt.init_from.empty()) {
-    auto weights = ckpt::read_consolidated(run.opt.init_from, run.config.model);
-    SP_RETURN_IF_ERROR(run.agree(weights.status()));
-    engine.set_parameters([&](const std::string& name) { return weights->at(name).data(); });
+  } else if (run.init_weights) {
+    engine.set_parameters([&](const std::string& name) { return run.init_weights->at(name).data(); });
     if (run.rank == 0) log_info("initialized from consolidated weights '{}'", run.opt.init_from);
   }
+  run.init_weights.reset();
   summary.first_step = summary.steps = run.resume.step;
   if (!run.resume.resume && run.opt.anchor_from.empty()) {  // a resumed run took it before its checkpoint
     const double initial = engine.evaluate(-1);

@@ -205,13 +205,14 @@ json RunConfig::to_json() const {
     j["parallel"]["replay_workers"] = parallel.replay_workers;
     j["parallel"]["staleness"] = parallel.staleness;
   }
+  if (!model_config.is_null()) j["model_config"] = model_config;  // absent without --model-config
   return j;
 }
 
 Result<RunConfig> RunConfig::from_json(const json& root) {
   if (!root.is_object()) return invalid_argument("the run configuration must be a table");
-  static const std::set<std::string> kSections = {"name", "model",    "train", "parallel",
-                                                  "data", "evidence", "prove", "fp16"};
+  static const std::set<std::string> kSections = {"name",     "model", "train", "parallel",    "data",
+                                                  "evidence", "prove", "fp16",  "model_config"};
   for (const auto& [k, v] : root.items())
     if (!kSections.count(k))
       return invalid_argument("unknown section [{}]", k)
@@ -310,6 +311,16 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   pr.number("eval_margin", c.prove.eval_margin, 0.0, 100.0);
   pr.integer("anchor_every", c.prove.anchor_every, 0, kBig);
   SP_RETURN_IF_ERROR(pr.finish());
+
+  if (root.contains("model_config")) {  // written by --model-config (plan/hf_config.h), read back from a contract
+    const json& mc = root.at("model_config");
+    if (!mc.is_object() || mc.size() != 3 || !mc.contains("file") || !mc.at("file").is_string() ||
+        !mc.contains("sha256") || !mc.at("sha256").is_string() || !mc.contains("mapping") ||
+        !mc.at("mapping").is_object())
+      return invalid_argument("[model_config] must be {{file, sha256, mapping}} as --model-config records it")
+          .with_hint("give a Hugging Face config.json with --model-config FILE instead of writing this section");
+    c.model_config = mc;
+  }
 
   // The model's vocabulary is the tokenizer's: data.vocab_size, unless the model says the same.
   json model = root.contains("model") ? root.at("model") : json::object();

@@ -112,6 +112,9 @@ struct RunConfig {
   // [fp16]: dynamic loss scaling (DeepSpeed's "fp16" section, docs/loss_scaling.md); required by and only
   // allowed with train.precision = "fp16".
   std::optional<optim::LossScalerConfig> fp16;
+  // --model-config: the Hugging Face config.json the [model] section came from, {"file", "sha256",
+  // "mapping"} (plan/hf_config.h, docs/huggingface.md); null when the model is the TOML's own.
+  nlohmann::json model_config;
 
   nlohmann::json to_json() const;
   static Result<RunConfig> from_json(const nlohmann::json& j);

@@ -3,7 +3,7 @@
 
 The commands are read from README.md itself (every `$B ...` and `mpirun ... $B ...` line of its ```sh blocks, in
 order, with `\\` continuations joined), so the README cannot drift from what is tested. They run in a scratch
-directory that holds `build/bin/shardproof` and `data/` as links to the real ones, so `runs/...` paths land there.
+directory that holds `build/bin/shardproof`, `data/` and `examples/` as links to the real ones, so `runs/...` paths land there.
 Expectations beyond exit status 0 come from the README's own comments: `→ bitwise-equal` must be printed, and a
 `prove` must end with `verdict: PASS`. Not run: `make ...` (they are this suite's caller) and the `grads` line, whose
 file names are placeholders (its behaviour is tested by tests/oracle).
@@ -44,6 +44,7 @@ def main():
     os.makedirs(os.path.join(args.work, "build"))
     os.symlink(os.path.dirname(os.path.abspath(args.bin)), os.path.join(args.work, "build", "bin"))
     os.symlink(os.path.join(args.source, "data"), os.path.join(args.work, "data"))
+    os.symlink(os.path.join(args.source, "examples"), os.path.join(args.work, "examples"))
     env = dict(os.environ, B="build/bin/shardproof", OMPI_MCA_rmaps_base_oversubscribe="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cmds = commands(os.path.join(args.source, "README.md"))

@@ -318,7 +318,7 @@ def case_bad_inputs():
     raw[at:at + 4] = struct.pack("<f", float("nan"))
     os.makedirs(os.path.join(d, "nan"))
     open(os.path.join(d, "nan", "model.safetensors"), "wb").write(raw)
-    expect(grads(os.path.join(d, "ok.bin"), os.path.join(d, "nan", "model.safetensors")), 1,
+    expect(grads(os.path.join(d, "ok.bin"), os.path.join(d, "nan", "model.safetensors")), 2,
            r"tensor 'model\.layers\.1\.mlp\.up_proj\.weight' holds a non-finite value \(nan\) at element 5")
     # An eval split without one batch (here 0 tokens): refused before training, naming the split.
     p = train(fresh(work("noeval")), sets=["data.eval_fraction=0.00001"], timeout=300)
