@@ -33,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CompareOpts {
-  std::string preset, config, out, root, cache, strategies;
+  std::string preset, config, out, root, cache, strategies, deepspeed;
   std::vector<std::string> sets;
 };
 
@@ -118,7 +118,9 @@ int run_compare(const CompareOpts& o) {
   if (!specs.ok()) return report_status(specs.status());
   const std::vector<StrategySpec> list = with_reference_first(std::move(*specs));
   const std::string root = o.root.empty() ? default_root() : o.root;
-  auto base = load_run_config(root, o.preset, o.config, o.sets);
+  // --deepspeed: each strategy is its own launch, so DeepSpeed's batch rule uses that strategy's dp.
+  const DeepSpeedInput deepspeed{.file = o.deepspeed};
+  auto base = load_run_config(root, o.preset, o.config, o.sets, deepspeed);
   if (!base.ok()) return report_status(base.status());
   if (Status st = make_directories(o.out + "/logs"); !st.ok()) return report_status(st);
 
@@ -133,7 +135,7 @@ int run_compare(const CompareOpts& o) {
     std::fprintf(stderr, "compare [%zu/%zu] %s (%d rank%s): ", i + 1, list.size(), spec.label.c_str(), spec.world(),
                  spec.world() == 1 ? "" : "s");
     std::fflush(stderr);
-    auto config = load_run_config(root, o.preset, o.config, sets);
+    auto config = load_run_config(root, o.preset, o.config, sets, deepspeed);
     Status st = config.status();
     if (st.ok()) st = plan::RunPlan::make(*config, spec.world()).status();
     if (st.ok()) st = prepare_run_dir(dir);
@@ -148,6 +150,7 @@ int run_compare(const CompareOpts& o) {
     else
       args.insert(args.end(), {"--preset", o.preset.empty() ? "tiny" : o.preset});
     if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
+    if (!o.deepspeed.empty()) args.insert(args.end(), {"--deepspeed", o.deepspeed});
     for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
     Stopwatch watch;
     const int rc = run_with_mpirun(spec.world(), args, log_path);
@@ -214,6 +217,9 @@ void register_compare(CLI::App& app, CommandResult& result) {
   cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
   cmd->add_option("--config", o->config, "Run configuration file (TOML)");
   cmd->add_option("--set", o->sets, "Override a key for every strategy: --set train.steps=5 (repeatable)");
+  cmd->add_option("--deepspeed", o->deepspeed,
+                  "DeepSpeed ds_config.json for every strategy (docs/deepspeed.md); its batch rule uses each "
+                  "strategy's dp");
   cmd->add_option("--strategies", o->strategies,
                   "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "
                   "interleaved[V] recompute fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always runs first)")

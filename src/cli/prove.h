@@ -18,6 +18,8 @@ struct ProveOptions {
   std::string preset;             // configs/NAME.toml (default: the config's own default, tiny)
   std::string config;             // or a TOML file
   std::vector<std::string> sets;  // --set key=value overrides, in order
+  std::string deepspeed;          // --deepspeed ds_config.json (docs/deepspeed.md), mapped before the sets
+  int np = 0;                     // the parallel run's world size: dp = np / (tp × pp) unless a --set gives dp
   std::string fault;              // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
   std::string out;                // bundle directory (must not hold a previous bundle)
   std::string root;               // source root for configs/ and data/ (default_root() when empty)
