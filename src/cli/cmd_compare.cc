@@ -118,9 +118,11 @@ int run_compare(const CompareOpts& o) {
   if (!specs.ok()) return report_status(specs.status());
   const std::vector<StrategySpec> list = with_reference_first(std::move(*specs));
   const std::string root = o.root.empty() ? default_root() : o.root;
-  // --deepspeed: each strategy is its own launch, so DeepSpeed's batch rule uses that strategy's dp.
-  const DeepSpeedInput deepspeed{.file = o.deepspeed};
+  // --deepspeed: the batch rule is checked at the base configuration's dp (before the strategies' overrides)
+  // for every strategy, so that all of them train one batch under one contract (as prove's stages do).
+  DeepSpeedInput deepspeed{.file = o.deepspeed};
   auto base = load_run_config(root, o.preset, o.config, o.sets, deepspeed);
+  if (base.ok()) deepspeed.rule_dp = base->parallel.dp;
   if (!base.ok()) return report_status(base.status());
   if (Status st = make_directories(o.out + "/logs"); !st.ok()) return report_status(st);
 
@@ -150,7 +152,8 @@ int run_compare(const CompareOpts& o) {
     else
       args.insert(args.end(), {"--preset", o.preset.empty() ? "tiny" : o.preset});
     if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
-    if (!o.deepspeed.empty()) args.insert(args.end(), {"--deepspeed", o.deepspeed});
+    if (!o.deepspeed.empty())
+      args.insert(args.end(), {"--deepspeed", o.deepspeed, "--deepspeed-dp", std::to_string(deepspeed.rule_dp)});
     for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
     Stopwatch watch;
     const int rc = run_with_mpirun(spec.world(), args, log_path);
@@ -218,8 +221,8 @@ void register_compare(CLI::App& app, CommandResult& result) {
   cmd->add_option("--config", o->config, "Run configuration file (TOML)");
   cmd->add_option("--set", o->sets, "Override a key for every strategy: --set train.steps=5 (repeatable)");
   cmd->add_option("--deepspeed", o->deepspeed,
-                  "DeepSpeed ds_config.json for every strategy (docs/deepspeed.md); its batch rule uses each "
-                  "strategy's dp");
+                  "DeepSpeed ds_config.json for every strategy (docs/deepspeed.md); its batch rule is checked at "
+                  "the dp before the strategies' overrides");
   cmd->add_option("--strategies", o->strategies,
                   "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "
                   "interleaved[V] recompute fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always runs first)")

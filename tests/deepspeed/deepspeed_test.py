@@ -5,6 +5,9 @@ Cases:
                         small model for 6 steps: PASS with the protocol's fault caught, `verify` re-derives PASS,
                         and the contract records the ds_config (its SHA-256, the mapped keys) and its values
                         (bf16, ZeRO-2, the WarmupDecayLR schedule, the batch at dp = N).
+  cli                   `config show --json` (--set wins over the ds_config; the mapping per key), `plan --deepspeed`
+                        (the ZeRO stage and batch reach the plan), `compare --deepspeed` (dp1 and zero2-dp2 both
+                        run the ds_config and match), `train --deepspeed` under mpirun -np 2 (dp from the world).
   bad_input             under `mpirun -np 2 shardproof train --deepspeed BAD`: malformed JSON, a wrong type, an
                         inconsistent batch and a refused key exit 2 on every rank with the same message naming
                         the key, and nothing is written to --out.
@@ -92,6 +95,47 @@ def prove(args, np):
     print(f"PASS: prove --np {np} with the ds_config; lr per step {lrs}")
 
 
+def cli(args):
+    ds = os.path.join(args.source, "examples", "deepspeed", "ds_config.json")
+    p = run([args.bin, "config", "show", "--preset", "tiny", "--deepspeed", ds, "--np", "2", "--set", "train.lr=1e-3",
+             "--json"])
+    if p.returncode != 0:
+        fail(f"config show exited {p.returncode}: {p.stderr}")
+    j = json.loads(p.stdout)
+    if j["config"]["train"]["lr"] != 1e-3 or j["config"]["parallel"]["zero"] != 2 or j["config"]["parallel"]["dp"] != 2:
+        fail(f"config show: --set train.lr must win, zero 2 and dp 2 from the ds_config and --np: {j['config']}")
+    outcomes = {k["key"]: k["outcome"] for k in j["deepspeed"]["mapping"]["keys"]}
+    if outcomes.get("scheduler.params.warmup_max_lr") != "train.lr = 0.003":
+        fail(f"config show: the mapping of warmup_max_lr: {outcomes.get('scheduler.params.warmup_max_lr')}")
+    p = run([args.bin, "plan", "--cluster", "dgx-a100", "--model", "tiny", "--deepspeed", ds, "--dp", "4", "--tp", "2",
+             "--json"])
+    if p.returncode != 0:
+        fail(f"plan --deepspeed exited {p.returncode}: {p.stderr}")
+    inputs = json.loads(p.stdout)["inputs"]
+    if inputs["strategy"]["zero"] != 2 or inputs["global_batch"] != 8 or inputs["strategy"]["micro_batch_size"] != 2:
+        fail(f"plan --deepspeed: {inputs['strategy']}, global_batch {inputs['global_batch']}")
+    out = os.path.join(args.work, "compare")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [args.bin, "compare", "--preset", "tiny", "--deepspeed", ds, "--strategies", "zero2-dp2", "--out", out]
+    for s in SMALL:
+        cmd += ["--set", s]
+    p = run(cmd)
+    print(p.stdout[-3000:])
+    if p.returncode != 0:
+        fail(f"compare --deepspeed exited {p.returncode}: {p.stderr[-3000:]}")
+    out = os.path.join(args.work, "train_np2")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", args.bin, "train",
+           "--preset", "tiny", "--deepspeed", ds, "--out", out, "--quiet"] + sum((["--set", s] for s in SMALL), [])
+    p = run(cmd)
+    if p.returncode != 0:
+        fail(f"train --deepspeed under mpirun -np 2 exited {p.returncode}: {p.stderr[-3000:]}")
+    c = json.load(open(os.path.join(out, "contract.json")))["config"]
+    if c["parallel"]["dp"] != 2 or c["deepspeed"]["mapping"]["gradient_accumulation_steps"] != 2:
+        fail(f"train under mpirun -np 2: dp {c['parallel']['dp']}, mapping {c['deepspeed']['mapping']}")
+    print("PASS: config show, plan, compare and train take the ds_config")
+
+
 def bad_input(args):
     cases = {
         "malformed": ('{"train_batch_size": 8,, }', "not valid JSON"),
@@ -138,6 +182,8 @@ def main():
         prove(args, 2)
     elif args.case == "prove_np4":
         prove(args, 4)
+    elif args.case == "cli":
+        cli(args)
     elif args.case == "bad_input":
         bad_input(args)
     else:
