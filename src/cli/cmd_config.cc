@@ -37,7 +37,8 @@ int run_config_show(const ConfigShowOpts& o) {
     std::printf("%s\n", nlohmann::json{{"config", j}, {"deepspeed", deepspeed}}.dump(2).c_str());
     return 0;
   }
-  std::printf("# effective configuration (%s%s%s)\n", o.config.empty() ? ("preset " + config->name).c_str() : o.config.c_str(),
+  std::printf("# effective configuration (%s%s%s)\n",
+              o.config.empty() ? ("preset " + config->name).c_str() : o.config.c_str(),
               o.deepspeed.empty() ? "" : (", --deepspeed " + o.deepspeed).c_str(),
               o.sets.empty() ? "" : fmt::format(", {} --set", o.sets.size()).c_str());
   std::printf("name = %s\n", j["name"].dump().c_str());
@@ -61,7 +62,8 @@ int run_config_show(const ConfigShowOpts& o) {
     else
       std::printf("  %-48s   accepted, no effect: %s\n", key.c_str(), outcome.c_str());
   }
-  if (!o.sets.empty()) std::printf("# --set is applied after the ds_config: where they meet, the values above are --set's\n");
+  if (!o.sets.empty())
+    std::printf("# --set is applied after the ds_config: where they meet, the values above are --set's\n");
   return 0;
 }
 

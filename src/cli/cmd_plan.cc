@@ -24,8 +24,8 @@
 #include "evidence/bundle_paths.h"
 #include "plan/calibrate.h"
 #include "plan/cluster.h"
-#include "plan/ds_config.h"
 #include "plan/collective_time.h"
+#include "plan/ds_config.h"
 #include "plan/evaluate.h"
 #include "plan/group_links.h"
 #include "plan/hf_config.h"
@@ -131,7 +131,7 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
     if (!a.deepspeed.empty()) {  // the ds_config's batch, precision, ZeRO and optimizer around the shape
       SP_ASSIGN_OR_RETURN(const nlohmann::json ds, plan::read_ds_config(a.deepspeed));
       nlohmann::json j = c.to_json();
-      j["train"]["global_batch"] = 1;  // a placeholder the ds_config's batch keys replace
+      j["train"]["global_batch"] = 1;                // a placeholder the ds_config's batch keys replace
       j["data"]["vocab_size"] = c.model.vocab_size;  // the shape's own vocabulary
       auto mapping = plan::apply_ds_config(ds, a.dp > 0 ? a.dp : c.parallel.dp, j);
       if (!mapping.ok()) return mapping.status().with_context("--deepspeed '" + a.deepspeed + "'");

@@ -126,8 +126,8 @@ void register_train(CLI::App& app, CommandResult& result) {
       return;
     }
     const std::string root = o->root.empty() ? default_root() : o->root;
-    const DeepSpeedInput deepspeed{.file = o->deepspeed, .rule_dp = o->deepspeed_dp, 
-                                   .world = o->deepspeed.empty() ? 0 : launched_world_size()};
+    const DeepSpeedInput deepspeed{
+        .file = o->deepspeed, .rule_dp = o->deepspeed_dp, .world = o->deepspeed.empty() ? 0 : launched_world_size()};
     auto config = load_run_config(root, o->preset, o->config, o->sets, deepspeed);
     if (!config.ok()) {
       result.exit_code = report_status(config.status());

@@ -54,9 +54,8 @@ double LrSchedule::ds_lr(int64_t iteration) const {
     case LrScheduleKind::kWarmupLr:
       return warmup_min_lr + (lr - warmup_min_lr) * (iteration < n ? gamma() : 1.0);
     case LrScheduleKind::kWarmupDecayLr: {
-      const double decay =
-          std::max(0.0, static_cast<double>(total_steps - iteration) /
-                            std::max(1.0, static_cast<double>(total_steps - n)));
+      const double decay = std::max(
+          0.0, static_cast<double>(total_steps - iteration) / std::max(1.0, static_cast<double>(total_steps - n)));
       return warmup_min_lr + (lr - warmup_min_lr) * (iteration < n ? gamma() : decay);
     }
     case LrScheduleKind::kWarmupCosineLr: {

@@ -25,7 +25,7 @@ std::string warmup_type_name(WarmupType t);  // "log", "linear"
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::kCosine;
   double lr = 3e-4;  // peak: the cosine's top; WarmupLR/WarmupDecayLR's warmup_max_lr; WarmupCosineLR's optimizer lr
-  double min_lr = 3e-5;  // floor of the cosine (kCosine only)
+  double min_lr = 3e-5;      // floor of the cosine (kCosine only)
   int64_t warmup_steps = 0;  // kCosine: warmup; DeepSpeed: warmup_num_steps (used as max(2, n), as DeepSpeed does)
   int64_t total_steps = 1;   // kCosine: reaches min_lr here; DeepSpeed: total_num_steps
   // DeepSpeed's parameters (kWarmupLr, kWarmupDecayLr, kWarmupCosineLr).

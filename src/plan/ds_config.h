@@ -20,10 +20,10 @@ namespace sp::plan {
 // One ds_config key and what it became.
 struct DsKeyOutcome {
   enum class Kind { kMapped, kNoEffect };
-  std::string key;      // dotted: "zero_optimization.stage", "optimizer.params.betas"
+  std::string key;  // dotted: "zero_optimization.stage", "optimizer.params.betas"
   Kind kind = Kind::kMapped;
-  std::string outcome;  // "parallel.zero = 2", "train.beta1 = 0.9, train.beta2 = 0.95", or the reason
-  std::string line() const;  // "key → outcome" / "key: accepted, no effect: why"
+  std::string outcome;             // "parallel.zero = 2", "train.beta1 = 0.9, train.beta2 = 0.95", or the reason
+  std::string line() const;        // "key → outcome" / "key: accepted, no effect: why"
   nlohmann::json to_json() const;  // {"key", "kind": "mapped"|"no_effect", "outcome"}
 };
 

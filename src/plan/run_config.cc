@@ -138,7 +138,8 @@ std::string architecture_name(Architecture a) { return a == Architecture::kAllRe
 std::string staleness_schedule_name(StalenessSchedule s) { return s == StalenessSchedule::kFixed ? "fixed" : "free"; }
 
 optim::LrSchedule TrainConfig::schedule() const {
-  optim::LrSchedule s{.kind = lr_schedule, .lr = lr, .min_lr = min_lr, .warmup_steps = warmup_steps, .total_steps = steps};
+  optim::LrSchedule s{
+      .kind = lr_schedule, .lr = lr, .min_lr = min_lr, .warmup_steps = warmup_steps, .total_steps = steps};
   if (lr_schedule == optim::LrScheduleKind::kCosine) return s;
   s.total_steps = schedule_steps > 0 ? schedule_steps : steps;
   s.warmup_type = warmup_type;
@@ -281,7 +282,8 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   t.string("gemm16", gemm16);
   t.string("lr_schedule", lr_schedule);
   const std::set<std::string> train_keys = present_keys(root, "train");
-  t.choice("warmup_type", c.train.warmup_type, {{"log", optim::WarmupType::kLog}, {"linear", optim::WarmupType::kLinear}});
+  t.choice("warmup_type", c.train.warmup_type,
+           {{"log", optim::WarmupType::kLog}, {"linear", optim::WarmupType::kLinear}});
   t.number("warmup_min_lr", c.train.warmup_min_lr, 0.0, 10.0);
   t.number("warmup_min_ratio", c.train.warmup_min_ratio, 0.0, 1.0);
   t.number("cos_min_ratio", c.train.cos_min_ratio, 0.0, 1.0);
@@ -291,9 +293,10 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   if (c.train.lr_schedule == optim::LrScheduleKind::kCosine)
     for (const char* k : {"warmup_type", "warmup_min_lr", "warmup_min_ratio", "cos_min_ratio", "schedule_steps"})
       if (train_keys.count(k))
-        return invalid_argument("train.{} is a parameter of DeepSpeed's schedules, not of train.lr_schedule = \"cosine\"",
-                                k)
-            .with_hint("set train.lr_schedule = \"warmup_lr\", \"warmup_decay_lr\" or \"warmup_cosine_lr\", or drop it");
+        return invalid_argument(
+                   "train.{} is a parameter of DeepSpeed's schedules, not of train.lr_schedule = \"cosine\"", k)
+            .with_hint(
+                "set train.lr_schedule = \"warmup_lr\", \"warmup_decay_lr\" or \"warmup_cosine_lr\", or drop it");
   SP_ASSIGN_OR_RETURN(c.train.precision, model::precision_from_names(precision, grad_dtype));
   auto gemm16_kind = kernels::gemm16_kind_from_name(gemm16);
   if (!gemm16_kind.ok())

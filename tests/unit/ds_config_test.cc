@@ -2,9 +2,10 @@
 // refused by name with its reason, DeepSpeed's batch rule and its inference (config.py
 // _set_batch_related_parameters / _batch_assertion) with its error cases, and wrong types name the key.
 // Expected values are written from DeepSpeed's documentation (https://www.deepspeed.ai/docs/config-json/).
+#include "plan/ds_config.h"
+
 #include <gtest/gtest.h>
 
-#include "plan/ds_config.h"
 #include "plan/run_config.h"
 
 namespace sp::plan {
@@ -53,8 +54,8 @@ std::string error_of(const json& ds, int dp = 1) {
 #define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
 
 TEST(DsConfigBatch, AllThreeConsistent) {
-  const Mapped m = map_ok({{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4},
-                           {"gradient_accumulation_steps", 4}}, 2);
+  const Mapped m =
+      map_ok({{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4}, {"gradient_accumulation_steps", 4}}, 2);
   EXPECT_EQ(m.config.train.global_batch, 32);
   EXPECT_EQ(m.config.train.micro_batch_size, 4);
   EXPECT_EQ(m.mapping.gradient_accumulation_steps, 4);
@@ -82,8 +83,8 @@ TEST(DsConfigBatch, InfersTheMissingOne) {
 }
 
 TEST(DsConfigBatch, ErrorCasesNameTheThreeNumbers) {
-  std::string e = error_of({{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4},
-                            {"gradient_accumulation_steps", 2}}, 2);
+  std::string e = error_of(
+      {{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4}, {"gradient_accumulation_steps", 2}}, 2);
   EXPECT_HAS(e, "32 != 4 * 2 * 2");
   EXPECT_HAS(e, "train_batch_size = 32");
   // Inference by floor division, then the check fails: 30 // 4 // 2 = 3, 4 × 3 × 2 = 24 ≠ 30.
@@ -102,9 +103,14 @@ TEST(DsConfigBatch, ErrorCasesNameTheThreeNumbers) {
 TEST(DsConfigZero, StageAndItsKeys) {
   const Mapped m = map_ok({{"train_batch_size", 8},
                            {"zero_optimization",
-                            {{"stage", 2}, {"overlap_comm", true}, {"contiguous_gradients", true},
-                             {"reduce_scatter", true}, {"allgather_partitions", true}, {"reduce_bucket_size", 5e8},
-                             {"allgather_bucket_size", 500000000}, {"offload_optimizer", {{"device", "none"}}}}}},
+                            {{"stage", 2},
+                             {"overlap_comm", true},
+                             {"contiguous_gradients", true},
+                             {"reduce_scatter", true},
+                             {"allgather_partitions", true},
+                             {"reduce_bucket_size", 5e8},
+                             {"allgather_bucket_size", 500000000},
+                             {"offload_optimizer", {{"device", "none"}}}}}},
                           2);
   EXPECT_EQ(m.config.parallel.zero, 2);
   EXPECT_HAS(m.outcome("zero_optimization.stage"), "parallel.zero = 2");
@@ -112,8 +118,10 @@ TEST(DsConfigZero, StageAndItsKeys) {
   EXPECT_HAS(m.outcome("zero_optimization.reduce_bucket_size"), "accepted, no effect");
   EXPECT_HAS(m.outcome("zero_optimization.reduce_scatter"), "honoured");
   EXPECT_HAS(m.outcome("zero_optimization.offload_optimizer"), "device \"none\"");
-  for (int stage : {0, 1, 3}) EXPECT_EQ(map_ok({{"train_batch_size", 8}, {"zero_optimization", {{"stage", stage}}}}).config.parallel.zero, stage);
-  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"zero_optimization", {{"stage", 4}}}}), "zero_optimization.stage = 4 is out of range [0, 3]");
+  for (int stage : {0, 1, 3})
+    EXPECT_EQ(map_ok({{"train_batch_size", 8}, {"zero_optimization", {{"stage", stage}}}}).config.parallel.zero, stage);
+  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"zero_optimization", {{"stage", 4}}}}),
+             "zero_optimization.stage = 4 is out of range [0, 3]");
 }
 
 TEST(DsConfigRefused, ByNameWithTheReason) {
@@ -127,7 +135,8 @@ TEST(DsConfigRefused, ByNameWithTheReason) {
              "zero_optimization.offload_param: refused: offload to CPU or NVMe is not built");
   EXPECT_HAS(with({{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "nvme"}}}}}}),
              "zero_optimization.offload_optimizer: refused: offload");
-  EXPECT_HAS(with({{"zero_optimization", {{"stage", 2}, {"cpu_offload", true}}}}), "zero_optimization.cpu_offload: refused");
+  EXPECT_HAS(with({{"zero_optimization", {{"stage", 2}, {"cpu_offload", true}}}}),
+             "zero_optimization.cpu_offload: refused");
   EXPECT_HAS(with({{"moe", {{"enabled", true}}}}), "moe: refused: Mixture-of-Experts");
   EXPECT_HAS(with({{"compression_training", json::object()}}), "compression_training: refused: compression");
   EXPECT_HAS(with({{"aio", json::object()}}), "aio: refused");
@@ -136,7 +145,8 @@ TEST(DsConfigRefused, ByNameWithTheReason) {
   EXPECT_HAS(with({{"zero_optimization", {{"zero_quantized_weights", true}}}}), "refused: ZeRO++ quantized");
   EXPECT_HAS(with({{"optimizer", {{"type", "Lamb"}}}}), "optimizer.type: refused: \"Lamb\" is not built");
   EXPECT_HAS(with({{"scheduler", {{"type", "OneCycle"}}}}), "scheduler.type: refused: \"OneCycle\" is not built");
-  EXPECT_HAS(with({{"fp16", {{"enabled", true}, {"loss_scale", 128}}}}), "fp16.loss_scale: refused: a static loss scale");
+  EXPECT_HAS(with({{"fp16", {{"enabled", true}, {"loss_scale", 128}}}}),
+             "fp16.loss_scale: refused: a static loss scale");
   EXPECT_HAS(with({{"scheduler", {{"type", "WarmupLR"}, {"params", {{"last_batch_iteration", 5}}}}}}),
              "last_batch_iteration: refused");
 }
@@ -147,18 +157,22 @@ TEST(DsConfigRefused, UnknownKeysEverywhere) {
              "zero_optimization.stage3_max_live_params: unknown key");
   EXPECT_HAS(error_of({{"train_batch_size", 8}, {"optimizer", {{"type", "AdamW"}, {"params", {{"momentum", 0.9}}}}}}),
              "optimizer.params.momentum: unknown key");
-  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"bf16", {{"enabled", true}, {"loss_scale", 0}}}}), "bf16.loss_scale: unknown key");
+  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"bf16", {{"enabled", true}, {"loss_scale", 0}}}}),
+             "bf16.loss_scale: unknown key");
   // WarmupLR has no total_num_steps (only WarmupDecayLR and WarmupCosineLR do).
-  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"scheduler", {{"type", "WarmupLR"}, {"params", {{"total_num_steps", 9}}}}}}),
-             "scheduler.params.total_num_steps: unknown key");
+  EXPECT_HAS(
+      error_of({{"train_batch_size", 8}, {"scheduler", {{"type", "WarmupLR"}, {"params", {{"total_num_steps", 9}}}}}}),
+      "scheduler.params.total_num_steps: unknown key");
 }
 
 TEST(DsConfigTypes, WrongTypesNameTheKey) {
   EXPECT_HAS(error_of({{"train_batch_size", "32"}}), "train_batch_size = \"32\" must be an integer");
   EXPECT_HAS(error_of({{"train_batch_size", "auto"}}), "Hugging Face Trainer's placeholder");
-  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"bf16", {{"enabled", "true"}}}}), "bf16.enabled = \"true\" must be true or false");
+  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"bf16", {{"enabled", "true"}}}}),
+             "bf16.enabled = \"true\" must be true or false");
   EXPECT_HAS(error_of({{"train_batch_size", 8}, {"zero_optimization", 2}}), "zero_optimization = 2 must be an object");
-  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"gradient_clipping", "1.0"}}), "gradient_clipping = \"1.0\" must be a number");
+  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"gradient_clipping", "1.0"}}),
+             "gradient_clipping = \"1.0\" must be a number");
   EXPECT_HAS(error_of({{"train_batch_size", 8}, {"optimizer", {{"type", "AdamW"}, {"params", {{"betas", {0.9}}}}}}}),
              "optimizer.params.betas = [0.9] must be [beta1, beta2]");
   // Every problem at once.
@@ -173,8 +187,14 @@ TEST(DsConfigPrecision, Bf16AndFp16) {
   EXPECT_EQ(m.config.train.precision.compute, DType::kBF16);
   EXPECT_FALSE(m.config.fp16.has_value());
   m = map_ok({{"train_batch_size", 8},
-              {"fp16", {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 12}, {"loss_scale_window", 500},
-                        {"hysteresis", 3}, {"consecutive_hysteresis", true}, {"min_loss_scale", 0.5}}}});
+              {"fp16",
+               {{"enabled", true},
+                {"loss_scale", 0},
+                {"initial_scale_power", 12},
+                {"loss_scale_window", 500},
+                {"hysteresis", 3},
+                {"consecutive_hysteresis", true},
+                {"min_loss_scale", 0.5}}}});
   EXPECT_EQ(m.config.train.precision.compute, DType::kF16);
   ASSERT_TRUE(m.config.fp16.has_value());
   EXPECT_EQ(m.config.fp16->initial_scale_power, 12);
@@ -195,9 +215,11 @@ TEST(DsConfigPrecision, Bf16AndFp16) {
 }
 
 TEST(DsConfigOptimizer, AdamWAndAdam) {
-  Mapped m = map_ok({{"train_batch_size", 8}, {"gradient_clipping", 0.5},
-                     {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 2e-4}, {"betas", {0.8, 0.97}}, {"eps", 1e-6},
-                                                                    {"weight_decay", 0.05}}}}}});
+  Mapped m = map_ok({{"train_batch_size", 8},
+                     {"gradient_clipping", 0.5},
+                     {"optimizer",
+                      {{"type", "AdamW"},
+                       {"params", {{"lr", 2e-4}, {"betas", {0.8, 0.97}}, {"eps", 1e-6}, {"weight_decay", 0.05}}}}}});
   EXPECT_DOUBLE_EQ(m.config.train.lr, 2e-4);
   EXPECT_DOUBLE_EQ(m.config.train.beta1, 0.8);
   EXPECT_DOUBLE_EQ(m.config.train.beta2, 0.97);
@@ -222,9 +244,14 @@ TEST(DsConfigOptimizer, AdamWAndAdam) {
 
 TEST(DsConfigScheduler, TheThreeSchedules) {
   Mapped m = map_ok({{"train_batch_size", 8},
-                     {"scheduler", {{"type", "WarmupDecayLR"},
-                                    {"params", {{"warmup_min_lr", 1e-5}, {"warmup_max_lr", 3e-3}, {"warmup_num_steps", 3},
-                                                {"total_num_steps", 40}, {"warmup_type", "linear"}}}}}});
+                     {"scheduler",
+                      {{"type", "WarmupDecayLR"},
+                       {"params",
+                        {{"warmup_min_lr", 1e-5},
+                         {"warmup_max_lr", 3e-3},
+                         {"warmup_num_steps", 3},
+                         {"total_num_steps", 40},
+                         {"warmup_type", "linear"}}}}}});
   EXPECT_EQ(m.config.train.lr_schedule, optim::LrScheduleKind::kWarmupDecayLr);
   EXPECT_DOUBLE_EQ(m.config.train.lr, 3e-3);
   EXPECT_DOUBLE_EQ(m.config.train.warmup_min_lr, 1e-5);
@@ -238,30 +265,39 @@ TEST(DsConfigScheduler, TheThreeSchedules) {
   EXPECT_EQ(m.config.train.warmup_steps, 1000);
   EXPECT_EQ(m.config.train.warmup_type, optim::WarmupType::kLog);
   // WarmupCosineLR scales the optimizer's lr.
-  m = map_ok({{"train_batch_size", 8},
-              {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 5e-4}}}}},
-              {"scheduler", {{"type", "WarmupCosineLR"},
-                             {"params", {{"total_num_steps", 100}, {"warmup_min_ratio", 0.1}, {"cos_min_ratio", 0.01},
-                                         {"warmup_num_steps", 10}}}}}});
+  m = map_ok(
+      {{"train_batch_size", 8},
+       {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 5e-4}}}}},
+       {"scheduler",
+        {{"type", "WarmupCosineLR"},
+         {"params",
+          {{"total_num_steps", 100}, {"warmup_min_ratio", 0.1}, {"cos_min_ratio", 0.01}, {"warmup_num_steps", 10}}}}}});
   EXPECT_EQ(m.config.train.lr_schedule, optim::LrScheduleKind::kWarmupCosineLr);
   EXPECT_DOUBLE_EQ(m.config.train.lr, 5e-4);
   EXPECT_DOUBLE_EQ(m.config.train.warmup_min_ratio, 0.1);
   EXPECT_DOUBLE_EQ(m.config.train.cos_min_ratio, 0.01);
   // WarmupLR/WarmupDecayLR override the optimizer's lr: said so.
-  m = map_ok({{"train_batch_size", 8}, {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 5e-4}}}}},
+  m = map_ok({{"train_batch_size", 8},
+              {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 5e-4}}}}},
               {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_max_lr", 2e-3}}}}}});
   EXPECT_DOUBLE_EQ(m.config.train.lr, 2e-3);
   EXPECT_HAS(m.outcome("optimizer.params.lr"), "no effect");
-  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"scheduler", {{"type", "WarmupDecayLR"}}}}), "total_num_steps: missing");
-  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_type", "cos"}}}}}}),
-             "warmup_type = \"cos\"");
+  EXPECT_HAS(error_of({{"train_batch_size", 8}, {"scheduler", {{"type", "WarmupDecayLR"}}}}),
+             "total_num_steps: missing");
+  EXPECT_HAS(
+      error_of({{"train_batch_size", 8}, {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_type", "cos"}}}}}}),
+      "warmup_type = \"cos\"");
 }
 
 TEST(DsConfigOther, CheckpointingPrintingTiming) {
   const Mapped m = map_ok({{"train_batch_size", 8},
-                           {"activation_checkpointing", {{"partition_activations", true}, {"contiguous_memory_optimization", false},
-                                                         {"number_checkpoints", nullptr}, {"synchronize_checkpoint_boundary", false},
-                                                         {"profile", false}, {"cpu_checkpointing", false}}},
+                           {"activation_checkpointing",
+                            {{"partition_activations", true},
+                             {"contiguous_memory_optimization", false},
+                             {"number_checkpoints", nullptr},
+                             {"synchronize_checkpoint_boundary", false},
+                             {"profile", false},
+                             {"cpu_checkpointing", false}}},
                            {"steps_per_print", 10},
                            {"wall_clock_breakdown", false}});
   EXPECT_EQ(m.config.train.recompute, model::Recompute::kFull);

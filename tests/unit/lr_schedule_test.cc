@@ -2,9 +2,10 @@
 // the default cosine (docs/config.md) and DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR as
 // deepspeed/runtime/lr_schedules.py defines get_lr() at last_batch_iteration = i (docs/deepspeed.md).
 // The expected values were computed with Python's math module from those formulas, not from this code.
+#include "optim/lr_schedule.h"
+
 #include <gtest/gtest.h>
 
-#include "optim/lr_schedule.h"
 #include "plan/run_config.h"
 
 namespace sp::optim {
@@ -36,21 +37,28 @@ TEST(LrSchedule, WarmupLrLogAndLinear) {
 
 TEST(LrSchedule, WarmupDecayLr) {
   LrSchedule s{.kind = LrScheduleKind::kWarmupDecayLr, .lr = 3e-3, .warmup_steps = 4, .total_steps = 20};
-  const std::pair<int64_t, double> log_values[] = {{0, 0.0},      {2, 0.0023774437510817345},
-                                                   {3, 0.003},    {4, 0.003},
-                                                   {10, 0.001875}, {19, 0.0001875},
-                                                   {20, 0.0},     {25, 0.0}};
+  const std::pair<int64_t, double> log_values[] = {
+      {0, 0.0}, {2, 0.0023774437510817345}, {3, 0.003}, {4, 0.003}, {10, 0.001875}, {19, 0.0001875}, {20, 0.0},
+      {25, 0.0}};
   for (const auto& [i, lr] : log_values) EXPECT_DOUBLE_EQ(s.ds_lr(i), lr) << "iteration " << i;
-  s = {.kind = LrScheduleKind::kWarmupDecayLr, .lr = 1e-3, .warmup_steps = 5, .total_steps = 15,
-       .warmup_type = WarmupType::kLinear, .warmup_min_lr = 1e-4};
+  s = {.kind = LrScheduleKind::kWarmupDecayLr,
+       .lr = 1e-3,
+       .warmup_steps = 5,
+       .total_steps = 15,
+       .warmup_type = WarmupType::kLinear,
+       .warmup_min_lr = 1e-4};
   const std::pair<int64_t, double> linear_values[] = {
       {0, 0.0001}, {3, 0.00064}, {5, 0.001}, {7, 0.0008200000000000001}, {15, 0.0001}};
   for (const auto& [i, lr] : linear_values) EXPECT_DOUBLE_EQ(s.ds_lr(i), lr) << "iteration " << i;
 }
 
 TEST(LrSchedule, WarmupCosineLr) {
-  LrSchedule s{.kind = LrScheduleKind::kWarmupCosineLr, .lr = 2e-3, .warmup_steps = 4, .total_steps = 24,
-               .warmup_min_ratio = 0.1, .cos_min_ratio = 0.05};
+  LrSchedule s{.kind = LrScheduleKind::kWarmupCosineLr,
+               .lr = 2e-3,
+               .warmup_steps = 4,
+               .total_steps = 24,
+               .warmup_min_ratio = 0.1,
+               .cos_min_ratio = 0.05};
   // Past total_num_steps DeepSpeed's cosine rises again (its formula has no clamp); so does this one.
   const std::pair<int64_t, double> log_values[] = {{0, 0.0002},
                                                    {1, 0.0011},
@@ -60,7 +68,10 @@ TEST(LrSchedule, WarmupCosineLr) {
                                                    {23, 0.0001},
                                                    {24, 0.00011169607643461913}};
   for (const auto& [i, lr] : log_values) EXPECT_DOUBLE_EQ(s.ds_lr(i), lr) << "iteration " << i;
-  s = {.kind = LrScheduleKind::kWarmupCosineLr, .lr = 1e-3, .warmup_steps = 8, .total_steps = 40,
+  s = {.kind = LrScheduleKind::kWarmupCosineLr,
+       .lr = 1e-3,
+       .warmup_steps = 8,
+       .total_steps = 40,
        .warmup_type = WarmupType::kLinear};
   const std::pair<int64_t, double> linear_values[] = {{0, 0.0},
                                                       {4, 0.0005},
@@ -87,8 +98,12 @@ TEST(LrSchedule, DeepSpeedStepping) {
   EXPECT_DOUBLE_EQ(w.at(1), 1e-5);
   EXPECT_DOUBLE_EQ(w.at(2), 0.0009100796870353037);
   EXPECT_DOUBLE_EQ(w.at(11), 0.003);
-  const LrSchedule c{.kind = LrScheduleKind::kWarmupCosineLr, .lr = 2e-3, .warmup_steps = 4, .total_steps = 24,
-                     .warmup_min_ratio = 0.1, .cos_min_ratio = 0.05};
+  const LrSchedule c{.kind = LrScheduleKind::kWarmupCosineLr,
+                     .lr = 2e-3,
+                     .warmup_steps = 4,
+                     .total_steps = 24,
+                     .warmup_min_ratio = 0.1,
+                     .cos_min_ratio = 0.05};
   EXPECT_DOUBLE_EQ(c.at(0), 0.0);
   EXPECT_DOUBLE_EQ(c.at(1), 0.0002);
   EXPECT_DOUBLE_EQ(c.at(5), 0.001988303923565381);
