@@ -62,7 +62,9 @@ Status apply_deepspeed(const DeepSpeedInput& in, const std::vector<std::string>&
     return Status(mapping.status().code(), "--deepspeed '" + in.file + "': " + mapping.status().message(),
                   mapping.status().hint());
   SP_ASSIGN_OR_RETURN(const std::string sha, sha256_file(in.file));
-  j["deepspeed"] = {{"file", in.file}, {"sha256", sha}, {"mapping", mapping->to_json()}};
+  // The file's name, not its path: a resume or a later stage may name the same bytes from another directory.
+  j["deepspeed"] = {
+      {"file", std::filesystem::path(in.file).filename().string()}, {"sha256", sha}, {"mapping", mapping->to_json()}};
   return Status();
 }
 }  // namespace

@@ -306,6 +306,14 @@ TEST(DsConfigOther, CheckpointingPrintingTiming) {
   EXPECT_HAS(m.outcome("wall_clock_breakdown"), "no effect");
 }
 
+TEST(DsConfigOther, LegacyBfloat16AndPermissions) {
+  const Mapped m =
+      map_ok({{"train_batch_size", 8}, {"bfloat16", {{"enabled", true}}}, {"zero_allow_untested_optimizer", true}});
+  EXPECT_EQ(m.config.train.precision.compute, DType::kBF16);
+  EXPECT_HAS(m.outcome("bfloat16.enabled"), "train.precision = \"bf16\"");
+  EXPECT_HAS(m.outcome("zero_allow_untested_optimizer"), "no effect");
+}
+
 TEST(DsConfigFile, MalformedJsonIsAUsageError) {
   auto r = read_ds_config("/nonexistent/ds_config.json");
   ASSERT_FALSE(r.ok());
