@@ -314,6 +314,73 @@ TEST(DsConfigOther, LegacyBfloat16AndPermissions) {
   EXPECT_HAS(m.outcome("zero_allow_untested_optimizer"), "no effect");
 }
 
+// Every value of a full ds_config replaced by each JSON type in turn: a Status every time, never an
+// exception or a crash (nlohmann's get<T> throws on a wrong type: every read must check it first).
+TEST(DsConfigFile, EveryKeyWithEveryTypeIsAStatus) {
+  const json full = {
+      {"train_batch_size", 8},
+      {"train_micro_batch_size_per_gpu", 2},
+      {"gradient_accumulation_steps", 4},
+      {"gradient_clipping", 1.0},
+      {"steps_per_print", 10},
+      {"wall_clock_breakdown", false},
+      {"zero_allow_untested_optimizer", true},
+      {"bf16", {{"enabled", false}}},
+      {"fp16",
+       {{"enabled", true},
+        {"loss_scale", 0},
+        {"initial_scale_power", 16},
+        {"loss_scale_window", 1000},
+        {"hysteresis", 2},
+        {"consecutive_hysteresis", false},
+        {"min_loss_scale", 1},
+        {"auto_cast", false},
+        {"fp16_master_weights_and_grads", false}}},
+      {"zero_optimization",
+       {{"stage", 2},
+        {"overlap_comm", true},
+        {"reduce_bucket_size", 5e8},
+        {"offload_optimizer", {{"device", "none"}}},
+        {"cpu_offload", false},
+        {"zero_hpz_partition_size", 1},
+        {"load_from_fp32_weights", true}}},
+      {"optimizer",
+       {{"type", "AdamW"},
+        {"params",
+         {{"lr", 1e-3},
+          {"betas", {0.9, 0.95}},
+          {"eps", 1e-8},
+          {"weight_decay", 0.1},
+          {"adam_w_mode", true},
+          {"torch_adam", false},
+          {"bias_correction", true},
+          {"amsgrad", false}}}}},
+      {"scheduler",
+       {{"type", "WarmupCosineLR"},
+        {"params",
+         {{"total_num_steps", 50},
+          {"warmup_num_steps", 5},
+          {"warmup_min_ratio", 0.1},
+          {"cos_min_ratio", 0.01},
+          {"warmup_type", "log"},
+          {"last_batch_iteration", -1}}}}},
+      {"activation_checkpointing", {{"partition_activations", false}, {"number_checkpoints", 4}, {"profile", false}}}};
+  const json values[] = {nullptr, "x", json::array(), json::object(), -1, 1.5, true, 0, json::array({1, 2, 3})};
+  map_ok(full, 1);
+  int checked = 0;
+  const json flat = full.flatten();  // "/zero_optimization/stage": 2, ...
+  for (const auto& entry : flat.items()) {
+    for (const json& v : values) {
+      json ds = full;
+      ds[json::json_pointer(entry.key())] = v;
+      json j = base();
+      EXPECT_NO_THROW({ (void)apply_ds_config(ds, 2, j); }) << entry.key() << " = " << v.dump();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 300);
+}
+
 TEST(DsConfigFile, MalformedJsonIsAUsageError) {
   auto r = read_ds_config("/nonexistent/ds_config.json");
   ASSERT_FALSE(r.ok());
