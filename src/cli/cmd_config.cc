@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <regex>
 
 #include "cli/command.h"
 #include "cli/run_setup.h"
@@ -22,6 +23,20 @@ struct ConfigShowOpts {
 std::string toml_value(const nlohmann::json& v) {
   if (v.is_number_float()) return fmt::format("{}", v.get<double>());
   return v.dump();
+}
+
+// The outcome with what a later --set made of its key: "train.lr = 0.003" becomes
+// "train.lr = 0.003, then --set: 0.001" when the effective configuration holds another value.
+std::string with_sets(std::string outcome, const nlohmann::json& config) {
+  static const std::regex kAssignment(R"(^(\(absent[^)]*\) )?([a-z_0-9]+)\.([a-z_0-9]+) = )");
+  std::smatch m;
+  if (!std::regex_search(outcome, m, kAssignment)) return outcome;
+  const std::string section = m[2].str(), key = m[3].str();
+  if (!config.contains(section) || !config[section].is_object() || !config[section].contains(key)) return outcome;
+  const std::string rest = outcome.substr(m[0].length());
+  const std::string now = toml_value(config[section][key]);
+  if (rest.rfind(now, 0) == 0) return outcome;  // unchanged
+  return outcome + ", then --set: " + section + "." + key + " = " + now;
 }
 
 int run_config_show(const ConfigShowOpts& o) {
@@ -58,7 +73,7 @@ int run_config_show(const ConfigShowOpts& o) {
   for (const auto& k : m["keys"]) {
     const std::string key = k["key"].get<std::string>(), outcome = k["outcome"].get<std::string>();
     if (k["kind"] == "mapped")
-      std::printf("  %-48s → %s\n", key.c_str(), outcome.c_str());
+      std::printf("  %-48s → %s\n", key.c_str(), with_sets(outcome, j).c_str());
     else
       std::printf("  %-48s   accepted, no effect: %s\n", key.c_str(), outcome.c_str());
   }

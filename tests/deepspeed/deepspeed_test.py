@@ -107,6 +107,10 @@ def cli(args):
     outcomes = {k["key"]: k["outcome"] for k in j["deepspeed"]["mapping"]["keys"]}
     if outcomes.get("scheduler.params.warmup_max_lr") != "train.lr = 0.003":
         fail(f"config show: the mapping of warmup_max_lr: {outcomes.get('scheduler.params.warmup_max_lr')}")
+    p = run([args.bin, "config", "show", "--preset", "tiny", "--deepspeed", ds, "--np", "2", "--set", "train.lr=1e-3"])
+    if p.returncode != 0 or "scheduler.params.warmup_max_lr" not in p.stdout or \
+            "train.lr = 0.003, then --set: train.lr = 0.001" not in p.stdout:
+        fail(f"config show must say that --set replaced the mapped train.lr:\n{p.stdout[-3000:]}")
     p = run([args.bin, "plan", "--cluster", "dgx-a100", "--model", "tiny", "--deepspeed", ds, "--dp", "4", "--tp", "2",
              "--json"])
     if p.returncode != 0:
