@@ -216,8 +216,14 @@ void map_optimizer(Mapper& m, const json& o, const std::string& sched) {
   const json* p = o.contains("params") ? m.object(o, w, "params") : &empty;
   if (!p) return;
   const std::string pw = "optimizer.params";
+  if (p->contains("max_grad_norm"))  // DeepSpeed refuses it too, pointing at gradient_clipping
+    m.refuse("optimizer.params.max_grad_norm",
+             "clipping is the top-level \"gradient_clipping\" key in a ds_config "
+             "(DeepSpeed: \"please switch to using the deepspeed parameter "
+             "'gradient_clipping'\")");
   m.unknown_keys(*p, pw,
-                 {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction", "amsgrad"});
+                 {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction", "amsgrad",
+                  "max_grad_norm"});
   const bool torch_adam = m.boolean(*p, pw, "torch_adam").value_or(false);
   // DeepSpeed: "Adam" runs AdamW's decoupled decay unless adam_w_mode is false; "AdamW" always does.
   const bool adam_w_mode = m.boolean(*p, pw, "adam_w_mode").value_or(true);

@@ -143,6 +143,8 @@ TEST(DsConfigRefused, ByNameWithTheReason) {
   EXPECT_HAS(with({{"activation_checkpointing", {{"cpu_checkpointing", true}}}}),
              "activation_checkpointing.cpu_checkpointing: refused: offload");
   EXPECT_HAS(with({{"zero_optimization", {{"zero_quantized_weights", true}}}}), "refused: ZeRO++ quantized");
+  EXPECT_HAS(with({{"optimizer", {{"type", "AdamW"}, {"params", {{"max_grad_norm", 1.0}}}}}}),
+             "optimizer.params.max_grad_norm: refused: clipping is the top-level \"gradient_clipping\"");
   EXPECT_HAS(with({{"optimizer", {{"type", "Lamb"}}}}), "optimizer.type: refused: \"Lamb\" is not built");
   EXPECT_HAS(with({{"scheduler", {{"type", "OneCycle"}}}}), "scheduler.type: refused: \"OneCycle\" is not built");
   EXPECT_HAS(with({{"fp16", {{"enabled", true}, {"loss_scale", 128}}}}),
