@@ -33,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CompareOpts {
-  std::string preset, config, model_config, out, root, cache, strategies;
+  std::string preset, config, model_config, out, root, cache, strategies, deepspeed;
   std::vector<std::string> sets;
 };
 
@@ -118,7 +118,11 @@ int run_compare(const CompareOpts& o) {
   if (!specs.ok()) return report_status(specs.status());
   const std::vector<StrategySpec> list = with_reference_first(std::move(*specs));
   const std::string root = o.root.empty() ? default_root() : o.root;
-  auto base = load_run_config(root, o.preset, o.config, o.model_config, o.sets);
+  // --deepspeed: the batch rule is checked at the base configuration's dp (before the strategies' overrides)
+  // for every strategy, so that all of them train one batch under one contract (as prove's stages do).
+  DeepSpeedInput deepspeed{.file = o.deepspeed};
+  auto base = load_run_config(root, o.preset, o.config, o.model_config, o.sets, deepspeed);
+  if (base.ok()) deepspeed.rule_dp = base->parallel.dp;
   if (!base.ok()) return report_status(base.status());
   if (Status st = make_directories(o.out + "/logs"); !st.ok()) return report_status(st);
 
@@ -133,7 +137,7 @@ int run_compare(const CompareOpts& o) {
     std::fprintf(stderr, "compare [%zu/%zu] %s (%d rank%s): ", i + 1, list.size(), spec.label.c_str(), spec.world(),
                  spec.world() == 1 ? "" : "s");
     std::fflush(stderr);
-    auto config = load_run_config(root, o.preset, o.config, o.model_config, sets);
+    auto config = load_run_config(root, o.preset, o.config, o.model_config, sets, deepspeed);
     Status st = config.status();
     if (st.ok()) st = plan::RunPlan::make(*config, spec.world()).status();
     if (st.ok()) st = prepare_run_dir(dir);
@@ -150,6 +154,8 @@ int run_compare(const CompareOpts& o) {
     if (!o.model_config.empty())
       args.insert(args.end(), {"--model-config", fs::absolute(o.model_config).lexically_normal().string()});
     if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
+    if (!o.deepspeed.empty())
+      args.insert(args.end(), {"--deepspeed", o.deepspeed, "--deepspeed-dp", std::to_string(deepspeed.rule_dp)});
     for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
     Stopwatch watch;
     const int rc = run_with_mpirun(spec.world(), args, log_path);
@@ -218,6 +224,9 @@ void register_compare(CLI::App& app, CommandResult& result) {
   cmd->add_option("--model-config", o->model_config,
                   "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)");
   cmd->add_option("--set", o->sets, "Override a key for every strategy: --set train.steps=5 (repeatable)");
+  cmd->add_option("--deepspeed", o->deepspeed,
+                  "DeepSpeed ds_config.json for every strategy (docs/deepspeed.md); its batch rule is checked at "
+                  "the dp before the strategies' overrides");
   cmd->add_option("--strategies", o->strategies,
                   "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "
                   "interleaved[V] recompute fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always runs first)")

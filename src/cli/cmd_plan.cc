@@ -25,6 +25,7 @@
 #include "plan/calibrate.h"
 #include "plan/cluster.h"
 #include "plan/collective_time.h"
+#include "plan/ds_config.h"
 #include "plan/evaluate.h"
 #include "plan/group_links.h"
 #include "plan/hf_config.h"
@@ -43,13 +44,13 @@ Result<plan::ModelShape> resolve_model(const std::string& root, const std::strin
   if (spec.empty()) return invalid_argument("no model");
   if (spec.ends_with(".json")) return plan::read_hf_config(spec);
   if (spec.ends_with(".toml")) {
-    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, "", spec, model_config, {}));
+    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, "", spec, model_config, {}, DeepSpeedInput{}));
     return plan::ModelShape::from_llama(rc.model, rc.name, spec);
   }
   auto named = plan::named_shape(spec);
   if (named.ok()) return named;
   if (std::filesystem::exists(root + "/configs/" + spec + ".toml")) {
-    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, spec, "", model_config, {}));
+    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, spec, "", model_config, {}, DeepSpeedInput{}));
     return plan::ModelShape::from_llama(rc.model, spec, "configs/" + spec + ".toml [model], data.vocab_size");
   }
   return named.status().with_hint(named.status().hint() + " (presets: configs/*.toml)");
@@ -80,7 +81,8 @@ std::string cluster_line(const plan::ClusterSpec& c) {
 }
 
 struct PlanArgs {
-  std::string cluster, model, model_config, run, root, dtype, schedule, recompute, reduction, axis_order, out;
+  std::string cluster, model, model_config, run, root, dtype, schedule, recompute, reduction, axis_order, out,
+      deepspeed;
   int nodes = 0, dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
   int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
   double efficiency = 0.5;
@@ -95,6 +97,11 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
   plan::RunConfig c;
   const bool run_config =
       a.model.ends_with(".toml") || (!plan::named_shape(a.model).ok() && !a.model.ends_with(".json"));
+  if (!a.deepspeed.empty() && !a.run.empty())
+    return invalid_argument("--deepspeed and --run: a run's configuration is frozen in its contract")
+        .with_hint("drop --deepspeed; the run's contract records the ds_config it was given");
+  // --deepspeed (docs/deepspeed.md): DeepSpeed's batch rule uses --dp if given, else the configuration's dp.
+  const DeepSpeedInput deepspeed{.file = a.deepspeed, .rule_dp = a.dp > 0 ? a.dp : 0};
   if (!a.run.empty()) {  // a run bundle's frozen configuration: the plan of exactly that run
     SP_ASSIGN_OR_RETURN(const nlohmann::json contract, read_json_file(evidence::RunPaths(a.run).contract()));
     if (!contract.contains("config"))
@@ -102,8 +109,9 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
           .with_hint("--run names a run directory written by shardproof train or compare");
     SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(contract["config"]));
   } else if (run_config) {
-    SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml") ? load_run_config(root, "", a.model, a.model_config, a.sets)
-                                                      : load_run_config(root, a.model, "", a.model_config, a.sets));
+    SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml")
+                               ? load_run_config(root, "", a.model, a.model_config, a.sets, deepspeed)
+                               : load_run_config(root, a.model, "", a.model_config, a.sets, deepspeed));
   } else {
     if (shape.family != plan::ModelFamily::kLlama)
       return invalid_argument(
@@ -125,6 +133,15 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
     c.parallel.reduction = plan::Reduction::kFast;  // a cluster reduces with its library's all-reduce
     c.parallel.axis_order = cluster.axis_order;
     c.evidence.checksum_every = 0;
+    if (!a.deepspeed.empty()) {  // the ds_config's batch, precision, ZeRO and optimizer around the shape
+      SP_ASSIGN_OR_RETURN(const nlohmann::json ds, plan::read_ds_config(a.deepspeed));
+      nlohmann::json j = c.to_json();
+      j["train"]["global_batch"] = 1;                // a placeholder the ds_config's batch keys replace
+      j["data"]["vocab_size"] = c.model.vocab_size;  // the shape's own vocabulary
+      auto mapping = plan::apply_ds_config(ds, a.dp > 0 ? a.dp : c.parallel.dp, j);
+      if (!mapping.ok()) return mapping.status().with_context("--deepspeed '" + a.deepspeed + "'");
+      SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(j));
+    }
   }
   if (a.global_batch > 0) c.train.global_batch = a.global_batch;
   if (c.train.global_batch <= 0)
@@ -470,6 +487,9 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_option("--dtype", a->dtype, "Which peak the GEMMs run at: a key of the cluster's peak_tflops (fp32)");
   cmd->add_option("--efficiency", a->efficiency, "Fraction of that peak the GEMMs reach (default 0.5)");
   cmd->add_option("--set", a->sets, "key=value override of a run configuration (--model FILE.toml or a preset)");
+  cmd->add_option("--deepspeed", a->deepspeed,
+                  "DeepSpeed ds_config.json: its batch, ZeRO stage, precision and optimizer (docs/deepspeed.md); "
+                  "the flags still win");
   cmd->add_flag("--search", a->search, "Rank every valid strategy on the cluster by step time");
   cmd->add_flag("--all-ranks", a->all_ranks, "Evaluate every rank (default: all up to 64 ranks, else one per class)");
   cmd->add_option("--root", a->root, "Repository root for configs/ (default: the source tree)");

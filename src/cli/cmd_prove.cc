@@ -92,6 +92,10 @@ class Protocol {
     if (!o_.model_config.empty())
       args.insert(args.end(), {"--model-config", fs::absolute(o_.model_config).lexically_normal().string()});
     for (const std::string& s : o_.sets) args.insert(args.end(), {"--set", s});
+    // Every stage maps the ds_config with the parallel run's dp, so the reference's one rank trains the same
+    // batch (DeepSpeed's rule holds for the parallel run; the reference accumulates dp times more).
+    if (!o_.deepspeed.empty())
+      args.insert(args.end(), {"--deepspeed", o_.deepspeed, "--deepspeed-dp", std::to_string(config_.parallel.dp)});
     args.insert(args.end(), extra.begin(), extra.end());
     if (o_.quiet) args.push_back("--quiet");
     const std::string log = paths_.log(name);
@@ -248,13 +252,25 @@ void print_verdict(const proof::ProofVerdict& v, const std::string& bundle) {
   std::fflush(stdout);
 }
 
-int run_prove(const ProveOptions& o) {
+int run_prove(const ProveOptions& options) {
   if (launched_by_mpi())
     return report_status(invalid_argument("shardproof prove is the driver; do not start it under mpirun")
                              .with_hint("run `shardproof prove ...` directly: it launches mpirun for each stage"));
-  const std::string root = o.root.empty() ? default_root() : o.root;
-  auto config = load_run_config(root, o.preset, o.config, o.model_config, o.sets);
+  const std::string root = options.root.empty() ? default_root() : options.root;
+  ProveOptions o = options;
+  if (!o.deepspeed.empty())
+    if (Status s = check_input_file("--deepspeed", o.deepspeed); !s.ok()) return report_status(s);
+  auto config = load_run_config(root, o.preset, o.config, o.model_config, o.sets,
+                                DeepSpeedInput{.file = o.deepspeed, .world = o.np});
   if (!config.ok()) return report_status(config.status());
+  if (o.np > 0) {  // the parallel run's world: dp from it (as DeepSpeed's launcher), passed to every stage
+    if (config->parallel.world() != o.np)  // a --set parallel.dp that disagrees
+      return report_status(invalid_argument("--np {} but the configuration's world is dp × tp × pp = {} × {} × {} = {}",
+                                            o.np, config->parallel.dp, config->parallel.tp, config->parallel.pp,
+                                            config->parallel.world())
+                               .with_hint("drop --set parallel.dp (dp is then --np / (tp × pp)), or fix --np"));
+    o.sets.push_back(fmt::format("parallel.dp={}", config->parallel.dp));
+  }
   if (auto plan = plan::RunPlan::make(*config, config->parallel.world()); !plan.ok())
     return report_status(plan.status());
   auto protocol = proof::plan_protocol(*config, o.fault);
@@ -291,6 +307,9 @@ void register_prove(CLI::App& app, CommandResult& result) {
   cmd->add_option("--model-config", o->model_config,
                   "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)");
   cmd->add_option("--set", o->sets, "Override a key: --set parallel.dp=2 (repeatable)");
+  cmd->add_option("--deepspeed", o->deepspeed, "DeepSpeed ds_config.json for every stage (docs/deepspeed.md)");
+  cmd->add_option("--np", o->np, "World size of the parallel run: dp = NP / (tp × pp) unless --set gives dp")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--fault", o->fault, "Stage-3 fault NAME[@STEP][:RANK] (docs/faults.md); default: [prove].fault");
   cmd->add_option("--out", o->out, "Bundle directory (new)")->required();
   cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");

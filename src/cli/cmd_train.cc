@@ -34,9 +34,9 @@ std::string summary_line(const parallel::TrainSummary& s, const std::string& out
 
 void register_train(CLI::App& app, CommandResult& result) {
   struct Opts {
-    std::string preset, config, model_config, out, root, cache;
+    std::string preset, config, model_config, out, root, cache, deepspeed;
     std::vector<std::string> sets;
-    int np = 0;
+    int np = 0, deepspeed_dp = 0;
     bool quiet = false;
     // Checkpoints (docs/checkpoints.md).
     std::string resume = "auto", init_from;
@@ -60,6 +60,14 @@ void register_train(CLI::App& app, CommandResult& result) {
                   "The [model] from a Hugging Face LLaMA config.json, after --preset/--config and before --set "
                   "(docs/huggingface.md)");
   cmd->add_option("--set", o->sets, "Override a key: --set parallel.dp=4 (repeatable)");
+  cmd->add_option("--deepspeed", o->deepspeed,
+                  "DeepSpeed ds_config.json, mapped after the preset/--config and before every --set "
+                  "(docs/deepspeed.md); dp is the launcher's world size over tp × pp unless --set gives it");
+  cmd->add_option("--deepspeed-dp", o->deepspeed_dp,
+                  "The dp of the ds_config's batch rule (default: the run's); prove's reference stage passes the "
+                  "parallel run's")
+      ->check(CLI::PositiveNumber)
+      ->group("");
   cmd->add_option("--out", o->out, "Evidence bundle directory")->required();
   cmd->add_option("--np", o->np, "Start mpirun with this many ranks (instead of running under mpirun)")
       ->check([](const std::string& v) -> std::string {
@@ -122,7 +130,9 @@ void register_train(CLI::App& app, CommandResult& result) {
       return;
     }
     const std::string root = o->root.empty() ? default_root() : o->root;
-    auto config = load_run_config(root, o->preset, o->config, o->model_config, o->sets);
+    const DeepSpeedInput deepspeed{
+        .file = o->deepspeed, .rule_dp = o->deepspeed_dp, .world = o->deepspeed.empty() ? 0 : launched_world_size()};
+    auto config = load_run_config(root, o->preset, o->config, o->model_config, o->sets, deepspeed);
     if (!config.ok()) {
       result.exit_code = report_status(config.status());
       return;

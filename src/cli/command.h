@@ -31,5 +31,6 @@ void register_lab(CLI::App& app, CommandResult& result);
 void register_activations(CLI::App& app, CommandResult& result);
 void register_plan(CLI::App& app, CommandResult& result);
 void register_report(CLI::App& app, CommandResult& result);
+void register_config(CLI::App& app, CommandResult& result);
 
 }  // namespace sp::cli

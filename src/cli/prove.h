@@ -19,6 +19,8 @@ struct ProveOptions {
   std::string config;             // or a TOML file
   std::string model_config;       // --model-config: [model] from a Hugging Face config.json (docs/huggingface.md)
   std::vector<std::string> sets;  // --set key=value overrides, in order
+  std::string deepspeed;          // --deepspeed ds_config.json (docs/deepspeed.md), mapped before the sets
+  int np = 0;                     // the parallel run's world size: dp = np / (tp × pp) unless a --set gives dp
   std::string fault;              // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
   std::string out;                // bundle directory (must not hold a previous bundle)
   std::string root;               // source root for configs/ and data/ (default_root() when empty)

@@ -18,11 +18,22 @@ std::string default_root();
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
 Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::vector<std::string>& sets);
-// The same with --model-config FILE (a Hugging Face config.json, plan/hf_config.h) applied after the
-// preset or --config and before the --set overrides; empty `model_config`: none.
+// --deepspeed FILE (docs/deepspeed.md): a ds_config.json mapped after the preset or --config and before every
+// --set, so --set still wins; its SHA-256 and per-key mapping are kept in RunConfig::deepspeed.
+struct DeepSpeedInput {
+  std::string file;  // empty: no --deepspeed
+  int rule_dp = 0;   // dp of DeepSpeed's batch rule; 0: the run's parallel.dp after every --set
+  int world = 0;     // the launcher's world size; > 0: parallel.dp = world / (tp × pp) unless a --set gives it
+                     // (also without a file: prove --np)
+};
+// Every source of a run configuration, in the order they apply: the preset or --config, --model-config
+// FILE (a Hugging Face config.json, plan/hf_config.h; empty: none) replacing [model], --deepspeed, then
+// every --set.
 Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::string& model_config,
-                                        const std::vector<std::string>& sets);
+                                        const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed);
+// The launcher's world size (OMPI_COMM_WORLD_SIZE or PMI_SIZE) under mpirun/srun, else 0.
+int launched_world_size();
 // An input file named by `flag` must exist and be a regular file: a usage error (exit 2) naming both.
 Status check_input_file(std::string_view flag, const std::string& path);
 // True when this process was started by mpirun/srun (one rank of a job).

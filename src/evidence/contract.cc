@@ -91,7 +91,8 @@ const std::vector<std::string>& comparable_contract_differences() {
                                                 "config.train.recompute",
                                                 "config.train.eval_every",
                                                 "config.train.eval_batches",
-                                                "config.model_config"};
+                                                "config.model_config",
+                                                "config.deepspeed"};
   return keys;
 }
 

@@ -40,7 +40,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   }
   if (eval_ != nullptr && c.train.eval_batches > 0)  // a server evaluates nothing but joins the sum
     eval_set_.emplace(*eval_, c.train.micro_batch_size, c.train.seq_len, c.train.eval_batches);
-  schedule_ = {c.train.lr, c.train.min_lr, c.train.warmup_steps, c.train.steps};
+  schedule_ = c.train.schedule();
   if (c.fp16) scaler_.emplace(*c.fp16);
   if (server_) {
     // A parameter server: its pieces of the key space, no model stage (parameter_server.h).

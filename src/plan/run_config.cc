@@ -113,6 +113,13 @@ class SectionReader {
   std::set<std::string> seen_, seen_all_;
   Status error_;
 };
+// The keys present in one section of the configuration.
+std::set<std::string> present_keys(const json& root, const std::string& section) {
+  std::set<std::string> keys;
+  if (root.contains(section) && root.at(section).is_object())
+    for (const auto& [k, v] : root.at(section).items()) keys.insert(k);
+  return keys;
+}
 }  // namespace
 
 std::string schedule_name(Schedule s) {
@@ -129,6 +136,18 @@ std::string schedule_name(Schedule s) {
 std::string reduction_name(Reduction r) { return r == Reduction::kDeterministic ? "deterministic" : "fast"; }
 std::string architecture_name(Architecture a) { return a == Architecture::kAllReduce ? "allreduce" : "ps"; }
 std::string staleness_schedule_name(StalenessSchedule s) { return s == StalenessSchedule::kFixed ? "fixed" : "free"; }
+
+optim::LrSchedule TrainConfig::schedule() const {
+  optim::LrSchedule s{
+      .kind = lr_schedule, .lr = lr, .min_lr = min_lr, .warmup_steps = warmup_steps, .total_steps = steps};
+  if (lr_schedule == optim::LrScheduleKind::kCosine) return s;
+  s.total_steps = schedule_steps > 0 ? schedule_steps : steps;
+  s.warmup_type = warmup_type;
+  s.warmup_min_lr = warmup_min_lr;
+  s.warmup_min_ratio = warmup_min_ratio;
+  s.cos_min_ratio = cos_min_ratio;
+  return s;
+}
 
 json RunConfig::to_json() const {
   json m = model.to_json();
@@ -182,6 +201,15 @@ json RunConfig::to_json() const {
         {"eval_margin", prove.eval_margin},
         {"anchor_every", prove.anchor_every}}},
   };
+  // The DeepSpeed schedule keys appear only with a DeepSpeed schedule, so a cosine contract is unchanged.
+  if (train.lr_schedule != optim::LrScheduleKind::kCosine) {
+    j["train"]["lr_schedule"] = optim::lr_schedule_name(train.lr_schedule);
+    j["train"]["warmup_type"] = optim::warmup_type_name(train.warmup_type);
+    j["train"]["warmup_min_lr"] = train.warmup_min_lr;
+    j["train"]["warmup_min_ratio"] = train.warmup_min_ratio;
+    j["train"]["cos_min_ratio"] = train.cos_min_ratio;
+    j["train"]["schedule_steps"] = train.schedule_steps;
+  }
   // The mixed-precision keys appear only in 16-bit precision, so an fp32 contract is unchanged.
   if (train.precision.mixed()) {
     j["train"]["precision"] = model::precision_name(train.precision.compute);
@@ -194,6 +222,7 @@ json RunConfig::to_json() const {
                  {"hysteresis", fp16->hysteresis},
                  {"consecutive_hysteresis", fp16->consecutive_hysteresis},
                  {"min_loss_scale", fp16->min_scale}};
+  if (!deepspeed.is_null()) j["deepspeed"] = deepspeed;
   // The parameter-server keys appear only when they are on, so an all-reduce contract is unchanged.
   if (parallel.parameter_server()) {
     j["parallel"]["architecture"] = architecture_name(parallel.architecture);
@@ -211,8 +240,8 @@ json RunConfig::to_json() const {
 
 Result<RunConfig> RunConfig::from_json(const json& root) {
   if (!root.is_object()) return invalid_argument("the run configuration must be a table");
-  static const std::set<std::string> kSections = {"name",     "model", "train", "parallel",    "data",
-                                                  "evidence", "prove", "fp16",  "model_config"};
+  static const std::set<std::string> kSections = {"name",     "model", "train", "parallel",  "data",
+                                                  "evidence", "prove", "fp16",  "deepspeed", "model_config"};
   for (const auto& [k, v] : root.items())
     if (!kSections.count(k))
       return invalid_argument("unknown section [{}]", k)
@@ -223,6 +252,13 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
     c.name = root.at("name").get<std::string>();
   }
   constexpr int64_t kBig = int64_t{1} << 40;
+  if (root.contains("deepspeed")) {
+    const json& d = root.at("deepspeed");
+    if (!d.is_object() || !d.contains("sha256") || !d.contains("mapping"))
+      return invalid_argument("deepspeed must be the record --deepspeed writes ({{\"file\", \"sha256\", \"mapping\"}})")
+          .with_hint("pass the ds_config.json with --deepspeed FILE instead (docs/deepspeed.md)");
+    c.deepspeed = d;
+  }
 
   SectionReader t(root, "train");
   t.integer("seed", c.train.seed, 0, INT64_MAX);
@@ -241,11 +277,27 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   t.integer("eval_every", c.train.eval_every, 0, kBig);
   t.integer("eval_batches", c.train.eval_batches, 0, kBig);
   t.choice("recompute", c.train.recompute, {{"none", model::Recompute::kNone}, {"full", model::Recompute::kFull}});
-  std::string precision = "fp32", grad_dtype = "fp32", gemm16 = "auto";
+  std::string precision = "fp32", grad_dtype = "fp32", gemm16 = "auto", lr_schedule = "cosine";
   t.string("precision", precision);
   t.string("grad_dtype", grad_dtype);
   t.string("gemm16", gemm16);
+  t.string("lr_schedule", lr_schedule);
+  const std::set<std::string> train_keys = present_keys(root, "train");
+  t.choice("warmup_type", c.train.warmup_type,
+           {{"log", optim::WarmupType::kLog}, {"linear", optim::WarmupType::kLinear}});
+  t.number("warmup_min_lr", c.train.warmup_min_lr, 0.0, 10.0);
+  t.number("warmup_min_ratio", c.train.warmup_min_ratio, 0.0, 1.0);
+  t.number("cos_min_ratio", c.train.cos_min_ratio, 0.0, 1.0);
+  t.integer("schedule_steps", c.train.schedule_steps, 0, kBig);
   SP_RETURN_IF_ERROR(t.finish());
+  SP_ASSIGN_OR_RETURN(c.train.lr_schedule, optim::lr_schedule_from_name(lr_schedule));
+  if (c.train.lr_schedule == optim::LrScheduleKind::kCosine)
+    for (const char* k : {"warmup_type", "warmup_min_lr", "warmup_min_ratio", "cos_min_ratio", "schedule_steps"})
+      if (train_keys.count(k))
+        return invalid_argument(
+                   "train.{} is a parameter of DeepSpeed's schedules, not of train.lr_schedule = \"cosine\"", k)
+            .with_hint(
+                "set train.lr_schedule = \"warmup_lr\", \"warmup_decay_lr\" or \"warmup_cosine_lr\", or drop it");
   SP_ASSIGN_OR_RETURN(c.train.precision, model::precision_from_names(precision, grad_dtype));
   auto gemm16_kind = kernels::gemm16_kind_from_name(gemm16);
   if (!gemm16_kind.ok())

@@ -16,6 +16,7 @@
 #include "model/llama_stage.h"
 #include "model/precision.h"
 #include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
 
 namespace sp::plan {
 
@@ -37,6 +38,14 @@ struct TrainConfig {
   double lr = 3e-3;
   double min_lr = 3e-4;
   int64_t warmup_steps = 2;
+  // The schedule (optim/lr_schedule.h): "cosine" (the default: warmup_steps, lr, min_lr, steps) or one of
+  // DeepSpeed's, with their parameters; the DeepSpeed keys appear in the JSON only with a DeepSpeed schedule.
+  optim::LrScheduleKind lr_schedule = optim::LrScheduleKind::kCosine;
+  optim::WarmupType warmup_type = optim::WarmupType::kLog;
+  double warmup_min_lr = 0.0;     // WarmupLR / WarmupDecayLR start
+  double warmup_min_ratio = 0.0;  // WarmupCosineLR start, × lr
+  double cos_min_ratio = 1e-4;    // WarmupCosineLR floor, × lr
+  int64_t schedule_steps = 0;     // DeepSpeed's total_num_steps; 0 = steps
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -50,6 +59,8 @@ struct TrainConfig {
   model::Precision precision;  // train.precision = "fp32" | "bf16" | "fp16", train.grad_dtype = "fp32" | 16-bit
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;  // train.gemm16 = "auto" | "onednn" | "fallback"
   int64_t micro_batches() const { return global_batch / micro_batch_size; }
+  // The schedule these keys describe, as the engine runs it.
+  optim::LrSchedule schedule() const;
 };
 
 struct ParallelConfig {
@@ -115,6 +126,10 @@ struct RunConfig {
   // --model-config: the Hugging Face config.json the [model] section came from, {"file", "sha256",
   // "mapping"} (plan/hf_config.h, docs/huggingface.md); null when the model is the TOML's own.
   nlohmann::json model_config;
+  // Provenance of `--deepspeed FILE` (docs/deepspeed.md, docs/formats/contract.md): {"file", "sha256",
+  // "mapping": DsMapping::to_json()}; null without one. A record, not a setting: the mapped values are in
+  // the sections above.
+  nlohmann::json deepspeed;
 
   nlohmann::json to_json() const;
   static Result<RunConfig> from_json(const nlohmann::json& j);

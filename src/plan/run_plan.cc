@@ -240,7 +240,15 @@ std::vector<std::string> RunPlan::violations(const RunConfig& c, int world) {
                     t.steps, t.global_batch, t.seq_len + 1));
   if (t.seq_len > m.max_seq)
     errs.push_back(fmt::format("train.seq_len = {} exceeds model.max_seq = {}", t.seq_len, m.max_seq));
-  if (t.min_lr > t.lr) errs.push_back(fmt::format("train.min_lr = {} exceeds train.lr = {}", t.min_lr, t.lr));
+  if (t.lr_schedule == optim::LrScheduleKind::kCosine && t.min_lr > t.lr)
+    errs.push_back(fmt::format("train.min_lr = {} exceeds train.lr = {}", t.min_lr, t.lr));
+  // WarmupCosineLR divides by total_num_steps − max(2, warmup_num_steps) (DeepSpeed raises ZeroDivisionError).
+  if (const optim::LrSchedule s = t.schedule();
+      s.kind == optim::LrScheduleKind::kWarmupCosineLr && s.total_steps <= std::max<int64_t>(2, s.warmup_steps))
+    errs.push_back(
+        fmt::format("train.lr_schedule = \"warmup_cosine_lr\" needs total_num_steps (train.schedule_steps, "
+                    "else train.steps) = {} > max(2, warmup_num_steps = train.warmup_steps = {})",
+                    s.total_steps, s.warmup_steps));
   {
     const auto& o = p.axis_order;
     const bool ok = o.size() == 8 && o[2] == '-' && o[5] == '-' && o.find("dp") != std::string::npos &&

@@ -1,0 +1,106 @@
+// `shardproof config show`: the effective run configuration (preset or --config, then --deepspeed, then
+// every --set) and, per ds_config key, what it became (docs/deepspeed.md). It runs nothing and writes
+// nothing; its errors are the ones `train` would give for the same flags, exit 2.
+#include <fmt/format.h>
+
+#include <memory>
+#include <regex>
+
+#include "cli/command.h"
+#include "cli/run_setup.h"
+
+namespace sp::cli {
+namespace {
+
+struct ConfigShowOpts {
+  std::string preset, config, model_config, root, deepspeed;
+  std::vector<std::string> sets;
+  int np = 0;
+  bool json = false;
+};
+
+// A JSON scalar as TOML writes it.
+std::string toml_value(const nlohmann::json& v) {
+  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
+  return v.dump();
+}
+
+// The outcome with what a later --set made of its key: "train.lr = 0.003" becomes
+// "train.lr = 0.003, then --set: 0.001" when the effective configuration holds another value.
+std::string with_sets(std::string outcome, const nlohmann::json& config) {
+  static const std::regex kAssignment(R"(^(\(absent[^)]*\) )?([a-z_0-9]+)\.([a-z_0-9]+) = )");
+  std::smatch m;
+  if (!std::regex_search(outcome, m, kAssignment)) return outcome;
+  const std::string section = m[2].str(), key = m[3].str();
+  if (!config.contains(section) || !config[section].is_object() || !config[section].contains(key)) return outcome;
+  const std::string rest = outcome.substr(m[0].length());
+  const std::string now = toml_value(config[section][key]);
+  if (rest.rfind(now, 0) == 0) return outcome;  // unchanged
+  return outcome + ", then --set: " + section + "." + key + " = " + now;
+}
+
+int run_config_show(const ConfigShowOpts& o) {
+  const std::string root = o.root.empty() ? default_root() : o.root;
+  if (!o.deepspeed.empty())
+    if (Status s = check_input_file("--deepspeed", o.deepspeed); !s.ok()) return report_status(s);
+  auto config = load_run_config(root, o.preset, o.config, o.model_config, o.sets,
+                                DeepSpeedInput{.file = o.deepspeed, .world = o.np});
+  if (!config.ok()) return report_status(config.status());
+  nlohmann::json j = config->to_json();
+  const nlohmann::json deepspeed = j.contains("deepspeed") ? j["deepspeed"] : nlohmann::json();
+  j.erase("deepspeed");
+  if (o.json) {
+    std::printf("%s\n", nlohmann::json{{"config", j}, {"deepspeed", deepspeed}}.dump(2).c_str());
+    return 0;
+  }
+  std::printf("# effective configuration (%s%s%s)\n",
+              o.config.empty() ? ("preset " + config->name).c_str() : o.config.c_str(),
+              o.deepspeed.empty() ? "" : (", --deepspeed " + o.deepspeed).c_str(),
+              o.sets.empty() ? "" : fmt::format(", {} --set", o.sets.size()).c_str());
+  std::printf("name = %s\n", j["name"].dump().c_str());
+  for (const auto& [section, table] : j.items()) {
+    if (!table.is_object()) continue;
+    std::printf("\n[%s]\n", section.c_str());
+    for (const auto& [k, v] : table.items()) std::printf("%s = %s\n", k.c_str(), toml_value(v).c_str());
+  }
+  if (deepspeed.is_null()) return 0;
+  const nlohmann::json& m = deepspeed["mapping"];
+  std::printf("\n# --deepspeed %s (sha256 %s)\n", deepspeed["file"].get<std::string>().c_str(),
+              deepspeed["sha256"].get<std::string>().c_str());
+  std::printf("# batch: train_batch_size %lld = micro %lld × accumulation %lld × dp %d\n",
+              static_cast<long long>(m["train_batch_size"].get<int64_t>()),
+              static_cast<long long>(m["micro_batch"].get<int64_t>()),
+              static_cast<long long>(m["gradient_accumulation_steps"].get<int64_t>()), m["dp"].get<int>());
+  for (const auto& k : m["keys"]) {
+    const std::string key = k["key"].get<std::string>(), outcome = k["outcome"].get<std::string>();
+    if (k["kind"] == "mapped")
+      std::printf("  %-48s → %s\n", key.c_str(), with_sets(outcome, j).c_str());
+    else
+      std::printf("  %-48s   accepted, no effect: %s\n", key.c_str(), outcome.c_str());
+  }
+  if (!o.sets.empty())
+    std::printf("# --set is applied after the ds_config: where they meet, the values above are --set's\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_config(CLI::App& app, CommandResult& result) {
+  CLI::App* cmd = app.add_subcommand("config", "Show the effective run configuration (docs/config.md)");
+  cmd->require_subcommand(1);
+  auto o = std::make_shared<ConfigShowOpts>();
+  CLI::App* show = cmd->add_subcommand("show", "Print the effective configuration and what each ds_config key became");
+  show->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
+  show->add_option("--config", o->config, "Run configuration file (TOML)");
+  show->add_option("--set", o->sets, "Override a key: --set parallel.dp=4 (repeatable)");
+  show->add_option("--model-config", o->model_config,
+                   "Hugging Face config.json replacing [model] (docs/huggingface.md)");
+  show->add_option("--deepspeed", o->deepspeed, "DeepSpeed ds_config.json (docs/deepspeed.md)");
+  show->add_option("--np", o->np, "World size, as a launcher gives it: dp = NP / (tp × pp) unless --set gives dp")
+      ->check(CLI::PositiveNumber);
+  show->add_option("--root", o->root, "Repository root for configs/ (default: the source tree)");
+  show->add_flag("--json", o->json, "Print {\"config\": ..., \"deepspeed\": ...} as JSON");
+  show->callback([o, &result] { result.exit_code = run_config_show(*o); });
+}
+
+}  // namespace sp::cli
