@@ -1,5 +1,5 @@
-// `shardproof config show`: the effective run configuration (preset or --config, then --deepspeed, then
-// every --set) and, per ds_config key, what it became (docs/deepspeed.md). It runs nothing and writes
+// `shardproof config show`: the effective run configuration (preset or --config, --model-config, --deepspeed,
+// then every --set) and, per ds_config key, what it became (docs/deepspeed.md). It runs nothing and writes
 // nothing; its errors are the ones `train` would give for the same flags, exit 2.
 #include <fmt/format.h>
 
@@ -48,13 +48,18 @@ int run_config_show(const ConfigShowOpts& o) {
   if (!config.ok()) return report_status(config.status());
   nlohmann::json j = config->to_json();
   const nlohmann::json deepspeed = j.contains("deepspeed") ? j["deepspeed"] : nlohmann::json();
+  const nlohmann::json model_config = j.contains("model_config") ? j["model_config"] : nlohmann::json();
   j.erase("deepspeed");
+  j.erase("model_config");
   if (o.json) {
-    std::printf("%s\n", nlohmann::json{{"config", j}, {"deepspeed", deepspeed}}.dump(2).c_str());
+    std::printf(
+        "%s\n",
+        nlohmann::json{{"config", j}, {"deepspeed", deepspeed}, {"model_config", model_config}}.dump(2).c_str());
     return 0;
   }
-  std::printf("# effective configuration (%s%s%s)\n",
+  std::printf("# effective configuration (%s%s%s%s)\n",
               o.config.empty() ? ("preset " + config->name).c_str() : o.config.c_str(),
+              o.model_config.empty() ? "" : (", [model] from --model-config " + o.model_config).c_str(),
               o.deepspeed.empty() ? "" : (", --deepspeed " + o.deepspeed).c_str(),
               o.sets.empty() ? "" : fmt::format(", {} --set", o.sets.size()).c_str());
   std::printf("name = %s\n", j["name"].dump().c_str());

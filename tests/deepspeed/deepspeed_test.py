@@ -1,10 +1,11 @@
 """`--deepspeed ds_config.json` end to end (docs/deepspeed.md).
 
 Cases:
-  prove_np2, prove_np4  `shardproof prove --preset tiny --deepspeed examples/deepspeed/ds_config.json --np N` on a
-                        small model for 6 steps: PASS with the protocol's fault caught, `verify` re-derives PASS,
-                        and the contract records the ds_config (its SHA-256, the mapped keys) and its values
-                        (bf16, ZeRO-2, the WarmupDecayLR schedule, the batch at dp = N).
+  prove_np2, prove_np4  the bundled example as README proves it, `shardproof prove --deepspeed
+                        examples/deepspeed/ds_config.json --model-config examples/deepspeed/config.json --np N`,
+                        for 6 steps: PASS with the protocol's fault caught, `verify` re-derives PASS, and the
+                        contract records the ds_config (its SHA-256, the mapped keys) and its values (bf16,
+                        ZeRO-2, the WarmupDecayLR schedule, the batch at dp = N) and the HF model file's.
   cli                   `config show --json` (--set wins over the ds_config; the mapping per key), `plan --deepspeed`
                         (the ZeRO stage and batch reach the plan), `compare --deepspeed` (dp1 and zero2-dp2 both
                         run the ds_config and match), `train --deepspeed` under mpirun -np 2 (dp from the world).
@@ -22,9 +23,9 @@ import subprocess
 import sys
 
 # A small model and 6 steps, so that the five launches of a protocol take seconds (as tests/faults/).
-SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
-         "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "prove.checkpoint_step=3",
+SHORT = ["train.seq_len=64", "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "prove.checkpoint_step=3",
          "prove.eval_margin=0.25"]
+SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64"] + SHORT
 
 
 def fail(msg):
@@ -39,10 +40,11 @@ def run(cmd, timeout=900):
 
 def prove(args, np):
     ds = os.path.join(args.source, "examples", "deepspeed", "ds_config.json")
+    hf = os.path.join(args.source, "examples", "deepspeed", "config.json")
     out = os.path.join(args.work, f"prove_np{np}")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [args.bin, "prove", "--preset", "tiny", "--deepspeed", ds, "--np", str(np), "--out", out, "--quiet"]
-    for s in SMALL:
+    cmd = [args.bin, "prove", "--deepspeed", ds, "--model-config", hf, "--np", str(np), "--out", out, "--quiet"]
+    for s in SHORT:
         cmd += ["--set", s]
     p = run(cmd)
     print(p.stdout[-5000:])
@@ -61,6 +63,14 @@ def prove(args, np):
     d = c.get("deepspeed")
     if not d or d["sha256"] != want_sha:
         fail(f"contract config.deepspeed {d and d.get('sha256')} != sha256 of the file {want_sha}")
+    mc = c.get("model_config")
+    if not mc or mc["sha256"] != hashlib.sha256(open(hf, "rb").read()).hexdigest():
+        fail(f"contract config.model_config {mc and mc.get('sha256')} is not the HF config.json's")
+    hf_json = json.load(open(hf))
+    for key, want in (("dim", hf_json["hidden_size"]), ("n_kv_heads", hf_json["num_key_value_heads"]),
+                      ("ffn_dim", hf_json["intermediate_size"])):
+        if c["model"][key] != want:
+            fail(f"contract config.model.{key} = {c['model'][key]}, the HF config.json says {want}")
     m = d["mapping"]
     expect = {"dp": np, "train_batch_size": 8, "micro_batch": 2, "gradient_accumulation_steps": 8 // 2 // np}
     for k, v in expect.items():
