@@ -130,8 +130,8 @@ class Fields {
 
 constexpr std::string_view kTopKeys = "format, version, evaluation, common_limits, lab";
 constexpr std::string_view kLabKeys =
-    "key, section, title, mechanism, preset, sets, world, fault, observe, cannot_extrapolate, available, "
-    "unavailable_reason, closest";
+    "key, section, title, mechanism, preset, model_config, deepspeed, sets, world, fault, observe, "
+    "cannot_extrapolate, available, unavailable_reason, closest";
 
 bool is_lab_key(const std::string& k) {
   return k.size() == 5 && k.compare(0, 4, "LSL-") == 0 && std::isupper(static_cast<unsigned char>(k[4]));
@@ -158,6 +158,8 @@ Result<Lab> read_lab(const std::string& path, const toml::table& t, size_t index
   const bool runs = lab.available;
   int64_t world = 0;
   SP_RETURN_IF_ERROR(f.string("preset", lab.preset, false));
+  SP_RETURN_IF_ERROR(f.string("model_config", lab.model_config, false));
+  SP_RETURN_IF_ERROR(f.string("deepspeed", lab.deepspeed, false));
   SP_RETURN_IF_ERROR(f.strings("sets", lab.sets, false));
   SP_RETURN_IF_ERROR(f.integer("world", world, runs));
   SP_RETURN_IF_ERROR(f.string("fault", lab.fault, runs));
@@ -172,7 +174,8 @@ Result<Lab> read_lab(const std::string& path, const toml::table& t, size_t index
   lab.world = static_cast<int>(world);
   const std::vector<std::string_view> misplaced =
       runs ? std::vector<std::string_view>{"unavailable_reason", "closest"}
-           : std::vector<std::string_view>{"preset", "sets", "world", "fault", "observe", "cannot_extrapolate"};
+           : std::vector<std::string_view>{"preset", "model_config", "deepspeed", "sets",
+                                           "world",  "fault",        "observe",   "cannot_extrapolate"};
   for (std::string_view k : misplaced)
     if (f.has(k))
       return invalid_argument("{}: {}: '{}' does not belong to {} lab", where(path, *f.node(k)), owner, k,

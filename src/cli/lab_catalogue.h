@@ -23,6 +23,8 @@ struct Lab {
   std::string title{};      // "Data parallelism"
   std::string mechanism{};  // what the section teaches and how this run shows it (one paragraph)
   std::string preset = "tiny";
+  std::string model_config{};                     // a Hugging Face config.json relative to the root, or ""
+  std::string deepspeed{};                        // a DeepSpeed ds_config.json relative to the root, or ""
   std::vector<std::string> sets{};                // --set overrides, in order, applied to the preset
   int world = 0;                                  // ranks: dp·tp·pp of the run (0 when unavailable)
   std::string fault{};                            // catalogue fault NAME@step:rank (empty when unavailable)

@@ -17,11 +17,20 @@
 
 namespace sp::cli {
 
+namespace {
+// A lab's file (model_config, deepspeed) as `prove` is given it: relative to the repository root.
+std::string lab_file(const std::string& root, const std::string& file) {
+  return file.empty() || file.front() == '/' ? file : root + "/" + file;
+}
+}  // namespace
+
 Result<plan::RunConfig> lab_config(const Lab& lab, const std::string& root,
                                    const std::vector<std::string>& extra_sets) {
   std::vector<std::string> sets = lab.sets;
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
-  Result<plan::RunConfig> config = load_run_config(root, lab.preset, "", sets);
+  Result<plan::RunConfig> config = load_run_config(
+      root, lab.preset, "", lab_file(root, lab.model_config), sets,
+      DeepSpeedInput{.file = lab_file(root, lab.deepspeed), .world = lab.deepspeed.empty() ? 0 : lab.world});
   if (!config.ok()) return config.status().with_context(fmt::format("lab {}", lab.key));
   return config;
 }
@@ -46,7 +55,11 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
 
 ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options) {
   ProveOptions p;
+  const std::string root = options.root.empty() ? default_root() : options.root;
   p.preset = lab.preset;
+  p.model_config = lab_file(root, lab.model_config);
+  p.deepspeed = lab_file(root, lab.deepspeed);
+  p.np = lab.deepspeed.empty() ? 0 : lab.world;  // DeepSpeed's batch rule reads dp from the world, as its launcher
   p.sets = lab.sets;
   p.sets.insert(p.sets.end(), options.extra_sets.begin(), options.extra_sets.end());
   p.fault = lab.fault;
@@ -102,6 +115,8 @@ std::string command_of(const Lab& lab) {
 
 std::string prove_equivalent(const Lab& lab) {
   std::string s = "shardproof prove --preset " + lab.preset;
+  if (!lab.model_config.empty()) s += " --model-config " + lab.model_config;
+  if (!lab.deepspeed.empty()) s += fmt::format(" --deepspeed {} --np {}", lab.deepspeed, lab.world);
   for (const std::string& set : lab.sets) s += " --set " + set;
   return s + " --fault " + lab.fault + " --out DIR";
 }
@@ -149,6 +164,8 @@ std::string lab_show_text(const LabCatalogue& catalogue, const Lab& lab) {
   out += fmt::format("  ranks: {}   preset: {}   overrides: ", lab.world, lab.preset);
   for (size_t i = 0; i < lab.sets.size(); ++i) out += (i ? " " : "") + lab.sets[i];
   out += "\n";
+  if (!lab.model_config.empty()) out += "  model: " + lab.model_config + " (a Hugging Face config.json)\n";
+  if (!lab.deepspeed.empty()) out += "  DeepSpeed configuration: " + lab.deepspeed + "\n";
   Result<evidence::FaultSpec> f = evidence::parse_fault(lab.fault);
   if (f.ok()) {
     const evidence::FaultInfo& info = evidence::fault_info(f->kind);
