@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/plan_text.h"
 #include "cli/run_setup.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
@@ -36,6 +37,11 @@ namespace sp::cli {
 namespace {
 
 std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
+
+// --model names a run configuration (a preset or FILE.toml), not a named shape or an HF config.json.
+bool names_run_config(const std::string& model) {
+  return model.ends_with(".toml") || (!plan::named_shape(model).ok() && !model.ends_with(".json"));
+}
 
 // --model: a Hugging Face config.json, a run configuration (.toml), a named shape, or a preset in configs/;
 // a run configuration's [model] comes from --model-config when given.
@@ -65,21 +71,6 @@ std::string utc_now() {
   return buf;
 }
 
-std::string cluster_line(const plan::ClusterSpec& c) {
-  std::string peaks;
-  for (const auto& [k, v] : c.peak_flops) peaks += fmt::format("{}{} {:.4g}", peaks.empty() ? "" : ", ", k, v / 1e12);
-  std::string line = fmt::format(
-      "cluster {}: {} node{} × {} {} ({:.4g} GiB; peak TFLOP/s: {}); intra-node {} {:.4g} GB/s per direction, "
-      "{:.3g} us",
-      c.name, c.nodes, c.nodes == 1 ? "" : "s", c.devices_per_node, c.device_model,
-      c.device_memory_bytes / 1073741824.0, peaks, plan::link_kind_name(c.intra.kind),
-      c.intra.bandwidth_bytes_per_s / 1e9, c.intra.latency_s * 1e6);
-  if (c.inter)
-    line += fmt::format("; inter-node {} {} × {:.4g} Gb/s, {:.3g} us", plan::network_kind_name(c.inter->kind),
-                        c.inter->nics_per_node, c.inter->nic_bandwidth_bytes_per_s * 8 / 1e9, c.inter->latency_s * 1e6);
-  return line + fmt::format("; axis order {}", c.axis_order);
-}
-
 struct PlanArgs {
   std::string cluster, model, model_config, run, root, dtype, schedule, recompute, reduction, axis_order, out,
       deepspeed;
@@ -95,8 +86,7 @@ struct PlanArgs {
 Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& root, const plan::ModelShape& shape,
                                        const plan::ClusterSpec& cluster) {
   plan::RunConfig c;
-  const bool run_config =
-      a.model.ends_with(".toml") || (!plan::named_shape(a.model).ok() && !a.model.ends_with(".json"));
+  const bool run_config = names_run_config(a.model);
   if (!a.deepspeed.empty() && !a.run.empty())
     return invalid_argument("--deepspeed and --run: a run's configuration is frozen in its contract")
         .with_hint("drop --deepspeed; the run's contract records the ds_config it was given");
@@ -165,73 +155,6 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
     SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(j));
   }
   return c;
-}
-
-void print_evaluation(const nlohmann::json& j) {
-  const auto& m = j["memory"];
-  const auto& st = j["step"];
-  const auto& pl = j["pipeline"];
-  std::printf("placement %s\n", j["placement"]["grid"].get<std::string>().c_str());
-  for (const auto& [axis, l] : j["placement"]["links"].items())
-    std::printf("  %-5s group %4d  %-26s %10.4g GB/s per hop %8.3g us\n", axis.c_str(), l["group_size"].get<int>(),
-                l["link"].get<std::string>().c_str(), l["bandwidth_gbytes_per_s"].get<double>(),
-                l["latency_us"].get<double>());
-  std::printf(
-      "memory per rank (ledger model, peak bytes by category; device limit %.2f GiB): %s\n",
-      m["limit_bytes"].get<double>() / 1073741824.0,
-      m["fits"].get<bool>()
-          ? "fits"
-          : fmt::format("DOES NOT FIT ({} is the largest category)", m["largest_category"].get<std::string>()).c_str());
-  std::printf("  %-16s %12s %12s %12s %12s %12s %12s %12s %12s\n", "rank", "peak", "param", "grad", "optim",
-              "activation", "comm", "workspace", "io");
-  for (const auto& r : m["ranks"]) {
-    const auto& c = r["by_category"];
-    std::printf("  %-16s", fmt::format("{} {}", r["rank"].get<int>(), r["coords"].get<std::string>()).c_str());
-    for (const char* k : {"", "param", "grad", "optim", "activation", "comm", "workspace", "io"})
-      std::printf(" %12.4g", (*k ? c[k].get<double>() : r["peak_bytes"].get<double>()) / 1048576.0);
-    std::printf("  MiB\n");
-  }
-  std::printf("traffic per step, busiest evaluated rank (traffic model, priced with the alpha-beta model):\n");
-  std::printf("  %-6s %-10s %-15s %8s %14s %12s  %s\n", "axis", "phase", "op", "ops", "bytes", "seconds", "link");
-  for (const auto& t : j["traffic"])
-    std::printf("  %-6s %-10s %-15s %8lld %14lld %12.4g  %s\n", t["axis"].get<std::string>().c_str(),
-                t["phase"].get<std::string>().c_str(), t["op"].get<std::string>().c_str(),
-                static_cast<long long>(t["ops"].get<int64_t>()), static_cast<long long>(t["bytes"].get<int64_t>()),
-                t["seconds"].get<double>(), t["link"].get<std::string>().c_str());
-  std::printf("pipeline (%s): simulated %.4g s, bubble %.1f %% (closed form %.1f %%)\n",
-              pl["schedule"].get<std::string>().c_str(), pl["simulated_seconds"].get<double>(),
-              100 * pl["bubble_fraction"].get<double>(), 100 * pl["closed_form_bubble_fraction"].get<double>());
-  std::printf(
-      "step %.4g s (GEMMs %.4g s, collectives inside the passes %.4g s, after the pipeline %.4g s); %.4g tokens/s; "
-      "MFU %.1f %%, HFU %.1f %%; dominant communication: %s\n",
-      st["seconds"].get<double>(), st["compute_seconds"].get<double>(), st["pass_comm_seconds"].get<double>(),
-      st["after_pipeline_seconds"].get<double>(), st["tokens_per_second"].get<double>(), 100 * st["mfu"].get<double>(),
-      100 * st["hfu"].get<double>(), st["dominant_comm"].get<std::string>().c_str());
-  std::printf("assumptions:\n");
-  for (const auto& s : j["assumptions"]) std::printf("  - %s\n", s.get<std::string>().c_str());
-}
-
-void print_search(const nlohmann::json& j) {
-  std::printf("%lld strategies enumerated: %zu ranked, %zu excluded\n",
-              static_cast<long long>(j["enumerated"].get<int64_t>()), j["ranked"].size(), j["excluded"].size());
-  std::printf("  %4s  %-52s %10s %12s %7s %10s  %s\n", "rank", "strategy", "step s", "tokens/s", "MFU", "peak GiB",
-              "dominant communication");
-  for (const auto& r : j["ranked"]) {
-    if (r["rank"].get<int>() > 20) break;
-    const auto& d = r["time"]["detail"];
-    std::printf("  %4d  %-52s %10.4g %12.4g %6.1f%% %10.3f  %s\n", r["rank"].get<int>(),
-                r["strategy"]["name"].get<std::string>().c_str(), r["time"]["step_seconds"].get<double>(),
-                d["tokens_per_second"].get<double>(), 100 * d["mfu"].get<double>(),
-                r["memory"]["peak_bytes"].get<double>() / 1073741824.0, d["dominant"].get<std::string>().c_str());
-  }
-  std::printf("excluded by kind:");
-  for (const auto& [k, n] : j["excluded_by_kind"].items())
-    std::printf(" %s %lld", k.c_str(), static_cast<long long>(n.get<int64_t>()));
-  std::printf("\n");
-  for (const auto& r : plan::excluded_by_rule(j["excluded"]))
-    std::printf("  %6lld × %s: %s...\n         e.g. %s\n", static_cast<long long>(r["count"].get<int64_t>()),
-                r["kind"].get<std::string>().c_str(), r["rule"].get<std::string>().c_str(),
-                r["example"].get<std::string>().c_str());
 }
 
 // Without a run to evaluate (no --global-batch, --run or --search): the cluster, the model and, with
@@ -305,7 +228,7 @@ int run_plan(const PlanArgs& args) {
     if (a.model.empty() && a.run.empty()) {
       a.model = a.model_config;
       a.model_config.clear();
-    } else if (!a.run.empty() || a.model.ends_with(".json") || plan::named_shape(a.model).ok()) {
+    } else if (!a.run.empty() || !names_run_config(a.model)) {
       return report_status(
           invalid_argument("--model-config replaces the [model] of a run configuration; '{}' is not one",
                            a.run.empty() ? a.model : "--run " + a.run)
@@ -328,8 +251,7 @@ int run_plan(const PlanArgs& args) {
     model = resolve_model(root, a.model, a.model_config);
     if (!model.ok()) return report_status(model.status());
   }
-  const bool run_config = !a.model.empty() && (a.model.ends_with(".toml") ||
-                                               (!plan::named_shape(a.model).ok() && !a.model.ends_with(".json")));
+  const bool run_config = !a.model.empty() && names_run_config(a.model);
   if (a.run.empty() && !a.search && a.global_batch == 0 && (!run_config || (a.dp == 0 && a.tp == 0 && a.pp == 0)))
     return describe_placement(a, *cluster, *model);
   auto config = planned_config(a, root, a.model.empty() ? plan::ModelShape{} : *model, *cluster);
