@@ -29,6 +29,8 @@ void print_evaluation(const nlohmann::json& j) {
   const auto& st = j["step"];
   const auto& pl = j["pipeline"];
   std::printf("placement %s\n", j["placement"]["grid"].get<std::string>().c_str());
+  for (const auto& w : j["placement"].value("warnings", nlohmann::json::array()))
+    std::printf("  WARNING: %s\n", w.get<std::string>().c_str());
   for (const auto& [axis, l] : j["placement"]["links"].items())
     std::printf("  %-5s group %4d  %-26s %10.4g GB/s per hop %8.3g us\n", axis.c_str(), l["group_size"].get<int>(),
                 l["link"].get<std::string>().c_str(), l["bandwidth_gbytes_per_s"].get<double>(),

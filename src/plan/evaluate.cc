@@ -62,6 +62,12 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
                       comm::ProcessGrid::create(grid.world_size(), 1, 1, "dp-tp-pp", grid.world_size()));
   const GroupLink world_link = axis_link(placed, flat, comm::Axis::kDp, HopPattern::kRing);
   e.links = {{"tp", tp_link}, {"dp", dp_link}, {"pp", pp_link}, {"world", world_link}};
+  if (pc.tp > 1 && tp_link.crosses_nodes && pc.tp <= placed.devices_per_node)
+    e.placement_warnings.push_back(fmt::format(
+        "tp groups of {} ranks cross nodes (axis order {}): every tensor-parallel all-reduce runs on {} at {:.4g} "
+        "GB/s per hop instead of inside a node; a group of {} fits in one node of {} devices: put tp first "
+        "(--axis-order tp-dp-pp)",
+        pc.tp, pc.axis_order, tp_link.link, tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node));
   const std::map<std::string, const GroupLink*> link_of = {
       {"tp", &tp_link}, {"dp", &dp_link}, {"pp", &pp_link}, {"world", &world_link}};
 

@@ -59,6 +59,10 @@ struct PlanEvaluation {
   RunPlan plan;
   std::string grid;                                      // comm::ProcessGrid::describe()
   std::vector<std::pair<std::string, GroupLink>> links;  // tp, dp, pp, world
+  // The topology check: a tensor-parallel group that crosses nodes although it would fit in one (every
+  // all-reduce of every layer then runs on the network), named with both links and the axis order that fixes
+  // it; empty for a sound placement.
+  std::vector<std::string> placement_warnings;
   std::vector<RankEvaluation> ranks;
   // Memory: the largest evaluated peak against the device's memory.
   int64_t peak_bytes = 0, limit_bytes = 0;

@@ -91,7 +91,7 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
         {"dtype", q.dtype},
         {"efficiency", q.efficiency},
         {"activation_model", "engine"}}},
-      {"placement", {{"grid", e.grid}, {"links", links}}},
+      {"placement", {{"grid", e.grid}, {"links", links}, {"warnings", e.placement_warnings}}},
       {"memory",
        {{"limit_bytes", e.limit_bytes},
         {"fits", e.fits()},

@@ -67,6 +67,7 @@ std::vector<View> one_configuration(const json& p, const std::vector<std::string
                    .title = "Bytes and time per group, phase and operation",
                    .files = files,
                    .data = {{"grid", p.at("placement").at("grid")},
+                            {"warnings", p.at("placement").value("warnings", json::array())},
                             {"links", p.at("placement").at("links")},
                             {"traffic", p.at("traffic")}}});
   if (strategy.value("pp", 1) > 1) {

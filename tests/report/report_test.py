@@ -643,6 +643,19 @@ def case_plan(args):
         last = max(x["x"][1] for d in ds for x in d["data"]) if drawn else None
         check(last is not None and close(last, plan["pipeline"]["simulated_seconds"], 1e-9),
               f"the Gantt ends at {last}, the simulated pipeline at {plan['pipeline']['simulated_seconds']}")
+        shown = page.eval("[...document.querySelectorAll('#plan-warnings li')].map(e => e.textContent)")
+        check(shown == plan["placement"]["warnings"] == [], f"placement warnings {shown} for tp inside the nodes")
+    # The topology check: the same strategy with the tp groups across nodes is flagged, in the page too.
+    across = os.path.join(work, "across")
+    p = run([args.bin, "plan", "--cluster", "dgx-a100", "--nodes", "4", "--model", "llama-7b", "--global-batch", "256",
+             "--dp", "4", "--tp", "4", "--pp", "2", "--zero", "1", "--axis-order", "dp-tp-pp", "--out", across])
+    warned = load(os.path.join(across, "plan.json"))["placement"]["warnings"]
+    check(p.returncode == 0 and len(warned) == 1 and "cross nodes" in warned[0] and "WARNING" in p.stdout,
+          f"tp across nodes: exit {p.returncode}, warnings {warned}")
+    with Browser(args.work) as b:
+        page = open_page(b, os.path.join(across, "report.html"))
+        shown = page.eval("[...document.querySelectorAll('#plan-warnings li')].map(e => e.textContent)")
+        check(shown == warned, f"the page shows warnings {shown}, plan.json {warned}")
     before = open(os.path.join(one, "report.html"), "rb").read()
     r = run([args.bin, "report", one])
     check(r.returncode == 0 and open(os.path.join(one, "report.html"), "rb").read() == before,

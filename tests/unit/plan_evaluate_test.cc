@@ -76,6 +76,11 @@ TEST(PlanEvaluate, TensorParallelAcrossNodesCostsMoreThanInsideANode) {
   EXPECT_EQ(across->links[0].second.link, "inter-node infiniband");
   EXPECT_GT(across->pass_comm_seconds, 2 * inside->pass_comm_seconds);
   EXPECT_GT(across->step_seconds, inside->step_seconds);
+  // The topology check flags the across-nodes placement only, naming the fix.
+  EXPECT_TRUE(inside->placement_warnings.empty());
+  ASSERT_EQ(across->placement_warnings.size(), 1u);
+  EXPECT_NE(across->placement_warnings[0].find("tp groups of 8 ranks cross nodes"), std::string::npos);
+  EXPECT_NE(across->placement_warnings[0].find("tp-dp-pp"), std::string::npos);
   // Memory and bytes do not depend on the placement; only their prices do.
   EXPECT_EQ(inside->peak_bytes, across->peak_bytes);
   EXPECT_EQ(inside->ranks[0].traffic.size(), across->ranks[0].traffic.size());

@@ -659,6 +659,8 @@
 
   views['plan-traffic'] = function (sec, d) {
     sec.append(el('p', {}, 'Placement: ', el('b', {}, d.grid), '. Each group priced on the link it crosses (α–β, plan/collective_time.h).'));
+    if (d.warnings.length)
+      sec.append(el('ul', {class: 'sp-view-problems', id: 'plan-warnings'}, d.warnings.map((w) => el('li', {'data-warning': ''}, w))));
     sec.append(table(['axis', 'group', 'link', 'GB/s per hop', 'latency µs', 'crosses nodes', 'why'],
       Object.entries(d.links).map(([axis, l]) => el('tr', {'data-axis': axis, 'data-link': l.link},
         el('td', {}, axis), numCell(l.group_size), el('td', {}, l.link), numCell(fmtNum(l.bandwidth_gbytes_per_s, 4)),
