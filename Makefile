@@ -1,8 +1,9 @@
 # shardproof: the two commands that do all set-up on a fresh Debian 12 machine (as root).
 #   make demo   installs missing packages, builds, runs the main job on the bundled default
-#   make test   installs missing packages, builds, runs every test, then the unit tests again under
-#               ASan + UBSan (about 16 minutes on 2 cores from a clean clone; docs/performance.md)
-# Other targets: build, test-asan (only the sanitizer part), test-unit, bench, format, clean.
+#   make test   installs missing packages, builds, runs every test: the unit tests under ASan + UBSan
+#               (compiled once, in the sanitizer build), the others in the optimized build
+#               (docs/performance.md has the clean-clone time on 2 cores)
+# Other targets: build, test-asan (only the sanitizer part; test-unit is the same), bench, format, clean.
 JOBS    ?= $(shell nproc)
 BUILD   ?= build
 ASAN    ?= build-asan
@@ -15,9 +16,11 @@ deps:
 	@bash scripts/install-deps.sh
 
 # Unity build: each library compiles as a few large files, which halves a clean build on 2 cores
-# (3.7 instead of 6.3 minutes) and gives the same bits (checksums compared; docs/testing.md).
+# (3.7 instead of 6.3 minutes) and gives the same bits (checksums compared; docs/testing.md). The unit
+# tests are compiled in the sanitizer build only, where `make test` runs them (SP_UNIT_TESTS=OFF here).
 $(BUILD)/build.ninja: CMakeLists.txt | deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSP_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSP_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
+	  -DSP_UNIT_TESTS=OFF
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -36,8 +39,8 @@ build-asan: deps $(ASAN)/build.ninja
 demo: build
 	@bash scripts/demo.sh $(SP)
 
-# Every test: unit, oracle, mpi, parity, ckpt, faults, compare, activations, labs (docs/testing.md),
-# then the unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer (a second build).
+# Every test: oracle, mpi, parity, ckpt, faults, compare, activations, labs, ... (docs/testing.md) in the
+# optimized build, then the unit tests under AddressSanitizer and UndefinedBehaviorSanitizer (a second build).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(CTEST_J) -LE long
 	@$(MAKE) --no-print-directory test-asan
@@ -51,8 +54,7 @@ test-long: build
 test-asan: build-asan
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=0 ctest -L unit --output-on-failure -j $(CTEST_J)
 
-test-unit: build
-	cd $(BUILD) && ctest -L unit --output-on-failure -j $(CTEST_J)
+test-unit: test-asan
 
 # Benchmarks are not part of `build` (they are not tests); this turns them on in the same build tree.
 bench: build
