@@ -4,26 +4,23 @@
 //       placement and links, memory per rank per category, bytes per group, phase and op priced with the
 //       α–β model, the simulated pipeline, step time, tokens/s, MFU and HFU, and every assumption.
 //   plan ... --search   ranks every valid strategy by step time and says why each excluded one is excluded.
-//   plan calibrate [--np N] [--out FILE] [--quick]   measures this machine into configs/clusters/this-host.toml
-//   plan list                                      cluster presets and named model shapes
+//   plan calibrate | list | published     cli/plan_subcommands.h
 // Exit codes: 0 success, 2 usage or configuration error (a bad cluster or model file, an impossible
 // placement), 1 runtime error.
+#include <fmt/format.h>
+
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
 #include "cli/command.h"
+#include "cli/plan_subcommands.h"
 #include "cli/plan_text.h"
 #include "cli/run_setup.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_scope.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "core/log.h"
 #include "evidence/bundle_paths.h"
-#include "plan/calibrate.h"
 #include "plan/cluster.h"
 #include "plan/collective_time.h"
 #include "plan/ds_config.h"
@@ -35,8 +32,6 @@
 
 namespace sp::cli {
 namespace {
-
-std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
 
 // --model names a run configuration (a preset or FILE.toml), not a named shape or an HF config.json.
 bool names_run_config(const std::string& model) {
@@ -62,24 +57,22 @@ Result<plan::ModelShape> resolve_model(const std::string& root, const std::strin
   return named.status().with_hint(named.status().hint() + " (presets: configs/*.toml)");
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 struct PlanArgs {
   std::string cluster, model, model_config, run, root, dtype, schedule, recompute, reduction, axis_order, out,
-      deepspeed;
+      deepspeed, precision, grad_dtype;
   int nodes = 0, dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
   int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
-  double efficiency = 0.5;
+  double efficiency = plan::kDefaultGemmEfficiency;
   std::vector<std::string> sets;
   bool json = false, search = false, all_ranks = false;
 };
+
+// The peak the GEMMs run at without --dtype: the run's precision where the cluster states its peak (a
+// GPU's bf16/fp16 tensor cores), else fp32 (this-host's calibration measures sgemm only).
+std::string default_dtype(const plan::ClusterSpec& cluster, const plan::RunConfig& config) {
+  const std::string p(model::precision_name(config.train.precision.compute));
+  return cluster.peak_flops_for(p).ok() ? p : "fp32";
+}
 
 // The run being planned: a run configuration's own (--model FILE.toml or a preset, with --set), or the
 // engine's defaults around a named shape or a Hugging Face config; then the flags given on top.
@@ -103,26 +96,10 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
                                ? load_run_config(root, "", a.model, a.model_config, a.sets, deepspeed)
                                : load_run_config(root, a.model, "", a.model_config, a.sets, deepspeed));
   } else {
-    if (shape.family != plan::ModelFamily::kLlama)
-      return invalid_argument(
-                 "model '{}' is a {} model: the engine's models, and so its memory and traffic models, are "
-                 "LLaMA-style",
-                 shape.name, plan::model_family_name(shape.family))
-          .with_hint("plan a llama shape (shardproof plan list), a preset, or a Hugging Face LLaMA config.json");
     if (!a.sets.empty())
       return invalid_argument("--set applies to a run configuration, not to the named shape '{}'", shape.name)
           .with_hint("use the flags (--global-batch, --micro-batch, --seq-len, ...) or --model FILE.toml");
-    c.name = shape.name;
-    c.model = shape.llama_config();
-    c.train.steps = 1;
-    c.train.eval_batches = 0;
-    c.train.eval_every = 0;
-    c.train.micro_batch_size = 1;
-    c.train.seq_len = std::min<int64_t>(shape.max_seq, 2048);
-    c.train.global_batch = 0;
-    c.parallel.reduction = plan::Reduction::kFast;  // a cluster reduces with its library's all-reduce
-    c.parallel.axis_order = cluster.axis_order;
-    c.evidence.checksum_every = 0;
+    c = plan::run_config_around(shape, cluster.axis_order);
     if (!a.deepspeed.empty()) {  // the ds_config's batch, precision, ZeRO and optimizer around the shape
       SP_ASSIGN_OR_RETURN(const nlohmann::json ds, plan::read_ds_config(a.deepspeed));
       nlohmann::json j = c.to_json();
@@ -149,6 +126,11 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
   if (!a.schedule.empty()) overrides["parallel"]["schedule"] = a.schedule;
   if (!a.reduction.empty()) overrides["parallel"]["reduction"] = a.reduction;
   if (!a.recompute.empty()) overrides["train"]["recompute"] = a.recompute;
+  if (!a.precision.empty()) overrides["train"]["precision"] = a.precision;
+  // fp16 needs a loss scaler's settings; the scaler moves no byte and takes no time the plan counts, so a
+  // plan without its own [fp16] table takes DeepSpeed's defaults (optim/loss_scaler.h).
+  if (a.precision == "fp16" && !c.fp16) overrides["fp16"]["initial_scale_power"] = 16;
+  if (!a.grad_dtype.empty()) overrides["train"]["grad_dtype"] = a.grad_dtype;
   if (!overrides.empty()) {  // through the config reader, so the values are checked as in a TOML file
     nlohmann::json j = c.to_json();
     j.merge_patch(overrides);
@@ -251,15 +233,35 @@ int run_plan(const PlanArgs& args) {
     model = resolve_model(root, a.model, a.model_config);
     if (!model.ok()) return report_status(model.status());
   }
+  // A GPT shape (the published studies') is planned as its engine counterpart: the engine's memory and
+  // traffic models are LLaMA's (plan/model_shape.h engine_counterpart, docs/plan.md §2).
+  std::string counterpart_note;
+  if (model.ok() && model->family != plan::ModelFamily::kLlama) {
+    const plan::ModelShape c = model->engine_counterpart();
+    counterpart_note = fmt::format(
+        "{} is a {} model ({:.4g} B parameters); planned as its engine counterpart: LLaMA blocks with a SwiGLU MLP "
+        "of F = {} (about the GeLU MLP's weights per token), no biases or learned positions ({:.4g} B parameters)",
+        model->name, plan::model_family_name(model->family), model->param_count() / 1e9, c.ffn_dim,
+        c.param_count() / 1e9);
+    model = c;
+  }
   const bool run_config = !a.model.empty() && names_run_config(a.model);
   if (a.run.empty() && !a.search && a.global_batch == 0 && (!run_config || (a.dp == 0 && a.tp == 0 && a.pp == 0)))
     return describe_placement(a, *cluster, *model);
   auto config = planned_config(a, root, a.model.empty() ? plan::ModelShape{} : *model, *cluster);
   if (!config.ok()) return report_status(config.status());
+  // The engine ties no weight across pipeline stages: a GPT counterpart's LM head becomes its own weight on
+  // the last stage (Megatron keeps a copy there too; the all-reduce of the two copies' gradients is not
+  // priced). The search unties it for every strategy, pp = 1 included.
+  if (!counterpart_note.empty() && config->model.tie_embeddings && (a.search || config->parallel.pp > 1)) {
+    config->model.tie_embeddings = false;
+    counterpart_note += a.search ? "; embeddings untied in the search (the engine ties no weight across stages)"
+                                 : "; embeddings untied (pp > 1: the engine ties no weight across stages)";
+  }
   if (!a.run.empty()) model = plan::ModelShape::from_llama(config->model, config->name, a.run + "/contract.json");
   plan::PlanQuery q{.cluster = *cluster,
                     .config = *config,
-                    .dtype = a.dtype.empty() ? "fp32" : a.dtype,
+                    .dtype = a.dtype.empty() ? default_dtype(*cluster, *config) : a.dtype,
                     .efficiency = a.efficiency,
                     .all_ranks = a.all_ranks};
   if (a.search) {
@@ -279,6 +281,7 @@ int run_plan(const PlanArgs& args) {
                    {"efficiency", q.efficiency},
                    {"reduction", plan::reduction_name(config->parallel.reduction)}};
     j["assumptions"] = plan::time_model_assumptions();
+    if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
     if (!a.out.empty())
       if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
     if (a.json) {
@@ -286,12 +289,14 @@ int run_plan(const PlanArgs& args) {
       return 0;
     }
     std::printf("%s\n", cluster_line(*cluster).c_str());
+    if (!counterpart_note.empty()) std::printf("note: %s\n", counterpart_note.c_str());
     print_search(j);
     return 0;
   }
   auto e = plan::evaluate_plan(q);
   if (!e.ok()) return report_status(e.status());
-  const nlohmann::json j = plan::plan_evaluation_to_json(q, *e);
+  nlohmann::json j = plan::plan_evaluation_to_json(q, *e);
+  if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
   if (!a.out.empty())
     if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
   if (a.json) {
@@ -304,77 +309,8 @@ int run_plan(const PlanArgs& args) {
               static_cast<double>(m.param_count()) / 1e9, static_cast<long long>(m.n_layers),
               static_cast<long long>(m.dim), static_cast<long long>(m.n_heads), static_cast<long long>(m.n_kv_heads),
               static_cast<long long>(m.ffn_dim), static_cast<long long>(m.vocab_size));
+  if (!counterpart_note.empty()) std::printf("note: %s\n", counterpart_note.c_str());
   print_evaluation(j);
-  return 0;
-}
-
-int run_list(const std::string& root_arg) {
-  const std::string root = root_arg.empty() ? default_root() : root_arg;
-  std::printf("cluster presets (%s):\n", clusters_dir(root).c_str());
-  for (const auto& name : plan::cluster_preset_names(clusters_dir(root))) {
-    auto c = plan::load_cluster(clusters_dir(root), name);
-    std::printf("  %-14s %s\n", name.c_str(), c.ok() ? c->description.c_str() : c.status().message().c_str());
-  }
-  std::printf("named model shapes:\n");
-  for (const auto& n : plan::named_shapes())
-    std::printf("  %-16s %9.4g B parameters (published %.*f B)  %s\n", n.shape.name.c_str(),
-                static_cast<double>(n.shape.param_count()) / 1e9, n.published_decimals, n.published_billions,
-                n.shape.source.c_str());
-  std::printf("also: a preset name (configs/*.toml), a run config FILE.toml, or a Hugging Face config.json\n");
-  return 0;
-}
-
-struct CalibrateArgs {
-  int np = 0;
-  std::string out, root;
-  bool quick = false;
-};
-
-int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
-  if (!launched_by_mpi()) {
-    const int np = a.np > 0 ? a.np : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
-    std::vector<std::string> args = {"plan", "calibrate"};
-    for (const auto& opt : cmd->get_options()) {
-      if (opt->get_name() == "--np" || opt->get_name() == "--help" || opt->count() == 0) continue;
-      for (const auto& v : opt->results()) {
-        args.push_back(opt->get_name());
-        if (opt->get_expected_min() > 0) args.push_back(v);
-      }
-    }
-    return relaunch_with_mpirun(np, args);
-  }
-  const std::string root = a.root.empty() ? default_root() : a.root;
-  const std::string out = a.out.empty() ? clusters_dir(root) + "/this-host.toml" : a.out;
-  comm::MpiScope mpi(nullptr, nullptr);
-  auto world = comm::make_world_communicator();
-  plan::CalibrationOptions o;
-  if (a.quick) {
-    o.gemm_n = 256;
-    o.gemm_seconds = 0.05;
-    o.repetitions = 5;
-  }
-  auto c = plan::calibrate_this_host(*world, mpi.hostname(), o);
-  if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);
-  if (mpi.world_rank() != 0) return 0;
-  const std::string when = utc_now();
-  const plan::ClusterSpec spec = plan::this_host_cluster(*c, when);
-  const std::string text = plan::cluster_to_toml(spec, plan::calibration_comment(*c, when));
-  auto check = plan::parse_cluster(text, out);  // what is written must read back
-  if (!check.ok()) return report_status(check.status().with_context("calibrate produced an unreadable cluster file"));
-  const std::string dir = std::filesystem::path(out).parent_path().string();
-  if (!dir.empty()) {
-    Status made = make_directories(dir);
-    if (!made.ok()) return report_status(made);
-  }
-  Status w = write_file_atomic(out, text);
-  if (!w.ok()) return report_status(w);
-  std::printf("%s\n", cluster_line(spec).c_str());
-  if (c->load_average > c->cores)
-    log_warn(
-        "the machine was busy (load average {:.1f} on {} CPUs): the figures are pessimistic; calibrate again on "
-        "a quiet machine",
-        c->load_average, c->cores);
-  std::printf("written: %s\n", out.c_str());
   return 0;
 }
 
@@ -406,8 +342,12 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_option("--seq-len", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--reduction", a->reduction, "deterministic or fast (default: fast for a named shape)");
   cmd->add_option("--axis-order", a->axis_order, "Rank grid order, fastest axis first (default: the cluster's)");
-  cmd->add_option("--dtype", a->dtype, "Which peak the GEMMs run at: a key of the cluster's peak_tflops (fp32)");
+  cmd->add_option("--dtype", a->dtype,
+                  "Which peak the GEMMs run at: a key of the cluster's peak_tflops (default: the run's "
+                  "precision where the cluster has its peak, else fp32)");
   cmd->add_option("--efficiency", a->efficiency, "Fraction of that peak the GEMMs reach (default 0.5)");
+  cmd->add_option("--precision", a->precision, "train.precision of the plan: fp32, bf16, fp16 (default: fp32)");
+  cmd->add_option("--grad-dtype", a->grad_dtype, "train.grad_dtype: fp32 or the precision's 16-bit type");
   cmd->add_option("--set", a->sets, "key=value override of a run configuration (--model FILE.toml or a preset)");
   cmd->add_option("--deepspeed", a->deepspeed,
                   "DeepSpeed ds_config.json: its batch, ZeRO stage, precision and optimizer (docs/deepspeed.md); "
@@ -418,23 +358,10 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--json", a->json, "Print JSON instead of text");
   cmd->add_option("--out", a->out, "Also write DIR/plan.json and its page DIR/report.html (shardproof report)");
 
-  auto c = std::make_shared<CalibrateArgs>();
-  CLI::App* cal =
-      cmd->add_subcommand("calibrate", "Measure sgemm FLOP/s per core and MPI latency/bandwidth into a cluster file");
-  cal->add_option("--np", c->np, "Ranks to measure with (default: the number of cores, at least 2)")
-      ->check(CLI::PositiveNumber);
-  cal->add_option("--out", c->out, "Cluster file to write (default: <root>/configs/clusters/this-host.toml)");
-  cal->add_option("--root", c->root, "Repository root (default: the source tree)");
-  cal->add_flag("--quick", c->quick, "Small sgemm and few repetitions (tests); noisier figures");
-  cal->callback([c, cal, &result] { result.exit_code = run_calibrate(*c, cal); });
-
-  auto list_root = std::make_shared<std::string>();
-  CLI::App* list = cmd->add_subcommand("list", "List cluster presets and named model shapes");
-  list->add_option("--root", *list_root, "Repository root (default: the source tree)");
-  list->callback([list_root, &result] { result.exit_code = run_list(*list_root); });
+  register_plan_subcommands(cmd, result);
 
   cmd->callback([a, cmd, &result] {
-    if (!cmd->get_subcommands().empty()) return;  // calibrate or list ran
+    if (!cmd->get_subcommands().empty()) return;  // calibrate, list or published ran
     result.exit_code = run_plan(*a);
   });
 }

@@ -192,6 +192,23 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
   return e;
 }
 
+RunConfig run_config_around(const ModelShape& shape, const std::string& axis_order) {
+  RunConfig c;
+  c.name = shape.name;
+  c.model = shape.llama_config();
+  c.data.vocab_size = shape.vocab_size;  // the shape's own vocabulary, as a tokenizer would give it
+  c.train.steps = 1;
+  c.train.eval_batches = 0;
+  c.train.eval_every = 0;
+  c.train.micro_batch_size = 1;
+  c.train.seq_len = std::min<int64_t>(shape.max_seq, 2048);
+  c.train.global_batch = 0;
+  c.parallel.reduction = Reduction::kFast;
+  c.parallel.axis_order = axis_order;
+  c.evidence.checksum_every = 0;
+  return c;
+}
+
 std::optional<RunConfig> config_for_strategy(const RunConfig& base, const Strategy& s) {
   if (s.recompute == RecomputeMode::kSelective) return std::nullopt;
   RunConfig c = base;

@@ -85,6 +85,16 @@ struct PlanEvaluation {
   std::vector<std::string> assumptions;
 };
 
+// The fraction of the peak FLOP/s the GEMMs are assumed to reach when nothing says otherwise (`plan
+// --efficiency`): a stated assumption, printed with every plan, not a fitted value.
+inline constexpr double kDefaultGemmEfficiency = 0.5;
+
+// The engine's defaults around a shape with no run configuration of its own (a named shape, a Hugging Face
+// config): one step, micro-batch 1, seq_len min(max_seq, 2048), no evaluation and no checksums,
+// parallel.reduction = "fast" (a cluster reduces with its library's all-reduce), the given axis order. The
+// global batch is left 0 for the caller to set. The shape must be of the llama family (engine_counterpart()).
+RunConfig run_config_around(const ModelShape& shape, const std::string& axis_order);
+
 // kInvalidArgument (exit 2) for a configuration the engine refuses (every rule, as RunPlan::make says),
 // a placement that does not match the cluster, a dtype without a peak, or an efficiency outside (0, 1].
 Result<PlanEvaluation> evaluate_plan(const PlanQuery& query);

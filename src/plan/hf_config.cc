@@ -158,14 +158,7 @@ Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name,
                     key, value.dump().substr(0, 60)));
   }
   model::LlamaConfig& m = out.model;
-  m.vocab_size = s.vocab_size;
-  m.dim = s.dim;
-  m.n_layers = s.n_layers;
-  m.n_heads = s.n_heads;
-  m.n_kv_heads = s.n_kv_heads;
-  m.ffn_dim = s.ffn_dim;
-  m.max_seq = s.max_seq;
-  m.tie_embeddings = s.tie_embeddings;
+  m = s.llama_config();  // the shape's fields, one mapping (ModelShape::from_llama is its inverse)
   m.rope_theta = theta;
   m.norm_eps = static_cast<float>(eps);
   m.init_std = static_cast<float>(init_std);

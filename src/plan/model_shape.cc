@@ -140,6 +140,16 @@ model::LlamaConfig ModelShape::llama_config() const {
   return c;
 }
 
+ModelShape ModelShape::engine_counterpart() const {
+  if (family == ModelFamily::kLlama) return *this;
+  ModelShape s = *this;
+  s.name = name + " (engine counterpart)";
+  s.source = source + "; the engine's LLaMA block in its place (plan/model_shape.h engine_counterpart)";
+  s.family = ModelFamily::kLlama;
+  s.ffn_dim = std::max<int64_t>(8, (2 * ffn_dim + 12) / 24 * 8);  // round(2F/3 / 8) · 8
+  return s;
+}
+
 nlohmann::json ModelShape::to_json() const {
   return {{"name", name},
           {"source", source},

@@ -44,6 +44,12 @@ struct ModelShape {
   Status validate() const;
   // The engine's config (llama family only; SP_CHECK otherwise). max_seq, theta and eps as given.
   model::LlamaConfig llama_config() const;
+  // The LLaMA-family shape the engine (and so its ledger and traffic models) can plan in place of this one.
+  // A llama shape is its own. A gpt shape keeps V, C, L, H, s and tied embeddings and replaces its GeLU MLP
+  // (2·C·F weights) by a SwiGLU MLP of about the same weights per token: 3·C·F' with F' = 2F/3 rounded to the
+  // nearest multiple of 8 (so tp up to 8 divides it). It drops the biases, the learned positions and the
+  // LayerNorms' biases, which no GEMM multiplies, and names itself "<name> (engine counterpart)".
+  ModelShape engine_counterpart() const;
   nlohmann::json to_json() const;
 
   static ModelShape from_llama(const model::LlamaConfig& config, std::string name, std::string source);

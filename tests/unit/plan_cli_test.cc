@@ -117,7 +117,16 @@ TEST(PlanCli, EvaluatesOneConfigurationAndSearches) {
 
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 16 --dp 8 --efficiency 2").code, 2);
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 16 --dp 8 --dtype int4").code, 2);
-  EXPECT_EQ(run("plan --cluster dgx-a100 --model megatron-1t --global-batch 16 --dp 8").code, 2);
+  // A GPT shape is planned as its engine counterpart, and says so; its fp16 GEMMs run at the fp16 peak.
+  r = run("plan --cluster dgx-a100 --model megatron-1.7b --global-batch 16 --dp 8 --precision fp16 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["model_note"].get<std::string>().find("engine counterpart"), std::string::npos);
+  EXPECT_EQ(j["inputs"]["dtype"], "fp16");
+  r = run("plan --cluster dgx-a100 --model megatron-1.7b --global-batch 16 --dp 4 --pp 2 --precision fp16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("embeddings untied (pp > 1"), std::string::npos) << r.out;
+  EXPECT_EQ(run("plan --cluster dgx-a100 --model megatron-1.7b --global-batch 16 --dp 8 --precision fp8").code, 2);
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 12 --dp 8").code, 2);  // 12 % 8
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --search").code, 2);                  // no batch
 }

@@ -59,6 +59,29 @@ TEST(PlanModel, GptCountIsMegatronEquationTwo) {
   EXPECT_EQ(l7->param_count(), l7->llama_config().param_count());
 }
 
+// A GPT shape's engine counterpart: LLaMA blocks with F' = 2F/3 rounded to a multiple of 8, so the MLP's
+// weights per token (3·C·F' against 2·C·F) differ by at most 3·C·4, and the whole count by under 1 %.
+TEST(PlanModel, GptEngineCounterpartKeepsTheWeightsPerToken) {
+  for (const NamedShape& n : named_shapes()) {
+    const ModelShape& s = n.shape;
+    const ModelShape c = s.engine_counterpart();
+    EXPECT_EQ(c.family, ModelFamily::kLlama) << s.name;
+    if (s.family == ModelFamily::kLlama) {
+      EXPECT_EQ(c.name, s.name);
+      EXPECT_EQ(c.ffn_dim, s.ffn_dim);
+      continue;
+    }
+    EXPECT_EQ(c.ffn_dim % 8, 0) << s.name;
+    EXPECT_LE(std::abs(3 * c.ffn_dim - 2 * s.ffn_dim), 12) << s.name << ": F' = " << c.ffn_dim;
+    EXPECT_EQ(c.dim, s.dim);
+    EXPECT_EQ(c.n_layers, s.n_layers);
+    EXPECT_EQ(c.n_heads, s.n_heads);
+    EXPECT_EQ(c.vocab_size, s.vocab_size);
+    EXPECT_NEAR(static_cast<double>(c.param_count()) / static_cast<double>(s.param_count()), 1.0, 0.01) << s.name;
+    EXPECT_TRUE(c.validate().ok()) << s.name;
+  }
+}
+
 TEST(PlanModel, UnknownNameListsTheKnownOnes) {
   auto r = named_shape("llama-70b");
   ASSERT_FALSE(r.ok());

@@ -1,0 +1,184 @@
+#include "cli/plan_subcommands.h"
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "cli/plan_text.h"
+#include "cli/run_setup.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_scope.h"
+#include "core/file_io.h"
+#include "core/log.h"
+#include "plan/calibrate.h"
+#include "plan/cluster.h"
+#include "plan/collective_time.h"
+#include "plan/evaluate.h"
+#include "plan/model_shape.h"
+#include "plan/published_prediction.h"
+#include "plan/published_runs.h"
+
+namespace sp::cli {
+
+std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int run_list(const std::string& root_arg) {
+  const std::string root = root_arg.empty() ? default_root() : root_arg;
+  std::printf("cluster presets (%s):\n", clusters_dir(root).c_str());
+  for (const auto& name : plan::cluster_preset_names(clusters_dir(root))) {
+    auto c = plan::load_cluster(clusters_dir(root), name);
+    std::printf("  %-14s %s\n", name.c_str(), c.ok() ? c->description.c_str() : c.status().message().c_str());
+  }
+  std::printf("named model shapes:\n");
+  for (const auto& n : plan::named_shapes())
+    std::printf("  %-16s %9.4g B parameters (published %.*f B)  %s\n", n.shape.name.c_str(),
+                static_cast<double>(n.shape.param_count()) / 1e9, n.published_decimals, n.published_billions,
+                n.shape.source.c_str());
+  std::printf("also: a preset name (configs/*.toml), a run config FILE.toml, or a Hugging Face config.json\n");
+  return 0;
+}
+
+struct CalibrateArgs {
+  int np = 0;
+  std::string out, root;
+  bool quick = false;
+};
+
+int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
+  if (!launched_by_mpi()) {
+    const int np = a.np > 0 ? a.np : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+    std::vector<std::string> args = {"plan", "calibrate"};
+    for (const auto& opt : cmd->get_options()) {
+      if (opt->get_name() == "--np" || opt->get_name() == "--help" || opt->count() == 0) continue;
+      for (const auto& v : opt->results()) {
+        args.push_back(opt->get_name());
+        if (opt->get_expected_min() > 0) args.push_back(v);
+      }
+    }
+    return relaunch_with_mpirun(np, args);
+  }
+  const std::string root = a.root.empty() ? default_root() : a.root;
+  const std::string out = a.out.empty() ? clusters_dir(root) + "/this-host.toml" : a.out;
+  comm::MpiScope mpi(nullptr, nullptr);
+  auto world = comm::make_world_communicator();
+  plan::CalibrationOptions o;
+  if (a.quick) {
+    o.gemm_n = 256;
+    o.gemm_seconds = 0.05;
+    o.repetitions = 5;
+  }
+  auto c = plan::calibrate_this_host(*world, mpi.hostname(), o);
+  if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);
+  if (mpi.world_rank() != 0) return 0;
+  const std::string when = utc_now();
+  const plan::ClusterSpec spec = plan::this_host_cluster(*c, when);
+  const std::string text = plan::cluster_to_toml(spec, plan::calibration_comment(*c, when));
+  auto check = plan::parse_cluster(text, out);  // what is written must read back
+  if (!check.ok()) return report_status(check.status().with_context("calibrate produced an unreadable cluster file"));
+  const std::string dir = std::filesystem::path(out).parent_path().string();
+  if (!dir.empty()) {
+    Status made = make_directories(dir);
+    if (!made.ok()) return report_status(made);
+  }
+  Status w = write_file_atomic(out, text);
+  if (!w.ok()) return report_status(w);
+  std::printf("%s\n", cluster_line(spec).c_str());
+  if (c->load_average > c->cores)
+    log_warn(
+        "the machine was busy (load average {:.1f} on {} CPUs): the figures are pessimistic; calibrate again on "
+        "a quiet machine",
+        c->load_average, c->cores);
+  std::printf("written: %s\n", out.c_str());
+  return 0;
+}
+
+struct PublishedArgs {
+  std::string table, root;
+  double efficiency = plan::kDefaultGemmEfficiency;
+  bool json = false;
+};
+
+int run_published(const PublishedArgs& a) {
+  const std::string root = a.root.empty() ? default_root() : a.root;
+  const std::string path = a.table.empty() ? root + "/data/published/megatron-ptdp-table1.toml" : a.table;
+  auto table = plan::read_published_table(path);
+  if (!table.ok()) return report_status(table.status());
+  auto cluster = plan::load_cluster(clusters_dir(root), table->cluster);
+  if (!cluster.ok()) return report_status(cluster.status().with_context(path + ": cluster"));
+  auto rows = plan::predict_published(*table, *cluster, {.efficiency = a.efficiency, .dtype = table->precision});
+  if (!rows.ok()) return report_status(rows.status().with_context(path));
+  nlohmann::json j = {{"format_version", 1},
+                      {"table", path},
+                      {"source", table->venue + ", " + table->table},
+                      {"cluster", table->cluster},
+                      {"precision", table->precision},
+                      {"efficiency", a.efficiency},
+                      {"flops_definition", table->flops_definition},
+                      {"assumptions", plan::time_model_assumptions()},
+                      {"rows", nlohmann::json::array()}};
+  for (const auto& p : *rows) j["rows"].push_back(plan::published_prediction_to_json(p));
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s, %s: %s\n", table->venue.c_str(), table->table.c_str(), table->title.c_str());
+  std::printf(
+      "planned on %s in %s at %.0f %% of the GEMM peak (stated, not fitted); the GPT shapes as their engine "
+      "counterparts;\nmicro-batch and schedule searched (the fastest that fits); TFLOP/s by the table's own FLOPs "
+      "(%s)\n\n",
+      table->cluster.c_str(), table->precision.c_str(), 100 * a.efficiency, table->flops_definition.c_str());
+  std::printf("%-16s %3s %3s %3s %5s %5s  %-34s %9s %9s %7s  %7s %7s  %6s  %s\n", "model", "tp", "pp", "dp", "GPUs",
+              "batch", "chosen", "implied s", "planned s", "error", "TFLOP/s", "planned", "bubble", "memory");
+  for (const auto& p : *rows)
+    std::printf("%-16s %3d %3d %3d %5d %5lld  %-34s %9.2f %9.2f %+6.0f%%  %7.0f %7.0f  %5.1f%%  %.1f GiB%s\n",
+                p.run.model.c_str(), p.run.tp, p.run.pp, p.run.dp(), p.run.gpus,
+                static_cast<long long>(p.run.global_batch), plan::strategy_name(p.chosen).c_str(), p.implied_seconds,
+                p.predicted_seconds, 100 * p.error, p.run.tflops_per_gpu, p.predicted_tflops_per_gpu, 100 * p.bubble,
+                p.peak_bytes / double(1 << 30),
+                p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_plan_subcommands(CLI::App* cmd, CommandResult& result) {
+  auto c = std::make_shared<CalibrateArgs>();
+  CLI::App* cal =
+      cmd->add_subcommand("calibrate", "Measure sgemm FLOP/s per core and MPI latency/bandwidth into a cluster file");
+  cal->add_option("--np", c->np, "Ranks to measure with (default: the number of cores, at least 2)")
+      ->check(CLI::PositiveNumber);
+  cal->add_option("--out", c->out, "Cluster file to write (default: <root>/configs/clusters/this-host.toml)");
+  cal->add_option("--root", c->root, "Repository root (default: the source tree)");
+  cal->add_flag("--quick", c->quick, "Small sgemm and few repetitions (tests); noisier figures");
+  cal->callback([c, cal, &result] { result.exit_code = run_calibrate(*c, cal); });
+
+  auto list_root = std::make_shared<std::string>();
+  CLI::App* list = cmd->add_subcommand("list", "List cluster presets and named model shapes");
+  list->add_option("--root", *list_root, "Repository root (default: the source tree)");
+  list->callback([list_root, &result] { result.exit_code = run_list(*list_root); });
+
+  auto pub = std::make_shared<PublishedArgs>();
+  CLI::App* published = cmd->add_subcommand(
+      "published", "Plan every row of a published throughput table and print predicted next to published");
+  published->add_option("--table", pub->table,
+                        "Published table (default: data/published/megatron-ptdp-table1.toml; docs/plan.md §6)");
+  published->add_option("--efficiency", pub->efficiency, "Fraction of the peak the GEMMs reach (default 0.5)");
+  published->add_option("--root", pub->root, "Repository root (default: the source tree)");
+  published->add_flag("--json", pub->json, "Print JSON instead of text");
+  published->callback([pub, &result] { result.exit_code = run_published(*pub); });
+}
+
+}  // namespace sp::cli

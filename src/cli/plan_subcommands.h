@@ -1,0 +1,22 @@
+// `shardproof plan`'s subcommands, registered under the `plan` command by cmd_plan.cc (docs/plan.md):
+//   plan calibrate [--np N] [--out FILE] [--quick]   measures this machine into configs/clusters/this-host.toml
+//   plan list                                        cluster presets and named model shapes
+//   plan published [--table FILE] [--efficiency E] [--json]
+//       every row of a published throughput table planned from the configuration it states, its predicted
+//       step time and TFLOP/s next to the published ones (plan/published_prediction.h)
+// Exit codes as `plan`: 0 success, 2 usage or configuration error, 1 runtime error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "cli/command.h"
+
+namespace sp::cli {
+
+// `root`/configs/clusters: where cluster presets live.
+std::string clusters_dir(const std::string& root);
+
+void register_plan_subcommands(CLI::App* plan, CommandResult& result);
+
+}  // namespace sp::cli

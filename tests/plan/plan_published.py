@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""The planner against published throughput: `shardproof plan published --json` (docs/plan.md §6).
+
+Checks what the command prints against figures this script computes on its own from the table file:
+  - every row of data/published/megatron-ptdp-table1.toml is predicted, at the row's tp, pp and dp;
+  - the row's FLOPs equal Narayanan et al. eq. (3), 96·B·s·l·h²·(1 + s/6h + V/16lh), and the implied time
+    equals those FLOPs over the row's TFLOP/s × GPUs; the planned TFLOP/s equal the FLOPs over the planned
+    time × GPUs, and the error is planned / implied − 1;
+  - the planned model (the GPT shape's engine counterpart) has the GPT's parameter count within 1 %
+    (its only differences are the biases, the learned positions and F' = 2F/3 rounded to a multiple of 8);
+  - the rows up to 145.6B fit in 80 GiB (full recompute, fp16, ZeRO 0 or 1), as the study ran them;
+  - every prediction is within a factor 1.5 of the implied time: a guard against a broken time model, not
+    the accuracy claim (docs/plan.md §6 prints every error; nothing is fitted to the published figures).
+
+usage: plan_published.py --bin shardproof --source-dir DIR
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--source-dir", required=True)
+    a = ap.parse_args()
+    table_path = pathlib.Path(a.source_dir) / "data/published/megatron-ptdp-table1.toml"
+    table = tomllib.loads(table_path.read_text())
+    out = subprocess.run([a.bin, "plan", "published", "--json", "--root", a.source_dir], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        sys.exit(f"plan published exited {out.returncode}: {out.stderr}")
+    doc = json.loads(out.stdout)
+    rows = doc["rows"]
+    fails = []
+
+    def check(cond, what):
+        if not cond:
+            fails.append(what)
+
+    check(len(rows) == len(table["run"]), f"{len(rows)} rows predicted, the table has {len(table['run'])}")
+    s, V = table["source"]["seq_len"], table["source"]["vocab_size"]
+    for want, got in zip(table["run"], rows):
+        name = want["model"]
+        check(got["model"] == name, f"row order: {got['model']} where {name}")
+        check((got["tp"], got["pp"], got["gpus"]) == (want["tp"], want["pp"], want["gpus"]),
+              f"{name}: planned at tp {got['tp']} pp {got['pp']} on {got['gpus']} GPUs")
+        check(got["chosen"]["tp"] == want["tp"] and got["chosen"]["pp"] == want["pp"] and
+              got["chosen"]["dp"] == want["gpus"] // (want["tp"] * want["pp"]),
+              f"{name}: the chosen strategy {got['chosen']} is not the row's tp/pp/dp")
+        B, l, h = want["global_batch"], want["layers"], want["hidden_size"]
+        eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+        check(abs(got["row_flops"] / eq3 - 1) < 1e-9, f"{name}: FLOPs {got['row_flops']:.6g}, eq. (3) {eq3:.6g}")
+        implied = eq3 / (want["tflops_per_gpu"] * 1e12 * want["gpus"])
+        check(abs(got["implied_seconds"] / implied - 1) < 1e-9,
+              f"{name}: implied {got['implied_seconds']:.6g} s, want {implied:.6g}")
+        t = got["predicted_seconds"]
+        check(abs(got["predicted_tflops_per_gpu"] / (eq3 / (t * want["gpus"]) / 1e12) - 1) < 1e-9,
+              f"{name}: planned TFLOP/s inconsistent with the planned time")
+        check(abs(got["error"] - (t / implied - 1)) < 1e-9, f"{name}: error {got['error']}")
+        check(abs(got["planned_params"] / got["published_params"] - 1) < 0.01,
+              f"{name}: counterpart {got['planned_params']} parameters, GPT {got['published_params']}")
+        if want["params_billion"] <= 146:
+            check(got["fits"], f"{name}: does not fit ({got['peak_bytes'] / 2**30:.1f} GiB)")
+        check(1 / 1.5 < t / implied < 1.5, f"{name}: planned {t:.2f} s against implied {implied:.2f} s")
+        print(f"{name:16s} tp {want['tp']} pp {want['pp']:2d}  implied {implied:7.2f} s  planned {t:7.2f} s  "
+              f"error {100 * got['error']:+5.0f} %  {'fits' if got['fits'] else 'does not fit'}")
+    if fails:
+        sys.exit("FAIL:\n  " + "\n  ".join(fails))
+    print(f"plan published: {len(rows)} rows checked")
+
+
+if __name__ == "__main__":
+    main()
