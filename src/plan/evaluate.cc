@@ -254,12 +254,10 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
                      "selective recompute: the engine recomputes whole blocks or nothing (train.recompute)"});
       return why;
     }
-    for (const std::string& v : RunPlan::violations(*c, s.world()))
-      why.push_back({v.find("divisible") != std::string::npos || v.find("multiple") != std::string::npos ||
-                             v.find("power-of-two") != std::string::npos
-                         ? ExclusionKind::kDoesNotDivide
-                         : ExclusionKind::kRefused,
-                     v});
+    for (RuleViolation& v : RunPlan::rule_violations(*c, s.world()))
+      why.push_back(
+          {v.kind == RuleViolation::Kind::kDoesNotDivide ? ExclusionKind::kDoesNotDivide : ExclusionKind::kRefused,
+           std::move(v.message)});
     return why;
   };
   out.memory = [evaluate](const Strategy& s) {

@@ -12,7 +12,7 @@ namespace {
 // equation with the servers, and what the servers do not support (each with the reason).
 // The bounded-staleness rules shared by the parameter server and its single-process replay: the
 // schedule that is built, the bound's range, and what a stale run cannot do (checkpoints).
-void staleness_rules(const RunConfig& c, std::vector<std::string>& errs) {
+void staleness_rules(const RunConfig& c, std::vector<RuleViolation>& errs) {
   const ParallelConfig& p = c.parallel;
   if (p.staleness_schedule == StalenessSchedule::kFree)
     errs.push_back(
@@ -33,7 +33,7 @@ void staleness_rules(const RunConfig& c, std::vector<std::string>& errs) {
 
 // The parameter-server rules (docs/ps.md §Configuration): which keys need the architecture, the world
 // equation with the servers, and what the servers do not support (each with the reason).
-void parameter_server_rules(const RunConfig& c, int world, std::vector<std::string>& errs) {
+void parameter_server_rules(const RunConfig& c, int world, std::vector<RuleViolation>& errs) {
   const ParallelConfig& p = c.parallel;
   if (p.replay_workers > 0) {
     // The single-process replay of a W-worker parameter server (parallel/ssp_replay.h).
@@ -45,11 +45,12 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
           p.replay_workers, architecture_name(p.architecture), p.dp, p.tp, p.pp, p.zero, world));
     const int64_t M = c.train.global_batch / std::max<int64_t>(c.train.micro_batch_size, 1);
     if (M % p.replay_workers != 0 || !std::has_single_bit(static_cast<uint64_t>(M / p.replay_workers)))
-      errs.push_back(fmt::format(
-          "parallel.replay_workers = {}: the {} micro-batches per step must split into a power-of-two number per "
-          "worker, as the parameter-server run they replay needs (the canonical tree); hint: global_batch a "
-          "multiple of micro_batch_size × {} with M/W ∈ {{1, 2, 4, ...}}",
-          p.replay_workers, M, p.replay_workers));
+      errs.push_back({RuleViolation::Kind::kDoesNotDivide,
+                      fmt::format("parallel.replay_workers = {}: the {} micro-batches per step must split into a "
+                                  "power-of-two number per worker, as the parameter-server run they replay needs (the "
+                                  "canonical tree); hint: global_batch a multiple of micro_batch_size × {} with M/W ∈ "
+                                  "{{1, 2, 4, ...}}",
+                                  p.replay_workers, M, p.replay_workers)});
     staleness_rules(c, errs);
     return;
   }
@@ -108,7 +109,7 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<std::stri
 
 // Mixed precision (docs/config.md): what a 16-bit run needs and what it does not support yet.
 // Resolves train.gemm16 on this CPU into `resolved` (every rank of a run shares its CPU model).
-void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vector<std::string>& errs) {
+void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vector<RuleViolation>& errs) {
   const model::Precision& pr = c.train.precision;
   resolved = kernels::Gemm16Kind::kAuto;
   if (c.fp16 && pr.compute != DType::kF16)
@@ -154,7 +155,14 @@ void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vec
 }  // namespace
 
 std::vector<std::string> RunPlan::violations(const RunConfig& c, int world) {
-  std::vector<std::string> errs;
+  std::vector<std::string> out;
+  for (RuleViolation& v : rule_violations(c, world)) out.push_back(std::move(v.message));
+  return out;
+}
+
+std::vector<RuleViolation> RunPlan::rule_violations(const RunConfig& c, int world) {
+  constexpr auto kDivide = RuleViolation::Kind::kDoesNotDivide;
+  std::vector<RuleViolation> errs;
   const ParallelConfig& p = c.parallel;
   const TrainConfig& t = c.train;
   const model::LlamaConfig& m = c.model;
@@ -174,45 +182,46 @@ std::vector<std::string> RunPlan::violations(const RunConfig& c, int world) {
                     world, p.dp, p.tp, p.pp, p.world(), p.world()));
   const int64_t M = t.global_batch / t.micro_batch_size;
   if (t.global_batch % t.micro_batch_size != 0)
-    errs.push_back(fmt::format("train.global_batch {} is not divisible by train.micro_batch_size {}", t.global_batch,
-                               t.micro_batch_size));
+    errs.push_back({kDivide, fmt::format("train.global_batch {} is not divisible by train.micro_batch_size {}",
+                                         t.global_batch, t.micro_batch_size)});
   else if (M % p.dp != 0)
     errs.push_back(
-        fmt::format("global batch {} is not divisible by micro_batch_size {} × dp {} = {} (each dp rank "
-                    "needs a whole number of micro-batches); hint: make global_batch a multiple of {}",
-                    t.global_batch, t.micro_batch_size, p.dp, t.micro_batch_size * p.dp, t.micro_batch_size * p.dp));
+        {kDivide,
+         fmt::format("global batch {} is not divisible by micro_batch_size {} × dp {} = {} (each dp rank "
+                     "needs a whole number of micro-batches); hint: make global_batch a multiple of {}",
+                     t.global_batch, t.micro_batch_size, p.dp, t.micro_batch_size * p.dp, t.micro_batch_size * p.dp)});
   else if (p.dp > 1 && p.reduction == Reduction::kDeterministic &&
            !std::has_single_bit(static_cast<uint64_t>(M / p.dp)))
     errs.push_back(
-        fmt::format("deterministic reduction needs a power-of-two number of micro-batches per dp rank, "
-                    "got M/dp = {}/{} = {} (the canonical summation tree must have each rank's block as a "
-                    "subtree, docs/equivalence.md); hint: choose global_batch so that M/dp ∈ {{1, 2, 4, 8, "
-                    "...}}, or parallel.reduction = \"fast\"",
-                    M, p.dp, M / p.dp));
+        {kDivide, fmt::format("deterministic reduction needs a power-of-two number of micro-batches per dp rank, "
+                              "got M/dp = {}/{} = {} (the canonical summation tree must have each rank's block as a "
+                              "subtree, docs/equivalence.md); hint: choose global_batch so that M/dp ∈ {{1, 2, 4, 8, "
+                              "...}}, or parallel.reduction = \"fast\"",
+                              M, p.dp, M / p.dp)});
   auto divisible = [&](const char* what, int64_t v, const char* axis, int64_t d) {
-    if (d > 0 && v % d != 0) errs.push_back(fmt::format("{} = {} is not divisible by {} = {}", what, v, axis, d));
+    if (d > 0 && v % d != 0)
+      errs.push_back({kDivide, fmt::format("{} = {} is not divisible by {} = {}", what, v, axis, d)});
   };
   divisible("model.n_heads", m.n_heads, "parallel.tp", p.tp);
   divisible("model.n_kv_heads", m.n_kv_heads, "parallel.tp", p.tp);
   divisible("model.ffn_dim", m.ffn_dim, "parallel.tp", p.tp);
   if (p.tp > 1 && m.vocab_size % p.tp != 0)
-    errs.push_back(
-        fmt::format("model.vocab_size = {} is not divisible by parallel.tp = {} (the embedding and LM head "
-                    "are split by vocabulary rows); hint: choose data.vocab_size a multiple of {}",
-                    m.vocab_size, p.tp, p.tp));
+    errs.push_back({kDivide, fmt::format("model.vocab_size = {} is not divisible by parallel.tp = {} (the "
+                                         "embedding and LM head are split by vocabulary rows); hint: choose "
+                                         "data.vocab_size a multiple of {}",
+                                         m.vocab_size, p.tp, p.tp)});
   const int v = p.virtual_stages;
   if (v > 1 && p.schedule != Schedule::kInterleaved)
     errs.push_back(fmt::format("parallel.virtual_stages = {} needs parallel.schedule = \"interleaved\"", v));
   if (m.n_layers % (int64_t{p.pp} * v) != 0)
-    errs.push_back(fmt::format("model.n_layers = {} is not divisible by pp × virtual_stages = {} × {} = {}", m.n_layers,
-                               p.pp, v, p.pp * v));
+    errs.push_back({kDivide, fmt::format("model.n_layers = {} is not divisible by pp × virtual_stages = {} × {} = {}",
+                                         m.n_layers, p.pp, v, p.pp * v)});
   if (p.schedule == Schedule::kInterleaved) {
     if (p.pp < 2) errs.push_back("the interleaved schedule needs parallel.pp ≥ 2");
     if (M % p.dp == 0 && (M / p.dp) % p.pp != 0)
-      errs.push_back(
-          fmt::format("the interleaved schedule needs micro-batches per dp rank ({}) to be a multiple of pp "
-                      "({}), as Megatron-LM requires",
-                      M / p.dp, p.pp));
+      errs.push_back({kDivide, fmt::format("the interleaved schedule needs micro-batches per dp rank ({}) to be a "
+                                           "multiple of pp ({}), as Megatron-LM requires",
+                                           M / p.dp, p.pp)});
   }
   if (p.pp > 1 && m.tie_embeddings)
     errs.push_back(
@@ -273,7 +282,7 @@ Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
   plan.world = world;
   plan.micro_batches = M;
   plan.local_micro_batches = M / p.dp;
-  std::vector<std::string> unused;
+  std::vector<RuleViolation> unused;
   precision_rules(c, plan.gemm16, unused);  // the backend the rules resolved (they passed)
   return plan;
 }

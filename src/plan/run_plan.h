@@ -31,6 +31,16 @@ struct ChunkPlacement {
   bool last = false;   // holds the final norm, LM head and loss
 };
 
+// One broken rule of RunPlan::make. A plain sentence is a refused combination; a divisibility rule says so.
+struct RuleViolation {
+  enum class Kind { kDoesNotDivide, kRefused };
+  Kind kind = Kind::kRefused;
+  std::string message;
+  RuleViolation(std::string m) : message(std::move(m)) {}  // NOLINT: implicit, a refusal by default
+  RuleViolation(const char* m) : message(m) {}             // NOLINT
+  RuleViolation(Kind k, std::string m) : kind(k), message(std::move(m)) {}
+};
+
 struct RunPlan {
   RunConfig config;
   int world = 1;
@@ -41,8 +51,10 @@ struct RunPlan {
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
 
   static Result<RunPlan> make(const RunConfig& config, int world);
-  // Every rule `config` breaks at `world` ranks, one sentence each (empty: make() succeeds). The
-  // planner's search reports them as the reasons a strategy is excluded.
+  // Every rule `config` breaks at `world` ranks, one sentence each (empty: make() succeeds), with its kind:
+  // a size that does not divide (the planner's search says "does not divide") or a combination refused.
+  static std::vector<RuleViolation> rule_violations(const RunConfig& config, int world);
+  // The same sentences without their kinds.
   static std::vector<std::string> violations(const RunConfig& config, int world);
   // The chunks pipeline rank r holds, by virtual stage.
   std::vector<ChunkPlacement> chunks_of(int pp_rank) const;

@@ -113,6 +113,14 @@ TEST(PlanEvaluate, RefusalsAreTheEngines) {
   const auto odd = ev.rules(Strategy{.dp = 16, .tp = 1, .pp = 1, .micro_batch_size = 3});
   ASSERT_FALSE(odd.empty());
   EXPECT_EQ(odd[0].kind, ExclusionKind::kDoesNotDivide) << odd[0].rule;
+  // The kind is the rule's own (RuleViolation), not read from its wording.
+  const auto zero2 = ev.rules(Strategy{.dp = 8, .tp = 1, .pp = 2, .zero = 2});
+  ASSERT_EQ(zero2.size(), 1u);
+  EXPECT_EQ(zero2[0].kind, ExclusionKind::kRefused) << zero2[0].rule;
+  const auto layers =
+      ev.rules(Strategy{.dp = 1, .tp = 1, .pp = 16, .virtual_stages = 4, .schedule = Schedule::kInterleaved});
+  ASSERT_FALSE(layers.empty());
+  for (const auto& x : layers) EXPECT_EQ(x.kind, ExclusionKind::kDoesNotDivide) << x.rule;
   auto bad = evaluate_plan([&] {
     PlanQuery b = llama7b(2, 2, 8, "tp-dp-pp");
     b.dtype = "int4";
