@@ -59,7 +59,7 @@ def fresh(path):
 
 
 def mpirun(n):
-    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
+    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     return cmd

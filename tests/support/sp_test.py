@@ -40,7 +40,7 @@ def case_args(choices=None, description=None):
 
 def mpirun(n):
     """`mpirun -np N` with the flags every multi-rank test uses (more ranks than cores, no binding, root)."""
-    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none"]
+    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     return cmd
