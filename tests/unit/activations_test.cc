@@ -15,9 +15,11 @@
 #include "core/hash.h"
 #include "evidence/bundle_paths.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 class ActivationsTest : public ::testing::Test {
@@ -375,5 +377,6 @@ TEST_F(ActivationsTest, PrepareKeepsStepsBeforeResume) {
   EXPECT_TRUE(prepare_activation_dir(dir("nothing"), 0).ok());
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence

@@ -12,9 +12,11 @@
 
 #include "core/file_io.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 
 namespace fs = std::filesystem;
 
@@ -225,5 +227,6 @@ TEST(BubbleFiles, RunDirectoryRoundTrip) {
   EXPECT_NE(missing.status().message().find("rank-00001.jsonl"), std::string::npos);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence

@@ -13,9 +13,11 @@
 #include "ckpt/names.h"
 #include "core/hash.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::ckpt {
 namespace {
+namespace SP_TEST_ID {
 
 TEST(CkptNames, RoundTripAndCanonical) {
   EXPECT_EQ(step_dir_name(4), "step-000004");
@@ -250,5 +252,6 @@ TEST(CkptLatest, RoundTripAndEveryBitFlip) {
     }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::ckpt

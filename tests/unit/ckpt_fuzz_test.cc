@@ -13,9 +13,11 @@
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::ckpt {
 namespace {
+namespace SP_TEST_ID {
 
 constexpr int kIterations = 2500;
 
@@ -214,5 +216,6 @@ TEST(CkptFuzz, ShardMetadataAndLoad) {
   EXPECT_GT(loaded, 0);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::ckpt

@@ -12,9 +12,11 @@
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::ckpt {
 namespace {
+namespace SP_TEST_ID {
 using test::simulate;
 
 std::vector<Overlap> brute_overlaps(const Geometry& s, int64_t sa, int64_t sb, const Geometry& t, int64_t ta,
@@ -200,5 +202,6 @@ TEST(CkptReshard, DifferentModelIsRefusedPerTensor) {
   EXPECT_NE(source.status().message().find("(24, 16)"), std::string::npos) << source.status().message();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::ckpt

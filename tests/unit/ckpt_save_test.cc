@@ -13,9 +13,11 @@
 #include "ckpt/reshard.h"
 #include "core/file_io.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::ckpt {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 class CkptSave : public ::testing::Test {
@@ -239,5 +241,6 @@ TEST(CkptFaults, Parse) {
     EXPECT_FALSE(parse_save_fault(bad).ok()) << bad;
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::ckpt

@@ -13,9 +13,11 @@
 #include "evidence/trace_prediction.h"
 #include "plan/run_plan.h"
 #include "plan/traffic_model.h"
+#include "unity_id.h"
 
 namespace sp::parallel {
 namespace {
+namespace SP_TEST_ID {
 
 plan::RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every) {
   nlohmann::json j = {
@@ -174,5 +176,6 @@ TEST(CommPrediction, TraceComparison) {
   }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::parallel

@@ -12,9 +12,11 @@
 
 #include "core/file_io.h"
 #include "evidence/compare.h"
+#include "unity_id.h"
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -119,5 +121,6 @@ TEST(CompareRecords, NothingIsKeptUnlessAsked) {
   EXPECT_TRUE(c->record_differences.empty());
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence

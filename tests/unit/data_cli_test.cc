@@ -5,9 +5,11 @@
 #include "cli_run.h"
 #include "core/file_io.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::cli {
 namespace {
+namespace SP_TEST_ID {
 
 using sp::test::source_dir;
 
@@ -40,5 +42,6 @@ TEST(DataCli, PrepareVerifyAndErrors) {
   EXPECT_EQ(run("data verify " + tmp + "/out"), 1);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::cli

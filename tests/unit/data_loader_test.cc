@@ -14,9 +14,11 @@
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::data {
 namespace {
+namespace SP_TEST_ID {
 
 using sp::test::source_dir;
 
@@ -197,5 +199,6 @@ TEST(EvalSet, InOrderWindowsAtStrideT) {
   EXPECT_FALSE(EvalSet::create(eval(), 1, eval().num_tokens(), 1).ok());
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::data

@@ -18,9 +18,11 @@
 #include "data/sources.h"
 #include "data/tokenizer.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::data {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 using sp::test::source_dir;
@@ -338,5 +340,6 @@ TEST(PrepareCached, HitRepairAndConcurrentCallers) {
   EXPECT_EQ(entries, 1);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::data

@@ -16,9 +16,11 @@
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::data {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 using sp::test::source_dir;
@@ -220,5 +222,6 @@ TEST(TokenDataset, MissingShardTokenizerManifestAndTraversal) {
   EXPECT_NE(r.status().hint().find("data prepare"), std::string::npos);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::data

@@ -15,9 +15,11 @@
 #include "data/sources.h"
 #include "data/text_units.h"
 #include "data/utf8.h"
+#include "unity_id.h"
 
 namespace sp::data {
 namespace {
+namespace SP_TEST_ID {
 
 TEST(Utf8, StrictDecoding) {
   EXPECT_TRUE(utf8_valid("plain ascii"));
@@ -191,5 +193,6 @@ TEST(Contamination, SharedNgramIsFound) {
   EXPECT_EQ(han.size(), 14u);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::data

@@ -14,9 +14,11 @@
 #include "data/bpe_train.h"
 #include "data/pretokenize.h"
 #include "data/tokenizer.h"
+#include "unity_id.h"
 
 namespace sp::data {
 namespace {
+namespace SP_TEST_ID {
 
 const std::vector<std::string> kTrainText = {
     "The quick brown fox jumps over the lazy dog. The dog doesn't care; it's asleep.",
@@ -248,5 +250,6 @@ TEST(TokenizerJson, RoundTripAndRejectsBadFiles) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::data

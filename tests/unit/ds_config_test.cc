@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include "plan/run_config.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 using json = nlohmann::json;
 
 json base() {
@@ -390,5 +392,6 @@ TEST(DsConfigFile, MalformedJsonIsAUsageError) {
   EXPECT_HAS(r.status().message(), "no such file");
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

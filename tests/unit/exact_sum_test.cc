@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "unity_id.h"
+
 namespace sp {
 namespace {
+namespace SP_TEST_ID {
 
 std::vector<float> wide_values(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -188,5 +191,6 @@ TEST(ExactSum, WordsRoundTrip) {
   EXPECT_EQ(t.absmax(), s.absmax());
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp

@@ -16,9 +16,11 @@
 #include <vector>
 
 #include "tensor/reference/float16.h"
+#include "unity_id.h"
 
 namespace sp {
 namespace {
+namespace SP_TEST_ID {
 
 uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
 float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
@@ -165,5 +167,6 @@ TEST(Float16, Fp16MatchesCompilerFloat16) {
 }
 #endif
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp

@@ -20,9 +20,11 @@
 #include "kernels/matmul.h"
 #include "kernels/reference/matmul.h"
 #include "tensor/float16.h"
+#include "unity_id.h"
 
 namespace sp::kernels {
 namespace {
+namespace SP_TEST_ID {
 
 TEST(Gemm16, ResolutionRule) {
   const Gemm16Capability none;
@@ -195,5 +197,6 @@ TEST(Gemm16, EdgeCases) {
   }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::kernels

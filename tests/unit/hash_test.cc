@@ -13,9 +13,11 @@
 
 #include "core/threads.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp {
 namespace {
+namespace SP_TEST_ID {
 
 // n pseudo-random bytes (a multiplicative hash of the index, shifted right by `shift`), written to
 // `path` and returned.
@@ -87,5 +89,6 @@ TEST(Sha256Chunks, StreamAndFileEqualDirectDigests) {
   EXPECT_EQ(sha256_file_chunks("/nonexistent/sp_hash_chunks.bin", 16, 2).status().code(), StatusCode::kNotFound);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp

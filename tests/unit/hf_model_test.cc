@@ -19,9 +19,11 @@
 #include "plan/run_config.h"
 #include "temp_dir.h"
 #include "tensor/float16.h"
+#include "unity_id.h"
 
 namespace sp {
 namespace {
+namespace SP_TEST_ID {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -442,5 +444,6 @@ TEST(HfWeights, NeverReplacesAnOutputDirectoryUnasked) {
   EXPECT_TRUE(write(dir.file("empty"), c, random_weights(c, 8), 6000).ok()) << "an empty directory is used";
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp

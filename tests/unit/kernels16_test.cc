@@ -23,9 +23,11 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/swiglu.h"
 #include "tensor/float16.h"
+#include "unity_id.h"
 
 namespace sp::kernels {
 namespace {
+namespace SP_TEST_ID {
 
 std::vector<float> normal(const std::string& name, int64_t n, double scale) {
   const PhiloxKey key = philox_key(1616, name);
@@ -281,5 +283,6 @@ TEST(Kernels16, AttentionAgainstRoundingTwin) {
   }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::kernels

@@ -12,9 +12,11 @@
 #include "kernels/adamw.h"
 #include "kernels/clip.h"
 #include "kernels/reference/adamw.h"
+#include "unity_id.h"
 
 namespace sp::kernels {
 namespace {
+namespace SP_TEST_ID {
 
 // Three steps of torch.optim.AdamW(lr=f32(3e-3), betas=(f32(0.9), f32(0.95)), eps=f32(1e-8),
 // weight_decay=f32(0.1), foreach=False) on PyTorch 1.13.0 (CPU), where f32(x) = float(np.float32(x))
@@ -180,5 +182,6 @@ TEST(KernelsClip, ScaleInplace) {
   EXPECT_EQ(x[0], 0.5f);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::kernels

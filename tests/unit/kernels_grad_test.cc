@@ -31,9 +31,11 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "unity_id.h"
 
 namespace sp::kernels {
 namespace {
+namespace SP_TEST_ID {
 
 enum class Impl { kFast, kReference };
 
@@ -426,5 +428,6 @@ INSTANTIATE_TEST_SUITE_P(Ops, KernelTable, ::testing::Range<size_t>(0, op_table(
                            return std::string(op_table()[info.param].name);
                          });
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::kernels

@@ -20,9 +20,11 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "unity_id.h"
 
 namespace sp::kernels {
 namespace {
+namespace SP_TEST_ID {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -402,5 +404,6 @@ TEST(KernelsSemanticsDeathTest, BrokenShapesAbort) {
                "outside the vocabulary");
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::kernels

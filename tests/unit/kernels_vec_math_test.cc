@@ -11,9 +11,11 @@
 
 #include "core/rng.h"
 #include "kernels/vec_math.h"
+#include "unity_id.h"
 
 namespace sp::kernels {
 namespace {
+namespace SP_TEST_ID {
 
 // Error of y against the exact value e^x, in units of the last place of the fp32 result.
 double ulp_error(float y, float x) {
@@ -126,5 +128,6 @@ TEST(KernelsVecMath, VectorizedAndScalarExpGiveTheSameBits) {
   EXPECT_EQ(z, y);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::kernels

@@ -17,9 +17,11 @@
 #include "plan/run_plan.h"
 #include "proof/protocol.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::cli {
 namespace {
+namespace SP_TEST_ID {
 
 std::string root() { return sp::test::source_dir(); }
 
@@ -395,5 +397,6 @@ TEST(LabCli, BrokenCatalogueIsAUsageError) {
   EXPECT_EQ(lab_cli("lab run LSL-I --out " + tree.file("i") + " --root " + root()), 2);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::cli

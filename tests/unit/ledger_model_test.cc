@@ -12,9 +12,11 @@
 
 #include "parallel/memory_fit.h"
 #include "plan/run_plan.h"
+#include "unity_id.h"
 
 namespace sp::parallel {
 namespace {
+namespace SP_TEST_ID {
 
 plan::RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_every, const char* schedule,
                        bool recompute) {
@@ -118,5 +120,6 @@ TEST(LedgerModel, IndependentOfTheStepCount) {
   EXPECT_EQ(a.entries.at("grad.layers.0.b0").allocations, 10);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::parallel

@@ -8,8 +8,11 @@
 
 #include <vector>
 
+#include "unity_id.h"
+
 namespace sp::optim {
 namespace {
+namespace SP_TEST_ID {
 
 struct Step {
   bool overflow;
@@ -144,5 +147,6 @@ TEST(LossScaler, StateRoundTripsAndResumesIdentically) {
   EXPECT_NE(LossScaler::state_from_json(j, c).status().message().find("extra"), std::string::npos);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::optim

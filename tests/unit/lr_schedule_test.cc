@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include "plan/run_config.h"
+#include "unity_id.h"
 
 namespace sp::optim {
 namespace {
+namespace SP_TEST_ID {
 
 TEST(LrSchedule, DefaultCosineIsUnchanged) {
   const LrSchedule s{.lr = 3e-3, .min_lr = 3e-4, .warmup_steps = 3, .total_steps = 30};
@@ -147,5 +149,6 @@ TEST(LrSchedule, FromRunConfig) {
       << refused.status().message();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::optim

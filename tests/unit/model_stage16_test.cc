@@ -19,9 +19,11 @@
 #include "kernels/matmul.h"
 #include "model/llama_stage.h"
 #include "tensor/float16.h"
+#include "unity_id.h"
 
 namespace sp::model {
 namespace {
+namespace SP_TEST_ID {
 
 struct Params : ParamSource {
   std::map<int, std::vector<float>> units;       // fp32 values (each a widened 16-bit value)
@@ -248,5 +250,6 @@ TEST(LlamaStage16, Fp16LossScaleOverflowIsVisible) {
   EXPECT_TRUE(nonfinite) << "an fp16 overflow must reach the gradient leaves as inf/NaN";
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::model

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "model/llama_stage.h"
+#include "unity_id.h"
 
 namespace sp::model {
 namespace {
+namespace SP_TEST_ID {
 
 struct Params : ParamSource {
   std::map<int, std::vector<float>> units;
@@ -153,5 +155,6 @@ TEST(LlamaStage, TwoStagesEqualOne) {
   for (int id = 0; id < unit_count(f.c); ++id) EXPECT_EQ(g.units[id], whole.units[id]) << "unit " << id;
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::model

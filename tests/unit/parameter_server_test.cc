@@ -11,9 +11,11 @@
 #include "comm/topology.h"
 #include "plan/run_plan.h"
 #include "plan/traffic_model.h"
+#include "unity_id.h"
 
 namespace sp::parallel {
 namespace {
+namespace SP_TEST_ID {
 
 plan::RunConfig tiny() {
   nlohmann::json j = {
@@ -183,5 +185,6 @@ TEST(PsTraffic, OneServerReceivesEveryWorkersGradient) {
   }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::parallel

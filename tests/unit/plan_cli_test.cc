@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "unity_id.h"
 
 namespace sp::cli {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 std::string source_dir() {
@@ -151,5 +153,6 @@ TEST(PlanCli, ListNamesPresetsAndShapes) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::cli

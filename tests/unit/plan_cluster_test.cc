@@ -7,9 +7,11 @@
 #include <filesystem>
 
 #include "plan/cluster.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 
 std::string source_dir() {
   if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
@@ -200,5 +202,6 @@ TEST(PlanCluster, PeakForAMissingDtypeNamesWhatTheFileGives) {
   EXPECT_NE(fp8.status().hint().find("bf16, fp32"), std::string::npos) << fp8.status().hint();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

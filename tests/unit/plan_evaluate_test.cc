@@ -9,9 +9,11 @@
 
 #include "plan/evaluate.h"
 #include "plan/pipeline_sim.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 
 ClusterSpec dgx_a100(int nodes) {
   const std::string dir = std::getenv("SP_SOURCE_DIR")
@@ -130,5 +132,6 @@ TEST(PlanEvaluate, RefusalsAreTheEngines) {
   EXPECT_NE(bad.status().message().find("int4"), std::string::npos) << bad.status().message();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

@@ -11,9 +11,11 @@
 
 #include "plan/flops.h"
 #include "plan/published_runs.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 
 double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
@@ -75,5 +77,6 @@ TEST(PlanFlops, UtilizationOfThePublishedRuns) {
   }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

@@ -10,9 +10,11 @@
 #include "plan/calibrate.h"
 #include "plan/collective_time.h"
 #include "plan/group_links.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 
 ClusterSpec dgx_a100(int nodes, const std::string& order = "tp-dp-pp") {
   const std::string dir = std::getenv("SP_SOURCE_DIR")
@@ -162,5 +164,6 @@ TEST(PlanLinks, ImpossiblePlacementIsAUsageError) {
   EXPECT_NE(odd.status().hint().find("multiple of devices_per_node = 8"), std::string::npos) << odd.status().hint();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

@@ -12,9 +12,11 @@
 
 #include "plan/hf_config.h"
 #include "plan/model_shape.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 
 TEST(PlanModel, ParameterCountsMatchThePublishedOnes) {
   std::printf("%-16s %16s %12s %10s\n", "shape", "ours", "published", "error");
@@ -183,5 +185,6 @@ TEST(PlanModel, ReadsAConfigFileNamedByItsDirectory) {
   std::filesystem::remove_all(dir.parent_path());
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

@@ -15,9 +15,11 @@
 #include "core/file_io.h"
 #include "plan/published_memory.h"
 #include "plan/published_runs.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 
 std::string source_dir() {
   if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
@@ -143,5 +145,6 @@ TEST(PlanPublished, ThroughputTableLoadsAndCatchesTranscriptionErrors) {
   std::filesystem::remove(tmp);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

@@ -9,9 +9,11 @@
 #include <set>
 
 #include "plan/search.h"
+#include "unity_id.h"
 
 namespace sp::plan {
 namespace {
+namespace SP_TEST_ID {
 
 ModelShape small_model() {
   ModelShape m;
@@ -209,5 +211,6 @@ TEST(PlanSearch, SeventyBillionOnThousandDevicesEnumeratesQuickly) {
   EXPECT_FALSE(r->ranked.empty());
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::plan

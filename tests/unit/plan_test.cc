@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "plan/run_plan.h"
+#include "unity_id.h"
 
 namespace sp::parallel {
 namespace {
+namespace SP_TEST_ID {
 
 plan::RunConfig tiny() {
   nlohmann::json j = {
@@ -219,5 +221,6 @@ TEST(LlamaConfig, ValidationMessages) {
   EXPECT_NE(unknown.status().message().find("unknown key model.layers"), std::string::npos);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::parallel

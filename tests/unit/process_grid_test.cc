@@ -11,9 +11,11 @@
 
 #include "comm/deterministic.h"
 #include "comm/topology.h"
+#include "unity_id.h"
 
 namespace sp::comm {
 namespace {
+namespace SP_TEST_ID {
 
 ProcessGrid grid_or_die(int dp, int tp, int pp, std::string_view order = ProcessGrid::kDefaultOrder) {
   Result<ProcessGrid> g = ProcessGrid::create(dp, tp, pp, order, dp * tp * pp);
@@ -193,5 +195,6 @@ TEST(CountSplit, EvenSplitAndScratchSizes) {
     }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::comm

@@ -9,8 +9,11 @@
 #include <random>
 #include <vector>
 
+#include "unity_id.h"
+
 namespace sp::kernels {
 namespace {
+namespace SP_TEST_ID {
 
 // Values spanning many binades so that any change of summation order changes the bits.
 std::vector<std::vector<float>> random_leaves(int n_leaves, int n, uint32_t seed) {
@@ -116,5 +119,6 @@ TEST(CanonicalTree, NonPowerOfTwoBlocksDoNot) {
   EXPECT_GT(differ, 0);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::kernels

@@ -15,9 +15,11 @@
 
 #include "core/file_io.h"
 #include "report/render.h"
+#include "unity_id.h"
 
 namespace sp::report {
 namespace {
+namespace SP_TEST_ID {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -207,5 +209,6 @@ TEST(ReportCheck, AnEditedReportFailsNamingTheFileAndTheValue) {
   EXPECT_NE(s.message().find("/loss/0: the page shows 7.25, the bundle gives 9.5"), std::string::npos) << s.message();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::report

@@ -20,9 +20,11 @@
 #include "core/json_io.h"
 #include "core/machine.h"
 #include "evidence/run_dir.h"
+#include "unity_id.h"
 
 namespace sp {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 std::string fresh_dir(const std::string& name) {
@@ -183,5 +185,6 @@ TEST(StallDiagnosis, NamesTheStoppedMember) {
   EXPECT_NE(partial.find("shardproof trace check"), std::string::npos) << partial;
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp

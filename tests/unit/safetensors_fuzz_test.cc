@@ -21,6 +21,7 @@
 #include "core/file_io.h"
 #include "core/rng.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 // ----------------------------------------------------------------- allocation meter (whole binary)
 
@@ -59,6 +60,7 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); 
 
 namespace sp::ckpt {
 namespace {
+namespace SP_TEST_ID {
 
 // ~0.7 s in the release build, a few seconds under ASan; SP_FUZZ_ITERATIONS=N runs a longer soak.
 constexpr uint64_t kDefaultIterations = 40000;
@@ -558,5 +560,6 @@ TEST(SafetensorsFuzz, HugeClaimsAllocateNothingLarge) {
   }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::ckpt

@@ -20,9 +20,11 @@
 
 #include "core/file_io.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::ckpt {
 namespace {
+namespace SP_TEST_ID {
 
 namespace fs = std::filesystem;
 
@@ -687,5 +689,6 @@ TEST(SafetensorsValidation, NamesAreDataNotPaths) {
   EXPECT_NE(r->find("../../etc/passwd"), nullptr);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::ckpt

@@ -8,8 +8,11 @@
 #include <map>
 #include <set>
 
+#include "unity_id.h"
+
 namespace sp::parallel {
 namespace {
+namespace SP_TEST_ID {
 
 TEST(Schedule, OneFOneBPublishedOrder) {
   // p = 2, m = 4 (Narayanan et al. 2021, Fig. 4 pattern): rank 0 warms up with one forward.
@@ -66,5 +69,6 @@ TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
   }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::parallel

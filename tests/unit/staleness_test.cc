@@ -12,9 +12,11 @@
 #include "evidence/faults.h"
 #include "plan/run_plan.h"
 #include "proof/equivalence.h"
+#include "unity_id.h"
 
 namespace sp {
 namespace {
+namespace SP_TEST_ID {
 
 using plan::RunConfig;
 using plan::RunPlan;
@@ -183,5 +185,6 @@ TEST(PsFaults, ApplicabilityNamesTheRoleAndTheSchedule) {
   EXPECT_EQ(evidence::default_fault_name(2, 1, 1, 1), "ps-drop-push");
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 
+#include "unity_id.h"
+
 namespace sp::cli {
 namespace {
+namespace SP_TEST_ID {
 
 TEST(StrategySpec, TokensSetTheWholeGrid) {
   auto s = parse_strategy("dp2-tp2-pp2-zero1-interleaved4-recompute-fast");
@@ -76,5 +79,6 @@ TEST(StrategySpec, ReferenceFirstAndDuplicatesDropped) {
   EXPECT_EQ(with_reference_first(*m).size(), 2u);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::cli

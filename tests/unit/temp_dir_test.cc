@@ -9,8 +9,11 @@
 #include <fstream>
 #include <string>
 
+#include "unity_id.h"
+
 namespace sp::test {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 TEST(TempDir, UniqueEmptyAndRemovedWithItsContents) {
@@ -49,5 +52,6 @@ TEST(SourceDir, IsThisTree) {
   EXPECT_TRUE(fs::exists(source_dir() + "/configs/tiny.toml")) << source_dir();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::test

@@ -13,9 +13,11 @@
 
 #include "evidence/checksums.h"
 #include "model/weights.h"
+#include "unity_id.h"
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 
 model::LlamaConfig cfg() {
   model::LlamaConfig c;
@@ -123,11 +125,13 @@ TEST(TensorSummary, TransportSumsExactlyOverRanks) {
   EXPECT_EQ(got.stats.count(), 10000u);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 
 // The vectorized digest path is the scalar definition bit for bit, for every length mod 8 (tails),
 // odd starting indices and non-finite patterns; on a CPU without AVX-512DQ both calls take the
@@ -154,11 +158,13 @@ TEST(TensorSummary, SimdDigestEqualsScalarDefinition) {
     }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 
 // checksums.jsonl lines are formatted directly (ChecksumWriter's hot path); they must stay the bytes
 // of the json object the record is defined as, for ordinary, integral, tiny, huge, zero-laden and
@@ -185,5 +191,6 @@ TEST(TensorSummary, RecordLineEqualsTheJsonObjectDump) {
     }
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence

@@ -10,9 +10,11 @@
 #include <filesystem>
 
 #include "core/file_io.h"
+#include "unity_id.h"
 
 namespace sp::cli {
 namespace {
+namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
 std::string header(uint32_t rows, uint32_t cols) {
@@ -66,5 +68,6 @@ TEST(TokenBatch, AllPaddingHasNoTargets) {
   EXPECT_EQ(token_batch_targets(padded), 0);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::cli

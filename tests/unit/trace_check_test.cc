@@ -25,6 +25,7 @@
 #include "core/file_io.h"
 #include "evidence/trace_chrome.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::cli {
 void register_trace(CLI::App& app, CommandResult& result);  // cmd_trace.cc (command.h lists it once merged)
@@ -32,6 +33,7 @@ void register_trace(CLI::App& app, CommandResult& result);  // cmd_trace.cc (com
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 using comm::Communicator;
 using comm::OpKind;
 using comm::Phase;
@@ -746,5 +748,6 @@ TEST(Watchdog, FiresOnAStuckTracedOpAndRecordsIt) {
   EXPECT_EQ(stuck.step, 7);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence

@@ -8,8 +8,11 @@
 #include <set>
 #include <vector>
 
+#include "unity_id.h"
+
 namespace sp::model {
 namespace {
+namespace SP_TEST_ID {
 
 LlamaConfig cfg(bool tie) {
   LlamaConfig c;
@@ -112,5 +115,6 @@ TEST(Weights, DifferentSeedsDiffer) {
   EXPECT_NE(a, b);
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::model
