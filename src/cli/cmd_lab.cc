@@ -1,10 +1,11 @@
-// `shardproof lab list | show KEY | run KEY --out DIR`: the learning labs LSL-A … LSL-O (docs/labs.md).
-// A driver process like `prove`, not an MPI rank: `run` validates the lab (config, topology, fault)
-// and hands it to the proof protocol (cli/prove.h), which launches its own mpirun stages.
+// `shardproof lab list | show KEY | run KEY --out DIR | verify KEY DIR`: the learning labs LSL-A … LSL-O
+// (docs/labs.md). A driver process like `prove`, not an MPI rank: `run` validates the lab (config, topology,
+// fault) and hands a proof lab to the proof protocol (cli/prove.h), which launches its own mpirun stages,
+// and a plan lab to the planner (cli/plan_lab.h; no MPI). `verify` re-derives a plan lab's gate.
 // The catalogue is read from <root>/configs/labs/catalogue.toml (cli/lab_catalogue.h) on every call.
-// Exit codes: list/show 0, unknown key or a broken catalogue file 2; run: prove's (0 PASS, 1 FAIL,
-// 2 usage), and 2 for a lab this engine cannot demonstrate (it prints why and the closest runnable lab;
-// it never runs a substitute).
+// Exit codes: list/show 0, unknown key or a broken catalogue file 2; run and verify: 0 PASS, 1 FAIL,
+// 2 usage (prove's for a proof lab), and 2 for a lab this engine cannot demonstrate (it prints why and the closest
+// runnable lab; it never runs a substitute).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "cli/command.h"
 #include "cli/labs.h"
+#include "cli/plan_lab.h"
 #include "cli/prove.h"
 #include "cli/run_setup.h"
 #include "evidence/bundle_paths.h"
@@ -61,6 +63,11 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
     return 2;
   }
   const std::string root = root_of(o);
+  if (lab.is_plan() && (!o.sets.empty() || !o.cache.empty()))
+    return report_status(
+        invalid_argument("lab {} is a plan lab: --set and --cache apply to a proof lab's runs", lab.key)
+            .with_hint("vary the plan with the `shardproof plan` commands that `lab show " + lab.key + "` prints"));
+  if (lab.is_plan()) return run_plan_lab(lab, root, o.out);
   if (Status s = validate_lab(lab, root, o.sets); !s.ok()) {
     report_status(s);
     return 2;
@@ -85,7 +92,7 @@ void register_lab(CLI::App& app, CommandResult& result) {
   auto o = std::make_shared<LabOptions>();
   CLI::App* lab = app.add_subcommand("lab",
                                      "learning labs LSL-A … LSL-O, one per section of chapter 4 "
-                                     "(distributed training): list, show, run");
+                                     "(distributed training): list, show, run, verify");
   lab->require_subcommand(1);
 
   const std::string root_help =
@@ -104,7 +111,8 @@ void register_lab(CLI::App& app, CommandResult& result) {
       if (const Lab* l = lab_or_report(*c, o->key, result)) print(lab_show_text(*c, *l));
   });
 
-  CLI::App* run = lab->add_subcommand("run", "run a lab through the proof protocol (shardproof prove) into DIR");
+  CLI::App* run = lab->add_subcommand(
+      "run", "run a lab into DIR: the proof protocol (shardproof prove), or the planner for a plan lab");
   run->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
   run->add_option("--out", o->out, "bundle directory (must not hold a previous bundle)")->required();
   run->add_option("--root", o->root, root_help);
@@ -116,6 +124,24 @@ void register_lab(CLI::App& app, CommandResult& result) {
   run->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
       if (const Lab* l = lab_or_report(*c, o->key, result)) result.exit_code = run_lab(*c, *l, *o);
+  });
+
+  CLI::App* verify = lab->add_subcommand(
+      "verify", "derive a plan lab's gate again from DIR's files (a proof lab's bundle: shardproof verify DIR)");
+  verify->add_option("KEY", o->key, "lab key: LSL-I, lsl-i or I")->required();
+  verify->add_option("DIR", o->out, "the directory `lab run KEY --out DIR` wrote")->required();
+  verify->add_option("--root", o->root, root_help);
+  verify->callback([o, &result] {
+    if (auto c = catalogue_or_report(*o, result))
+      if (const Lab* l = lab_or_report(*c, o->key, result)) {
+        if (!l->is_plan() || !l->available) {
+          result.exit_code =
+              report_status(invalid_argument("lab {} is not a plan lab; its bundle is a proof", l->key)
+                                .with_hint("shardproof verify " + o->out + " derives a proof bundle's gate again"));
+          return;
+        }
+        result.exit_code = verify_plan_lab(*l, o->out);
+      }
   });
 }
 

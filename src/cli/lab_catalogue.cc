@@ -1,15 +1,21 @@
 // Reading configs/labs/catalogue.toml (docs/formats/labs.md). The reader walks the parsed TOML
-// table field by field against one schema per level (top level, one [[lab]]), so that every message
-// names the file, the line:column of the offending value, the lab and the field.
+// table field by field against one schema per level (top level, one [[lab]] of each kind), so that every
+// message names the file, the line:column of the offending value, the lab and the field.
 #include "cli/lab_catalogue.h"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <filesystem>
 #include <map>
 #include <set>
+
+#include "cli/strategy_spec.h"
+#include "comm/process_grid.h"
+#include "plan/model_shape.h"
 
 namespace sp::cli {
 namespace {
@@ -130,11 +136,87 @@ class Fields {
 
 constexpr std::string_view kTopKeys = "format, version, evaluation, common_limits, lab";
 constexpr std::string_view kLabKeys =
-    "key, section, title, mechanism, preset, model_config, deepspeed, sets, world, fault, observe, "
-    "cannot_extrapolate, available, unavailable_reason, closest";
+    "key, section, title, mechanism, kind, available, observe, cannot_extrapolate; a proof lab: preset, "
+    "model_config, deepspeed, sets, world, fault; a plan lab: model, strategy, nodes, global_batch, clusters, "
+    "placements, fault_placement; an unavailable lab: unavailable_reason, closest";
+// The run fields of each kind; a lab of one kind (or an unavailable lab) may not carry the other's.
+const std::vector<std::string_view> kProveKeys = {"preset", "model_config", "deepspeed", "sets", "world", "fault"};
+const std::vector<std::string_view> kPlanKeys = {"model",    "strategy",   "nodes",          "global_batch",
+                                                 "clusters", "placements", "fault_placement"};
 
 bool is_lab_key(const std::string& k) {
   return k.size() == 5 && k.compare(0, 4, "LSL-") == 0 && std::isupper(static_cast<unsigned char>(k[4]));
+}
+
+// A cluster preset's name as a plan lab gives it: a bare file stem (configs/clusters/NAME.toml).
+bool is_preset_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  return true;
+}
+
+// The plan lab's own fields (kind = "plan"). Whether each (cluster, placement) evaluates is validate_lab's
+// business (it needs the tree's configs/clusters); here: types, names and the strategy's grammar.
+Status read_plan_fields(const std::string& path, Fields& f, const std::string& owner, Lab& lab) {
+  PlanLabSpec& p = lab.plan;
+  int64_t nodes = 0;
+  SP_RETURN_IF_ERROR(f.string("model", p.model, true));
+  SP_RETURN_IF_ERROR(f.string("strategy", p.strategy, true));
+  SP_RETURN_IF_ERROR(f.integer("nodes", nodes, true));
+  SP_RETURN_IF_ERROR(f.integer("global_batch", p.global_batch, true));
+  SP_RETURN_IF_ERROR(f.strings("clusters", p.clusters, true));
+  SP_RETURN_IF_ERROR(f.strings("placements", p.placements, true));
+  SP_RETURN_IF_ERROR(f.string("fault_placement", p.fault_placement, true));
+  const auto at = [&](std::string_view key) { return where(path, *f.node(key)); };
+  if (Result<plan::ModelShape> shape = plan::named_shape(p.model); !shape.ok())
+    return invalid_argument("{}: {}: 'model' names no model shape: {}", at("model"), owner, shape.status().message())
+        .with_hint(shape.status().hint() + " (`shardproof plan list`)");
+  Result<StrategySpec> strategy = parse_strategy(p.strategy);
+  if (!strategy.ok())
+    return invalid_argument("{}: {}: 'strategy' '{}': {}", at("strategy"), owner, p.strategy,
+                            strategy.status().message())
+        .with_hint(strategy.status().hint());
+  if (strategy->servers > 0)
+    return invalid_argument("{}: {}: 'strategy' '{}' is a parameter server; the planner places all-reduce strategies",
+                            at("strategy"), owner, p.strategy)
+        .with_hint("a strategy of dpN, tpN, ppN, zeroN, a schedule and recompute (docs/compare.md §Grammar)");
+  if (nodes < 1 || nodes > 4096)
+    return invalid_argument("{}: {}: 'nodes' is {}; it must be 1 to 4096", at("nodes"), owner, nodes)
+        .with_hint("every cluster of the lab is planned with this many nodes (plan --nodes)");
+  p.nodes = static_cast<int>(nodes);
+  if (p.global_batch < 1)
+    return invalid_argument("{}: {}: 'global_batch' is {}; it must be at least 1", at("global_batch"), owner,
+                            p.global_batch)
+        .with_hint("sequences per optimizer step (plan --global-batch)");
+  lab.world = strategy->world();
+  // A contrast needs two of each, named once each.
+  for (std::string_view key : {std::string_view("clusters"), std::string_view("placements")}) {
+    const std::vector<std::string>& list = key == "clusters" ? p.clusters : p.placements;
+    std::set<std::string> seen;
+    for (const std::string& v : list)
+      if (!seen.insert(v).second)
+        return invalid_argument("{}: {}: '{}' names '{}' twice", at(key), owner, key, v)
+            .with_hint("each case is one (cluster, placement) pair; name each once");
+    if (list.size() < 2)
+      return invalid_argument("{}: {}: '{}' has {} entry; a plan lab contrasts at least two", at(key), owner, key,
+                              list.size())
+          .with_hint(std::string(kFormatHint));
+  }
+  for (const std::string& c : p.clusters)
+    if (!is_preset_name(c))
+      return invalid_argument("{}: {}: 'clusters' names '{}', which is not a preset name", at("clusters"), owner, c)
+          .with_hint("a file stem of configs/clusters/ (`shardproof plan list`), e.g. \"dgx-a100\"");
+  for (const std::string& o : p.placements)
+    if (Result<std::array<comm::Axis, 3>> order = comm::parse_axis_order(o); !order.ok())
+      return invalid_argument("{}: {}: 'placements' names '{}': {}", at("placements"), owner, o,
+                              order.status().message())
+          .with_hint("an axis order of the rank grid, fastest axis first: tp-dp-pp, dp-tp-pp, ...");
+  if (std::find(p.placements.begin(), p.placements.end(), p.fault_placement) == p.placements.end())
+    return invalid_argument("{}: {}: 'fault_placement' '{}' is not one of 'placements'", at("fault_placement"), owner,
+                            p.fault_placement)
+        .with_hint("the fault placement is the one of the contrast that the topology check must flag");
+  return Status();
 }
 
 // One [[lab]] table; `index` is its position in the file (1-based, for labs without a usable key).
@@ -153,36 +235,55 @@ Result<Lab> read_lab(const std::string& path, const toml::table& t, size_t index
   SP_RETURN_IF_ERROR(f.string("section", lab.section, true));
   SP_RETURN_IF_ERROR(f.string("title", lab.title, true));
   SP_RETURN_IF_ERROR(f.string("mechanism", lab.mechanism, true));
+  std::string kind = "prove";
+  SP_RETURN_IF_ERROR(f.string("kind", kind, false));
+  if (kind != "prove" && kind != "plan")
+    return invalid_argument("{}: {}: 'kind' is '{}'; it must be \"prove\" or \"plan\"", where(path, *f.node("kind")),
+                            owner, kind)
+        .with_hint("prove: the proof protocol on a preset with one fault; plan: the planner on clusters × placements");
+  lab.kind = kind == "plan" ? LabKind::kPlan : LabKind::kProve;
   SP_RETURN_IF_ERROR(f.boolean("available", lab.available));
   // A runnable lab has a run and what to read; an unavailable one has a reason and a pointer instead.
   const bool runs = lab.available;
+  const bool proves = runs && !lab.is_plan(), plans = runs && lab.is_plan();
   int64_t world = 0;
-  SP_RETURN_IF_ERROR(f.string("preset", lab.preset, false));
-  SP_RETURN_IF_ERROR(f.string("model_config", lab.model_config, false));
-  SP_RETURN_IF_ERROR(f.string("deepspeed", lab.deepspeed, false));
-  SP_RETURN_IF_ERROR(f.strings("sets", lab.sets, false));
-  SP_RETURN_IF_ERROR(f.integer("world", world, runs));
-  SP_RETURN_IF_ERROR(f.string("fault", lab.fault, runs));
   SP_RETURN_IF_ERROR(f.strings("observe", lab.observe, runs));
   SP_RETURN_IF_ERROR(f.strings("cannot_extrapolate", lab.cannot_extrapolate, runs));
   SP_RETURN_IF_ERROR(f.string("unavailable_reason", lab.unavailable_reason, !runs));
   SP_RETURN_IF_ERROR(f.strings("closest", lab.closest, !runs));
-  if (runs && (world < 1 || world > 1024))
-    return invalid_argument("{}: {}: 'world' is {}; it must be the run's rank count dp·tp·pp (1 to 1024)",
-                            where(path, *f.node("world")), owner, world)
-        .with_hint("the product of the lab's parallel.dp, parallel.tp and parallel.pp sets");
-  lab.world = static_cast<int>(world);
-  const std::vector<std::string_view> misplaced =
-      runs ? std::vector<std::string_view>{"unavailable_reason", "closest"}
-           : std::vector<std::string_view>{"preset", "model_config", "deepspeed", "sets",
-                                           "world",  "fault",        "observe",   "cannot_extrapolate"};
+  if (proves) {
+    SP_RETURN_IF_ERROR(f.string("preset", lab.preset, false));
+    SP_RETURN_IF_ERROR(f.string("model_config", lab.model_config, false));
+    SP_RETURN_IF_ERROR(f.string("deepspeed", lab.deepspeed, false));
+    SP_RETURN_IF_ERROR(f.strings("sets", lab.sets, false));
+    SP_RETURN_IF_ERROR(f.integer("world", world, true));
+    SP_RETURN_IF_ERROR(f.string("fault", lab.fault, true));
+    if (world < 1 || world > 1024)
+      return invalid_argument("{}: {}: 'world' is {}; it must be the run's rank count dp·tp·pp (1 to 1024)",
+                              where(path, *f.node("world")), owner, world)
+          .with_hint("the product of the lab's parallel.dp, parallel.tp and parallel.pp sets");
+    lab.world = static_cast<int>(world);
+  }
+  if (plans) SP_RETURN_IF_ERROR(read_plan_fields(path, f, owner, lab));
+  std::vector<std::string_view> misplaced;
+  if (!proves) misplaced.insert(misplaced.end(), kProveKeys.begin(), kProveKeys.end());
+  if (!plans) misplaced.insert(misplaced.end(), kPlanKeys.begin(), kPlanKeys.end());
+  if (runs) misplaced.insert(misplaced.end(), {"unavailable_reason", "closest"});
+  if (!runs) misplaced.insert(misplaced.end(), {"observe", "cannot_extrapolate"});
   for (std::string_view k : misplaced)
-    if (f.has(k))
-      return invalid_argument("{}: {}: '{}' does not belong to {} lab", where(path, *f.node(k)), owner, k,
-                              runs ? "an available" : "an unavailable")
-          .with_hint(runs ? "a lab that runs has no unavailable_reason or closest; set available = false if it "
-                            "cannot run"
-                          : "an unavailable lab has no run: remove it, or drop available = false");
+    if (f.has(k)) {
+      const bool unavailable_field = k == "unavailable_reason" || k == "closest";
+      const std::string_view what =
+          !runs ? "an unavailable" : (unavailable_field ? "an available" : (plans ? "a plan" : "a proof"));
+      return invalid_argument("{}: {}: '{}' does not belong to {} lab", where(path, *f.node(k)), owner, k, what)
+          .with_hint(!runs ? "an unavailable lab has no run: remove it, or drop available = false"
+                     : unavailable_field
+                         ? "a lab that runs has no unavailable_reason or closest; set available = false if it "
+                           "cannot run"
+                         : fmt::format("the fields of each kind of lab are in docs/formats/labs.md (this lab's kind "
+                                       "is \"{}\")",
+                                       kind));
+    }
   SP_RETURN_IF_ERROR(f.finish(kLabKeys));
   return lab;
 }

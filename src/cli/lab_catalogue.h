@@ -2,10 +2,14 @@
 // `Lab` records. Strict: an unknown key, a missing or mistyped field, a duplicate lab key, a lab that
 // is unavailable without a reason, or a `closest` that names no runnable lab is an error naming the
 // file, the line, the lab and the field (exit 2 from `lab list` / `lab show` / `lab run`).
+// Two kinds of lab: a proof lab (kind "prove", the default) runs the proof protocol on a preset with one
+// fault; a plan lab (kind "plan") evaluates one strategy with the planner on clusters × placements. Each
+// kind has its own fields; a field of the other kind is an error.
 // Not the labs' meaning: whether a lab's run and fault are valid is labs.h (validate_lab), checked by
 // tests/unit/labs_test.cc for every lab of the file.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,23 +18,40 @@
 
 namespace sp::cli {
 
+enum class LabKind { kProve, kPlan };
+
+// A plan lab's contrast (kind = "plan", docs/formats/labs.md): one strategy of one model on every
+// (cluster, placement) pair; `fault_placement` is the single fault, the placement the topology check must flag.
+struct PlanLabSpec {
+  std::string model{};                    // a named shape (`shardproof plan list`): "llama-7b"
+  std::string strategy{};                 // compare's grammar (cli/strategy_spec.h): "dp4-tp4-pp2-zero1"
+  int nodes = 0;                          // nodes of every cluster (dp·tp·pp = nodes × devices per node)
+  int64_t global_batch = 0;               // sequences per step
+  std::vector<std::string> clusters{};    // cluster presets, configs/clusters/NAME.toml (at least two)
+  std::vector<std::string> placements{};  // rank-grid axis orders, "tp-dp-pp" (at least two, distinct)
+  std::string fault_placement{};          // one of `placements`
+};
+
 // One lab: a run (preset + --set overrides), one catalogue fault, and what a learner reads next to the
-// bundle. Unavailable labs (a section this engine cannot demonstrate) have no run, a reason and the
-// closest runnable labs.
+// bundle; or, for a plan lab, the planner's contrast (`plan`). Unavailable labs (a section this engine cannot
+// demonstrate) have no run, a reason and the closest runnable labs.
 struct Lab {
   std::string key{};        // "LSL-D"
   std::string section{};    // "4.2.1"
   std::string title{};      // "Data parallelism"
   std::string mechanism{};  // what the section teaches and how this run shows it (one paragraph)
+  LabKind kind = LabKind::kProve;
   std::string preset = "tiny";
   std::string model_config{};                     // a Hugging Face config.json relative to the root, or ""
   std::string deepspeed{};                        // a DeepSpeed ds_config.json relative to the root, or ""
   std::vector<std::string> sets{};                // --set overrides, in order, applied to the preset
   int world = 0;                                  // ranks: dp·tp·pp of the run (0 when unavailable)
-  std::string fault{};                            // catalogue fault NAME@step:rank (empty when unavailable)
+  std::string fault{};                            // catalogue fault NAME@step:rank (empty unless a proof lab)
+  PlanLabSpec plan{};                             // plan labs only
   std::vector<std::string> observe{};             // which evidence to read and what it shows
   std::vector<std::string> cannot_extrapolate{};  // lab-specific limits (common_limits hold for all)
   bool available = true;
+  bool is_plan() const { return kind == LabKind::kPlan; }
   std::string unavailable_reason{};    // why the section cannot be demonstrated here
   std::vector<std::string> closest{};  // unavailable labs: the runnable labs nearest to the section
 };

@@ -5,11 +5,14 @@
 #include "cli/labs.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
 
+#include "cli/plan_lab.h"
 #include "cli/run_setup.h"
+#include "cli/strategy_spec.h"
 #include "comm/process_grid.h"
 #include "evidence/faults.h"
 #include "plan/run_plan.h"
@@ -39,6 +42,12 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
   if (!lab.available)
     return failed_precondition("lab {} (§{} {}) is not available: {}", lab.key, lab.section, lab.title,
                                lab.unavailable_reason);
+  if (lab.is_plan()) {
+    if (!extra_sets.empty())
+      return invalid_argument("lab {} is a plan lab: --set applies to a proof lab's run configuration", lab.key)
+          .with_hint("vary a plan with `shardproof plan` (the commands `lab show " + lab.key + "` prints)");
+    return validate_plan_lab(lab, root);
+  }
   SP_ASSIGN_OR_RETURN(const plan::RunConfig config, lab_config(lab, root, extra_sets));
   const auto context = [&](const Status& s) { return s.with_context(fmt::format("lab {}", lab.key)); };
   // The declared world is the catalogue's promise; a learner's --set may change the topology.
@@ -121,18 +130,40 @@ std::string prove_equivalent(const Lab& lab) {
   return s + " --fault " + lab.fault + " --out DIR";
 }
 
+// The `shardproof plan` command of one case of a plan lab (what `lab run` evaluates, as a learner types it).
+std::string plan_equivalent(const Lab& lab, const PlanLabCase& c) {
+  std::string s = fmt::format("shardproof plan --cluster {} --nodes {} --model {} --global-batch {}", c.cluster,
+                              lab.plan.nodes, lab.plan.model, lab.plan.global_batch);
+  if (Result<StrategySpec> st = parse_strategy(lab.plan.strategy); st.ok()) {
+    s += fmt::format(" --dp {} --tp {} --pp {} --zero {}", st->dp, st->tp, st->pp, st->zero);
+    if (!st->schedule.empty())
+      s += fmt::format(" --schedule {} --virtual-stages {}", st->schedule, std::max(st->virtual_stages, 1));
+    if (st->recompute) s += " --recompute full";
+  }
+  return s + " --axis-order " + c.placement + " --out DIR/" + c.dir();
+}
+
+// What a plan lab's gate requires (cli/plan_lab_gate.cc), for `lab show`.
+constexpr std::string_view kPlanGate =
+    "every (cluster, placement) case is evaluated by the planner and fits in device memory; the sound placements "
+    "carry no topology warning; the fault placement is flagged by the topology check (its tp groups cross nodes), "
+    "its dominant communication is on that inter-node link and its step is slower than every sound placement's "
+    "on the same cluster; each placement's step time differs between the clusters by more than 1 %. gate.json and "
+    "summary.md are derived from the cases' plan.json files alone (`shardproof lab verify KEY DIR`).";
+
 }  // namespace
 
 std::string lab_list_text(const LabCatalogue& catalogue) {
   std::string out = fmt::format("{:<6} {:<6} {:>5}  {:<28} {}\n", "key", "§", "ranks", "fault", "title");
   for (const Lab& lab : catalogue.labs) {
     const std::string ranks = lab.available ? std::to_string(lab.world) : "-";
-    const std::string fault = lab.available ? lab.fault : "(unavailable)";
+    const std::string fault =
+        !lab.available ? "(unavailable)" : (lab.is_plan() ? "plan: flag " + lab.plan.fault_placement : lab.fault);
     out += fmt::format("{:<6} {:<6} {:>5}  {:<28} {}\n", lab.key, lab.section, ranks, fault, lab.title);
   }
   out +=
       "\nshardproof lab show KEY   what a lab runs, what to observe, what it cannot be extrapolated to\nshardproof lab "
-      "run KEY --out DIR   run it (the proof protocol, docs/labs.md)\n";
+      "run KEY --out DIR   run it (the proof protocol, or the planner for a plan lab; docs/labs.md)\n";
   return out;
 }
 
@@ -149,6 +180,29 @@ std::string unavailable_body(const LabCatalogue& catalogue, const Lab& lab) {
   return out;
 }
 
+// The run part of `lab show` for a plan lab: the contrast, the gate, the commands and the lab's limits.
+std::string plan_lab_show_text(const Lab& lab) {
+  const PlanLabSpec& p = lab.plan;
+  std::string out = "\nplan (no training; the planner, docs/plan.md):\n";
+  out += fmt::format("  model: {}   strategy: {} ({} ranks)   nodes: {}   global batch: {}\n", p.model, p.strategy,
+                     lab.world, p.nodes, p.global_batch);
+  out += fmt::format("  clusters: {}\n  placements (rank-grid axis order): {}\n", fmt::join(p.clusters, ", "),
+                     fmt::join(p.placements, ", "));
+  out += wrap(fmt::format("{}: puts the tp groups across nodes; expected detector: the planner's topology check "
+                          "(placement.warnings)",
+                          p.fault_placement),
+              "  fault placement: ", "    ");
+  out += wrap(kPlanGate, "  gate: ", "    ");
+  out += "  command: " + command_of(lab) + "\n  (the same as, per case:\n";
+  for (const PlanLabCase& c : plan_lab_cases(lab)) out += "    " + plan_equivalent(lab, c) + "\n";  // one line: to copy
+  out.back() = ')';
+  out += "\n\nwhat to observe:\n";
+  for (const std::string& line : lab.observe) out += wrap(line, "  - ", "    ");
+  out += "\nwhat it cannot be extrapolated to:\n";
+  for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
+  return out;
+}
+
 }  // namespace
 
 std::string lab_unavailable_text(const LabCatalogue& catalogue, const Lab& lab) {
@@ -160,6 +214,7 @@ std::string lab_show_text(const LabCatalogue& catalogue, const Lab& lab) {
   std::string out = fmt::format("{}  §{} {}\n\n", lab.key, lab.section, lab.title);
   out += wrap(lab.mechanism, "", "");
   if (!lab.available) return out + "\nnot available in shardproof:\n" + unavailable_body(catalogue, lab);
+  if (lab.is_plan()) return out + plan_lab_show_text(lab);
   out += "\nrun:\n";
   out += fmt::format("  ranks: {}   preset: {}   overrides: ", lab.world, lab.preset);
   for (size_t i = 0; i < lab.sets.size(); ++i) out += (i ? " " : "") + lab.sets[i];

@@ -2,7 +2,8 @@
 // of the textbook 大规模语言模型：从理论到实践, 1st ed. A lab is data, not code: configs/labs/catalogue.toml
 // (read by cli/lab_catalogue.h) gives each a run (preset + --set overrides), one catalogue fault, and
 // the lines a learner reads next to the bundle. This file checks a lab's run, hands it to the proof
-// protocol (cli/prove.h; nothing here trains) and renders the catalogue. Invariant, checked by
+// protocol (cli/prove.h; nothing here trains) and renders the catalogue; a plan lab (kind = "plan") is
+// checked and run by cli/plan_lab.h. Invariant, checked by
 // tests/unit/labs_test.cc: every available lab's config validates at its world size (RunPlan::make) and its
 // fault can act on that run; a section this engine cannot demonstrate is `available = false` with the
 // reason and the closest runnable lab.

@@ -15,12 +15,6 @@ rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot create $WORK"
 "$BIN" lab show LSL-Z > /dev/null 2>&1
 [ $? = 2 ] || fail "lab show of an unknown key must exit 2"
 
-"$BIN" lab run LSL-I --out "$WORK/i" > "$WORK/i.txt" 2>&1
-[ $? = 2 ] || fail "lab run of an unavailable lab must exit 2"
-grep -q "no accelerator backend" "$WORK/i.txt" || fail "the unavailable lab does not say why: $(cat "$WORK/i.txt")"
-grep -q "lab run LSL-H" "$WORK/i.txt" || fail "the unavailable lab does not name the closest runnable lab"
-[ ! -e "$WORK/i" ] || fail "an unavailable lab wrote a bundle"
-
 "$BIN" lab run LSL-D --out "$WORK/d" --set parallel.dp=1 > "$WORK/d1.txt" 2>&1
 [ $? = 2 ] || fail "a variation the fault cannot act on (dp = 1) must exit 2 before running"
 [ ! -e "$WORK/d1" ] || fail "a refused variation wrote a bundle"

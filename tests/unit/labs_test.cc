@@ -1,6 +1,7 @@
 // The lab catalogue (configs/labs/catalogue.toml read by cli/lab_catalogue.h; cli/labs.h; docs/labs.md):
-// 15 labs LSL-A … LSL-O in the order of chapter 4's sections; every available lab's run is a valid plan
-// at its declared world size (RunPlan::make) and its fault can act on that run (proof::plan_protocol);
+// 15 labs LSL-A … LSL-O in the order of chapter 4's sections; every available proof lab's run is a valid
+// plan at its declared world size (RunPlan::make) and its fault can act on that run (proof::plan_protocol);
+// every plan lab's cases evaluate with the planner, its fault placement flagged and its sound ones not;
 // unavailable labs say why and name a runnable lab. The validator and the file reader are tested on
 // broken variants (of a lab, of the file), so neither is a rubber stamp.
 // Independent of the catalogue: the expected keys and sections are written out here from the book.
@@ -9,8 +10,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
+#include "cli/plan_lab.h"
 #include "cli_run.h"
 #include "core/file_io.h"
 #include "evidence/faults.h"
@@ -67,8 +70,10 @@ TEST(Labs, AvailableLabsAreCompleteAndSmall) {
   for (const Lab& lab : catalogue().labs) {
     if (!lab.available) continue;
     SCOPED_TRACE(lab.key);
-    EXPECT_FALSE(lab.fault.empty());
     EXPECT_FALSE(lab.observe.empty());
+    EXPECT_FALSE(lab.cannot_extrapolate.empty());
+    if (lab.is_plan()) continue;  // no ranks run: PlanLabsEvaluateEveryCase
+    EXPECT_FALSE(lab.fault.empty());
     EXPECT_FALSE(lab.cannot_extrapolate.empty());
     EXPECT_TRUE(lab.unavailable_reason.empty());
     EXPECT_GE(lab.world, 2);  // every lab has something to split
@@ -82,7 +87,7 @@ TEST(Labs, AvailableLabsAreCompleteAndSmall) {
 TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
   int available = 0;
   for (const Lab& lab : catalogue().labs) {
-    if (!lab.available) continue;
+    if (!lab.available || lab.is_plan()) continue;
     ++available;
     SCOPED_TRACE(lab.key);
     Result<plan::RunConfig> config = lab_config(lab, root());
@@ -105,12 +110,66 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
   EXPECT_EQ(available, 14);
 }
 
+// A plan lab's invariant: every (cluster, placement) case is evaluated by the planner and fits; the fault
+// placement is the one the topology check flags, and only it; it is the slower one on each cluster.
+TEST(Labs, PlanLabsEvaluateEveryCase) {
+  int plan_labs = 0;
+  for (const Lab& lab : catalogue().labs) {
+    if (!lab.available || !lab.is_plan()) continue;
+    ++plan_labs;
+    SCOPED_TRACE(lab.key);
+    EXPECT_TRUE(validate_lab(lab, root()).ok()) << validate_lab(lab, root()).to_string();
+    const std::vector<PlanLabCase> cases = plan_lab_cases(lab);
+    ASSERT_EQ(cases.size(), lab.plan.clusters.size() * lab.plan.placements.size());
+    std::map<std::string, double> sound_step;  // cluster → slowest sound placement's step
+    std::map<std::string, double> fault_step;
+    for (const PlanLabCase& c : cases) {
+      SCOPED_TRACE(c.dir());
+      Result<plan::PlanQuery> q = plan_lab_query(lab, c, root());
+      ASSERT_TRUE(q.ok()) << q.status().to_string();
+      EXPECT_EQ(q->config.parallel.world(), lab.world);
+      EXPECT_EQ(q->config.parallel.axis_order, c.placement);
+      Result<plan::PlanEvaluation> e = plan::evaluate_plan(*q);
+      ASSERT_TRUE(e.ok()) << e.status().to_string();
+      EXPECT_TRUE(e->fits());
+      const bool fault = c.placement == lab.plan.fault_placement;
+      EXPECT_EQ(e->placement_warnings.empty(), !fault);
+      double& step = fault ? fault_step[c.cluster] : sound_step[c.cluster];
+      step = std::max(step, e->step_seconds);
+    }
+    for (const auto& [cluster, s] : sound_step) EXPECT_GT(fault_step[cluster], s) << cluster;
+  }
+  EXPECT_EQ(plan_labs, 1);
+}
+
+// The plan lab validator refuses what the planner cannot evaluate, naming the lab.
+TEST(Labs, PlanLabValidatorRefusesBrokenVariants) {
+  const Lab i = **catalogue().find("LSL-I");
+  auto refused = [&](const Lab& lab, const std::string& needle) {
+    Status s = validate_lab(lab, root());
+    EXPECT_FALSE(s.ok()) << needle;
+    EXPECT_EQ(s.exit_code(), 2) << s.to_string();
+    EXPECT_TRUE(contains(s.message(), "lab LSL-I")) << s.to_string();
+    EXPECT_TRUE(contains(s.message(), needle)) << s.to_string();
+  };
+  Lab no_cluster = i;
+  no_cluster.plan.clusters.back() = "dgx-b200";
+  refused(no_cluster, "'clusters' names 'dgx-b200', which is not a cluster preset");
+  Lab wrong_nodes = i;  // 32 ranks on 2 nodes of 8 devices
+  wrong_nodes.plan.nodes = 2;
+  refused(wrong_nodes, "impossible placement");
+  Lab no_divide = i;
+  no_divide.plan.global_batch = 6;  // not a multiple of dp 4
+  refused(no_divide, "global_batch");
+  EXPECT_FALSE(validate_lab(i, root(), {"parallel.dp=2"}).ok());  // --set is a proof lab's
+}
+
 // Every lab teaches a different fault (14 runnable labs; the catalogue has more faults than labs, and the
 // faults no lab teaches are exercised by tests/faults and tests/tp).
 TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
   std::multiset<std::string> used;
   for (const Lab& lab : catalogue().labs)
-    if (lab.available) {
+    if (lab.available && !lab.is_plan()) {
       Result<evidence::FaultSpec> f = evidence::parse_fault(lab.fault);
       ASSERT_TRUE(f.ok()) << lab.key;
       used.insert(std::string(evidence::fault_info(f->kind).name));
@@ -120,32 +179,23 @@ TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
   EXPECT_EQ(used.size(), 14u);
 }
 
+// No section is unavailable today; the mechanism stays for one that is: a lab with a reason and the closest
+// runnable labs is refused by validate_lab and explained by lab_unavailable_text (the CLI: LabCli below).
 TEST(Labs, UnavailableLabsSayWhyAndPointToARunnableLab) {
-  int unavailable = 0;
-  for (const Lab& lab : catalogue().labs) {
-    if (lab.available) continue;
-    ++unavailable;
-    SCOPED_TRACE(lab.key);
-    EXPECT_FALSE(lab.unavailable_reason.empty());
-    EXPECT_TRUE(lab.fault.empty());
-    EXPECT_TRUE(lab.sets.empty());
-    ASSERT_FALSE(lab.closest.empty());
-    for (const std::string& key : lab.closest) {
-      Result<const Lab*> c = catalogue().find(key);
-      ASSERT_TRUE(c.ok()) << key;
-      EXPECT_TRUE((*c)->available) << key << " is named as runnable but is not";
-    }
-    Status s = validate_lab(lab, root());
-    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-    EXPECT_TRUE(contains(s.message(), lab.unavailable_reason));
-    const std::string text = lab_unavailable_text(catalogue(), lab);
-    EXPECT_TRUE(contains(text, "not available"));
-    EXPECT_TRUE(contains(text, "lab run " + lab.closest.front()));
-  }
-  EXPECT_EQ(unavailable, 1);
-  // The section this engine cannot show: cluster hardware. The parameter server (LSL-J) runs.
-  EXPECT_FALSE((*catalogue().find("LSL-I"))->available);
-  EXPECT_TRUE(contains((*catalogue().find("LSL-I"))->unavailable_reason, "no accelerator backend"));
+  for (const Lab& lab : catalogue().labs) EXPECT_TRUE(lab.available) << lab.key;
+  Lab lab = **catalogue().find("LSL-I");
+  lab.available = false;
+  lab.unavailable_reason = "no accelerator backend here";
+  lab.closest = {"LSL-H", "LSL-K"};
+  Status s = validate_lab(lab, root());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(contains(s.message(), lab.unavailable_reason));
+  const std::string text = lab_unavailable_text(catalogue(), lab);
+  EXPECT_TRUE(contains(text, "not available"));
+  EXPECT_TRUE(contains(text, "lab run LSL-H"));
+  EXPECT_TRUE(contains(lab_show_text(catalogue(), lab), "not available"));
+  // The section this engine cannot run on, cluster hardware, is a plan lab; the parameter server (LSL-J) runs.
+  EXPECT_TRUE((*catalogue().find("LSL-I"))->is_plan());
   EXPECT_TRUE((*catalogue().find("LSL-J"))->available);
 }
 
@@ -236,7 +286,7 @@ TEST(Labs, ListAndShowRenderEverything) {
   const std::string list = lab_list_text(catalogue());
   for (const Lab& lab : catalogue().labs) {
     EXPECT_TRUE(contains(list, lab.key));
-    EXPECT_TRUE(contains(list, lab.available ? lab.fault : "(unavailable)")) << lab.key;
+    EXPECT_TRUE(contains(list, lab.is_plan() ? "plan: flag " + lab.plan.fault_placement : lab.fault)) << lab.key;
   }
   const std::string show = lab_show_text(catalogue(), **catalogue().find("LSL-K"));
   EXPECT_TRUE(contains(show, "§4.3.3"));
@@ -248,8 +298,17 @@ TEST(Labs, ListAndShowRenderEverything) {
   EXPECT_TRUE(contains(show, "--set parallel.dp=4"));
   EXPECT_TRUE(contains(show, "NVLink"));  // a common limit
   const std::string i = lab_show_text(catalogue(), **catalogue().find("LSL-I"));
-  EXPECT_TRUE(contains(i, "not available"));
-  EXPECT_TRUE(contains(i, "LSL-H"));
+  EXPECT_FALSE(contains(i, "not available"));
+  EXPECT_TRUE(contains(i, "shardproof lab run LSL-I --out runs/lsl-i"));
+  EXPECT_TRUE(contains(i, "llama-7b"));
+  EXPECT_TRUE(contains(i, "fault placement: dp-tp-pp"));
+  // One plan command per case, as a learner types it.
+  EXPECT_TRUE(contains(i,
+                       "shardproof plan --cluster dgx-h100 --nodes 4 --model llama-7b --global-batch 256 --dp 4 "
+                       "--tp 4 --pp 2 --zero 1 --axis-order dp-tp-pp --out DIR/dgx-h100-dp-tp-pp"))
+      << i;
+  EXPECT_TRUE(contains(i, "lab verify"));
+  EXPECT_FALSE(contains(i, "NVLink, PCIe, InfiniBand or RoCE"));  // the proof labs' common limits are not its own
   const std::string j = lab_show_text(catalogue(), **catalogue().find("LSL-J"));
   EXPECT_TRUE(contains(j, "ps-drop-push@2:2"));
   EXPECT_TRUE(contains(j, "trace vs predicted communication"));  // the fault's expected detector
@@ -267,7 +326,9 @@ TEST(Labs, DocsHaveASectionPerLab) {
     const size_t next = doc->find("\n## ", at + 1);
     const std::string section = doc->substr(at, next == std::string::npos ? std::string::npos : next - at);
     EXPECT_TRUE(contains(section, "lab run " + lab.key));
-    if (lab.available)
+    if (lab.is_plan())
+      EXPECT_TRUE(contains(section, "`" + lab.plan.fault_placement + "`"));
+    else if (lab.available)
       EXPECT_TRUE(contains(section, "`" + lab.fault + "`"));
     else
       EXPECT_TRUE(contains(section, "not available"));
@@ -288,6 +349,20 @@ std::string edit_lab(std::string text, const std::string& key, const std::string
     return text;
   }
   return text.replace(at, from.size(), to);
+}
+
+// `text` with LSL-I's run (everything from its `kind`) replaced by an unavailable lab's fields.
+std::string unavailable_i(const std::string& text) {
+  const size_t begin = text.find("key = \"LSL-I\"");
+  const size_t from = text.find("kind = \"plan\"", begin);
+  const size_t end = text.find("[[lab]]", from);
+  if (begin == std::string::npos || from == std::string::npos || end == std::string::npos) {
+    ADD_FAILURE() << "LSL-I is not a plan lab in the catalogue";
+    return text;
+  }
+  return std::string(text).replace(
+      from, end - from,
+      "available = false\nunavailable_reason = \"no accelerator backend\"\nclosest = [\"LSL-H\", \"LSL-K\"]\n\n");
 }
 
 // 1-based line of the first `needle` in `text`.
@@ -327,8 +402,8 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
       t, {fmt::format(":{}:9: lab LSL-D: 'world' must be an integer, not a string", line_of(t, "world = \"2\""))});
   expect_refused(edit_lab(good, "LSL-D", "sets = [\"parallel.dp=2\"", "sets = [2"),
                  {"lab LSL-D", "'sets' must be an array of strings; element 1 is an integer"});
-  expect_refused(edit_lab(good, "LSL-I", "available = false", "available = \"no\""),
-                 {"lab LSL-I", "'available' must be a boolean"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\navailable = \"no\""),
+                 {"lab LSL-D", "'available' must be a boolean"});
   // Unknown keys, in a lab and at the top level.
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nranks = 2"), {"lab LSL-D: unknown key 'ranks'"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "worlds = 2"), {"lab LSL-D", "missing required field 'world'"});
@@ -344,16 +419,28 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
   expect_refused(t, {"lab LSL-D is defined twice", fmt::format("first at line {}", line_of(t, "key = \"LSL-D\"") - 1)});
   expect_refused(edit_lab(good, "LSL-D", "key = \"LSL-D\"", "key = \"lsl-d\""), {"'key' must be LSL-"});
   // An unavailable lab without a reason, or with a run; an available one with a reason.
-  expect_refused(edit_lab(good, "LSL-I", "unavailable_reason = ", "reason = "),
+  const std::string unavailable = unavailable_i(good);
+  {
+    Result<LabCatalogue> c = [&] {
+      const sp::test::TempDir dir;
+      EXPECT_TRUE(write_file(dir.file("catalogue.toml"), unavailable).ok());
+      return load_lab_catalogue(dir.file("catalogue.toml"));
+    }();
+    ASSERT_TRUE(c.ok()) << c.status().to_string();  // the unavailable variant itself reads
+    EXPECT_FALSE((*c->find("LSL-I"))->available);
+  }
+  expect_refused(edit_lab(unavailable, "LSL-I", "unavailable_reason = ", "reason = "),
                  {"lab LSL-I", "missing required field 'unavailable_reason'"});
-  expect_refused(edit_lab(good, "LSL-I", "available = false", "available = false\nfault = \"stale-grad@2\""),
+  expect_refused(edit_lab(unavailable, "LSL-I", "available = false", "available = false\nfault = \"stale-grad@2\""),
                  {"lab LSL-I", "'fault' does not belong to an unavailable lab"});
+  expect_refused(edit_lab(unavailable, "LSL-I", "available = false", "available = false\nclusters = [\"dgx-a100\"]"),
+                 {"lab LSL-I", "'clusters' does not belong to an unavailable lab"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nunavailable_reason = \"x\""),
                  {"lab LSL-D", "'unavailable_reason' does not belong to an available lab"});
   // A pointer to no runnable lab; empty texts; an implausible rank count.
-  expect_refused(edit_lab(good, "LSL-I", "closest = [\"LSL-H\", \"LSL-K\"]", "closest = [\"LSL-Z\"]"),
+  expect_refused(edit_lab(unavailable, "LSL-I", "closest = [\"LSL-H\", \"LSL-K\"]", "closest = [\"LSL-Z\"]"),
                  {"lab LSL-I", "'closest' names 'LSL-Z'"});
-  expect_refused(edit_lab(good, "LSL-I", "closest = [\"LSL-H\", \"LSL-K\"]", "closest = [\"LSL-I\"]"),
+  expect_refused(edit_lab(unavailable, "LSL-I", "closest = [\"LSL-H\", \"LSL-K\"]", "closest = [\"LSL-I\"]"),
                  {"lab LSL-I", "'closest' names 'LSL-I'"});
   expect_refused(edit_lab(good, "LSL-D", "title = \"Data parallelism\"", "title = \"\""),
                  {"lab LSL-D", "'title' is empty"});
@@ -366,6 +453,35 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
   expect_refused("format = \"shardproof-labs\"\nversion = 1\n[[lab]\n", {":3:"});
   expect_refused("format = \"shardproof-labs\"\nversion = 1\nevaluation = \"e\"\ncommon_limits = [\"c\"]\n",
                  {"missing required field 'lab'"});
+}
+
+// A plan lab's fields: each kind of damage is refused naming the lab and the field.
+TEST(LabCatalogueFile, RefusesBrokenPlanLabs) {
+  const std::string good = catalogue_text();
+  const auto i = [&](const std::string& from, const std::string& to) { return edit_lab(good, "LSL-I", from, to); };
+  expect_refused(i("kind = \"plan\"", "kind = \"plans\""), {"lab LSL-I", "'kind' is 'plans'"});
+  expect_refused(i("nodes = 4", "nodes = 4\nnode = 4"), {"lab LSL-I: unknown key 'node'"});
+  expect_refused(i("placements = ", "placement = "), {"lab LSL-I", "missing required field 'placements'"});
+  expect_refused(i("model = \"llama-7b\"", "model = \"llama-8b\""), {"lab LSL-I", "'model' names no model shape"});
+  expect_refused(i("strategy = \"dp4-tp4-pp2-zero1\"", "strategy = \"dp4-tp4-pp2-zero9\""),
+                 {"lab LSL-I", "'strategy' 'dp4-tp4-pp2-zero9'"});
+  expect_refused(i("nodes = 4", "nodes = 0"), {"lab LSL-I", "'nodes' is 0"});
+  expect_refused(i("global_batch = 256", "global_batch = \"256\""), {"lab LSL-I", "'global_batch' must be an integer"});
+  expect_refused(i("clusters = [\"dgx-a100\", \"dgx-h100\"]", "clusters = [\"dgx-a100\"]"),
+                 {"lab LSL-I", "'clusters' has 1 entry"});
+  expect_refused(i("clusters = [\"dgx-a100\", \"dgx-h100\"]", "clusters = [\"dgx-a100\", \"dgx-a100\"]"),
+                 {"lab LSL-I", "'clusters' names 'dgx-a100' twice"});
+  expect_refused(i("clusters = [\"dgx-a100\", \"dgx-h100\"]", "clusters = [\"dgx-a100\", \"../dgx-h100\"]"),
+                 {"lab LSL-I", "'clusters' names '../dgx-h100', which is not a preset name"});
+  expect_refused(i("placements = [\"tp-dp-pp\", \"dp-tp-pp\"]", "placements = [\"tp-dp-pp\", \"dp-tp\"]"),
+                 {"lab LSL-I", "'placements' names 'dp-tp'"});
+  expect_refused(i("fault_placement = \"dp-tp-pp\"", "fault_placement = \"pp-tp-dp\""),
+                 {"lab LSL-I", "'fault_placement' 'pp-tp-dp' is not one of 'placements'"});
+  // A field of the other kind: a proof lab's run in a plan lab, a plan lab's contrast in a proof lab.
+  expect_refused(i("nodes = 4", "nodes = 4\nworld = 32"), {"lab LSL-I", "'world' does not belong to a plan lab"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nclusters = [\"dgx-a100\"]"),
+                 {"lab LSL-D", "'clusters' does not belong to a proof lab"});
+  expect_refused(i("kind = \"plan\"", "kind = \"prove\""), {"lab LSL-I", "missing required field 'world'"});
 }
 
 TEST(LabCatalogueFile, MissingFileIsNotFound) {
@@ -394,7 +510,20 @@ TEST(LabCli, BrokenCatalogueIsAUsageError) {
   EXPECT_EQ(lab_cli("lab list --root " + root()), 0);
   EXPECT_EQ(lab_cli("lab show LSL-K --root " + root()), 0);
   EXPECT_EQ(lab_cli("lab show LSL-Z --root " + root()), 2);
-  EXPECT_EQ(lab_cli("lab run LSL-I --out " + tree.file("i") + " --root " + root()), 2);
+  // A plan lab takes no --set; a proof lab has no `lab verify` (shardproof verify checks its bundle).
+  EXPECT_EQ(lab_cli("lab run LSL-I --out " + tree.file("i") + " --set parallel.dp=2 --root " + root()), 2);
+  EXPECT_FALSE(path_exists(tree.file("i")));
+  EXPECT_EQ(lab_cli("lab verify LSL-D " + tree.path() + " --root " + root()), 2);
+  // An unavailable lab: exit 2 and nothing written.
+  const sp::test::TempDir other;
+  ASSERT_TRUE(make_directories(other.file("configs/labs")).ok());
+  ASSERT_TRUE(write_file(other.file("configs/labs/catalogue.toml"), unavailable_i(catalogue_text())).ok());
+  EXPECT_EQ(lab_cli("lab run LSL-I --out " + other.file("i") + " --root " + other.path()), 2);
+  EXPECT_FALSE(path_exists(other.file("i")));
+  // A plan lab whose cluster is not a preset of the tree (this tree has no configs/clusters): exit 2.
+  ASSERT_TRUE(write_file(other.file("configs/labs/catalogue.toml"), catalogue_text()).ok());
+  EXPECT_EQ(lab_cli("lab run LSL-I --out " + other.file("i") + " --root " + other.path()), 2);
+  EXPECT_FALSE(path_exists(other.file("i")));
 }
 
 }  // namespace SP_TEST_ID

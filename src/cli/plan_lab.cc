@@ -1,0 +1,178 @@
+// Running a plan lab (cli/plan_lab.h): the cases' queries, the planner's evaluation of each written as
+// `plan --out` writes it, then the derived gate.json and summary.md (cli/plan_lab_gate.cc).
+#include "cli/plan_lab.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "cli/strategy_spec.h"
+#include "core/file_io.h"
+#include "core/log.h"
+#include "evidence/bundle_paths.h"
+#include "plan/cluster.h"
+#include "plan/model_shape.h"
+#include "report/render.h"
+
+namespace sp::cli {
+namespace {
+
+std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+// The lab's files as the gate writes them: relative name → bytes.
+std::vector<std::pair<std::string, std::string>> derived_files(const Lab& lab, const std::string& dir,
+                                                               const proof::Gate& gate) {
+  return {{std::string(evidence::kGateFile), gate.to_json().dump(2) + "\n"},
+          {std::string(evidence::kSummaryFile), plan_lab_summary(lab, dir, gate)}};
+}
+
+std::string verdict_text(const proof::Gate& gate) {
+  std::string out;
+  for (const proof::Criterion& c : gate.criteria) {
+    out += fmt::format("  {:<5} {}: {}\n", !c.required ? "info" : (c.passed ? "pass" : "FAIL"), c.name, c.measured);
+    if (!c.detail.empty() && c.required && !c.passed) out += "        " + c.detail + "\n";
+  }
+  return out + fmt::format("verdict: {}\n", gate.passed() ? "PASS" : "FAIL");
+}
+
+}  // namespace
+
+std::vector<PlanLabCase> plan_lab_cases(const Lab& lab) {
+  std::vector<PlanLabCase> cases;
+  for (const std::string& cluster : lab.plan.clusters)
+    for (const std::string& placement : lab.plan.placements) cases.push_back({cluster, placement});
+  return cases;
+}
+
+Result<plan::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, const std::string& root) {
+  const PlanLabSpec& p = lab.plan;
+  const auto context = [&](const Status& s) { return s.with_context(fmt::format("lab {}", lab.key)); };
+  const std::string dir = clusters_dir(root);
+  if (!path_exists(dir + "/" + c.cluster + ".toml")) {
+    std::string presets;
+    for (const std::string& n : plan::cluster_preset_names(dir)) presets += (presets.empty() ? "" : ", ") + n;
+    return invalid_argument("lab {}: 'clusters' names '{}', which is not a cluster preset in {}", lab.key, c.cluster,
+                            dir)
+        .with_hint((presets.empty() ? "that folder has no presets" : "the presets are " + presets) +
+                   " (`shardproof plan list`; docs/formats/cluster.md)");
+  }
+  Result<plan::ClusterSpec> cluster = plan::load_cluster(dir, c.cluster);
+  if (!cluster.ok()) return context(cluster.status());
+  cluster = plan::with_nodes(*cluster, p.nodes);
+  if (!cluster.ok()) return context(cluster.status());
+  Result<plan::ModelShape> shape = plan::named_shape(p.model);
+  if (!shape.ok()) return context(shape.status());
+  Result<StrategySpec> s = parse_strategy(p.strategy);
+  if (!s.ok()) return context(s.status());
+  // The engine's defaults around a named shape, as `shardproof plan` takes them (docs/plan.md §10).
+  plan::RunConfig rc;
+  rc.name = shape->name;
+  rc.model = shape->llama_config();
+  rc.train.steps = 1;
+  rc.train.eval_batches = 0;
+  rc.train.eval_every = 0;
+  rc.train.micro_batch_size = 1;
+  rc.train.seq_len = std::min<int64_t>(shape->max_seq, 2048);
+  rc.train.global_batch = p.global_batch;
+  rc.parallel.reduction = plan::Reduction::kFast;
+  rc.evidence.checksum_every = 0;
+  // The strategy and the placement through the config reader, so their values are checked as in a TOML file.
+  nlohmann::json j = rc.to_json();
+  j["parallel"]["dp"] = s->dp;
+  j["parallel"]["tp"] = s->tp;
+  j["parallel"]["pp"] = s->pp;
+  j["parallel"]["zero"] = s->zero;
+  j["parallel"]["axis_order"] = c.placement;
+  j["data"]["vocab_size"] = rc.model.vocab_size;  // the shape's own vocabulary, not a tokenizer's
+  if (!s->schedule.empty()) {
+    j["parallel"]["schedule"] = s->schedule;
+    j["parallel"]["virtual_stages"] = std::max(s->virtual_stages, 1);
+  }
+  if (s->recompute) j["train"]["recompute"] = "full";
+  Result<plan::RunConfig> config = plan::RunConfig::from_json(j);
+  if (!config.ok()) return context(config.status());
+  return plan::PlanQuery{.cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = 0.5};
+}
+
+Status validate_plan_lab(const Lab& lab, const std::string& root) {
+  if (!lab.available)
+    return failed_precondition("lab {} (§{} {}) is not available: {}", lab.key, lab.section, lab.title,
+                               lab.unavailable_reason);
+  for (const PlanLabCase& c : plan_lab_cases(lab)) {
+    SP_ASSIGN_OR_RETURN(const plan::PlanQuery q, plan_lab_query(lab, c, root));
+    if (Result<plan::PlanEvaluation> e = plan::evaluate_plan(q); !e.ok())
+      return e.status().with_context(fmt::format("lab {}, case {}", lab.key, c.dir()));
+  }
+  return Status();
+}
+
+int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out) {
+  if (Status s = validate_plan_lab(lab, root); !s.ok()) return report_status(s);
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && !std::filesystem::is_empty(out, ec))
+    return report_status(invalid_argument("--out '{}' already holds files", out)
+                             .with_hint("a lab writes into a new or empty directory; choose another --out"));
+  print(fmt::format("{} §{} {}: {} on {} × {} (nodes {}, global batch {}), {} cases with the planner\n", lab.key,
+                    lab.section, lab.title, lab.plan.model, lab.plan.strategy, fmt::join(lab.plan.clusters, ", "),
+                    lab.plan.nodes, lab.plan.global_batch, plan_lab_cases(lab).size()));
+  for (const PlanLabCase& c : plan_lab_cases(lab)) {
+    Result<plan::PlanQuery> q = plan_lab_query(lab, c, root);
+    if (!q.ok()) return report_status(q.status());
+    Result<plan::PlanEvaluation> e = plan::evaluate_plan(*q);
+    if (!e.ok()) return report_status(e.status().with_context(fmt::format("lab {}, case {}", lab.key, c.dir())));
+    // As `plan --out` writes a configuration (cmd_plan.cc write_plan_dir): plan.json, then its page.
+    const std::string dir = out + "/" + c.dir();
+    const evidence::RunPaths paths(dir);
+    Status written = make_directories(dir);
+    if (written.ok())
+      written =
+          write_file_atomic(paths.file(evidence::kPlanFile), plan::plan_evaluation_to_json(*q, *e).dump(1) + "\n");
+    if (!written.ok()) return report_status(written);
+    Result<std::vector<std::string>> problems = report::write_report(dir);
+    if (!problems.ok()) return report_status(problems.status());
+    for (const std::string& p : *problems) log_line(LogLevel::kQuiet, "report: " + p);
+    if (!problems->empty())
+      return report_status(internal_error("{}: the plan's report lists {} problem(s)", dir, problems->size()));
+  }
+  // The verdict from what was written, as `lab verify` derives it again.
+  const proof::Gate gate = plan_lab_gate(lab, out);
+  for (const auto& [name, bytes] : derived_files(lab, out, gate))
+    if (Status s = write_file_atomic(out + "/" + name, bytes); !s.ok()) return report_status(s);
+  Result<std::string> summary = read_file(out + "/" + std::string(evidence::kSummaryFile));
+  std::string text = summary.ok() ? *summary : "";
+  text = text.substr(0, text.find("\n## Gate"));  // the title and the cases table; the gate follows as text
+  print(text + "\n" + verdict_text(gate));
+  std::string observe = "\nwhat to observe in " + out + " (shardproof lab show " + lab.key + "):\n";
+  for (const std::string& line : lab.observe) observe += "  - " + line + "\n";
+  print(observe);
+  return gate.passed() ? 0 : 1;
+}
+
+int verify_plan_lab(const Lab& lab, const std::string& dir) {
+  if (!std::filesystem::is_directory(dir))
+    return report_status(not_found("'{}' is not a directory", dir)
+                             .with_hint(fmt::format("shardproof lab run {} --out DIR writes one", lab.key)));
+  const proof::Gate gate = plan_lab_gate(lab, dir);
+  bool same = true;
+  for (const auto& [name, bytes] : derived_files(lab, dir, gate)) {
+    Result<std::string> on_disk = read_file(dir + "/" + name);
+    if (!on_disk.ok() || *on_disk != bytes) {
+      print(fmt::format("{}/{}: differs from the gate derived from the files (edited, or from another lab)\n", dir,
+                        name));
+      same = false;
+    }
+  }
+  print(verdict_text(gate));
+  return gate.passed() && same ? 0 : 1;
+}
+
+}  // namespace sp::cli

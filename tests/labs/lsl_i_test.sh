@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# LSL-I, the plan lab, end to end (docs/labs.md §LSL-I): `lab run LSL-I` evaluates 2 clusters × 2 placements
+# with the planner (no training: seconds), writes each case's plan.json + report.html, summary.md and
+# gate.json, and passes. Then the gate is tested on planted damage, each re-derived by `lab verify`: a
+# missing case, the fault placement's warning removed, the fault made faster than the sound placement, the
+# clusters made equal, the dominant link moved, an edited summary.md. Each must fail naming its criterion.
+# Usage: lsl_i_test.sh SHARDPROOF WORKDIR
+set -u
+BIN=$1
+WORK=$2
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot create $WORK"
+PY=/usr/bin/python3
+
+"$BIN" lab list > "$WORK/list.txt" || fail "lab list exited $?"
+grep -q '^LSL-I .* plan: flag dp-tp-pp' "$WORK/list.txt" || fail "lab list does not show LSL-I as a plan lab: $(cat "$WORK/list.txt")"
+"$BIN" lab show LSL-I > "$WORK/show.txt" || fail "lab show LSL-I exited $?"
+grep -q "shardproof lab run LSL-I --out runs/lsl-i" "$WORK/show.txt" || fail "lab show does not give the command"
+grep -q "plan --cluster dgx-h100 --nodes 4 --model llama-7b" "$WORK/show.txt" || fail "lab show lacks the plan commands"
+
+"$BIN" lab run LSL-I --out "$WORK/i" --set parallel.dp=2 > "$WORK/set.txt" 2>&1
+[ $? = 2 ] || fail "--set on a plan lab must exit 2"
+[ ! -e "$WORK/i" ] || fail "a refused run wrote files"
+
+start=$(date +%s%N)
+"$BIN" lab run LSL-I --out "$WORK/i" > "$WORK/i.txt" 2>&1
+rc=$?
+end=$(date +%s%N)
+cat "$WORK/i.txt"
+echo "lab run LSL-I: $(( (end - start) / 1000000 )) ms"
+[ $rc = 0 ] || fail "lab run LSL-I exited $rc"
+grep -q "^verdict: PASS" "$WORK/i.txt" || fail "no PASS verdict"
+for c in dgx-a100-tp-dp-pp dgx-a100-dp-tp-pp dgx-h100-tp-dp-pp dgx-h100-dp-tp-pp; do
+  for f in plan.json report.html; do [ -s "$WORK/i/$c/$f" ] || fail "$c/$f was not written"; done
+done
+grep -q '"verdict": "PASS"' "$WORK/i/gate.json" || fail "gate.json is not PASS"
+[ "$(grep -c '^| dgx-' "$WORK/i/summary.md")" = 4 ] || fail "summary.md does not have 4 case rows"
+grep -q '^| dgx-a100 | `dp-tp-pp` .*inter-node infiniband.*\*\*1\*\*: tp groups' "$WORK/i/summary.md" ||
+  fail "summary.md does not show the flagged fault placement on InfiniBand"
+"$BIN" lab run LSL-I --out "$WORK/i" > /dev/null 2>&1
+[ $? = 2 ] || fail "a second run into the same DIR must exit 2"
+"$BIN" lab verify LSL-I "$WORK/i" > "$WORK/v.txt" 2>&1 || fail "lab verify of the intact output failed: $(cat "$WORK/v.txt")"
+
+# plant DAMAGE CRITERION: a copy of the output with DAMAGE (python on the copy's path) must fail CRITERION.
+plant() {
+  local name=$1 criterion=$2 code=$3
+  rm -rf "$WORK/$name" && cp -r "$WORK/i" "$WORK/$name"
+  $PY - "$WORK/$name" <<EOF || fail "$name: the edit did not apply"
+import json, os, shutil, sys
+d = sys.argv[1]
+def load(c): return json.load(open(os.path.join(d, c, "plan.json")))
+def save(c, j): json.dump(j, open(os.path.join(d, c, "plan.json"), "w"))
+$code
+EOF
+  "$BIN" lab verify LSL-I "$WORK/$name" > "$WORK/$name.txt" 2>&1
+  local rc=$?
+  [ $rc = 1 ] || fail "$name: lab verify exited $rc, expected 1: $(cat "$WORK/$name.txt")"
+  grep -q "^  FAIL  $criterion" "$WORK/$name.txt" || fail "$name: '$criterion' did not fail: $(cat "$WORK/$name.txt")"
+  echo "planted $name: fails '$criterion'"
+}
+plant missing-case "every case evaluated" 'shutil.rmtree(os.path.join(d, "dgx-h100-dp-tp-pp"))'
+plant missing-case-slower "fault placement slower" 'shutil.rmtree(os.path.join(d, "dgx-h100-dp-tp-pp"))'
+plant no-warning "fault placement flagged" '
+j = load("dgx-a100-dp-tp-pp"); j["placement"]["warnings"] = []; save("dgx-a100-dp-tp-pp", j)'
+plant sound-warned "sound placements not flagged" '
+j = load("dgx-h100-tp-dp-pp"); j["placement"]["warnings"] = ["tp groups cross nodes"]; save("dgx-h100-tp-dp-pp", j)'
+plant fault-faster "fault placement slower" '
+j = load("dgx-h100-dp-tp-pp"); j["step"]["seconds"] = load("dgx-h100-tp-dp-pp")["step"]["seconds"]; save("dgx-h100-dp-tp-pp", j)'
+plant same-clusters "clusters differ" '
+j = load("dgx-h100-tp-dp-pp"); j["step"]["seconds"] = load("dgx-a100-tp-dp-pp")["step"]["seconds"]; save("dgx-h100-tp-dp-pp", j)'
+plant dominant-moved "fault dominated by the inter-node link" '
+j = load("dgx-a100-dp-tp-pp"); j["step"]["dominant_comm"] = "dp grad_sync on intra-node nvswitch"; save("dgx-a100-dp-tp-pp", j)'
+plant wrong-placement "every case evaluated" '
+j = load("dgx-a100-dp-tp-pp"); j["inputs"]["strategy"]["axis_order"] = "tp-dp-pp"; save("dgx-a100-dp-tp-pp", j)'
+plant no-report "every case evaluated" 'os.remove(os.path.join(d, "dgx-a100-tp-dp-pp", "report.html"))'
+plant oom "every case fits" '
+j = load("dgx-a100-tp-dp-pp"); j["memory"]["peak_bytes"] = j["memory"]["limit_bytes"] + 1; save("dgx-a100-tp-dp-pp", j)'
+
+# An edited summary.md with the plans intact: the gate passes but the file differs from its derivation.
+rm -rf "$WORK/edited" && cp -r "$WORK/i" "$WORK/edited"
+sed -i 's/Verdict: PASS/Verdict: PASS (checked by hand)/' "$WORK/edited/summary.md"
+"$BIN" lab verify LSL-I "$WORK/edited" > "$WORK/edited.txt" 2>&1
+[ $? = 1 ] || fail "an edited summary.md must fail lab verify"
+grep -q "summary.md: differs" "$WORK/edited.txt" || fail "lab verify does not name the edited summary.md"
+"$BIN" lab verify LSL-D "$WORK/i" > /dev/null 2>&1
+[ $? = 2 ] || fail "lab verify of a proof lab must exit 2"
+echo "PASS"
