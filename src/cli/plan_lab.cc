@@ -74,17 +74,8 @@ Result<plan::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, con
   Result<StrategySpec> s = parse_strategy(p.strategy);
   if (!s.ok()) return context(s.status());
   // The engine's defaults around a named shape, as `shardproof plan` takes them (docs/plan.md §10).
-  plan::RunConfig rc;
-  rc.name = shape->name;
-  rc.model = shape->llama_config();
-  rc.train.steps = 1;
-  rc.train.eval_batches = 0;
-  rc.train.eval_every = 0;
-  rc.train.micro_batch_size = 1;
-  rc.train.seq_len = std::min<int64_t>(shape->max_seq, 2048);
+  plan::RunConfig rc = plan::run_config_around(shape->engine_counterpart(), c.placement);
   rc.train.global_batch = p.global_batch;
-  rc.parallel.reduction = plan::Reduction::kFast;
-  rc.evidence.checksum_every = 0;
   // The strategy and the placement through the config reader, so their values are checked as in a TOML file.
   nlohmann::json j = rc.to_json();
   j["parallel"]["dp"] = s->dp;
@@ -92,7 +83,6 @@ Result<plan::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, con
   j["parallel"]["pp"] = s->pp;
   j["parallel"]["zero"] = s->zero;
   j["parallel"]["axis_order"] = c.placement;
-  j["data"]["vocab_size"] = rc.model.vocab_size;  // the shape's own vocabulary, not a tokenizer's
   if (!s->schedule.empty()) {
     j["parallel"]["schedule"] = s->schedule;
     j["parallel"]["virtual_stages"] = std::max(s->virtual_stages, 1);
@@ -100,7 +90,8 @@ Result<plan::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, con
   if (s->recompute) j["train"]["recompute"] = "full";
   Result<plan::RunConfig> config = plan::RunConfig::from_json(j);
   if (!config.ok()) return context(config.status());
-  return plan::PlanQuery{.cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = 0.5};
+  return plan::PlanQuery{
+      .cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = plan::kDefaultGemmEfficiency};
 }
 
 Status validate_plan_lab(const Lab& lab, const std::string& root) {
