@@ -58,6 +58,10 @@ CASES = {
     # Mixed precision: the stale shard is the 16-bit working copy ZeRO-3 gathers (ParamStore::working_shard).
     "bf16_zero3_stale_param": ("zero3-stale-param@3:1", DP2 + ["parallel.zero=3", "train.precision=bf16"],
                                "per-layer activation trace", False),
+    # 16-bit gradients: the dp sync the fault skips is the 16-bit one (GradStore::sync16; the other two
+    # gradient hooks in 16 bits: tests/mpi fault16_test).
+    "bf16g_skip_grad_allreduce": ("skip-grad-allreduce@3", DP2 + ["train.precision=bf16", "train.grad_dtype=bf16"],
+                                  "trace vs predicted communication", False),
 }
 
 
