@@ -62,6 +62,10 @@ CASES = {
     # gradient hooks in 16 bits: tests/mpi fault16_test).
     "bf16g_skip_grad_allreduce": ("skip-grad-allreduce@3", DP2 + ["train.precision=bf16", "train.grad_dtype=bf16"],
                                   "trace vs predicted communication", False),
+    # bf16 tensor parallelism under the anchored replays: every clean step within τ₁₆ (the gate's anchored
+    # criteria), the fault at its step (docs/equivalence.md §6 has the measured distances).
+    "bf16_tp2_drop_tp_allreduce": ("drop-tp-allreduce@3", ["parallel.tp=2", "train.precision=bf16"],
+                                   "trace vs predicted communication", False),
 }
 
 
@@ -125,7 +129,33 @@ def check_fault_case(args, name):
     v = subprocess.run([args.bin, "verify", out], capture_output=True, text=True, timeout=300)
     if v.returncode != 0 or "verdict: PASS" not in v.stdout:
         fail(f"verify {out}: exit {v.returncode}\n{v.stdout[-3000:]}")
+    if name in ANCHORED_16:
+        check_anchored_16(args, out)
     print(f"PASS {name}: {first['view']} at step {first['step']}")
+
+
+# Mixed-precision tensor parallelism: every step of the anchored replay of the clean parallel run is judged
+# within the 16-bit envelope τ₁₆ (docs/equivalence.md §6); the distances per step are printed against it.
+ANCHORED_16 = {"bf16_tp2_drop_tp_allreduce": 2 * (13 * 4 + 3) ** 0.5 * 2 ** -8 / 3 ** 0.5}  # 4 layers, bf16
+
+
+def check_anchored_16(args, out):
+    tau = ANCHORED_16[os.path.basename(out)]
+    j = os.path.join(args.work, os.path.basename(out) + ".anchored.json")
+    v = subprocess.run([args.bin, "verify", os.path.join(out, "anchored"), "--against", os.path.join(out, "reference"),
+                        "--json", j], capture_output=True, text=True, timeout=300)
+    if v.returncode != 0 or "within-tolerance at every anchored step" not in v.stdout:
+        fail(f"the anchored replay is not within tolerance at every step:\n{v.stdout[-3000:]}")
+    c = load(j)
+    os.remove(j)
+    drift = {d["step"]: d["max_rel_diff"] for d in c["drift_per_step"]}
+    if sorted(drift) != list(range(6)):
+        fail(f"anchored steps {sorted(drift)}, expected every step 0-5")
+    print("anchored bf16 tp2, max relative distance per step (tau16 = %.3g): %s" %
+          (tau, ", ".join(f"{s}: {drift[s]:.2g}" for s in sorted(drift))))
+    worst = max(drift.values())
+    if not worst < tau:
+        fail(f"max anchored distance {worst} is not below tau16 = {tau}")
 
 
 def check_no_recovery(args):
