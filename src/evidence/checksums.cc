@@ -89,4 +89,10 @@ void ChecksumWriter::write_scalar(int64_t step, const std::string& phase, const 
   out_.write(j);
 }
 
+void ChecksumWriter::write_scaler(int64_t step, double scale, bool skipped) {
+  nlohmann::json j = {
+      {"step", step}, {"phase", kScalerPhase}, {"tensor", kScalerTensor}, {"scale", scale}, {"skipped", skipped}};
+  out_.write(j);
+}
+
 }  // namespace sp::evidence

@@ -19,6 +19,10 @@
 
 namespace sp::evidence {
 
+// The loss scaler's record (fp16 runs): its phase and tensor name (docs/formats/checksums.md).
+inline constexpr const char* kScalerPhase = "scaler";
+inline constexpr const char* kScalerTensor = "loss_scaler";
+
 // The logical tensors of a model in canonical order (model::weight_table).
 class LogicalTensors {
  public:
@@ -57,6 +61,10 @@ class ChecksumWriter {
   // A scalar record, e.g. phase "loss": {"step","phase","tensor":"loss","value","bits"}: bits is the
   // float64 pattern in hex so comparisons are exact.
   void write_scalar(int64_t step, const std::string& phase, const std::string& name, double value);
+  // fp16 runs only, one per step after its loss record: {"step","phase":"scaler","tensor":"loss_scaler",
+  // "scale","skipped"}: the dynamic loss scale the step ran with and whether the scaler skipped it (an
+  // overflow). Exact in every topology (every rank's scaler sees the same overflow verdict).
+  void write_scaler(int64_t step, double scale, bool skipped);
   Status flush() { return out_.flush(); }
   Status close() { return out_.close(); }
   const Status& status() const { return out_.status(); }  // the first write error, naming the file

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/json_io.h"
+#include "evidence/checksums.h"
 
 namespace sp::evidence {
 namespace {
@@ -46,8 +47,19 @@ Result<ChecksumRecord> checksum_record_from(const nlohmann::json& j, const std::
       return f.error("bits", fmt::format("= {} is not the bit pattern of value {:.17g}", r.bits, r.value));
     return r;
   }
+  if (r.key.phase == kScalerPhase) {
+    SP_RETURN_IF_ERROR(f.expect_keys({"step", "phase", "tensor", "scale", "skipped"}));
+    if (r.key.tensor != kScalerTensor) return f.error("tensor", fmt::format("must be \"{}\"", kScalerTensor));
+    const auto scale = j.find("scale");
+    if (!scale->is_number() || !(scale->get<double>() > 0) || !std::isfinite(scale->get<double>()))
+      return f.error("scale", "must be a finite positive number (the loss scale)");
+    r.scale = scale->get<double>();
+    if (!j.at("skipped").is_boolean()) return f.error("skipped", "must be true or false");
+    r.skipped = j.at("skipped").get<bool>();
+    return r;
+  }
   if (r.key.phase != "grad" && r.key.phase != "param")
-    return f.error("phase", fmt::format("= '{}' is not loss, grad or param", r.key.phase));
+    return f.error("phase", fmt::format("= '{}' is not loss, scaler, grad or param", r.key.phase));
   SP_RETURN_IF_ERROR(f.expect_keys(
       {"step", "phase", "tensor", "numel", "digest", "l2", "sum", "absmax", "finite", "nonfinite", "count"}));
   SP_ASSIGN_OR_RETURN(r.numel, f.integer("numel", 1, int64_t{1} << 50));
@@ -119,6 +131,35 @@ void check_coverage(const std::vector<ChecksumRecord>& records, const std::strin
                         first->to_string()));
 }
 
+// A loss scaler record (fp16): exact in every class and topology. Every rank's scaler saw the same
+// overflow verdict, so a different scale or skip is out of class whatever the promise; its relative
+// difference (of the scales) adds to the drift.
+void judge_scaler(const ChecksumRecord& r, const ChecksumRecord& w, bool judged, Divergence& d, Comparison& c,
+                  std::map<int64_t, int64_t>& per_step, std::map<int64_t, double>& drift, bool keep_records) {
+  d.got_l2 = r.scale;
+  d.want_l2 = w.scale;
+  d.abs_l2 = std::abs(r.scale - w.scale);
+  d.rel_l2 = d.abs_l2 / w.scale;
+  const bool equal = bits_equal(r.scale, w.scale) && r.skipped == w.skipped;
+  double& dr = drift[d.step];
+  dr = std::max(dr, d.rel_l2);
+  if (equal) {
+    if (judged) ++c.bitwise_records;
+    if (keep_records) c.record_differences.push_back({.diff = d, .bitwise = true, .judged = judged});
+    return;
+  }
+  if (judged) {
+    d.reason = r.skipped != w.skipped
+                   ? fmt::format("the loss scaler {} this step and the reference's {}",
+                                 r.skipped ? "skipped" : "applied", w.skipped ? "skipped it" : "applied it")
+                   : fmt::format("loss scale {:.17g} ≠ {:.17g} (exact in every topology)", r.scale, w.scale);
+    if (c.first_mismatch.empty()) c.first_mismatch.push_back(d);
+    ++per_step[d.step];
+    if (c.divergence.empty()) c.divergence.push_back(d);
+  }
+  if (keep_records) c.record_differences.push_back({.diff = d, .bitwise = false, .judged = judged});
+}
+
 }  // namespace
 
 const char* equivalence_name(Equivalence e) {
@@ -138,7 +179,9 @@ const char* equivalence_name(Equivalence e) {
 }
 
 std::string RecordKey::to_string() const {
-  return phase == "loss" ? fmt::format("step {} loss", step) : fmt::format("step {} {} {}", step, phase, tensor);
+  if (phase == "loss") return fmt::format("step {} loss", step);
+  if (phase == kScalerPhase) return fmt::format("step {} loss scaler", step);
+  return fmt::format("step {} {} {}", step, phase, tensor);
 }
 
 Result<std::vector<ChecksumRecord>> read_checksums(const std::string& path) {
@@ -170,6 +213,9 @@ nlohmann::json Divergence::to_json() const {
 }
 
 std::string Divergence::to_string() const {
+  if (phase == kScalerPhase)
+    return fmt::format("step {} loss scaler: scale {:.17g} vs {:.17g}{}", step, got_l2, want_l2,
+                       reason.empty() ? "" : "; " + reason);
   if (phase == "loss")
     return fmt::format("step {} loss: {:.17g} vs {:.17g} (abs {:.3g}, rel {:.3g}, tolerance {:.3g}){}", step, got_l2,
                        want_l2, abs_l2, rel_l2, tolerance, reason.empty() ? "" : "; " + reason);
@@ -251,6 +297,10 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
     d.step = step;
     d.phase = phase;
     d.tensor = tensor;
+    if (phase == kScalerPhase) {  // exact in every class: the same overflow verdicts, the same scales
+      judge_scaler(r, w, judged, d, c, per_step, drift, spec.keep_records);
+      continue;
+    }
     const bool loss = phase == "loss";
     const bool bitwise = loss ? r.bits == w.bits : r.digest == w.digest;
     if (bitwise) {

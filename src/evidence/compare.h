@@ -11,7 +11,8 @@
 //                      from ‖Δx‖₂ ≤ tol·‖x‖₂; count, numel and the non-finite count exactly equal);
 //   divergent          the first record (in file order) outside them, with its statistics.
 // The class a run must reach is the contract's promise (CompareSpec::promised), not what it happened to
-// achieve: a bitwise promise fails at the first differing bit.
+// achieve: a bitwise promise fails at the first differing bit. The loss scaler's records (fp16: the scale
+// and the skip of each step) are exact under every promise: any difference is out of class.
 // Tolerances (relative), derived in docs/equivalence.md from fp32 rounding (u = 2^-24): reductions of
 // length K ≤ 4096 in another order differ by ≲ √K·u ≤ 64u each, four on a gradient's path compose to
 // ≤ 2^-16 ≈ 1.5e-5 — the loss, the parameters, and the gradients of a step that starts from identical
@@ -45,8 +46,8 @@ const char* equivalence_name(Equivalence e);
 
 struct RecordKey {
   int64_t step = 0;
-  std::string phase;   // "loss", "grad", "param"
-  std::string tensor;  // HF name, or "loss"
+  std::string phase;   // "loss", "scaler" (fp16), "grad", "param"
+  std::string tensor;  // HF name, "loss", or "loss_scaler"
   auto operator<=>(const RecordKey&) const = default;
   std::string to_string() const;  // "step 4 grad model.layers.0.mlp.up_proj.weight"
 };
@@ -62,6 +63,9 @@ struct ChecksumRecord {
   // loss
   double value = 0;
   std::string bits;
+  // scaler (fp16): the loss scale the step ran with, and whether the step was skipped (an overflow)
+  double scale = 0;
+  bool skipped = false;
 };
 // Reads `path` strictly: every line a valid record (errors name file:line and the field or rule).
 Result<std::vector<ChecksumRecord>> read_checksums(const std::string& path);

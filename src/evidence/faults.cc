@@ -71,8 +71,8 @@ const std::vector<FaultInfo>& fault_catalogue() {
       {FaultKind::kDataOrder, "data-order", "one rank draws its micro-batches with another seed", View::kActivations,
        "the embedding output of that rank's micro-batches differs at that step", "none"},
       {FaultKind::kTpGradScale, "tp-grad-scale",
-       "one tp rank's shard of the first block's o_proj weight gradient is 1 + 2^-7 times too large (a wrong per-rank "
-       "factor: the kind of tensor-parallel bug rounding could hide)",
+       "one tp rank's shard of the first block's o_proj weight gradient is 1 + 2^-7 times too large (1 + 2^-2 in mixed "
+       "precision; a wrong per-rank factor: the kind of tensor-parallel bug rounding could hide)",
        View::kChecksums, "that gradient leaves the single-step tolerance at that anchored step", "tp > 1"},
       {FaultKind::kNanInjection, "nan-injection", "one rank's first micro-batch gradient gets a NaN", View::kChecksums,
        "non-finite gradients at that step, no update applied", "none"},
@@ -159,7 +159,7 @@ int default_fault_rank(FaultKind kind, const FaultTarget& run) {
 
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
-  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, grad16] = run;
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every] = run;
   const FaultInfo& i = fault_info(f.kind);
   auto refuse = [&](const std::string& why) {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
@@ -219,13 +219,6 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
             .with_hint("the parameter-server faults are ps-drop-push, ps-stale-pull, ps-apply-twice");
     }
   }
-  // With 16-bit gradients the accumulation buffers are never reused unzeroed and the sync has no
-  // fp32 total to skip or scale: those hooks exist for fp32 gradients only.
-  if (grad16 &&
-      (f.kind == FaultKind::kSkipGradAllreduce || f.kind == FaultKind::kStaleGrad || f.kind == FaultKind::kTpGradScale))
-    return refuse(
-        "train.grad_dtype is 16-bit (the injector's gradient hooks act on fp32 gradients; use "
-        "train.grad_dtype = \"fp32\")");
   switch (f.kind) {
     case FaultKind::kSkipGradAllreduce:
       if (dp < 2) return refuse("dp = 1");

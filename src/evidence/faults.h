@@ -30,7 +30,8 @@ enum class FaultKind {
   kCkptMissingShard,       // a committed checkpoint shard is deleted
   kDataOrder,              // `rank` draws its micro-batches with another seed at `step`
   kNanInjection,           // `rank` puts a NaN into its first micro-batch's gradient at `step`
-  kTpGradScale,            // `rank` scales its tensor-parallel shard of the first block's o_proj gradient by 1 + 2^-7
+  kTpGradScale,  // `rank` scales its tensor-parallel shard of the first block's o_proj gradient by 1 + 2^-7 (2^-2
+                 // mixed)
   // Parameter server (docs/ps.md): `rank` a server for the first and last, a worker for the second.
   kPsDropPush,    // server `rank` drops worker 0's push at `step` (worker 0 does not send it)
   kPsStalePull,   // worker `rank` keeps its replica instead of taking the pull it must take after `step`
@@ -100,7 +101,6 @@ struct FaultTarget {
   int64_t steps = 1;
   int64_t micro_batches = 1;     // M per step
   int64_t checkpoint_every = 0;  // evidence.checkpoint_every
-  bool grad16 = false;           // 16-bit gradients (train.grad_dtype): the gradient hooks act on fp32 leaves
 };
 // The rank a fault acts on when `--fault` names none: the first server for the server faults, worker 1 for
 // ps-stale-pull (worker 0 is the replicas' reference), else 0.

@@ -114,7 +114,8 @@ void Engine::set_fault(const evidence::FaultSpec& fault) {
                       .loader = {c.train.micro_batch_size, c.train.seq_len, plan_.micro_batches, c.train.seed},
                       .micro_batch_tokens = c.train.micro_batch_size * c.train.seq_len,
                       .update = update_.get(),
-                      .workers = roles_.workers()});
+                      .workers = roles_.workers(),
+                      .mixed_precision = c.train.precision.mixed()});
 }
 
 std::vector<const model::UnitLayout*> Engine::units() const {

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "parallel/parameter_server.h"
+#include "tensor/float16.h"
 
 namespace sp::parallel {
 
@@ -35,6 +36,9 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
       hooks.sync = [this, target](int unit, float*, int64_t) {
         return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
       };
+      hooks.sync16 = [this, target](int unit, uint16_t*, int64_t, DType) {
+        return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
+      };
       t_.grads->set_hooks(std::move(hooks));
       break;
     }
@@ -56,16 +60,30 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
       break;
     }
     case FaultKind::kTpGradScale: {
-      // Before the dp sync of the first block this rank holds: its o_proj shard, scaled.
+      // Before the dp sync of the first block this rank holds: its o_proj shard, scaled (16-bit
+      // gradients: each pattern widened, scaled in fp32 and rounded back).
       const int target = first_block();
-      GradStore::Hooks hooks;
-      hooks.sync = [this, target](int unit, float* total, int64_t) {
-        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
+      const float factor = t_.mixed_precision ? kTpGradFactor16 : kTpGradFactor;
+      const auto o_proj = [this](int unit) -> const model::TensorSlot* {
         for (const model::UnitLayout* u : t_.units)
-          if (u->id == unit) {
-            const model::TensorSlot& t = u->tensor("o_proj.weight");
-            for (int64_t i = 0; i < t.numel; ++i) total[t.offset + i] *= 1.0f + 0x1p-7f;
-          }
+          if (u->id == unit) return &u->tensor("o_proj.weight");
+        return nullptr;
+      };
+      GradStore::Hooks hooks;
+      hooks.sync = [this, target, factor, o_proj](int unit, float* total, int64_t) {
+        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
+        if (const model::TensorSlot* t = o_proj(unit))
+          for (int64_t i = 0; i < t->numel; ++i) total[t->offset + i] *= factor;
+        return true;
+      };
+      hooks.sync16 = [this, target, factor, o_proj](int unit, uint16_t* total, int64_t, DType dtype) {
+        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
+        if (const model::TensorSlot* t = o_proj(unit)) {
+          std::vector<float> wide(static_cast<size_t>(t->numel));
+          f32_from_float16(wide.data(), total + t->offset, t->numel, dtype);
+          for (float& x : wide) x *= factor;
+          float16_from_f32(total + t->offset, wide.data(), t->numel, dtype);
+        }
         return true;
       };
       t_.grads->set_hooks(std::move(hooks));

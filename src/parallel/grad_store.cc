@@ -106,13 +106,19 @@ void GradStore::done16(Unit& u) {
   // Round the fp32 leaf once into a 16-bit buffer (a reused one, or a new one while the leaf is still
   // live), free the leaf, and push the buffer into the 16-bit canonical tree.
   uint16_t* b = nullptr;
-  if (u.free16.empty()) {
+  const bool reused = !u.free16.empty();
+  if (!reused) {
     u.buffers.emplace_back(ledger_, fmt::format("grad.{}.b{}", u.layout->name, u.buffers.size()), Category::kGrad,
                            Shape{u.layout->numel}, dtype_);
     b = u.buffers.back().float16();
   } else {
     b = u.free16.back();
     u.free16.pop_back();
+  }
+  if (reused && hooks_.zero_reused && !hooks_.zero_reused(u.layout->id)) {
+    // Not "zeroed": the buffer's old values (a partial sum of the previous step) are added to the leaf.
+    for (int64_t i = 0; i < u.layout->numel; ++i)
+      u.current[i] += dtype_ == DType::kBF16 ? f32_from_bf16(b[i]) : f32_from_f16(b[i]);
   }
   float16_from_f32(b, u.current, u.layout->numel, dtype_);
   u.leaf32.reset();
@@ -128,11 +134,14 @@ void GradStore::done16(Unit& u) {
 void GradStore::sync16(Unit& u) {
   comm::ScopedPhase phase(trace_, comm::Phase::kGradSync, step_);
   const int64_t n = u.layout->numel;
-  // The sync hook sees fp32 data only; with 16-bit gradients the sync always runs.
+  const bool run = !hooks_.sync16 || hooks_.sync16(u.layout->id, u.total16, n, dtype_);
   if (zero_ == 0) {
-    dp_.all_reduce16(u.total16, n, dtype_);
+    if (run) dp_.all_reduce16(u.total16, n, dtype_);
   } else {
-    dp_.reduce_scatter16(u.total16, u.shard.float16(), n, dtype_);
+    if (run)
+      dp_.reduce_scatter16(u.total16, u.shard.float16(), n, dtype_);
+    else
+      std::memcpy(u.shard.float16(), u.total16 + u.range.begin, sizeof(uint16_t) * static_cast<size_t>(u.range.size()));
     if (zero_ >= 2) {
       u.buffers.clear();
       u.free16.clear();

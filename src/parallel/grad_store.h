@@ -54,13 +54,18 @@ class GradStore final : public model::GradSink {
   std::vector<OwnedPiece> evidence_pieces();
 
   // Intervention points for the fault injector (parallel/fault_injector.h); each unset one is a no-op.
-  //   zero_reused(unit):      before a reused leaf buffer is zeroed; false keeps its old values;
-  //   leaf_done(unit, leaf, n): a micro-batch's leaf is handed back, before it is accumulated;
-  //   sync(unit, total, n):   just before the unit's dp sync; false skips the sync on this rank.
+  //   zero_reused(unit):      before a reused leaf buffer is zeroed; false keeps its old values (16-bit
+  //                           gradients: before a reused 16-bit buffer receives the rounded leaf; false
+  //                           adds its old values to the leaf first, as an unzeroed fp32 leaf would);
+  //   leaf_done(unit, leaf, n): a micro-batch's fp32 leaf is handed back, before it is accumulated;
+  //   sync(unit, total, n):   just before the unit's dp sync (fp32 gradients); false skips the sync on
+  //                           this rank;
+  //   sync16(unit, total, n, dtype): the same for 16-bit gradients, whose total is n patterns of dtype.
   struct Hooks {
     std::function<bool(int unit)> zero_reused;
     std::function<void(int unit, float* leaf, int64_t n)> leaf_done;
     std::function<bool(int unit, float* total, int64_t n)> sync;
+    std::function<bool(int unit, uint16_t* total, int64_t n, DType dtype)> sync16;
   };
   void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
 

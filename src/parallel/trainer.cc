@@ -312,6 +312,11 @@ Status initialize_or_resume(Run& run, TrainSummary& summary) {
 void write_step_records(Run& run, const StepResult& r, bool take) {
   if (!run.checksums) return;
   run.checksums->write_scalar(r.step, "loss", "loss", r.loss);
+  // fp16: the loss scaler's record, every step (proof::expected_records).
+  if (run.config.train.precision.compute == DType::kF16) {
+    SP_CHECK(r.loss_scale > 0, "step {}: an fp16 step without a loss scale", r.step);
+    run.checksums->write_scaler(r.step, r.loss_scale, r.skipped);
+  }
   if (take) {
     run.checksums->write_tensors(r.step, "grad", run.engine->tensors(), r.grads);
     run.checksums->write_tensors(r.step, "param", run.engine->tensors(), r.params);

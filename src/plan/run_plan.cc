@@ -326,8 +326,7 @@ evidence::FaultTarget RunPlan::fault_target() const {
           .staleness = pc.staleness,
           .steps = config.train.steps,
           .micro_batches = micro_batches,
-          .checkpoint_every = config.evidence.checkpoint_every,
-          .grad16 = config.train.precision.grad != DType::kF32};
+          .checkpoint_every = config.evidence.checkpoint_every};
 }
 
 std::string gemm16_backend_name(const RunPlan& plan) {

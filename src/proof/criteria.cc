@@ -14,6 +14,7 @@
 #include "comm/topology.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
+#include "evidence/checksums.h"
 #include "evidence/contract.h"
 #include "plan/traffic_model.h"
 #include "proof/seal.h"
@@ -122,12 +123,27 @@ Criterion records_agree(const GateContext& c) {
       continue;
     }
     std::map<int64_t, double> loss;
-    for (const ChecksumRecord& r : *records)
+    std::map<int64_t, const ChecksumRecord*> scaler;  // fp16
+    for (const ChecksumRecord& r : *records) {
       if (r.key.phase == "loss") loss[r.key.step] = r.value;
+      if (r.key.phase == evidence::kScalerPhase) scaler[r.key.step] = &r;
+    }
     for (const json& m : metrics_records(run)) {
       const int64_t step = m.value("step", int64_t{-1});
       if (step < 0 || !m.contains("loss")) continue;
       ++checked;
+      // fp16: the loss scale and the skip, recorded in both files, agree exactly.
+      const auto sc = scaler.find(step);
+      if (m.contains("loss_scale") != (sc != scaler.end()))
+        problems.push_back(fmt::format("step {}: {} {} a loss scale, {} {}", step, stage_file(stage, kMetricsFile),
+                                       m.contains("loss_scale") ? "has" : "has no", stage_file(stage, kChecksumsFile),
+                                       sc != scaler.end() ? "has a scaler record" : "has no scaler record"));
+      else if (sc != scaler.end() &&
+               (m.value("loss_scale", 0.0) != sc->second->scale || m.value("skipped", false) != sc->second->skipped))
+        problems.push_back(fmt::format("step {}: {} says loss scale {} (skipped {}), {} says {} (skipped {})", step,
+                                       stage_file(stage, kMetricsFile), m.value("loss_scale", 0.0),
+                                       m.value("skipped", false), stage_file(stage, kChecksumsFile), sc->second->scale,
+                                       sc->second->skipped));
       const auto it = loss.find(step);
       const double v = m["loss"].is_number() ? m["loss"].get<double>() : std::nan("");
       if (it == loss.end())
@@ -141,7 +157,7 @@ Criterion records_agree(const GateContext& c) {
   }
   return make("records agree across views", problems.empty(),
               fmt::format("{} losses compared, {} differ", checked, problems.size()),
-              "metrics.jsonl and checksums.jsonl hold the same loss bits at every step",
+              "metrics.jsonl and checksums.jsonl hold the same loss bits (fp16: loss scale and skip) at every step",
               fmt::format("*/{}, */{}", kMetricsFile, kChecksumsFile), problems.empty() ? "" : problems.front());
 }
 

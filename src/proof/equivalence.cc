@@ -10,6 +10,7 @@
 #include "ckpt/names.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
+#include "evidence/checksums.h"
 #include "evidence/contract.h"
 #include "model/weights.h"
 
@@ -83,6 +84,8 @@ std::vector<evidence::RecordKey> expected_records(const plan::RunConfig& config,
   std::vector<evidence::RecordKey> out;
   for (int64_t s : which) {
     out.push_back({s, "loss", "loss"});
+    if (config.train.precision.compute == DType::kF16)
+      out.push_back({s, evidence::kScalerPhase, evidence::kScalerTensor});
     if (every <= 0 || s % every != 0) continue;
     for (const char* phase : {"grad", "param"})
       for (const model::WeightSpec& t : tensors) out.push_back({s, phase, t.name});

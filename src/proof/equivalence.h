@@ -52,8 +52,9 @@ evidence::Tolerances tolerances_for(const plan::RunConfig& config);
 // docs/equivalence.md §5) of a mixed-precision run; 0 in fp32.
 double mixed_precision_envelope(const plan::RunConfig& config);
 
-// The checksum records a run of `config` writes for `steps` (every step when empty): the loss, and every
-// gradient and parameter tensor at the steps evidence.checksum_every selects.
+// The checksum records a run of `config` writes for `steps` (every step when empty): the loss, the loss
+// scaler's record in fp16, and every gradient and parameter tensor at the steps evidence.checksum_every
+// selects.
 std::vector<evidence::RecordKey> expected_records(const plan::RunConfig& config,
                                                   const std::vector<int64_t>& steps = {});
 

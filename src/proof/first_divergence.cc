@@ -35,6 +35,8 @@ int trace_point(const std::string& phase) {
   const auto it = k.find(phase);
   return it == k.end() ? 10 : it->second;
 }
+// The loss scaler's verdict (fp16) comes from the step's gradients: the same point as they (the file
+// order, scaler before grad, names the scaler first when both differ).
 int checksum_point(const std::string& phase) { return phase == "param" ? 6 : 4; }
 
 // A trace file's records, or none (a crashed rank's torn tail is dropped).

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "evidence/checksums.h"
 #include "evidence/compare.h"
 #include "evidence/faults.h"
 #include "proof/equivalence.h"
@@ -22,7 +23,7 @@ namespace {
 
 // The unit a tensor belongs to (docs/architecture.md §Units): embed, layers.i, head; loss stays loss.
 std::string unit_of(const std::string& tensor) {
-  if (tensor == "loss") return "loss";
+  if (tensor == "loss" || tensor == evidence::kScalerTensor) return tensor;
   if (tensor.rfind("model.embed_tokens", 0) == 0) return "embed";
   if (tensor.rfind("model.layers.", 0) == 0) {
     const size_t dot = tensor.find('.', 13);

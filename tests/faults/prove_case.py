@@ -26,6 +26,7 @@ SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_se
          "prove.checkpoint_step=3", "prove.eval_margin=0.25"]
 
 DP2 = ["parallel.dp=2"]
+STEPS4 = ["train.steps=4", "train.eval_every=2", "prove.checkpoint_step=2"]
 # The synchronous parameter server: workers 0-1, server rank 2 (docs/ps.md).
 PS2 = ["parallel.architecture=ps", "parallel.dp=2", "parallel.servers=1"]
 # name: (fault, topology overrides, expected first view, does the view name the injected rank)
@@ -58,6 +59,15 @@ CASES = {
     # Mixed precision: the stale shard is the 16-bit working copy ZeRO-3 gathers (ParamStore::working_shard).
     "bf16_zero3_stale_param": ("zero3-stale-param@3:1", DP2 + ["parallel.zero=3", "train.precision=bf16"],
                                "per-layer activation trace", False),
+    # 16-bit gradients: the dp sync the fault skips is the 16-bit one (GradStore::sync16; the other two
+    # gradient hooks in 16 bits: tests/mpi fault16_test).
+    "bf16g_skip_grad_allreduce": ("skip-grad-allreduce@3", DP2 + ["train.precision=bf16", "train.grad_dtype=bf16"],
+                                  "trace vs predicted communication", False),
+    # bf16 tensor parallelism under the anchored replays: every clean step within τ₁₆ (the gate's anchored
+    # criteria), the fault at its step (docs/equivalence.md §6 has the measured distances).
+    # (4 steps instead of 6: every stage runs twice, anchored, under tensor parallelism; this keeps it ≤ 12 s.)
+    "bf16_tp2_drop_tp_allreduce": ("drop-tp-allreduce@2", ["parallel.tp=2", "train.precision=bf16"] + STEPS4,
+                                   "trace vs predicted communication", False),
 }
 
 
@@ -121,7 +131,33 @@ def check_fault_case(args, name):
     v = subprocess.run([args.bin, "verify", out], capture_output=True, text=True, timeout=300)
     if v.returncode != 0 or "verdict: PASS" not in v.stdout:
         fail(f"verify {out}: exit {v.returncode}\n{v.stdout[-3000:]}")
+    if name in ANCHORED_16:
+        check_anchored_16(args, out)
     print(f"PASS {name}: {first['view']} at step {first['step']}")
+
+
+# Mixed-precision tensor parallelism: every step of the anchored replay of the clean parallel run is judged
+# within the 16-bit envelope τ₁₆ (docs/equivalence.md §6); the distances per step are printed against it.
+ANCHORED_16 = {"bf16_tp2_drop_tp_allreduce": 2 * (13 * 4 + 3) ** 0.5 * 2 ** -8 / 3 ** 0.5}  # 4 layers, bf16
+
+
+def check_anchored_16(args, out):
+    tau = ANCHORED_16[os.path.basename(out)]
+    j = os.path.join(args.work, os.path.basename(out) + ".anchored.json")
+    v = subprocess.run([args.bin, "verify", os.path.join(out, "anchored"), "--against", os.path.join(out, "reference"),
+                        "--json", j], capture_output=True, text=True, timeout=300)
+    if v.returncode != 0 or "within-tolerance at every anchored step" not in v.stdout:
+        fail(f"the anchored replay is not within tolerance at every step:\n{v.stdout[-3000:]}")
+    c = load(j)
+    os.remove(j)
+    drift = {d["step"]: d["max_rel_diff"] for d in c["drift_per_step"]}
+    if sorted(drift) != list(range(4)):
+        fail(f"anchored steps {sorted(drift)}, expected every step 0-3")
+    print("anchored bf16 tp2, max relative distance per step (tau16 = %.3g): %s" %
+          (tau, ", ".join(f"{s}: {drift[s]:.2g}" for s in sorted(drift))))
+    worst = max(drift.values())
+    if not worst < tau:
+        fail(f"max anchored distance {worst} is not below tau16 = {tau}")
 
 
 def check_no_recovery(args):

@@ -15,6 +15,8 @@ messages), end to end through `shardproof train` / `grads` / `ckpt` with real MP
                   and the trace equals the prediction
   bad_inputs      grads: token batch headers 2^31 and 2^32-1, an all-padding batch, NaN weights;
                   train: an eval split with 0 tokens
+  fp16_scaler     fp16: the loss scaler's records in checksums.jsonl, compared exactly (a forced overflow
+                  is the first divergence, at its step, on the scaler record)
   messages        "shardproof: error:" prefixes, --np 0, a missing --config, a model too big for the
                   machine, hints naming only the command's own flags, LATEST naming a missing step,
                   the summary line without an evaluation and after a resume
@@ -353,6 +355,41 @@ def case_messages():
     p = run(["ckpt", "export", r, "--out", work("msg", "x.safetensors")])
     expect(p, 1, "checkpoint step 4: its directory", "--step N")
     check("--fallback-previous" not in p.stderr, f"ckpt export's hint names train's flag:\n{p.stderr}")
+
+
+def case_fp16_scaler():
+    """fp16: the loss scaler is in checksums.jsonl (one record per step, docs/formats/checksums.md) and
+    compared exactly: an unchanged run verifies bitwise-equal; the same run with a forced overflow at step 2
+    (nan-injection: the scaler skips the step and halves the scale) diverges first at step 2's scaler record;
+    a bf16 run has no scaler record; the records agree with metrics.jsonl."""
+    f16 = ["train.precision=fp16", "fp16.initial_scale_power=16", "fp16.hysteresis=1"]
+    a, b, c, h = (fresh(work(n)) for n in ("f16_a", "f16_b", "f16_overflow", "bf16"))
+    for out, extra, sets in ((a, (), f16), (b, (), f16), (c, ("--fault", "nan-injection@2"), f16),
+                             (h, (), ["train.precision=bf16"])):
+        expect(train(out, *extra, sets=sets), 0)
+
+    def records(d, phase):
+        return [json.loads(line) for line in open(os.path.join(d, "checksums.jsonl")) if f'"{phase}"' in line]
+
+    def metrics(d):
+        return [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl")) if '"loss"' in line]
+
+    check(records(h, "scaler") == [], "a bf16 run wrote scaler records")
+    for d in (a, c):
+        sc = records(d, "scaler")
+        check([r["step"] for r in sc] == [0, 1, 2, 3], f"{d}: scaler records at steps {[r['step'] for r in sc]}")
+        for r, m in zip(sc, metrics(d)):
+            check(r["scale"] == m["loss_scale"] and r["skipped"] == m["skipped"],
+                  f"{d}: step {r['step']}: checksums {r} vs metrics {m}")
+    sc = records(c, "scaler")
+    check([r["skipped"] for r in sc] == [False, False, True, False], f"the forced overflow: {sc}")
+    check(sc[3]["scale"] == sc[2]["scale"] / 2, f"the scale was not halved after the overflow: {sc}")
+    expect(run(["verify", b, "--against", a]), 0, "bitwise-equal")
+    out = os.path.join(c, "verify.json")
+    expect(run(["verify", c, "--against", a, "--json", out]), 1, r"FIRST DIVERGENCE: step 2 loss scaler")
+    first = json.load(open(out))["first_divergence"]
+    check(first["step"] == 2 and first["phase"] == "scaler" and "skipped" in first["reason"],
+          f"first divergence {first}")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
