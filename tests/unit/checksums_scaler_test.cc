@@ -18,9 +18,11 @@
 #include "plan/run_config.h"
 #include "proof/equivalence.h"
 #include "temp_dir.h"
+#include "unity_id.h"
 
 namespace sp::evidence {
 namespace {
+namespace SP_TEST_ID {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -226,5 +228,6 @@ TEST(ChecksumsScaler, TheContractRequiresThemInFp16Only) {
   EXPECT_EQ(c->verdict, Equivalence::kBitwise) << c->describe();
 }
 
+}  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence
