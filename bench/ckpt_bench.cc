@@ -19,7 +19,7 @@
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
 #include "core/threads.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 
 namespace {
 using namespace sp;
@@ -34,9 +34,9 @@ struct Fixture {
 
   Fixture() {
     const char* root = std::getenv("SP_SOURCE_DIR");
-    auto preset = plan::read_preset(std::string(root ? root : SP_SOURCE_DIR) + "/configs", "small");
+    auto preset = config::read_preset(std::string(root ? root : SP_SOURCE_DIR) + "/configs", "small");
     SP_CHECK(preset.ok(), "{}", preset.status().message());
-    auto rc = plan::RunConfig::from_json(*preset);
+    auto rc = config::RunConfig::from_json(*preset);
     SP_CHECK(rc.ok(), "{}", rc.status().message());
     config = rc->model;
     ranks = test::simulate(config, {1, 1, 1, 0, "tp-dp-pp"}, false);

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   }
   openblas_set_num_threads(1);
   comm::MpiScope mpi(&argc, &argv);
-  auto j = plan::read_toml(argv[1]);
+  auto j = config::read_toml(argv[1]);
   if (!j.ok()) return std::fprintf(stderr, "%s\n", j.status().to_string().c_str()), 1;
   const int64_t B = std::atoll(argv[2]), T = std::atoll(argv[3]), steps = std::atoll(argv[4]);
   bool checksums = false;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   (*j)["train"]["seq_len"] = T;
   (*j)["train"]["steps"] = steps + 2;
   (*j)["train"]["eval_batches"] = 0;
-  auto rc = plan::RunConfig::from_json(*j);
+  auto rc = config::RunConfig::from_json(*j);
   if (!rc.ok()) return std::fprintf(stderr, "%s\n", rc.status().to_string().c_str()), 1;
   auto plan = plan::RunPlan::make(*rc, 1);
   if (!plan.ok()) return std::fprintf(stderr, "%s\n", plan.status().to_string().c_str()), 1;

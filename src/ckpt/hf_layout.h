@@ -1,7 +1,7 @@
 // The Hugging Face model directory layout, as transformers' save_pretrained writes it and from_pretrained
 // reads it: config.json, and either one model.safetensors or shards model-0000i-of-0000N.safetensors named
 // by model.safetensors.index.json ({"metadata": {"total_size": bytes}, "weight_map": {tensor: file}}).
-// Not the tensors (ckpt/hf_weights.h reads and writes them) and not config.json's keys (plan/hf_config.h).
+// Not the tensors (ckpt/hf_weights.h reads and writes them) and not config.json's keys (config/hf_config.h).
 // Invariant: an HfIndex exists only for an index that passed every rule of docs/formats/huggingface.md
 // (weight_map non-empty, every file a plain file name, total_size a non-negative integer); the shard plan
 // is huggingface_hub's split_state_dict_into_shards, so an export is laid out as transformers lays it out.

@@ -180,7 +180,7 @@ Status run_export(const std::string& dir, int64_t step_option, const std::string
 
 Status run_import(const std::string& file, const std::string& preset, const std::string& config_file,
                   const std::string& model_config, const std::vector<std::string>& sets) {
-  SP_ASSIGN_OR_RETURN(const plan::RunConfig rc,
+  SP_ASSIGN_OR_RETURN(const config::RunConfig rc,
                       load_run_config(default_root(), preset, config_file, model_config, sets, DeepSpeedInput{}));
   SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_hf_weights(file, rc.model));
   int64_t n = 0;

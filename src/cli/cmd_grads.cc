@@ -32,7 +32,7 @@ Result<model::LlamaConfig> read_model_config(const std::string& path) {
     if (!parsed.ok()) return invalid_argument("{}", parsed.status().message());
     j = std::move(parsed).value();
   } else {
-    SP_ASSIGN_OR_RETURN(j, plan::read_toml(path));
+    SP_ASSIGN_OR_RETURN(j, config::read_toml(path));
   }
   if (j.is_object() && j.contains("model")) j = j.at("model");
   auto c = model::LlamaConfig::from_json(j);
@@ -56,7 +56,7 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
                "(padding), so the loss would be a mean over nothing",
                tokens_path)
         .with_hint("give at least one row a real token id after its first position");
-  plan::RunConfig rc;
+  config::RunConfig rc;
   rc.model = mc;
   rc.data.vocab_size = mc.vocab_size;
   rc.train.micro_batch_size = batch.rows;

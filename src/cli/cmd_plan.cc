@@ -1,6 +1,6 @@
 // `shardproof plan`: the cluster planner's command line (docs/plan.md).
 //   plan --cluster C --model M [--nodes N] [strategy flags] [--json]
-//       evaluates one run configuration on the cluster with the engine's own models (plan/evaluate.h):
+//       evaluates one run configuration on the cluster with the engine's own models (planner/evaluate.h):
 //       placement and links, memory per rank per category, bytes per group, phase and op priced with the
 //       α–β model, the simulated pipeline, step time, tokens/s, MFU and HFU, and every assumption.
 //   plan ... --search   ranks every valid strategy by step time and says why each excluded one is excluded.
@@ -21,13 +21,13 @@
 #include "core/json_io.h"
 #include "core/log.h"
 #include "evidence/bundle_paths.h"
-#include "plan/cluster.h"
-#include "plan/collective_time.h"
-#include "plan/ds_config.h"
-#include "plan/evaluate.h"
-#include "plan/group_links.h"
-#include "plan/hf_config.h"
-#include "plan/model_shape.h"
+#include "planner/cluster.h"
+#include "planner/collective_time.h"
+#include "config/ds_config.h"
+#include "planner/evaluate.h"
+#include "planner/group_links.h"
+#include "config/hf_config.h"
+#include "planner/model_shape.h"
 #include "report/render.h"
 
 namespace sp::cli {
@@ -35,24 +35,24 @@ namespace {
 
 // --model names a run configuration (a preset or FILE.toml), not a named shape or an HF config.json.
 bool names_run_config(const std::string& model) {
-  return model.ends_with(".toml") || (!plan::named_shape(model).ok() && !model.ends_with(".json"));
+  return model.ends_with(".toml") || (!planner::named_shape(model).ok() && !model.ends_with(".json"));
 }
 
 // --model: a Hugging Face config.json, a run configuration (.toml), a named shape, or a preset in configs/;
 // a run configuration's [model] comes from --model-config when given.
-Result<plan::ModelShape> resolve_model(const std::string& root, const std::string& spec,
+Result<planner::ModelShape> resolve_model(const std::string& root, const std::string& spec,
                                        const std::string& model_config) {
   if (spec.empty()) return invalid_argument("no model");
-  if (spec.ends_with(".json")) return plan::read_hf_config(spec);
+  if (spec.ends_with(".json")) return planner::read_hf_config(spec);
   if (spec.ends_with(".toml")) {
-    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, "", spec, model_config, {}, DeepSpeedInput{}));
-    return plan::ModelShape::from_llama(rc.model, rc.name, spec);
+    SP_ASSIGN_OR_RETURN(config::RunConfig rc, load_run_config(root, "", spec, model_config, {}, DeepSpeedInput{}));
+    return planner::ModelShape::from_llama(rc.model, rc.name, spec);
   }
-  auto named = plan::named_shape(spec);
+  auto named = planner::named_shape(spec);
   if (named.ok()) return named;
   if (std::filesystem::exists(root + "/configs/" + spec + ".toml")) {
-    SP_ASSIGN_OR_RETURN(plan::RunConfig rc, load_run_config(root, spec, "", model_config, {}, DeepSpeedInput{}));
-    return plan::ModelShape::from_llama(rc.model, spec, "configs/" + spec + ".toml [model], data.vocab_size");
+    SP_ASSIGN_OR_RETURN(config::RunConfig rc, load_run_config(root, spec, "", model_config, {}, DeepSpeedInput{}));
+    return planner::ModelShape::from_llama(rc.model, spec, "configs/" + spec + ".toml [model], data.vocab_size");
   }
   return named.status().with_hint(named.status().hint() + " (presets: configs/*.toml)");
 }
@@ -62,23 +62,23 @@ struct PlanArgs {
       deepspeed, precision, grad_dtype;
   int nodes = 0, dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
   int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
-  double efficiency = plan::kDefaultGemmEfficiency;
+  double efficiency = planner::kDefaultGemmEfficiency;
   std::vector<std::string> sets;
   bool json = false, search = false, all_ranks = false;
 };
 
 // The peak the GEMMs run at without --dtype: the run's precision where the cluster states its peak (a
 // GPU's bf16/fp16 tensor cores), else fp32 (this-host's calibration measures sgemm only).
-std::string default_dtype(const plan::ClusterSpec& cluster, const plan::RunConfig& config) {
+std::string default_dtype(const planner::ClusterSpec& cluster, const config::RunConfig& config) {
   const std::string p(model::precision_name(config.train.precision.compute));
   return cluster.peak_flops_for(p).ok() ? p : "fp32";
 }
 
 // The run being planned: a run configuration's own (--model FILE.toml or a preset, with --set), or the
 // engine's defaults around a named shape or a Hugging Face config; then the flags given on top.
-Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& root, const plan::ModelShape& shape,
-                                       const plan::ClusterSpec& cluster) {
-  plan::RunConfig c;
+Result<config::RunConfig> planned_config(const PlanArgs& a, const std::string& root, const planner::ModelShape& shape,
+                                       const planner::ClusterSpec& cluster) {
+  config::RunConfig c;
   const bool run_config = names_run_config(a.model);
   if (!a.deepspeed.empty() && !a.run.empty())
     return invalid_argument("--deepspeed and --run: a run's configuration is frozen in its contract")
@@ -90,7 +90,7 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
     if (!contract.contains("config"))
       return invalid_argument("{}: no \"config\" object", evidence::RunPaths(a.run).contract())
           .with_hint("--run names a run directory written by shardproof train or compare");
-    SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(contract["config"]));
+    SP_ASSIGN_OR_RETURN(c, config::RunConfig::from_json(contract["config"]));
   } else if (run_config) {
     SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml")
                                ? load_run_config(root, "", a.model, a.model_config, a.sets, deepspeed)
@@ -99,15 +99,15 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
     if (!a.sets.empty())
       return invalid_argument("--set applies to a run configuration, not to the named shape '{}'", shape.name)
           .with_hint("use the flags (--global-batch, --micro-batch, --seq-len, ...) or --model FILE.toml");
-    c = plan::run_config_around(shape, cluster.axis_order);
+    c = planner::run_config_around(shape, cluster.axis_order);
     if (!a.deepspeed.empty()) {  // the ds_config's batch, precision, ZeRO and optimizer around the shape
-      SP_ASSIGN_OR_RETURN(const nlohmann::json ds, plan::read_ds_config(a.deepspeed));
+      SP_ASSIGN_OR_RETURN(const nlohmann::json ds, config::read_ds_config(a.deepspeed));
       nlohmann::json j = c.to_json();
       j["train"]["global_batch"] = 1;                // a placeholder the ds_config's batch keys replace
       j["data"]["vocab_size"] = c.model.vocab_size;  // the shape's own vocabulary
-      auto mapping = plan::apply_ds_config(ds, a.dp > 0 ? a.dp : c.parallel.dp, j);
+      auto mapping = config::apply_ds_config(ds, a.dp > 0 ? a.dp : c.parallel.dp, j);
       if (!mapping.ok()) return mapping.status().with_context("--deepspeed '" + a.deepspeed + "'");
-      SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(j));
+      SP_ASSIGN_OR_RETURN(c, config::RunConfig::from_json(j));
     }
   }
   if (a.global_batch > 0) c.train.global_batch = a.global_batch;
@@ -134,29 +134,29 @@ Result<plan::RunConfig> planned_config(const PlanArgs& a, const std::string& roo
   if (!overrides.empty()) {  // through the config reader, so the values are checked as in a TOML file
     nlohmann::json j = c.to_json();
     j.merge_patch(overrides);
-    SP_ASSIGN_OR_RETURN(c, plan::RunConfig::from_json(j));
+    SP_ASSIGN_OR_RETURN(c, config::RunConfig::from_json(j));
   }
   return c;
 }
 
 // Without a run to evaluate (no --global-batch, --run or --search): the cluster, the model and, with
 // --dp/--tp/--pp, the link each axis crosses.
-int describe_placement(const PlanArgs& a, const plan::ClusterSpec& cl, const plan::ModelShape& model) {
-  const plan::ClusterSpec* cluster = &cl;
-  const plan::ModelShape* mp = &model;
+int describe_placement(const PlanArgs& a, const planner::ClusterSpec& cl, const planner::ModelShape& model) {
+  const planner::ClusterSpec* cluster = &cl;
+  const planner::ModelShape* mp = &model;
   nlohmann::json out = {{"cluster", cluster->to_json()}, {"model", mp->to_json()}};
   const bool strategy = a.dp > 0 || a.tp > 0 || a.pp > 0;
-  std::vector<std::pair<std::string, plan::GroupLink>> links;
+  std::vector<std::pair<std::string, planner::GroupLink>> links;
   if (strategy) {
     const int dp = std::max(a.dp, 1), tp = std::max(a.tp, 1), pp = std::max(a.pp, 1);
-    auto grid = plan::place_on_cluster(*cluster, dp, tp, pp);
+    auto grid = planner::place_on_cluster(*cluster, dp, tp, pp);
     if (!grid.ok()) return report_status(grid.status());
-    links = {{"tp", plan::axis_link(*cluster, *grid, comm::Axis::kTp, plan::HopPattern::kRing)},
-             {"dp", plan::axis_link(*cluster, *grid, comm::Axis::kDp, plan::HopPattern::kRing)},
-             {"pp", plan::axis_link(*cluster, *grid, comm::Axis::kPp, plan::HopPattern::kChain)}};
+    links = {{"tp", planner::axis_link(*cluster, *grid, comm::Axis::kTp, planner::HopPattern::kRing)},
+             {"dp", planner::axis_link(*cluster, *grid, comm::Axis::kDp, planner::HopPattern::kRing)},
+             {"pp", planner::axis_link(*cluster, *grid, comm::Axis::kPp, planner::HopPattern::kChain)}};
     out["strategy"] = {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"grid", grid->describe()}};
     for (const auto& [axis, l] : links) out["links"][axis] = l.to_json();
-    out["assumptions"] = plan::time_model_assumptions();
+    out["assumptions"] = planner::time_model_assumptions();
   }
   out["next"] = "memory, bytes and step time: give --global-batch (or --run DIR, or a run configuration)";
   if (a.json) {
@@ -168,7 +168,7 @@ int describe_placement(const PlanArgs& a, const plan::ClusterSpec& cl, const pla
   std::printf(
       "model %s (%s): %.4g billion parameters; L %lld, C %lld, H %lld, KV %lld, F %lld, V %lld, max_seq %lld\n"
       "  source: %s\n",
-      m.name.c_str(), plan::model_family_name(m.family).c_str(), static_cast<double>(m.param_count()) / 1e9,
+      m.name.c_str(), planner::model_family_name(m.family).c_str(), static_cast<double>(m.param_count()) / 1e9,
       static_cast<long long>(m.n_layers), static_cast<long long>(m.dim), static_cast<long long>(m.n_heads),
       static_cast<long long>(m.n_kv_heads), static_cast<long long>(m.ffn_dim), static_cast<long long>(m.vocab_size),
       static_cast<long long>(m.max_seq), m.source.c_str());
@@ -182,7 +182,7 @@ int describe_placement(const PlanArgs& a, const plan::ClusterSpec& cl, const pla
     for (const auto& [axis, l] : links)
       if (l.group_size > 1) std::printf("  %s: %s\n", axis.c_str(), l.description.c_str());
     std::printf("assumptions:\n");
-    for (const auto& s : plan::time_model_assumptions()) std::printf("  - %s\n", s.c_str());
+    for (const auto& s : planner::time_model_assumptions()) std::printf("  - %s\n", s.c_str());
   }
   std::printf("%s\n", out["next"].get<std::string>().c_str());
   return 0;
@@ -222,33 +222,33 @@ int run_plan(const PlanArgs& args) {
                              .with_hint("for example: shardproof plan --cluster dgx-a100 --nodes 16 --model llama-65b "
                                         "--global-batch 1024 --dp 16 --tp 8 --pp 1; `shardproof plan list` names the "
                                         "presets"));
-  auto cluster = plan::load_cluster(clusters_dir(root), a.cluster);
+  auto cluster = planner::load_cluster(clusters_dir(root), a.cluster);
   if (!cluster.ok()) return report_status(cluster.status());
   if (a.nodes > 0) {
-    cluster = plan::with_nodes(*cluster, a.nodes);
+    cluster = planner::with_nodes(*cluster, a.nodes);
     if (!cluster.ok()) return report_status(cluster.status());
   }
-  Result<plan::ModelShape> model = invalid_argument("no model");
+  Result<planner::ModelShape> model = invalid_argument("no model");
   if (!a.model.empty()) {
     model = resolve_model(root, a.model, a.model_config);
     if (!model.ok()) return report_status(model.status());
   }
   // A GPT shape (the published studies') is planned as its engine counterpart: the engine's memory and
-  // traffic models are LLaMA's (plan/model_shape.h engine_counterpart, docs/plan.md §2).
+  // traffic models are LLaMA's (planner/model_shape.h engine_counterpart, docs/plan.md §2).
   std::string counterpart_note;
-  if (model.ok() && model->family != plan::ModelFamily::kLlama) {
-    const plan::ModelShape c = model->engine_counterpart();
+  if (model.ok() && model->family != planner::ModelFamily::kLlama) {
+    const planner::ModelShape c = model->engine_counterpart();
     counterpart_note = fmt::format(
         "{} is a {} model ({:.4g} B parameters); planned as its engine counterpart: LLaMA blocks with a SwiGLU MLP "
         "of F = {} (about the GeLU MLP's weights per token), no biases or learned positions ({:.4g} B parameters)",
-        model->name, plan::model_family_name(model->family), model->param_count() / 1e9, c.ffn_dim,
+        model->name, planner::model_family_name(model->family), model->param_count() / 1e9, c.ffn_dim,
         c.param_count() / 1e9);
     model = c;
   }
   const bool run_config = !a.model.empty() && names_run_config(a.model);
   if (a.run.empty() && !a.search && a.global_batch == 0 && (!run_config || (a.dp == 0 && a.tp == 0 && a.pp == 0)))
     return describe_placement(a, *cluster, *model);
-  auto config = planned_config(a, root, a.model.empty() ? plan::ModelShape{} : *model, *cluster);
+  auto config = planned_config(a, root, a.model.empty() ? planner::ModelShape{} : *model, *cluster);
   if (!config.ok()) return report_status(config.status());
   // The engine ties no weight across pipeline stages: a GPT counterpart's LM head becomes its own weight on
   // the last stage (Megatron keeps a copy there too; the all-reduce of the two copies' gradients is not
@@ -258,20 +258,20 @@ int run_plan(const PlanArgs& args) {
     counterpart_note += a.search ? "; embeddings untied in the search (the engine ties no weight across stages)"
                                  : "; embeddings untied (pp > 1: the engine ties no weight across stages)";
   }
-  if (!a.run.empty()) model = plan::ModelShape::from_llama(config->model, config->name, a.run + "/contract.json");
-  plan::PlanQuery q{.cluster = *cluster,
+  if (!a.run.empty()) model = planner::ModelShape::from_llama(config->model, config->name, a.run + "/contract.json");
+  planner::PlanQuery q{.cluster = *cluster,
                     .config = *config,
                     .dtype = a.dtype.empty() ? default_dtype(*cluster, *config) : a.dtype,
                     .efficiency = a.efficiency,
                     .all_ranks = a.all_ranks};
   if (a.search) {
-    plan::SearchSpace space;
+    planner::SearchSpace space;
     space.world = cluster->devices();
     space.global_batch = config->train.global_batch;
-    space.recompute = {plan::RecomputeMode::kNone, plan::RecomputeMode::kFull};
-    auto r = plan::search_strategies(*model, space, plan::engine_evaluators(q));
+    space.recompute = {planner::RecomputeMode::kNone, planner::RecomputeMode::kFull};
+    auto r = planner::search_strategies(*model, space, planner::engine_evaluators(q));
     if (!r.ok()) return report_status(r.status());
-    nlohmann::json j = plan::search_result_to_json(*r);
+    nlohmann::json j = planner::search_result_to_json(*r);
     j["format_version"] = 1;
     j["inputs"] = {{"cluster", cluster->to_json()},
                    {"model", model->to_json()},
@@ -279,8 +279,8 @@ int run_plan(const PlanArgs& args) {
                    {"seq_len", config->train.seq_len},
                    {"dtype", q.dtype},
                    {"efficiency", q.efficiency},
-                   {"reduction", plan::reduction_name(config->parallel.reduction)}};
-    j["assumptions"] = plan::time_model_assumptions();
+                   {"reduction", config::reduction_name(config->parallel.reduction)}};
+    j["assumptions"] = planner::time_model_assumptions();
     if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
     if (!a.out.empty())
       if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
@@ -293,9 +293,9 @@ int run_plan(const PlanArgs& args) {
     print_search(j);
     return 0;
   }
-  auto e = plan::evaluate_plan(q);
+  auto e = planner::evaluate_plan(q);
   if (!e.ok()) return report_status(e.status());
-  nlohmann::json j = plan::plan_evaluation_to_json(q, *e);
+  nlohmann::json j = planner::plan_evaluation_to_json(q, *e);
   if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
   if (!a.out.empty())
     if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);

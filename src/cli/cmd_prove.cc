@@ -49,7 +49,7 @@ void read_stage_log(const std::string& log, json& record) {
 
 class Protocol {
  public:
-  Protocol(const ProveOptions& o, std::string root, plan::RunConfig config, proof::ProtocolPlan plan,
+  Protocol(const ProveOptions& o, std::string root, config::RunConfig config, proof::ProtocolPlan plan,
            DirectoryLock& lock)
       : o_(o),
         paths_(o.out),
@@ -149,7 +149,7 @@ class Protocol {
   }
 
   int run() {
-    const plan::ParallelConfig& pc = config_.parallel;
+    const config::ParallelConfig& pc = config_.parallel;
     const int n = pc.world();
     const bool ckpt_fault = evidence::is_checkpoint_fault(fault_.kind);
     std::printf("shardproof prove: %s, dp %d × tp %d × pp %d, zero %d, %lld steps; fault %s; checkpoint at step %lld\n",
@@ -233,7 +233,7 @@ class Protocol {
   const ProveOptions& o_;
   const evidence::ProofPaths paths_;
   std::string root_;
-  plan::RunConfig config_;
+  config::RunConfig config_;
   proof::ProtocolPlan plan_;
   evidence::FaultSpec fault_;
   int64_t k_;

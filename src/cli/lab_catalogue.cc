@@ -15,7 +15,7 @@
 
 #include "cli/strategy_spec.h"
 #include "comm/process_grid.h"
-#include "plan/model_shape.h"
+#include "planner/model_shape.h"
 
 namespace sp::cli {
 namespace {
@@ -169,7 +169,7 @@ Status read_plan_fields(const std::string& path, Fields& f, const std::string& o
   SP_RETURN_IF_ERROR(f.strings("placements", p.placements, true));
   SP_RETURN_IF_ERROR(f.string("fault_placement", p.fault_placement, true));
   const auto at = [&](std::string_view key) { return where(path, *f.node(key)); };
-  if (Result<plan::ModelShape> shape = plan::named_shape(p.model); !shape.ok())
+  if (Result<planner::ModelShape> shape = planner::named_shape(p.model); !shape.ok())
     return invalid_argument("{}: {}: 'model' names no model shape: {}", at("model"), owner, shape.status().message())
         .with_hint(shape.status().hint() + " (`shardproof plan list`)");
   Result<StrategySpec> strategy = parse_strategy(p.strategy);

@@ -27,11 +27,11 @@ std::string lab_file(const std::string& root, const std::string& file) {
 }
 }  // namespace
 
-Result<plan::RunConfig> lab_config(const Lab& lab, const std::string& root,
+Result<config::RunConfig> lab_config(const Lab& lab, const std::string& root,
                                    const std::vector<std::string>& extra_sets) {
   std::vector<std::string> sets = lab.sets;
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
-  Result<plan::RunConfig> config = load_run_config(
+  Result<config::RunConfig> config = load_run_config(
       root, lab.preset, "", lab_file(root, lab.model_config), sets,
       DeepSpeedInput{.file = lab_file(root, lab.deepspeed), .world = lab.deepspeed.empty() ? 0 : lab.world});
   if (!config.ok()) return config.status().with_context(fmt::format("lab {}", lab.key));
@@ -48,7 +48,7 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
           .with_hint("vary a plan with `shardproof plan` (the commands `lab show " + lab.key + "` prints)");
     return validate_plan_lab(lab, root);
   }
-  SP_ASSIGN_OR_RETURN(const plan::RunConfig config, lab_config(lab, root, extra_sets));
+  SP_ASSIGN_OR_RETURN(const config::RunConfig config, lab_config(lab, root, extra_sets));
   const auto context = [&](const Status& s) { return s.with_context(fmt::format("lab {}", lab.key)); };
   // The declared world is the catalogue's promise; a learner's --set may change the topology.
   const int world = extra_sets.empty() ? lab.world : config.parallel.world();

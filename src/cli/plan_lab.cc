@@ -14,8 +14,8 @@
 #include "core/file_io.h"
 #include "core/log.h"
 #include "evidence/bundle_paths.h"
-#include "plan/cluster.h"
-#include "plan/model_shape.h"
+#include "planner/cluster.h"
+#include "planner/model_shape.h"
 #include "report/render.h"
 
 namespace sp::cli {
@@ -53,28 +53,28 @@ std::vector<PlanLabCase> plan_lab_cases(const Lab& lab) {
   return cases;
 }
 
-Result<plan::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, const std::string& root) {
+Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, const std::string& root) {
   const PlanLabSpec& p = lab.plan;
   const auto context = [&](const Status& s) { return s.with_context(fmt::format("lab {}", lab.key)); };
   const std::string dir = clusters_dir(root);
   if (!path_exists(dir + "/" + c.cluster + ".toml")) {
     std::string presets;
-    for (const std::string& n : plan::cluster_preset_names(dir)) presets += (presets.empty() ? "" : ", ") + n;
+    for (const std::string& n : planner::cluster_preset_names(dir)) presets += (presets.empty() ? "" : ", ") + n;
     return invalid_argument("lab {}: 'clusters' names '{}', which is not a cluster preset in {}", lab.key, c.cluster,
                             dir)
         .with_hint((presets.empty() ? "that folder has no presets" : "the presets are " + presets) +
                    " (`shardproof plan list`; docs/formats/cluster.md)");
   }
-  Result<plan::ClusterSpec> cluster = plan::load_cluster(dir, c.cluster);
+  Result<planner::ClusterSpec> cluster = planner::load_cluster(dir, c.cluster);
   if (!cluster.ok()) return context(cluster.status());
-  cluster = plan::with_nodes(*cluster, p.nodes);
+  cluster = planner::with_nodes(*cluster, p.nodes);
   if (!cluster.ok()) return context(cluster.status());
-  Result<plan::ModelShape> shape = plan::named_shape(p.model);
+  Result<planner::ModelShape> shape = planner::named_shape(p.model);
   if (!shape.ok()) return context(shape.status());
   Result<StrategySpec> s = parse_strategy(p.strategy);
   if (!s.ok()) return context(s.status());
   // The engine's defaults around a named shape, as `shardproof plan` takes them (docs/plan.md §10).
-  plan::RunConfig rc = plan::run_config_around(shape->engine_counterpart(), c.placement);
+  config::RunConfig rc = planner::run_config_around(shape->engine_counterpart(), c.placement);
   rc.train.global_batch = p.global_batch;
   // The strategy and the placement through the config reader, so their values are checked as in a TOML file.
   nlohmann::json j = rc.to_json();
@@ -88,10 +88,10 @@ Result<plan::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, con
     j["parallel"]["virtual_stages"] = std::max(s->virtual_stages, 1);
   }
   if (s->recompute) j["train"]["recompute"] = "full";
-  Result<plan::RunConfig> config = plan::RunConfig::from_json(j);
+  Result<config::RunConfig> config = config::RunConfig::from_json(j);
   if (!config.ok()) return context(config.status());
-  return plan::PlanQuery{
-      .cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = plan::kDefaultGemmEfficiency};
+  return planner::PlanQuery{
+      .cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = planner::kDefaultGemmEfficiency};
 }
 
 Status validate_plan_lab(const Lab& lab, const std::string& root) {
@@ -99,8 +99,8 @@ Status validate_plan_lab(const Lab& lab, const std::string& root) {
     return failed_precondition("lab {} (§{} {}) is not available: {}", lab.key, lab.section, lab.title,
                                lab.unavailable_reason);
   for (const PlanLabCase& c : plan_lab_cases(lab)) {
-    SP_ASSIGN_OR_RETURN(const plan::PlanQuery q, plan_lab_query(lab, c, root));
-    if (Result<plan::PlanEvaluation> e = plan::evaluate_plan(q); !e.ok())
+    SP_ASSIGN_OR_RETURN(const planner::PlanQuery q, plan_lab_query(lab, c, root));
+    if (Result<planner::PlanEvaluation> e = planner::evaluate_plan(q); !e.ok())
       return e.status().with_context(fmt::format("lab {}, case {}", lab.key, c.dir()));
   }
   return Status();
@@ -116,9 +116,9 @@ int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out
                     lab.section, lab.title, lab.plan.model, lab.plan.strategy, fmt::join(lab.plan.clusters, ", "),
                     lab.plan.nodes, lab.plan.global_batch, plan_lab_cases(lab).size()));
   for (const PlanLabCase& c : plan_lab_cases(lab)) {
-    Result<plan::PlanQuery> q = plan_lab_query(lab, c, root);
+    Result<planner::PlanQuery> q = plan_lab_query(lab, c, root);
     if (!q.ok()) return report_status(q.status());
-    Result<plan::PlanEvaluation> e = plan::evaluate_plan(*q);
+    Result<planner::PlanEvaluation> e = planner::evaluate_plan(*q);
     if (!e.ok()) return report_status(e.status().with_context(fmt::format("lab {}, case {}", lab.key, c.dir())));
     // As `plan --out` writes a configuration (cmd_plan.cc write_plan_dir): plan.json, then its page.
     const std::string dir = out + "/" + c.dir();
@@ -126,7 +126,7 @@ int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out
     Status written = make_directories(dir);
     if (written.ok())
       written =
-          write_file_atomic(paths.file(evidence::kPlanFile), plan::plan_evaluation_to_json(*q, *e).dump(1) + "\n");
+          write_file_atomic(paths.file(evidence::kPlanFile), planner::plan_evaluation_to_json(*q, *e).dump(1) + "\n");
     if (!written.ok()) return report_status(written);
     Result<std::vector<std::string>> problems = report::write_report(dir);
     if (!problems.ok()) return report_status(problems.status());

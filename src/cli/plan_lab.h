@@ -1,5 +1,5 @@
 // Plan labs (kind = "plan" in configs/labs/catalogue.toml, docs/labs.md §LSL-I): one strategy of one model
-// evaluated by the planner (plan/evaluate.h, the functions `shardproof plan` uses; no second model) on every
+// evaluated by the planner (planner/evaluate.h, the functions `shardproof plan` uses; no second model) on every
 // (cluster, placement) case, each written as `plan --out` writes it (CASE/plan.json + CASE/report.html), then
 // summary.md and gate.json derived from those files alone (plan_lab_gate), exit 0 PASS / 1 FAIL.
 // Not a proof: nothing trains and nothing here measures hardware; the figures are the planner's.
@@ -12,7 +12,7 @@
 
 #include "cli/lab_catalogue.h"
 #include "core/status.h"
-#include "plan/evaluate.h"
+#include "planner/evaluate.h"
 #include "proof/gate.h"
 
 namespace sp::cli {
@@ -31,7 +31,7 @@ std::vector<PlanLabCase> plan_lab_cases(const Lab& lab);
 // --dp --tp --pp --zero ... --axis-order P` builds it for a named shape (the engine's defaults around the
 // shape: micro-batch 1, seq_len min(max_seq, 2048), fast reductions, no evaluation, fp32 at 50 %).
 // kInvalidArgument naming the lab and the field for a cluster that is not a preset of `root`.
-Result<plan::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, const std::string& root);
+Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, const std::string& root);
 
 // Everything `lab run` checks before writing: every case's query builds and evaluate_plan accepts it.
 Status validate_plan_lab(const Lab& lab, const std::string& root);

@@ -12,13 +12,13 @@
 #include "comm/mpi_scope.h"
 #include "core/file_io.h"
 #include "core/log.h"
-#include "plan/calibrate.h"
-#include "plan/cluster.h"
-#include "plan/collective_time.h"
-#include "plan/evaluate.h"
-#include "plan/model_shape.h"
-#include "plan/published_prediction.h"
-#include "plan/published_runs.h"
+#include "planner/calibrate.h"
+#include "planner/cluster.h"
+#include "planner/collective_time.h"
+#include "planner/evaluate.h"
+#include "planner/model_shape.h"
+#include "planner/published_prediction.h"
+#include "planner/published_runs.h"
 
 namespace sp::cli {
 
@@ -38,12 +38,12 @@ std::string utc_now() {
 int run_list(const std::string& root_arg) {
   const std::string root = root_arg.empty() ? default_root() : root_arg;
   std::printf("cluster presets (%s):\n", clusters_dir(root).c_str());
-  for (const auto& name : plan::cluster_preset_names(clusters_dir(root))) {
-    auto c = plan::load_cluster(clusters_dir(root), name);
+  for (const auto& name : planner::cluster_preset_names(clusters_dir(root))) {
+    auto c = planner::load_cluster(clusters_dir(root), name);
     std::printf("  %-14s %s\n", name.c_str(), c.ok() ? c->description.c_str() : c.status().message().c_str());
   }
   std::printf("named model shapes:\n");
-  for (const auto& n : plan::named_shapes())
+  for (const auto& n : planner::named_shapes())
     std::printf("  %-16s %9.4g B parameters (published %.*f B)  %s\n", n.shape.name.c_str(),
                 static_cast<double>(n.shape.param_count()) / 1e9, n.published_decimals, n.published_billions,
                 n.shape.source.c_str());
@@ -74,19 +74,19 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
   const std::string out = a.out.empty() ? clusters_dir(root) + "/this-host.toml" : a.out;
   comm::MpiScope mpi(nullptr, nullptr);
   auto world = comm::make_world_communicator();
-  plan::CalibrationOptions o;
+  planner::CalibrationOptions o;
   if (a.quick) {
     o.gemm_n = 256;
     o.gemm_seconds = 0.05;
     o.repetitions = 5;
   }
-  auto c = plan::calibrate_this_host(*world, mpi.hostname(), o);
+  auto c = planner::calibrate_this_host(*world, mpi.hostname(), o);
   if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);
   if (mpi.world_rank() != 0) return 0;
   const std::string when = utc_now();
-  const plan::ClusterSpec spec = plan::this_host_cluster(*c, when);
-  const std::string text = plan::cluster_to_toml(spec, plan::calibration_comment(*c, when));
-  auto check = plan::parse_cluster(text, out);  // what is written must read back
+  const planner::ClusterSpec spec = planner::this_host_cluster(*c, when);
+  const std::string text = planner::cluster_to_toml(spec, planner::calibration_comment(*c, when));
+  auto check = planner::parse_cluster(text, out);  // what is written must read back
   if (!check.ok()) return report_status(check.status().with_context("calibrate produced an unreadable cluster file"));
   const std::string dir = std::filesystem::path(out).parent_path().string();
   if (!dir.empty()) {
@@ -107,18 +107,18 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
 
 struct PublishedArgs {
   std::string table, root;
-  double efficiency = plan::kDefaultGemmEfficiency;
+  double efficiency = planner::kDefaultGemmEfficiency;
   bool json = false;
 };
 
 int run_published(const PublishedArgs& a) {
   const std::string root = a.root.empty() ? default_root() : a.root;
   const std::string path = a.table.empty() ? root + "/data/published/megatron-ptdp-table1.toml" : a.table;
-  auto table = plan::read_published_table(path);
+  auto table = planner::read_published_table(path);
   if (!table.ok()) return report_status(table.status());
-  auto cluster = plan::load_cluster(clusters_dir(root), table->cluster);
+  auto cluster = planner::load_cluster(clusters_dir(root), table->cluster);
   if (!cluster.ok()) return report_status(cluster.status().with_context(path + ": cluster"));
-  auto rows = plan::predict_published(*table, *cluster, {.efficiency = a.efficiency, .dtype = table->precision});
+  auto rows = planner::predict_published(*table, *cluster, {.efficiency = a.efficiency, .dtype = table->precision});
   if (!rows.ok()) return report_status(rows.status().with_context(path));
   nlohmann::json j = {{"format_version", 1},
                       {"table", path},
@@ -127,9 +127,9 @@ int run_published(const PublishedArgs& a) {
                       {"precision", table->precision},
                       {"efficiency", a.efficiency},
                       {"flops_definition", table->flops_definition},
-                      {"assumptions", plan::time_model_assumptions()},
+                      {"assumptions", planner::time_model_assumptions()},
                       {"rows", nlohmann::json::array()}};
-  for (const auto& p : *rows) j["rows"].push_back(plan::published_prediction_to_json(p));
+  for (const auto& p : *rows) j["rows"].push_back(planner::published_prediction_to_json(p));
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -145,7 +145,7 @@ int run_published(const PublishedArgs& a) {
   for (const auto& p : *rows)
     std::printf("%-16s %3d %3d %3d %5d %5lld  %-34s %9.2f %9.2f %+6.0f%%  %7.0f %7.0f  %5.1f%%  %.1f GiB%s\n",
                 p.run.model.c_str(), p.run.tp, p.run.pp, p.run.dp(), p.run.gpus,
-                static_cast<long long>(p.run.global_batch), plan::strategy_name(p.chosen).c_str(), p.implied_seconds,
+                static_cast<long long>(p.run.global_batch), planner::strategy_name(p.chosen).c_str(), p.implied_seconds,
                 p.predicted_seconds, 100 * p.error, p.run.tflops_per_gpu, p.predicted_tflops_per_gpu, 100 * p.bubble,
                 p.peak_bytes / double(1 << 30),
                 p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());

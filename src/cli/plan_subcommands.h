@@ -3,7 +3,7 @@
 //   plan list                                        cluster presets and named model shapes
 //   plan published [--table FILE] [--efficiency E] [--json]
 //       every row of a published throughput table planned from the configuration it states, its predicted
-//       step time and TFLOP/s next to the published ones (plan/published_prediction.h)
+//       step time and TFLOP/s next to the published ones (planner/published_prediction.h)
 // Exit codes as `plan`: 0 success, 2 usage or configuration error, 1 runtime error.
 #pragma once
 

@@ -5,21 +5,21 @@
 
 #include <cstdio>
 
-#include "plan/search.h"
+#include "planner/search.h"
 
 namespace sp::cli {
 
-std::string cluster_line(const plan::ClusterSpec& c) {
+std::string cluster_line(const planner::ClusterSpec& c) {
   std::string peaks;
   for (const auto& [k, v] : c.peak_flops) peaks += fmt::format("{}{} {:.4g}", peaks.empty() ? "" : ", ", k, v / 1e12);
   std::string line = fmt::format(
       "cluster {}: {} node{} × {} {} ({:.4g} GiB; peak TFLOP/s: {}); intra-node {} {:.4g} GB/s per direction, "
       "{:.3g} us",
       c.name, c.nodes, c.nodes == 1 ? "" : "s", c.devices_per_node, c.device_model,
-      c.device_memory_bytes / 1073741824.0, peaks, plan::link_kind_name(c.intra.kind),
+      c.device_memory_bytes / 1073741824.0, peaks, planner::link_kind_name(c.intra.kind),
       c.intra.bandwidth_bytes_per_s / 1e9, c.intra.latency_s * 1e6);
   if (c.inter)
-    line += fmt::format("; inter-node {} {} × {:.4g} Gb/s, {:.3g} us", plan::network_kind_name(c.inter->kind),
+    line += fmt::format("; inter-node {} {} × {:.4g} Gb/s, {:.3g} us", planner::network_kind_name(c.inter->kind),
                         c.inter->nics_per_node, c.inter->nic_bandwidth_bytes_per_s * 8 / 1e9, c.inter->latency_s * 1e6);
   return line + fmt::format("; axis order {}", c.axis_order);
 }
@@ -87,7 +87,7 @@ void print_search(const nlohmann::json& j) {
   for (const auto& [k, n] : j["excluded_by_kind"].items())
     std::printf(" %s %lld", k.c_str(), static_cast<long long>(n.get<int64_t>()));
   std::printf("\n");
-  for (const auto& r : plan::excluded_by_rule(j["excluded"]))
+  for (const auto& r : planner::excluded_by_rule(j["excluded"]))
     std::printf("  %6lld × %s: %s...\n         e.g. %s\n", static_cast<long long>(r["count"].get<int64_t>()),
                 r["kind"].get<std::string>().c_str(), r["rule"].get<std::string>().c_str(),
                 r["example"].get<std::string>().c_str());

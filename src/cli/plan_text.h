@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "plan/cluster.h"
+#include "planner/cluster.h"
 
 namespace sp::cli {
 
 // "cluster dgx-a100: 4 nodes × 8 …": the one line every plan output starts with.
-std::string cluster_line(const plan::ClusterSpec& c);
+std::string cluster_line(const planner::ClusterSpec& c);
 // plan_evaluation_to_json's document as tables: placement, memory per rank, traffic, pipeline, step.
 void print_evaluation(const nlohmann::json& j);
 // search_result_to_json's document: the best 20, the exclusions per kind and rule.

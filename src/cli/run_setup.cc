@@ -16,8 +16,8 @@
 
 #include "core/hash.h"
 #include "core/log.h"
-#include "plan/ds_config.h"
-#include "plan/hf_config.h"
+#include "config/ds_config.h"
+#include "config/hf_config.h"
 
 namespace sp::cli {
 
@@ -26,7 +26,7 @@ std::string default_root() {
   return SP_SOURCE_DIR;
 }
 
-Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::vector<std::string>& sets) {
   return load_run_config(root, preset, config_file, "", sets, DeepSpeedInput{});
 }
@@ -44,7 +44,7 @@ int axis_of(const nlohmann::json& j, const char* key) {
 // provenance in j["deepspeed"].
 Status apply_deepspeed(const DeepSpeedInput& in, const std::vector<std::string>& sets, nlohmann::json& j) {
   nlohmann::json probe = j;  // the topology the run will have, after every --set
-  for (const std::string& s : sets) SP_RETURN_IF_ERROR(plan::apply_override(probe, s));
+  for (const std::string& s : sets) SP_RETURN_IF_ERROR(config::apply_override(probe, s));
   int dp = axis_of(probe, "dp");
   const bool set_dp =
       std::any_of(sets.begin(), sets.end(), [](const std::string& s) { return s.rfind("parallel.dp=", 0) == 0; });
@@ -57,8 +57,8 @@ Status apply_deepspeed(const DeepSpeedInput& in, const std::vector<std::string>&
     j["parallel"]["dp"] = dp;
   }
   if (in.file.empty()) return Status();
-  SP_ASSIGN_OR_RETURN(const nlohmann::json ds, plan::read_ds_config(in.file));
-  auto mapping = plan::apply_ds_config(ds, in.rule_dp > 0 ? in.rule_dp : dp, j);
+  SP_ASSIGN_OR_RETURN(const nlohmann::json ds, config::read_ds_config(in.file));
+  auto mapping = config::apply_ds_config(ds, in.rule_dp > 0 ? in.rule_dp : dp, j);
   if (!mapping.ok())
     return Status(mapping.status().code(), "--deepspeed '" + in.file + "': " + mapping.status().message(),
                   mapping.status().hint());
@@ -76,24 +76,24 @@ int launched_world_size() {
   return 0;
 }
 
-Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::string& model_config,
                                         const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed) {
   nlohmann::json j;
   if (!preset.empty() && !config_file.empty())
     return invalid_argument("--preset and --config are mutually exclusive").with_hint("pass one of them");
   if (!config_file.empty()) {
-    SP_ASSIGN_OR_RETURN(j, plan::read_toml(config_file));
+    SP_ASSIGN_OR_RETURN(j, config::read_toml(config_file));
   } else {
-    SP_ASSIGN_OR_RETURN(j, plan::read_preset(root + "/configs", preset.empty() ? "tiny" : preset));
+    SP_ASSIGN_OR_RETURN(j, config::read_preset(root + "/configs", preset.empty() ? "tiny" : preset));
   }
   if (!model_config.empty()) {
-    SP_ASSIGN_OR_RETURN(const plan::HfModelConfig hf, plan::read_hf_model_config(model_config));
-    plan::apply_hf_model_config(j, hf);
+    SP_ASSIGN_OR_RETURN(const config::HfModelConfig hf, config::read_hf_model_config(model_config));
+    config::apply_hf_model_config(j, hf);
   }
   if (!deepspeed.file.empty() || deepspeed.world > 0) SP_RETURN_IF_ERROR(apply_deepspeed(deepspeed, sets, j));
-  for (const std::string& s : sets) SP_RETURN_IF_ERROR(plan::apply_override(j, s));
-  return plan::RunConfig::from_json(j);
+  for (const std::string& s : sets) SP_RETURN_IF_ERROR(config::apply_override(j, s));
+  return config::RunConfig::from_json(j);
 }
 
 Status check_input_file(std::string_view flag, const std::string& path) {

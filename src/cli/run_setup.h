@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 
 namespace sp::cli {
 
@@ -16,7 +16,7 @@ namespace sp::cli {
 // else the source directory this binary was built from.
 std::string default_root();
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
-Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::vector<std::string>& sets);
 // --deepspeed FILE (docs/deepspeed.md): a ds_config.json mapped after the preset or --config and before every
 // --set, so --set still wins; its SHA-256 and per-key mapping are kept in RunConfig::deepspeed.
@@ -27,9 +27,9 @@ struct DeepSpeedInput {
                      // (also without a file: prove --np)
 };
 // Every source of a run configuration, in the order they apply: the preset or --config, --model-config
-// FILE (a Hugging Face config.json, plan/hf_config.h; empty: none) replacing [model], --deepspeed, then
+// FILE (a Hugging Face config.json, config/hf_config.h; empty: none) replacing [model], --deepspeed, then
 // every --set.
-Result<plan::RunConfig> load_run_config(const std::string& root, const std::string& preset,
+Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                         const std::string& config_file, const std::string& model_config,
                                         const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed);
 // The launcher's world size (OMPI_COMM_WORLD_SIZE or PMI_SIZE) under mpirun/srun, else 0.

@@ -32,7 +32,7 @@ struct LlamaConfig {
   nlohmann::json to_json() const;
   // Strict: unknown keys and wrong types are errors naming the key.
   static Result<LlamaConfig> from_json(const nlohmann::json& j);
-  // config.json as transformers' LlamaConfig reads it, and exactly what plan/hf_config.h reads back into
+  // config.json as transformers' LlamaConfig reads it, and exactly what config/hf_config.h reads back into
   // this config (floats as their shortest decimal, so 1e-5f is written 1e-05). `torch_dtype` names the
   // weights' storage dtype ("float32", "bfloat16").
   nlohmann::json to_hf_json(const std::string& torch_dtype = "float32") const;

@@ -4,7 +4,7 @@
 // "scheduler": WarmupLR, WarmupDecayLR, WarmupCosineLR; deepspeed/runtime/lr_schedules.py) with their
 // exact formulas and DeepSpeed's stepping: the engine calls scheduler.step() after every optimizer step
 // and the scheduler sets the first step's lr in its constructor (docs/deepspeed.md §"Schedules").
-// Not the optimizer, not the ds_config mapping (plan/ds_config.h).
+// Not the optimizer, not the ds_config mapping (config/ds_config.h).
 #pragma once
 
 #include <cstdint>

@@ -61,7 +61,7 @@ std::vector<ckpt::StateSpan> spans_of(Engine& engine) {
 }
 
 ckpt::Topology topology_of(const Engine& engine) {
-  const plan::ParallelConfig& pc = engine.plan().config.parallel;
+  const config::ParallelConfig& pc = engine.plan().config.parallel;
   return {pc.dp, pc.tp, pc.pp, pc.zero, engine.grid().order_string(), pc.parameter_server() ? pc.servers : 0};
 }
 

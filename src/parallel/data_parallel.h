@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 #include "tensor/tensor.h"
 
 namespace sp::parallel {
@@ -29,7 +29,7 @@ ShardRange shard_range_of(int64_t n, int parts, int index);
 class GradientSync {
  public:
   // max_numel: the largest buffer ever synchronized (sizes the staging buffer, category comm).
-  GradientSync(comm::Communicator& dp, plan::Reduction mode, MemoryLedger& ledger, int64_t max_numel);
+  GradientSync(comm::Communicator& dp, config::Reduction mode, MemoryLedger& ledger, int64_t max_numel);
 
   int dp_rank() const { return dp_.rank(); }
   int dp_size() const { return dp_.size(); }
@@ -46,11 +46,11 @@ class GradientSync {
   void all_gather16(const uint16_t* shard, uint16_t* full, int64_t n, DType t);
   void all_reduce16(uint16_t* data, int64_t n, DType t);
   void reduce_scatter16(const uint16_t* full, uint16_t* shard, int64_t n, DType t);
-  static int64_t staging_floats(plan::Reduction mode, int dp, int64_t max_numel);
+  static int64_t staging_floats(config::Reduction mode, int dp, int64_t max_numel);
 
  private:
   comm::Communicator& dp_;
-  plan::Reduction mode_;
+  config::Reduction mode_;
   Tensor staging_;  // (staging_floats) category comm, deterministic mode only
 };
 

@@ -26,7 +26,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
       timeline_(timeline),
       roles_(plan.roles()),
       tensors_(plan.config.model) {
-  const plan::RunConfig& c = plan_.config;
+  const config::RunConfig& c = plan_.config;
   const int rank = comms_.world->rank();
   server_ = roles_.is_server(rank);
   if (!server_) coords_ = grid_.coords_of(rank);
@@ -101,7 +101,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
 Engine::~Engine() = default;
 
 void Engine::set_fault(const evidence::FaultSpec& fault) {
-  const plan::RunConfig& c = plan_.config;
+  const config::RunConfig& c = plan_.config;
   faults_.arm(fault, {.grads = grads_.get(),
                       .params = params_.get(),
                       .tp = tp_ops_.get(),
@@ -127,7 +127,7 @@ std::vector<const model::UnitLayout*> Engine::units() const {
 }
 
 void Engine::initialize() {
-  const plan::RunConfig& c = plan_.config;
+  const config::RunConfig& c = plan_.config;
   if (server_)
     static_cast<PsServerUpdate&>(*update_).initialize(c.train.seed, c.model.init_std);
   else
@@ -174,7 +174,7 @@ std::vector<evidence::TensorSummary> Engine::summarize(const std::vector<model::
 
 StepResult Engine::step(int64_t s, bool checksums) {
   SP_CHECK(batches_ != nullptr, "Engine::step needs a training dataset or a batch source");
-  const plan::RunConfig& c = plan_.config;
+  const config::RunConfig& c = plan_.config;
   Stopwatch watch;
   StepResult r;
   r.step = s;
@@ -334,7 +334,7 @@ std::vector<int64_t> Engine::eval_batches_of_this_rank() const {
 }
 
 std::vector<plan::PipeAction> Engine::eval_actions(int64_t batches) const {
-  const plan::RunConfig& c = plan_.config;
+  const config::RunConfig& c = plan_.config;
   std::vector<plan::PipeAction> fwd;
   if (batches == 0) return fwd;
   for (const plan::PipeAction& a :
@@ -349,14 +349,14 @@ plan::LedgerModelInput Engine::ledger_input() const {
 
 plan::LedgerPrediction Engine::predicted_ledger() const {
   plan::LedgerPrediction p = plan::predict_ledger(ledger_input());
-  const plan::ParallelConfig& pc = plan_.config.parallel;
+  const config::ParallelConfig& pc = plan_.config.parallel;
   if (pc.replay_workers > 0) SspReplay::add_to_prediction(p, units(), pc.replay_workers, pc.staleness);
   return p;
 }
 
 double Engine::evaluate(int64_t s) {
   if (!eval_set_.has_value()) return std::nan("");
-  const plan::RunConfig& c = plan_.config;
+  const config::RunConfig& c = plan_.config;
   const int64_t E = eval_set_->batches();
   std::vector<double> sums(static_cast<size_t>(E), 0.0);
   // Who evaluates what on which parameters: dp rank d evaluates batches d, d + dp, ... on its replica;
@@ -422,7 +422,7 @@ void Engine::set_parameters(const std::function<const float*(const std::string& 
 }
 
 double Engine::compute_gradients(const int32_t* tokens) {
-  const plan::RunConfig& c = plan_.config;
+  const config::RunConfig& c = plan_.config;
   SP_CHECK(c.parallel.dp == 1 && plan_.micro_batches == 1, "compute_gradients needs dp = 1 and one micro-batch");
   const int64_t B = c.train.micro_batch_size, T = c.train.seq_len;
   double count = 0;

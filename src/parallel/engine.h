@@ -173,7 +173,7 @@ class Engine {
   optim::LrSchedule schedule_;
   std::vector<plan::PipeAction> actions_;
   evidence::ActivationRecorder* activations_ = nullptr;
-  std::optional<optim::LossScaler> scaler_;  // fp16 (plan::RunConfig::fp16)
+  std::optional<optim::LossScaler> scaler_;  // fp16 (config::RunConfig::fp16)
 };
 
 }  // namespace sp::parallel

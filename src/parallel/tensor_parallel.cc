@@ -4,12 +4,12 @@
 
 namespace sp::parallel {
 
-int64_t TensorParallel::staging_floats(plan::Reduction mode, int tp, int64_t max_count) {
-  if (mode != plan::Reduction::kDeterministic || tp == 1) return 0;
+int64_t TensorParallel::staging_floats(config::Reduction mode, int tp, int64_t max_count) {
+  if (mode != config::Reduction::kDeterministic || tp == 1) return 0;
   return comm::deterministic_all_reduce_scratch(max_count, tp);
 }
 
-TensorParallel::TensorParallel(comm::Communicator& tp, plan::Reduction mode, MemoryLedger& ledger, int64_t max_count)
+TensorParallel::TensorParallel(comm::Communicator& tp, config::Reduction mode, MemoryLedger& ledger, int64_t max_count)
     : tp_(tp), mode_(mode) {
   const int64_t s = staging_floats(mode, tp.size(), max_count);
   if (s > 0) staging_ = Tensor(ledger, "comm.tp_staging", Category::kComm, {s});
@@ -17,7 +17,7 @@ TensorParallel::TensorParallel(comm::Communicator& tp, plan::Reduction mode, Mem
 
 void TensorParallel::sum(float* x, int64_t n) {
   if (tp_.size() == 1) return;
-  if (mode_ == plan::Reduction::kDeterministic)
+  if (mode_ == config::Reduction::kDeterministic)
     comm::deterministic_all_reduce(tp_, x, n, staging_.f32());
   else
     tp_.all_reduce(x, n, DType::kF32, comm::ReduceOp::kSum);

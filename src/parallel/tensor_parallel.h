@@ -8,7 +8,7 @@
 
 #include "comm/communicator.h"
 #include "model/stage_hooks.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 #include "tensor/tensor.h"
 
 namespace sp::parallel {
@@ -16,7 +16,7 @@ namespace sp::parallel {
 class TensorParallel final : public model::TensorParallelOps {
  public:
   // max_count: the largest activation reduced (N·C), sizes the deterministic staging (category comm).
-  TensorParallel(comm::Communicator& tp, plan::Reduction mode, MemoryLedger& ledger, int64_t max_count);
+  TensorParallel(comm::Communicator& tp, config::Reduction mode, MemoryLedger& ledger, int64_t max_count);
   int rank() const override { return tp_.rank(); }
   int size() const override { return tp_.size(); }
   void reduce_from_tp(float* x, int64_t n) override {
@@ -28,12 +28,12 @@ class TensorParallel final : public model::TensorParallelOps {
   void copy_to_tp_backward(float* dx, int64_t n) override { sum(dx, n); }
   void all_reduce_max(float* x, int64_t n) override;
   void all_reduce_sum(float* x, int64_t n) override { sum(x, n); }
-  static int64_t staging_floats(plan::Reduction mode, int tp, int64_t max_count);
+  static int64_t staging_floats(config::Reduction mode, int tp, int64_t max_count);
 
  private:
   void sum(float* x, int64_t n);
   comm::Communicator& tp_;
-  plan::Reduction mode_;
+  config::Reduction mode_;
   Tensor staging_;
   std::function<bool()> forward_reduce_;
 };

@@ -63,11 +63,11 @@ struct Setup {
 };
 
 struct Run {
-  Run(const plan::RunConfig& c, const TrainOptions& o, Setup s, int r)
+  Run(const config::RunConfig& c, const TrainOptions& o, Setup s, int r)
       : config(c), opt(o), paths(o.out_dir), plan(std::move(s.plan)), grid(std::move(s.grid)), rank(r) {}
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
-  const plan::RunConfig& config;
+  const config::RunConfig& config;
   const TrainOptions& opt;
   const evidence::RunPaths paths;
   const plan::RunPlan plan;
@@ -113,7 +113,7 @@ struct Run {
 };
 
 // The run options that only make sense together (the anchored replay, extra checkpoints).
-Status validate_options(const plan::RunConfig& config, const TrainOptions& opt) {
+Status validate_options(const config::RunConfig& config, const TrainOptions& opt) {
   const int64_t steps = config.train.steps;
   for (int64_t s : opt.checkpoint_at)
     if (s < 0 || s > steps)
@@ -142,11 +142,11 @@ Status validate_options(const plan::RunConfig& config, const TrainOptions& opt) 
 }
 
 // 1. Validate and plan: every rule, identically on every rank, before any communication or file write.
-Result<Setup> validate_and_plan(const plan::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
+Result<Setup> validate_and_plan(const config::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
   SP_RETURN_IF_ERROR(validate_options(config, opt));
   SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(config, mpi.world_size()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
-  const plan::ParallelConfig& pc = config.parallel;
+  const config::ParallelConfig& pc = config.parallel;
   // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid,
                       comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers()));
@@ -157,7 +157,7 @@ Result<Setup> validate_and_plan(const plan::RunConfig& config, const TrainOption
 // 2. Prepare the data and freeze the contract: rank 0 prepares the corpus into the content-addressed
 //    cache, every rank opens and verifies it; the contract binds config, data, build and versions.
 Status prepare_data(Run& run, comm::MpiScope& mpi) {
-  const plan::RunConfig& config = run.config;
+  const config::RunConfig& config = run.config;
   run.comms = config.parallel.parameter_server() ? comm::make_ps_communicators(run.grid, run.plan.roles())
                                                  : comm::make_grid_communicators(run.grid);
   // --init-from is read and checked on every rank before anything is written: a file that does not fit
@@ -224,7 +224,7 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
 //    whether the evidence files start anew or continue from its recorded prefix. From here on every
 //    communicator is traced and watched.
 Status open_evidence(Run& run) {
-  const plan::RunConfig& config = run.config;
+  const config::RunConfig& config = run.config;
   const std::string& out = run.opt.out_dir;
   const bool anchored = !run.opt.anchor_from.empty();
   if (!anchored) {
@@ -398,7 +398,7 @@ Status anchored_loop(Run& run, TrainSummary& summary) {
 // 5. The training loop: a step, its evidence records, the evaluation when due, a checkpoint when due.
 //    Stops with an error on diverged replicas or non-finite gradients (evidence.stop_on_divergence).
 Status train_loop(Run& run, TrainSummary& summary) {
-  const plan::RunConfig& config = run.config;
+  const config::RunConfig& config = run.config;
   Engine& engine = *run.engine;
   CheckpointOptions ckpt_options;
   ckpt_options.keep_last = config.evidence.keep_last;
@@ -503,7 +503,7 @@ Status finish(Run& run, const Status& loop) {
 
 }  // namespace
 
-Result<TrainSummary> run_training(const plan::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
+Result<TrainSummary> run_training(const config::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
   SP_ASSIGN_OR_RETURN(Setup setup, validate_and_plan(config, opt, mpi));
   Run run(config, opt, std::move(setup), mpi.world_rank());
   SP_RETURN_IF_ERROR(prepare_data(run, mpi));

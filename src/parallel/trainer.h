@@ -1,4 +1,4 @@
-// run_training: one `shardproof train` on every rank of an MPI job, from a validated plan::RunConfig to a
+// run_training: one `shardproof train` on every rank of an MPI job, from a validated config::RunConfig to a
 // complete evidence bundle (evidence/bundle_paths.h, docs/formats/): contract.json, topology.json,
 // comm_predicted.json, trace/, timeline/, checksums.jsonl, metrics.jsonl, ledger.json, activations/
 // and checkpoints/. It runs six phases, each a function of trainer.cc: validate and plan, prepare the
@@ -17,7 +17,7 @@
 #include "core/status.h"
 #include "evidence/faults.h"
 #include "parallel/checkpointing.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 
 namespace sp::parallel {
 
@@ -55,6 +55,6 @@ struct TrainSummary {
   int64_t steps = 0;       // steps completed (the run's, counting resumed ones)
 };
 
-Result<TrainSummary> run_training(const plan::RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);
+Result<TrainSummary> run_training(const config::RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);
 
 }  // namespace sp::parallel

@@ -10,8 +10,8 @@
 namespace sp::plan {
 
 LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coords, int64_t eval_batches) {
-  const RunConfig& c = plan.config;
-  const ParallelConfig& pc = c.parallel;
+  const config::RunConfig& c = plan.config;
+  const config::ParallelConfig& pc = c.parallel;
   LedgerModelInput in;
   in.model = c.model;
   in.dp = pc.parameter_server() ? 1 : pc.dp;  // a worker's dp axis is itself: no staging, no shards
@@ -21,7 +21,7 @@ LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coo
   in.dp_rank = coords.dp;
   in.tp_rank = coords.tp;
   in.zero = pc.zero;
-  in.deterministic = pc.reduction == Reduction::kDeterministic;
+  in.deterministic = pc.reduction == config::Reduction::kDeterministic;
   in.micro_batch_size = c.train.micro_batch_size;
   in.seq_len = c.train.seq_len;
   in.recompute = c.train.recompute;

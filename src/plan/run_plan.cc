@@ -12,9 +12,9 @@ namespace {
 // equation with the servers, and what the servers do not support (each with the reason).
 // The bounded-staleness rules shared by the parameter server and its single-process replay: the
 // schedule that is built, the bound's range, and what a stale run cannot do (checkpoints).
-void staleness_rules(const RunConfig& c, std::vector<RuleViolation>& errs) {
-  const ParallelConfig& p = c.parallel;
-  if (p.staleness_schedule == StalenessSchedule::kFree)
+void staleness_rules(const config::RunConfig& c, std::vector<RuleViolation>& errs) {
+  const config::ParallelConfig& p = c.parallel;
+  if (p.staleness_schedule == config::StalenessSchedule::kFree)
     errs.push_back(
         "parallel.staleness_schedule = \"free\": the free-running bounded-staleness mode is not built; only the "
         "fixed, reproducible schedule is (docs/ps.md §SSP); hint: parallel.staleness_schedule = \"fixed\"");
@@ -33,8 +33,8 @@ void staleness_rules(const RunConfig& c, std::vector<RuleViolation>& errs) {
 
 // The parameter-server rules (docs/ps.md §Configuration): which keys need the architecture, the world
 // equation with the servers, and what the servers do not support (each with the reason).
-void parameter_server_rules(const RunConfig& c, int world, std::vector<RuleViolation>& errs) {
-  const ParallelConfig& p = c.parallel;
+void parameter_server_rules(const config::RunConfig& c, int world, std::vector<RuleViolation>& errs) {
+  const config::ParallelConfig& p = c.parallel;
   if (p.replay_workers > 0) {
     // The single-process replay of a W-worker parameter server (parallel/ssp_replay.h).
     if (p.parameter_server() || world != 1 || p.dp != 1 || p.tp != 1 || p.pp != 1 || p.zero != 0)
@@ -42,7 +42,7 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<RuleViola
           "parallel.replay_workers = {} replays a parameter-server run in one process: it needs architecture = "
           "\"allreduce\", dp = tp = pp = 1, zero = 0 and one process (got architecture = \"{}\", dp = {}, tp = {}, "
           "pp = {}, zero = {}, world {}); hint: run it without mpirun, or drop parallel.replay_workers",
-          p.replay_workers, architecture_name(p.architecture), p.dp, p.tp, p.pp, p.zero, world));
+          p.replay_workers, config::architecture_name(p.architecture), p.dp, p.tp, p.pp, p.zero, world));
     const int64_t M = c.train.global_batch / std::max<int64_t>(c.train.micro_batch_size, 1);
     if (M % p.replay_workers != 0 || !std::has_single_bit(static_cast<uint64_t>(M / p.replay_workers)))
       errs.push_back({RuleViolation::Kind::kDoesNotDivide,
@@ -67,7 +67,7 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<RuleViola
                       "--set parallel.architecture=ps --set parallel.servers=1 (or, in one process, the replay: "
                       "--set parallel.replay_workers=W)",
                       p.staleness));
-    if (p.staleness_schedule != StalenessSchedule::kFixed)
+    if (p.staleness_schedule != config::StalenessSchedule::kFixed)
       errs.push_back(
           "parallel.staleness_schedule = \"free\" needs parallel.architecture = \"ps\" and "
           "parallel.staleness ≥ 1");
@@ -92,7 +92,7 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<RuleViola
         fmt::format("parallel.zero = {} with parallel.architecture = \"ps\": the servers already own "
                     "the optimizer state and the parameters in shards; hint: zero = 0",
                     p.zero));
-  if (p.reduction != Reduction::kDeterministic)
+  if (p.reduction != config::Reduction::kDeterministic)
     errs.push_back(
         "parallel.reduction = \"fast\" with parallel.architecture = \"ps\": a server always sums the "
         "pushes in the canonical order (there is no MPI reduction to hand it to); hint: drop "
@@ -109,7 +109,7 @@ void parameter_server_rules(const RunConfig& c, int world, std::vector<RuleViola
 
 // Mixed precision (docs/config.md): what a 16-bit run needs and what it does not support yet.
 // Resolves train.gemm16 on this CPU into `resolved` (every rank of a run shares its CPU model).
-void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vector<RuleViolation>& errs) {
+void precision_rules(const config::RunConfig& c, kernels::Gemm16Kind& resolved, std::vector<RuleViolation>& errs) {
   const model::Precision& pr = c.train.precision;
   resolved = kernels::Gemm16Kind::kAuto;
   if (c.fp16 && pr.compute != DType::kF16)
@@ -139,7 +139,7 @@ void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vec
         "gradients to zero without a loss scale (docs/loss_scaling.md); hint: add an [fp16] table, e.g. --set "
         "fp16.initial_scale_power=16 (DeepSpeed's defaults: initial_scale_power 16, loss_scale_window 1000, "
         "hysteresis 2, min_loss_scale 1)");
-  if (pr.grad != DType::kF32 && c.parallel.reduction == Reduction::kFast)
+  if (pr.grad != DType::kF32 && c.parallel.reduction == config::Reduction::kFast)
     errs.push_back(fmt::format(
         "train.grad_dtype = \"{}\" with parallel.reduction = \"fast\": MPI has no 16-bit floating-point sum, "
         "so 16-bit gradients are reduced only over the canonical tree; hint: parallel.reduction = "
@@ -154,17 +154,17 @@ void precision_rules(const RunConfig& c, kernels::Gemm16Kind& resolved, std::vec
 
 }  // namespace
 
-std::vector<std::string> RunPlan::violations(const RunConfig& c, int world) {
+std::vector<std::string> RunPlan::violations(const config::RunConfig& c, int world) {
   std::vector<std::string> out;
   for (RuleViolation& v : rule_violations(c, world)) out.push_back(std::move(v.message));
   return out;
 }
 
-std::vector<RuleViolation> RunPlan::rule_violations(const RunConfig& c, int world) {
+std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, int world) {
   constexpr auto kDivide = RuleViolation::Kind::kDoesNotDivide;
   std::vector<RuleViolation> errs;
-  const ParallelConfig& p = c.parallel;
-  const TrainConfig& t = c.train;
+  const config::ParallelConfig& p = c.parallel;
+  const config::TrainConfig& t = c.train;
   const model::LlamaConfig& m = c.model;
   parameter_server_rules(c, world, errs);
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
@@ -190,7 +190,7 @@ std::vector<RuleViolation> RunPlan::rule_violations(const RunConfig& c, int worl
          fmt::format("global batch {} is not divisible by micro_batch_size {} × dp {} = {} (each dp rank "
                      "needs a whole number of micro-batches); hint: make global_batch a multiple of {}",
                      t.global_batch, t.micro_batch_size, p.dp, t.micro_batch_size * p.dp, t.micro_batch_size * p.dp)});
-  else if (p.dp > 1 && p.reduction == Reduction::kDeterministic &&
+  else if (p.dp > 1 && p.reduction == config::Reduction::kDeterministic &&
            !std::has_single_bit(static_cast<uint64_t>(M / p.dp)))
     errs.push_back(
         {kDivide, fmt::format("deterministic reduction needs a power-of-two number of micro-batches per dp rank, "
@@ -211,12 +211,12 @@ std::vector<RuleViolation> RunPlan::rule_violations(const RunConfig& c, int worl
                                          "data.vocab_size a multiple of {}",
                                          m.vocab_size, p.tp, p.tp)});
   const int v = p.virtual_stages;
-  if (v > 1 && p.schedule != Schedule::kInterleaved)
+  if (v > 1 && p.schedule != config::Schedule::kInterleaved)
     errs.push_back(fmt::format("parallel.virtual_stages = {} needs parallel.schedule = \"interleaved\"", v));
   if (m.n_layers % (int64_t{p.pp} * v) != 0)
     errs.push_back({kDivide, fmt::format("model.n_layers = {} is not divisible by pp × virtual_stages = {} × {} = {}",
                                          m.n_layers, p.pp, v, p.pp * v)});
-  if (p.schedule == Schedule::kInterleaved) {
+  if (p.schedule == config::Schedule::kInterleaved) {
     if (p.pp < 2) errs.push_back("the interleaved schedule needs parallel.pp ≥ 2");
     if (M % p.dp == 0 && (M / p.dp) % p.pp != 0)
       errs.push_back({kDivide, fmt::format("the interleaved schedule needs micro-batches per dp rank ({}) to be a "
@@ -268,7 +268,7 @@ std::vector<RuleViolation> RunPlan::rule_violations(const RunConfig& c, int worl
   return errs;
 }
 
-Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
+Result<RunPlan> RunPlan::make(const config::RunConfig& c, int world) {
   const std::vector<std::string> errs = violations(c, world);
   if (!errs.empty()) {
     std::string msg = "invalid parallel configuration:";
@@ -276,7 +276,7 @@ Result<RunPlan> RunPlan::make(const RunConfig& c, int world) {
     return Status(StatusCode::kInvalidArgument, msg);
   }
   const int64_t M = c.train.global_batch / c.train.micro_batch_size;
-  const ParallelConfig& p = c.parallel;
+  const config::ParallelConfig& p = c.parallel;
   RunPlan plan;
   plan.config = c;
   plan.world = world;
@@ -309,14 +309,14 @@ std::vector<ChunkPlacement> RunPlan::chunks_of(int pp_rank) const {
 }
 
 comm::RoleMap RunPlan::roles() const {
-  const ParallelConfig& pc = config.parallel;
+  const config::ParallelConfig& pc = config.parallel;
   auto r = comm::RoleMap::create(pc.workers(), pc.parameter_server() ? pc.servers : 0, world);
   SP_CHECK(r.ok(), "the plan's roles: {}", r.status().message());
   return *r;
 }
 
 evidence::FaultTarget RunPlan::fault_target() const {
-  const ParallelConfig& pc = config.parallel;
+  const config::ParallelConfig& pc = config.parallel;
   return {.dp = pc.dp,
           .tp = pc.tp,
           .pp = pc.pp,

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "comm/roles.h"
+#include "config/run_config.h"
 #include "core/status.h"
 #include "evidence/faults.h"
-#include "plan/run_config.h"
 
 namespace sp::plan {
 
@@ -42,7 +42,7 @@ struct RuleViolation {
 };
 
 struct RunPlan {
-  RunConfig config;
+  config::RunConfig config;
   int world = 1;
   int64_t micro_batches = 1;        // M per step (global)
   int64_t local_micro_batches = 1;  // k = M / dp
@@ -50,12 +50,12 @@ struct RunPlan {
   // kFallback in mixed precision; kAuto (none) in fp32.
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
 
-  static Result<RunPlan> make(const RunConfig& config, int world);
+  static Result<RunPlan> make(const config::RunConfig& config, int world);
   // Every rule `config` breaks at `world` ranks, one sentence each (empty: make() succeeds), with its kind:
   // a size that does not divide (the planner's search says "does not divide") or a combination refused.
-  static std::vector<RuleViolation> rule_violations(const RunConfig& config, int world);
+  static std::vector<RuleViolation> rule_violations(const config::RunConfig& config, int world);
   // The same sentences without their kinds.
-  static std::vector<std::string> violations(const RunConfig& config, int world);
+  static std::vector<std::string> violations(const config::RunConfig& config, int world);
   // The chunks pipeline rank r holds, by virtual stage.
   std::vector<ChunkPlacement> chunks_of(int pp_rank) const;
   int chunk_count() const { return config.parallel.pp * config.parallel.virtual_stages; }

@@ -61,14 +61,14 @@ std::vector<PipeAction> interleaved(int r, int p, int v, int64_t m) {
 
 }  // namespace
 
-std::vector<PipeAction> schedule_actions(Schedule s, int r, int p, int v, int64_t m) {
+std::vector<PipeAction> schedule_actions(config::Schedule s, int r, int p, int v, int64_t m) {
   SP_CHECK(r >= 0 && r < p && m >= 1 && v >= 1, "schedule_actions(r={}, p={}, v={}, m={})", r, p, v, m);
   switch (s) {
-    case Schedule::kGpipe:
+    case config::Schedule::kGpipe:
       return gpipe(m);
-    case Schedule::k1F1B:
+    case config::Schedule::k1F1B:
       return one_f_one_b(r, p, m);
-    case Schedule::kInterleaved:
+    case config::Schedule::kInterleaved:
       return interleaved(r, p, v, m);
   }
   return {};

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/run_config.h"
+#include "config/run_config.h"
 
 namespace sp::plan {
 
@@ -25,7 +25,7 @@ struct PipeAction {
   bool operator==(const PipeAction&) const = default;
 };
 
-std::vector<PipeAction> schedule_actions(Schedule schedule, int pp_rank, int pp, int virtual_stages, int64_t m);
+std::vector<PipeAction> schedule_actions(config::Schedule schedule, int pp_rank, int pp, int virtual_stages, int64_t m);
 // "F0.0 F0.1 B0.0 ..." (F<stage>.<mb>) for logs and tests.
 std::string schedule_string(const std::vector<PipeAction>& actions);
 // Most activation slots live at once on each virtual stage while running `actions`.

@@ -71,7 +71,7 @@ void add_ps_traffic(Ctx& x, const RunPlan& plan, int rank) {
 
 StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
                          bool eval_after) {
-  const RunConfig& rc = plan.config;
+  const config::RunConfig& rc = plan.config;
   const model::LlamaConfig& m = rc.model;
   // A parameter server runs no micro-batch and belongs to no grid axis; a worker's axes are itself.
   const bool ps = rc.parallel.parameter_server();
@@ -82,7 +82,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     x.tp = grid.group_name(comm::Axis::kTp, rank);
     x.pp = grid.group_name(comm::Axis::kPp, rank);
   }
-  x.det = rc.parallel.reduction == Reduction::kDeterministic;
+  x.det = rc.parallel.reduction == config::Reduction::kDeterministic;
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
   // Bytes per element of the parameters ZeRO gathers and of the gradients dp reduces (mixed precision:
   // 16-bit working weights, train.grad_dtype; docs/memory.md §"What phase 2 changes").
@@ -187,7 +187,7 @@ StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& g
   return out;
 }
 
-evidence::StepSchedule step_schedule(const RunConfig& config) {
+evidence::StepSchedule step_schedule(const config::RunConfig& config) {
   return {.steps = config.train.steps,
           .checksum_every = config.evidence.checksum_every,
           .eval_every = config.train.eval_every};

@@ -47,7 +47,7 @@ StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& g
                                  bool eval_after);
 // Which steps take checksums and are followed by an evaluation: the trainer's loop and the prediction
 // both follow it (evidence/comm_prediction.h).
-evidence::StepSchedule step_schedule(const RunConfig& config);
+evidence::StepSchedule step_schedule(const config::RunConfig& config);
 // comm_predicted.json (format 2, docs/formats/comm_predicted.md): every rank's traffic per step class
 // (evidence::kStepClasses: the evaluation before training, and a step with or without checksums, with
 // or without an evaluation after it) and the schedule that maps each step to its class:

@@ -181,7 +181,7 @@ Criterion stages_completed(const GateContext& c) {
 
 // 3. The parallel stage's topology re-derives a complete grid of the contract's dp·tp·pp.
 Criterion topology_valid(const GateContext& c) {
-  const plan::ParallelConfig& pc = c.config.parallel;
+  const config::ParallelConfig& pc = c.config.parallel;
   auto topo = read_json_file(c.bundle->paths().parallel().topology());
   Status s = topo.ok() ? comm::validate_topology(*topo) : topo.status();
   if (s.ok() && topo->value("world_size", 0) != pc.world())
@@ -222,7 +222,7 @@ Criterion traced_bytes(const GateContext& c) {
 
 // 6. The prediction file itself is the plan's, not an edited one.
 Criterion prediction_rederived(const GateContext& c) {
-  const plan::ParallelConfig& pc = c.config.parallel;
+  const config::ParallelConfig& pc = c.config.parallel;
   auto grid = comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers());  // the workers' grid
   auto stored = read_json_file(c.bundle->paths().parallel().comm_predicted());
   const bool same = grid.ok() && stored.ok() && *stored == plan::predict_run_traffic(c.plan, *grid);
@@ -412,7 +412,7 @@ Criterion throughput(const GateContext& c) {
 Result<GateContext> GateContext::make(const ProofBundle& bundle) {
   GateContext c;
   c.bundle = &bundle;
-  SP_ASSIGN_OR_RETURN(c.config, plan::RunConfig::from_json(bundle.contract()["config"]));
+  SP_ASSIGN_OR_RETURN(c.config, config::RunConfig::from_json(bundle.contract()["config"]));
   SP_ASSIGN_OR_RETURN(c.plan, plan::RunPlan::make(c.config, c.config.parallel.world()));
   const RunPaths par = bundle.paths().parallel(), ref = bundle.paths().reference();
   c.bitwise = promised_class(c.config) == Equivalence::kBitwise;

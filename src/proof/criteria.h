@@ -14,7 +14,7 @@
 #include "core/status.h"
 #include "evidence/compare.h"
 #include "evidence/trace_check.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 #include "plan/run_plan.h"
 #include "proof/bundle.h"
 #include "proof/equivalence.h"
@@ -28,7 +28,7 @@ namespace sp::proof {
 struct GateContext {
   static Result<GateContext> make(const ProofBundle& bundle);
   const ProofBundle* bundle = nullptr;
-  plan::RunConfig config;
+  config::RunConfig config;
   plan::RunPlan plan;
   Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
   Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running

@@ -24,7 +24,7 @@ Result<RunContract> read_run_contract(const evidence::RunPaths& run) {
   SP_ASSIGN_OR_RETURN(rc.contract, read_json_file(run.contract(), uint64_t{1} << 26));
   SP_RETURN_IF_ERROR(evidence::verify_contract(rc.contract, run.contract()));
   if (!rc.contract.contains("config")) return corrupt("'{}': no \"config\"", run.contract());
-  SP_ASSIGN_OR_RETURN(rc.config, plan::RunConfig::from_json(rc.contract["config"]));
+  SP_ASSIGN_OR_RETURN(rc.config, config::RunConfig::from_json(rc.contract["config"]));
   return rc;
 }
 
@@ -41,21 +41,21 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
           "topology (config.parallel), recomputation, evaluation and evidence settings may differ");
 }
 
-std::optional<std::pair<int, int>> stale_schedule(const plan::RunConfig& config) {
-  const plan::ParallelConfig& p = config.parallel;
+std::optional<std::pair<int, int>> stale_schedule(const config::RunConfig& config) {
+  const config::ParallelConfig& p = config.parallel;
   if (p.staleness == 0) return std::nullopt;
   if (p.replay_workers > 0) return std::make_pair(p.replay_workers, p.staleness);
   if (p.parameter_server()) return std::make_pair(p.workers(), p.staleness);
   return std::nullopt;
 }
 
-Equivalence promised_class(const plan::RunConfig& config) {
+Equivalence promised_class(const config::RunConfig& config) {
   if (stale_schedule(config)) return Equivalence::kDivergentByDesign;
-  const bool bitwise = config.parallel.tp == 1 && config.parallel.reduction == plan::Reduction::kDeterministic;
+  const bool bitwise = config.parallel.tp == 1 && config.parallel.reduction == config::Reduction::kDeterministic;
   return bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
 }
 
-double mixed_precision_envelope(const plan::RunConfig& config) {
+double mixed_precision_envelope(const config::RunConfig& config) {
   const DType t = config.train.precision.compute;
   if (t == DType::kF32) return 0.0;
   const double u = t == DType::kBF16 ? 0x1p-8 : 0x1p-11;  // 2^-p, p = 8 (bf16) or 11 (fp16) significand bits
@@ -63,7 +63,7 @@ double mixed_precision_envelope(const plan::RunConfig& config) {
   return 2.0 * std::sqrt(R) * u / std::sqrt(3.0);
 }
 
-evidence::Tolerances tolerances_for(const plan::RunConfig& config) {
+evidence::Tolerances tolerances_for(const config::RunConfig& config) {
   evidence::Tolerances tol;
   tol.grad_first *= std::sqrt(static_cast<double>(config.train.global_batch * config.train.seq_len));
   // Mixed precision (docs/equivalence.md §5, §"Mixed precision across topologies"): a changed fp32 sum
@@ -75,7 +75,7 @@ evidence::Tolerances tolerances_for(const plan::RunConfig& config) {
   return tol;
 }
 
-std::vector<evidence::RecordKey> expected_records(const plan::RunConfig& config, const std::vector<int64_t>& steps) {
+std::vector<evidence::RecordKey> expected_records(const config::RunConfig& config, const std::vector<int64_t>& steps) {
   std::vector<int64_t> which = steps;
   if (which.empty())
     for (int64_t s = 0; s < config.train.steps; ++s) which.push_back(s);
@@ -96,7 +96,7 @@ std::vector<evidence::RecordKey> expected_records(const plan::RunConfig& config,
 // A run resumed from a checkpoint another topology saved carries that topology's steps too: its promise
 // is the weakest of its own and those of the checkpoints in its directory (their manifests hold the
 // saving run's contract).
-static Equivalence promised_class_of_run(const evidence::RunPaths& run, const plan::RunConfig& config) {
+static Equivalence promised_class_of_run(const evidence::RunPaths& run, const config::RunConfig& config) {
   Equivalence promised = promised_class(config);
   const ckpt::CheckpointPaths paths = run.checkpoints();
   auto listing = ckpt::list_checkpoints(paths);
@@ -104,7 +104,7 @@ static Equivalence promised_class_of_run(const evidence::RunPaths& run, const pl
   for (int64_t step : listing->steps) {
     auto m = ckpt::read_manifest(paths, step);
     if (!m.ok() || !m->contract.contains("config")) continue;
-    if (auto saved = plan::RunConfig::from_json(m->contract["config"]); saved.ok())
+    if (auto saved = config::RunConfig::from_json(m->contract["config"]); saved.ok())
       promised = std::max(promised, promised_class(*saved));
   }
   return promised;

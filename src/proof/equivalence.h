@@ -20,14 +20,14 @@
 #include "core/status.h"
 #include "evidence/bundle_paths.h"
 #include "evidence/compare.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 
 namespace sp::proof {
 
 // A run bundle's contract and the configuration in it (the hash verified).
 struct RunContract {
   nlohmann::json contract;
-  plan::RunConfig config;
+  config::RunConfig config;
 };
 Result<RunContract> read_run_contract(const evidence::RunPaths& run);
 
@@ -38,24 +38,24 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
 // What the configuration promises against the single-device reference: divergent-by-design for bounded
 // staleness (a parameter server with staleness > 0, or its single-process replay), which computes on
 // stale parameters by design (docs/ps.md §SSP).
-evidence::Equivalence promised_class(const plan::RunConfig& config);
+evidence::Equivalence promised_class(const config::RunConfig& config);
 // The fixed staleness schedule a run follows, as (workers, staleness); nullopt for a synchronous run.
 // Two runs of one schedule (the parameter server and its replay) promise bitwise equality to each other.
-std::optional<std::pair<int, int>> stale_schedule(const plan::RunConfig& config);
+std::optional<std::pair<int, int>> stale_schedule(const config::RunConfig& config);
 
 // The tolerances of a step that starts from the reference's state (docs/equivalence.md §3): 2^-16 for
 // the loss and the parameters; a gradient is a sum over the N = global_batch·seq_len tokens of the step
 // whose terms carry that relative error and whose signs cancel (its condition number is ≈ √N for
 // uncorrelated signs), so its tolerance is 2^-16·√N.
-evidence::Tolerances tolerances_for(const plan::RunConfig& config);
+evidence::Tolerances tolerances_for(const config::RunConfig& config);
 // The 16-bit envelope τ₁₆ = 2·√R·u/√3 (R = 13·n_layers + 3 rounding points, u = 2^-8 bf16, 2^-11 fp16;
 // docs/equivalence.md §5) of a mixed-precision run; 0 in fp32.
-double mixed_precision_envelope(const plan::RunConfig& config);
+double mixed_precision_envelope(const config::RunConfig& config);
 
 // The checksum records a run of `config` writes for `steps` (every step when empty): the loss, the loss
 // scaler's record in fp16, and every gradient and parameter tensor at the steps evidence.checksum_every
 // selects.
-std::vector<evidence::RecordKey> expected_records(const plan::RunConfig& config,
+std::vector<evidence::RecordKey> expected_records(const config::RunConfig& config,
                                                   const std::vector<int64_t>& steps = {});
 
 // The anchors of an anchored replay (anchors.json), or empty for a free-running run.

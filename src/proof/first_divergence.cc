@@ -123,7 +123,7 @@ std::string FirstDivergence::line() const {
   return s;
 }
 
-FaultReading fault_reading(const ProofBundle& bundle, const plan::RunConfig& config, bool bitwise,
+FaultReading fault_reading(const ProofBundle& bundle, const config::RunConfig& config, bool bitwise,
                            const evidence::Tolerances& tol) {
   const bool replayed = !bitwise && !bundle.fault_anchors().empty();
   const bool exact = bitwise || !replayed;  // bit for bit, or within the single-step tolerances
@@ -140,7 +140,7 @@ FaultReading fault_reading(const ProofBundle& bundle, const plan::RunConfig& con
                    .require_complete = false}};
 }
 
-FirstDivergence locate_first_divergence(const ProofBundle& bundle, const plan::RunConfig& config, bool bitwise,
+FirstDivergence locate_first_divergence(const ProofBundle& bundle, const config::RunConfig& config, bool bitwise,
                                         const evidence::Tolerances& tol) {
   const evidence::RunPaths fault = bundle.paths().fault(), ref = bundle.paths().reference();
   FirstDivergence out;

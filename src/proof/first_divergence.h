@@ -15,7 +15,7 @@
 
 #include "evidence/compare.h"
 #include "evidence/faults.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 #include "proof/bundle.h"
 
 namespace sp::proof {
@@ -53,7 +53,7 @@ struct FaultReading {
   bool replayed = false;  // the anchored fault replay, within the single-step tolerances
   evidence::CompareSpec spec;
 };
-FaultReading fault_reading(const ProofBundle& bundle, const plan::RunConfig& config, bool bitwise,
+FaultReading fault_reading(const ProofBundle& bundle, const config::RunConfig& config, bool bitwise,
                            const evidence::Tolerances& tol);
 
 // The fault run against the reference. `bitwise` is the class the contract promises. Bitwise
@@ -63,7 +63,7 @@ FaultReading fault_reading(const ProofBundle& bundle, const plan::RunConfig& con
 // within the single-step tolerances, and the views of a free-running run (eval, and the checksums of a
 // fault with no replay, such as a damaged checkpoint) compare DIR/fault with the clean parallel run of
 // the same topology, DIR/parallel, bit for bit.
-FirstDivergence locate_first_divergence(const ProofBundle& bundle, const plan::RunConfig& config, bool bitwise,
+FirstDivergence locate_first_divergence(const ProofBundle& bundle, const config::RunConfig& config, bool bitwise,
                                         const evidence::Tolerances& tol = {});
 
 }  // namespace sp::proof

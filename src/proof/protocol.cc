@@ -12,8 +12,8 @@ namespace {
 constexpr int64_t kAnchorsAtEveryStep = 32;  // runs up to this long (the presets, the labs) are anchored at every step
 }  // namespace
 
-Result<ProtocolPlan> plan_protocol(const plan::RunConfig& config, std::string_view fault_spec) {
-  const plan::ParallelConfig& pc = config.parallel;
+Result<ProtocolPlan> plan_protocol(const config::RunConfig& config, std::string_view fault_spec) {
+  const config::ParallelConfig& pc = config.parallel;
   // Bounded staleness is outside the equivalence guarantee: stage 2 (the run against the single device)
   // could only fail, so prove refuses up front and names what proves SSP instead (docs/ps.md §SSP).
   if (promised_class(config) == evidence::Equivalence::kDivergentByDesign)

@@ -11,14 +11,14 @@
 
 #include "core/status.h"
 #include "evidence/faults.h"
-#include "plan/run_config.h"
+#include "config/run_config.h"
 
 namespace sp::proof {
 
 struct ProtocolPlan {
   int64_t checkpoint_step = 0;   // k: prove.checkpoint_step, default train.steps / 2
   evidence::FaultSpec fault;     // stage 3's fault; without @STEP it acts at k (a checkpoint fault: k − 1)
-  plan::RunConfig fault_config;  // stage 3's configuration (a checkpoint fault saves every k steps)
+  config::RunConfig fault_config;  // stage 3's configuration (a checkpoint fault saves every k steps)
   // A configuration whose promise is not bitwise is verified by anchored replays (docs/equivalence.md
   // §anchored): these steps are replayed on the parallel topology from the reference's state, with and
   // without the fault. Empty for bitwise configurations.
@@ -30,6 +30,6 @@ struct ProtocolPlan {
 
 // `fault_spec`: NAME[@STEP][:RANK], or empty for the configuration's prove.fault, else the default
 // fault of the topology (evidence::default_fault_name).
-Result<ProtocolPlan> plan_protocol(const plan::RunConfig& config, std::string_view fault_spec);
+Result<ProtocolPlan> plan_protocol(const config::RunConfig& config, std::string_view fault_spec);
 
 }  // namespace sp::proof

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/json_io.h"
-#include "plan/search.h"
+#include "planner/search.h"
 #include "report/views.h"
 
 namespace sp::report {
@@ -101,7 +101,7 @@ std::vector<View> search(const json& p, const std::vector<std::string>& files, j
                         {"ranked_total", ranked.size()},
                         {"excluded_total", p.at("excluded").size()},
                         {"excluded_by_kind", p.at("excluded_by_kind")},
-                        {"excluded_by_rule", plan::excluded_by_rule(p.at("excluded"))},
+                        {"excluded_by_rule", planner::excluded_by_rule(p.at("excluded"))},
                         {"assumptions", p.at("assumptions")}}}};
 }
 

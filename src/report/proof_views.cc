@@ -175,7 +175,7 @@ View divergence_view(const proof::ProofBundle& bundle, const Result<proof::Proof
     d["drift_file"] = evidence::kDriftFile;
     if (!verdict->drift.is_null()) v.files.push_back(fmt::format("{} (re-derived)", evidence::kDriftFile));
   }
-  auto config = plan::RunConfig::from_json(bundle.contract().value("config", json::object()));
+  auto config = config::RunConfig::from_json(bundle.contract().value("config", json::object()));
   if (!config.ok()) {
     v.problems.push_back(fmt::format("{}: {}", evidence::kContractFile, config.status().message()));
     v.data = std::move(d);

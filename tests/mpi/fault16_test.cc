@@ -15,33 +15,33 @@
 
 #include "comm/mpi_communicator.h"
 #include "comm/trace_context.h"
+#include "config/run_config.h"
 #include "evidence/faults.h"
 #include "mpi_test_util.h"
 #include "parallel/engine.h"
-#include "plan/run_config.h"
 #include "proof/equivalence.h"
 
 namespace sp::parallel {
 namespace {
 
-plan::RunConfig config_for(int dp, int tp, int zero) {
+config::RunConfig config_for(int dp, int tp, int zero) {
   const char* src = std::getenv("SP_SOURCE_DIR");
   SP_CHECK(src != nullptr, "SP_SOURCE_DIR is not set (ctest sets it)");
-  auto j = plan::read_preset(std::string(src) + "/configs", "tiny");
+  auto j = config::read_preset(std::string(src) + "/configs", "tiny");
   SP_CHECK(j.ok(), "{}", j.status().to_string());
   for (const char* s : {"train.precision=bf16", "train.grad_dtype=bf16", "train.seq_len=16", "train.steps=2",
                         "train.eval_batches=0", "train.micro_batch_size=1", "train.global_batch=4"})
-    SP_CHECK(plan::apply_override(*j, s).ok(), "{}", s);
+    SP_CHECK(config::apply_override(*j, s).ok(), "{}", s);
   (*j)["parallel"]["dp"] = dp;
   (*j)["parallel"]["tp"] = tp;
   (*j)["parallel"]["zero"] = zero;
-  auto rc = plan::RunConfig::from_json(*j);
+  auto rc = config::RunConfig::from_json(*j);
   SP_CHECK(rc.ok(), "{}", rc.status().to_string());
   return *rc;
 }
 
 // The gradient summaries of steps 0 and 1 (every logical tensor, identical on every rank).
-std::vector<std::vector<evidence::TensorSummary>> two_steps(const plan::RunConfig& config, const std::string& fault) {
+std::vector<std::vector<evidence::TensorSummary>> two_steps(const config::RunConfig& config, const std::string& fault) {
   const int world = config.parallel.world();
   auto plan = plan::RunPlan::make(config, world);
   SP_CHECK(plan.ok(), "{}", plan.status().to_string());
@@ -78,7 +78,7 @@ double rel_l2(const evidence::TensorSummary& got, const evidence::TensorSummary&
 
 // Runs `fault` against the clean run and returns, per logical tensor, whether its step-1 gradient differs
 // (step 0 must be bitwise equal everywhere); `rel` gets each tensor's relative L2 difference at step 1.
-std::vector<bool> changed_at_step1(const plan::RunConfig& config, const std::string& fault, std::vector<double>& rel,
+std::vector<bool> changed_at_step1(const config::RunConfig& config, const std::string& fault, std::vector<double>& rel,
                                    std::vector<std::string>& names) {
   const auto clean = two_steps(config, ""), faulty = two_steps(config, fault);
   const evidence::LogicalTensors tensors(config.model);
@@ -100,7 +100,7 @@ TEST(Fault16, SkipGradAllreduceLeavesTheFirstBlockUnsynchronized) {
   auto world = comm::make_world_communicator();
   if (world->size() != 2) GTEST_SKIP() << "2 ranks";
   for (int zero : {0, 1}) {
-    const plan::RunConfig config = config_for(2, 1, zero);
+    const config::RunConfig config = config_for(2, 1, zero);
     std::vector<double> rel;
     std::vector<std::string> names;
     const std::vector<bool> changed = changed_at_step1(config, "skip-grad-allreduce@1", rel, names);
@@ -113,7 +113,7 @@ TEST(Fault16, StaleGradLeaksThePreviousStepIntoEveryGradient) {
   auto world = comm::make_world_communicator();
   if (world->size() != 2) GTEST_SKIP() << "2 ranks";
   for (int zero : {0, 1}) {
-    const plan::RunConfig config = config_for(2, 1, zero);
+    const config::RunConfig config = config_for(2, 1, zero);
     std::vector<double> rel;
     std::vector<std::string> names;
     const std::vector<bool> changed = changed_at_step1(config, "stale-grad@1:1", rel, names);
@@ -126,7 +126,7 @@ TEST(Fault16, StaleGradLeaksThePreviousStepIntoEveryGradient) {
 TEST(Fault16, TpGradScaleScalesOneShardBeyondTheEnvelope) {
   auto world = comm::make_world_communicator();
   if (world->size() != 2) GTEST_SKIP() << "2 ranks";
-  const plan::RunConfig config = config_for(1, 2, 0);
+  const config::RunConfig config = config_for(1, 2, 0);
   const double tau16 = proof::mixed_precision_envelope(config);
   std::vector<double> rel;
   std::vector<std::string> names;

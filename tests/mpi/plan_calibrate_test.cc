@@ -1,4 +1,4 @@
-// `plan calibrate`'s measurements on real MPI ranks (plan/calibrate.h): every rank gets the same result,
+// `plan calibrate`'s measurements on real MPI ranks (planner/calibrate.h): every rank gets the same result,
 // the sgemm rate and the fitted link are physically plausible for one CPU core and shared memory, and the
 // cluster file written from them reads back as this host (one node of `world` devices, link "shm").
 #include <gtest/gtest.h>
@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "comm/mpi_communicator.h"
-#include "plan/calibrate.h"
+#include "planner/calibrate.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 
 TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
@@ -61,4 +61,4 @@ TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
 }
 
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

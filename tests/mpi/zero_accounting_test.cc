@@ -16,10 +16,10 @@
 
 #include "comm/mpi_communicator.h"
 #include "comm/trace_context.h"
+#include "config/run_config.h"
 #include "mpi_test_util.h"
 #include "parallel/engine.h"
 #include "plan/ledger_model.h"
-#include "plan/run_config.h"
 
 namespace sp::parallel {
 namespace {
@@ -32,15 +32,15 @@ TEST(ZeroAccounting, ModelStatesEqualThePapersFormulas) {
   const char* src = std::getenv("SP_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "SP_SOURCE_DIR is not set (ctest sets it)";
   for (int zero = 0; zero <= 3; ++zero) {
-    auto j = plan::read_preset(std::string(src) + "/configs", "small");
+    auto j = config::read_preset(std::string(src) + "/configs", "small");
     ASSERT_TRUE(j.ok()) << j.status().to_string();
     for (const char* s : {"train.precision=bf16", "train.grad_dtype=bf16", "train.seq_len=8", "train.steps=1",
                           "train.eval_batches=0", "train.micro_batch_size=1"})
-      ASSERT_TRUE(plan::apply_override(*j, s).ok());
+      ASSERT_TRUE(config::apply_override(*j, s).ok());
     (*j)["train"]["global_batch"] = nd;  // k = 1 micro-batch per rank: one gradient buffer (no tree)
     (*j)["parallel"]["dp"] = nd;
     (*j)["parallel"]["zero"] = zero;
-    auto rc = plan::RunConfig::from_json(*j);
+    auto rc = config::RunConfig::from_json(*j);
     ASSERT_TRUE(rc.ok()) << rc.status().to_string();
     auto plan = plan::RunPlan::make(*rc, nd);
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();

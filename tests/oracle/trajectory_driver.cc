@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
                         {"train", job.at("train")},
                         {"data", {{"vocab_size", job.at("model").at("vocab_size")}}}};
   cfg["train"]["eval_batches"] = 0;
-  auto rc = plan::RunConfig::from_json(cfg);
+  auto rc = config::RunConfig::from_json(cfg);
   if (!rc.ok()) return fail(rc.status());
   auto plan = plan::RunPlan::make(*rc, 1);
   if (!plan.ok()) return fail(plan.status());

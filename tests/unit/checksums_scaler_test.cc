@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "config/run_config.h"
 #include "core/file_io.h"
 #include "evidence/checksums.h"
 #include "evidence/compare.h"
-#include "plan/run_config.h"
 #include "proof/equivalence.h"
 #include "temp_dir.h"
 #include "unity_id.h"
@@ -188,19 +188,19 @@ TEST(ChecksumsScaler, StepsNotJudgedOnlyDrift) {
   EXPECT_DOUBLE_EQ(c->drift_per_step[1].second, 0.5);
 }
 
-plan::RunConfig config_with(const std::vector<std::string>& sets) {
-  auto j = plan::read_preset(sp::test::source_dir() + "/configs", "tiny");
+config::RunConfig config_with(const std::vector<std::string>& sets) {
+  auto j = config::read_preset(sp::test::source_dir() + "/configs", "tiny");
   EXPECT_TRUE(j.ok()) << j.status().message();
-  for (const std::string& s : sets) EXPECT_TRUE(plan::apply_override(*j, s).ok()) << s;
-  auto rc = plan::RunConfig::from_json(*j);
+  for (const std::string& s : sets) EXPECT_TRUE(config::apply_override(*j, s).ok()) << s;
+  auto rc = config::RunConfig::from_json(*j);
   EXPECT_TRUE(rc.ok()) << rc.status().message();
   return *rc;
 }
 
 TEST(ChecksumsScaler, TheContractRequiresThemInFp16Only) {
-  const plan::RunConfig fp16 = config_with(
+  const config::RunConfig fp16 = config_with(
       {"train.precision=fp16", "fp16.initial_scale_power=16", "train.steps=2", "evidence.checksum_every=0"});
-  const plan::RunConfig bf16 = config_with({"train.precision=bf16", "train.steps=2", "evidence.checksum_every=0"});
+  const config::RunConfig bf16 = config_with({"train.precision=bf16", "train.steps=2", "evidence.checksum_every=0"});
   const std::vector<RecordKey> want16 = {
       {0, "loss", "loss"}, {0, kScalerPhase, kScalerTensor}, {1, "loss", "loss"}, {1, kScalerPhase, kScalerTensor}};
   EXPECT_EQ(proof::expected_records(fp16), want16);

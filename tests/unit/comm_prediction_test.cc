@@ -19,7 +19,7 @@ namespace sp::parallel {
 namespace {
 namespace SP_TEST_ID {
 
-plan::RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every) {
+config::RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every) {
   nlohmann::json j = {
       {"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
       {"data", {{"vocab_size", 128}}},
@@ -32,7 +32,7 @@ plan::RunConfig hybrid(int64_t steps, int64_t checksum_every, int64_t eval_every
         {"eval_batches", 2}}},
       {"evidence", {{"checksum_every", checksum_every}}},
       {"parallel", {{"dp", 2}, {"pp", 2}, {"zero", 1}}}};
-  auto c = plan::RunConfig::from_json(j);
+  auto c = config::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
@@ -41,7 +41,7 @@ struct PlanAndGrid {
   plan::RunPlan plan;
   comm::ProcessGrid grid;
 };
-PlanAndGrid setup(const plan::RunConfig& c) {
+PlanAndGrid setup(const config::RunConfig& c) {
   auto plan = plan::RunPlan::make(c, 4);
   EXPECT_TRUE(plan.ok()) << plan.status().to_string();
   auto grid = comm::ProcessGrid::create(2, 1, 2, c.parallel.axis_order, 4);

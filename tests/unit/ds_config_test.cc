@@ -2,14 +2,14 @@
 // refused by name with its reason, DeepSpeed's batch rule and its inference (config.py
 // _set_batch_related_parameters / _batch_assertion) with its error cases, and wrong types name the key.
 // Expected values are written from DeepSpeed's documentation (https://www.deepspeed.ai/docs/config-json/).
-#include "plan/ds_config.h"
+#include "config/ds_config.h"
 
 #include <gtest/gtest.h>
 
-#include "plan/run_config.h"
+#include "config/run_config.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::config {
 namespace {
 namespace SP_TEST_ID {
 using json = nlohmann::json;
@@ -394,4 +394,4 @@ TEST(DsConfigFile, MalformedJsonIsAUsageError) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::config

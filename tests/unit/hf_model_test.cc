@@ -1,4 +1,4 @@
-// Hugging Face model files (plan/hf_config.h, ckpt/hf_layout.h, ckpt/hf_weights.h): config.json → the
+// Hugging Face model files (config/hf_config.h, ckpt/hf_layout.h, ckpt/hf_weights.h): config.json → the
 // engine's model and back, the run configuration it yields, the shard plan of huggingface_hub and the index
 // rules, and weights written then read back exactly (F32, BF16, F16 sources), byte for byte on a rewrite.
 // Every bad input (index, shards, shapes, config.json) is checked to fail as a usage error (exit 2) naming
@@ -12,11 +12,12 @@
 #include "ckpt/hf_layout.h"
 #include "ckpt/hf_weights.h"
 #include "ckpt/safetensors.h"
+#include "config/hf_config.h"
+#include "config/run_config.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "model/weights.h"
-#include "plan/hf_config.h"
-#include "plan/run_config.h"
+#include "planner/model_shape.h"
 #include "temp_dir.h"
 #include "tensor/float16.h"
 #include "unity_id.h"
@@ -37,7 +38,7 @@ json small_hf() {
 }
 
 model::LlamaConfig small_model() {
-  auto c = plan::hf_model_from_json(small_hf(), "small", "config.json");
+  auto c = config::hf_model_from_json(small_hf(), "small", "config.json");
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return c->model;
 }
@@ -45,7 +46,7 @@ model::LlamaConfig small_model() {
 // ------------------------------------------------------------------------------------------- config.json
 
 TEST(HfConfig, ReadsTheEngineModelAndRecordsTheMapping) {
-  auto c = plan::hf_model_from_json(small_hf(), "small", "config.json");
+  auto c = config::hf_model_from_json(small_hf(), "small", "config.json");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->model.dim, 24);
   EXPECT_EQ(c->model.n_kv_heads, 2);
@@ -57,13 +58,14 @@ TEST(HfConfig, ReadsTheEngineModelAndRecordsTheMapping) {
   EXPECT_EQ(c->mapping["torch_dtype"]["value"], "bfloat16");
   EXPECT_TRUE(c->mapping["torch_dtype"].contains("ignored"));
   EXPECT_EQ(c->mapping["initializer_range"]["default"], 0.02);
-  EXPECT_EQ(c->model.param_count(), c->shape.param_count());
+  EXPECT_EQ(c->name, "small");
+  EXPECT_EQ(c->model.param_count(), planner::shape_from_hf_config(small_hf(), "small", "config.json")->param_count());
 }
 
 TEST(HfConfig, AbsentKeysTakeTransformersDefaultsNotTheEngines) {
   json j = small_hf();
   for (const char* k : {"rms_norm_eps", "rope_theta", "num_key_value_heads", "tie_word_embeddings"}) j.erase(k);
-  auto c = plan::hf_model_from_json(j, "x", "config.json");
+  auto c = config::hf_model_from_json(j, "x", "config.json");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->model.norm_eps, 1e-6f);  // LlamaConfig's rms_norm_eps, not model.norm_eps's 1e-5
   EXPECT_EQ(c->model.rope_theta, 10000.0);
@@ -77,7 +79,7 @@ TEST(HfConfig, WrongTypesAreAllNamedAtOnce) {
   j["hidden_size"] = "24";
   j["rms_norm_eps"] = "1e-5";
   j["tie_word_embeddings"] = "false";
-  auto c = plan::hf_model_from_json(j, "x", "config.json");
+  auto c = config::hf_model_from_json(j, "x", "config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().exit_code(), 2);
   const std::string& m = c.status().message();
@@ -87,9 +89,10 @@ TEST(HfConfig, WrongTypesAreAllNamedAtOnce) {
   EXPECT_NE(m.find("\"tie_word_embeddings\" = \"false\" must be true or false"), std::string::npos) << m;
   j = small_hf();
   j["num_key_value_heads"] = 4;  // 6 heads: not divisible
-  auto g = plan::hf_model_from_json(j, "x", "config.json");
+  auto g = config::hf_model_from_json(j, "x", "config.json");
   ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.status().message().find("not divisible by n_kv_heads 4"), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("not divisible by model.n_kv_heads 4"), std::string::npos)
+      << g.status().message();
 }
 
 TEST(HfConfig, WhatTheEngineWritesReadsBackToTheSameModel) {
@@ -99,7 +102,7 @@ TEST(HfConfig, WhatTheEngineWritesReadsBackToTheSameModel) {
   for (const char* dtype : {"float32", "bfloat16"}) {
     const json written = json::parse(m.to_hf_json(dtype).dump());
     EXPECT_EQ(written["rms_norm_eps"].dump(), "1e-05") << "the shortest decimal of 1e-5f";
-    auto back = plan::hf_model_from_json(written, "x", "config.json");
+    auto back = config::hf_model_from_json(written, "x", "config.json");
     ASSERT_TRUE(back.ok()) << back.status().to_string();
     EXPECT_EQ(back->model.to_json(), m.to_json());
     EXPECT_EQ(back->model.to_hf_json(dtype), m.to_hf_json(dtype));
@@ -110,41 +113,41 @@ TEST(HfConfig, ReadsAFileWithItsHashAndRefusesMalformedJson) {
   test::TempDir dir;
   const std::string text = small_hf().dump(2);
   ASSERT_TRUE(write_file(dir.file("config.json"), text).ok());
-  auto c = plan::read_hf_model_config(dir.file("config.json"));
+  auto c = config::read_hf_model_config(dir.file("config.json"));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->sha256.size(), 64u);
   EXPECT_TRUE(fs::path(c->file).is_absolute());
   ASSERT_TRUE(write_file(dir.file("bad.json"), "{\"hidden_size\": 24,").ok());
-  auto b = plan::read_hf_model_config(dir.file("bad.json"));
+  auto b = config::read_hf_model_config(dir.file("bad.json"));
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().exit_code(), 2);
   EXPECT_NE(b.status().message().find("bad.json is not valid JSON"), std::string::npos) << b.status().message();
   ASSERT_TRUE(write_file(dir.file("dup.json"), R"({"hidden_size": 24, "hidden_size": 48})").ok());
-  EXPECT_EQ(plan::read_hf_model_config(dir.file("dup.json")).status().exit_code(), 2) << "duplicate keys";
-  EXPECT_EQ(plan::read_hf_model_config(dir.path()).status().exit_code(), 2) << "a directory";
+  EXPECT_EQ(config::read_hf_model_config(dir.file("dup.json")).status().exit_code(), 2) << "duplicate keys";
+  EXPECT_EQ(config::read_hf_model_config(dir.path()).status().exit_code(), 2) << "a directory";
 }
 
 TEST(HfConfig, BecomesTheRunsModelSectionAndContract) {
-  auto c = plan::hf_model_from_json(small_hf(), "small", "config.json");
+  auto c = config::hf_model_from_json(small_hf(), "small", "config.json");
   ASSERT_TRUE(c.ok());
   c->file = "/x/config.json";
   c->sha256 = std::string(64, 'a');
   json run = {{"model", {{"dim", 999}}}, {"data", {{"vocab_size", 2048}}}, {"train", {{"seq_len", 16}}}};
-  plan::apply_hf_model_config(run, *c);
-  auto rc = plan::RunConfig::from_json(run);
+  config::apply_hf_model_config(run, *c);
+  auto rc = config::RunConfig::from_json(run);
   ASSERT_TRUE(rc.ok()) << rc.status().to_string();
   EXPECT_EQ(rc->model.to_json(), c->model.to_json());
   EXPECT_EQ(rc->data.vocab_size, 61);
   const json back = rc->to_json();
   EXPECT_EQ(back["model_config"]["sha256"], std::string(64, 'a'));
   EXPECT_EQ(back["model_config"]["mapping"]["hidden_size"]["value"], 24);
-  auto again = plan::RunConfig::from_json(back);  // a contract's config reads back (plan --run)
+  auto again = config::RunConfig::from_json(back);  // a contract's config reads back (plan --run)
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->to_json(), back);
   json forged = back;
   forged["model_config"]["extra"] = 1;
-  EXPECT_EQ(plan::RunConfig::from_json(forged).status().exit_code(), 2);
-  EXPECT_FALSE(plan::RunConfig().to_json().contains("model_config")) << "absent without --model-config";
+  EXPECT_EQ(config::RunConfig::from_json(forged).status().exit_code(), 2);
+  EXPECT_FALSE(config::RunConfig().to_json().contains("model_config")) << "absent without --model-config";
 }
 
 // ------------------------------------------------------------------------------------------- layout

@@ -90,7 +90,7 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
     if (!lab.available || lab.is_plan()) continue;
     ++available;
     SCOPED_TRACE(lab.key);
-    Result<plan::RunConfig> config = lab_config(lab, root());
+    Result<config::RunConfig> config = lab_config(lab, root());
     ASSERT_TRUE(config.ok()) << config.status().to_string();
     EXPECT_EQ(config->parallel.world(), lab.world) << "the declared ranks must equal dp·tp·pp of the sets";
     EXPECT_GE(config->train.steps, 6);
@@ -125,11 +125,11 @@ TEST(Labs, PlanLabsEvaluateEveryCase) {
     std::map<std::string, double> fault_step;
     for (const PlanLabCase& c : cases) {
       SCOPED_TRACE(c.dir());
-      Result<plan::PlanQuery> q = plan_lab_query(lab, c, root());
+      Result<planner::PlanQuery> q = plan_lab_query(lab, c, root());
       ASSERT_TRUE(q.ok()) << q.status().to_string();
       EXPECT_EQ(q->config.parallel.world(), lab.world);
       EXPECT_EQ(q->config.parallel.axis_order, c.placement);
-      Result<plan::PlanEvaluation> e = plan::evaluate_plan(*q);
+      Result<planner::PlanEvaluation> e = planner::evaluate_plan(*q);
       ASSERT_TRUE(e.ok()) << e.status().to_string();
       EXPECT_TRUE(e->fits());
       const bool fault = c.placement == lab.plan.fault_placement;

@@ -18,8 +18,8 @@ namespace sp::parallel {
 namespace {
 namespace SP_TEST_ID {
 
-plan::RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_every, const char* schedule,
-                       bool recompute) {
+config::RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_every, const char* schedule,
+                         bool recompute) {
   nlohmann::json j = {
       {"model", {{"dim", 32}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 64}, {"max_seq", 16}}},
       {"data", {{"vocab_size", 64}}},
@@ -32,7 +32,7 @@ plan::RunConfig config(int dp, int pp, int zero, int64_t steps, int64_t eval_eve
         {"eval_batches", 4},
         {"recompute", recompute ? "full" : "none"}}},
       {"parallel", {{"dp", dp}, {"pp", pp}, {"zero", zero}, {"schedule", schedule}}}};
-  auto c = plan::RunConfig::from_json(j);
+  auto c = config::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
@@ -64,7 +64,7 @@ TEST(LedgerModel, ClosedFormEqualsStepByStep) {
   for (const Case& k : cases)
     for (int64_t steps : {1, 2, 3, 7, 12})
       for (int64_t eval_every : {0, 1, 3, 5}) {
-        const plan::RunConfig c = config(k.dp, k.pp, k.zero, steps, eval_every, k.schedule, k.recompute);
+        const config::RunConfig c = config(k.dp, k.pp, k.zero, steps, eval_every, k.schedule, k.recompute);
         auto plan = plan::RunPlan::make(c, k.dp * k.pp);
         ASSERT_TRUE(plan.ok()) << plan.status().to_string();
         for (int dp = 0; dp < k.dp; ++dp)
@@ -90,7 +90,7 @@ TEST(LedgerModel, ClosedFormEqualsStepByStepMixedPrecision) {
   for (const Case& k : cases)
     for (int64_t steps : {1, 3, 7})
       for (DType grad : {DType::kF32, DType::kBF16}) {
-        plan::RunConfig c = config(k.dp, k.pp, k.zero, steps, 3, "1f1b", k.recompute);
+        config::RunConfig c = config(k.dp, k.pp, k.zero, steps, 3, "1f1b", k.recompute);
         c.train.precision = {DType::kBF16, grad};
         auto plan = plan::RunPlan::make(c, k.dp * k.pp);
         ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -106,8 +106,8 @@ TEST(LedgerModel, ClosedFormEqualsStepByStepMixedPrecision) {
 }
 
 TEST(LedgerModel, IndependentOfTheStepCount) {
-  const plan::RunConfig small = config(2, 1, 2, 10, 3, "1f1b", false),
-                        huge = config(2, 1, 2, int64_t{1} << 40, 3, "1f1b", false);
+  const config::RunConfig small = config(2, 1, 2, 10, 3, "1f1b", false),
+                          huge = config(2, 1, 2, int64_t{1} << 40, 3, "1f1b", false);
   auto ps = plan::RunPlan::make(small, 2), ph = plan::RunPlan::make(huge, 2);
   ASSERT_TRUE(ps.ok() && ph.ok());
   const auto t0 = std::chrono::steady_clock::now();

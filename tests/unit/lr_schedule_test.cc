@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "plan/run_config.h"
+#include "config/run_config.h"
 #include "unity_id.h"
 
 namespace sp::optim {
@@ -125,25 +125,25 @@ TEST(LrSchedule, Names) {
 TEST(LrSchedule, FromRunConfig) {
   nlohmann::json j = {{"model", {{"dim", 64}, {"n_layers", 2}, {"n_heads", 4}, {"ffn_dim", 128}, {"max_seq", 32}}},
                       {"train", {{"seq_len", 32}}}};
-  auto plain = plan::RunConfig::from_json(j);
+  auto plain = config::RunConfig::from_json(j);
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   EXPECT_FALSE(plain->to_json()["train"].contains("lr_schedule"));
   j["train"]["lr_schedule"] = "warmup_decay_lr";
   j["train"]["warmup_min_lr"] = 1e-5;
   j["train"]["schedule_steps"] = 50;
   j["train"]["warmup_type"] = "linear";
-  auto ds = plan::RunConfig::from_json(j);
+  auto ds = config::RunConfig::from_json(j);
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   const LrSchedule s = ds->train.schedule();
   EXPECT_EQ(s.kind, LrScheduleKind::kWarmupDecayLr);
   EXPECT_EQ(s.total_steps, 50);
   EXPECT_EQ(s.warmup_type, WarmupType::kLinear);
   EXPECT_DOUBLE_EQ(s.warmup_min_lr, 1e-5);
-  auto again = plan::RunConfig::from_json(ds->to_json());
+  auto again = config::RunConfig::from_json(ds->to_json());
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->to_json(), ds->to_json());
   j["train"]["lr_schedule"] = "cosine";
-  auto refused = plan::RunConfig::from_json(j);
+  auto refused = config::RunConfig::from_json(j);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("is a parameter of DeepSpeed's schedules"), std::string::npos)
       << refused.status().message();

@@ -17,25 +17,25 @@ namespace sp::parallel {
 namespace {
 namespace SP_TEST_ID {
 
-plan::RunConfig tiny() {
+config::RunConfig tiny() {
   nlohmann::json j = {
       {"model", {{"dim", 64}, {"n_layers", 2}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
       {"data", {{"vocab_size", 128}}},
       {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
-  auto c = plan::RunConfig::from_json(j);
+  auto c = config::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
 
-plan::RunConfig ps(int workers, int servers) {
-  plan::RunConfig c = tiny();
-  c.parallel.architecture = plan::Architecture::kParameterServer;
+config::RunConfig ps(int workers, int servers) {
+  config::RunConfig c = tiny();
+  c.parallel.architecture = config::Architecture::kParameterServer;
   c.parallel.dp = workers;
   c.parallel.servers = servers;
   return c;
 }
 
-std::string error_of(const plan::RunConfig& c, int world) {
+std::string error_of(const config::RunConfig& c, int world) {
   auto p = plan::RunPlan::make(c, world);
   EXPECT_FALSE(p.ok());
   if (p.ok()) return "";
@@ -60,7 +60,7 @@ TEST(RoleMap, WorkersFirstThenServers) {
 }
 
 TEST(PsKeySpace, EveryElementOwnedExactlyOnceAndBalanced) {
-  const plan::RunConfig c = tiny();
+  const config::RunConfig c = tiny();
   const std::vector<model::UnitLayout> layouts = plan::ps_unit_layouts(c.model);
   std::vector<const model::UnitLayout*> units;
   int64_t total = 0;
@@ -103,19 +103,19 @@ TEST(PsPlan, BadInputNamesTheKeysAndTheFix) {
   EXPECT_NE(error_of(ps(2, 0), 2).find("parallel.servers ≥ 1"), std::string::npos);
   EXPECT_NE(error_of(ps(2, 3), 3).find("parallel.servers = 3 ≥ world size 3"), std::string::npos);
   EXPECT_NE(error_of(ps(2, 1), 4).find("world size 4 ≠ workers dp 2 × tp 1 × pp 1 + servers 1 = 3"), std::string::npos);
-  plan::RunConfig tp = ps(2, 1);
+  config::RunConfig tp = ps(2, 1);
   tp.parallel.tp = 2;
   EXPECT_NE(error_of(tp, 5).find("parallel.architecture = \"ps\" with tp = 2"), std::string::npos);
-  plan::RunConfig zero = ps(2, 1);
+  config::RunConfig zero = ps(2, 1);
   zero.parallel.zero = 1;
   EXPECT_NE(error_of(zero, 3).find("parallel.zero = 1 with parallel.architecture = \"ps\""), std::string::npos);
-  plan::RunConfig stale = tiny();
+  config::RunConfig stale = tiny();
   stale.parallel.staleness = 2;
   EXPECT_NE(error_of(stale, 1).find("parallel.staleness = 2 needs parallel.architecture = \"ps\""), std::string::npos);
-  plan::RunConfig ssp = ps(2, 1);
+  config::RunConfig ssp = ps(2, 1);
   ssp.parallel.staleness = 1;  // the fixed schedule runs; the free-running mode is refused (staleness_test.cc)
   EXPECT_TRUE(plan::RunPlan::make(ssp, 3).ok());
-  plan::RunConfig servers = tiny();
+  config::RunConfig servers = tiny();
   servers.parallel.servers = 1;
   EXPECT_NE(error_of(servers, 2).find("parallel.servers = 1 needs parallel.architecture = \"ps\""), std::string::npos);
 }
@@ -124,13 +124,13 @@ TEST(PsPlan, KeysParseAndUnknownValuesAreRefused) {
   nlohmann::json j = tiny().to_json();
   j["parallel"]["architecture"] = "ps";
   j["parallel"]["servers"] = 2;
-  auto c = plan::RunConfig::from_json(j);
+  auto c = config::RunConfig::from_json(j);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_TRUE(c->parallel.parameter_server());
   EXPECT_EQ(c->parallel.servers, 2);
-  EXPECT_EQ(plan::RunConfig::from_json(c->to_json())->to_json(), c->to_json());  // round trip
+  EXPECT_EQ(config::RunConfig::from_json(c->to_json())->to_json(), c->to_json());  // round trip
   j["parallel"]["architecture"] = "gossip";
-  EXPECT_FALSE(plan::RunConfig::from_json(j).ok());
+  EXPECT_FALSE(config::RunConfig::from_json(j).ok());
   // An all-reduce contract does not mention the parameter-server keys (old contracts are unchanged).
   EXPECT_FALSE(tiny().to_json()["parallel"].contains("architecture"));
 }

@@ -1,4 +1,4 @@
-// Cluster descriptions (plan/cluster.h, docs/formats/cluster.md): the bundled presets load with the
+// Cluster descriptions (planner/cluster.h, docs/formats/cluster.md): the bundled presets load with the
 // datasheet figures converted to SI units; a description survives writing and reading back; every bad
 // field is an exit-2 error naming file:line, the field and the rule, all problems at once.
 #include <gtest/gtest.h>
@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "plan/cluster.h"
+#include "planner/cluster.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
@@ -204,4 +204,4 @@ TEST(PlanCluster, PeakForAMissingDtypeNamesWhatTheFileGives) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

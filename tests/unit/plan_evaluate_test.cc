@@ -1,17 +1,17 @@
-// The planner's evaluation (plan/evaluate.h) and pipeline simulation (plan/pipeline_sim.h): the simulated
+// The planner's evaluation (planner/evaluate.h) and pipeline simulation (planner/pipeline_sim.h): the simulated
 // bubble equals the closed form where the closed form is exact; a tensor-parallel group placed across nodes
-// costs more than the same group inside a node; the search's rules are the engine's (RunPlan::violations);
+// costs more than the same group inside a node; the search's rules are the engine's (plan::RunPlan::violations);
 // memory without per-tensor names has the same totals. Exactness against real runs: tests/plan/plan_exact.py.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "plan/evaluate.h"
-#include "plan/pipeline_sim.h"
+#include "planner/evaluate.h"
+#include "planner/pipeline_sim.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
@@ -24,7 +24,7 @@ ClusterSpec dgx_a100(int nodes) {
   return *with_nodes(*c, nodes);
 }
 
-PipelineTimes equal_times(Schedule s, int pp, int v, int64_t m) {
+PipelineTimes equal_times(config::Schedule s, int pp, int v, int64_t m) {
   PipelineTimes t{.schedule = s, .pp = pp, .virtual_stages = v, .micro_batches = m, .forward_s = {}, .backward_s = {}};
   t.forward_s.assign(static_cast<size_t>(pp * v), 1.0 / v);
   t.backward_s.assign(static_cast<size_t>(pp * v), 2.0 / v);
@@ -32,21 +32,21 @@ PipelineTimes equal_times(Schedule s, int pp, int v, int64_t m) {
 }
 
 TEST(PipelineSim, EqualDurationsGiveTheClosedFormBubble) {
-  for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B})
+  for (config::Schedule s : {config::Schedule::kGpipe, config::Schedule::k1F1B})
     for (int pp : {1, 2, 4})
       for (int64_t m : {1, 4, 8}) {
         const PipelineSimulation r = simulate_pipeline(equal_times(s, pp, 1, m));
         const double closed = (pp - 1.0) / (static_cast<double>(m) + pp - 1.0);
-        EXPECT_NEAR(r.bubble_fraction, closed, 1e-12) << schedule_name(s) << " pp " << pp << " m " << m;
+        EXPECT_NEAR(r.bubble_fraction, closed, 1e-12) << config::schedule_name(s) << " pp " << pp << " m " << m;
         EXPECT_NEAR(r.makespan_s, 3.0 * (static_cast<double>(m) + pp - 1), 1e-9);
       }
   // Interleaved: (p−1)/(v·m + p−1) with chunks of 1/v the work.
-  const PipelineSimulation r = simulate_pipeline(equal_times(Schedule::kInterleaved, 2, 2, 4));
+  const PipelineSimulation r = simulate_pipeline(equal_times(config::Schedule::kInterleaved, 2, 2, 4));
   EXPECT_NEAR(r.bubble_fraction, 1.0 / (2 * 4 + 1), 1e-12);
 }
 
 TEST(PipelineSim, TransfersLengthenTheStep) {
-  PipelineTimes t = equal_times(Schedule::k1F1B, 4, 1, 8);
+  PipelineTimes t = equal_times(config::Schedule::k1F1B, 4, 1, 8);
   const double base = simulate_pipeline(t).makespan_s;
   t.transfer_s = 0.25;
   // The first forward and the last backward each cross the 3 boundaries once: at least 6 transfers.
@@ -64,7 +64,7 @@ PlanQuery llama7b(int nodes, int dp, int tp, const std::string& order) {
   q.config.train.eval_batches = 0;
   q.config.parallel.dp = dp;
   q.config.parallel.tp = tp;
-  q.config.parallel.reduction = Reduction::kFast;
+  q.config.parallel.reduction = config::Reduction::kFast;
   q.config.parallel.axis_order = order;
   return q;
 }
@@ -115,12 +115,12 @@ TEST(PlanEvaluate, RefusalsAreTheEngines) {
   const auto odd = ev.rules(Strategy{.dp = 16, .tp = 1, .pp = 1, .micro_batch_size = 3});
   ASSERT_FALSE(odd.empty());
   EXPECT_EQ(odd[0].kind, ExclusionKind::kDoesNotDivide) << odd[0].rule;
-  // The kind is the rule's own (RuleViolation), not read from its wording.
+  // The kind is the rule's own (plan::RuleViolation), not read from its wording.
   const auto zero2 = ev.rules(Strategy{.dp = 8, .tp = 1, .pp = 2, .zero = 2});
   ASSERT_EQ(zero2.size(), 1u);
   EXPECT_EQ(zero2[0].kind, ExclusionKind::kRefused) << zero2[0].rule;
   const auto layers =
-      ev.rules(Strategy{.dp = 1, .tp = 1, .pp = 16, .virtual_stages = 4, .schedule = Schedule::kInterleaved});
+      ev.rules(Strategy{.dp = 1, .tp = 1, .pp = 16, .virtual_stages = 4, .schedule = config::Schedule::kInterleaved});
   ASSERT_FALSE(layers.empty());
   for (const auto& x : layers) EXPECT_EQ(x.kind, ExclusionKind::kDoesNotDivide) << x.rule;
   auto bad = evaluate_plan([&] {
@@ -134,4 +134,4 @@ TEST(PlanEvaluate, RefusalsAreTheEngines) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

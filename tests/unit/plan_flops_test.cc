@@ -1,4 +1,4 @@
-// FLOPs (plan/flops.h) against the published closed forms: for Megatron's GPT shapes the hardware count
+// FLOPs (planner/flops.h) against the published closed forms: for Megatron's GPT shapes the hardware count
 // with full recompute is Narayanan et al. SC'21 eq. (3) and the model count Korthikanti et al.'s
 // 72·B·s·l·h²·(1 + s/6h + V/12lh); the per-chunk durations the pipeline simulation will use add up to
 // the step's count; utilization reproduces the published percentage of peak.
@@ -9,11 +9,11 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "plan/flops.h"
-#include "plan/published_runs.h"
+#include "planner/flops.h"
+#include "planner/published_runs.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
@@ -79,4 +79,4 @@ TEST(PlanFlops, UtilizationOfThePublishedRuns) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

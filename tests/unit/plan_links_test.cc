@@ -1,4 +1,4 @@
-// Group links and collective times (plan/group_links.h, plan/collective_time.h) against closed forms
+// Group links and collective times (planner/group_links.h, planner/collective_time.h) against closed forms
 // worked by hand on DGX A100 nodes: a tp group of 8 inside a node rides NVSwitch at 300 GB/s, the same
 // group spread over two nodes by the axis order shares the nodes' NICs; the α–β formulas of each
 // collective; an impossible placement is an exit-2 error.
@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "plan/calibrate.h"
-#include "plan/collective_time.h"
-#include "plan/group_links.h"
+#include "planner/calibrate.h"
+#include "planner/collective_time.h"
+#include "planner/group_links.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
@@ -166,4 +166,4 @@ TEST(PlanLinks, ImpossiblePlacementIsAUsageError) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

@@ -1,4 +1,4 @@
-// Model shapes (plan/model_shape.h, plan/hf_config.h): every named shape's parameter count equals the
+// Model shapes (planner/model_shape.h, config/hf_config.h): every named shape's parameter count equals the
 // count its source publishes, to the digits published (printed side by side); the GPT count is
 // Megatron's eq. 2 exactly (plus the final LayerNorm); a Hugging Face LLaMA config.json is read strictly,
 // refusing math-changing keys by name and unknown keys, every problem at once, exit 2.
@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plan/hf_config.h"
-#include "plan/model_shape.h"
+#include "config/hf_config.h"
+#include "planner/model_shape.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
@@ -187,4 +187,4 @@ TEST(PlanModel, ReadsAConfigFileNamedByItsDirectory) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

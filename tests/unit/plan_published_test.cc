@@ -1,4 +1,4 @@
-// Published memory formulas (plan/published_memory.h) reproduce the papers' own numbers, printed ours vs
+// Published memory formulas (planner/published_memory.h) reproduce the papers' own numbers, printed ours vs
 // published: ZeRO's Table 1 (per-device model states, 7.5B at N_d = 1…1024, 128B at N_d = 64) and the
 // figures Korthikanti et al. 2022 derive from their Table 2 (5as/h = 80 for GPT-3 and 64 for MT-NLG;
 // selective recompute saves 70 % and 65 %). The published throughput table loads and a transcription
@@ -13,11 +13,11 @@
 #include <fstream>
 
 #include "core/file_io.h"
-#include "plan/published_memory.h"
-#include "plan/published_runs.h"
+#include "planner/published_memory.h"
+#include "planner/published_runs.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
@@ -147,4 +147,4 @@ TEST(PlanPublished, ThroughputTableLoadsAndCatchesTranscriptionErrors) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

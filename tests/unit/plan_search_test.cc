@@ -1,4 +1,4 @@
-// The strategy search (plan/search.h) with closed-form evaluators: the enumeration's size is the
+// The strategy search (planner/search.h) with closed-form evaluators: the enumeration's size is the
 // product worked out by hand; every strategy is either ranked or excluded with the rule it breaks
 // (does not divide, refused, does not fit naming the category); evaluators run only where they must;
 // the ranking is sorted and reproducible; a 70B model on 1,024 devices enumerates in well under a second.
@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <set>
 
-#include "plan/search.h"
+#include "planner/search.h"
 #include "unity_id.h"
 
-namespace sp::plan {
+namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
@@ -75,7 +75,7 @@ TEST(PlanSearch, EnumerationIsTheWholeCrossProduct) {
   std::set<std::string> names;
   for (const Strategy& s : all) {
     EXPECT_EQ(s.world(), 8);
-    EXPECT_TRUE(s.virtual_stages == 1 || s.schedule == Schedule::kInterleaved);
+    EXPECT_TRUE(s.virtual_stages == 1 || s.schedule == config::Schedule::kInterleaved);
     names.insert(strategy_name(s));
   }
   EXPECT_EQ(names.size(), all.size()) << "names are unique";
@@ -213,4 +213,4 @@ TEST(PlanSearch, SeventyBillionOnThousandDevicesEnumeratesQuickly) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::plan
+}  // namespace sp::planner

@@ -10,17 +10,17 @@ namespace sp::parallel {
 namespace {
 namespace SP_TEST_ID {
 
-plan::RunConfig tiny() {
+config::RunConfig tiny() {
   nlohmann::json j = {
       {"model", {{"dim", 64}, {"n_layers", 4}, {"n_heads", 4}, {"n_kv_heads", 2}, {"ffn_dim", 96}, {"max_seq", 32}}},
       {"data", {{"vocab_size", 128}}},
       {"train", {{"global_batch", 8}, {"micro_batch_size", 2}, {"seq_len", 16}}}};
-  auto c = plan::RunConfig::from_json(j);
+  auto c = config::RunConfig::from_json(j);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
 }
 
-std::string error_of(plan::RunConfig c, int world) {
+std::string error_of(config::RunConfig c, int world) {
   auto p = plan::RunPlan::make(c, world);
   EXPECT_FALSE(p.ok());
   EXPECT_EQ(p.status().exit_code(), 2);
@@ -28,7 +28,7 @@ std::string error_of(plan::RunConfig c, int world) {
 }
 
 TEST(RunPlan, WorldSizeEquation) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.parallel.dp = 2;
   c.parallel.tp = 2;
   c.parallel.pp = 2;
@@ -36,7 +36,7 @@ TEST(RunPlan, WorldSizeEquation) {
 }
 
 TEST(RunPlan, BatchDivisibility) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.parallel.dp = 3;
   EXPECT_NE(error_of(c, 3).find("global batch 8 is not divisible by micro_batch_size 2 × dp 3 = 6"), std::string::npos);
   c = tiny();
@@ -46,16 +46,16 @@ TEST(RunPlan, BatchDivisibility) {
 }
 
 TEST(RunPlan, DeterministicNeedsPowerOfTwoBlocks) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.train.global_batch = 12;  // M = 6, dp = 2 → 3 per rank
   c.parallel.dp = 2;
   EXPECT_NE(error_of(c, 2).find("M/dp = 6/2 = 3"), std::string::npos);
-  c.parallel.reduction = plan::Reduction::kFast;
+  c.parallel.reduction = config::Reduction::kFast;
   EXPECT_TRUE(plan::RunPlan::make(c, 2).ok());
 }
 
 TEST(RunPlan, TensorParallelDivisibility) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.parallel.tp = 3;
   const std::string e = error_of(c, 3);
   EXPECT_NE(e.find("model.n_heads = 4 is not divisible by parallel.tp = 3"), std::string::npos);
@@ -67,7 +67,7 @@ TEST(RunPlan, TensorParallelDivisibility) {
 }
 
 TEST(RunPlan, PipelineRules) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.parallel.pp = 3;
   EXPECT_NE(error_of(c, 3).find("model.n_layers = 4 is not divisible by pp × virtual_stages = 3 × 1 = 3"),
             std::string::npos);
@@ -75,7 +75,7 @@ TEST(RunPlan, PipelineRules) {
   c.parallel.pp = 2;
   c.parallel.virtual_stages = 2;
   EXPECT_NE(error_of(c, 2).find("needs parallel.schedule = \"interleaved\""), std::string::npos);
-  c.parallel.schedule = plan::Schedule::kInterleaved;
+  c.parallel.schedule = config::Schedule::kInterleaved;
   c.train.global_batch = 6;  // M = 3, not a multiple of pp
   EXPECT_NE(error_of(c, 2).find("multiple of pp"), std::string::npos);
   c = tiny();
@@ -89,7 +89,7 @@ TEST(RunPlan, PipelineRules) {
 }
 
 TEST(RunPlan, Zero3NeedsAnEvalBatchPerDpRank) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.parallel.dp = 4;
   c.parallel.zero = 3;
   c.train.eval_batches = 2;
@@ -99,7 +99,7 @@ TEST(RunPlan, Zero3NeedsAnEvalBatchPerDpRank) {
 }
 
 TEST(RunPlan, AllViolationsAtOnce) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.parallel.tp = 3;
   c.train.seq_len = 64;
   const std::string e = error_of(c, 5);
@@ -114,7 +114,7 @@ TEST(RunPlan, MixedPrecisionRules) {
   EXPECT_FALSE(j["train"].contains("precision")) << "an fp32 contract must not change";
   j["train"]["precision"] = "bf16";
   j["train"]["grad_dtype"] = "bf16";
-  auto c = plan::RunConfig::from_json(j);
+  auto c = config::RunConfig::from_json(j);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->train.precision.compute, DType::kBF16);
   EXPECT_EQ(c->to_json()["train"]["grad_dtype"], "bf16");
@@ -124,39 +124,39 @@ TEST(RunPlan, MixedPrecisionRules) {
   EXPECT_NE(p->gemm16, kernels::Gemm16Kind::kAuto);  // resolved on this CPU
   EXPECT_FALSE(gemm16_backend_name(*p).empty());
   j["train"]["precision"] = "bf17";
-  EXPECT_NE(plan::RunConfig::from_json(j).status().message().find("train.precision = \"bf17\" is not a precision"),
+  EXPECT_NE(config::RunConfig::from_json(j).status().message().find("train.precision = \"bf17\" is not a precision"),
             std::string::npos);
   j["train"]["precision"] = "bf16";
   j["train"]["grad_dtype"] = "fp16";
-  EXPECT_NE(plan::RunConfig::from_json(j).status().message().find("train.grad_dtype = \"fp16\" does not fit"),
+  EXPECT_NE(config::RunConfig::from_json(j).status().message().find("train.grad_dtype = \"fp16\" does not fit"),
             std::string::npos);
   j["train"]["grad_dtype"] = "fp32";
   j["train"]["gemm16"] = "cublas";
-  EXPECT_NE(plan::RunConfig::from_json(j).status().message().find("train.gemm16 = \"cublas\""), std::string::npos);
+  EXPECT_NE(config::RunConfig::from_json(j).status().message().find("train.gemm16 = \"cublas\""), std::string::npos);
   // Rules of the plan: a backend without a 16-bit precision, fast reduction with 16-bit gradients, the
   // parameter server, and fp16 until the step drives the loss scaler.
-  plan::RunConfig f = tiny();
+  config::RunConfig f = tiny();
   f.train.gemm16 = kernels::Gemm16Kind::kFallback;
   EXPECT_NE(error_of(f, 1).find("train.gemm16 = \"fallback\" with train.precision = \"fp32\""), std::string::npos);
-  plan::RunConfig g = *c;
+  config::RunConfig g = *c;
   g.train.precision.grad = DType::kBF16;
   g.parallel.dp = 2;
-  g.parallel.reduction = plan::Reduction::kFast;
+  g.parallel.reduction = config::Reduction::kFast;
   EXPECT_NE(error_of(g, 2).find("MPI has no 16-bit floating-point sum"), std::string::npos);
-  plan::RunConfig ps = *c;
-  ps.parallel.architecture = plan::Architecture::kParameterServer;
+  config::RunConfig ps = *c;
+  ps.parallel.architecture = config::Architecture::kParameterServer;
   ps.parallel.servers = 1;
   EXPECT_NE(error_of(ps, 2).find("parameter servers keep and send fp32"), std::string::npos);
-  plan::RunConfig h = *c;
+  config::RunConfig h = *c;
   h.train.precision = {DType::kF16, DType::kF32};
   EXPECT_NE(error_of(h, 1).find("train.precision = \"fp16\" needs dynamic loss scaling"), std::string::npos);
 }
 
 TEST(RunPlan, PlacementAndShares) {
-  plan::RunConfig c = tiny();
+  config::RunConfig c = tiny();
   c.parallel.pp = 2;
   c.parallel.virtual_stages = 2;
-  c.parallel.schedule = plan::Schedule::kInterleaved;
+  c.parallel.schedule = config::Schedule::kInterleaved;
   auto p = plan::RunPlan::make(c, 2);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   const auto r1 = p->chunks_of(1);
@@ -169,36 +169,36 @@ TEST(RunPlan, PlacementAndShares) {
 }
 
 TEST(RunConfig, StrictKeysAndTypes) {
-  auto bad = plan::RunConfig::from_json({{"train", {{"stepz", 3}}}});
+  auto bad = config::RunConfig::from_json({{"train", {{"stepz", 3}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown key train.stepz"), std::string::npos);
   EXPECT_NE(bad.status().hint().find("steps"), std::string::npos);
-  bad = plan::RunConfig::from_json({{"train", {{"steps", "ten"}}}});
+  bad = config::RunConfig::from_json({{"train", {{"steps", "ten"}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("train.steps must be an integer"), std::string::npos);
-  bad = plan::RunConfig::from_json({{"parallel", {{"zero", 4}}}});
+  bad = config::RunConfig::from_json({{"parallel", {{"zero", 4}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("parallel.zero = 4 is out of range [0, 3]"), std::string::npos);
-  bad = plan::RunConfig::from_json({{"parallel", {{"schedule", "zigzag"}}}});
+  bad = config::RunConfig::from_json({{"parallel", {{"schedule", "zigzag"}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("is not one of"), std::string::npos);
-  bad = plan::RunConfig::from_json({{"optimizer", {}}});
+  bad = config::RunConfig::from_json({{"optimizer", {}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown section [optimizer]"), std::string::npos);
 }
 
 TEST(RunConfig, OverridesParseAsToml) {
   nlohmann::json j = nlohmann::json::object();
-  ASSERT_TRUE(plan::apply_override(j, "parallel.dp=4").ok());
-  ASSERT_TRUE(plan::apply_override(j, "train.lr=1e-3").ok());
-  ASSERT_TRUE(plan::apply_override(j, "parallel.schedule=gpipe").ok());
-  ASSERT_TRUE(plan::apply_override(j, "model.tie_embeddings=true").ok());
+  ASSERT_TRUE(config::apply_override(j, "parallel.dp=4").ok());
+  ASSERT_TRUE(config::apply_override(j, "train.lr=1e-3").ok());
+  ASSERT_TRUE(config::apply_override(j, "parallel.schedule=gpipe").ok());
+  ASSERT_TRUE(config::apply_override(j, "model.tie_embeddings=true").ok());
   EXPECT_EQ(j["parallel"]["dp"], 4);
   EXPECT_DOUBLE_EQ(j["train"]["lr"].get<double>(), 1e-3);
   EXPECT_EQ(j["parallel"]["schedule"], "gpipe");
   EXPECT_EQ(j["model"]["tie_embeddings"], true);
-  EXPECT_FALSE(plan::apply_override(j, "dp=4").ok());
-  EXPECT_FALSE(plan::apply_override(j, "parallel.dp").ok());
+  EXPECT_FALSE(config::apply_override(j, "dp=4").ok());
+  EXPECT_FALSE(config::apply_override(j, "parallel.dp").ok());
 }
 
 TEST(LlamaConfig, ValidationMessages) {

@@ -16,31 +16,32 @@ namespace SP_TEST_ID {
 
 TEST(Schedule, OneFOneBPublishedOrder) {
   // p = 2, m = 4 (Narayanan et al. 2021, Fig. 4 pattern): rank 0 warms up with one forward.
-  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(plan::Schedule::k1F1B, 0, 2, 1, 4)),
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(config::Schedule::k1F1B, 0, 2, 1, 4)),
             "F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3");
-  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(plan::Schedule::k1F1B, 1, 2, 1, 4)),
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(config::Schedule::k1F1B, 1, 2, 1, 4)),
             "F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 F0.3 B0.3");
-  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(plan::Schedule::kGpipe, 0, 2, 1, 2)), "F0.0 F0.1 B0.0 B0.1");
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(config::Schedule::kGpipe, 0, 2, 1, 2)), "F0.0 F0.1 B0.0 B0.1");
 }
 
 TEST(Schedule, InterleavedWarmupMatchesMegatron) {
   // p = 2, v = 2, m = 4, rank 0: warm-up (p − r − 1)·2 + (v − 1)·p = 4 forwards, cycling chunks in groups of p.
-  const auto a = plan::schedule_actions(plan::Schedule::kInterleaved, 0, 2, 2, 4);
+  const auto a = plan::schedule_actions(config::Schedule::kInterleaved, 0, 2, 2, 4);
   EXPECT_EQ(plan::schedule_string(std::vector<plan::PipeAction>(a.begin(), a.begin() + 5)), "F0.0 F0.1 F1.0 F1.1 F0.2");
   EXPECT_EQ(a[5], (plan::PipeAction{false, 1, 0}));  // first backward: last chunk, micro-batch 0
 }
 
 struct Case {
-  plan::Schedule s;
+  config::Schedule s;
   int p, v;
   int64_t m;
 };
 
 TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
-  const std::vector<Case> cases = {{plan::Schedule::kGpipe, 1, 1, 1},       {plan::Schedule::kGpipe, 4, 1, 6},
-                                   {plan::Schedule::k1F1B, 1, 1, 3},        {plan::Schedule::k1F1B, 4, 1, 2},
-                                   {plan::Schedule::k1F1B, 4, 1, 8},        {plan::Schedule::kInterleaved, 2, 2, 4},
-                                   {plan::Schedule::kInterleaved, 4, 2, 8}, {plan::Schedule::kInterleaved, 2, 3, 2}};
+  const std::vector<Case> cases = {
+      {config::Schedule::kGpipe, 1, 1, 1},       {config::Schedule::kGpipe, 4, 1, 6},
+      {config::Schedule::k1F1B, 1, 1, 3},        {config::Schedule::k1F1B, 4, 1, 2},
+      {config::Schedule::k1F1B, 4, 1, 8},        {config::Schedule::kInterleaved, 2, 2, 4},
+      {config::Schedule::kInterleaved, 4, 2, 8}, {config::Schedule::kInterleaved, 2, 3, 2}};
   for (const Case& c : cases) {
     for (int r = 0; r < c.p; ++r) {
       const auto acts = plan::schedule_actions(c.s, r, c.p, c.v, c.m);
@@ -59,10 +60,10 @@ TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
       EXPECT_EQ(static_cast<int64_t>(fwd.size()), c.m * c.v);
       EXPECT_EQ(static_cast<int64_t>(bwd.size()), c.m * c.v);
       const auto peak = plan::peak_in_flight(acts, c.v);
-      if (c.s == plan::Schedule::kGpipe) {
+      if (c.s == config::Schedule::kGpipe) {
         EXPECT_EQ(peak[0], c.m);
       }
-      if (c.s == plan::Schedule::k1F1B) {
+      if (c.s == config::Schedule::k1F1B) {
         EXPECT_EQ(peak[0], std::min<int64_t>(c.p - r, c.m));
       }
     }

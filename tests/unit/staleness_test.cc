@@ -18,7 +18,7 @@ namespace sp {
 namespace {
 namespace SP_TEST_ID {
 
-using plan::RunConfig;
+using config::RunConfig;
 using plan::RunPlan;
 
 TEST(StalenessSchedule, EveryStalenessUpToTheBoundAndNeverBeyond) {
@@ -78,7 +78,7 @@ RunConfig tiny() {
 
 RunConfig ssp(int workers, int servers, int staleness) {
   RunConfig c = tiny();
-  c.parallel.architecture = plan::Architecture::kParameterServer;
+  c.parallel.architecture = config::Architecture::kParameterServer;
   c.parallel.dp = workers;
   c.parallel.servers = servers;
   c.parallel.staleness = staleness;
@@ -111,7 +111,7 @@ TEST(StalenessPlan, ValidAndRefusedConfigurations) {
   EXPECT_TRUE(has(error_of(ssp(2, 1, 6), 3), "hint: parallel.staleness ≤ 5"));
   EXPECT_TRUE(has(error_of(ssp(1, 1, 1), 2), "with one worker (parallel.dp = 1)"));
   RunConfig free = ssp(2, 1, 1);
-  free.parallel.staleness_schedule = plan::StalenessSchedule::kFree;
+  free.parallel.staleness_schedule = config::StalenessSchedule::kFree;
   EXPECT_TRUE(has(error_of(free, 3), "the free-running bounded-staleness mode is not built"));
   RunConfig ckpt = ssp(2, 1, 1);
   ckpt.evidence.checkpoint_every = 2;

@@ -658,7 +658,7 @@
   };
 
   views['plan-traffic'] = function (sec, d) {
-    sec.append(el('p', {}, 'Placement: ', el('b', {}, d.grid), '. Each group priced on the link it crosses (α–β, plan/collective_time.h).'));
+    sec.append(el('p', {}, 'Placement: ', el('b', {}, d.grid), '. Each group priced on the link it crosses (α–β, planner/collective_time.h).'));
     if (d.warnings.length)
       sec.append(el('ul', {class: 'sp-view-problems', id: 'plan-warnings'}, d.warnings.map((w) => el('li', {'data-warning': ''}, w))));
     sec.append(table(['axis', 'group', 'link', 'GB/s per hop', 'latency µs', 'crosses nodes', 'why'],
@@ -687,7 +687,7 @@
   views['plan-pipeline'] = function (sec, d) {
     sec.append(el('p', {}, 'Schedule ', el('b', {}, d.schedule), ' on pp ' + d.pp + (d.virtual_stages > 1 ? ' (v = ' + d.virtual_stages + ')' : '') +
                   ', m = ' + d.micro_batches + ' micro-batches per dp rank: simulated over the engine\'s own action lists ' +
-                  '(plan/pipeline_sim.h), ', el('b', {'data-simulated-s': d.simulated_seconds}, fmtNum(d.simulated_seconds, 4) + ' s'),
+                  '(planner/pipeline_sim.h), ', el('b', {'data-simulated-s': d.simulated_seconds}, fmtNum(d.simulated_seconds, 4) + ' s'),
                   ', bubble ', el('b', {'data-bubble': d.bubble_fraction}, pct(d.bubble_fraction)), ' (closed form (p−1)/(v·m+p−1) ',
                   pct(d.closed_form_bubble_fraction), '); one transfer ' + fmtNum(d.transfer_seconds, 3) + ' s.'));
     if (d.actions_omitted > 0)

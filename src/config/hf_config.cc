@@ -1,0 +1,197 @@
+#include "config/hf_config.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/file_io.h"
+#include "core/hash.h"
+#include "core/json_io.h"
+
+namespace sp::config {
+namespace {
+
+using nlohmann::json;
+
+// Keys that cannot change the math of a training step: identifiers, token ids, storage dtype, caching,
+// and pretraining_tp (transformers splits each projection into slices whose sum is the same product).
+const std::map<std::string, const char*>& ignored_keys() {
+  static const std::map<std::string, const char*> k = {
+      {"_name_or_path", "an identifier"},
+      {"architectures", "an identifier (checked: [\"LlamaForCausalLM\"])"},
+      {"bos_token_id", "a token id of the tokenizer, not of the model's math"},
+      {"eos_token_id", "a token id of the tokenizer, not of the model's math"},
+      {"pad_token_id", "a token id of the tokenizer, not of the model's math"},
+      {"torch_dtype", "the storage dtype of the weights; the engine keeps fp32 masters (train.precision computes)"},
+      {"transformers_version", "a version string"},
+      {"use_cache", "inference-time key/value caching"},
+      {"pretraining_tp", "a slicing of the projections with the same mathematical result"},
+  };
+  return k;
+}
+
+// Keys that change the math unless they hold the value shown: (key, the neutral value, why).
+struct Neutral {
+  const char* key;
+  json value;
+  const char* why;
+};
+const std::vector<Neutral>& neutral_keys() {
+  static const std::vector<Neutral> k = {
+      {"rope_scaling", nullptr, "RoPE scaling (linear, dynamic, yarn, llama3) changes the rotary angles"},
+      {"attention_bias", false, "biases on q/k/v/o projections are parameters and FLOPs the engine does not have"},
+      {"mlp_bias", false, "biases on gate/up/down projections are parameters the engine does not have"},
+      {"attention_dropout", 0.0, "dropout changes the training step"},
+      {"hidden_act", "silu", "the engine's MLP is SwiGLU: down(silu(gate(x)) * up(x))"},
+      {"model_type", "llama", "only LLaMA-style decoders are supported"},
+  };
+  return k;
+}
+
+// transformers' LlamaConfig defaults for the optional keys the engine reads.
+constexpr double kDefaultRmsNormEps = 1e-6;
+constexpr double kDefaultRopeTheta = 10000.0;
+constexpr double kDefaultInitializerRange = 0.02;
+
+}  // namespace
+
+Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name, const std::string& origin) {
+  if (!j.is_object())
+    return invalid_argument("{}: a Hugging Face config must be a JSON object, got {}", origin, j.type_name());
+  std::vector<std::string> errs;
+  std::set<std::string> read;
+  HfModelConfig out;
+  json& mapping = out.mapping;
+  auto record = [&](const char* key, const char* became, const json& fallback) {
+    if (j.contains(key))
+      mapping[key] = {{"value", j.at(key)}, {"became", became}};
+    else
+      mapping[key] = {{"default", fallback}, {"became", became}};
+  };
+  auto integer = [&](const char* key, const char* became, bool required, int64_t fallback) -> int64_t {
+    read.insert(key);
+    if (!j.contains(key)) {
+      if (required) errs.push_back(fmt::format("missing key \"{}\" (rule: a positive integer)", key));
+      return fallback;
+    }
+    const json& v = j.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+      errs.push_back(fmt::format("\"{}\" = {} must be a positive integer", key, v.dump()));
+      return fallback;
+    }
+    record(key, became, fallback);
+    return v.get<int64_t>();
+  };
+  auto number = [&](const char* key, const char* became, double fallback) -> double {
+    read.insert(key);
+    record(key, became, fallback);
+    if (!j.contains(key)) return fallback;
+    const json& v = j.at(key);
+    if (!(v.is_number() && v.get<double>() > 0)) {
+      errs.push_back(fmt::format("\"{}\" = {} must be a positive number", key, v.dump()));
+      return fallback;
+    }
+    return v.get<double>();
+  };
+  out.name = name;
+  model::LlamaConfig& s = out.model;
+  s.vocab_size = integer("vocab_size", "model.vocab_size and data.vocab_size", true, 1);
+  s.dim = integer("hidden_size", "model.dim", true, 1);
+  s.ffn_dim = integer("intermediate_size", "model.ffn_dim", true, 1);
+  s.n_layers = integer("num_hidden_layers", "model.n_layers", true, 1);
+  s.n_heads = integer("num_attention_heads", "model.n_heads", true, 1);
+  s.n_kv_heads = integer("num_key_value_heads", "model.n_kv_heads", false, s.n_heads);
+  if (!j.contains("num_key_value_heads"))
+    mapping["num_key_value_heads"] = {{"default", s.n_heads}, {"became", "model.n_kv_heads"}};
+  s.max_seq = integer("max_position_embeddings", "model.max_seq", true, 1);
+  s.norm_eps = static_cast<float>(number("rms_norm_eps", "model.norm_eps", kDefaultRmsNormEps));
+  s.rope_theta = number("rope_theta", "model.rope_theta", kDefaultRopeTheta);
+  s.init_std = static_cast<float>(number("initializer_range", "model.init_std", kDefaultInitializerRange));
+  read.insert("tie_word_embeddings");
+  record("tie_word_embeddings", "model.tie_embeddings", false);
+  if (j.contains("tie_word_embeddings")) {
+    if (j.at("tie_word_embeddings").is_boolean())
+      s.tie_embeddings = j.at("tie_word_embeddings").get<bool>();
+    else
+      errs.push_back(
+          fmt::format("\"tie_word_embeddings\" = {} must be true or false", j.at("tie_word_embeddings").dump()));
+  }
+  read.insert("head_dim");
+  if (j.contains("head_dim")) {
+    if (s.n_heads > 0 &&
+        !(j.at("head_dim").is_number_integer() && j.at("head_dim").get<int64_t>() * s.n_heads == s.dim))
+      errs.push_back(
+          fmt::format("\"head_dim\" = {} is refused: the engine's head_dim is hidden_size / "
+                      "num_attention_heads = {} / {}; a different head_dim changes the attention shapes",
+                      j.at("head_dim").dump(), s.dim, s.n_heads));
+    mapping["head_dim"] = {{"value", j.at("head_dim")}, {"checked", "equals hidden_size / num_attention_heads"}};
+  }
+  for (const Neutral& n : neutral_keys()) {
+    read.insert(n.key);
+    if (!j.contains(n.key)) continue;
+    const json& v = j.at(n.key);
+    const bool same = v.is_number() && n.value.is_number() ? v.get<double>() == n.value.get<double>() : v == n.value;
+    if (!same)
+      errs.push_back(
+          fmt::format("\"{}\" = {} is refused: {} (only {} is supported)", n.key, v.dump(), n.why, n.value.dump()));
+    mapping[n.key] = {{"value", v}, {"checked", fmt::format("the engine's math needs {}", n.value.dump())}};
+  }
+  if (j.contains("architectures")) {
+    const json& a = j.at("architectures");
+    if (!(a.is_array() && a.size() == 1 && a[0] == "LlamaForCausalLM"))
+      errs.push_back(
+          fmt::format("\"architectures\" = {} is refused: only [\"LlamaForCausalLM\"] is supported", a.dump()));
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (read.count(key)) continue;
+    if (auto it = ignored_keys().find(key); it != ignored_keys().end()) {
+      mapping[key] = {{"value", value}, {"ignored", it->second}};
+      continue;
+    }
+    errs.push_back(
+        fmt::format("unknown key \"{}\" = {}: shardproof does not know whether it changes the math, so "
+                    "it refuses it",
+                    key, value.dump().substr(0, 60)));
+  }
+  if (errs.empty()) {
+    if (Status v = s.validate(); !v.ok()) errs.push_back(v.message());
+  }
+  if (errs.empty()) return out;
+  std::string msg = fmt::format("{}: not a LLaMA config shardproof can use ({} problem{}):", origin, errs.size(),
+                                errs.size() == 1 ? "" : "s");
+  for (const auto& e : errs) msg += "\n  - " + e;
+  return Status(StatusCode::kInvalidArgument, msg,
+                "docs/huggingface.md lists the keys read, the keys that must hold their neutral value and the keys "
+                "ignored");
+}
+
+Result<HfModelConfig> read_hf_model_config(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return invalid_argument("model config '{}' does not exist", path).with_hint("check the path");
+  if (!std::filesystem::is_regular_file(path, ec))
+    return invalid_argument("model config '{}' is not a regular file", path)
+        .with_hint("name the config.json file, not its directory");
+  auto text = read_file(path, uint64_t{1} << 24);
+  if (!text.ok()) return invalid_argument("{}", text.status().message());
+  auto j = parse_json_strict(*text, path);
+  if (!j.ok())
+    return invalid_argument("{} is not valid JSON: {}", path, j.status().message())
+        .with_hint("a Hugging Face config.json is one JSON object");
+  std::string name = std::filesystem::path(path).parent_path().filename().string();
+  if (name.empty()) name = std::filesystem::path(path).stem().string();
+  SP_ASSIGN_OR_RETURN(HfModelConfig c, hf_model_from_json(*j, name, path));
+  c.file = std::filesystem::absolute(path, ec).lexically_normal().string();
+  c.sha256 = sha256_hex(*text);
+  return c;
+}
+
+void apply_hf_model_config(json& run_config, const HfModelConfig& hf) {
+  run_config["model"] = hf.model.to_json();
+  run_config["data"]["vocab_size"] = hf.model.vocab_size;
+  run_config["model_config"] = {{"file", hf.file}, {"sha256", hf.sha256}, {"mapping", hf.mapping}};
+}
+
+}  // namespace sp::config

@@ -1,0 +1,195 @@
+#include "planner/calibrate.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+
+#include "core/check.h"
+#include "core/timer.h"
+#include "kernels/matmul.h"
+
+namespace sp::planner {
+namespace {
+
+constexpr int64_t kBandwidthFrom = 65536;  // messages at least this large fit the bandwidth
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
+}  // namespace
+
+GemmMeasurement measure_sgemm(int64_t n, double min_seconds) {
+  SP_CHECK(n >= 1, "sgemm of size {}", n);
+  const size_t nn = static_cast<size_t>(n * n);
+  std::vector<float> a(nn), b(nn), c(nn, 0.0f);
+  for (size_t i = 0; i < nn; ++i) {
+    a[i] = 0.5f + static_cast<float>(i % 7) * 0.125f;
+    b[i] = 0.25f + static_cast<float>(i % 5) * 0.0625f;
+  }
+  kernels::gemm(c.data(), a.data(), b.data(), n, n, n, false, false, n, n, n, 1.0f, 0.0f);  // warm-up
+  GemmMeasurement m;
+  m.n = n;
+  double best = std::numeric_limits<double>::infinity();
+  Stopwatch total;
+  while (m.repetitions < 3 || total.seconds() < min_seconds) {
+    Stopwatch one;
+    kernels::gemm(c.data(), a.data(), b.data(), n, n, n, false, false, n, n, n, 1.0f, 0.0f);
+    best = std::min(best, one.seconds());
+    ++m.repetitions;
+  }
+  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  m.gflops = flops / best / 1e9;
+  return m;
+}
+
+std::vector<TransferSample> measure_ping_pong(comm::Communicator& world, const std::vector<int64_t>& sizes,
+                                              int repetitions) {
+  SP_CHECK(world.size() >= 2, "ping-pong needs two ranks, the world has {}", world.size());
+  SP_CHECK(repetitions >= 1, "ping-pong with {} repetitions", repetitions);
+  const int64_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  std::vector<uint8_t> buf(static_cast<size_t>(std::max<int64_t>(largest, 1)), 1);
+  std::vector<TransferSample> out;
+  constexpr int kTag = 7;
+  for (int64_t bytes : sizes) {
+    world.barrier();
+    double best = std::numeric_limits<double>::infinity();
+    const int reps = bytes <= kBandwidthFrom ? 10 * repetitions : repetitions;
+    for (int rep = -1; rep < reps; ++rep) {  // rep −1: warm-up, not timed
+      if (world.rank() == 0) {
+        Stopwatch t;
+        world.send(buf.data(), bytes, DType::kU8, 1, kTag);
+        world.recv(buf.data(), bytes, DType::kU8, 1, kTag);
+        if (rep >= 0) best = std::min(best, t.seconds());
+      } else if (world.rank() == 1) {
+        world.recv(buf.data(), bytes, DType::kU8, 0, kTag);
+        world.send(buf.data(), bytes, DType::kU8, 0, kTag);
+      }
+    }
+    world.broadcast(&best, 1, DType::kF64, 0);
+    out.push_back({bytes, best / 2});
+  }
+  return out;
+}
+
+Result<AlphaBeta> fit_alpha_beta(const std::vector<TransferSample>& samples) {
+  std::vector<const TransferSample*> big;
+  for (const auto& s : samples)
+    if (s.bytes >= kBandwidthFrom) big.push_back(&s);
+  if (big.size() < 2)
+    return invalid_argument("the α–β fit needs at least two messages of ≥ {} bytes, got {}", kBandwidthFrom,
+                            big.size());
+  double mx = 0, my = 0;
+  for (const auto* s : big) {
+    mx += static_cast<double>(s->bytes);
+    my += s->one_way_seconds;
+  }
+  mx /= static_cast<double>(big.size());
+  my /= static_cast<double>(big.size());
+  double sxy = 0, sxx = 0;
+  for (const auto* s : big) {
+    sxy += (static_cast<double>(s->bytes) - mx) * (s->one_way_seconds - my);
+    sxx += (static_cast<double>(s->bytes) - mx) * (static_cast<double>(s->bytes) - mx);
+  }
+  if (!(sxx > 0) || !(sxy > 0))
+    return invalid_argument("the α–β fit found no positive slope of time against message size (noisy machine?)")
+        .with_hint("run `shardproof plan calibrate` again on a quieter machine");
+  AlphaBeta ab;
+  ab.bandwidth_bytes_per_s = sxx / sxy;
+  const auto smallest =
+      *std::min_element(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+  ab.latency_s =
+      std::max(0.0, smallest.one_way_seconds - static_cast<double>(smallest.bytes) / ab.bandwidth_bytes_per_s);
+  return ab;
+}
+
+Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::string& host,
+                                        const CalibrationOptions& o) {
+  if (world.size() < 2)
+    return invalid_argument("plan calibrate needs at least 2 ranks to measure the link between them, got {}",
+                            world.size())
+        .with_hint("shardproof plan calibrate --np 2 (or under mpirun -np N)");
+  kernels::set_blas_threads(1);  // the engine's default: one OpenBLAS thread per rank
+  Calibration c;
+  c.ranks = world.size();
+  c.host = host;
+  c.cpu_model = cpu_model_name();
+  c.host_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  c.gemm_n = o.gemm_n;
+  c.load_average = load_average();
+  c.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  world.barrier();
+  double mine = measure_sgemm(o.gemm_n, o.gemm_seconds).gflops;
+  c.gflops_per_rank.assign(static_cast<size_t>(world.size()), 0.0);
+  const std::vector<int64_t> ones(static_cast<size_t>(world.size()), 1);
+  world.all_gather(&mine, c.gflops_per_rank.data(), ones, DType::kF64);
+  c.samples = measure_ping_pong(world, o.sizes, o.repetitions);
+  SP_ASSIGN_OR_RETURN(c.link, fit_alpha_beta(c.samples));
+  return c;
+}
+
+ClusterSpec this_host_cluster(const Calibration& c, const std::string& when) {
+  double mean = 0;
+  for (double g : c.gflops_per_rank) mean += g;
+  mean /= static_cast<double>(std::max<size_t>(c.gflops_per_rank.size(), 1));
+  ClusterSpec s;
+  s.name = "this-host";
+  s.description =
+      fmt::format("{}: {} ranks of one CPU core each ({}), MPI over shared memory", c.host, c.ranks, c.cpu_model);
+  s.sources = {
+      fmt::format("measured by `shardproof plan calibrate` on {} at {} (numbers in the comment above)", c.host, when)};
+  s.nodes = 1;
+  s.devices_per_node = c.ranks;
+  s.device_model = "CPU core: " + c.cpu_model;
+  s.device_memory_bytes = c.host_memory_bytes / c.ranks;
+  s.peak_flops["fp32"] = mean * 1e9;
+  s.intra.kind = LinkKind::kSharedMemory;
+  s.intra.bandwidth_bytes_per_s = c.link.bandwidth_bytes_per_s;
+  s.intra.latency_s = c.link.latency_s;
+  return s;
+}
+
+std::vector<std::string> calibration_comment(const Calibration& c, const std::string& when) {
+  std::vector<std::string> lines = {
+      fmt::format("this-host: written by `shardproof plan calibrate` on {} at {}; run it again to refresh.", c.host,
+                  when),
+      fmt::format("load average at the start: {:.2f} on {} CPUs{}", c.load_average, c.cores,
+                  c.load_average > c.cores ? " (busy: other processes shared the cores, so the figures are "
+                                             "pessimistic; calibrate again on a quiet machine)"
+                                           : ""),
+      fmt::format("sgemm: kernels::gemm (OpenBLAS, 1 thread), n = {}, all {} ranks at once, best of the repetitions; "
+                  "GFLOP/s by rank:",
+                  c.gemm_n, c.ranks),
+  };
+  std::string per;
+  for (double g : c.gflops_per_rank) per += fmt::format("{}{:.2f}", per.empty() ? "  " : ", ", g);
+  lines.push_back(per);
+  lines.push_back("device.peak_tflops.fp32 is their mean; device.memory_gib is the host's memory / ranks.");
+  lines.push_back("MPI ping-pong between ranks 0 and 1 (Communicator send/recv), one-way = best round trip / 2:");
+  for (const auto& s : c.samples)
+    lines.push_back(fmt::format("  {:>9} bytes: {:.3f} us", s.bytes, s.one_way_seconds * 1e6));
+  lines.push_back(
+      fmt::format("fit: bandwidth = least-squares slope over messages >= 64 KiB = {:.3f} GB/s; latency = "
+                  "smallest message's time - bytes/bandwidth = {:.3f} us",
+                  c.link.bandwidth_bytes_per_s / 1e9, c.link.latency_s * 1e6));
+  return lines;
+}
+
+}  // namespace sp::planner

@@ -1,0 +1,284 @@
+#include "planner/evaluate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "planner/collective_time.h"
+#include "planner/flops.h"
+
+namespace sp::planner {
+namespace {
+
+std::string axis_of_group(const std::string& group) { return group.substr(0, group.find('[')); }
+
+Collective collective_of(const std::string& op) {
+  if (op == "all_reduce") return Collective::kAllReduce;
+  if (op == "reduce_scatter") return Collective::kReduceScatter;
+  if (op == "all_gather") return Collective::kAllGather;
+  if (op == "all_to_all") return Collective::kAllToAll;
+  return Collective::kSendRecv;
+}
+
+// ops calls moving `bytes` in all: the α–β time is linear in S, so ops latencies plus one bandwidth term.
+double priced_seconds(const std::string& op, int64_t ops, int64_t bytes, const GroupLink& link) {
+  if (ops == 0 || op == "recv") return 0;  // a receive is the sender's transfer seen from the other end
+  const Collective c = collective_of(op);
+  const double latency = collective_seconds(c, 0, link);
+  return static_cast<double>(ops) * latency + collective_seconds(c, static_cast<double>(bytes), link) - latency;
+}
+
+RecomputeMode recompute_mode(model::Recompute r) {
+  return r == model::Recompute::kFull ? RecomputeMode::kFull : RecomputeMode::kNone;
+}
+
+bool is_pass_phase(const std::string& phase) { return phase == "forward" || phase == "backward"; }
+
+}  // namespace
+
+Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
+  const config::RunConfig& c = q.config;
+  const config::ParallelConfig& pc = c.parallel;
+  if (!(q.efficiency > 0 && q.efficiency <= 1))
+    return invalid_argument("efficiency {} is outside (0, 1]", q.efficiency)
+        .with_hint("the fraction of the peak FLOP/s the GEMMs reach, e.g. --efficiency 0.5");
+  SP_ASSIGN_OR_RETURN(const double peak, q.cluster.peak_flops_for(q.dtype));
+  if (pc.parameter_server())
+    return invalid_argument("plan prices all-reduce strategies; a parameter-server run is not placed on a cluster")
+        .with_hint("compare the parameter server with all-reduce on this host: shardproof compare (docs/ps.md)");
+  ClusterSpec placed = q.cluster;
+  placed.axis_order = pc.axis_order;
+  SP_ASSIGN_OR_RETURN(const comm::ProcessGrid grid, place_on_cluster(placed, pc.dp, pc.tp, pc.pp));
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(c, grid.world_size()));
+  PlanEvaluation e;
+  e.plan = plan;
+  e.grid = grid.describe();
+  const GroupLink tp_link = axis_link(placed, grid, comm::Axis::kTp, HopPattern::kRing);
+  const GroupLink dp_link = axis_link(placed, grid, comm::Axis::kDp, HopPattern::kRing);
+  const GroupLink pp_link = axis_link(placed, grid, comm::Axis::kPp, HopPattern::kChain);
+  SP_ASSIGN_OR_RETURN(const comm::ProcessGrid flat,
+                      comm::ProcessGrid::create(grid.world_size(), 1, 1, "dp-tp-pp", grid.world_size()));
+  const GroupLink world_link = axis_link(placed, flat, comm::Axis::kDp, HopPattern::kRing);
+  e.links = {{"tp", tp_link}, {"dp", dp_link}, {"pp", pp_link}, {"world", world_link}};
+  if (pc.tp > 1 && tp_link.crosses_nodes && pc.tp <= placed.devices_per_node)
+    e.placement_warnings.push_back(fmt::format(
+        "tp groups of {} ranks cross nodes (axis order {}): every tensor-parallel all-reduce runs on {} at {:.4g} "
+        "GB/s per hop instead of inside a node; a group of {} fits in one node of {} devices: put tp first "
+        "(--axis-order tp-dp-pp)",
+        pc.tp, pc.axis_order, tp_link.link, tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node));
+  const std::map<std::string, const GroupLink*> link_of = {
+      {"tp", &tp_link}, {"dp", &dp_link}, {"pp", &pp_link}, {"world", &world_link}};
+
+  // The ranks evaluated: every rank, or one per pipeline stage (dp 0, tp 0): tp ranks hold equal shards (the
+  // rules require divisibility), and dp 0 holds the largest ZeRO shard (comm::even_split_counts).
+  std::vector<int> ranks;
+  if (q.all_ranks || grid.world_size() <= q.every_rank_up_to) {
+    for (int r = 0; r < grid.world_size(); ++r) ranks.push_back(r);
+  } else {
+    for (int p = 0; p < pc.pp; ++p) ranks.push_back(grid.rank_of({.dp = 0, .tp = 0, .pp = p}));
+  }
+  // Per pp rank: the communication inside its forward and backward passes (seconds per step).
+  std::vector<double> fwd_comm(static_cast<size_t>(pc.pp), 0), bwd_comm(static_cast<size_t>(pc.pp), 0);
+  std::map<std::tuple<std::string, std::string, std::string>, PricedTraffic> busiest;
+  for (int r : ranks) {
+    RankEvaluation re;
+    re.rank = r;
+    re.coords = grid.coords_of(r);
+    plan::LedgerModelInput in = plan::ledger_model_input(plan, re.coords, c.train.eval_batches);
+    in.named = q.named_memory;
+    re.memory = plan::predict_ledger(in);
+    re.traffic = plan::predict_step_ops(plan, grid, r, false, false);
+    if (re.memory.total.peak > e.peak_bytes || e.ranks.empty()) {
+      e.peak_bytes = re.memory.total.peak;
+      e.largest_rank = r;
+      size_t top = 0;
+      for (size_t k = 1; k < kCategoryCount; ++k)
+        if (re.memory.by_category[k].peak > re.memory.by_category[top].peak) top = k;
+      e.largest_category = std::string(category_name(static_cast<Category>(top)));
+    }
+    double after = 0, fwd = 0, bwd = 0;
+    for (const auto& [key, t] : re.traffic) {
+      const auto& [group, phase, op] = key;
+      const std::string axis = axis_of_group(group);
+      const GroupLink& link = *link_of.at(axis == "ps" ? "world" : axis);
+      const double s = priced_seconds(op, t.ops, t.bytes, link);
+      PricedTraffic& b = busiest[{axis, phase, op}];
+      if (t.bytes >= b.bytes) b = {axis, phase, op, t.ops, t.bytes, s, link.link};
+      if (axis == "pp") continue;  // the pipeline simulation carries the transfers
+      if (phase == "forward")
+        fwd += s;
+      else if (phase == "backward")
+        bwd += s;
+      else if (!is_pass_phase(phase))
+        after += s;
+    }
+    const auto p = static_cast<size_t>(re.coords.pp);
+    fwd_comm[p] = std::max(fwd_comm[p], fwd);
+    bwd_comm[p] = std::max(bwd_comm[p], bwd);
+    e.after_pipeline_seconds = std::max(e.after_pipeline_seconds, after);
+    e.ranks.push_back(std::move(re));
+  }
+  e.limit_bytes = static_cast<int64_t>(q.cluster.device_memory_bytes);
+  for (auto& [key, t] : busiest) e.traffic.push_back(t);
+
+  // Compute: the GEMM FLOPs of each chunk at the stated fraction of the peak, plus the rank's pass
+  // communication spread evenly over its passes.
+  const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
+  const RecomputeMode rec = recompute_mode(c.train.recompute);
+  const int v = pc.virtual_stages, chunks = plan.chunk_count();
+  const auto passes = static_cast<double>(v * plan.local_micro_batches);
+  PipelineTimes& pt = e.pipeline_times;
+  pt.schedule = pc.schedule;
+  pt.pp = pc.pp;
+  pt.virtual_stages = v;
+  pt.micro_batches = plan.local_micro_batches;
+  std::vector<double> compute(static_cast<size_t>(pc.pp), 0);
+  for (int ci = 0; ci < chunks; ++ci) {
+    const plan::ChunkPlacement ch = plan.chunk(ci);
+    const ChunkFlops f = chunk_flops(shape, ch.layer_end - ch.layer_begin, ch.last, c.train.micro_batch_size,
+                                     c.train.seq_len, pc.tp, rec);
+    const auto p = static_cast<size_t>(ch.pp_rank);
+    const double fs = f.forward / (peak * q.efficiency), bs = f.backward / (peak * q.efficiency);
+    compute[p] += (fs + bs) * static_cast<double>(plan.local_micro_batches);
+    pt.forward_s.push_back(fs + fwd_comm[p] / passes);
+    pt.backward_s.push_back(bs + bwd_comm[p] / passes);
+  }
+  const int64_t activation_bytes = 4 * c.train.micro_batch_size * c.train.seq_len * c.model.dim;
+  pt.transfer_s =
+      pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pp_link) : 0;
+  pt.record = q.pipeline_actions && pc.pp > 1;
+  e.pipeline = simulate_pipeline(pt);
+  e.closed_form_bubble =
+      pc.pp > 1 ? (pc.pp - 1.0) / (v * static_cast<double>(plan.local_micro_batches) + pc.pp - 1.0) : 0.0;
+  for (int p = 0; p < pc.pp; ++p) {
+    const auto i = static_cast<size_t>(p);
+    if (compute[i] > e.compute_seconds) e.compute_seconds = compute[i];
+    e.pass_comm_seconds = std::max(e.pass_comm_seconds, fwd_comm[i] + bwd_comm[i]);
+  }
+  e.step_seconds = e.pipeline.makespan_s + e.after_pipeline_seconds;
+  const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, rec);
+  e.model_flops = flops.model;
+  e.hardware_flops = flops.hardware;
+  e.tokens_per_second = static_cast<double>(c.train.global_batch * c.train.seq_len) / e.step_seconds;
+  e.mfu = utilization(flops.model, e.step_seconds, grid.world_size(), peak);
+  e.hfu = utilization(flops.hardware, e.step_seconds, grid.world_size(), peak);
+  // The dominant communication: the (axis, phase) taking the most time on the busiest rank.
+  std::map<std::pair<std::string, std::string>, std::pair<double, std::string>> parts;
+  for (const PricedTraffic& t : e.traffic) {
+    auto& part = parts[{t.axis, t.phase}];
+    part.first += t.seconds;
+    part.second = t.link;
+  }
+  double most = 0;
+  for (const auto& [k, part] : parts)
+    if (part.first > most) {
+      most = part.first;
+      e.dominant = fmt::format("{} {} on {}", k.first, k.second, part.second);
+    }
+  if (e.dominant.empty()) e.dominant = "none (no communication)";
+  e.assumptions = time_model_assumptions();
+  e.assumptions.push_back(fmt::format(
+      "GEMMs (2 FLOPs per multiply-add, planner/flops.h) run at {:.0f} % of the {} peak, {:.4g} TFLOP/s per device; "
+      "nothing else (norms, softmax, the optimizer) takes time",
+      100 * q.efficiency, q.dtype, peak / 1e12));
+  e.assumptions.push_back(
+      "no overlap, as the engine runs: tensor-parallel and ZeRO-3 collectives inside each pass (spread evenly over a "
+      "rank's passes), then the pipeline, then the gradient sync, the optimizer's collectives and the evidence");
+  e.assumptions.push_back(
+      "the pipeline is simulated over the engine's schedule with asynchronous sends (the engine's blocking sends can "
+      "only be slower)");
+  return e;
+}
+
+config::RunConfig run_config_around(const ModelShape& shape, const std::string& axis_order) {
+  config::RunConfig c;
+  c.name = shape.name;
+  c.model = shape.llama_config();
+  c.data.vocab_size = shape.vocab_size;  // the shape's own vocabulary, as a tokenizer would give it
+  c.train.steps = 1;
+  c.train.eval_batches = 0;
+  c.train.eval_every = 0;
+  c.train.micro_batch_size = 1;
+  c.train.seq_len = std::min<int64_t>(shape.max_seq, 2048);
+  c.train.global_batch = 0;
+  c.parallel.reduction = config::Reduction::kFast;
+  c.parallel.axis_order = axis_order;
+  c.evidence.checksum_every = 0;
+  return c;
+}
+
+std::optional<config::RunConfig> config_for_strategy(const config::RunConfig& base, const Strategy& s) {
+  if (s.recompute == RecomputeMode::kSelective) return std::nullopt;
+  config::RunConfig c = base;
+  c.parallel.dp = s.dp;
+  c.parallel.tp = s.tp;
+  c.parallel.pp = s.pp;
+  c.parallel.virtual_stages = s.virtual_stages;
+  c.parallel.schedule = s.schedule;
+  c.parallel.zero = s.zero;
+  c.train.micro_batch_size = s.micro_batch_size;
+  c.train.recompute = s.recompute == RecomputeMode::kFull ? model::Recompute::kFull : model::Recompute::kNone;
+  return c;
+}
+
+StrategyEvaluators engine_evaluators(const PlanQuery& base) {
+  // memory() and time() of one strategy come from one evaluation, kept between the two calls.
+  struct Cache {
+    std::string name;
+    std::optional<PlanEvaluation> e;
+  };
+  auto cache = std::make_shared<Cache>();
+  auto evaluate = [base, cache](const Strategy& s) -> const PlanEvaluation& {
+    if (cache->name != strategy_name(s) || !cache->e) {
+      PlanQuery q = base;
+      q.config = *config_for_strategy(base.config, s);
+      q.named_memory = false;
+      q.pipeline_actions = false;
+      q.all_ranks = false;
+      q.every_rank_up_to = 0;
+      auto e = evaluate_plan(q);
+      SP_CHECK(e.ok(), "a strategy that passed the engine's rules could not be evaluated: {}", e.status().message());
+      cache->name = strategy_name(s);
+      cache->e = std::move(*e);
+    }
+    return *cache->e;
+  };
+  StrategyEvaluators out;
+  out.rules = [base](const Strategy& s) {
+    std::vector<Exclusion> why;
+    const std::optional<config::RunConfig> c = config_for_strategy(base.config, s);
+    if (!c) {
+      why.push_back({ExclusionKind::kRefused,
+                     "selective recompute: the engine recomputes whole blocks or nothing (train.recompute)"});
+      return why;
+    }
+    for (plan::RuleViolation& v : plan::RunPlan::rule_violations(*c, s.world()))
+      why.push_back({v.kind == plan::RuleViolation::Kind::kDoesNotDivide ? ExclusionKind::kDoesNotDivide
+                                                                         : ExclusionKind::kRefused,
+                     std::move(v.message)});
+    return why;
+  };
+  out.memory = [evaluate](const Strategy& s) {
+    const PlanEvaluation& e = evaluate(s);
+    MemoryVerdict m;
+    m.peak_bytes = e.peak_bytes;
+    m.limit_bytes = e.limit_bytes;
+    if (!e.fits()) m.over_category = e.largest_category;
+    m.detail = {{"largest_rank", e.largest_rank}, {"largest_category", e.largest_category}};
+    return m;
+  };
+  out.time = [evaluate](const Strategy& s) {
+    const PlanEvaluation& e = evaluate(s);
+    return TimeVerdict{.step_seconds = e.step_seconds,
+                       .detail = {{"tokens_per_second", e.tokens_per_second},
+                                  {"mfu", e.mfu},
+                                  {"hfu", e.hfu},
+                                  {"bubble_fraction", e.pipeline.bubble_fraction},
+                                  {"dominant", e.dominant}}};
+  };
+  return out;
+}
+
+}  // namespace sp::planner

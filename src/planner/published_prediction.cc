@@ -1,0 +1,139 @@
+#include "planner/published_prediction.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <tuple>
+
+#include "planner/evaluate.h"
+#include "planner/flops.h"
+#include "planner/search.h"
+
+namespace sp::planner {
+namespace {
+
+// The candidates a row leaves open: ZeRO 0 (the study's plain data parallelism) or 1 (where the engine's
+// gradient buffers leave no room without it) × micro-batch × (1F1B, or interleaved with v = 2 … max when
+// pp > 1), at the row's tp, pp, dp and full recompute (eq. 3 assumes it).
+std::vector<Strategy> candidates_of(const PublishedRun& r, const PublishedPredictionOptions& o) {
+  std::vector<Strategy> out;
+  for (int zero : {0, 1})
+    for (int64_t b : o.micro_batch_sizes) {
+      Strategy s{
+          .dp = r.dp(), .tp = r.tp, .pp = r.pp, .zero = zero, .recompute = RecomputeMode::kFull, .micro_batch_size = b};
+      out.push_back(s);
+      if (r.pp == 1) continue;
+      for (int v = 2; v <= o.max_virtual_stages; ++v) {
+        s.schedule = config::Schedule::kInterleaved;
+        s.virtual_stages = v;
+        out.push_back(s);
+      }
+    }
+  return out;
+}
+
+Result<PublishedPrediction> predict_row(const PublishedTable& t, const PublishedRun& r, const ClusterSpec& node_type,
+                                        const PublishedPredictionOptions& o) {
+  PublishedPrediction p;
+  p.run = r;
+  SP_ASSIGN_OR_RETURN(p.shape, named_shape(r.model));
+  p.counterpart = p.shape.engine_counterpart();
+  if (r.gpus % node_type.devices_per_node != 0)
+    return invalid_argument("{}: {} GPUs do not fill whole {}-device nodes of '{}'", r.model, r.gpus,
+                            node_type.devices_per_node, node_type.name);
+  SP_ASSIGN_OR_RETURN(const ClusterSpec cluster, with_nodes(node_type, r.gpus / node_type.devices_per_node));
+  config::RunConfig base = run_config_around(p.counterpart, cluster.axis_order);
+  base.train.seq_len = t.seq_len;
+  base.train.global_batch = r.global_batch;
+  // With pp > 1 the engine does not tie weights across stages: the last stage holds its own LM head, as
+  // Megatron holds a copy of the word embeddings there; Megatron's all-reduce of the two copies' gradients
+  // (V·h/tp per step) has no engine counterpart and is not priced.
+  if (r.pp > 1) base.model.tie_embeddings = false;
+  // The table's precision with fp32 gradient accumulation (Megatron's default for fp16 training); fp16's
+  // loss scaler at DeepSpeed's defaults (it moves no byte the plan counts).
+  SP_ASSIGN_OR_RETURN(base.train.precision, model::precision_from_names(t.precision, "fp32"));
+  if (base.train.precision.compute == DType::kF16) base.fp16 = optim::LossScalerConfig{};
+  p.row_flops = step_flops(p.shape, r.global_batch, t.seq_len, RecomputeMode::kFull).hardware;
+  p.implied_seconds = p.row_flops / (r.tflops_per_gpu * 1e12 * r.gpus);
+  SearchSpace space;
+  space.world = r.gpus;
+  space.global_batch = r.global_batch;
+  space.max_virtual_stages = o.max_virtual_stages;
+  // The fastest candidate that fits, ZeRO 0 preferred; when none fits, the fastest of all, reported as such.
+  std::optional<PlanEvaluation> best;
+  for (const Strategy& s : candidates_of(r, o)) {
+    if (!shape_rules(p.counterpart, space, s).empty()) continue;
+    const std::optional<config::RunConfig> c = config_for_strategy(base, s);
+    if (!c || !plan::RunPlan::violations(*c, s.world()).empty()) continue;
+    ++p.candidates;
+    auto e = evaluate_plan(PlanQuery{.cluster = cluster,
+                                     .config = *c,
+                                     .dtype = o.dtype,
+                                     .efficiency = o.efficiency,
+                                     .named_memory = false,
+                                     .pipeline_actions = false});
+    if (!e.ok()) return e.status().with_context(fmt::format("{} {}", r.model, strategy_name(s)));
+    if (e->fits()) ++p.fitting;
+    // Fitting first, then the study's plain data parallelism (ZeRO 0) before ZeRO-1, then the step time.
+    const auto key = [](const PlanEvaluation& x, const Strategy& st) {
+      return std::tuple(!x.fits(), st.zero, x.step_seconds);
+    };
+    const bool better = !best || key(*e, s) < key(*best, p.chosen);
+    if (better) {
+      best = std::move(*e);
+      p.chosen = s;
+    }
+  }
+  if (!best)
+    return invalid_argument("{} at tp {} pp {} dp {}: the engine's rules accept none of its candidates", r.model, r.tp,
+                            r.pp, r.dp());
+  p.predicted_seconds = best->step_seconds;
+  p.predicted_tflops_per_gpu = p.row_flops / (p.predicted_seconds * r.gpus) / 1e12;
+  p.error = p.predicted_seconds / p.implied_seconds - 1;
+  p.peak_bytes = best->peak_bytes;
+  p.limit_bytes = best->limit_bytes;
+  p.over_category = best->fits() ? "" : best->largest_category;
+  p.bubble = best->pipeline.bubble_fraction;
+  p.dominant = best->dominant;
+  return p;
+}
+
+}  // namespace
+
+Result<std::vector<PublishedPrediction>> predict_published(const PublishedTable& table, const ClusterSpec& node_type,
+                                                           const PublishedPredictionOptions& options) {
+  std::vector<PublishedPrediction> out;
+  for (const PublishedRun& r : table.runs) {
+    SP_ASSIGN_OR_RETURN(PublishedPrediction p, predict_row(table, r, node_type, options));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+nlohmann::json published_prediction_to_json(const PublishedPrediction& p) {
+  return {{"model", p.run.model},
+          {"tp", p.run.tp},
+          {"pp", p.run.pp},
+          {"dp", p.run.dp()},
+          {"gpus", p.run.gpus},
+          {"global_batch", p.run.global_batch},
+          {"published_params", p.shape.param_count()},
+          {"planned_params", p.counterpart.param_count()},
+          {"planned_ffn_dim", p.counterpart.ffn_dim},
+          {"candidates", p.candidates},
+          {"fitting", p.fitting},
+          {"chosen", strategy_to_json(p.chosen)},
+          {"row_flops", p.row_flops},
+          {"published_tflops_per_gpu", p.run.tflops_per_gpu},
+          {"predicted_tflops_per_gpu", p.predicted_tflops_per_gpu},
+          {"implied_seconds", p.implied_seconds},
+          {"predicted_seconds", p.predicted_seconds},
+          {"error", p.error},
+          {"peak_bytes", p.peak_bytes},
+          {"limit_bytes", p.limit_bytes},
+          {"fits", p.over_category.empty()},
+          {"bubble", p.bubble},
+          {"dominant", p.dominant}};
+}
+
+}  // namespace sp::planner

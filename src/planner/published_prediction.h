@@ -1,0 +1,58 @@
+// The planner against published throughput (docs/plan.md §6): each row of a published table (plan/
+// published_runs.h) planned from the configuration it states, and its predicted step time set next to the
+// time the row implies (the row's FLOPs by its own definition over its achieved FLOP/s). It is not a fit:
+// nothing here reads the published throughput before predicting, and the GEMM efficiency is the planner's
+// stated default unless the caller gives another. A GPT row is planned as its shape's engine counterpart
+// (ModelShape::engine_counterpart), through the same evaluate_plan as every plan. What a row does not state
+// (micro-batch size, schedule, virtual stages) is searched: the fastest candidate that fits is the prediction.
+// Invariant: every figure comes from evaluate_plan and flops.h; nothing is scaled toward the published one.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "planner/cluster.h"
+#include "planner/model_shape.h"
+#include "planner/published_runs.h"
+#include "planner/strategy.h"
+
+namespace sp::planner {
+
+struct PublishedPrediction {
+  PublishedRun run;
+  ModelShape shape;              // the published shape (GPT)
+  ModelShape counterpart;        // what was planned
+  int candidates = 0;            // micro-batch × schedule × v the engine's rules accept for the stated tp, pp, dp
+  int fitting = 0;               // of those, the ones that fit in the device's memory
+  Strategy chosen;               // the fastest fitting candidate
+  double row_flops = 0;          // per iteration, by the table's definition (Narayanan et al. eq. 3 for the GPT shape)
+  double implied_seconds = 0;    // row_flops / (tflops_per_gpu · gpus)
+  double predicted_seconds = 0;  // the plan's step time
+  double predicted_tflops_per_gpu = 0;  // row_flops / (predicted_seconds · gpus), comparable to the row's
+  double error = 0;                     // predicted_seconds / implied_seconds − 1
+  int64_t peak_bytes = 0, limit_bytes = 0;
+  std::string over_category;  // empty when the chosen candidate fits; else the category over the limit
+  double bubble = 0;          // the simulated pipeline's idle fraction
+  std::string dominant;       // the largest communication part
+};
+
+struct PublishedPredictionOptions {
+  double efficiency = 0;  // fraction of the peak the GEMMs reach; (0, 1]
+  std::string dtype;      // which peak (the table's precision)
+  std::vector<int64_t> micro_batch_sizes = {1, 2, 4, 8};
+  int max_virtual_stages = 4;  // interleaved candidates v ∈ {2, …, max} (pp > 1)
+};
+
+// `node_type`: the cluster the table names (one node type); each row gets gpus / devices_per_node nodes.
+// kInvalidArgument when a row's GPUs do not fill whole nodes, the dtype has no peak, or the engine's rules
+// accept no candidate of a row. A row none of whose candidates fits is predicted anyway (its fastest
+// candidate) and says which category is over the device's memory.
+Result<std::vector<PublishedPrediction>> predict_published(const PublishedTable& table, const ClusterSpec& node_type,
+                                                           const PublishedPredictionOptions& options);
+
+nlohmann::json published_prediction_to_json(const PublishedPrediction& p);
+
+}  // namespace sp::planner
