@@ -18,8 +18,8 @@
 #include "../tests/ckpt/ckpt_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
-#include "core/threads.h"
 #include "config/run_config.h"
+#include "core/threads.h"
 
 namespace {
 using namespace sp;

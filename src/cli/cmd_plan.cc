@@ -17,16 +17,16 @@
 #include "cli/plan_subcommands.h"
 #include "cli/plan_text.h"
 #include "cli/run_setup.h"
+#include "config/ds_config.h"
+#include "config/hf_config.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "core/log.h"
 #include "evidence/bundle_paths.h"
 #include "planner/cluster.h"
 #include "planner/collective_time.h"
-#include "config/ds_config.h"
 #include "planner/evaluate.h"
 #include "planner/group_links.h"
-#include "config/hf_config.h"
 #include "planner/model_shape.h"
 #include "report/render.h"
 
@@ -41,7 +41,7 @@ bool names_run_config(const std::string& model) {
 // --model: a Hugging Face config.json, a run configuration (.toml), a named shape, or a preset in configs/;
 // a run configuration's [model] comes from --model-config when given.
 Result<planner::ModelShape> resolve_model(const std::string& root, const std::string& spec,
-                                       const std::string& model_config) {
+                                          const std::string& model_config) {
   if (spec.empty()) return invalid_argument("no model");
   if (spec.ends_with(".json")) return planner::read_hf_config(spec);
   if (spec.ends_with(".toml")) {
@@ -77,7 +77,7 @@ std::string default_dtype(const planner::ClusterSpec& cluster, const config::Run
 // The run being planned: a run configuration's own (--model FILE.toml or a preset, with --set), or the
 // engine's defaults around a named shape or a Hugging Face config; then the flags given on top.
 Result<config::RunConfig> planned_config(const PlanArgs& a, const std::string& root, const planner::ModelShape& shape,
-                                       const planner::ClusterSpec& cluster) {
+                                         const planner::ClusterSpec& cluster) {
   config::RunConfig c;
   const bool run_config = names_run_config(a.model);
   if (!a.deepspeed.empty() && !a.run.empty())
@@ -260,10 +260,10 @@ int run_plan(const PlanArgs& args) {
   }
   if (!a.run.empty()) model = planner::ModelShape::from_llama(config->model, config->name, a.run + "/contract.json");
   planner::PlanQuery q{.cluster = *cluster,
-                    .config = *config,
-                    .dtype = a.dtype.empty() ? default_dtype(*cluster, *config) : a.dtype,
-                    .efficiency = a.efficiency,
-                    .all_ranks = a.all_ranks};
+                       .config = *config,
+                       .dtype = a.dtype.empty() ? default_dtype(*cluster, *config) : a.dtype,
+                       .efficiency = a.efficiency,
+                       .all_ranks = a.all_ranks};
   if (a.search) {
     planner::SearchSpace space;
     space.world = cluster->devices();

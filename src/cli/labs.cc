@@ -28,7 +28,7 @@ std::string lab_file(const std::string& root, const std::string& file) {
 }  // namespace
 
 Result<config::RunConfig> lab_config(const Lab& lab, const std::string& root,
-                                   const std::vector<std::string>& extra_sets) {
+                                     const std::vector<std::string>& extra_sets) {
   std::vector<std::string> sets = lab.sets;
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
   Result<config::RunConfig> config = load_run_config(

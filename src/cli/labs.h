@@ -14,14 +14,14 @@
 
 #include "cli/lab_catalogue.h"
 #include "cli/prove.h"
-#include "core/status.h"
 #include "config/run_config.h"
+#include "core/status.h"
 
 namespace sp::cli {
 
 // The lab's run configuration: its preset under `root`/configs, its sets, then `extra_sets`.
 Result<config::RunConfig> lab_config(const Lab& lab, const std::string& root,
-                                   const std::vector<std::string>& extra_sets = {});
+                                     const std::vector<std::string>& extra_sets = {});
 // Everything `lab run` checks before launching: the config loads, its world equals lab.world,
 // RunPlan::make accepts it, the fault parses and can act on the run as `prove` runs stage 3
 // (proof::plan_protocol, as prove plans stage 3), and a checkpoint fault targets a

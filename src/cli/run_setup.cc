@@ -14,10 +14,10 @@
 #include <filesystem>
 #include <iterator>
 
-#include "core/hash.h"
-#include "core/log.h"
 #include "config/ds_config.h"
 #include "config/hf_config.h"
+#include "core/hash.h"
+#include "core/log.h"
 
 namespace sp::cli {
 
@@ -27,7 +27,7 @@ std::string default_root() {
 }
 
 Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                        const std::string& config_file, const std::vector<std::string>& sets) {
+                                          const std::string& config_file, const std::vector<std::string>& sets) {
   return load_run_config(root, preset, config_file, "", sets, DeepSpeedInput{});
 }
 
@@ -77,8 +77,8 @@ int launched_world_size() {
 }
 
 Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                        const std::string& config_file, const std::string& model_config,
-                                        const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed) {
+                                          const std::string& config_file, const std::string& model_config,
+                                          const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed) {
   nlohmann::json j;
   if (!preset.empty() && !config_file.empty())
     return invalid_argument("--preset and --config are mutually exclusive").with_hint("pass one of them");

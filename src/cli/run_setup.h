@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
 #include "config/run_config.h"
+#include "core/status.h"
 
 namespace sp::cli {
 
@@ -17,7 +17,7 @@ namespace sp::cli {
 std::string default_root();
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
 Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                        const std::string& config_file, const std::vector<std::string>& sets);
+                                          const std::string& config_file, const std::vector<std::string>& sets);
 // --deepspeed FILE (docs/deepspeed.md): a ds_config.json mapped after the preset or --config and before every
 // --set, so --set still wins; its SHA-256 and per-key mapping are kept in RunConfig::deepspeed.
 struct DeepSpeedInput {
@@ -30,8 +30,8 @@ struct DeepSpeedInput {
 // FILE (a Hugging Face config.json, config/hf_config.h; empty: none) replacing [model], --deepspeed, then
 // every --set.
 Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                        const std::string& config_file, const std::string& model_config,
-                                        const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed);
+                                          const std::string& config_file, const std::string& model_config,
+                                          const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed);
 // The launcher's world size (OMPI_COMM_WORLD_SIZE or PMI_SIZE) under mpirun/srun, else 0.
 int launched_world_size();
 // An input file named by `flag` must exist and be a regular file: a usage error (exit 2) naming both.

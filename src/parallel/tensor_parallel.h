@@ -7,8 +7,8 @@
 #include <functional>
 
 #include "comm/communicator.h"
-#include "model/stage_hooks.h"
 #include "config/run_config.h"
+#include "model/stage_hooks.h"
 #include "tensor/tensor.h"
 
 namespace sp::parallel {

@@ -14,10 +14,10 @@
 
 #include "ckpt/save.h"
 #include "comm/mpi_scope.h"
+#include "config/run_config.h"
 #include "core/status.h"
 #include "evidence/faults.h"
 #include "parallel/checkpointing.h"
-#include "config/run_config.h"
 
 namespace sp::parallel {
 

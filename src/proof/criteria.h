@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include "config/run_config.h"
 #include "core/status.h"
 #include "evidence/compare.h"
 #include "evidence/trace_check.h"
-#include "config/run_config.h"
 #include "plan/run_plan.h"
 #include "proof/bundle.h"
 #include "proof/equivalence.h"

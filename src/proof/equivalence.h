@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "config/run_config.h"
 #include "core/status.h"
 #include "evidence/bundle_paths.h"
 #include "evidence/compare.h"
-#include "config/run_config.h"
 
 namespace sp::proof {
 

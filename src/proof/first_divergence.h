@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "config/run_config.h"
 #include "evidence/compare.h"
 #include "evidence/faults.h"
-#include "config/run_config.h"
 #include "proof/bundle.h"
 
 namespace sp::proof {

@@ -9,15 +9,15 @@
 #include <string_view>
 #include <vector>
 
+#include "config/run_config.h"
 #include "core/status.h"
 #include "evidence/faults.h"
-#include "config/run_config.h"
 
 namespace sp::proof {
 
 struct ProtocolPlan {
-  int64_t checkpoint_step = 0;   // k: prove.checkpoint_step, default train.steps / 2
-  evidence::FaultSpec fault;     // stage 3's fault; without @STEP it acts at k (a checkpoint fault: k − 1)
+  int64_t checkpoint_step = 0;     // k: prove.checkpoint_step, default train.steps / 2
+  evidence::FaultSpec fault;       // stage 3's fault; without @STEP it acts at k (a checkpoint fault: k − 1)
   config::RunConfig fault_config;  // stage 3's configuration (a checkpoint fault saves every k steps)
   // A configuration whose promise is not bitwise is verified by anchored replays (docs/equivalence.md
   // §anchored): these steps are replayed on the parallel topology from the reference's state, with and
