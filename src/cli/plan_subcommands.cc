@@ -24,6 +24,13 @@ namespace sp::cli {
 
 std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
 
+Result<planner::ClusterSpec> load_cluster_for(const std::string& root, const std::string& name_or_path) {
+  const std::string user = user_clusters_dir(root);
+  if (user != clusters_dir(root) && std::filesystem::exists(user + "/" + name_or_path + ".toml"))
+    return planner::load_cluster(user, name_or_path);
+  return planner::load_cluster(clusters_dir(root), name_or_path);
+}
+
 namespace {
 
 std::string utc_now() {
@@ -37,10 +44,15 @@ std::string utc_now() {
 
 int run_list(const std::string& root_arg) {
   const std::string root = root_arg.empty() ? default_root() : root_arg;
-  std::printf("cluster presets (%s):\n", clusters_dir(root).c_str());
-  for (const auto& name : planner::cluster_preset_names(clusters_dir(root))) {
-    auto c = planner::load_cluster(clusters_dir(root), name);
-    std::printf("  %-14s %s\n", name.c_str(), c.ok() ? c->description.c_str() : c.status().message().c_str());
+  std::vector<std::string> dirs = {clusters_dir(root)};
+  if (user_clusters_dir(root) != dirs[0] && std::filesystem::exists(user_clusters_dir(root)))
+    dirs.insert(dirs.begin(), user_clusters_dir(root));
+  for (const std::string& dir : dirs) {
+    std::printf("cluster presets (%s):\n", dir.c_str());
+    for (const auto& name : planner::cluster_preset_names(dir)) {
+      auto c = planner::load_cluster(dir, name);
+      std::printf("  %-14s %s\n", name.c_str(), c.ok() ? c->description.c_str() : c.status().message().c_str());
+    }
   }
   std::printf("named model shapes:\n");
   for (const auto& n : planner::named_shapes())
@@ -71,7 +83,7 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
     return relaunch_with_mpirun(np, args);
   }
   const std::string root = a.root.empty() ? default_root() : a.root;
-  const std::string out = a.out.empty() ? clusters_dir(root) + "/this-host.toml" : a.out;
+  const std::string out = a.out.empty() ? user_clusters_dir(root) + "/this-host.toml" : a.out;
   comm::MpiScope mpi(nullptr, nullptr);
   auto world = comm::make_world_communicator();
   planner::CalibrationOptions o;
@@ -116,7 +128,7 @@ int run_published(const PublishedArgs& a) {
   const std::string path = a.table.empty() ? root + "/data/published/megatron-ptdp-table1.toml" : a.table;
   auto table = planner::read_published_table(path);
   if (!table.ok()) return report_status(table.status());
-  auto cluster = planner::load_cluster(clusters_dir(root), table->cluster);
+  auto cluster = load_cluster_for(root, table->cluster);
   if (!cluster.ok()) return report_status(cluster.status().with_context(path + ": cluster"));
   auto rows = planner::predict_published(*table, *cluster, {.efficiency = a.efficiency, .dtype = table->precision});
   if (!rows.ok()) return report_status(rows.status().with_context(path));
@@ -159,8 +171,10 @@ void register_plan_subcommands(CLI::App* cmd, CommandResult& result) {
   CLI::App* cal =
       cmd->add_subcommand("calibrate", "Measure sgemm FLOP/s per core and MPI latency/bandwidth into a cluster file");
   cal->add_option("--np", c->np, "Ranks to measure with (default: the number of cores, at least 2)")
-      ->check(CLI::PositiveNumber);
-  cal->add_option("--out", c->out, "Cluster file to write (default: <root>/configs/clusters/this-host.toml)");
+      ->check(CLI::Range(1, 4096));
+  cal->add_option("--out", c->out,
+                  "Cluster file to write (default: <root>/configs/clusters/this-host.toml; for an installed binary "
+                  "~/.config/shardproof/clusters/this-host.toml)");
   cal->add_option("--root", c->root, "Repository root (default: the source tree)");
   cal->add_flag("--quick", c->quick, "Small sgemm and few repetitions (tests); noisier figures");
   cal->callback([c, cal, &result] { result.exit_code = run_calibrate(*c, cal); });

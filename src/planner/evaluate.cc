@@ -120,7 +120,8 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
     e.after_pipeline_seconds = std::max(e.after_pipeline_seconds, after);
     e.ranks.push_back(std::move(re));
   }
-  e.limit_bytes = static_cast<int64_t>(q.cluster.device_memory_bytes);
+  // At most kMaxMemoryGib (cluster.h): exact in an int64, never the wrapped value of an oversized double.
+  e.limit_bytes = static_cast<int64_t>(std::min(q.cluster.device_memory_bytes, kMaxMemoryGib * 1073741824.0));
   for (auto& [key, t] : busiest) e.traffic.push_back(t);
 
   // Compute: the GEMM FLOPs of each chunk at the stated fraction of the peak, plus the rank's pass
