@@ -67,6 +67,7 @@ struct PlanArgs {
   double efficiency = planner::kDefaultGemmEfficiency;
   std::vector<std::string> sets;
   bool json = false, search = false, all_ranks = false;
+  bool efficiency_given = false;  // --efficiency: GEMMs at it, not the cluster's measured rates
 };
 
 // The peak the GEMMs run at without --dtype: the run's precision where the cluster states its peak (a
@@ -279,6 +280,7 @@ int run_plan(const PlanArgs& args) {
                        .config = *config,
                        .dtype = a.dtype.empty() ? default_dtype(*cluster, *config) : a.dtype,
                        .efficiency = a.efficiency,
+                       .use_measured = !a.efficiency_given,
                        .all_ranks = a.all_ranks};
   if (a.search) {
     planner::SearchSpace space;
@@ -363,7 +365,9 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_option("--dtype", a->dtype,
                   "Which peak the GEMMs run at: a key of the cluster's peak_tflops (default: the run's "
                   "precision where the cluster has its peak, else fp32)");
-  cmd->add_option("--efficiency", a->efficiency, "Fraction of that peak the GEMMs reach (default 0.5)");
+  CLI::Option* efficiency = cmd->add_option(
+      "--efficiency", a->efficiency,
+      "Fraction of that peak the GEMMs reach (default 0.5); given, it replaces a calibrated cluster's measured rates");
   cmd->add_option("--precision", a->precision, "train.precision of the plan: fp32, bf16, fp16 (default: fp32)");
   cmd->add_option("--grad-dtype", a->grad_dtype, "train.grad_dtype: fp32 or the precision's 16-bit type");
   cmd->add_option("--set", a->sets, "key=value override of a run configuration (--model FILE.toml or a preset)");
@@ -378,8 +382,9 @@ void register_plan(CLI::App& app, CommandResult& result) {
 
   register_plan_subcommands(cmd, result);
 
-  cmd->callback([a, cmd, &result] {
+  cmd->callback([a, cmd, efficiency, &result] {
     if (!cmd->get_subcommands().empty()) return;  // calibrate, list or published ran
+    a->efficiency_given = efficiency->count() > 0;
     result.exit_code = run_plan(*a);
   });
 }

@@ -91,6 +91,11 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
     o.gemm_n = 256;
     o.gemm_seconds = 0.05;
     o.repetitions = 5;
+    o.kernels.gemm_sizes = {32, 128};
+    o.kernels.attention_seq = {64, 128};
+    o.kernels.activation_bytes = {1 << 16, 1 << 18};
+    o.kernels.parameter_bytes = {1 << 16, 1 << 18};
+    o.kernels.min_seconds = 0.005;
   }
   auto c = planner::calibrate_this_host(*world, mpi.hostname(), o);
   if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);

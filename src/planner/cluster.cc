@@ -8,6 +8,7 @@
 #include "comm/process_grid.h"
 #include "config/toml_fields.h"
 #include "core/file_io.h"
+#include "planner/device_rates_toml.h"
 
 namespace sp::planner {
 namespace {
@@ -75,7 +76,11 @@ nlohmann::json ClusterSpec::to_json() const {
       {"nodes", nodes},
       {"devices_per_node", devices_per_node},
       {"devices", devices()},
-      {"device", {{"model", device_model}, {"memory_gib", device_memory_bytes / kGiB}, {"peak_tflops", peaks}}},
+      {"device",
+       {{"model", device_model},
+        {"memory_gib", device_memory_bytes / kGiB},
+        {"peak_tflops", peaks},
+        {"measured", measured.empty() ? nlohmann::json(nullptr) : measured.to_json()}}},
       {"intra_node",
        {{"kind", link_kind_name(intra.kind)},
         {"bandwidth_gbytes_per_s", intra.bandwidth_bytes_per_s / kGB},
@@ -131,6 +136,11 @@ Result<ClusterSpec> parse_cluster(const std::string& text, const std::string& or
   }
   if (peak_table && dtypes.empty())
     peaks.error(fmt::format("{}: gives no dtype (rule: at least one of fp32, bf16, ...)", device.where("peak_tflops")));
+  read_device_rates(device, origin, &errs, c.measured);
+  for (const auto& [dtype, curve] : c.measured.gemm_efficiency)
+    if (!c.peak_flops.count(dtype))
+      device.error(fmt::format("{}: device.measured.gemm_efficiency.{} without device.peak_tflops.{}",
+                               device.where("measured"), dtype, dtype));
   device.finish();
 
   config::TomlFields intra(top.table("intra_node"), "intra_node", origin, &errs);
@@ -226,6 +236,7 @@ std::string cluster_to_toml(const ClusterSpec& s, const std::vector<std::string>
   t += fmt::format("[device]\nmodel = \"{}\"\nmemory_gib = {}\n\n[device.peak_tflops]\n", s.device_model,
                    num(s.device_memory_bytes / kGiB));
   for (const auto& [k, v] : s.peak_flops) t += fmt::format("{} = {}\n", k, num(v / kTflops));
+  t += device_rates_to_toml(s.measured);
   t +=
       fmt::format("\n[intra_node]\nkind = \"{}\"\nbandwidth_gbytes_per_s = {}\nlatency_us = {}\n",
                   link_kind_name(s.intra.kind), num(s.intra.bandwidth_bytes_per_s / kGB), num(s.intra.latency_s / kUs));

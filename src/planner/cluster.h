@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "planner/device_rates.h"
 
 namespace sp::planner {
 
@@ -46,6 +47,7 @@ struct ClusterSpec {
   std::string device_model;
   double device_memory_bytes = 0;
   std::map<std::string, double> peak_flops;  // dtype ("fp32", "bf16", ...) → dense FLOP/s per device
+  DeviceRates measured;                      // [device.measured]: empty for a datasheet preset
   IntraNodeLink intra;
   std::optional<InterNodeNetwork> inter;  // present whenever nodes > 1
   std::string axis_order = "tp-dp-pp";    // the grid's order, fastest axis first (comm/process_grid.h)
