@@ -69,7 +69,7 @@ def main():
         out = work / f"compare-{precision}"
         subprocess.run([a.bin, "compare", "--preset", a.preset, "--strategies", a.strategies, "--out", str(out),
                         "--set", f"train.steps={a.steps}", "--set", "train.eval_every=0", "--set",
-                        "evidence.checksum_every=0", "--set", f"train.precision={precision}", "--overwrite"],
+                        "evidence.checksum_every=0", "--set", f"train.precision={precision}"],
                        check=True, stdout=subprocess.DEVNULL)
         for r in json.loads((out / "compare.json").read_text())["rows"]:
             run = pathlib.Path(r["dir"])

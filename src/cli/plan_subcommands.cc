@@ -1,5 +1,7 @@
 #include "cli/plan_subcommands.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -123,7 +125,7 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
 }
 
 struct PublishedArgs {
-  std::string table, root;
+  std::string table, root, fit_row;
   double efficiency = planner::kDefaultGemmEfficiency;
   bool json = false;
 };
@@ -135,14 +137,18 @@ int run_published(const PublishedArgs& a) {
   if (!table.ok()) return report_status(table.status());
   auto cluster = load_cluster_for(root, table->cluster);
   if (!cluster.ok()) return report_status(cluster.status().with_context(path + ": cluster"));
-  auto rows = planner::predict_published(*table, *cluster, {.efficiency = a.efficiency, .dtype = table->precision});
-  if (!rows.ok()) return report_status(rows.status().with_context(path));
+  auto predicted = planner::predict_published(
+      *table, *cluster, {.efficiency = a.efficiency, .fit_row = a.fit_row, .dtype = table->precision});
+  if (!predicted.ok()) return report_status(predicted.status().with_context(path));
+  const std::vector<planner::PublishedPrediction>* rows = &predicted->rows;
   nlohmann::json j = {{"format_version", 1},
                       {"table", path},
                       {"source", table->venue + ", " + table->table},
                       {"cluster", table->cluster},
                       {"precision", table->precision},
-                      {"efficiency", a.efficiency},
+                      {"efficiency", predicted->efficiency},
+                      {"fitted_on", predicted->fit_row.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fit_row)},
+                      {"within_15_percent", predicted->within_15_percent},
                       {"flops_definition", table->flops_definition},
                       {"assumptions", planner::time_model_assumptions()},
                       {"rows", nlohmann::json::array()}};
@@ -152,11 +158,15 @@ int run_published(const PublishedArgs& a) {
     return 0;
   }
   std::printf("%s, %s: %s\n", table->venue.c_str(), table->table.c_str(), table->title.c_str());
+  const std::string efficiency =
+      predicted->fit_row.empty()
+          ? fmt::format("{:.0f} % of the GEMM peak (stated, not fitted)", 100 * predicted->efficiency)
+          : fmt::format("{:.1f} % of the GEMM peak, FITTED on the row {} alone (its prediction made exact)",
+                        100 * predicted->efficiency, predicted->fit_row);
   std::printf(
-      "planned on %s in %s at %.0f %% of the GEMM peak (stated, not fitted); the GPT shapes as their engine "
-      "counterparts;\nmicro-batch and schedule searched (the fastest that fits); TFLOP/s by the table's own FLOPs "
-      "(%s)\n\n",
-      table->cluster.c_str(), table->precision.c_str(), 100 * a.efficiency, table->flops_definition.c_str());
+      "planned on %s in %s at %s; the GPT shapes as their engine counterparts;\nmicro-batch and schedule searched "
+      "(the fastest that fits); TFLOP/s by the table's own FLOPs (%s)\n\n",
+      table->cluster.c_str(), table->precision.c_str(), efficiency.c_str(), table->flops_definition.c_str());
   std::printf("%-16s %3s %3s %3s %5s %5s  %-34s %9s %9s %7s  %7s %7s  %6s  %s\n", "model", "tp", "pp", "dp", "GPUs",
               "batch", "chosen", "implied s", "planned s", "error", "TFLOP/s", "planned", "bubble", "memory");
   for (const auto& p : *rows)
@@ -166,6 +176,14 @@ int run_published(const PublishedArgs& a) {
                 p.predicted_seconds, 100 * p.error, p.run.tflops_per_gpu, p.predicted_tflops_per_gpu, 100 * p.bubble,
                 p.peak_bytes / double(1 << 30),
                 p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());
+  std::printf("\nthe predicted step's terms and the term that dominates the error (docs/plan.md §6):\n");
+  std::printf("%-16s %8s %8s %8s %8s  %-24s %14s %14s\n", "model", "GEMMs s", "tp s", "idle s", "dp s",
+              "dominant term of error", "error under it", "GEMM eff. to close");
+  for (const auto& p : *rows)
+    std::printf("%-16s %8.2f %8.2f %8.2f %8.2f  %-24s %+13.0f%% %13.1f%%\n", p.run.model.c_str(), p.gemm_s,
+                p.pass_comm_s, p.pipeline_idle_s, p.after_pipeline_s, p.error_term.c_str(), 100 * p.error_under_term,
+                100 * p.gemm_efficiency_to_close);
+  std::printf("\n%d of %zu rows within ±15 %% of the published time\n", predicted->within_15_percent, rows->size());
   return 0;
 }
 
@@ -195,6 +213,8 @@ void register_plan_subcommands(CLI::App* cmd, CommandResult& result) {
   published->add_option("--table", pub->table,
                         "Published table (default: data/published/megatron-ptdp-table1.toml; docs/plan.md §6)");
   published->add_option("--efficiency", pub->efficiency, "Fraction of the peak the GEMMs reach (default 0.5)");
+  published->add_option("--fit-row", pub->fit_row,
+                        "Fit the GEMM efficiency on this row alone (e.g. megatron-18.4b) and predict every row at it");
   published->add_option("--root", pub->root, "Repository root (default: the source tree)");
   published->add_flag("--json", pub->json, "Print JSON instead of text");
   published->callback([pub, &result] { result.exit_code = run_published(*pub); });
