@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "core/timer.h"
@@ -22,18 +23,28 @@
 namespace sp::planner {
 namespace {
 
-// The median seconds of `fn` over at least 3 calls and `min_seconds`, after one warm-up call.
-double median_seconds(const std::function<void()>& fn, double min_seconds) {
-  fn();
-  std::vector<double> t;
-  Stopwatch total;
-  while (t.size() < 3 || total.seconds() < min_seconds) {
-    Stopwatch one;
-    fn();
-    t.push_back(one.seconds());
+// The median seconds of each probe. The probes are measured in kRounds interleaved rounds (every probe a
+// little, then every probe again), so that a change of the machine's load during the calibration moves every
+// size alike instead of bending the curve; per round a probe runs at least once and min_seconds / kRounds.
+constexpr int kRounds = 3;
+std::vector<double> median_seconds(const std::vector<std::function<void()>>& probes, double min_seconds) {
+  std::vector<std::vector<double>> t(probes.size());
+  for (const auto& fn : probes) fn();  // warm-up
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < probes.size(); ++i) {
+      Stopwatch total;
+      do {
+        Stopwatch one;
+        probes[i]();
+        t[i].push_back(one.seconds());
+      } while (total.seconds() < min_seconds / kRounds);
+    }
+  std::vector<double> out;
+  for (auto& v : t) {
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
+    out.push_back(v[v.size() / 2]);
   }
-  std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
-  return t[t.size() / 2];
+  return out;
 }
 
 std::vector<float> filled(int64_t n, float base) {
@@ -48,31 +59,40 @@ std::vector<uint16_t> filled16(int64_t n, DType t) {
   return h;
 }
 
-// GEMM rates over sizes: fp32 through kernels::gemm, 16-bit through the backend a run would resolve.
+// GEMM rates over sizes: fp32 through kernels::gemm, 16-bit through the backend a run would resolve; the sizes
+// of a dtype measured interleaved (median_seconds).
 void calibrate_gemms(const KernelCalibrationOptions& o, KernelCalibration& k) {
   for (int64_t n : o.gemm_sizes) k.gemm_flops.push_back(2.0 * static_cast<double>(n * n * n));
+  std::vector<std::vector<float>> f32;  // every buffer, alive while the probes run
+  std::vector<std::function<void()>> probes;
   for (int64_t n : o.gemm_sizes) {
-    auto a = filled(n * n, 0.5f), b = filled(n * n, 0.25f), c = filled(n * n, 0.0f);
-    const double s =
-        median_seconds([&] { kernels::gemm(c.data(), a.data(), b.data(), n, n, n, false, false, n, n, n, 1.0f, 0.0f); },
-                       o.min_seconds);
-    k.gemm_flops_per_s["fp32"].push_back(2.0 * static_cast<double>(n * n * n) / s);
+    for (float base : {0.5f, 0.25f, 0.0f}) f32.push_back(filled(n * n, base));
+    float *a = f32[f32.size() - 3].data(), *b = f32[f32.size() - 2].data(), *c = f32.back().data();
+    probes.push_back([a, b, c, n] { kernels::gemm(c, a, b, n, n, n, false, false, n, n, n, 1.0f, 0.0f); });
   }
+  const std::vector<double> s32 = median_seconds(probes, o.min_seconds);
+  for (size_t i = 0; i < s32.size(); ++i) k.gemm_flops_per_s["fp32"].push_back(k.gemm_flops[i] / s32[i]);
   k.gemm_backend["fp32"] = "openblas sgemm, 1 thread";
   for (DType t : {DType::kBF16, DType::kF16}) {
     auto g = kernels::make_gemm16(kernels::Gemm16Kind::kAuto, t);
     if (!g.ok()) continue;
+    kernels::Gemm16* gemm = g->get();
     const std::string d(model::precision_name(t));
-    k.gemm_backend[d] = (*g)->name();
+    k.gemm_backend[d] = gemm->name();
+    std::vector<std::vector<uint16_t>> in;
+    std::vector<std::vector<float>> out;
+    std::vector<std::function<void()>> p16;
     for (int64_t n : o.gemm_sizes) {
-      auto a = filled16(n * n, t), b = filled16(n * n, t);
-      auto c = filled(n * n, 0.0f);
-      auto ws = filled((*g)->workspace_floats(n, n, n), 0.0f);
-      const double s = median_seconds(
-          [&] { (*g)->gemm(c.data(), a.data(), b.data(), n, n, n, false, false, n, n, n, 1.0f, 0.0f, ws.data()); },
-          o.min_seconds);
-      k.gemm_flops_per_s[d].push_back(2.0 * static_cast<double>(n * n * n) / s);
+      in.push_back(filled16(n * n, t));
+      in.push_back(filled16(n * n, t));
+      out.push_back(filled(n * n, 0.0f));
+      out.push_back(filled(gemm->workspace_floats(n, n, n), 0.0f));
+      const uint16_t *a = in[in.size() - 2].data(), *b = in.back().data();
+      float *c = out[out.size() - 2].data(), *ws = out.back().data();
+      p16.push_back([=] { gemm->gemm(c, a, b, n, n, n, false, false, n, n, n, 1.0f, 0.0f, ws); });
     }
+    const std::vector<double> s16 = median_seconds(p16, o.min_seconds);
+    for (size_t i = 0; i < s16.size(); ++i) k.gemm_flops_per_s[d].push_back(k.gemm_flops[i] / s16[i]);
   }
 }
 
@@ -81,37 +101,56 @@ void calibrate_attention(const KernelCalibrationOptions& o, KernelCalibration& k
   const int64_t D = o.attention_head_dim;
   k.attention_head_dim = D;
   for (int64_t T : o.attention_seq) k.attention_seq.push_back(static_cast<double>(T));
+  // Per dtype: forward and backward at every T, measured interleaved (median_seconds). The buffers live in
+  // `keep` while the probes run.
+  std::vector<std::shared_ptr<void>> keep;
+  std::map<std::string, std::vector<std::function<void()>>> probes;  // dtype → [fwd T0, bwd T0, fwd T1, ...]
   for (int64_t T : o.attention_seq) {
-    auto qkv = filled(T * 3 * D, 0.01f), out = filled(T * D, 0.0f), probs = filled(T * T, 0.0f);
-    auto dqkv = filled(T * 3 * D, 0.0f), scratch = filled(kernels::attention_scratch_floats(T), 0.0f);
-    k.attention_forward_s["fp32"].push_back(median_seconds(
-        [&] { kernels::attention_forward(out.data(), probs.data(), qkv.data(), 1, T, 1, 1, D); }, o.min_seconds));
-    k.attention_backward_s["fp32"].push_back(median_seconds(
-        [&] {
-          kernels::attention_backward(dqkv.data(), scratch.data(), out.data(), qkv.data(), probs.data(), 1, T, 1, 1, D);
-        },
-        o.min_seconds));
+    struct B {
+      std::vector<float> qkv, out, probs, dqkv, scratch;
+    };
+    auto b = std::make_shared<B>(B{filled(T * 3 * D, 0.01f), filled(T * D, 0.0f), filled(T * T, 0.0f),
+                                   filled(T * 3 * D, 0.0f), filled(kernels::attention_scratch_floats(T), 0.0f)});
+    keep.push_back(b);
+    probes["fp32"].push_back([b = b.get(), T, D] {
+      kernels::attention_forward(b->out.data(), b->probs.data(), b->qkv.data(), 1, T, 1, 1, D);
+    });
+    probes["fp32"].push_back([b = b.get(), T, D] {
+      kernels::attention_backward(b->dqkv.data(), b->scratch.data(), b->out.data(), b->qkv.data(), b->probs.data(), 1,
+                                  T, 1, 1, D);
+    });
   }
+  std::vector<std::unique_ptr<kernels::Gemm16>> gemms;
   for (DType t : {DType::kBF16, DType::kF16}) {
     auto g = kernels::make_gemm16(kernels::Gemm16Kind::kAuto, t);
     if (!g.ok()) continue;
+    kernels::Gemm16* gemm = g->get();
+    gemms.push_back(std::move(g).value());
     const std::string d(model::precision_name(t));
     for (int64_t T : o.attention_seq) {
-      auto qkv = filled16(T * 3 * D, t), out = filled16(T * D, t), probs = filled16(T * T, t);
-      auto dqkv = filled(T * 3 * D, 0.0f), scratch = filled(kernels::attention16_scratch_floats(T, D), 0.0f);
-      auto ws = filled(kernels::attention16_workspace_floats(**g, T, D), 0.0f);
-      k.attention_forward_s[d].push_back(median_seconds(
-          [&] {
-            kernels::attention16_forward(out.data(), probs.data(), qkv.data(), 1, T, 1, 1, D, **g, scratch.data(),
-                                         ws.data());
-          },
-          o.min_seconds));
-      k.attention_backward_s[d].push_back(median_seconds(
-          [&] {
-            kernels::attention16_backward(dqkv.data(), out.data(), qkv.data(), probs.data(), 1, T, 1, 1, D, **g,
-                                          scratch.data(), ws.data());
-          },
-          o.min_seconds));
+      struct B {
+        std::vector<uint16_t> qkv, out, probs;
+        std::vector<float> dqkv, scratch, ws;
+      };
+      auto b = std::make_shared<B>(B{filled16(T * 3 * D, t), filled16(T * D, t), filled16(T * T, t),
+                                     filled(T * 3 * D, 0.0f), filled(kernels::attention16_scratch_floats(T, D), 0.0f),
+                                     filled(kernels::attention16_workspace_floats(*gemm, T, D), 0.0f)});
+      keep.push_back(b);
+      probes[d].push_back([b = b.get(), gemm, T, D] {
+        kernels::attention16_forward(b->out.data(), b->probs.data(), b->qkv.data(), 1, T, 1, 1, D, *gemm,
+                                     b->scratch.data(), b->ws.data());
+      });
+      probes[d].push_back([b = b.get(), gemm, T, D] {
+        kernels::attention16_backward(b->dqkv.data(), b->out.data(), b->qkv.data(), b->probs.data(), 1, T, 1, 1, D,
+                                      *gemm, b->scratch.data(), b->ws.data());
+      });
+    }
+  }
+  for (const auto& [d, runs] : probes) {
+    const std::vector<double> s = median_seconds(runs, o.min_seconds);
+    for (size_t i = 0; i + 1 < s.size(); i += 2) {
+      k.attention_forward_s[d].push_back(s[i]);
+      k.attention_backward_s[d].push_back(s[i + 1]);
     }
   }
 }
@@ -217,12 +256,18 @@ MemoryProbe memory_probe(MemoryFamily f, double target) {
 void calibrate_memory(const KernelCalibrationOptions& o, KernelCalibration& k) {
   for (MemoryFamily f : kMemoryFamilies) {
     const bool parameter_sized = f == MemoryFamily::kAdd || f == MemoryFamily::kAdamw || f == MemoryFamily::kCast;
+    std::vector<MemoryProbe> probes;
     for (double target : parameter_sized ? o.parameter_bytes : o.activation_bytes) {
       MemoryProbe p = memory_probe(f, target);
-      if (!k.memory_bytes[f].empty() && p.bytes <= k.memory_bytes[f].back()) continue;  // rounded to the same rows
-      const double s = median_seconds(p.run, o.min_seconds);
-      k.memory_bytes[f].push_back(p.bytes);
-      k.memory_bytes_per_s[f].push_back(p.bytes / s);
+      if (!probes.empty() && p.bytes <= probes.back().bytes) continue;  // rounded to the same rows
+      probes.push_back(std::move(p));
+    }
+    std::vector<std::function<void()>> runs;
+    for (const MemoryProbe& p : probes) runs.push_back(p.run);
+    const std::vector<double> s = median_seconds(runs, o.min_seconds);
+    for (size_t i = 0; i < probes.size(); ++i) {
+      k.memory_bytes[f].push_back(probes[i].bytes);
+      k.memory_bytes_per_s[f].push_back(probes[i].bytes / s[i]);
     }
   }
 }

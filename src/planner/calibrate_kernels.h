@@ -4,8 +4,9 @@
 // name and ISA recorded), one attention head forward and backward over sequence lengths (fp32 and the 16-bit
 // kernels), and the bandwidth of each memory-bound kernel family over the bytes one call moves (the byte
 // formulas of planner/kernel_costs.h, so the planner divides by the same bytes it multiplied by).
-// Statistic: the median of the repetitions (at least 3, and at least `min_seconds`), what a step meets on
-// average, not the best case. Every rank measures at once, as in training; the caller averages the ranks.
+// Statistic: the median of the repetitions (at least `min_seconds` per point, in 3 rounds interleaved over the
+// sizes of a curve, so that a change of the machine's load bends no curve), what a step meets on average, not
+// the best case. Every rank measures at once, as in training; the caller averages the ranks.
 // Not a benchmark suite: a few seconds in all.
 #pragma once
 
