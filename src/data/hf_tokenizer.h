@@ -1,6 +1,6 @@
 // A user's Hugging Face tokenizer.json as a TextEncoder: BPE with byte fallback, as LLaMA-1/2's tokenizer
 // is distributed (the `tokenizers` library's BPE model converted from the SentencePiece model).
-// Every key of the format sorted into read, ignored-with-a-reason or refused (docs/data.md §tokenizer.json):
+// Every key of the format sorted into read, ignored-with-a-reason or refused (docs/data.md §"A user's tokenizer"):
 //   read     model {type "BPE", vocab, merges ("a b" strings or [a, b] pairs), byte_fallback, unk_token,
 //            fuse_unk, ignore_merges, dropout (null or 0), continuing_subword_prefix and end_of_word_suffix
 //            (null or "")}; normalizer null | Prepend | Replace (a String pattern) | a Sequence of them;
