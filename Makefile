@@ -10,7 +10,9 @@ ASAN    ?= build-asan
 CTEST_J ?= 2
 SP      := $(BUILD)/bin/shardproof
 
-.PHONY: deps build build-asan demo test test-long test-asan test-unit bench format format-check clean
+PREFIX  ?= /usr/local
+
+.PHONY: deps build build-asan demo test test-long test-asan test-unit bench format format-check clean install package
 
 deps:
 	@bash scripts/install-deps.sh
@@ -38,6 +40,14 @@ build-asan: deps $(ASAN)/build.ninja
 
 demo: build
 	@bash scripts/demo.sh $(SP)
+
+# Installs the binary into $(PREFIX)/bin and configs/ and data/ into $(PREFIX)/share/shardproof, where the
+# binary finds them relative to itself (README §Install). `make package` builds the .deb (CPack).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+package: build
+	cd $(BUILD) && cpack -G DEB
 
 # Every test: oracle, mpi, parity, ckpt, faults, compare, activations, labs, ... (docs/testing.md) in the
 # optimized build, then the unit tests under AddressSanitizer and UndefinedBehaviorSanitizer (a second build).

@@ -10,10 +10,14 @@ packages=(
   # runtime libraries
   libopenblas-dev libopenmpi-dev openmpi-bin libdnnl-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libxxhash-dev libssl-dev
+  # a user's SentencePiece tokenizer.model (src/data/spm_tokenizer.cc)
+  libsentencepiece-dev
   # the HTML report: Chart.js, embedded into the binary at build time (src/report/CMakeLists.txt)
   libjs-chart.js
   # tests and benchmarks (chromium: the report's browser test, tests/report/)
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch chromium openssl
+  # the tokenizer references (spm_train, spm_encode, spm_export_vocab: tests/data/tokenizers_test.py)
+  sentencepiece
 )
 
 missing=()

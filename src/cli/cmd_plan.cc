@@ -22,6 +22,7 @@
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "evidence/bundle_paths.h"
 #include "planner/cluster.h"
 #include "planner/collective_time.h"
@@ -60,11 +61,13 @@ Result<planner::ModelShape> resolve_model(const std::string& root, const std::st
 struct PlanArgs {
   std::string cluster, model, model_config, run, root, dtype, schedule, recompute, reduction, axis_order, out,
       deepspeed, precision, grad_dtype;
-  int nodes = 0, dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
+  int64_t nodes = 0;
+  int dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
   int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
   double efficiency = planner::kDefaultGemmEfficiency;
   std::vector<std::string> sets;
   bool json = false, search = false, all_ranks = false;
+  bool efficiency_given = false;  // --efficiency: GEMMs at it, not the cluster's measured rates
 };
 
 // The peak the GEMMs run at without --dtype: the run's precision where the cluster states its peak (a
@@ -201,6 +204,20 @@ Status write_plan_dir(const std::string& out, const nlohmann::json& j, bool json
   return problems.empty() ? Status() : internal_error("the plan's report lists {} problem(s)", problems.size());
 }
 
+// A search that takes more than a few seconds says how far it is, on stderr, every 5 s.
+planner::SearchProgress search_progress() {
+  auto started = std::make_shared<Stopwatch>();
+  auto last = std::make_shared<double>(0.0);
+  return [started, last](int64_t judged, int64_t enumerated) {
+    const double now = started->seconds();
+    if (now - *last < 5.0) return;
+    *last = now;
+    std::fprintf(stderr, "plan: search: %lld of %lld strategies judged (%.0f %%), %.0f s\n",
+                 static_cast<long long>(judged), static_cast<long long>(enumerated),
+                 100.0 * static_cast<double>(judged) / static_cast<double>(std::max<int64_t>(enumerated, 1)), now);
+  };
+}
+
 int run_plan(const PlanArgs& args) {
   const std::string root = args.root.empty() ? default_root() : args.root;
   // --model-config alone plans the Hugging Face config (as --model config.json); with a run configuration
@@ -222,7 +239,7 @@ int run_plan(const PlanArgs& args) {
                              .with_hint("for example: shardproof plan --cluster dgx-a100 --nodes 16 --model llama-65b "
                                         "--global-batch 1024 --dp 16 --tp 8 --pp 1; `shardproof plan list` names the "
                                         "presets"));
-  auto cluster = planner::load_cluster(clusters_dir(root), a.cluster);
+  auto cluster = load_cluster_for(root, a.cluster);
   if (!cluster.ok()) return report_status(cluster.status());
   if (a.nodes > 0) {
     cluster = planner::with_nodes(*cluster, a.nodes);
@@ -263,13 +280,14 @@ int run_plan(const PlanArgs& args) {
                        .config = *config,
                        .dtype = a.dtype.empty() ? default_dtype(*cluster, *config) : a.dtype,
                        .efficiency = a.efficiency,
+                       .use_measured = !a.efficiency_given,
                        .all_ranks = a.all_ranks};
   if (a.search) {
     planner::SearchSpace space;
     space.world = cluster->devices();
     space.global_batch = config->train.global_batch;
     space.recompute = {planner::RecomputeMode::kNone, planner::RecomputeMode::kFull};
-    auto r = planner::search_strategies(*model, space, planner::engine_evaluators(q));
+    auto r = planner::search_strategies(*model, space, planner::engine_evaluators(q), search_progress());
     if (!r.ok()) return report_status(r.status());
     nlohmann::json j = planner::search_result_to_json(*r);
     j["format_version"] = 1;
@@ -327,25 +345,29 @@ void register_plan(CLI::App& app, CommandResult& result) {
                   "A Hugging Face LLaMA config.json: alone, the model to plan; with --model PRESET or FILE.toml, "
                   "that run's [model] (docs/huggingface.md)");
   cmd->add_option("--run", a->run, "A run directory: plan exactly its configuration (contract.json)");
-  cmd->add_option("--nodes", a->nodes, "Number of nodes (overrides the cluster file's nodes.count)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--dp", a->dp, "Data-parallel degree")->check(CLI::PositiveNumber);
-  cmd->add_option("--tp", a->tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
-  cmd->add_option("--pp", a->pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
+  // Ranges with small integer bounds: CLI11's PositiveNumber prints the whole double range in its message.
+  const CLI::Range devices(int64_t{1}, planner::kMaxClusterDevices);
+  cmd->add_option("--nodes", a->nodes, "Number of nodes (overrides the cluster file's nodes.count)")->check(devices);
+  cmd->add_option("--dp", a->dp, "Data-parallel degree")->check(devices);
+  cmd->add_option("--tp", a->tp, "Tensor-parallel degree")->check(devices);
+  cmd->add_option("--pp", a->pp, "Pipeline-parallel degree")->check(devices);
   cmd->add_option("--virtual-stages", a->virtual_stages, "Virtual stages per pipeline rank (interleaved)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved");
   cmd->add_option("--zero", a->zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   cmd->add_option("--recompute", a->recompute, "Activation recompute: none, full");
-  cmd->add_option("--global-batch", a->global_batch, "Sequences per step")->check(CLI::PositiveNumber);
-  cmd->add_option("--micro-batch", a->micro_batch, "Sequences per micro-batch")->check(CLI::PositiveNumber);
-  cmd->add_option("--seq-len", a->seq_len, "Tokens per sequence")->check(CLI::PositiveNumber);
+  const CLI::Range counts(int64_t{1}, int64_t{1} << 40);
+  cmd->add_option("--global-batch", a->global_batch, "Sequences per step")->check(counts);
+  cmd->add_option("--micro-batch", a->micro_batch, "Sequences per micro-batch")->check(counts);
+  cmd->add_option("--seq-len", a->seq_len, "Tokens per sequence")->check(counts);
   cmd->add_option("--reduction", a->reduction, "deterministic or fast (default: fast for a named shape)");
   cmd->add_option("--axis-order", a->axis_order, "Rank grid order, fastest axis first (default: the cluster's)");
   cmd->add_option("--dtype", a->dtype,
                   "Which peak the GEMMs run at: a key of the cluster's peak_tflops (default: the run's "
                   "precision where the cluster has its peak, else fp32)");
-  cmd->add_option("--efficiency", a->efficiency, "Fraction of that peak the GEMMs reach (default 0.5)");
+  CLI::Option* efficiency = cmd->add_option(
+      "--efficiency", a->efficiency,
+      "Fraction of that peak the GEMMs reach (default 0.5); given, it replaces a calibrated cluster's measured rates");
   cmd->add_option("--precision", a->precision, "train.precision of the plan: fp32, bf16, fp16 (default: fp32)");
   cmd->add_option("--grad-dtype", a->grad_dtype, "train.grad_dtype: fp32 or the precision's 16-bit type");
   cmd->add_option("--set", a->sets, "key=value override of a run configuration (--model FILE.toml or a preset)");
@@ -360,8 +382,9 @@ void register_plan(CLI::App& app, CommandResult& result) {
 
   register_plan_subcommands(cmd, result);
 
-  cmd->callback([a, cmd, &result] {
+  cmd->callback([a, cmd, efficiency, &result] {
     if (!cmd->get_subcommands().empty()) return;  // calibrate, list or published ran
+    a->efficiency_given = efficiency->count() > 0;
     result.exit_code = run_plan(*a);
   });
 }

@@ -142,7 +142,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     topt.out_dir = o->out;
     topt.overwrite = o->overwrite;
     topt.root_dir = root;
-    topt.cache_dir = o->cache;
+    topt.cache_dir = o->cache.empty() ? default_cache_dir(root) : o->cache;  // an installed root is read-only
     topt.progress = !o->quiet;
     topt.resume.mode = parallel::parse_resume_mode(o->resume).value();  // CLI::IsMember checked it
     topt.resume.fallback_previous = o->fallback_previous;

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/run_setup.h"
 #include "core/revision.h"
 
 int main(int argc, char** argv) {
@@ -9,7 +10,9 @@ int main(int argc, char** argv) {
       "shardproof: train LLaMA-style models across MPI ranks and prove each parallel strategy "
       "computes the same training as one device"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("shardproof ") + sp::git_revision());
+  // The version, and where configs/ and data/ come from (an installed binary: ../share/shardproof).
+  app.set_version_flag("--version",
+                       std::string("shardproof ") + sp::git_revision() + "\ndata: " + sp::cli::default_root_origin());
   sp::cli::CommandResult result;
   sp::cli::register_train(app, result);
   sp::cli::register_grads(app, result);

@@ -1,5 +1,7 @@
 #include "cli/plan_subcommands.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -24,6 +26,13 @@ namespace sp::cli {
 
 std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
 
+Result<planner::ClusterSpec> load_cluster_for(const std::string& root, const std::string& name_or_path) {
+  const std::string user = user_clusters_dir(root);
+  if (user != clusters_dir(root) && std::filesystem::exists(user + "/" + name_or_path + ".toml"))
+    return planner::load_cluster(user, name_or_path);
+  return planner::load_cluster(clusters_dir(root), name_or_path);
+}
+
 namespace {
 
 std::string utc_now() {
@@ -37,10 +46,15 @@ std::string utc_now() {
 
 int run_list(const std::string& root_arg) {
   const std::string root = root_arg.empty() ? default_root() : root_arg;
-  std::printf("cluster presets (%s):\n", clusters_dir(root).c_str());
-  for (const auto& name : planner::cluster_preset_names(clusters_dir(root))) {
-    auto c = planner::load_cluster(clusters_dir(root), name);
-    std::printf("  %-14s %s\n", name.c_str(), c.ok() ? c->description.c_str() : c.status().message().c_str());
+  std::vector<std::string> dirs = {clusters_dir(root)};
+  if (user_clusters_dir(root) != dirs[0] && std::filesystem::exists(user_clusters_dir(root)))
+    dirs.insert(dirs.begin(), user_clusters_dir(root));
+  for (const std::string& dir : dirs) {
+    std::printf("cluster presets (%s):\n", dir.c_str());
+    for (const auto& name : planner::cluster_preset_names(dir)) {
+      auto c = planner::load_cluster(dir, name);
+      std::printf("  %-14s %s\n", name.c_str(), c.ok() ? c->description.c_str() : c.status().message().c_str());
+    }
   }
   std::printf("named model shapes:\n");
   for (const auto& n : planner::named_shapes())
@@ -71,7 +85,7 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
     return relaunch_with_mpirun(np, args);
   }
   const std::string root = a.root.empty() ? default_root() : a.root;
-  const std::string out = a.out.empty() ? clusters_dir(root) + "/this-host.toml" : a.out;
+  const std::string out = a.out.empty() ? user_clusters_dir(root) + "/this-host.toml" : a.out;
   comm::MpiScope mpi(nullptr, nullptr);
   auto world = comm::make_world_communicator();
   planner::CalibrationOptions o;
@@ -79,6 +93,11 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
     o.gemm_n = 256;
     o.gemm_seconds = 0.05;
     o.repetitions = 5;
+    o.kernels.gemm_sizes = {32, 128};
+    o.kernels.attention_seq = {64, 128};
+    o.kernels.activation_bytes = {1 << 16, 1 << 18};
+    o.kernels.parameter_bytes = {1 << 16, 1 << 18};
+    o.kernels.min_seconds = 0.005;
   }
   auto c = planner::calibrate_this_host(*world, mpi.hostname(), o);
   if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);
@@ -106,7 +125,7 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
 }
 
 struct PublishedArgs {
-  std::string table, root;
+  std::string table, root, fit_row;
   double efficiency = planner::kDefaultGemmEfficiency;
   bool json = false;
 };
@@ -116,16 +135,20 @@ int run_published(const PublishedArgs& a) {
   const std::string path = a.table.empty() ? root + "/data/published/megatron-ptdp-table1.toml" : a.table;
   auto table = planner::read_published_table(path);
   if (!table.ok()) return report_status(table.status());
-  auto cluster = planner::load_cluster(clusters_dir(root), table->cluster);
+  auto cluster = load_cluster_for(root, table->cluster);
   if (!cluster.ok()) return report_status(cluster.status().with_context(path + ": cluster"));
-  auto rows = planner::predict_published(*table, *cluster, {.efficiency = a.efficiency, .dtype = table->precision});
-  if (!rows.ok()) return report_status(rows.status().with_context(path));
+  auto predicted = planner::predict_published(
+      *table, *cluster, {.efficiency = a.efficiency, .fit_row = a.fit_row, .dtype = table->precision});
+  if (!predicted.ok()) return report_status(predicted.status().with_context(path));
+  const std::vector<planner::PublishedPrediction>* rows = &predicted->rows;
   nlohmann::json j = {{"format_version", 1},
                       {"table", path},
                       {"source", table->venue + ", " + table->table},
                       {"cluster", table->cluster},
                       {"precision", table->precision},
-                      {"efficiency", a.efficiency},
+                      {"efficiency", predicted->efficiency},
+                      {"fitted_on", predicted->fit_row.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fit_row)},
+                      {"within_15_percent", predicted->within_15_percent},
                       {"flops_definition", table->flops_definition},
                       {"assumptions", planner::time_model_assumptions()},
                       {"rows", nlohmann::json::array()}};
@@ -135,11 +158,15 @@ int run_published(const PublishedArgs& a) {
     return 0;
   }
   std::printf("%s, %s: %s\n", table->venue.c_str(), table->table.c_str(), table->title.c_str());
+  const std::string efficiency =
+      predicted->fit_row.empty()
+          ? fmt::format("{:.0f} % of the GEMM peak (stated, not fitted)", 100 * predicted->efficiency)
+          : fmt::format("{:.1f} % of the GEMM peak, FITTED on the row {} alone (its prediction made exact)",
+                        100 * predicted->efficiency, predicted->fit_row);
   std::printf(
-      "planned on %s in %s at %.0f %% of the GEMM peak (stated, not fitted); the GPT shapes as their engine "
-      "counterparts;\nmicro-batch and schedule searched (the fastest that fits); TFLOP/s by the table's own FLOPs "
-      "(%s)\n\n",
-      table->cluster.c_str(), table->precision.c_str(), 100 * a.efficiency, table->flops_definition.c_str());
+      "planned on %s in %s at %s; the GPT shapes as their engine counterparts;\nmicro-batch and schedule searched "
+      "(the fastest that fits); TFLOP/s by the table's own FLOPs (%s)\n\n",
+      table->cluster.c_str(), table->precision.c_str(), efficiency.c_str(), table->flops_definition.c_str());
   std::printf("%-16s %3s %3s %3s %5s %5s  %-34s %9s %9s %7s  %7s %7s  %6s  %s\n", "model", "tp", "pp", "dp", "GPUs",
               "batch", "chosen", "implied s", "planned s", "error", "TFLOP/s", "planned", "bubble", "memory");
   for (const auto& p : *rows)
@@ -149,6 +176,14 @@ int run_published(const PublishedArgs& a) {
                 p.predicted_seconds, 100 * p.error, p.run.tflops_per_gpu, p.predicted_tflops_per_gpu, 100 * p.bubble,
                 p.peak_bytes / double(1 << 30),
                 p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());
+  std::printf("\nthe predicted step's terms and the term that dominates the error (docs/plan.md §6):\n");
+  std::printf("%-16s %8s %8s %8s %8s  %-24s %14s %14s\n", "model", "GEMMs s", "tp s", "idle s", "dp s",
+              "dominant term of error", "error under it", "GEMM eff. to close");
+  for (const auto& p : *rows)
+    std::printf("%-16s %8.2f %8.2f %8.2f %8.2f  %-24s %+13.0f%% %13.1f%%\n", p.run.model.c_str(), p.gemm_s,
+                p.pass_comm_s, p.pipeline_idle_s, p.after_pipeline_s, p.error_term.c_str(), 100 * p.error_under_term,
+                100 * p.gemm_efficiency_to_close);
+  std::printf("\n%d of %zu rows within ±15 %% of the published time\n", predicted->within_15_percent, rows->size());
   return 0;
 }
 
@@ -159,8 +194,10 @@ void register_plan_subcommands(CLI::App* cmd, CommandResult& result) {
   CLI::App* cal =
       cmd->add_subcommand("calibrate", "Measure sgemm FLOP/s per core and MPI latency/bandwidth into a cluster file");
   cal->add_option("--np", c->np, "Ranks to measure with (default: the number of cores, at least 2)")
-      ->check(CLI::PositiveNumber);
-  cal->add_option("--out", c->out, "Cluster file to write (default: <root>/configs/clusters/this-host.toml)");
+      ->check(CLI::Range(1, 4096));
+  cal->add_option("--out", c->out,
+                  "Cluster file to write (default: <root>/configs/clusters/this-host.toml; for an installed binary "
+                  "~/.config/shardproof/clusters/this-host.toml)");
   cal->add_option("--root", c->root, "Repository root (default: the source tree)");
   cal->add_flag("--quick", c->quick, "Small sgemm and few repetitions (tests); noisier figures");
   cal->callback([c, cal, &result] { result.exit_code = run_calibrate(*c, cal); });
@@ -176,6 +213,8 @@ void register_plan_subcommands(CLI::App* cmd, CommandResult& result) {
   published->add_option("--table", pub->table,
                         "Published table (default: data/published/megatron-ptdp-table1.toml; docs/plan.md §6)");
   published->add_option("--efficiency", pub->efficiency, "Fraction of the peak the GEMMs reach (default 0.5)");
+  published->add_option("--fit-row", pub->fit_row,
+                        "Fit the GEMM efficiency on this row alone (e.g. megatron-18.4b) and predict every row at it");
   published->add_option("--root", pub->root, "Repository root (default: the source tree)");
   published->add_flag("--json", pub->json, "Print JSON instead of text");
   published->callback([pub, &result] { result.exit_code = run_published(*pub); });

@@ -60,10 +60,18 @@ void print_evaluation(const nlohmann::json& j) {
   std::printf("pipeline (%s): simulated %.4g s, bubble %.1f %% (closed form %.1f %%)\n",
               pl["schedule"].get<std::string>().c_str(), pl["simulated_seconds"].get<double>(),
               100 * pl["bubble_fraction"].get<double>(), 100 * pl["closed_form_bubble_fraction"].get<double>());
+  const auto& cp = j["compute"];
+  const std::string split =
+      cp.value("measured_rates", false)
+          ? fmt::format("compute {:.4g} s = GEMMs {:.4g} + attention {:.4g} + memory-bound {:.4g}; optimizer {:.4g} s",
+                        st["compute_seconds"].get<double>(), cp["gemm_seconds"].get<double>(),
+                        cp["attention_seconds"].get<double>(), cp["memory_seconds"].get<double>(),
+                        st.value("optimizer_seconds", 0.0))
+          : fmt::format("GEMMs {:.4g} s", st["compute_seconds"].get<double>());
   std::printf(
-      "step %.4g s (GEMMs %.4g s, collectives inside the passes %.4g s, after the pipeline %.4g s); %.4g tokens/s; "
+      "step %.4g s (%s, collectives inside the passes %.4g s, after the pipeline %.4g s); %.4g tokens/s; "
       "MFU %.1f %%, HFU %.1f %%; dominant communication: %s\n",
-      st["seconds"].get<double>(), st["compute_seconds"].get<double>(), st["pass_comm_seconds"].get<double>(),
+      st["seconds"].get<double>(), split.c_str(), st["pass_comm_seconds"].get<double>(),
       st["after_pipeline_seconds"].get<double>(), st["tokens_per_second"].get<double>(), 100 * st["mfu"].get<double>(),
       100 * st["hfu"].get<double>(), st["dominant_comm"].get<std::string>().c_str());
   std::printf("assumptions:\n");

@@ -21,9 +21,63 @@
 
 namespace sp::cli {
 
-std::string default_root() {
-  if (const char* r = std::getenv("SHARDPROOF_ROOT"); r != nullptr && *r != '\0') return r;
-  return SP_SOURCE_DIR;
+namespace {
+
+struct RootChoice {
+  std::string root, origin;
+};
+
+bool has_configs(const std::filesystem::path& root) {
+  std::error_code ec;
+  return std::filesystem::is_directory(root / "configs", ec);
+}
+
+std::filesystem::path installed_root() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::canonical("/proc/self/exe", ec);
+  return ec ? std::filesystem::path() : exe.parent_path().parent_path() / "share" / "shardproof";
+}
+
+// An installed root (this binary's ../share/shardproof) is the package's, read-only by intent even for root.
+bool is_installed_root(const std::string& root) {
+  std::error_code ec;
+  const auto a = std::filesystem::weakly_canonical(root, ec);
+  return !ec && !installed_root().empty() && a == std::filesystem::weakly_canonical(installed_root(), ec);
+}
+
+RootChoice choose_root() {
+  if (const char* r = std::getenv("SHARDPROOF_ROOT"); r != nullptr && *r != '\0')
+    return {r, std::string("$SHARDPROOF_ROOT: ") + r};
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::canonical("/proc/self/exe", ec);
+  const std::filesystem::path installed = installed_root();
+  if (!ec && has_configs(installed)) return {installed.string(), "installed: " + installed.string()};
+  // The build tree's binary reads the source tree it was built from; a copy elsewhere never does.
+  const std::string build = std::string(SP_BINARY_DIR) + "/";
+  if (!ec && exe.string().rfind(build, 0) == 0) return {SP_SOURCE_DIR, std::string("source tree: ") + SP_SOURCE_DIR};
+  return {installed.string(), "installed (missing: no configs/ there): " + installed.string()};
+}
+
+// $name, else $HOME/fallback, else /tmp/fallback.
+std::string xdg_dir(const char* name, const char* fallback) {
+  if (const char* v = std::getenv(name); v != nullptr && *v == '/') return v;
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h == '/') return std::string(h) + "/" + fallback;
+  return std::string("/tmp/") + fallback;
+}
+
+}  // namespace
+
+std::string default_root() { return choose_root().root; }
+std::string default_root_origin() { return choose_root().origin; }
+
+std::string default_cache_dir(const std::string& root) {
+  if (!is_installed_root(root)) return root + "/.shardproof-cache";
+  return xdg_dir("XDG_CACHE_HOME", ".cache") + "/shardproof";
+}
+
+std::string user_clusters_dir(const std::string& root) {
+  if (!is_installed_root(root)) return root + "/configs/clusters";
+  return xdg_dir("XDG_CONFIG_HOME", ".config") + "/shardproof/clusters";
 }
 
 Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,

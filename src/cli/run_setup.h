@@ -12,9 +12,25 @@
 
 namespace sp::cli {
 
-// The repository root used to resolve presets and relative data paths: --root, else $SHARDPROOF_ROOT,
-// else the source directory this binary was built from.
+// The root that holds configs/ and data/ (presets, the bundled corpus, cluster presets, the published
+// tables), when a command's --root does not name one (docs/install.md):
+//   1. $SHARDPROOF_ROOT;
+//   2. <directory of this binary>/../share/shardproof, when it holds configs/: an installed binary
+//      (`cmake --install`, `make install`, the .deb) finds its data relative to itself;
+//   3. the source tree this binary was built from, only while the binary runs from its build tree;
+//   4. else (2) anyway, so that every error names the place an installed binary looks in.
 std::string default_root();
+// What default_root() resolved and why ("installed: /usr/bin/../share/shardproof"), for --version and
+// error hints.
+std::string default_root_origin();
+// Where a run's prepared-data cache goes without --cache: `root`/.shardproof-cache when `root` is writable
+// (a source tree), else $XDG_CACHE_HOME/shardproof (default ~/.cache/shardproof): an installed root is
+// read-only.
+std::string default_cache_dir(const std::string& root);
+// Where `plan calibrate` writes this-host.toml and where `plan` looks first for cluster files: the root's
+// configs/clusters when writable, else $XDG_CONFIG_HOME/shardproof/clusters (default
+// ~/.config/shardproof/clusters).
+std::string user_clusters_dir(const std::string& root);
 // --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
 Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
                                           const std::string& config_file, const std::vector<std::string>& sets);

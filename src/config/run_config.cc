@@ -234,7 +234,8 @@ json RunConfig::to_json() const {
     j["parallel"]["replay_workers"] = parallel.replay_workers;
     j["parallel"]["staleness"] = parallel.staleness;
   }
-  if (!model_config.is_null()) j["model_config"] = model_config;  // absent without --model-config
+  if (!model_config.is_null()) j["model_config"] = model_config;         // absent without --model-config
+  if (!data.tokenizer.empty()) j["data"]["tokenizer"] = data.tokenizer;  // absent for the engine's own BPE
   return j;
 }
 
@@ -328,6 +329,7 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
 
   SectionReader d(root, "data");
   d.string("sources", c.data.sources);
+  d.string("tokenizer", c.data.tokenizer);
   d.integer("vocab_size", c.data.vocab_size, 1, int64_t{1} << 31);
   d.number("eval_fraction", c.data.eval_fraction, 0.0, 0.5);
   d.integer("seed", c.data.seed, 0, INT64_MAX);

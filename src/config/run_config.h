@@ -86,6 +86,10 @@ struct ParallelConfig {
 
 struct DataConfig {
   std::string sources = "data/sources.json";  // relative paths resolve against the repository/config root
+  // A user's tokenizer: a SentencePiece tokenizer.model or a Hugging Face tokenizer.json (docs/data.md),
+  // resolved like `sources`; empty: the engine's byte-level BPE trained on the train split. vocab_size must
+  // be the tokenizer's.
+  std::string tokenizer;
   int64_t vocab_size = 2048;
   double eval_fraction = 0.05;
   uint64_t seed = 1234;

@@ -1,25 +1,19 @@
 #include "data/prepare.h"
 
-#include <cmath>
+#include <algorithm>
 #include <filesystem>
 #include <map>
-#include <unordered_map>
 
 #include "core/file_io.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/bpe_train.h"
-#include "data/contamination.h"
-#include "data/lineage.h"
-#include "data/sources.h"
-#include "data/text_units.h"
+#include "data/prepare_steps.h"
 #include "data/tokenizer.h"
 
 namespace sp::data {
 namespace {
-
-constexpr uint64_t kMaxCorpusFileBytes = uint64_t{1} << 32;
 
 std::string path_in(const std::string& dir, std::string_view file) {
   return (std::filesystem::path(dir) / file).string();
@@ -27,7 +21,7 @@ std::string path_in(const std::string& dir, std::string_view file) {
 
 // Cuts a split's token stream into shard files; returns their manifest entries.
 Result<std::vector<ShardEntry>> write_shards(const std::string& dir, Split split, const std::vector<uint32_t>& stream,
-                                             const PrepareOptions& opt) {
+                                             const PrepareOptions& opt, uint32_t eot) {
   std::vector<ShardEntry> entries;
   const uint32_t dtype = shard_dtype_bytes(opt.vocab_size);
   for (size_t begin = 0, index = 0; begin < stream.size(); ++index) {
@@ -38,7 +32,7 @@ Result<std::vector<ShardEntry>> write_shards(const std::string& dir, Split split
     h.split = split == Split::kTrain ? 0 : 1;
     h.vocab_size = static_cast<uint64_t>(opt.vocab_size);
     h.num_tokens = part.size();
-    h.num_documents = static_cast<uint64_t>(std::count(part.begin(), part.end(), kEndOfTextId));
+    h.num_documents = static_cast<uint64_t>(std::count(part.begin(), part.end(), eot));
     h.shard_index = index;
     const std::string bytes = shard_encode(h, part);
     ShardEntry e;
@@ -69,6 +63,82 @@ nlohmann::ordered_json split_json(const std::vector<ShardEntry>& shards) {
   int64_t tokens = 0, docs = 0;
   for (const ShardEntry& e : shards) tokens += e.num_tokens, docs += e.num_documents;
   return {{"num_tokens", tokens}, {"num_documents", docs}, {"shards", shards_json(shards)}};
+}
+
+// The dataset identity: corpus (sources file and every corpus file), tokenizer, split and shards.
+DatasetIdentity dataset_identity(const Corpus& c, const PrepareOptions& opt, const PreparedTokenizer& tok,
+                                 const std::vector<ShardEntry>& train, const std::vector<ShardEntry>& eval) {
+  DatasetIdentity id;
+  id.vocab_size = opt.vocab_size;
+  id.tokenizer_sha256 = tok.sha256;
+  id.shards_sha256 = shards_digest(train, eval);
+  Sha256 corpus;
+  const std::string head = fmt::format("sources {}\n", c.src.sha256);
+  corpus.update(head.data(), head.size());
+  for (size_t s = 0; s < c.src.sources.size(); ++s) {
+    const std::string line = fmt::format("{} {}\n", c.src.sources[s].id, c.file_sha[s]);
+    corpus.update(line.data(), line.size());
+  }
+  id.corpus_sha256 = corpus.hex_digest();
+  Sha256 split;
+  for (const DocRecord& d : c.docs)
+    if (d.drop == DropReason::kNone) {
+      const std::string line = fmt::format("{} {}\n", d.id, d.split == 0 ? "train" : "eval");
+      split.update(line.data(), line.size());
+    }
+  id.split_sha256 = split.hex_digest();
+  return id;
+}
+
+nlohmann::ordered_json lineage_json(const Corpus& c, const PrepareOptions& opt, const CorpusDecisions& k,
+                                    const PreparedTokenizer& tok, const std::vector<ShardEntry>& train,
+                                    const std::vector<ShardEntry>& eval, const DatasetIdentity& id) {
+  nlohmann::ordered_json lin;
+  lin["format"] = "shardproof-lineage";
+  lin["version"] = 1;
+  lin["pipeline_version"] = kPipelineVersion;
+  lin["sources_file"] = {{"path", c.src.path}, {"sha256", c.src.sha256}};
+  lin["options"] = prepare_options_json(opt);
+  lin.update(lineage_totals(c.docs, c.src));
+  for (size_t s = 0; s < c.src.sources.size(); ++s) lin["sources"][c.src.sources[s].id]["sha256"] = c.file_sha[s];
+  std::map<int64_t, int64_t> groups;
+  int64_t exact_removed = 0;
+  for (const DocRecord& d : c.docs)
+    if (d.drop == DropReason::kExactDuplicate) ++groups[d.exact_duplicate_of], ++exact_removed;
+  lin["dedup"] = {{"exact_duplicate_groups", static_cast<int64_t>(groups.size())},
+                  {"exact_duplicates_removed", exact_removed},
+                  {"near_duplicate_clusters", k.near.clusters},
+                  {"near_duplicates_removed", k.near_removed},
+                  {"lsh_candidate_pairs", k.near.candidate_pairs},
+                  {"similar_pairs", k.near.similar_pairs},
+                  {"jaccard_threshold", opt.minhash.threshold},
+                  {"lsh_bands", opt.minhash.bands},
+                  {"lsh_rows", opt.minhash.rows},
+                  {"shingle_units", opt.minhash.shingle}};
+  lin["contamination"] = {{"ngram", opt.contamination_ngram}, {"train_ngrams", k.train_ngrams},
+                          {"eval_checked", k.eval_checked},   {"eval_contaminated", k.contaminated},
+                          {"eval_removed", k.contaminated},   {"eval_kept", k.eval_checked - k.contaminated}};
+  lin["tokenizer"] = tok.lineage;
+  lin["shards"] = {{"train", shards_json(train)}, {"eval", shards_json(eval)}};
+  lin["identity"] = identity_to_json(id);
+  return lin;
+}
+
+nlohmann::ordered_json manifest_json(const PrepareOptions& opt, const PreparedTokenizer& tok,
+                                     const std::vector<ShardEntry>& train, const std::vector<ShardEntry>& eval,
+                                     const DatasetIdentity& id) {
+  nlohmann::ordered_json man;
+  man["format"] = kManifestFormat;
+  man["version"] = 1;
+  man["pipeline_version"] = kPipelineVersion;
+  man["vocab_size"] = opt.vocab_size;
+  man["dtype"] = shard_dtype_bytes(opt.vocab_size) == 2 ? "uint16" : "uint32";
+  man["eot_id"] = tok.encoder->eos_id();
+  man["tokenizer"] = {{"file", tok.file}, {"sha256", tok.sha256}};
+  if (!opt.tokenizer_file.empty()) man["tokenizer"]["kind"] = tok.encoder->kind();
+  man["identity"] = identity_to_json(id);
+  man["splits"] = {{"train", split_json(train)}, {"eval", split_json(eval)}};
+  return man;
 }
 
 }  // namespace
@@ -126,6 +196,63 @@ nlohmann::ordered_json summary_to_json(const PrepareSummary& s) {
           {"identity", identity_to_json(s.identity)}};
 }
 
+namespace {
+Status vocab_mismatch(const std::string& file, int64_t have, int64_t want) {
+  if (have == want) return Status();
+  return invalid_argument("tokenizer '{}' has {} tokens but the vocabulary size is {}", file, have, want)
+      .with_hint(fmt::format("set data.vocab_size = {} (data prepare --vocab-size {}): the model's vocabulary is the "
+                             "tokenizer's",
+                             have, have));
+}
+}  // namespace
+
+Status check_tokenizer_vocab(const std::string& tokenizer_file, int64_t vocab_size) {
+  SP_ASSIGN_OR_RETURN(const TokenizerFile f, read_tokenizer_file(tokenizer_file));
+  return vocab_mismatch(tokenizer_file, f.encoder->vocab_size(), vocab_size);
+}
+
+Result<PreparedTokenizer> make_tokenizer(const Corpus& c, const PrepareOptions& opt) {
+  PreparedTokenizer t;
+  if (!opt.tokenizer_file.empty()) {  // a user's tokenizer, as given
+    SP_ASSIGN_OR_RETURN(TokenizerFile f, read_tokenizer_file(opt.tokenizer_file));
+    SP_RETURN_IF_ERROR(vocab_mismatch(opt.tokenizer_file, f.encoder->vocab_size(), opt.vocab_size));
+    t.file = f.encoder->kind() == "sentencepiece" ? "tokenizer.model" : "tokenizer.json";
+    t.bytes = std::move(f.bytes);
+    t.sha256 = sha256_hex(t.bytes);
+    t.encoder = std::move(f.encoder);
+    t.lineage = {{"file", t.file},
+                 {"sha256", t.sha256},
+                 {"kind", t.encoder->kind()},
+                 {"given", std::filesystem::path(opt.tokenizer_file).filename().string()},
+                 {"vocab_size", t.encoder->vocab_size()},
+                 {"eos_id", t.encoder->eos_id()},
+                 {"eos_token", t.encoder->eos_token()}};
+    return t;
+  }
+  BpeTrainer trainer;  // the engine's BPE, trained on the train split only
+  int64_t train_docs = 0, train_bytes = 0;
+  for (const DocRecord& d : c.docs)
+    if (d.drop == DropReason::kNone && d.split == 0)
+      trainer.add_text(d.text), ++train_docs, train_bytes += static_cast<int64_t>(d.text.size());
+  if (train_docs == 0)
+    return failed_precondition("no document of '{}' is left for the train split after filtering", c.src.path)
+        .with_hint("see lineage.jsonl reasons; add text or relax the filters");
+  BpeTrainStats stats;
+  SP_ASSIGN_OR_RETURN(Tokenizer tok, trainer.train(opt.vocab_size, &stats));
+  t.file = "tokenizer.json";
+  t.bytes = tok.to_json();
+  t.sha256 = sha256_hex(t.bytes);
+  t.lineage = {{"file", t.file},
+               {"sha256", t.sha256},
+               {"vocab_size", tok.vocab_size()},
+               {"merges", stats.merges},
+               {"trained_on_documents", train_docs},
+               {"trained_on_bytes", train_bytes},
+               {"unique_pieces", stats.unique_pieces}};
+  t.encoder = std::make_unique<Tokenizer>(std::move(tok));
+  return t;
+}
+
 Result<PrepareSummary> prepare(const PrepareOptions& opt, const std::string& out_dir) {
   SP_RETURN_IF_ERROR(validate_prepare_options(opt));
   std::error_code ec;
@@ -133,243 +260,55 @@ Result<PrepareSummary> prepare(const PrepareOptions& opt, const std::string& out
     return failed_precondition("output directory '{}' is not empty", out_dir)
         .with_hint("choose a new --out directory, or remove this one");
   const Stopwatch total;
-  SP_ASSIGN_OR_RETURN(const SourcesFile src, load_sources(opt.sources_file));
-
-  // 1. Read every corpus file, check its SHA-256 against the sources file, cut it into documents.
-  std::vector<std::string> files(src.sources.size());
-  std::vector<std::string> file_sha(src.sources.size());
-  std::vector<DocRecord> docs;
-  for (size_t s = 0; s < src.sources.size(); ++s) {
-    const SourceSpec& spec = src.sources[s];
-    auto bytes = read_file(spec.resolved_path, kMaxCorpusFileBytes);
-    if (!bytes.ok()) return bytes.status().with_context(fmt::format("source '{}' listed in '{}'", spec.id, src.path));
-    files[s] = std::move(bytes).value();
-    file_sha[s] = sha256_hex(files[s]);
-    if (!spec.sha256.empty() && spec.sha256 != file_sha[s])
-      return corrupt("corpus file '{}' (source '{}') has SHA-256 {} but '{}' records {}", spec.resolved_path, spec.id,
-                     file_sha[s], src.path, spec.sha256)
-          .with_hint("restore the file, or update its sha256 in the sources file if the change is intended");
-    const auto spans = split_documents(files[s], spec.format);
-    for (size_t i = 0; i < spans.size(); ++i) {
-      DocRecord d;
-      d.source = static_cast<uint32_t>(s);
-      d.index = static_cast<int64_t>(i);
-      d.offset = spans[i].offset;
-      d.bytes = spans[i].size;
-      d.id = fmt::format("{}/{:06d}", spec.id, i);
-      docs.push_back(std::move(d));
-    }
-  }
-  log_info("data prepare: {} documents from {} sources", docs.size(), src.sources.size());
-
-  // 2. Quality filters, then PII scrubbing and units of the documents that pass.
-  std::vector<uint64_t> split_hash(docs.size(), 0);
-  std::map<std::pair<uint64_t, uint64_t>, int64_t> first_of;  // exact-duplicate key → first ordinal
-  for (size_t k = 0; k < docs.size(); ++k) {
-    DocRecord& d = docs[k];
-    const std::string_view raw =
-        std::string_view(files[d.source]).substr(static_cast<size_t>(d.offset), static_cast<size_t>(d.bytes));
-    d.quality = quality_check(raw, opt.filter);
-    switch (d.quality.reason) {
-      case FilterReason::kBinary:
-        d.drop = DropReason::kBinary;
-        continue;
-      case FilterReason::kInvalidUtf8:
-        d.drop = DropReason::kInvalidUtf8;
-        continue;
-      case FilterReason::kTooShort:
-        d.drop = DropReason::kTooShort;
-        continue;
-      case FilterReason::kBoilerplate:
-        d.drop = DropReason::kBoilerplate;
-        continue;
-      case FilterReason::kNone:
-        break;
-    }
-    d.text = scrub_pii(raw, &d.pii);
-    const std::string norm = normalize_text(d.text);
-    split_hash[k] = xxh3_64(norm, opt.seed);
-    // 3. Exact duplicates: same normalized text; the first in corpus order is kept.
-    const Digest128 key = xxh3_128(norm.data(), norm.size());
-    const auto [it, inserted] = first_of.emplace(std::make_pair(key.hi, key.lo), static_cast<int64_t>(k));
-    if (!inserted) {
-      d.drop = DropReason::kExactDuplicate;
-      d.exact_duplicate_of = it->second;
-      continue;
-    }
-    d.units = text_units(d.text);
-  }
-
-  // 4. Near duplicates among the remaining documents.
-  std::vector<size_t> live;
-  for (size_t k = 0; k < docs.size(); ++k)
-    if (docs[k].drop == DropReason::kNone) live.push_back(k);
-  std::vector<std::vector<uint64_t>> shingles(live.size());
-  for (size_t i = 0; i < live.size(); ++i) shingles[i] = shingle_set(docs[live[i]].units, opt.minhash.shingle);
-  const NearDupResult near = near_duplicates(shingles, opt.minhash);
-  std::vector<int64_t> cluster_size(live.size(), 0);
-  for (size_t i = 0; i < live.size(); ++i) ++cluster_size[static_cast<size_t>(near.representative[i])];
-  int64_t near_removed = 0;
-  for (size_t i = 0; i < live.size(); ++i) {
-    const size_t rep = static_cast<size_t>(near.representative[i]);
-    if (cluster_size[rep] < 2) continue;
-    DocRecord& d = docs[live[i]];
-    d.cluster = static_cast<int64_t>(live[rep]);
-    d.cluster_size = cluster_size[rep];
-    if (rep != i) {
-      d.drop = DropReason::kNearDuplicate;
-      d.cluster_jaccard = jaccard(shingles[i], shingles[rep]);
-      ++near_removed;
-    }
-  }
-  shingles.clear();
-
-  // 5. Split by a stable hash of the normalized text, 6. remove contaminated eval documents.
-  NgramIndex index(opt.contamination_ngram);
-  for (size_t k = 0; k < docs.size(); ++k) {
-    DocRecord& d = docs[k];
-    if (d.drop != DropReason::kNone) continue;
-    d.split_u = static_cast<double>(split_hash[k] >> 11) * 0x1.0p-53;
-    d.split = d.split_u < opt.eval_fraction ? 1 : 0;
-    if (d.split == 0) index.add(d.units);
-  }
-  index.finalize();
-  int64_t eval_checked = 0, contaminated = 0;
-  for (DocRecord& d : docs) {
-    if (d.drop != DropReason::kNone || d.split != 1) continue;
-    d.contamination_checked = true;
-    d.overlap = index.overlap(d.units);
-    ++eval_checked;
-    if (d.overlap.overlapping > 0) {
-      d.drop = DropReason::kContaminated;
-      d.split = -1;
-      ++contaminated;
-    }
-  }
+  SP_ASSIGN_OR_RETURN(Corpus c, read_corpus(opt));
+  CorpusDecisions k;
+  filter_and_scrub(c, opt);
+  remove_near_duplicates(c, opt, k);
+  split_and_decontaminate(c, opt, k);
   log_info("data prepare: filters, dedup, split and contamination check done in {:.2f} s", total.seconds());
+  SP_ASSIGN_OR_RETURN(const PreparedTokenizer tok, make_tokenizer(c, opt));
+  log_info("data prepare: tokenizer ({}, {} tokens) ready at {:.2f} s", tok.encoder->kind(), tok.encoder->vocab_size(),
+           total.seconds());
 
-  // 7. The tokenizer, trained on the train split only.
-  BpeTrainer trainer;
-  int64_t train_docs = 0, train_bytes = 0;
-  for (const DocRecord& d : docs)
-    if (d.drop == DropReason::kNone && d.split == 0)
-      trainer.add_text(d.text), ++train_docs, train_bytes += static_cast<int64_t>(d.text.size());
-  if (train_docs == 0)
-    return failed_precondition("no document of '{}' is left for the train split after filtering", src.path)
-        .with_hint("see lineage.jsonl reasons; add text or relax the filters");
-  BpeTrainStats stats;
-  SP_ASSIGN_OR_RETURN(const Tokenizer tok, trainer.train(opt.vocab_size, &stats));
-  const std::string tok_json = tok.to_json();
-  const std::string tok_sha = sha256_hex(tok_json);
-  log_info("data prepare: tokenizer with {} merges trained at {:.2f} s", stats.merges, total.seconds());
-
-  // 8. Token streams (each document followed by <|endoftext|>), shards, manifest, lineage.
+  // Token streams: each kept document followed by the end-of-sequence id.
   std::vector<uint32_t> stream[2];
-  for (DocRecord& d : docs) {
+  const uint32_t eot = tok.encoder->eos_id();
+  for (DocRecord& d : c.docs) {
     if (d.drop != DropReason::kNone) continue;
     std::vector<uint32_t>& s = stream[d.split];
     const size_t before = s.size();
-    tok.encode_append(d.text, s);
-    s.push_back(kEndOfTextId);
+    tok.encoder->encode_append(d.text, s);
+    s.push_back(eot);
     d.tokens = static_cast<int64_t>(s.size() - before);
   }
   SP_RETURN_IF_ERROR(make_directories(out_dir));
-  SP_RETURN_IF_ERROR(write_file(path_in(out_dir, "tokenizer.json"), tok_json));
-  SP_ASSIGN_OR_RETURN(const auto train_shards, write_shards(out_dir, Split::kTrain, stream[0], opt));
-  SP_ASSIGN_OR_RETURN(const auto eval_shards, write_shards(out_dir, Split::kEval, stream[1], opt));
-
-  DatasetIdentity id;
-  id.vocab_size = opt.vocab_size;
-  id.tokenizer_sha256 = tok_sha;
-  id.shards_sha256 = shards_digest(train_shards, eval_shards);
-  {
-    Sha256 h;
-    const std::string head = fmt::format("sources {}\n", src.sha256);
-    h.update(head.data(), head.size());
-    for (size_t s = 0; s < src.sources.size(); ++s) {
-      const std::string line = fmt::format("{} {}\n", src.sources[s].id, file_sha[s]);
-      h.update(line.data(), line.size());
-    }
-    id.corpus_sha256 = h.hex_digest();
-  }
-  {
-    Sha256 h;
-    for (const DocRecord& d : docs)
-      if (d.drop == DropReason::kNone) {
-        const std::string line = fmt::format("{} {}\n", d.id, d.split == 0 ? "train" : "eval");
-        h.update(line.data(), line.size());
-      }
-    id.split_sha256 = h.hex_digest();
-  }
+  SP_RETURN_IF_ERROR(write_file(path_in(out_dir, tok.file), tok.bytes));
+  SP_ASSIGN_OR_RETURN(const auto train_shards, write_shards(out_dir, Split::kTrain, stream[0], opt, eot));
+  SP_ASSIGN_OR_RETURN(const auto eval_shards, write_shards(out_dir, Split::kEval, stream[1], opt, eot));
+  const DatasetIdentity id = dataset_identity(c, opt, tok, train_shards, eval_shards);
 
   std::string jsonl;
-  for (const DocRecord& d : docs) jsonl += lineage_record(d, docs, src, opt.contamination_ngram).dump() + "\n";
+  for (const DocRecord& d : c.docs) jsonl += lineage_record(d, c.docs, c.src, opt.contamination_ngram).dump() + "\n";
   SP_RETURN_IF_ERROR(write_file(path_in(out_dir, "lineage.jsonl"), jsonl));
-
-  nlohmann::ordered_json lin;
-  lin["format"] = "shardproof-lineage";
-  lin["version"] = 1;
-  lin["pipeline_version"] = kPipelineVersion;
-  lin["sources_file"] = {{"path", src.path}, {"sha256", src.sha256}};
-  lin["options"] = prepare_options_json(opt);
-  lin.update(lineage_totals(docs, src));
-  for (size_t s = 0; s < src.sources.size(); ++s) lin["sources"][src.sources[s].id]["sha256"] = file_sha[s];
-  int64_t exact_groups = 0, exact_removed = 0;
-  {
-    std::map<int64_t, int64_t> groups;
-    for (const DocRecord& d : docs)
-      if (d.drop == DropReason::kExactDuplicate) ++groups[d.exact_duplicate_of], ++exact_removed;
-    exact_groups = static_cast<int64_t>(groups.size());
-  }
-  lin["dedup"] = {{"exact_duplicate_groups", exact_groups},
-                  {"exact_duplicates_removed", exact_removed},
-                  {"near_duplicate_clusters", near.clusters},
-                  {"near_duplicates_removed", near_removed},
-                  {"lsh_candidate_pairs", near.candidate_pairs},
-                  {"similar_pairs", near.similar_pairs},
-                  {"jaccard_threshold", opt.minhash.threshold},
-                  {"lsh_bands", opt.minhash.bands},
-                  {"lsh_rows", opt.minhash.rows},
-                  {"shingle_units", opt.minhash.shingle}};
-  lin["contamination"] = {{"ngram", opt.contamination_ngram}, {"train_ngrams", index.size()},
-                          {"eval_checked", eval_checked},     {"eval_contaminated", contaminated},
-                          {"eval_removed", contaminated},     {"eval_kept", eval_checked - contaminated}};
-  lin["tokenizer"] = {{"file", "tokenizer.json"},
-                      {"sha256", tok_sha},
-                      {"vocab_size", tok.vocab_size()},
-                      {"merges", stats.merges},
-                      {"trained_on_documents", train_docs},
-                      {"trained_on_bytes", train_bytes},
-                      {"unique_pieces", stats.unique_pieces}};
-  lin["shards"] = {{"train", shards_json(train_shards)}, {"eval", shards_json(eval_shards)}};
-  lin["identity"] = identity_to_json(id);
-  SP_RETURN_IF_ERROR(write_file(path_in(out_dir, "lineage.json"), lin.dump(2) + "\n"));
-
-  nlohmann::ordered_json man;
-  man["format"] = kManifestFormat;
-  man["version"] = 1;
-  man["pipeline_version"] = kPipelineVersion;
-  man["vocab_size"] = opt.vocab_size;
-  man["dtype"] = shard_dtype_bytes(opt.vocab_size) == 2 ? "uint16" : "uint32";
-  man["eot_id"] = kEndOfTextId;
-  man["tokenizer"] = {{"file", "tokenizer.json"}, {"sha256", tok_sha}};
-  man["identity"] = identity_to_json(id);
-  man["splits"] = {{"train", split_json(train_shards)}, {"eval", split_json(eval_shards)}};
-  SP_RETURN_IF_ERROR(write_file(path_in(out_dir, kManifestFile), man.dump(2) + "\n"));  // last: marks completion
+  SP_RETURN_IF_ERROR(write_file(path_in(out_dir, "lineage.json"),
+                                lineage_json(c, opt, k, tok, train_shards, eval_shards, id).dump(2) + "\n"));
+  // The manifest last: it marks the directory complete.
+  SP_RETURN_IF_ERROR(write_file(path_in(out_dir, kManifestFile),
+                                manifest_json(opt, tok, train_shards, eval_shards, id).dump(2) + "\n"));
   SP_RETURN_IF_ERROR(fsync_directory(out_dir));
 
   PrepareSummary sum;
   sum.dir = out_dir;
-  sum.tokenizer_sha256 = tok_sha;
+  sum.tokenizer_sha256 = tok.sha256;
   sum.identity = id;
-  sum.documents = static_cast<int64_t>(docs.size());
-  for (const DocRecord& d : docs) {
+  sum.documents = static_cast<int64_t>(c.docs.size());
+  for (const DocRecord& d : c.docs) {
     if (d.drop != DropReason::kNone)
       ++sum.dropped_documents;
     else
       (d.split == 0 ? sum.train_documents : sum.eval_documents) += 1;
   }
-  sum.eval_contaminated = contaminated;
+  sum.eval_contaminated = k.contaminated;
   sum.train_tokens = static_cast<int64_t>(stream[0].size());
   sum.eval_tokens = static_cast<int64_t>(stream[1].size());
   log_info("data prepare: wrote '{}' ({} train / {} eval tokens) in {:.2f} s", out_dir, sum.train_tokens,

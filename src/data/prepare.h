@@ -1,5 +1,6 @@
 // `data prepare`: sources file → filtered, scrubbed, deduplicated, split, decontaminated corpus →
-// BPE tokenizer trained on the train split → token shards + manifest + lineage, in one directory.
+// BPE tokenizer trained on the train split (or a user's tokenizer file) → token shards + manifest +
+// lineage, in one directory. The steps: prepare_steps.h.
 // Not the loader (loader.h). Invariant: deterministic — the same sources, corpus bytes and options
 // give byte-identical output files (no time, host or output path is written into them).
 // Pipeline, thresholds and their reasons: docs/data.md; files: docs/formats/{tokens,lineage}.md.
@@ -21,6 +22,10 @@ inline constexpr int kPipelineVersion = 1;
 
 struct PrepareOptions {
   std::string sources_file;
+  // A user's tokenizer (a SentencePiece tokenizer.model or a tokenizer.json, text_encoder.h), copied into the
+  // dataset and used as given; empty: the engine's byte-level BPE trained on the train split. Its file's
+  // SHA-256 is the dataset identity's tokenizer_sha256 (so the run contract's) and part of the cache key.
+  std::string tokenizer_file;
   int64_t vocab_size = 2048;
   double eval_fraction = 0.05;              // share of kept documents assigned to eval, by hash
   uint64_t seed = 1234;                     // keys the split hash
@@ -45,6 +50,10 @@ struct PrepareSummary {
   bool cache_hit = false;
 };
 nlohmann::ordered_json summary_to_json(const PrepareSummary& s);
+
+// A user's tokenizer against the run's vocabulary: kInvalidArgument naming the file and both sizes, with the
+// data.vocab_size that fits, when they differ (`data prepare` and `train --init-from` both ask).
+Status check_tokenizer_vocab(const std::string& tokenizer_file, int64_t vocab_size);
 
 // Writes the prepared dataset into out_dir, which must not exist or be empty.
 Result<PrepareSummary> prepare(const PrepareOptions& opt, const std::string& out_dir);

@@ -37,6 +37,11 @@ Result<std::string> prepare_cache_key(const PrepareOptions& opt) {
     add(fmt::format("{} {}\n", s.id, *sha));
   }
   add("options " + prepare_options_json(opt).dump() + "\n");
+  if (!opt.tokenizer_file.empty()) {  // a user's tokenizer: its bytes decide every token
+    auto sha = sha256_file(opt.tokenizer_file);
+    if (!sha.ok()) return sha.status().with_context("tokenizer");
+    add("tokenizer " + *sha + "\n");
+  }
   return h.hex_digest();
 }
 

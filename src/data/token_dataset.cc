@@ -98,6 +98,10 @@ Result<TokenDataset> TokenDataset::open(const std::string& dir, Split split) {
       m["vocab_size"].get<int64_t>() < kFirstMergeId || m["vocab_size"].get<int64_t>() > kMaxVocabSize)
     return corrupt("manifest '{}': 'vocab_size' must be an integer in [257, {}]", mpath, kMaxVocabSize);
   const int64_t vocab = m["vocab_size"].get<int64_t>();
+  // The id after every document: 256 (<|endoftext|>) for the engine's BPE, a user tokenizer's end of sequence.
+  if (!m.contains("eot_id") || !m["eot_id"].is_number_unsigned() || m["eot_id"].get<uint64_t>() >= uint64_t(vocab))
+    return corrupt("manifest '{}': 'eot_id' must be an integer in [0, vocab_size {})", mpath, vocab);
+  const auto eot = m["eot_id"].get<uint32_t>();
   const uint32_t dtype = shard_dtype_bytes(vocab);
   if (m.value("dtype", "") != (dtype == 2 ? "uint16" : "uint32"))
     return corrupt("manifest '{}': 'dtype' must be \"{}\" for vocab_size {}", mpath, dtype == 2 ? "uint16" : "uint32",
@@ -151,7 +155,7 @@ Result<TokenDataset> TokenDataset::open(const std::string& dir, Split split) {
     expect.split = split == Split::kTrain ? 0 : 1;
     expect.vocab_size = static_cast<uint64_t>(vocab);
     expect.shard_index = i;
-    SP_ASSIGN_OR_RETURN(const ShardHeader h, shard_decode(*bytes, path, &expect, &ds.tokens_));
+    SP_ASSIGN_OR_RETURN(const ShardHeader h, shard_decode(*bytes, path, &expect, &ds.tokens_, eot));
     if (static_cast<int64_t>(bytes->size()) != e.bytes)
       return corrupt("token shard '{}' is {} bytes but the manifest records {} (the file ends at offset {})", path,
                      bytes->size(), e.bytes, bytes->size());

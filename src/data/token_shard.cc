@@ -50,7 +50,7 @@ std::string shard_encode(const ShardHeader& h, std::span<const uint32_t> tokens)
 }
 
 Result<ShardHeader> shard_decode(std::string_view s, const std::string& name, const ShardHeader* expect,
-                                 std::vector<uint32_t>* out) {
+                                 std::vector<uint32_t>* out, uint32_t eot_id) {
   if (s.size() < kShardHeaderBytes)
     return corrupt("token shard '{}' is truncated: {} bytes, the header alone needs {} (offset {})", name, s.size(),
                    kShardHeaderBytes, s.size());
@@ -117,12 +117,12 @@ Result<ShardHeader> shard_decode(std::string_view s, const std::string& name, co
     if (t >= h.vocab_size)
       return corrupt("token shard '{}' has token id {} >= vocab_size {} at byte offset {} (token {})", name, t,
                      h.vocab_size, off, i);
-    if (t == kEndOfTextId) ++docs;
+    if (t == eot_id) ++docs;
     if (out) (*out)[base + i] = t;
   }
   if (docs != h.num_documents)
-    return corrupt("token shard '{}' says num_documents {} at offset {} but holds {} <|endoftext|> tokens", name,
-                   h.num_documents, ShardLayout::kNumDocuments, docs);
+    return corrupt("token shard '{}' says num_documents {} at offset {} but holds {} end-of-document tokens (id {})",
+                   name, h.num_documents, ShardLayout::kNumDocuments, docs, eot_id);
   return h;
 }
 

@@ -54,8 +54,9 @@ uint32_t shard_dtype_bytes(int64_t vocab_size);
 std::string shard_encode(const ShardHeader& header, std::span<const uint32_t> tokens);
 
 // Parses and checks a shard's bytes (the file is named `name` in errors). When `expect` is given,
-// its vocab_size, split, shard_index and dtype must match. Appends the tokens to `out`.
+// its vocab_size, split, shard_index and dtype must match. Appends the tokens to `out`. num_documents
+// counts the tokens equal to `eot_id` (the manifest's: 256, <|endoftext|>, for the engine's own BPE).
 Result<ShardHeader> shard_decode(std::string_view bytes, const std::string& name, const ShardHeader* expect,
-                                 std::vector<uint32_t>* out);
+                                 std::vector<uint32_t>* out, uint32_t eot_id = 256);
 
 }  // namespace sp::data

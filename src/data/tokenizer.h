@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "data/text_encoder.h"
 
 namespace sp::data {
 
@@ -65,7 +66,7 @@ class PairRanks {
 void bpe_merge_naive(const PairRanks& ranks, std::vector<uint32_t>& tokens);
 void bpe_merge_heap(const PairRanks& ranks, std::vector<uint32_t>& tokens);
 
-class Tokenizer {
+class Tokenizer : public TextEncoder {
  public:
   // Reads and validates tokenizer.json; errors name the file and the offending key or merge.
   static Result<Tokenizer> load(const std::string& path);
@@ -77,11 +78,14 @@ class Tokenizer {
   std::string to_json() const;
 
   std::vector<uint32_t> encode(std::string_view text) const;
-  void encode_append(std::string_view text, std::vector<uint32_t>& out) const;
+  void encode_append(std::string_view text, std::vector<uint32_t>& out) const override;
   // Every id must be < vocab_size() (SP_CHECK: ids come from verified shards or the model).
   std::string decode(std::span<const uint32_t> ids) const;
 
-  int64_t vocab_size() const { return static_cast<int64_t>(bytes_.size()); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(bytes_.size()); }
+  std::string_view kind() const override { return kTokenizerFormat; }
+  uint32_t eos_id() const override { return kEndOfTextId; }
+  std::string eos_token() const override { return std::string(kEndOfTextText); }
   const std::vector<Merge>& merges() const { return merges_; }
   // The bytes a token stands for ("<|endoftext|>" for the special token).
   const std::string& token_bytes(uint32_t id) const { return bytes_[id]; }

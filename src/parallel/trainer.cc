@@ -163,7 +163,14 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
   // --init-from is read and checked on every rank before anything is written: a file that does not fit
   // the model is a usage error that leaves --out untouched.
   if (!run.opt.init_from.empty()) {
+    // With a user's tokenizer the checkpoint's vocabulary must be the tokenizer's (docs/data.md).
+    const std::string tokenizer = config.data.tokenizer.empty() ? "" : resolve(run.opt.root_dir, config.data.tokenizer);
+    if (!tokenizer.empty())
+      SP_RETURN_IF_ERROR(run.agree(data::check_tokenizer_vocab(tokenizer, config.data.vocab_size)));
     auto weights = ckpt::read_hf_weights(run.opt.init_from, config.model);
+    if (!weights.ok() && !tokenizer.empty())
+      weights = weights.status().with_context(fmt::format("--init-from '{}' against the tokenizer '{}' ({} tokens)",
+                                                          run.opt.init_from, tokenizer, config.data.vocab_size));
     SP_RETURN_IF_ERROR(run.agree(weights.status()));
     run.init_weights.emplace(std::move(weights).value());
   }
@@ -179,6 +186,7 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
   }));
   data::PrepareOptions popt;
   popt.sources_file = resolve(run.opt.root_dir, config.data.sources);
+  if (!config.data.tokenizer.empty()) popt.tokenizer_file = resolve(run.opt.root_dir, config.data.tokenizer);
   popt.vocab_size = config.data.vocab_size;
   popt.eval_fraction = config.data.eval_fraction;
   popt.seed = config.data.seed;

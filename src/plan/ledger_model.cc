@@ -12,6 +12,7 @@
 #include "kernels/attention16.h"
 #include "kernels/reduce.h"
 #include "model/weights.h"
+#include "plan/block_shapes.h"
 
 namespace sp::plan {
 namespace {
@@ -96,9 +97,8 @@ class Replay {
   }
 
   void block_set(const std::string& p) {
-    const int64_t B = in_.micro_batch_size, T = in_.seq_len, C = m_.dim, D = m_.head_dim();
-    const int64_t Hl = m_.n_heads / in_.tp, KVl = m_.n_kv_heads / in_.tp, Fl = m_.ffn_dim / in_.tp;
-    const int64_t Wqkv = (Hl + 2 * KVl) * D;
+    const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
+    const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
     const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
     const std::vector<std::tuple<std::string, int64_t, int64_t>> t = {
         {".xn1", N() * C, h},       {".rstd1", N(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},

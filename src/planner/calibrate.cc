@@ -142,6 +142,21 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
   world.all_gather(&mine, c.gflops_per_rank.data(), ones, DType::kF64);
   c.samples = measure_ping_pong(world, o.sizes, o.repetitions);
   SP_ASSIGN_OR_RETURN(c.link, fit_alpha_beta(c.samples));
+  if (o.measure_kernels) {
+    world.barrier();
+    c.kernels = calibrate_kernels(o.kernels);
+    // The mean over the ranks of every figure (every rank ran the same sizes on the same host).
+    const double n = static_cast<double>(world.size());
+    auto mean = [&](std::vector<double>& v) {
+      world.all_reduce(v.data(), static_cast<int64_t>(v.size()), DType::kF64, comm::ReduceOp::kSum);
+      for (double& x : v) x /= n;
+    };
+    for (auto& [d, v] : c.kernels.gemm_flops_per_s) mean(v);
+    for (auto& [d, v] : c.kernels.attention_forward_s) mean(v);
+    for (auto& [d, v] : c.kernels.attention_backward_s) mean(v);
+    for (auto& [f, v] : c.kernels.memory_bytes_per_s) mean(v);
+    c.kernels_measured = true;
+  }
   return c;
 }
 
@@ -160,6 +175,15 @@ ClusterSpec this_host_cluster(const Calibration& c, const std::string& when) {
   s.device_model = "CPU core: " + c.cpu_model;
   s.device_memory_bytes = c.host_memory_bytes / c.ranks;
   s.peak_flops["fp32"] = mean * 1e9;
+  if (c.kernels_measured) {  // the peak of each dtype is the largest rate measured for it
+    for (const auto& [d, rates] : c.kernels.gemm_flops_per_s)
+      if (!rates.empty()) s.peak_flops[d] = *std::max_element(rates.begin(), rates.end());
+    s.measured = device_rates_of(c.kernels, s.peak_flops);
+    s.measured.notes = {
+        "measured by plan calibrate with the engine's kernels, every rank at once, median of the repetitions",
+        "gemm_efficiency: rate / device.peak_tflops of the dtype (its largest measured rate) at 2n^3 FLOPs per call",
+        "attention_*_us: one (sequence, head) at attention_head_dim; memory: bytes per call (kernel_costs.h formulas)"};
+  }
   s.intra.kind = LinkKind::kSharedMemory;
   s.intra.bandwidth_bytes_per_s = c.link.bandwidth_bytes_per_s;
   s.intra.latency_s = c.link.latency_s;
@@ -189,6 +213,27 @@ std::vector<std::string> calibration_comment(const Calibration& c, const std::st
       fmt::format("fit: bandwidth = least-squares slope over messages >= 64 KiB = {:.3f} GB/s; latency = "
                   "smallest message's time - bytes/bandwidth = {:.3f} us",
                   c.link.bandwidth_bytes_per_s / 1e9, c.link.latency_s * 1e6));
+  if (!c.kernels_measured) return lines;
+  const KernelCalibration& k = c.kernels;
+  for (const auto& [d, rates] : k.gemm_flops_per_s) {
+    std::string row =
+        fmt::format("GEMM {} ({}), GFLOP/s at 2n^3 =", d, k.gemm_backend.count(d) ? k.gemm_backend.at(d) : "?");
+    for (size_t i = 0; i < rates.size(); ++i) row += fmt::format(" {:.3g}:{:.1f}", k.gemm_flops[i], rates[i] / 1e9);
+    lines.push_back(row);
+  }
+  for (const auto& [d, s] : k.attention_forward_s) {
+    std::string row =
+        fmt::format("attention {} (D = {}), forward / backward us per head at T =", d, k.attention_head_dim);
+    for (size_t i = 0; i < s.size(); ++i)
+      row +=
+          fmt::format(" {:.0f}:{:.1f}/{:.1f}", k.attention_seq[i], s[i] * 1e6, k.attention_backward_s.at(d)[i] * 1e6);
+    lines.push_back(row);
+  }
+  for (const auto& [f, bw] : k.memory_bytes_per_s) {
+    std::string row = fmt::format("{} GB/s at bytes per call =", memory_family_name(f));
+    for (size_t i = 0; i < bw.size(); ++i) row += fmt::format(" {:.3g}:{:.1f}", k.memory_bytes.at(f)[i], bw[i] / 1e9);
+    lines.push_back(row);
+  }
   return lines;
 }
 

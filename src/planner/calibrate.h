@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "planner/calibrate_kernels.h"
 #include "planner/cluster.h"
 
 namespace sp::planner {
@@ -49,6 +50,10 @@ struct CalibrationOptions {
   // machine (milliseconds when ranks share cores) cannot hide the bandwidth term.
   std::vector<int64_t> sizes = {8, 1024, 65536, 1048576, 16777216, 67108864};
   int repetitions = 20;
+  // The time model's compute rates (calibrate_kernels.h); `measure_kernels` false skips them (the file then
+  // has only the sgemm peak, and plans price GEMMs at the stated efficiency).
+  bool measure_kernels = true;
+  KernelCalibrationOptions kernels;
 };
 
 struct Calibration {
@@ -62,14 +67,18 @@ struct Calibration {
   std::vector<double> gflops_per_rank;  // by world rank, measured concurrently
   std::vector<TransferSample> samples;
   AlphaBeta link;
+  bool kernels_measured = false;
+  KernelCalibration kernels;  // every figure the mean over the ranks
 };
 // Collective over `world` (≥ 2 ranks); every rank returns the same result.
 Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::string& host,
                                         const CalibrationOptions& options);
 
 // The cluster file for `c`: one node of c.ranks "devices" (CPU cores running one rank each), device
-// memory = host memory / ranks, fp32 peak = the mean sgemm rate per rank, intra-node link "shm" with the
-// fitted α and B, no inter-node network. `when` is the date written into the sources.
+// memory = host memory / ranks, intra-node link "shm" with the fitted α and B, no inter-node network; with
+// the kernels measured, peak_tflops per dtype = the largest GEMM rate measured for it and [device.measured] =
+// the rates (efficiency = rate / that peak), else fp32 peak = the mean sgemm rate per rank at gemm_n.
+// `when` is the date written into the sources.
 ClusterSpec this_host_cluster(const Calibration& c, const std::string& when);
 // Comment lines for the cluster file: every measured number behind the fit.
 std::vector<std::string> calibration_comment(const Calibration& c, const std::string& when);

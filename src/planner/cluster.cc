@@ -8,6 +8,7 @@
 #include "comm/process_grid.h"
 #include "config/toml_fields.h"
 #include "core/file_io.h"
+#include "planner/device_rates_toml.h"
 
 namespace sp::planner {
 namespace {
@@ -35,6 +36,15 @@ NetworkKind network_kind_of(const std::string& s) {
 
 // Shortest text that reads back as the same double ("312", "0.0925", "1e-06").
 std::string num(double v) { return fmt::format("{}", v); }
+
+// A number the reader accepted (> 0 or ≥ 0) must also stay below the cluster's upper bound (cluster.h).
+std::optional<double> at_most(config::TomlFields& f, const char* key, std::optional<double> v, double max) {
+  if (v && *v > max) {
+    f.error(fmt::format("{} = {} must be <= {} (docs/formats/cluster.md)", f.where(key), num(*v), num(max)));
+    return std::nullopt;
+  }
+  return v;
+}
 
 }  // namespace
 
@@ -66,7 +76,11 @@ nlohmann::json ClusterSpec::to_json() const {
       {"nodes", nodes},
       {"devices_per_node", devices_per_node},
       {"devices", devices()},
-      {"device", {{"model", device_model}, {"memory_gib", device_memory_bytes / kGiB}, {"peak_tflops", peaks}}},
+      {"device",
+       {{"model", device_model},
+        {"memory_gib", device_memory_bytes / kGiB},
+        {"peak_tflops", peaks},
+        {"measured", measured.empty() ? nlohmann::json(nullptr) : measured.to_json()}}},
       {"intra_node",
        {{"kind", link_kind_name(intra.kind)},
         {"bandwidth_gbytes_per_s", intra.bandwidth_bytes_per_s / kGB},
@@ -96,11 +110,17 @@ Result<ClusterSpec> parse_cluster(const std::string& text, const std::string& or
   config::TomlFields nodes(top.table("nodes"), "nodes", origin, &errs);
   c.nodes = static_cast<int>(nodes.integer("count", 1, 1 << 20).value_or(1));
   c.devices_per_node = static_cast<int>(nodes.integer("devices_per_node", 1, 1 << 16).value_or(1));
+  if (int64_t{c.nodes} * c.devices_per_node > kMaxClusterDevices)
+    nodes.error(fmt::format("{}: count {} × devices_per_node {} = {} devices must be <= {}", nodes.where("count"),
+                            c.nodes, c.devices_per_node, int64_t{c.nodes} * c.devices_per_node, kMaxClusterDevices));
   nodes.finish();
 
   config::TomlFields device(top.table("device"), "device", origin, &errs);
   c.device_model = device.string("model").value_or("");
-  c.device_memory_bytes = device.number("memory_gib", config::NumberRule::kPositive).value_or(0) * kGiB;
+  c.device_memory_bytes =
+      at_most(device, "memory_gib", device.number("memory_gib", config::NumberRule::kPositive), kMaxMemoryGib)
+          .value_or(0) *
+      kGiB;
   const toml::table* peak_table = device.table("peak_tflops");
   config::TomlFields peaks(peak_table, "device.peak_tflops", origin, &errs);
   const std::vector<std::string> dtypes = peaks.keys();
@@ -111,17 +131,29 @@ Result<ClusterSpec> parse_cluster(const std::string& text, const std::string& or
       peaks.error(fmt::format("{}: unknown dtype (known: {})", peaks.where(k.c_str()), list));
       continue;
     }
-    if (auto v = peaks.number(k.c_str(), config::NumberRule::kPositive)) c.peak_flops[k] = *v * kTflops;
+    if (auto v = at_most(peaks, k.c_str(), peaks.number(k.c_str(), config::NumberRule::kPositive), kMaxPeakTflops))
+      c.peak_flops[k] = *v * kTflops;
   }
   if (peak_table && dtypes.empty())
     peaks.error(fmt::format("{}: gives no dtype (rule: at least one of fp32, bf16, ...)", device.where("peak_tflops")));
+  read_device_rates(device, origin, &errs, c.measured);
+  for (const auto& [dtype, curve] : c.measured.gemm_efficiency)
+    if (!c.peak_flops.count(dtype))
+      device.error(fmt::format("{}: device.measured.gemm_efficiency.{} without device.peak_tflops.{}",
+                               device.where("measured"), dtype, dtype));
   device.finish();
 
   config::TomlFields intra(top.table("intra_node"), "intra_node", origin, &errs);
   c.intra.kind = link_kind_of(intra.choice("kind", kLinkKinds).value_or("nvswitch"));
   c.intra.bandwidth_bytes_per_s =
-      intra.number("bandwidth_gbytes_per_s", config::NumberRule::kPositive).value_or(0) * kGB;
-  c.intra.latency_s = intra.number("latency_us", config::NumberRule::kNonNegative).value_or(0) * kUs;
+      at_most(intra, "bandwidth_gbytes_per_s", intra.number("bandwidth_gbytes_per_s", config::NumberRule::kPositive),
+              kMaxGbytesPerS)
+          .value_or(0) *
+      kGB;
+  c.intra.latency_s =
+      at_most(intra, "latency_us", intra.number("latency_us", config::NumberRule::kNonNegative), kMaxLatencyUs)
+          .value_or(0) *
+      kUs;
   intra.finish();
 
   const toml::table* inter_table = top.table("inter_node", false);
@@ -130,8 +162,15 @@ Result<ClusterSpec> parse_cluster(const std::string& text, const std::string& or
     InterNodeNetwork n;
     n.kind = network_kind_of(inter.choice("kind", kNetworkKinds).value_or("infiniband"));
     n.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 1024).value_or(1));
-    n.nic_bandwidth_bytes_per_s = inter.number("nic_gbits_per_s", config::NumberRule::kPositive).value_or(0) * kGbit;
-    n.latency_s = inter.number("latency_us", config::NumberRule::kNonNegative).value_or(0) * kUs;
+    n.nic_bandwidth_bytes_per_s =
+        at_most(inter, "nic_gbits_per_s", inter.number("nic_gbits_per_s", config::NumberRule::kPositive),
+                8 * kMaxGbytesPerS)
+            .value_or(0) *
+        kGbit;
+    n.latency_s =
+        at_most(inter, "latency_us", inter.number("latency_us", config::NumberRule::kNonNegative), kMaxLatencyUs)
+            .value_or(0) *
+        kUs;
     inter.finish();
     c.inter = n;
   } else if (c.nodes > 1) {
@@ -197,6 +236,7 @@ std::string cluster_to_toml(const ClusterSpec& s, const std::vector<std::string>
   t += fmt::format("[device]\nmodel = \"{}\"\nmemory_gib = {}\n\n[device.peak_tflops]\n", s.device_model,
                    num(s.device_memory_bytes / kGiB));
   for (const auto& [k, v] : s.peak_flops) t += fmt::format("{} = {}\n", k, num(v / kTflops));
+  t += device_rates_to_toml(s.measured);
   t +=
       fmt::format("\n[intra_node]\nkind = \"{}\"\nbandwidth_gbytes_per_s = {}\nlatency_us = {}\n",
                   link_kind_name(s.intra.kind), num(s.intra.bandwidth_bytes_per_s / kGB), num(s.intra.latency_s / kUs));
@@ -208,13 +248,19 @@ std::string cluster_to_toml(const ClusterSpec& s, const std::vector<std::string>
   return t;
 }
 
-Result<ClusterSpec> with_nodes(const ClusterSpec& spec, int nodes) {
-  if (nodes < 1) return invalid_argument("--nodes {} must be ≥ 1", nodes);
+Result<ClusterSpec> with_nodes(const ClusterSpec& spec, int64_t nodes) {
+  const int64_t max_nodes = kMaxClusterDevices / spec.devices_per_node;
+  if (nodes < 1 || nodes > max_nodes)
+    return invalid_argument(
+               "--nodes {} must be in [1, {}]: cluster '{}' has {} devices per node, and a plan covers at "
+               "most {} devices",
+               nodes, max_nodes, spec.name, spec.devices_per_node, kMaxClusterDevices)
+        .with_hint(fmt::format("give --nodes between 1 and {}", max_nodes));
   if (nodes > 1 && !spec.inter)
     return invalid_argument("cluster '{}' has no [inter_node] network, so it cannot have {} nodes", spec.name, nodes)
         .with_hint("add an [inter_node] table to the cluster file (docs/formats/cluster.md) or use --nodes 1");
   ClusterSpec c = spec;
-  c.nodes = nodes;
+  c.nodes = static_cast<int>(nodes);
   return c;
 }
 

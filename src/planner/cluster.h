@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "planner/device_rates.h"
 
 namespace sp::planner {
 
@@ -46,6 +47,7 @@ struct ClusterSpec {
   std::string device_model;
   double device_memory_bytes = 0;
   std::map<std::string, double> peak_flops;  // dtype ("fp32", "bf16", ...) → dense FLOP/s per device
+  DeviceRates measured;                      // [device.measured]: empty for a datasheet preset
   IntraNodeLink intra;
   std::optional<InterNodeNetwork> inter;  // present whenever nodes > 1
   std::string axis_order = "tp-dp-pp";    // the grid's order, fastest axis first (comm/process_grid.h)
@@ -60,6 +62,15 @@ struct ClusterSpec {
 // The dtype names a cluster file may give peaks for.
 const std::vector<std::string>& known_dtypes();
 
+// Upper bounds of a cluster's figures (docs/formats/cluster.md): far beyond any machine, small enough that
+// every derived quantity (devices as an int, bytes as an int64) is exact. A file or --nodes beyond them is
+// refused by name rather than overflowing into a negative device memory.
+inline constexpr int64_t kMaxClusterDevices = int64_t{1} << 20;  // nodes × devices_per_node
+inline constexpr double kMaxMemoryGib = 1 << 20;                 // 1 PiB per device
+inline constexpr double kMaxPeakTflops = 1e6;                    // 1 EFLOP/s per device
+inline constexpr double kMaxGbytesPerS = 1e6;                    // 1 PB/s per link or device
+inline constexpr double kMaxLatencyUs = 1e6;                     // 1 s per hop
+
 // Strict: every problem of the file in one kInvalidArgument message, each naming file:line, the
 // field and the rule (docs/formats/cluster.md).
 Result<ClusterSpec> parse_cluster(const std::string& text, const std::string& origin);
@@ -73,7 +84,7 @@ std::vector<std::string> cluster_preset_names(const std::string& presets_dir);
 // of the printed numbers); `comment` lines are written first, each prefixed with "# ".
 std::string cluster_to_toml(const ClusterSpec& spec, const std::vector<std::string>& comment = {});
 // The same cluster with `nodes` nodes (the CLI's --nodes); kInvalidArgument if nodes > 1 and the
-// file has no [inter_node].
-Result<ClusterSpec> with_nodes(const ClusterSpec& spec, int nodes);
+// file has no [inter_node], or if nodes is outside [1, kMaxClusterDevices / devices_per_node].
+Result<ClusterSpec> with_nodes(const ClusterSpec& spec, int64_t nodes);
 
 }  // namespace sp::planner

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "model/weights.h"
 #include "planner/collective_time.h"
 #include "planner/flops.h"
 
@@ -35,6 +36,67 @@ RecomputeMode recompute_mode(model::Recompute r) {
 }
 
 bool is_pass_phase(const std::string& phase) { return phase == "forward" || phase == "backward"; }
+
+// Parameters of `units` on tensor-parallel rank `tp_rank`.
+int64_t unit_params(const model::LlamaConfig& m, const std::vector<int>& units, int tp_rank, int tp) {
+  int64_t n = 0;
+  for (int id : units) n += model::unit_layout(m, id, tp_rank, tp).numel;
+  return n;
+}
+
+struct ChunkTimes {
+  KernelTimes forward, backward;  // one micro-batch
+};
+
+// One micro-batch through one chunk: the engine's kernels priced with the cluster's measured rates
+// (kernel_costs.h), or, without them, the GEMM FLOPs (planner/flops.h) at the stated efficiency.
+ChunkTimes chunk_times(const PlanQuery& q, const plan::RunPlan& plan, const plan::ChunkPlacement& ch, double peak) {
+  const config::RunConfig& c = q.config;
+  ChunkTimes t;
+  if (!q.use_measured || q.cluster.measured.empty()) {
+    const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
+    const ChunkFlops f = chunk_flops(shape, ch.layer_end - ch.layer_begin, ch.last, c.train.micro_batch_size,
+                                     c.train.seq_len, c.parallel.tp, recompute_mode(c.train.recompute));
+    t.forward.gemm = f.forward / (peak * q.efficiency);
+    t.backward.gemm = f.backward / (peak * q.efficiency);
+    return t;
+  }
+  ChunkKernelsInput in;
+  in.model = c.model;
+  in.blocks = ch.layer_end - ch.layer_begin;
+  in.first = ch.first;
+  in.last = ch.last;
+  in.micro_batch_size = c.train.micro_batch_size;
+  in.seq_len = c.train.seq_len;
+  in.tp = c.parallel.tp;
+  in.recompute_full = c.train.recompute == model::Recompute::kFull;
+  in.mixed = c.train.precision.mixed();
+  in.unit_params = unit_params(c.model, model::chunk_units(c.model, ch.layer_begin, ch.layer_end, ch.first, ch.last), 0,
+                               c.parallel.tp);
+  in.micro_batches = plan.local_micro_batches;
+  const ChunkKernels k = chunk_kernels(in);
+  t.forward = price_kernels(k.forward, q.cluster.measured, q.dtype, peak, q.efficiency);
+  t.backward = price_kernels(k.backward, q.cluster.measured, q.dtype, peak, q.efficiency);
+  return t;
+}
+
+// The optimizer step of the rank at `coords` (every chunk it holds): the parameters it holds and those it
+// owns (a 1/dp shard under ZeRO, dp rank 0's being the largest).
+KernelTimes optimizer_times(const PlanQuery& q, const plan::RunPlan& plan, const comm::Coords& coords, double peak) {
+  const config::RunConfig& c = q.config;
+  int64_t local = 0, owned = 0;
+  for (int ci = 0; ci < plan.chunk_count(); ++ci) {
+    const plan::ChunkPlacement ch = plan.chunk(ci);
+    if (ch.pp_rank != coords.pp) continue;
+    for (int id : model::chunk_units(c.model, ch.layer_begin, ch.layer_end, ch.first, ch.last)) {
+      const int64_t n = model::unit_layout(c.model, id, coords.tp, c.parallel.tp).numel;
+      local += n;
+      owned += c.parallel.zero == 0 ? n : (n + c.parallel.dp - 1) / c.parallel.dp;
+    }
+  }
+  return price_kernels(optimizer_kernels(local, owned, c.train.precision.mixed()), q.cluster.measured, q.dtype, peak,
+                       q.efficiency);
+}
 
 }  // namespace
 
@@ -120,13 +182,12 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
     e.after_pipeline_seconds = std::max(e.after_pipeline_seconds, after);
     e.ranks.push_back(std::move(re));
   }
-  e.limit_bytes = static_cast<int64_t>(q.cluster.device_memory_bytes);
+  // At most kMaxMemoryGib (cluster.h): exact in an int64, never the wrapped value of an oversized double.
+  e.limit_bytes = static_cast<int64_t>(std::min(q.cluster.device_memory_bytes, kMaxMemoryGib * 1073741824.0));
   for (auto& [key, t] : busiest) e.traffic.push_back(t);
 
-  // Compute: the GEMM FLOPs of each chunk at the stated fraction of the peak, plus the rank's pass
-  // communication spread evenly over its passes.
-  const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
-  const RecomputeMode rec = recompute_mode(c.train.recompute);
+  // Compute: each chunk's forward and backward of one micro-batch, plus the rank's pass communication
+  // spread evenly over its passes.
   const int v = pc.virtual_stages, chunks = plan.chunk_count();
   const auto passes = static_cast<double>(v * plan.local_micro_batches);
   PipelineTimes& pt = e.pipeline_times;
@@ -134,17 +195,22 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
   pt.pp = pc.pp;
   pt.virtual_stages = v;
   pt.micro_batches = plan.local_micro_batches;
-  std::vector<double> compute(static_cast<size_t>(pc.pp), 0);
+  e.measured_rates = q.use_measured && !q.cluster.measured.empty();
+  std::vector<KernelTimes> compute(static_cast<size_t>(pc.pp));
   for (int ci = 0; ci < chunks; ++ci) {
     const plan::ChunkPlacement ch = plan.chunk(ci);
-    const ChunkFlops f = chunk_flops(shape, ch.layer_end - ch.layer_begin, ch.last, c.train.micro_batch_size,
-                                     c.train.seq_len, pc.tp, rec);
+    const ChunkTimes t = chunk_times(q, plan, ch, peak);
     const auto p = static_cast<size_t>(ch.pp_rank);
-    const double fs = f.forward / (peak * q.efficiency), bs = f.backward / (peak * q.efficiency);
-    compute[p] += (fs + bs) * static_cast<double>(plan.local_micro_batches);
-    pt.forward_s.push_back(fs + fwd_comm[p] / passes);
-    pt.backward_s.push_back(bs + bwd_comm[p] / passes);
+    KernelTimes step = t.forward;
+    step += t.backward;
+    for (double* x : {&step.gemm, &step.attention, &step.memory}) *x *= static_cast<double>(plan.local_micro_batches);
+    compute[p] += step;
+    pt.forward_s.push_back(t.forward.total() + fwd_comm[p] / passes);
+    pt.backward_s.push_back(t.backward.total() + bwd_comm[p] / passes);
   }
+  if (e.measured_rates)  // after the pipeline, the optimizer on the busiest evaluated rank
+    for (const RankEvaluation& r : e.ranks)
+      e.optimizer_seconds = std::max(e.optimizer_seconds, optimizer_times(q, plan, r.coords, peak).total());
   const int64_t activation_bytes = 4 * c.train.micro_batch_size * c.train.seq_len * c.model.dim;
   pt.transfer_s =
       pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pp_link) : 0;
@@ -154,11 +220,15 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
       pc.pp > 1 ? (pc.pp - 1.0) / (v * static_cast<double>(plan.local_micro_batches) + pc.pp - 1.0) : 0.0;
   for (int p = 0; p < pc.pp; ++p) {
     const auto i = static_cast<size_t>(p);
-    if (compute[i] > e.compute_seconds) e.compute_seconds = compute[i];
+    if (compute[i].total() > e.compute_seconds) {
+      e.compute_seconds = compute[i].total();
+      e.compute_split = compute[i];
+    }
     e.pass_comm_seconds = std::max(e.pass_comm_seconds, fwd_comm[i] + bwd_comm[i]);
   }
-  e.step_seconds = e.pipeline.makespan_s + e.after_pipeline_seconds;
-  const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, rec);
+  e.step_seconds = e.pipeline.makespan_s + e.after_pipeline_seconds + e.optimizer_seconds;
+  const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
+  const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, recompute_mode(c.train.recompute));
   e.model_flops = flops.model;
   e.hardware_flops = flops.hardware;
   e.tokens_per_second = static_cast<double>(c.train.global_batch * c.train.seq_len) / e.step_seconds;
@@ -179,10 +249,18 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
     }
   if (e.dominant.empty()) e.dominant = "none (no communication)";
   e.assumptions = time_model_assumptions();
-  e.assumptions.push_back(fmt::format(
-      "GEMMs (2 FLOPs per multiply-add, planner/flops.h) run at {:.0f} % of the {} peak, {:.4g} TFLOP/s per device; "
-      "nothing else (norms, softmax, the optimizer) takes time",
-      100 * q.efficiency, q.dtype, peak / 1e12));
+  if (e.measured_rates)
+    e.assumptions.push_back(fmt::format(
+        "compute priced with the cluster's measured rates ({} peak {:.4g} TFLOP/s per device; planner/kernel_costs.h): "
+        "every GEMM of the step at the measured efficiency for its FLOPs, attention at the measured seconds per "
+        "(sequence, head), the memory-bound kernels (norms, SwiGLU, RoPE, cross-entropy, residual adds, the gradient "
+        "tree, casts, AdamW) at the bandwidth measured for their family and size",
+        q.dtype, peak / 1e12));
+  else
+    e.assumptions.push_back(fmt::format(
+        "GEMMs (2 FLOPs per multiply-add, planner/flops.h) run at {:.0f} % of the {} peak, {:.4g} TFLOP/s per device "
+        "(a stated efficiency, not measured); nothing else (norms, softmax, the optimizer) takes time",
+        100 * q.efficiency, q.dtype, peak / 1e12));
   e.assumptions.push_back(
       "no overlap, as the engine runs: tensor-parallel and ZeRO-3 collectives inside each pass (spread evenly over a "
       "rank's passes), then the pipeline, then the gradient sync, the optimizer's collectives and the evidence");

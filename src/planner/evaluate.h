@@ -21,6 +21,7 @@
 #include "plan/traffic_model.h"
 #include "planner/cluster.h"
 #include "planner/group_links.h"
+#include "planner/kernel_costs.h"
 #include "planner/model_shape.h"
 #include "planner/pipeline_sim.h"
 #include "planner/search.h"
@@ -28,10 +29,13 @@
 namespace sp::planner {
 
 struct PlanQuery {
-  ClusterSpec cluster;           // one rank per device: its device count is the world size
-  config::RunConfig config;      // the run: model, train shape (global batch, micro-batch, seq_len) and strategy
-  std::string dtype;             // the peak the GEMMs run at (a key of cluster.peak_flops, e.g. "fp32", "tf32")
-  double efficiency = 0;         // fraction of that peak the GEMMs reach, in (0, 1]
+  ClusterSpec cluster;       // one rank per device: its device count is the world size
+  config::RunConfig config;  // the run: model, train shape (global batch, micro-batch, seq_len) and strategy
+  std::string dtype;         // the peak the GEMMs run at (a key of cluster.peak_flops, e.g. "fp32", "tf32")
+  double efficiency = 0;     // fraction of that peak the GEMMs reach, in (0, 1]
+  // The cluster's measured rates (cluster.measured) price the compute when it has them, unless the caller
+  // states an efficiency instead (`plan --efficiency`): then GEMMs only, at `efficiency`, as for a preset.
+  bool use_measured = true;
   bool named_memory = true;      // per-tensor memory entries (the search turns them off: totals are the same)
   bool pipeline_actions = true;  // keep the simulated pipeline's intervals (the search turns them off)
   bool all_ranks = false;        // evaluate every rank, whatever the world size
@@ -75,11 +79,16 @@ struct PlanEvaluation {
   double model_flops = 0, hardware_flops = 0;  // per step, all ranks
   PipelineTimes pipeline_times;                // what was simulated
   PipelineSimulation pipeline;
-  double closed_form_bubble = 0;      // (p−1)/(v·m+p−1)
-  double compute_seconds = 0;         // GEMM time of the busiest pp rank (every micro-batch)
+  double closed_form_bubble = 0;  // (p−1)/(v·m+p−1)
+  double compute_seconds = 0;     // compute time of the busiest pp rank (every micro-batch)
+  // With measured device rates (cluster.measured, planner/kernel_costs.h): the busiest pp rank's compute split
+  // into GEMMs, attention and memory-bound kernels; without them all of compute_seconds is GEMMs.
+  KernelTimes compute_split;
+  double optimizer_seconds = 0;       // after the pipeline: gradient norm, clipping, AdamW, 16-bit casts
+  bool measured_rates = false;        // the cluster's measured rates priced the compute
   double pass_comm_seconds = 0;       // tp and ZeRO-3 collectives inside the passes, busiest pp rank
   double after_pipeline_seconds = 0;  // grad_sync, optimizer and evidence phases (no overlap)
-  double step_seconds = 0;            // pipeline makespan + after_pipeline_seconds
+  double step_seconds = 0;            // pipeline makespan + after_pipeline_seconds + optimizer_seconds
   double tokens_per_second = 0, mfu = 0, hfu = 0;
   std::string dominant;  // the largest communication part: "dp grad_sync on inter-node infiniband"
   std::vector<std::string> assumptions;

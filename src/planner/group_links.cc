@@ -25,21 +25,20 @@ nlohmann::json GroupLink::to_json() const {
 
 Result<comm::ProcessGrid> place_on_cluster(const ClusterSpec& cluster, int dp, int tp, int pp) {
   const int64_t world = int64_t{dp} * tp * pp;
-  if (world != cluster.devices()) {
-    const bool whole_nodes = world % cluster.devices_per_node == 0;
+  if (world > cluster.devices()) {
+    const int64_t nodes = (world + cluster.devices_per_node - 1) / cluster.devices_per_node;
     return invalid_argument(
                "impossible placement: dp {} × tp {} × pp {} = {} ranks, but cluster '{}' has nodes {} × "
                "devices_per_node {} = {} devices (one rank per device)",
                dp, tp, pp, world, cluster.name, cluster.nodes, cluster.devices_per_node, cluster.devices())
-        .with_hint(whole_nodes
-                       ? fmt::format("--nodes {} gives {} devices", world / cluster.devices_per_node, world)
-                       : fmt::format("dp·tp·pp must be a multiple of devices_per_node = {}", cluster.devices_per_node));
+        .with_hint(fmt::format("--nodes {} gives {} devices", nodes, nodes * cluster.devices_per_node));
   }
+  // Fewer ranks than devices: they fill the first devices by slot, as mpirun -np world does.
   return comm::ProcessGrid::create(dp, tp, pp, cluster.axis_order, static_cast<int>(world));
 }
 
 GroupLink axis_link(const ClusterSpec& cluster, const comm::ProcessGrid& grid, comm::Axis axis, HopPattern pattern) {
-  SP_CHECK(grid.world_size() == cluster.devices(), "grid {} on cluster '{}' of {} devices", grid.describe(),
+  SP_CHECK(grid.world_size() <= cluster.devices(), "grid {} on cluster '{}' of {} devices", grid.describe(),
            cluster.name, cluster.devices());
   const int n = grid.size(axis);
   GroupLink out;

@@ -40,11 +40,13 @@ struct GroupLink {
   nlohmann::json to_json() const;
 };
 
-// The grid of a strategy on `cluster`: kInvalidArgument (exit 2) naming both sides when dp·tp·pp differs
-// from the cluster's device count — an impossible placement — with the --nodes that would fit.
+// The grid of a strategy on `cluster`: ranks 0 … dp·tp·pp − 1 on the first devices by slot (a plan may use
+// fewer devices than the cluster has, as `mpirun -np N` on a bigger allocation does); kInvalidArgument
+// (exit 2) naming both sides when dp·tp·pp exceeds the device count — an impossible placement — with the
+// --nodes that would fit.
 Result<comm::ProcessGrid> place_on_cluster(const ClusterSpec& cluster, int dp, int tp, int pp);
 
-// The link of `axis` on `grid` (which must have the cluster's device count; SP_CHECK): the worst group,
+// The link of `axis` on `grid` (at most the cluster's device count; SP_CHECK): the worst group,
 // i.e. the one with the lowest hop bandwidth (ties: the highest latency), since every group runs at once
 // and the step waits for the slowest.
 GroupLink axis_link(const ClusterSpec& cluster, const comm::ProcessGrid& grid, comm::Axis axis, HopPattern pattern);

@@ -37,11 +37,25 @@ struct PublishedPrediction {
   std::string over_category;  // empty when the chosen candidate fits; else the category over the limit
   double bubble = 0;          // the simulated pipeline's idle fraction
   std::string dominant;       // the largest communication part
+  // The predicted step's terms (seconds): the busiest pipeline rank's GEMMs, the collectives inside its passes
+  // (tp, ZeRO-3), the pipeline's idle time (bubble and transfers), and what follows the pipeline (the dp
+  // gradient sync, the optimizer's collectives).
+  double gemm_s = 0, pass_comm_s = 0, pipeline_idle_s = 0, after_pipeline_s = 0;
+  // Which term dominates the error: the single counterfactual that brings the prediction closest to the
+  // published time — "gemm efficiency" (the GEMMs at the efficiency that alone closes the error, gemm_efficiency_
+  // to_close), "tp collectives hidden", "pipeline idle removed", "dp sync hidden" (each term set to zero, as
+  // Megatron's overlap or a better schedule would) — and the error left under it.
+  std::string error_term;
+  double error_under_term = 0;
+  double gemm_efficiency_to_close = 0;
 };
 
 struct PublishedPredictionOptions {
   double efficiency = 0;  // fraction of the peak the GEMMs reach; (0, 1]
-  std::string dtype;      // which peak (the table's precision)
+  // Non-empty: the GEMM efficiency is fitted on this row alone (its prediction made equal to its implied time,
+  // by bisection) and every row is predicted at it; `efficiency` is then ignored. The only fitted factor.
+  std::string fit_row;
+  std::string dtype;  // which peak (the table's precision)
   std::vector<int64_t> micro_batch_sizes = {1, 2, 4, 8};
   int max_virtual_stages = 4;  // interleaved candidates v ∈ {2, …, max} (pp > 1)
 };
@@ -50,8 +64,14 @@ struct PublishedPredictionOptions {
 // kInvalidArgument when a row's GPUs do not fill whole nodes, the dtype has no peak, or the engine's rules
 // accept no candidate of a row. A row none of whose candidates fits is predicted anyway (its fastest
 // candidate) and says which category is over the device's memory.
-Result<std::vector<PublishedPrediction>> predict_published(const PublishedTable& table, const ClusterSpec& node_type,
-                                                           const PublishedPredictionOptions& options);
+struct PublishedPredictions {
+  std::vector<PublishedPrediction> rows;
+  double efficiency = 0;  // the efficiency used: stated, or fitted on `fit_row`
+  std::string fit_row;    // empty: stated
+  int within_15_percent = 0;
+};
+Result<PublishedPredictions> predict_published(const PublishedTable& table, const ClusterSpec& node_type,
+                                               const PublishedPredictionOptions& options);
 
 nlohmann::json published_prediction_to_json(const PublishedPrediction& p);
 

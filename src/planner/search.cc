@@ -115,7 +115,8 @@ std::vector<Exclusion> shape_rules(const ModelShape& m, const SearchSpace& space
   return out;
 }
 
-Result<SearchResult> search_strategies(const ModelShape& m, const SearchSpace& space, const StrategyEvaluators& e) {
+Result<SearchResult> search_strategies(const ModelShape& m, const SearchSpace& space, const StrategyEvaluators& e,
+                                       const SearchProgress& progress) {
   SP_RETURN_IF_ERROR(check_space(space, e));
   SP_RETURN_IF_ERROR(m.validate());
   SearchResult r;
@@ -123,6 +124,7 @@ Result<SearchResult> search_strategies(const ModelShape& m, const SearchSpace& s
   const std::vector<Strategy> all = enumerate_strategies(space);
   r.enumerated = static_cast<int64_t>(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
+    if (progress) progress(static_cast<int64_t>(i), r.enumerated);
     const Strategy& s = all[i];
     std::vector<Exclusion> why = shape_rules(m, space, s);
     if (e.rules && why.empty()) {  // the system's own rules, once the general ones pass (no repeats)

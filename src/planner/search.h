@@ -88,9 +88,12 @@ std::vector<Strategy> enumerate_strategies(const SearchSpace& space);
 std::vector<Exclusion> shape_rules(const ModelShape& model, const SearchSpace& space, const Strategy& s);
 
 // kInvalidArgument for an unusable space (world or batch < 1, an empty list, a ZeRO stage outside 0..3,
-// a micro-batch < 1) or missing evaluators.
+// a micro-batch < 1) or missing evaluators. `progress` (optional) is called after every strategy judged
+// with (judged, enumerated), so a caller can show a long search advancing (the CLI prints a line every
+// few seconds); it changes nothing in the result.
+using SearchProgress = std::function<void(int64_t judged, int64_t enumerated)>;
 Result<SearchResult> search_strategies(const ModelShape& model, const SearchSpace& space,
-                                       const StrategyEvaluators& evaluators);
+                                       const StrategyEvaluators& evaluators, const SearchProgress& progress = {});
 
 // {"enumerated", "ranked": [{"rank", "strategy", "memory", "time"}], "excluded": [{"strategy", "kind",
 //  "reasons": [{"kind", "rule"}]}], "excluded_by_kind": {kind: count}} (docs/plan.md).

@@ -3,6 +3,7 @@
 // cluster file written from them reads back as this host (one node of `world` devices, link "shm").
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/mpi_communicator.h"
@@ -17,6 +18,11 @@ TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
   o.gemm_n = 256;
   o.gemm_seconds = 0.05;
   o.repetitions = 5;
+  o.kernels.gemm_sizes = {32, 128};
+  o.kernels.attention_seq = {64, 128};
+  o.kernels.activation_bytes = {1 << 16, 1 << 18};
+  o.kernels.parameter_bytes = {1 << 16, 1 << 18};
+  o.kernels.min_seconds = 0.005;
   auto c = calibrate_this_host(*world, "testhost", o);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->ranks, world->size());
@@ -58,6 +64,16 @@ TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
   EXPECT_FALSE(back->inter.has_value());
   EXPECT_GT(back->peak_flops.at("fp32"), 0.5e9);
   EXPECT_NEAR(back->intra.bandwidth_bytes_per_s / c->link.bandwidth_bytes_per_s, 1.0, 1e-12);
+  // The time model's rates: an fp32 GEMM curve whose largest point is the fp32 peak, attention and every
+  // memory family, read back as written.
+  ASSERT_TRUE(back->measured.gemm_efficiency.count("fp32"));
+  const Curve& e = back->measured.gemm_efficiency.at("fp32");
+  EXPECT_EQ(e.x.size(), 2u);
+  EXPECT_NEAR(*std::max_element(e.y.begin(), e.y.end()), 1.0, 1e-5);
+  EXPECT_TRUE(back->measured.attention_forward_s.count("fp32"));
+  EXPECT_EQ(back->measured.bandwidth.size(), std::size(kMemoryFamilies));
+  for (const auto& [f, curve] : back->measured.bandwidth)
+    for (double bw : curve.y) EXPECT_GT(bw, 1e7) << memory_family_name(f);  // above 10 MB/s on any CPU
 }
 
 }  // namespace

@@ -68,6 +68,26 @@ def main():
         check(1 / 1.5 < t / implied < 1.5, f"{name}: planned {t:.2f} s against implied {implied:.2f} s")
         print(f"{name:16s} tp {want['tp']} pp {want['pp']:2d}  implied {implied:7.2f} s  planned {t:7.2f} s  "
               f"error {100 * got['error']:+5.0f} %  {'fits' if got['fits'] else 'does not fit'}")
+    # Each row's terms add up to no more than its prediction, and the count within ±15 % is the rows'.
+    for got in rows:
+        terms = sum(got["terms_seconds"].values())
+        check(terms <= got["predicted_seconds"] * (1 + 1e-9), f"{got['model']}: terms {terms} > prediction")
+    check(doc["within_15_percent"] == sum(abs(r["error"]) <= 0.15 for r in rows), "within_15_percent miscounted")
+    # The one fitted factor (docs/plan.md §6): the GEMM efficiency fitted on megatron-18.4b alone makes that
+    # row exact, and every row is predicted at it; the count within ±15 % is printed, not asserted.
+    fit = subprocess.run([a.bin, "plan", "published", "--json", "--root", a.source_dir, "--fit-row", "megatron-18.4b"],
+                         capture_output=True, text=True)
+    check(fit.returncode == 0, f"plan published --fit-row exited {fit.returncode}: {fit.stderr}")
+    if fit.returncode == 0:
+        fdoc = json.loads(fit.stdout)
+        frow = next(r for r in fdoc["rows"] if r["model"] == "megatron-18.4b")
+        check(abs(frow["error"]) < 1e-3, f"the fitted row's error is {frow['error']}")
+        check(fdoc["fitted_on"] == "megatron-18.4b" and 0 < fdoc["efficiency"] <= 1, "fitted efficiency not named")
+        print(f"fitted on megatron-18.4b: efficiency {fdoc['efficiency']:.3f}, {fdoc['within_15_percent']} of "
+              f"{len(fdoc['rows'])} rows within ±15 %")
+    bad = subprocess.run([a.bin, "plan", "published", "--root", a.source_dir, "--fit-row", "megatron-9b"],
+                         capture_output=True, text=True)
+    check(bad.returncode == 2 and "megatron-9b" in bad.stderr, f"an unknown --fit-row: exit {bad.returncode}")
     if fails:
         sys.exit("FAIL:\n  " + "\n  ".join(fails))
     print(f"plan published: {len(rows)} rows checked")

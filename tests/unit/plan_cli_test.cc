@@ -25,7 +25,7 @@ std::string source_dir() {
 
 struct Ran {
   int code = 0;
-  std::string out;
+  std::string out, err;
 };
 
 Ran run(const std::string& line) {
@@ -35,6 +35,7 @@ Ran run(const std::string& line) {
   register_plan(app, result);
   Ran r;
   testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
   try {
     app.parse(line + " --root " + source_dir(), /*program_name_included=*/false);
     r.code = result.exit_code;
@@ -42,7 +43,9 @@ Ran run(const std::string& line) {
     r.code = app.exit(e) == 0 ? 0 : 2;
   }
   std::fflush(stdout);
+  std::fflush(stderr);
   r.out = testing::internal::GetCapturedStdout();
+  r.err = testing::internal::GetCapturedStderr();
   return r;
 }
 
@@ -144,6 +147,48 @@ TEST(PlanCli, BadInputIsExitTwo) {
   std::ofstream(bad) << "name = \"x\"\n[nodes]\ncount = -1\n";
   EXPECT_EQ(run("plan --cluster " + bad.string() + " --model llama-7b").code, 2);
   fs::remove(bad);
+}
+
+// Issue 31 items 9 and 12: a plan may use fewer devices than the cluster has (a one-rank run on a two-device
+// host); --nodes 0 names its range in a few digits; --nodes beyond the bound and a cluster of 1e30 GiB per
+// device are refused by name, never planned with a wrapped (negative) device memory.
+TEST(PlanCli, FewerDevicesAndBoundedClusters) {
+  const fs::path dir = fs::temp_directory_path() / ("sp-plan-31-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string two =
+      "name = \"two-cores\"\ndescription = \"d\"\nsources = [\"s\"]\n[nodes]\ncount = 1\n"
+      "devices_per_node = 2\n[device]\nmodel = \"core\"\nmemory_gib = MEM\n"
+      "[device.peak_tflops]\nfp32 = 0.1\n[intra_node]\nkind = \"shm\"\n"
+      "bandwidth_gbytes_per_s = 5\nlatency_us = 0.5\n[placement]\naxis_order = \"tp-dp-pp\"\n";
+  auto write = [&](const std::string& name, const std::string& mem) {
+    std::string t = two;
+    t.replace(t.find("MEM"), 3, mem);
+    std::ofstream(dir / name) << t;
+    return (dir / name).string();
+  };
+  const std::string host = write("host.toml", "8");
+  Ran r = run("plan --cluster " + host + " --model tiny --global-batch 8 --dp 1 --json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["placement"]["grid"].get<std::string>().find("= 1"), std::string::npos) << r.out;
+  EXPECT_GT(j["step"]["seconds"].get<double>(), 0.0) << r.out;
+  r = run("plan --cluster " + host + " --model tiny --global-batch 8 --dp 4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("impossible placement"), std::string::npos) << r.err;
+
+  r = run("plan --cluster " + write("huge.toml", "1e30") + " --model tiny --global-batch 8 --dp 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("device.memory_gib = 1e+30 must be <= 1048576"), std::string::npos) << r.err;
+
+  r = run("plan --cluster dgx-a100 --nodes 0 --model llama-7b");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--nodes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1048576"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 400u) << r.err;  // no 300-digit range
+  r = run("plan --cluster dgx-a100 --nodes 1048576 --model llama-7b --global-batch 1024 --search");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--nodes 1048576 must be in [1, 131072]"), std::string::npos) << r.err;
+  fs::remove_all(dir);
 }
 
 TEST(PlanCli, ListNamesPresetsAndShapes) {

@@ -179,6 +179,30 @@ TEST(PlanCluster, MultiNodeNeedsANetworkAndEveryProblemIsListed) {
   EXPECT_NE(e.find("nodes.count = 0 must be an integer in [1, 1048576]"), std::string::npos) << e;
 }
 
+// Issue 31 item 9: figures beyond any machine are refused by name instead of wrapping into a negative device
+// memory (memory_gib = 1e30 once gave "device limit -8589934592 GiB"), and --nodes is bounded.
+TEST(PlanCluster, FiguresBeyondAnyMachineAreRefusedByName) {
+  std::string e = error_of(edited("memory_gib = 16", "memory_gib = 1e30"));
+  EXPECT_NE(e.find("bad.toml:11: device.memory_gib = 1e+30 must be <= 1048576"), std::string::npos) << e;
+  e = error_of(edited("bf16 = 100", "bf16 = 1e300"));
+  EXPECT_NE(e.find("device.peak_tflops.bf16 = 1e+300 must be <= 1000000"), std::string::npos) << e;
+  e = error_of(edited("latency_us = 2", "latency_us = 1e20"));
+  EXPECT_NE(e.find("intra_node.latency_us = 1e+20 must be <= 1000000"), std::string::npos) << e;
+  std::string huge = edited("count = 2", "count = 1048576");
+  huge.replace(huge.find("devices_per_node = 4"), 20, "devices_per_node = 8");
+  e = error_of(huge);
+  EXPECT_NE(e.find("count 1048576 × devices_per_node 8 = 8388608 devices must be <= 1048576"), std::string::npos) << e;
+  auto c = parse_cluster(kGood, "good.toml");
+  ASSERT_TRUE(c.ok());
+  auto big = with_nodes(*c, 8388608 / 4);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().exit_code(), 2);
+  EXPECT_NE(big.status().message().find("--nodes 2097152 must be in [1, 262144]"), std::string::npos)
+      << big.status().message();
+  EXPECT_FALSE(with_nodes(*c, 0).ok());
+  EXPECT_TRUE(with_nodes(*c, 262144).ok());
+}
+
 TEST(PlanCluster, SyntaxErrorsAndUnknownPresetsAreUsageErrors) {
   std::string e = error_of("name = \n");
   EXPECT_NE(e.find("bad.toml:1:"), std::string::npos) << e;

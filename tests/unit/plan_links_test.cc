@@ -159,9 +159,22 @@ TEST(PlanLinks, ImpossiblePlacementIsAUsageError) {
             std::string::npos)
       << g.status().message();
   EXPECT_NE(g.status().hint().find("--nodes 3"), std::string::npos) << g.status().hint();
+}
+
+// A plan may use fewer devices than the cluster has (issue 31 item 12): the ranks fill the first devices
+// by slot, as `mpirun -np 3` on a bigger allocation does.
+TEST(PlanLinks, FewerRanksThanDevicesFillTheFirstDevices) {
+  const ClusterSpec c = dgx_a100(2);
   auto odd = place_on_cluster(c, 1, 3, 1);
-  ASSERT_FALSE(odd.ok());
-  EXPECT_NE(odd.status().hint().find("multiple of devices_per_node = 8"), std::string::npos) << odd.status().hint();
+  ASSERT_TRUE(odd.ok()) << odd.status().to_string();
+  EXPECT_EQ(odd->world_size(), 3);
+  const GroupLink tp = axis_link(c, *odd, comm::Axis::kTp, HopPattern::kRing);
+  EXPECT_FALSE(tp.crosses_nodes);
+  EXPECT_EQ(tp.link, "intra-node nvswitch");
+  // 12 ranks: the first node full, 4 ranks on the second; a dp ring of 12 crosses both.
+  auto twelve = place_on_cluster(c, 12, 1, 1);
+  ASSERT_TRUE(twelve.ok());
+  EXPECT_TRUE(axis_link(c, *twelve, comm::Axis::kDp, HopPattern::kRing).crosses_nodes);
 }
 
 }  // namespace SP_TEST_ID

@@ -1,0 +1,92 @@
+// The time model's compute side (planner/kernel_costs.h, planner/device_rates.h): the kernels of a micro-batch
+// against the FLOP count of planner/flops.h (an independent formula: Narayanan et al. eq. 2's terms), the
+// backward's GEMMs twice the forward's, curves interpolated in log-log and clamped, and pricing that reduces to
+// the stated efficiency when a curve is flat.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "planner/flops.h"
+#include "planner/kernel_costs.h"
+#include "planner/model_shape.h"
+#include "unity_id.h"
+
+namespace sp::planner {
+namespace {
+namespace SP_TEST_ID {
+
+double gemm_flops(const std::vector<KernelCall>& calls) {
+  double f = 0;
+  for (const KernelCall& c : calls)
+    if (c.kind == KernelCall::Kind::kGemm) f += c.count * 2 * c.m * c.n * c.k;
+  return f;
+}
+
+ChunkKernelsInput small(int tp) {
+  ChunkKernelsInput in;
+  in.model.dim = 512;
+  in.model.n_layers = 8;
+  in.model.n_heads = 8;
+  in.model.n_kv_heads = 8;
+  in.model.ffn_dim = 1376;
+  in.model.vocab_size = 8192;
+  in.model.max_seq = 256;
+  in.blocks = 8;
+  in.first = in.last = true;
+  in.micro_batch_size = 2;
+  in.seq_len = 256;
+  in.tp = tp;
+  in.unit_params = 1000;
+  in.micro_batches = 4;
+  return in;
+}
+
+TEST(PlanKernelCosts, GemmFlopsAreTheModelsFlopsWithoutTheAttentionCore) {
+  for (int tp : {1, 2}) {
+    const ChunkKernelsInput in = small(tp);
+    const ChunkKernels k = chunk_kernels(in);
+    const ModelShape shape = ModelShape::from_llama(in.model, "small", "test");
+    const double per_sequence =
+        8 * (block_forward_flops(shape, 256) - attention_core_flops(shape, 256)) + head_forward_flops(shape, 256);
+    EXPECT_NEAR(gemm_flops(k.forward) / (per_sequence * 2 / tp), 1.0, 1e-12) << "tp " << tp;
+    EXPECT_NEAR(gemm_flops(k.backward) / gemm_flops(k.forward), 2.0, 1e-12) << "tp " << tp;
+  }
+  ChunkKernelsInput rec = small(1);
+  rec.recompute_full = true;
+  const ChunkKernels r = chunk_kernels(rec), plain = chunk_kernels(small(1));
+  EXPECT_GT(gemm_flops(r.backward), gemm_flops(plain.backward));
+}
+
+TEST(PlanKernelCosts, CurvesInterpolateInLogLogAndClamp) {
+  const Curve c{{1e3, 1e5}, {1.0, 100.0}};
+  EXPECT_DOUBLE_EQ(c.at(1e3), 1.0);
+  EXPECT_NEAR(c.at(1e4), 10.0, 1e-9);  // halfway in log x is halfway in log y
+  EXPECT_DOUBLE_EQ(c.at(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.at(1e9), 100.0);
+}
+
+TEST(PlanKernelCosts, PricingFollowsTheRates) {
+  const std::vector<KernelCall> calls = chunk_kernels(small(1)).forward;
+  DeviceRates none;
+  const KernelTimes stated = price_kernels(calls, none, "fp32", 1e11, 0.5);
+  EXPECT_NEAR(stated.gemm, gemm_flops(calls) / 5e10, 1e-12);
+  EXPECT_EQ(stated.memory, 0.0);  // nothing measured: memory-bound kernels are free, as for a preset
+  DeviceRates flat;
+  flat.gemm_efficiency["fp32"] = Curve{{1, 1e12}, {0.5, 0.5}};
+  flat.bandwidth[MemoryFamily::kNorm] = Curve{{1, 1e12}, {1e10, 1e10}};
+  const KernelTimes measured = price_kernels(calls, flat, "fp32", 1e11, 0.9);
+  EXPECT_NEAR(measured.gemm / stated.gemm, 1.0, 1e-12);  // a flat curve at 0.5 is the stated 0.5
+  double norm_bytes = 0;
+  for (const KernelCall& c : calls)
+    if (c.kind == KernelCall::Kind::kMemory && c.family == MemoryFamily::kNorm) norm_bytes += c.count * c.bytes;
+  EXPECT_GT(norm_bytes, 0.0);
+  EXPECT_NEAR(measured.memory, norm_bytes / 1e10, 1e-15);  // only the family that has a bandwidth is priced
+  // 16-bit activations: the norms write half the bytes (the only family priced here).
+  ChunkKernelsInput mixed = small(1);
+  mixed.mixed = true;
+  EXPECT_LT(price_kernels(chunk_kernels(mixed).forward, flat, "fp32", 1e11, 0.9).memory, measured.memory);
+}
+
+}  // namespace SP_TEST_ID
+}  // namespace
+}  // namespace sp::planner
