@@ -6,7 +6,6 @@
 
 #include "core/log.h"
 #include "parallel/parameter_server.h"
-#include "tensor/float16.h"
 
 namespace sp::parallel {
 
@@ -33,10 +32,7 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
       // rank of a pipeline stage, so the dp group stays in step (no hang) and silently diverges.
       const int target = first_block() >= 0 ? first_block() : t_.units.front()->id;
       GradStore::Hooks hooks;
-      hooks.sync = [this, target](int unit, float*, int64_t) {
-        return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
-      };
-      hooks.sync16 = [this, target](int unit, uint16_t*, int64_t, DType) {
+      hooks.sync = [this, target](int unit, BufView) {
         return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
       };
       t_.grads->set_hooks(std::move(hooks));
@@ -50,9 +46,9 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
     }
     case FaultKind::kNanInjection: {  // the first leaf handed back in the step gets a NaN
       GradStore::Hooks hooks;
-      hooks.leaf_done = [this, last = int64_t{-1}](int, float* leaf, int64_t) mutable {
+      hooks.leaf_done = [this, last = int64_t{-1}](int, BufView leaf) mutable {
         if (fires(FaultKind::kNanInjection, step_) && last != step_) {
-          leaf[0] = std::numeric_limits<float>::quiet_NaN();
+          leaf.f32()[0] = std::numeric_limits<float>::quiet_NaN();
           last = step_;
         }
       };
@@ -60,8 +56,8 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
       break;
     }
     case FaultKind::kTpGradScale: {
-      // Before the dp sync of the first block this rank holds: its o_proj shard, scaled (16-bit
-      // gradients: each pattern widened, scaled in fp32 and rounded back).
+      // Before the dp sync of the first block this rank holds: its o_proj shard, scaled in fp32 (16-bit
+      // gradients: each pattern widened, scaled and rounded back).
       const int target = first_block();
       const float factor = t_.mixed_precision ? kTpGradFactor16 : kTpGradFactor;
       const auto o_proj = [this](int unit) -> const model::TensorSlot* {
@@ -70,19 +66,14 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
         return nullptr;
       };
       GradStore::Hooks hooks;
-      hooks.sync = [this, target, factor, o_proj](int unit, float* total, int64_t) {
-        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
-        if (const model::TensorSlot* t = o_proj(unit))
-          for (int64_t i = 0; i < t->numel; ++i) total[t->offset + i] *= factor;
-        return true;
-      };
-      hooks.sync16 = [this, target, factor, o_proj](int unit, uint16_t* total, int64_t, DType dtype) {
+      hooks.sync = [this, target, factor, o_proj](int unit, BufView total) {
         if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
         if (const model::TensorSlot* t = o_proj(unit)) {
+          const BufView w = total.slice(t->offset, t->numel);
           std::vector<float> wide(static_cast<size_t>(t->numel));
-          f32_from_float16(wide.data(), total + t->offset, t->numel, dtype);
+          convert(f32_view(wide.data(), t->numel), w);
           for (float& x : wide) x *= factor;
-          float16_from_f32(total + t->offset, wide.data(), t->numel, dtype);
+          convert(w, f32_view(wide.data(), t->numel));
         }
         return true;
       };
