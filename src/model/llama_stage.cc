@@ -123,13 +123,15 @@ int64_t LlamaStage::lm_head_offset() const {
   return config_.tie_embeddings ? 0 : layout(head_unit(config_)).tensor("lm_head.weight").offset;
 }
 
-static void check_weights(const ConstBufView& w, DType precision, const char* what) {
+// The weights a hook handed over: the stage's precision and the unit's (or the LM head's) element count.
+static void check_weights(const ConstBufView& w, DType precision, int64_t count, const char* what) {
   SP_CHECK(w.dtype == precision, "{} weights are {}, the stage computes in {}", what, dtype_name(w.dtype),
            dtype_name(precision));
+  SP_CHECK_EQ(w.count, count, "{} weights: element count", what);
 }
 
 void LlamaStage::embed_forward(ActivationSlot& slot, ConstBufView table) {
-  check_weights(table, spec_.precision, "embedding");
+  check_weights(table, spec_.precision, layout(embed_unit()).numel, "embedding");
   const auto* inputs = static_cast<const int32_t*>(slot.inputs.raw());
   if (mixed())
     k::embedding16_forward(slot.res[0].f32(), inputs, table.float16(), N_, C_, v_begin_, Vl_, table.dtype);
@@ -139,7 +141,7 @@ void LlamaStage::embed_forward(ActivationSlot& slot, ConstBufView table) {
 
 void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, TensorParallelOps& tp,
                                bool write_output) {
-  check_weights(w, spec_.precision, "block");
+  check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
   if (mixed())
     block_forward_mixed(i, slot, a, w.float16(), tp, write_output);
   else
@@ -148,7 +150,7 @@ void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a,
 
 void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw,
                                 TensorParallelOps& tp) {
-  check_weights(w, spec_.precision, "block");
+  check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
   if (mixed())
     block_backward_mixed(i, slot, a, w.float16(), dw.f32(), tp);
   else
@@ -156,8 +158,8 @@ void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a
 }
 
 void LlamaStage::head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp) {
-  check_weights(w, spec_.precision, "head");
-  check_weights(w_lm, spec_.precision, "lm_head");
+  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
+  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
   if (mixed())
     head_forward_mixed(slot, w.float16(), w_lm.float16(), tp);
   else
@@ -166,8 +168,8 @@ void LlamaStage::head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView
 
 void LlamaStage::head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
                                TensorParallelOps& tp, float loss_scale) {
-  check_weights(w, spec_.precision, "head");
-  check_weights(w_lm, spec_.precision, "lm_head");
+  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
+  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
   if (mixed())
     head_backward_mixed(slot, w.float16(), w_lm.float16(), dw.f32(), dw_lm.f32(), tp, loss_scale);
   else
