@@ -164,22 +164,28 @@ BENCHMARK(BM_attention)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->ArgName("variant")->Uni
 struct StageParams : model::ParamSource {
   std::vector<std::vector<float>> f32;
   std::vector<std::vector<uint16_t>> h16;
-  const float* acquire(int u) override { return f32[static_cast<size_t>(u)].data(); }
-  const uint16_t* acquire16(int u) override { return h16[static_cast<size_t>(u)].data(); }
+  DType dtype = DType::kF32;  // what acquire() hands out: f32 (F32) or h16
+  ConstBufView acquire(int u) override {
+    const auto i = static_cast<size_t>(u);
+    if (dtype == DType::kF32) return f32_view(f32[i].data(), std::ssize(f32[i]));
+    return {h16[i].data(), std::ssize(h16[i]), dtype};
+  }
   void release(int) override {}
 };
 struct StageGrads : model::GradSink {
   std::vector<std::vector<float>> g;
-  float* leaf(int u) override { return g[static_cast<size_t>(u)].data(); }
+  BufView leaf(int u) override {
+    return f32_view(g[static_cast<size_t>(u)].data(), std::ssize(g[static_cast<size_t>(u)]));
+  }
   void done(int) override {}
 };
 struct NoTp : model::TensorParallelOps {
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void reduce_from_tp(float*, int64_t) override {}
-  void copy_to_tp_backward(float*, int64_t) override {}
-  void all_reduce_max(float*, int64_t) override {}
-  void all_reduce_sum(float*, int64_t) override {}
+  void reduce_from_tp(BufView) override {}
+  void copy_to_tp_backward(BufView) override {}
+  void all_reduce_max(BufView) override {}
+  void all_reduce_sum(BufView) override {}
 };
 
 void BM_stage(benchmark::State& state) {
@@ -207,6 +213,7 @@ void BM_stage(benchmark::State& state) {
     state.SetLabel(v.label);
   }
   StageParams p;
+  p.dtype = v.dtype;
   StageGrads grads;
   for (int id = 0; id < model::unit_count(c); ++id) {
     const model::UnitLayout u = model::unit_layout(c, id, 0, 1);

@@ -139,7 +139,7 @@ void BM_adamw(benchmark::State& state) {
   std::vector<float> m(n, 0.0f), v(n, 0.0f);
   int64_t t = 0;
   for (auto _ : state) {
-    adamw_update(p.data(), m.data(), v.data(), g.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t, 1.0f);
+    adamw_update(p.data(), m.data(), v.data(), f32_view(g.data(), n), 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t, 1.0f);
     benchmark::DoNotOptimize(p.data());
   }
   state.SetItemsProcessed(state.iterations() * n);

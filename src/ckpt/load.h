@@ -1,7 +1,7 @@
 // Finding and verifying checkpoints before any state is touched: LATEST, the manifest and its
 // digest, every shard's size and SHA-256, and (for `ckpt verify`) every shard's metadata and the
 // exact coverage of every logical tensor. Per-process file checks only; the collective order in
-// which ranks run them is parallel/checkpointing.cc's.
+// which ranks run them is parallel/checkpointing.h's.
 // Invariant: a checkpoint that passes verify_checkpoint loads on any topology of the same model;
 // every refusal names the file and, where it can be found, the damaged tensor.
 // Reference: docs/checkpoints.md §Resuming, docs/formats/checkpoint.md.

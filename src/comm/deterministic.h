@@ -14,28 +14,27 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "tensor/buf_view.h"
 
 namespace sp::comm {
 
 // `total` split into `parts` contiguous chunks, the first total % parts one element longer.
 std::vector<int64_t> even_split_counts(int64_t total, int parts);
 
-// Floats of scratch deterministic_reduce_scatter needs on group rank `rank`: size · counts[rank].
+// Every buffer is a typed view (tensor/buf_view.h) of one float dtype: F32, or BF16/F16 (mixed precision's
+// 16-bit gradients and working weights), whose tree nodes are each rounded once (kernels::add_into).
+// Scratch is counted in elements of that dtype and comes from the caller.
+
+// Elements of scratch deterministic_reduce_scatter needs on group rank `rank`: size · counts[rank].
 int64_t deterministic_reduce_scatter_scratch(std::span<const int64_t> counts, int rank);
 // recv (counts[rank]) := canonical tree sum over group ranks r of send_r[displ(rank) .. + counts[rank]).
-// send holds Σcounts floats on every rank; `scratch` holds deterministic_reduce_scatter_scratch floats.
-void deterministic_reduce_scatter(Communicator& comm, const float* send, float* recv, std::span<const int64_t> counts,
-                                  float* scratch);
+// send holds Σcounts elements on every rank; scratch at least deterministic_reduce_scatter_scratch.
+void deterministic_reduce_scatter(Communicator& comm, ConstBufView send, BufView recv, std::span<const int64_t> counts,
+                                  BufView scratch);
 
-// Floats of scratch deterministic_all_reduce needs: size · ⌈count / size⌉ (equal on every rank).
+// Elements of scratch deterministic_all_reduce needs: size · ⌈count / size⌉ (equal on every rank).
 int64_t deterministic_all_reduce_scratch(int64_t count, int group_size);
-// In place: data (count) := canonical tree sum over group ranks of data, chunked by even_split_counts.
-void deterministic_all_reduce(Communicator& comm, float* data, int64_t count, float* scratch);
-
-// The same two for 16-bit patterns of format t (kBF16 or kF16), summed with kernels::add_into16 (every
-// node rounded once): mixed precision's 16-bit gradients. Scratch is counted in 16-bit elements.
-void deterministic_reduce_scatter16(Communicator& comm, const uint16_t* send, uint16_t* recv,
-                                    std::span<const int64_t> counts, uint16_t* scratch, DType t);
-void deterministic_all_reduce16(Communicator& comm, uint16_t* data, int64_t count, uint16_t* scratch, DType t);
+// In place: data := canonical tree sum over group ranks of data, chunked by even_split_counts(data.count).
+void deterministic_all_reduce(Communicator& comm, BufView data, BufView scratch);
 
 }  // namespace sp::comm

@@ -4,6 +4,7 @@
 // gather fall back to per-owner chunked reduce/broadcast/p2p; all_to_all always posts one
 // isend/irecv per peer and chunk. These internal p2p transfers use a private duplicate of the
 // communicator, so they can never match a user's send/recv with the same tag.
+// The groups themselves (world, the grid's axes, the parameter-server layout) are built in mpi_groups.cc.
 #include "comm/mpi_communicator.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "comm/mpi_check.h"
+#include "comm/mpi_comm_wrap.h"
 #include "comm/mpi_scope.h"
 #include "core/check.h"
 
@@ -345,65 +347,8 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-Communicator& GridCommunicators::axis(Axis a) {
-  switch (a) {
-    case Axis::kDp:
-      return *dp;
-    case Axis::kTp:
-      return *tp;
-    case Axis::kPp:
-      break;
-  }
-  return *pp;
-}
-
-std::unique_ptr<Communicator> make_world_communicator(const MpiCommOptions& options) {
-  SP_CHECK(MpiScope::initialized(), "make_world_communicator needs a live MpiScope");
-  MPI_Comm comm;
-  SP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-  return std::make_unique<MpiCommunicator>(comm, "world", options);
-}
-
-GridCommunicators make_grid_communicators(const ProcessGrid& grid, const MpiCommOptions& options) {
-  GridCommunicators out;
-  out.world = make_world_communicator(options);
-  const int rank = out.world->rank();
-  SP_CHECK_EQ(grid.world_size(), out.world->size(), "the grid {} does not match the MPI world", grid.describe());
-  const Coords coords = grid.coords_of(rank);
-  MPI_Comm world_comm;
-  SP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_comm));
-  for (Axis a : kAllAxes) {
-    const std::vector<int> members = grid.group_of(a, rank);
-    MPI_Comm comm;
-    // color = the group's first world rank identifies the group; key = axis rank orders it.
-    SP_MPI_CHECK(MPI_Comm_split(world_comm, members[0], coords[a], &comm));
-    auto c = std::make_unique<MpiCommunicator>(comm, grid.group_name(a, rank), options);
-    SP_CHECK_EQ(c->rank(), coords[a], "group '{}': MPI rank differs from the {} coordinate", c->name(), axis_name(a));
-    SP_CHECK(std::equal(members.begin(), members.end(), c->world_ranks().begin(), c->world_ranks().end()),
-             "group '{}': MPI members differ from the grid's", c->name());
-    (a == Axis::kDp ? out.dp : a == Axis::kTp ? out.tp : out.pp) = std::move(c);
-  }
-  SP_MPI_CHECK(MPI_Comm_free(&world_comm));
-  return out;
-}
-
-GridCommunicators make_ps_communicators(const ProcessGrid& grid, const RoleMap& roles, const MpiCommOptions& options) {
-  GridCommunicators out;
-  out.world = make_world_communicator(options);
-  SP_CHECK_EQ(roles.world_size(), out.world->size(), "{} workers + {} servers do not match the MPI world",
-              roles.workers(), roles.servers());
-  SP_CHECK_EQ(grid.world_size(), roles.workers(), "the worker grid {} does not match {} workers", grid.describe(),
-              roles.workers());
-  MPI_Comm ps;
-  SP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &ps));
-  out.ps = std::make_unique<MpiCommunicator>(ps, std::string(kPsGroupName), options);
-  for (Axis a : kAllAxes) {
-    MPI_Comm self;
-    SP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_SELF, &self));
-    auto c = std::make_unique<MpiCommunicator>(self, "self." + std::string(axis_name(a)), options);
-    (a == Axis::kDp ? out.dp : a == Axis::kTp ? out.tp : out.pp) = std::move(c);
-  }
-  return out;
+std::unique_ptr<Communicator> wrap_mpi_comm(MPI_Comm comm, std::string name, const MpiCommOptions& options) {
+  return std::make_unique<MpiCommunicator>(comm, std::move(name), options);
 }
 
 }  // namespace sp::comm

@@ -8,15 +8,19 @@
 // The gradient is first scaled as clip_grad_norm_ does: grad.mul_(clip_coef) in fp32.
 #include "kernels/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
+#include "tensor/float16.h"
 
 namespace sp::kernels {
 
-void adamw_update(float* p, float* m, float* v, const float* grad, int64_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int64_t t, float grad_scale) {
-  SP_CHECK_GE(t, 1, "adamw_update: the step count is 1-based");
+namespace {
+
+// The fp32 loop: p, m, v, grad (n).
+void adamw_update_f32(float* p, float* m, float* v, const float* grad, int64_t n, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int64_t t, float grad_scale) {
   const double lr_d = lr;
   const double step = static_cast<double>(t);
   const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), step);
@@ -40,6 +44,23 @@ void adamw_update(float* p, float* m, float* v, const float* grad, int64_t n, fl
     m[i] = mi;
     v[i] = vi;
     p[i] = pi + (neg_step * mi) / denom;
+  }
+}
+
+}  // namespace
+
+void adamw_update(float* p, float* m, float* v, ConstBufView grad, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, int64_t t, float grad_scale) {
+  SP_CHECK_GE(t, 1, "adamw_update: the step count is 1-based");
+  if (grad.dtype == DType::kF32)
+    return adamw_update_f32(p, m, v, grad.f32(), grad.count, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
+  // A 16-bit gradient: widened exactly, block by block, into the fp32 loop (the same bits as widening it all).
+  const uint16_t* g16 = grad.float16();
+  float g32[kAdamWWidenBlock];
+  for (int64_t b = 0; b < grad.count; b += kAdamWWidenBlock) {
+    const int64_t n = std::min(kAdamWWidenBlock, grad.count - b);
+    f32_from_float16(g32, g16 + b, n, grad.dtype);
+    adamw_update_f32(p + b, m + b, v + b, g32, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
   }
 }
 

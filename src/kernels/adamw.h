@@ -9,13 +9,19 @@
 
 #include <cstdint>
 
+#include "tensor/buf_view.h"
+
 namespace sp::kernels {
 
-// p, m, v, grad (n). With g = grad·grad_scale (grad_scale = the clip coefficient, 1 when off):
+// p, m, v (n fp32 elements) and grad (n elements, grad.count): fp32, or BF16/F16 (mixed precision's 16-bit
+// gradients), widened exactly in blocks of kAdamWWidenBlock on the stack, so that the result equals the
+// update with the widened gradient bit for bit (the update is elementwise).
+// With g = grad·grad_scale (grad_scale = the clip coefficient, 1 when off):
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
 //   p ← p − (lr/(1−β1^t)) · m / (sqrt(v)/sqrt(1−β2^t) + eps).
 // Scalars (1 − lr·wd, bias corrections, step size) in double like Python floats, then rounded to fp32.
-void adamw_update(float* p, float* m, float* v, const float* grad, int64_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int64_t t, float grad_scale);
+void adamw_update(float* p, float* m, float* v, ConstBufView grad, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, int64_t t, float grad_scale);
+inline constexpr int64_t kAdamWWidenBlock = 1024;
 
 }  // namespace sp::kernels

@@ -7,30 +7,30 @@
 // single-device run computes, and combining the dp node values over the same tree (with leaves
 // in dp-rank order) reproduces the single-device sum bit for bit. Elementwise: each element i is
 // reduced independently, so vector width never changes the result.
-// 16-bit variants (mixed precision's train.grad_dtype): the same tree, every node's sum computed in fp32
-// from the widened children and rounded once to the 16-bit format (nearest even), so the value of a
-// node depends only on its subtree: the same bits for any split over ranks.
+// Every function takes typed views (tensor/buf_view.h) and picks its loop from their dtype: fp32, or a
+// 16-bit float (mixed precision's train.grad_dtype), where every node's sum is computed in fp32 from the
+// widened children and rounded once to the 16-bit format (nearest even), so the value of a node depends
+// only on its subtree: the same bits for any split over ranks.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
-#include "tensor/dtype.h"
+#include "tensor/buf_view.h"
 
 namespace sp::kernels {
 
 // Where range [lo, hi) (hi − lo ≥ 2) splits.
 int64_t canonical_split(int64_t lo, int64_t hi);
 
-// In place: leaves[0] := canonical sum of leaves[0..n_leaves) over n elements each. Other leaves
-// are clobbered (used as partial-sum storage). n_leaves ≥ 1.
-void canonical_tree_sum_inplace(float* const* leaves, int64_t n_leaves, int64_t n);
+// In place: leaves[0] := canonical sum of leaves[0..n) elementwise. Every leaf has the same count and
+// dtype (F32, BF16 or F16); other leaves are clobbered (used as partial-sum storage). At least one leaf.
+void canonical_tree_sum_inplace(std::span<const BufView> leaves);
 
-// out[i] = a[i] + b[i]; out may alias a.
-void add_into(float* out, const float* a, const float* b, int64_t n);
-// 16-bit patterns of format t (kBF16 or kF16): out[i] = round(widen(a[i]) + widen(b[i])); out may alias a.
-void add_into16(uint16_t* out, const uint16_t* a, const uint16_t* b, int64_t n, DType t);
-void canonical_tree_sum_inplace16(uint16_t* const* leaves, int64_t n_leaves, int64_t n, DType t);
+// out[i] = a[i] + b[i], all three of one dtype and count: fp32 adds in fp32; BF16/F16 widen both,
+// add in fp32 and round once (out[i] = round(widen(a[i]) + widen(b[i]))). out may alias a.
+void add_into(BufView out, ConstBufView a, ConstBufView b);
 
 // Streams leaves in index order and keeps the canonical partial sums on a stack, like a binary
 // counter: after pushing leaf j, equal-sized perfect subtrees are merged (left + right). At most
@@ -39,27 +39,23 @@ void canonical_tree_sum_inplace16(uint16_t* const* leaves, int64_t n_leaves, int
 // buffers: push() takes a filled buffer and returns one that the caller may reuse.
 class CanonicalAccumulator {
  public:
-  // dtype: kF32 (push/finish), or kBF16 / kF16 (push16/finish16: every merge adds with add_into16).
+  // n elements of `dtype` (kF32, kBF16 or kF16) per leaf; every merge adds with add_into.
   explicit CanonicalAccumulator(int64_t n, DType dtype = DType::kF32) : n_(n), dtype_(dtype) {}
-  // Takes ownership of `leaf` (n floats) as the next leaf. Returns buffers freed by merges,
+  // Takes ownership of `leaf` (n elements of dtype) as the next leaf. Returns buffers freed by merges,
   // which the caller may reuse for later leaves.
-  std::vector<float*> push(float* leaf);
+  std::vector<BufView> push(BufView leaf);
   // Folds the stack; returns the buffer holding the total and appends freed buffers to `freed`.
-  float* finish(std::vector<float*>& freed);
-  // The same for a 16-bit accumulator.
-  std::vector<uint16_t*> push16(uint16_t* leaf);
-  uint16_t* finish16(std::vector<uint16_t*>& freed);
+  BufView finish(std::vector<BufView>& freed);
   int64_t depth() const { return static_cast<int64_t>(stack_.size()); }
   int64_t leaves() const { return leaves_; }
+  DType dtype() const { return dtype_; }
 
  private:
   struct Node {
-    void* data;
+    BufView data;
     int64_t size;  // leaves under this node
   };
-  void merge(void* left, const void* right);  // left := left + right in dtype_
-  std::vector<void*> push_node(void* leaf);
-  void* finish_node(std::vector<void*>& freed);
+  void merge(Node& left, const Node& right, std::vector<BufView>& freed);  // left := left + right
   int64_t n_;
   DType dtype_;
   int64_t leaves_ = 0;

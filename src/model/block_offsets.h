@@ -1,4 +1,4 @@
-// Internal to model/: what the fp32 (llama_stage.cc) and mixed-precision (llama_stage16.cc) halves of
+// Internal to model/: what the fp32 (llama_stage_f32.cc) and mixed-precision (llama_stage16.cc) bodies of
 // LlamaStage share about a block: where its tensors sit in the unit's flat buffer (UnitLayout order: ln1,
 // q, k, v, o, ln2, gate, up, down; q/k/v and gate/up adjacent) and the residual add. Not an interface.
 #pragma once

@@ -1,3 +1,6 @@
+// LlamaStage (llama_stage.h): construction, activation slots, the entry points that pick the fp32
+// (llama_stage_f32.cc) or mixed-precision (llama_stage16.cc) body, and the forward and backward of a
+// micro-batch, which call the hooks (stage_hooks.h) in the same order in every precision.
 #include "model/llama_stage.h"
 
 #include <fmt/format.h>
@@ -8,19 +11,11 @@
 #include "kernels/attention16.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
-#include "kernels/matmul.h"
 #include "kernels/pointwise16.h"
-#include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
-#include "kernels/swiglu.h"
-#include "model/block_offsets.h"
-#include "tensor/float16.h"
 
 namespace sp::model {
 namespace k = sp::kernels;
-
-using stage_detail::add;
-using stage_detail::BlockOffsets;
 
 LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryLedger& ledger)
     : config_(config), spec_(spec), ledger_(&ledger) {
@@ -61,7 +56,7 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
                           {mixed() ? k::attention16_scratch_floats(T_, D_) : k::attention_scratch_floats(T_)});
     if (spec.recompute == Recompute::kFull) recompute_.push_back(make_block_activations("recompute"));
   }
-  if (mixed()) allocate_scratch16();
+  if (mixed()) allocate_mixed_workspace();
 }
 
 const UnitLayout& LlamaStage::layout(int unit) const {
@@ -122,33 +117,63 @@ void LlamaStage::load_tokens(ActivationSlot& slot, const int32_t* tokens) const 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Forward
+// The entry points: one per step, the fp32 or the mixed-precision body chosen by the weights' dtype.
 
-void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, const float* w, TensorParallelOps& tp,
-                               bool write_output) {
-  const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
-  const float* x = slot.res[static_cast<size_t>(i)].f32();  // (N, C)
-  k::rmsnorm_forward(a.xn1.f32(), a.rstd1.f32(), x, w + o.ln1, N_, C_, config_.norm_eps);
-  k::linear_forward(a.qkv.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_);
-  // RoPE on the q and k heads, which are adjacent at the start of every qkv row.
-  k::rope_forward(a.qkv.f32(), a.qkv.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
-  k::attention_forward(a.attn.f32(), a.probs.f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
-  k::linear_forward(tmp_.f32(), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_);
-  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // o_proj is row-parallel: sum the partial products
-  add(a.mid.f32(), x, tmp_.f32(), N_ * C_);
-  k::rmsnorm_forward(a.xn2.f32(), a.rstd2.f32(), a.mid.f32(), w + o.ln2, N_, C_, config_.norm_eps);
-  k::linear_forward(a.gu.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_);
-  k::swiglu_forward(a.h.f32(), a.gu.f32(), N_, Fl_);
-  k::linear_forward(tmp_.f32(), a.h.f32(), w + o.down, N_, Fl_, C_);
-  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // down_proj is row-parallel
-  if (write_output) add(slot.res[static_cast<size_t>(i + 1)].f32(), a.mid.f32(), tmp_.f32(), N_ * C_);
+int64_t LlamaStage::lm_head_offset() const {
+  return config_.tie_embeddings ? 0 : layout(head_unit(config_)).tensor("lm_head.weight").offset;
 }
 
-void LlamaStage::head_forward(ActivationSlot& s, const float* w, const float* w_lm, TensorParallelOps& tp) {
-  const float* x = s.res.back().f32();
-  k::rmsnorm_forward(s.xf.f32(), s.rstdf.f32(), x, w, N_, C_, config_.norm_eps);
-  k::linear_forward(s.logits.f32(), s.xf.f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
-  head_loss(s, tp);
+// The weights a hook handed over: the stage's precision and the unit's (or the LM head's) element count.
+static void check_weights(const ConstBufView& w, DType precision, int64_t count, const char* what) {
+  SP_CHECK(w.dtype == precision, "{} weights are {}, the stage computes in {}", what, dtype_name(w.dtype),
+           dtype_name(precision));
+  SP_CHECK_EQ(w.count, count, "{} weights: element count", what);
+}
+
+void LlamaStage::embed_forward(ActivationSlot& slot, ConstBufView table) {
+  check_weights(table, spec_.precision, layout(embed_unit()).numel, "embedding");
+  const auto* inputs = static_cast<const int32_t*>(slot.inputs.raw());
+  if (mixed())
+    k::embedding16_forward(slot.res[0].f32(), inputs, table.float16(), N_, C_, v_begin_, Vl_, table.dtype);
+  else
+    k::embedding_forward(slot.res[0].f32(), inputs, table.f32(), N_, C_, v_begin_, Vl_);
+}
+
+void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, TensorParallelOps& tp,
+                               bool write_output) {
+  check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
+  if (mixed())
+    block_forward_mixed(i, slot, a, w.float16(), tp, write_output);
+  else
+    block_forward_f32(i, slot, a, w.f32(), tp, write_output);
+}
+
+void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw,
+                                TensorParallelOps& tp) {
+  check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
+  if (mixed())
+    block_backward_mixed(i, slot, a, w.float16(), dw.f32(), tp);
+  else
+    block_backward_f32(i, slot, a, w.f32(), dw.f32(), tp);
+}
+
+void LlamaStage::head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp) {
+  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
+  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
+  if (mixed())
+    head_forward_mixed(slot, w.float16(), w_lm.float16(), tp);
+  else
+    head_forward_f32(slot, w.f32(), w_lm.f32(), tp);
+}
+
+void LlamaStage::head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
+                               TensorParallelOps& tp, float loss_scale) {
+  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
+  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
+  if (mixed())
+    head_backward_mixed(slot, w.float16(), w_lm.float16(), dw.f32(), dw_lm.f32(), tp, loss_scale);
+  else
+    head_backward_f32(slot, w.f32(), w_lm.f32(), dw.f32(), dw_lm.f32(), tp, loss_scale);
 }
 
 void LlamaStage::head_loss(ActivationSlot& s, TensorParallelOps& tp) {
@@ -156,55 +181,45 @@ void LlamaStage::head_loss(ActivationSlot& s, TensorParallelOps& tp) {
   // whichever rank holds it, each one all-reduce over the tp group; no rank ever holds (N, V).
   const auto* targets = static_cast<const int32_t*>(s.targets.raw());
   k::cross_entropy_row_max(s.rowmax.f32(), s.logits.f32(), N_, Vl_);
-  tp.all_reduce_max(s.rowmax.f32(), N_);
+  tp.all_reduce_max(s.rowmax.view());
   k::cross_entropy_row_sumexp(s.sumexp.f32(), s.logits.f32(), s.rowmax.f32(), N_, Vl_);
-  tp.all_reduce_sum(s.sumexp.f32(), N_);
+  tp.all_reduce_sum(s.sumexp.view());
   k::cross_entropy_target_logit(s.tlogit.f32(), s.logits.f32(), targets, N_, Vl_, v_begin_);
-  tp.all_reduce_sum(s.tlogit.f32(), N_);
+  tp.all_reduce_sum(s.tlogit.view());
   k::cross_entropy_losses(s.losses.f32(), s.rowmax.f32(), s.sumexp.f32(), s.tlogit.f32(), targets, N_);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Forward and backward of a micro-batch: the same calls of the hooks, in the same order, in every precision.
 
 double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp,
                            ActivationObserver* observer) {
   if (spec_.first) {
-    const auto* inputs = static_cast<const int32_t*>(slot.inputs.raw());
-    if (mixed())
-      k::embedding16_forward(slot.res[0].f32(), inputs, params.acquire16(embed_unit()), N_, C_, v_begin_, Vl_,
-                             spec_.precision);
-    else
-      k::embedding_forward(slot.res[0].f32(), inputs, params.acquire(embed_unit()), N_, C_, v_begin_, Vl_);
-    tp.reduce_from_tp(slot.res[0].f32(), N_ * C_);  // vocab-parallel lookup: each row is nonzero on one rank
+    embed_forward(slot, params.acquire(embed_unit()));
+    tp.reduce_from_tp(slot.res[0].view());  // vocab-parallel lookup: each row is nonzero on one rank
     params.release(embed_unit());
     if (observer) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);
   }
   for (int i = 0; i < n_local_; ++i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
     BlockActivations& a = spec_.recompute == Recompute::kNone ? slot.blocks[static_cast<size_t>(i)] : recompute_[0];
-    if (mixed())
-      block_forward16(i, slot, a, params.acquire16(unit), tp, /*write_output=*/true);
-    else
-      block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
+    block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
     params.release(unit);
     if (observer)
       observer->observe(fmt::format("block.{}", layer).c_str(), slot.micro_batch,
                         slot.res[static_cast<size_t>(i + 1)].f32(), N_ * C_);
   }
   if (!spec_.last) return 0.0;
-  const int64_t lm_offset = config_.tie_embeddings ? 0 : layout(head_unit(config_)).tensor("lm_head.weight").offset;
-  if (mixed()) {
-    const uint16_t* hw = params.acquire16(head_unit(config_));
-    head_forward16(slot, hw, config_.tie_embeddings ? params.acquire16(embed_unit()) : hw + lm_offset, tp);
-  } else {
-    const float* hw = params.acquire(head_unit(config_));
-    head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw + lm_offset, tp);
-  }
+  const ConstBufView hw = params.acquire(head_unit(config_));
+  const int64_t lm = Vl_ * C_;  // the LM head's local (Vl, C) weights
+  head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(lm_head_offset(), lm), tp);
   if (observer) {
-    const float* xf = slot.xf.dtype() == DType::kF32 ? slot.xf.f32() : nullptr;
-    if (xf == nullptr) {  // mixed precision: the observer sees the stored 16-bit values, widened (dxn_ is free here)
-      f32_from_float16(dxn_.f32(), slot.xf.float16(), N_ * C_, slot.xf.dtype());
-      xf = dxn_.f32();
+    ConstBufView xf = slot.xf.view();
+    if (xf.dtype != DType::kF32) {  // mixed precision: the observer sees the stored 16-bit values, widened
+      convert(dxn_.view(), xf);     // (dxn_ is free here)
+      xf = dxn_.view();
     }
-    observer->observe("final_norm", slot.micro_batch, xf, N_ * C_);
+    observer->observe("final_norm", slot.micro_batch, xf.f32(), N_ * C_);
     observer->observe("logits", slot.micro_batch, slot.logits.f32(), N_ * Vl_);
   }
   params.release(head_unit(config_));
@@ -215,60 +230,16 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   return sum;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Backward
-
-void LlamaStage::head_backward(ActivationSlot& s, const float* w, const float* w_lm, float* dw, float* dw_lm,
-                               TensorParallelOps& tp, float loss_scale) {
-  const auto* targets = static_cast<const int32_t*>(s.targets.raw());
-  float* dlogits = s.logits.f32();  // in place: logits are not needed after this
-  k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
-                            loss_scale);
-  k::linear_backward(dxn_.f32(), dw_lm, dlogits, s.xf.f32(), w_lm, N_, C_, Vl_, /*accumulate_dx=*/false);
-  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // xf entered the vocab-parallel head replicated
-  std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(N_ * C_));
-  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), N_, C_);
-}
-
-void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,
-                                TensorParallelOps& tp) {
-  const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
-  const float* x = slot.res[static_cast<size_t>(i)].f32();
-  float* dres = dres_.f32();  // in: dL/d(block output); out: dL/d(block input)
-  // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
-  k::linear_backward(dh_.f32(), dw + o.down, dres, a.h.f32(), w + o.down, N_, Fl_, C_, false);
-  k::swiglu_backward(dgu_.f32(), dh_.f32(), a.gu.f32(), N_, Fl_);
-  k::linear_backward(dxn_.f32(), dw + o.gu, dgu_.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_, false);
-  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // gate/up are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), N_, C_);
-  // Attention: mid = x + o(attn).
-  k::linear_backward(dattn_.f32(), dw + o.o, dres, a.attn.f32(), w + o.o, N_, Hl_ * D_, C_, false);
-  k::attention_backward(dqkv_.f32(), att_scratch_.f32(), dattn_.f32(), a.qkv.f32(), a.probs.f32(), B_, T_, Hl_, KVl_,
-                        D_);
-  k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
-  k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_, false);
-  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // q/k/v are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, w + o.ln1, a.rstd1.f32(), N_, C_);
-}
-
 void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                           float loss_scale) {
   if (spec_.last) {
     // Order of acquire and leaf calls as always: the head's weights, its leaf, then the tied embedding's.
-    const int64_t off = config_.tie_embeddings ? 0 : layout(head_unit(config_)).tensor("lm_head.weight").offset;
-    if (mixed()) {
-      const uint16_t* hw = params.acquire16(head_unit(config_));
-      float* hdw = grads.leaf(head_unit(config_));
-      const uint16_t* w_lm = config_.tie_embeddings ? params.acquire16(embed_unit()) : hw + off;
-      float* dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw + off;
-      head_backward16(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
-    } else {
-      const float* hw = params.acquire(head_unit(config_));
-      float* hdw = grads.leaf(head_unit(config_));
-      const float* w_lm = config_.tie_embeddings ? params.acquire(embed_unit()) : hw + off;
-      float* dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw + off;
-      head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
-    }
+    const int64_t off = lm_head_offset(), lm = Vl_ * C_;
+    const ConstBufView hw = params.acquire(head_unit(config_));
+    const BufView hdw = grads.leaf(head_unit(config_));
+    const ConstBufView w_lm = config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(off, lm);
+    const BufView dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw.slice(off, lm);
+    head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
     params.release(head_unit(config_));
     if (config_.tie_embeddings) params.release(embed_unit());
     grads.done(head_unit(config_));
@@ -276,23 +247,17 @@ void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& g
   for (int i = n_local_ - 1; i >= 0; --i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
     BlockActivations* a = spec_.recompute == Recompute::kNone ? &slot.blocks[static_cast<size_t>(i)] : &recompute_[0];
+    const ConstBufView w = params.acquire(unit);
     // Under recompute = full, replay this block's forward from its saved input (output not rewritten).
-    if (mixed()) {
-      const uint16_t* w16 = params.acquire16(unit);
-      if (spec_.recompute == Recompute::kFull) block_forward16(i, slot, *a, w16, tp, /*write_output=*/false);
-      block_backward16(i, slot, *a, w16, grads.leaf(unit), tp);
-    } else {
-      const float* w = params.acquire(unit);
-      if (spec_.recompute == Recompute::kFull) block_forward(i, slot, *a, w, tp, /*write_output=*/false);
-      block_backward(i, slot, *a, w, grads.leaf(unit), tp);
-    }
+    if (spec_.recompute == Recompute::kFull) block_forward(i, slot, *a, w, tp, /*write_output=*/false);
+    block_backward(i, slot, *a, w, grads.leaf(unit), tp);
     params.release(unit);
     grads.done(unit);
   }
   if (spec_.first) {
     // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity.
-    k::embedding_backward(grads.leaf(embed_unit()), dres_.f32(), static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
-                          v_begin_, Vl_);
+    k::embedding_backward(grads.leaf(embed_unit()).f32(), dres_.f32(), static_cast<const int32_t*>(slot.inputs.raw()),
+                          N_, C_, v_begin_, Vl_);
     grads.done(embed_unit());
   }
 }

@@ -9,9 +9,12 @@
 // Activations of a micro-batch live in an ActivationSlot so that several micro-batches can be in
 // flight (pipeline schedules); backward scratch is shared by all slots.
 // Precision (model/precision.h): fp32, or bf16/fp16 mixed precision (llama_stage16.cc), where the
-// working weights (ParamSource::acquire16), the activations saved for backward except the residual
-// stream, and every GEMM input are 16-bit; the residual stream, norms, softmax, loss, parameter-gradient
-// leaves and the pipeline's inputs/outputs stay fp32. Every cast: docs/kernels.md §"Every cast".
+// working weights (the 16-bit views ParamSource::acquire returns), the activations saved for backward
+// except the residual stream, and every GEMM input are 16-bit; the residual stream, norms, softmax, loss,
+// parameter-gradient leaves and the pipeline's inputs/outputs stay fp32. Every cast: docs/kernels.md
+// §"Every cast". One entry point per step (embedding, block, head; forward and backward) takes the
+// weights as a typed view and runs the fp32 or the mixed-precision body, whose math differs (casts at
+// different places); nothing above the stage chooses between them.
 #pragma once
 
 #include <cstdint>
@@ -118,25 +121,39 @@ class LlamaStage {
   float* grad_input() { return dres_.f32(); }   // (N, C)
 
  private:
-  void block_forward(int local, ActivationSlot& slot, BlockActivations& a, const float* w, TensorParallelOps& tp,
+  // The entry points: w is the unit's flat weights (ParamSource::acquire), w_lm the LM head's (a slice of
+  // the head unit, or the tied embedding), dw / dw_lm the fp32 gradient leaves. Each checks the weights'
+  // dtype against the stage's precision and runs the fp32 or the mixed-precision body.
+  void embed_forward(ActivationSlot& slot, ConstBufView table);
+  void block_forward(int local, ActivationSlot& slot, BlockActivations& a, ConstBufView w, TensorParallelOps& tp,
                      bool write_output);
-  void block_backward(int local, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,
+  void block_backward(int local, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw,
                       TensorParallelOps& tp);
-  void head_forward(ActivationSlot& slot, const float* w, const float* w_lm, TensorParallelOps& tp);
-  void head_backward(ActivationSlot& slot, const float* w, const float* w_lm, float* dw, float* dw_lm,
+  void head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp);
+  void head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
                      TensorParallelOps& tp, float loss_scale);
+  // The LM head's weights inside the head unit's (or the tied embedding's, acquired by the caller).
+  int64_t lm_head_offset() const;
   // Cross-entropy of slot.logits (fp32 in every precision), vocabulary-parallel.
   void head_loss(ActivationSlot& slot, TensorParallelOps& tp);
   BlockActivations make_block_activations(const std::string& prefix) const;
-  // Mixed precision (llama_stage16.cc): the same steps with 16-bit weights w16, fp32 gradient leaves.
-  void block_forward16(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, TensorParallelOps& tp,
-                       bool write_output);
-  void block_backward16(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
-                        TensorParallelOps& tp);
-  void head_forward16(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, TensorParallelOps& tp);
-  void head_backward16(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, float* dw, float* dw_lm,
-                       TensorParallelOps& tp, float loss_scale);
-  void allocate_scratch16();
+  // The fp32 bodies (llama_stage.cc).
+  void block_forward_f32(int local, ActivationSlot& slot, BlockActivations& a, const float* w, TensorParallelOps& tp,
+                         bool write_output);
+  void block_backward_f32(int local, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,
+                          TensorParallelOps& tp);
+  void head_forward_f32(ActivationSlot& slot, const float* w, const float* w_lm, TensorParallelOps& tp);
+  void head_backward_f32(ActivationSlot& slot, const float* w, const float* w_lm, float* dw, float* dw_lm,
+                         TensorParallelOps& tp, float loss_scale);
+  // The mixed-precision bodies (llama_stage16.cc): the same steps with 16-bit weights w16, fp32 gradient leaves.
+  void block_forward_mixed(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16,
+                           TensorParallelOps& tp, bool write_output);
+  void block_backward_mixed(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
+                            TensorParallelOps& tp);
+  void head_forward_mixed(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, TensorParallelOps& tp);
+  void head_backward_mixed(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, float* dw, float* dw_lm,
+                           TensorParallelOps& tp, float loss_scale);
+  void allocate_mixed_workspace();
   const float* widen_norm_weight(const uint16_t* w16);  // (C) into norm_w_
 
   LlamaConfig config_;

@@ -1,7 +1,8 @@
-// LlamaStage in mixed precision (bf16 or fp16; llama_stage.h, model/precision.h): the steps of
-// llama_stage.cc with 16-bit working weights, 16-bit stored activations and Gemm16 products, fp32
+// LlamaStage in mixed precision (bf16 or fp16; llama_stage.h, model/precision.h): the bodies of
+// llama_stage_f32.cc with 16-bit working weights, 16-bit stored activations and Gemm16 products, fp32
 // everywhere else. Not a second model: same units, offsets, hooks, accumulation rule and call order
-// of acquire/leaf/done/tp ops as the fp32 path, so pipeline and ZeRO see the same events.
+// of acquire/leaf/done/tp ops as the fp32 path (the entry points of llama_stage.cc call both), so
+// pipeline and ZeRO see the same events.
 // Rounding points (to the 16-bit dtype t, nearest even): the outputs of both rmsnorms and the final
 // norm; q/k/v after RoPE; P; the attention output; gate/up; silu(gate)·up; and the gradient that
 // enters each GEMM's backward (dres, dgu, dattn, dS, dqkv, dlogits). Everything listed in
@@ -48,7 +49,7 @@ Stage16Workspace stage16_workspace(const LlamaConfig& config, int n_local, bool 
   return w;
 }
 
-void LlamaStage::allocate_scratch16() {
+void LlamaStage::allocate_mixed_workspace() {
   SP_CHECK(spec_.gemm16 != nullptr, "a {} stage needs a 16-bit GEMM backend (StageSpec::gemm16)",
            precision_name(spec_.precision));
   SP_CHECK(spec_.gemm16->dtype() == spec_.precision, "stage precision {} with a {} GEMM backend",
@@ -70,8 +71,8 @@ const float* LlamaStage::widen_norm_weight(const uint16_t* w16) {
 // ---------------------------------------------------------------------------------------------
 // Forward
 
-void LlamaStage::block_forward16(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16,
-                                 TensorParallelOps& tp, bool write_output) {
+void LlamaStage::block_forward_mixed(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16,
+                                     TensorParallelOps& tp, bool write_output) {
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const DType t = spec_.precision;
   k::Gemm16& g = *spec_.gemm16;
@@ -85,7 +86,7 @@ void LlamaStage::block_forward16(int i, ActivationSlot& slot, BlockActivations& 
   k::attention16_forward(a.attn.float16(), a.probs.float16(), a.qkv.float16(), B_, T_, Hl_, KVl_, D_, g,
                          att_scratch_.f32(), ws);
   k::linear16_forward(tmp_.f32(), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, g, ws);
-  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // o_proj is row-parallel: sum the fp32 partial products
+  tp.reduce_from_tp(tmp_.view());  // o_proj is row-parallel: sum the fp32 partial products
   add(a.mid.f32(), x, tmp_.f32(), N_ * C_);
   k::rmsnorm16_forward(a.xn2.float16(), a.rstd2.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), N_, C_,
                        config_.norm_eps, t);
@@ -94,11 +95,12 @@ void LlamaStage::block_forward16(int i, ActivationSlot& slot, BlockActivations& 
   float16_from_f32(a.gu.float16(), gu32, N_ * 2 * Fl_, t);
   k::swiglu16_forward(a.h.float16(), a.gu.float16(), N_, Fl_, t);
   k::linear16_forward(tmp_.f32(), a.h.float16(), w16 + o.down, N_, Fl_, C_, g, ws);
-  tp.reduce_from_tp(tmp_.f32(), N_ * C_);  // down_proj is row-parallel
+  tp.reduce_from_tp(tmp_.view());  // down_proj is row-parallel
   if (write_output) add(slot.res[static_cast<size_t>(i + 1)].f32(), a.mid.f32(), tmp_.f32(), N_ * C_);
 }
 
-void LlamaStage::head_forward16(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16, TensorParallelOps& tp) {
+void LlamaStage::head_forward_mixed(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16,
+                                    TensorParallelOps& tp) {
   const float* x = s.res.back().f32();
   k::rmsnorm16_forward(s.xf.float16(), s.rstdf.f32(), x, widen_norm_weight(w16), N_, C_, config_.norm_eps,
                        spec_.precision);
@@ -110,8 +112,8 @@ void LlamaStage::head_forward16(ActivationSlot& s, const uint16_t* w16, const ui
 // ---------------------------------------------------------------------------------------------
 // Backward
 
-void LlamaStage::head_backward16(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16, float* dw,
-                                 float* dw_lm, TensorParallelOps& tp, float loss_scale) {
+void LlamaStage::head_backward_mixed(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16, float* dw,
+                                     float* dw_lm, TensorParallelOps& tp, float loss_scale) {
   const DType t = spec_.precision;
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
   const auto* targets = static_cast<const int32_t*>(s.targets.raw());
@@ -121,13 +123,13 @@ void LlamaStage::head_backward16(ActivationSlot& s, const uint16_t* w16, const u
   uint16_t* dlogits16 = grad16_.float16();
   float16_from_f32(dlogits16, dlogits, N_ * Vl_, t);
   k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, s.xf.float16(), w_lm16, N_, C_, Vl_, false, *spec_.gemm16, ws);
-  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // xf entered the vocab-parallel head replicated
+  tp.copy_to_tp_backward(dxn_.view());  // xf entered the vocab-parallel head replicated
   std::fill_n(dres_.f32(), N_ * C_, 0.0f);
   k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), s.rstdf.f32(), N_, C_);
 }
 
-void LlamaStage::block_backward16(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
-                                  TensorParallelOps& tp) {
+void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
+                                      TensorParallelOps& tp) {
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const DType t = spec_.precision;
   k::Gemm16& g = *spec_.gemm16;
@@ -140,7 +142,7 @@ void LlamaStage::block_backward16(int i, ActivationSlot& slot, BlockActivations&
   k::linear16_backward(dh_.f32(), dw + o.down, g16, a.h.float16(), w16 + o.down, N_, Fl_, C_, false, g, ws);
   k::swiglu16_backward(g16, dh_.f32(), a.gu.float16(), N_, Fl_, t);  // dgu, rounded
   k::linear16_backward(dxn_.f32(), dw + o.gu, g16, a.xn2.float16(), w16 + o.gu, N_, C_, 2 * Fl_, false, g, ws);
-  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // gate/up are column-parallel
+  tp.copy_to_tp_backward(dxn_.view());  // gate/up are column-parallel
   k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), a.rstd2.f32(), N_, C_);
   // Attention: mid = x + o(attn).
   float16_from_f32(g16, dres, N_ * C_, t);
@@ -151,7 +153,7 @@ void LlamaStage::block_backward16(int i, ActivationSlot& slot, BlockActivations&
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   float16_from_f32(g16, dqkv_.f32(), N_ * Wqkv_, t);
   k::linear16_backward(dxn_.f32(), dw + o.qkv, g16, a.xn1.float16(), w16 + o.qkv, N_, C_, Wqkv_, false, g, ws);
-  tp.copy_to_tp_backward(dxn_.f32(), N_ * C_);  // q/k/v are column-parallel
+  tp.copy_to_tp_backward(dxn_.view());  // q/k/v are column-parallel
   k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, widen_norm_weight(w16 + o.ln1), a.rstd1.f32(), N_, C_);
 }
 

@@ -1,27 +1,24 @@
 // What a model stage asks of the parallel layer, and nothing more. The model never learns which
-// strategy is on: it sees its shard shapes (UnitLayout) and these three small interfaces.
+// strategy is on: it sees its shard shapes (UnitLayout), the three hooks below (ParamSource, GradSink,
+// TensorParallelOps) and an optional ActivationObserver. Buffers cross these hooks as typed views
+// (tensor/buf_view.h): pointer, count and dtype, so one hook serves fp32 and mixed precision alike.
 // At degree 1 every one of them is trivial (parallel/ provides those implementations too).
 #pragma once
 
 #include <cstdint>
 
-#include "core/check.h"
+#include "tensor/buf_view.h"
 
 namespace sp::model {
 
 // Parameters of a unit, as a flat buffer in UnitLayout order. Under ZeRO-3 acquire() gathers the
 // shards into a full buffer and release() frees it; otherwise both are bookkeeping only.
-// A stage in mixed precision (model/precision.h) asks for the 16-bit working weights instead:
-// acquire16() returns the unit's flat buffer of bf16/fp16 patterns (same layout) and is released by
-// release(). A source that holds fp32 weights only is never asked for them.
+// The view's dtype is the source's working dtype: fp32, or in mixed precision (model/precision.h) the
+// 16-bit working weights (bf16/fp16 patterns, same layout). The stage checks it against its precision.
 class ParamSource {
  public:
   virtual ~ParamSource() = default;
-  virtual const float* acquire(int unit) = 0;
-  virtual const uint16_t* acquire16(int unit) {
-    SP_CHECK(false, "unit {}: this ParamSource holds no 16-bit working weights (the stage is mixed precision)", unit);
-    __builtin_unreachable();
-  }
+  virtual ConstBufView acquire(int unit) = 0;
   virtual void release(int unit) = 0;
 };
 
@@ -33,7 +30,7 @@ class ParamSource {
 class GradSink {
  public:
   virtual ~GradSink() = default;
-  virtual float* leaf(int unit) = 0;
+  virtual BufView leaf(int unit) = 0;  // the unit's numel elements, F32
   virtual void done(int unit) = 0;
 };
 
@@ -44,15 +41,16 @@ class GradSink {
 //                   backward all-reduce of the input gradient.
 // The stage calls reduce_from_tp() in forward and copy_to_tp_backward() in backward; both are no-ops
 // at tp = 1. The vocabulary-parallel cross-entropy needs a max and a sum over the tp group.
+// Each reduces its view in place over the tp group (the stage hands fp32 activations in every precision).
 class TensorParallelOps {
  public:
   virtual ~TensorParallelOps() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual void reduce_from_tp(float* x, int64_t n) = 0;
-  virtual void copy_to_tp_backward(float* dx, int64_t n) = 0;
-  virtual void all_reduce_max(float* x, int64_t n) = 0;
-  virtual void all_reduce_sum(float* x, int64_t n) = 0;
+  virtual void reduce_from_tp(BufView x) = 0;
+  virtual void copy_to_tp_backward(BufView dx) = 0;
+  virtual void all_reduce_max(BufView x) = 0;
+  virtual void all_reduce_sum(BufView x) = 0;
 };
 
 // Optional per-layer activation trace (evidence/activations.h): LlamaStage::forward calls observe()

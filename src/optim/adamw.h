@@ -33,15 +33,10 @@ class AdamW {
  public:
   AdamW(AdamWConfig config, std::vector<OwnedRange> ranges, MemoryLedger& ledger);
 
-  // One update of every owned range. params[i] and grads[i] point at element `begin` of range i.
-  // grad_scale is the clipping coefficient. Increments the step count first (t is 1-based).
-  void step(const std::vector<float*>& params, const std::vector<const float*>& grads, double lr, float grad_scale);
-  // The same with 16-bit gradients (patterns of dtype t, mixed precision's train.grad_dtype): each is
-  // widened exactly, in blocks of kWidenBlock on the stack, so the result equals step() on the widened
-  // gradients bit for bit (the update is elementwise).
-  static constexpr int64_t kWidenBlock = 1024;
-  void step16(const std::vector<float*>& params, const std::vector<const uint16_t*>& grads, DType t, double lr,
-              float grad_scale);
+  // One update of every owned range. params[i] points at element `begin` of range i; grads[i] views the
+  // range's gradient (range size elements, fp32 or the 16-bit gradient dtype: kernels/adamw.h widens it
+  // exactly). grad_scale is the clipping coefficient. Increments the step count first (t is 1-based).
+  void step(const std::vector<float*>& params, const std::vector<ConstBufView>& grads, double lr, float grad_scale);
 
   int64_t steps_taken() const { return t_; }
   void set_steps_taken(int64_t t) { t_ = t; }

@@ -3,7 +3,8 @@
 // contract key by key, load it into the engine under any topology (resharding), and continue the
 // evidence files from where the checkpoint was taken. Every function that takes a communicator is
 // collective over it and returns the same Status on every rank.
-// Not the format or the commit protocol (ckpt/save.h) and not the training loop (trainer.cc).
+// Saving and loading are checkpointing.cc, choosing the checkpoint to resume from checkpointing_resume.cc.
+// Not the format or the commit protocol (ckpt/save.h) and not the training loop (train_loop.cc).
 // Invariant: a run resumed from step k writes exactly the records, losses and weights that the
 // uninterrupted run wrote from step k on (bitwise, for deterministic-mode strategies).
 #pragma once

@@ -1,8 +1,5 @@
 #include "parallel/data_parallel.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "comm/deterministic.h"
 
 namespace sp::parallel {
@@ -28,58 +25,36 @@ GradientSync::GradientSync(comm::Communicator& dp, config::Reduction mode, Memor
   if (s > 0) staging_ = Tensor(ledger, "comm.dp_staging", Category::kComm, {s});
 }
 
-void GradientSync::all_reduce(float* data, int64_t n) {
+BufView GradientSync::staging(DType dtype) { return {staging_.raw(), staging_.numel(), dtype}; }
+
+void GradientSync::all_reduce(BufView data) {
   if (dp_.size() == 1) return;
-  if (mode_ == config::Reduction::kDeterministic)
-    comm::deterministic_all_reduce(dp_, data, n, staging_.f32());
-  else
-    dp_.all_reduce(data, n, DType::kF32, comm::ReduceOp::kSum);
-}
-
-void GradientSync::reduce_scatter(const float* full, float* shard, int64_t n) {
-  if (dp_.size() == 1) {
-    std::memcpy(shard, full, sizeof(float) * static_cast<size_t>(n));
-    return;
+  if (mode_ == config::Reduction::kDeterministic) {
+    comm::deterministic_all_reduce(dp_, data, staging(data.dtype));
+  } else {
+    SP_CHECK(data.dtype == DType::kF32, "a {} sum over dp needs the deterministic reduction", dtype_name(data.dtype));
+    dp_.all_reduce(data.data, data.count, data.dtype, comm::ReduceOp::kSum);
   }
-  const std::vector<int64_t> counts = shard_counts(n, dp_.size());
-  if (mode_ == config::Reduction::kDeterministic)
-    comm::deterministic_reduce_scatter(dp_, full, shard, counts, staging_.f32());
-  else
-    dp_.reduce_scatter(full, shard, counts, DType::kF32, comm::ReduceOp::kSum);
 }
 
-void GradientSync::all_gather(const float* shard, float* full, int64_t n) {
-  if (dp_.size() == 1) {
-    if (shard != full) std::memmove(full, shard, sizeof(float) * static_cast<size_t>(n));
-    return;
+void GradientSync::reduce_scatter(ConstBufView full, BufView shard) {
+  if (dp_.size() == 1) return convert(shard, full);
+  const std::vector<int64_t> counts = shard_counts(full.count, dp_.size());
+  if (mode_ == config::Reduction::kDeterministic) {
+    comm::deterministic_reduce_scatter(dp_, full, shard, counts, staging(full.dtype));
+  } else {
+    SP_CHECK(full.dtype == DType::kF32, "a {} sum over dp needs the deterministic reduction", dtype_name(full.dtype));
+    SP_CHECK_EQ(shard.count, counts[static_cast<size_t>(dp_.rank())], "reduce_scatter shard on '{}'", dp_.name());
+    dp_.reduce_scatter(full.data, shard.data, counts, full.dtype, comm::ReduceOp::kSum);
   }
-  const std::vector<int64_t> counts = shard_counts(n, dp_.size());
-  dp_.all_gather(shard, full, counts, DType::kF32);
 }
 
-void GradientSync::all_reduce16(uint16_t* data, int64_t n, DType t) {
-  if (dp_.size() == 1) return;
-  SP_CHECK(mode_ == config::Reduction::kDeterministic, "a 16-bit sum over dp needs the deterministic reduction");
-  comm::deterministic_all_reduce16(dp_, data, n, static_cast<uint16_t*>(staging_.raw()), t);
-}
-
-void GradientSync::reduce_scatter16(const uint16_t* full, uint16_t* shard, int64_t n, DType t) {
-  if (dp_.size() == 1) {
-    std::memcpy(shard, full, sizeof(uint16_t) * static_cast<size_t>(n));
-    return;
-  }
-  SP_CHECK(mode_ == config::Reduction::kDeterministic, "a 16-bit sum over dp needs the deterministic reduction");
-  const std::vector<int64_t> counts = shard_counts(n, dp_.size());
-  comm::deterministic_reduce_scatter16(dp_, full, shard, counts, static_cast<uint16_t*>(staging_.raw()), t);
-}
-
-void GradientSync::all_gather16(const uint16_t* shard, uint16_t* full, int64_t n, DType t) {
-  if (dp_.size() == 1) {
-    if (shard != full) std::memmove(full, shard, sizeof(uint16_t) * static_cast<size_t>(n));
-    return;
-  }
-  const std::vector<int64_t> counts = shard_counts(n, dp_.size());
-  dp_.all_gather(shard, full, counts, t);
+void GradientSync::all_gather(ConstBufView shard, BufView full) {
+  SP_CHECK(shard.dtype == full.dtype, "all_gather of {} into {}", dtype_name(shard.dtype), dtype_name(full.dtype));
+  if (dp_.size() == 1) return convert(full, shard);
+  const std::vector<int64_t> counts = shard_counts(full.count, dp_.size());
+  SP_CHECK_EQ(shard.count, counts[static_cast<size_t>(dp_.rank())], "all_gather shard on '{}'", dp_.name());
+  dp_.all_gather(shard.data, full.data, counts, full.dtype);
 }
 
 }  // namespace sp::parallel

@@ -33,25 +33,23 @@ class GradientSync {
 
   int dp_rank() const { return dp_.rank(); }
   int dp_size() const { return dp_.size(); }
-  // data (n) := Σ over dp ranks, in place.
-  void all_reduce(float* data, int64_t n);
-  // shard (shard_range_of(n, dp, rank).size()) := the owned range of Σ over dp ranks of full (n).
-  void reduce_scatter(const float* full, float* shard, int64_t n);
-  // full (n) := concatenation of every rank's shard (the owned ranges).
-  void all_gather(const float* shard, float* full, int64_t n);
-  // The same for 16-bit patterns of dtype t (kBF16 or kF16): mixed precision's working weights and
-  // 16-bit gradients (train.grad_dtype). Sums are deterministic only (MPI has no bf16/fp16 sum; the plan
-  // refuses reduction = "fast" with 16-bit gradients) and round every tree node (kernels::add_into16);
+  // Every buffer is a typed view (tensor/buf_view.h): fp32, or 16-bit patterns (BF16/F16: mixed precision's
+  // working weights and 16-bit gradients). 16-bit sums are deterministic only (MPI has no bf16/fp16 sum; the
+  // plan refuses reduction = "fast" with 16-bit gradients) and round every tree node (kernels::add_into);
   // they use the same staging buffer as fp32 (half of it).
-  void all_gather16(const uint16_t* shard, uint16_t* full, int64_t n, DType t);
-  void all_reduce16(uint16_t* data, int64_t n, DType t);
-  void reduce_scatter16(const uint16_t* full, uint16_t* shard, int64_t n, DType t);
+  // data := Σ over dp ranks, in place.
+  void all_reduce(BufView data);
+  // shard (shard_range_of(full.count, dp, rank).size()) := the owned range of Σ over dp ranks of full.
+  void reduce_scatter(ConstBufView full, BufView shard);
+  // full := concatenation of every rank's shard (the owned ranges of full.count elements).
+  void all_gather(ConstBufView shard, BufView full);
   static int64_t staging_floats(config::Reduction mode, int dp, int64_t max_numel);
 
  private:
   comm::Communicator& dp_;
   config::Reduction mode_;
-  Tensor staging_;  // (staging_floats) category comm, deterministic mode only
+  BufView staging(DType dtype);  // the staging buffer as `dtype` elements (as many as it has floats)
+  Tensor staging_;               // (staging_floats) category comm, deterministic mode only
 };
 
 }  // namespace sp::parallel

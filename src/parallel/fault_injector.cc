@@ -6,7 +6,6 @@
 
 #include "core/log.h"
 #include "parallel/parameter_server.h"
-#include "tensor/float16.h"
 
 namespace sp::parallel {
 
@@ -28,67 +27,12 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
   // A parameter server holds no gradient store: the faults on a worker's micro-batches leave it alone.
   if (t_.grads == nullptr && (fault_.kind == FaultKind::kStaleGrad || fault_.kind == FaultKind::kNanInjection)) return;
   switch (fault_.kind) {
-    case FaultKind::kSkipGradAllreduce: {
-      // The unit skipped is the first block this rank holds, or its first unit: the same on every dp
-      // rank of a pipeline stage, so the dp group stays in step (no hang) and silently diverges.
-      const int target = first_block() >= 0 ? first_block() : t_.units.front()->id;
-      GradStore::Hooks hooks;
-      hooks.sync = [this, target](int unit, float*, int64_t) {
-        return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
-      };
-      hooks.sync16 = [this, target](int unit, uint16_t*, int64_t, DType) {
-        return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
-      };
-      t_.grads->set_hooks(std::move(hooks));
+    case FaultKind::kSkipGradAllreduce:
+    case FaultKind::kStaleGrad:
+    case FaultKind::kNanInjection:
+    case FaultKind::kTpGradScale:
+      t_.grads->set_hooks(gradient_hooks());
       break;
-    }
-    case FaultKind::kStaleGrad: {  // reused leaves keep last step's values
-      GradStore::Hooks hooks;
-      hooks.zero_reused = [this](int) { return !fires(FaultKind::kStaleGrad, step_); };
-      t_.grads->set_hooks(std::move(hooks));
-      break;
-    }
-    case FaultKind::kNanInjection: {  // the first leaf handed back in the step gets a NaN
-      GradStore::Hooks hooks;
-      hooks.leaf_done = [this, last = int64_t{-1}](int, float* leaf, int64_t) mutable {
-        if (fires(FaultKind::kNanInjection, step_) && last != step_) {
-          leaf[0] = std::numeric_limits<float>::quiet_NaN();
-          last = step_;
-        }
-      };
-      t_.grads->set_hooks(std::move(hooks));
-      break;
-    }
-    case FaultKind::kTpGradScale: {
-      // Before the dp sync of the first block this rank holds: its o_proj shard, scaled (16-bit
-      // gradients: each pattern widened, scaled in fp32 and rounded back).
-      const int target = first_block();
-      const float factor = t_.mixed_precision ? kTpGradFactor16 : kTpGradFactor;
-      const auto o_proj = [this](int unit) -> const model::TensorSlot* {
-        for (const model::UnitLayout* u : t_.units)
-          if (u->id == unit) return &u->tensor("o_proj.weight");
-        return nullptr;
-      };
-      GradStore::Hooks hooks;
-      hooks.sync = [this, target, factor, o_proj](int unit, float* total, int64_t) {
-        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
-        if (const model::TensorSlot* t = o_proj(unit))
-          for (int64_t i = 0; i < t->numel; ++i) total[t->offset + i] *= factor;
-        return true;
-      };
-      hooks.sync16 = [this, target, factor, o_proj](int unit, uint16_t* total, int64_t, DType dtype) {
-        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
-        if (const model::TensorSlot* t = o_proj(unit)) {
-          std::vector<float> wide(static_cast<size_t>(t->numel));
-          f32_from_float16(wide.data(), total + t->offset, t->numel, dtype);
-          for (float& x : wide) x *= factor;
-          float16_from_f32(total + t->offset, wide.data(), t->numel, dtype);
-        }
-        return true;
-      };
-      t_.grads->set_hooks(std::move(hooks));
-      break;
-    }
     case FaultKind::kDropTpAllreduce:
       // The first block's o_proj reduction is call 1 on the stage holding the embedding (call 0 is the
       // vocabulary-parallel lookup).
@@ -104,6 +48,79 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
           return stale ? stale_shard_.data() : shard;
         });
       break;
+    case FaultKind::kPsDropPush:
+    case FaultKind::kPsApplyTwice:
+    case FaultKind::kPsStalePull:
+      arm_parameter_server();
+      break;
+    case FaultKind::kDataOrder:
+      if (t_.train != nullptr) {
+        data::LoaderSpec other = t_.loader;
+        other.seed += 1;
+        other_seed_.emplace(*t_.train, other);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+GradStore::Hooks FaultInjector::gradient_hooks() {
+  GradStore::Hooks hooks;
+  switch (fault_.kind) {
+    case FaultKind::kSkipGradAllreduce: {
+      // The unit skipped is the first block this rank holds, or its first unit: the same on every dp
+      // rank of a pipeline stage, so the dp group stays in step (no hang) and silently diverges.
+      const int target = first_block() >= 0 ? first_block() : t_.units.front()->id;
+      hooks.sync = [this, target](int unit, BufView) {
+        return !(unit == target && fires(FaultKind::kSkipGradAllreduce, step_));
+      };
+      break;
+    }
+    case FaultKind::kStaleGrad: {  // reused leaves keep last step's values
+      hooks.zero_reused = [this](int) { return !fires(FaultKind::kStaleGrad, step_); };
+      break;
+    }
+    case FaultKind::kNanInjection: {  // the first leaf handed back in the step gets a NaN
+      hooks.leaf_done = [this, last = int64_t{-1}](int, BufView leaf) mutable {
+        if (fires(FaultKind::kNanInjection, step_) && last != step_) {
+          leaf.f32()[0] = std::numeric_limits<float>::quiet_NaN();
+          last = step_;
+        }
+      };
+      break;
+    }
+    case FaultKind::kTpGradScale: {
+      // Before the dp sync of the first block this rank holds: its o_proj shard, scaled in fp32 (16-bit
+      // gradients: each pattern widened, scaled and rounded back).
+      const int target = first_block();
+      const float factor = t_.mixed_precision ? kTpGradFactor16 : kTpGradFactor;
+      const auto o_proj = [this](int unit) -> const model::TensorSlot* {
+        for (const model::UnitLayout* u : t_.units)
+          if (u->id == unit) return &u->tensor("o_proj.weight");
+        return nullptr;
+      };
+      hooks.sync = [this, target, factor, o_proj](int unit, BufView total) {
+        if (unit != target || !fires(FaultKind::kTpGradScale, step_)) return true;
+        if (const model::TensorSlot* t = o_proj(unit)) {
+          const BufView w = total.slice(t->offset, t->numel);
+          std::vector<float> wide(static_cast<size_t>(t->numel));
+          convert(f32_view(wide.data(), t->numel), w);
+          for (float& x : wide) x *= factor;
+          convert(w, f32_view(wide.data(), t->numel));
+        }
+        return true;
+      };
+      break;
+    }
+    default:
+      break;
+  }
+  return hooks;
+}
+
+void FaultInjector::arm_parameter_server() {
+  switch (fault_.kind) {
     case FaultKind::kPsDropPush: {
       // Server `rank` does not receive worker 0's push at the step, and worker 0 does not send it (an
       // unmatched send would never complete): the sum misses worker 0's gradient.
@@ -133,13 +150,6 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
         PsHooks hooks;
         hooks.pull_taken = [this](int64_t step) { return !fires(FaultKind::kPsStalePull, step); };
         worker->set_hooks(std::move(hooks));
-      }
-      break;
-    case FaultKind::kDataOrder:
-      if (t_.train != nullptr) {
-        data::LoaderSpec other = t_.loader;
-        other.seed += 1;
-        other_seed_.emplace(*t_.train, other);
       }
       break;
     default:

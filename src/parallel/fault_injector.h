@@ -75,6 +75,10 @@ class FaultInjector {
 
  private:
   bool fires(evidence::FaultKind kind, int64_t step) const;
+  // arm()'s two groups of faults that act through intervention points: the gradient store's hooks
+  // (skip-grad-allreduce, stale-grad, nan-injection, tp-grad-scale) and the parameter server's (PsHooks).
+  GradStore::Hooks gradient_hooks();
+  void arm_parameter_server();
   int first_block() const;  // unit id of the first block this rank holds, −1 if none
 
   evidence::FaultSpec fault_;

@@ -30,122 +30,86 @@ void GradStore::begin_step(int64_t step) {
   step_ = step;
   widened_.reset();
   for (Unit& u : units_) {
-    SP_CHECK(u.current == nullptr && u.acc.depth() == 0, "unit {} has a pending leaf at step start", u.layout->name);
+    SP_CHECK(u.current.data == nullptr && u.acc.depth() == 0, "unit {} has a pending leaf at step start",
+             u.layout->name);
     u.free.clear();
-    u.free16.clear();
-    for (Tensor& t : u.buffers) {
-      if (mixed())
-        u.free16.push_back(t.float16());
-      else
-        u.free.push_back(t.f32());
-    }
-    u.total = nullptr;
-    u.total16 = nullptr;
+    for (Tensor& t : u.buffers) u.free.push_back(t.view());
+    u.total = {};
     u.leaves = 0;
     u.synced = false;
   }
 }
 
-float* GradStore::leaf(int id) {
+std::pair<BufView, bool> GradStore::take_buffer(Unit& u) {
+  if (u.free.empty()) {
+    u.buffers.emplace_back(ledger_, fmt::format("grad.{}.b{}", u.layout->name, u.buffers.size()), Category::kGrad,
+                           Shape{u.layout->numel}, dtype_);
+    return {u.buffers.back().view(), false};  // fresh from the ledger: already zero
+  }
+  const BufView b = u.free.back();
+  u.free.pop_back();
+  return {b, true};
+}
+
+BufView GradStore::leaf(int id) {
   Unit& u = unit(id);
-  if (u.current == nullptr && mixed()) {
-    SP_CHECK(!u.synced, "unit {} asked for a leaf after its sync in step {}", u.layout->name, step_);
+  if (u.current.data != nullptr) return u.current;
+  SP_CHECK(!u.synced, "unit {} asked for a leaf after its sync in step {}", u.layout->name, step_);
+  if (mixed()) {  // a fresh fp32 leaf, rounded into a 16-bit buffer by done()
     u.leaf32 = Tensor(ledger_, "grad." + u.layout->name + ".leaf", Category::kGrad, {u.layout->numel});
-    u.current = u.leaf32.f32();  // fresh from the ledger: already zero
+    u.current = u.leaf32.view();  // fresh from the ledger: already zero
+    return u.current;
   }
-  if (u.current == nullptr) {
-    SP_CHECK(!u.synced, "unit {} asked for a leaf after its sync in step {}", u.layout->name, step_);
-    if (u.free.empty()) {
-      u.buffers.emplace_back(ledger_, fmt::format("grad.{}.b{}", u.layout->name, u.buffers.size()), Category::kGrad,
-                             Shape{u.layout->numel});
-      u.current = u.buffers.back().f32();  // fresh from the ledger: already zero
-    } else {
-      u.current = u.free.back();
-      u.free.pop_back();
-      if (!hooks_.zero_reused || hooks_.zero_reused(id))
-        std::memset(u.current, 0, sizeof(float) * static_cast<size_t>(u.layout->numel));
-    }
-  }
+  const auto [b, reused] = take_buffer(u);  // fp32: the leaf is the accumulation buffer itself
+  if (reused && (!hooks_.zero_reused || hooks_.zero_reused(id))) std::memset(b.data, 0, b.bytes());
+  u.current = b;
   return u.current;
+}
+
+BufView GradStore::round_leaf(Unit& u) {
+  // Round the fp32 leaf once into a 16-bit buffer (a reused one, or a new one while the leaf is still
+  // live) and free the leaf.
+  const auto [b, reused] = take_buffer(u);
+  if (reused && hooks_.zero_reused && !hooks_.zero_reused(u.layout->id)) {
+    // Not "zeroed": the buffer's old values (a partial sum of the previous step) are added to the leaf.
+    float* leaf = u.current.f32();
+    const uint16_t* old = b.float16();
+    for (int64_t i = 0; i < u.layout->numel; ++i)
+      leaf[i] += dtype_ == DType::kBF16 ? f32_from_bf16(old[i]) : f32_from_f16(old[i]);
+  }
+  convert(b, u.current);
+  u.leaf32.reset();
+  return b;
 }
 
 void GradStore::done(int id) {
   Unit& u = unit(id);
-  SP_CHECK(u.current != nullptr, "done() for unit {} without a leaf", u.layout->name);
-  if (hooks_.leaf_done) hooks_.leaf_done(id, u.current, u.layout->numel);
-  if (mixed()) return done16(u);
-  for (float* f : u.acc.push(u.current)) u.free.push_back(f);
-  u.current = nullptr;
+  SP_CHECK(u.current.data != nullptr, "done() for unit {} without a leaf", u.layout->name);
+  if (hooks_.leaf_done) hooks_.leaf_done(id, u.current);
+  const BufView leaf = mixed() ? round_leaf(u) : u.current;
+  u.current = {};
+  for (const BufView& f : u.acc.push(leaf)) u.free.push_back(f);
   if (++u.leaves == k_) {
     u.total = u.acc.finish(u.free);
     sync(u);
+    if (mixed() && complete()) widen_synced();
   }
 }
 
 void GradStore::sync(Unit& u) {
   comm::ScopedPhase phase(trace_, comm::Phase::kGradSync, step_);
-  const int64_t n = u.layout->numel;
-  const bool run = !hooks_.sync || hooks_.sync(u.layout->id, u.total, n);
+  const bool run = !hooks_.sync || hooks_.sync(u.layout->id, u.total);
   if (zero_ == 0) {
-    if (run) dp_.all_reduce(u.total, n);
+    if (run) dp_.all_reduce(u.total);
   } else {
     if (run)
-      dp_.reduce_scatter(u.total, u.shard.f32(), n);
+      dp_.reduce_scatter(u.total, u.shard.view());
     else
-      std::memcpy(u.shard.f32(), u.total + u.range.begin, sizeof(float) * static_cast<size_t>(u.range.size()));
+      convert(u.shard.view(), u.total.slice(u.range.begin, u.range.size()));
     if (zero_ >= 2) {
       u.buffers.clear();  // frees every full-size buffer of the unit
       u.free.clear();
-      u.total = nullptr;
-    }
-  }
-  u.synced = true;
-}
-
-void GradStore::done16(Unit& u) {
-  // Round the fp32 leaf once into a 16-bit buffer (a reused one, or a new one while the leaf is still
-  // live), free the leaf, and push the buffer into the 16-bit canonical tree.
-  uint16_t* b = nullptr;
-  const bool reused = !u.free16.empty();
-  if (!reused) {
-    u.buffers.emplace_back(ledger_, fmt::format("grad.{}.b{}", u.layout->name, u.buffers.size()), Category::kGrad,
-                           Shape{u.layout->numel}, dtype_);
-    b = u.buffers.back().float16();
-  } else {
-    b = u.free16.back();
-    u.free16.pop_back();
-  }
-  if (reused && hooks_.zero_reused && !hooks_.zero_reused(u.layout->id)) {
-    // Not "zeroed": the buffer's old values (a partial sum of the previous step) are added to the leaf.
-    for (int64_t i = 0; i < u.layout->numel; ++i)
-      u.current[i] += dtype_ == DType::kBF16 ? f32_from_bf16(b[i]) : f32_from_f16(b[i]);
-  }
-  float16_from_f32(b, u.current, u.layout->numel, dtype_);
-  u.leaf32.reset();
-  u.current = nullptr;
-  for (uint16_t* f : u.acc.push16(b)) u.free16.push_back(f);
-  if (++u.leaves == k_) {
-    u.total16 = u.acc.finish16(u.free16);
-    sync16(u);
-    if (complete()) widen_synced();
-  }
-}
-
-void GradStore::sync16(Unit& u) {
-  comm::ScopedPhase phase(trace_, comm::Phase::kGradSync, step_);
-  const int64_t n = u.layout->numel;
-  const bool run = !hooks_.sync16 || hooks_.sync16(u.layout->id, u.total16, n, dtype_);
-  if (zero_ == 0) {
-    if (run) dp_.all_reduce16(u.total16, n, dtype_);
-  } else {
-    if (run)
-      dp_.reduce_scatter16(u.total16, u.shard.float16(), n, dtype_);
-    else
-      std::memcpy(u.shard.float16(), u.total16 + u.range.begin, sizeof(uint16_t) * static_cast<size_t>(u.range.size()));
-    if (zero_ >= 2) {
-      u.buffers.clear();
-      u.free16.clear();
-      u.total16 = nullptr;
+      u.total = {};
     }
   }
   u.synced = true;
@@ -155,19 +119,12 @@ void GradStore::widen_synced() {
   int64_t total = 0;
   for (const Unit& u : units_) total += u.range.size();
   widened_ = Tensor(ledger_, "grad.widened", Category::kGrad, {total});
-  float* dst = widened_.f32();
-  for (const Unit& u : units_) {
-    const uint16_t* src = zero_ == 0 ? u.total16 + u.range.begin : u.shard.float16();
-    f32_from_float16(dst, src, u.range.size(), dtype_);
-    dst += u.range.size();
+  int64_t at = 0;
+  for (Unit& u : units_) {
+    const ConstBufView src = zero_ == 0 ? u.total.slice(u.range.begin, u.range.size()) : u.shard.view();
+    convert(widened_.view().slice(at, u.range.size()), src);
+    at += u.range.size();
   }
-}
-
-std::vector<const uint16_t*> GradStore::owned_grads16() const {
-  SP_CHECK(mixed(), "owned_grads16() of fp32 gradients");
-  std::vector<const uint16_t*> out;
-  for (const Unit& u : units_) out.push_back(zero_ == 0 ? u.total16 : u.shard.float16());
-  return out;
 }
 
 bool GradStore::complete() const {
@@ -176,18 +133,17 @@ bool GradStore::complete() const {
   return true;
 }
 
-std::vector<const float*> GradStore::owned_grads() const {
-  SP_CHECK(!mixed(), "owned_grads() of {} gradients", dtype_name(dtype_));
-  std::vector<const float*> out;
-  for (const Unit& u : units_) out.push_back(zero_ == 0 ? u.total : u.shard.f32());
+std::vector<ConstBufView> GradStore::owned_grads() const {
+  std::vector<ConstBufView> out;
+  for (const Unit& u : units_) out.push_back(zero_ == 0 ? ConstBufView(u.total) : u.shard.view());
   return out;
 }
 
-std::vector<float*> GradStore::spent_totals() {
+std::vector<BufView> GradStore::spent_totals() {
   SP_CHECK_EQ(zero_, 0, "spent_totals: only zero 0 keeps the full unit totals");
-  std::vector<float*> out;
+  std::vector<BufView> out;
   for (Unit& u : units_) {
-    SP_CHECK(u.total != nullptr, "spent_totals: unit {} has no total this step", u.layout->name);
+    SP_CHECK(u.total.data != nullptr, "spent_totals: unit {} has no total this step", u.layout->name);
     out.push_back(u.total);
   }
   return out;
@@ -206,7 +162,7 @@ std::vector<OwnedPiece> GradStore::evidence_pieces() {
   }
   for (Unit& u : units_) {
     if (zero_ == 0)  // replicas: each dp rank its 1/dp range (ParamStore::evidence_pieces)
-      out.push_back({u.layout, u.range.begin, u.range.end, u.total + u.range.begin});
+      out.push_back({u.layout, u.range.begin, u.range.end, u.total.f32() + u.range.begin});
     else
       out.push_back({u.layout, u.range.begin, u.range.end, u.shard.f32()});
   }

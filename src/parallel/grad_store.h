@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "comm/trace_context.h"
@@ -34,38 +35,36 @@ class GradStore final : public model::GradSink {
   GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp, MemoryLedger& ledger,
             comm::TraceContext& trace, DType dtype = DType::kF32);
 
-  float* leaf(int unit) override;
+  BufView leaf(int unit) override;
   void done(int unit) override;
 
   void begin_step(int64_t step);
   // True once every unit has been synchronized this step.
   bool complete() const;
-  // The synchronized gradient of the pieces ParamStore::owned() names, in the same order (fp32 only).
-  std::vector<const float*> owned_grads() const;
+  // The synchronized gradient of the pieces ParamStore::owned() names, in the same order, as views of
+  // dtype() (the whole unit at zero 0, the owned shard otherwise).
+  std::vector<ConstBufView> owned_grads() const;
   // zero 0: the same buffers as writable scratch, for a caller that has consumed the totals (a
   // parameter-server worker after its push); valid until the next begin_step.
-  std::vector<float*> spent_totals();
-  // The same as 16-bit patterns of dtype() (16-bit gradients only).
-  std::vector<const uint16_t*> owned_grads16() const;
+  std::vector<BufView> spent_totals();
   DType dtype() const { return dtype_; }
   // 16-bit gradients: frees "grad.widened" (after the optimizer step); a no-op otherwise.
   void release_widened() { widened_.reset(); }
-  // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage.
+  // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage (fp32: the
+  // synchronized gradients; 16-bit: their widened copy).
   std::vector<OwnedPiece> evidence_pieces();
 
   // Intervention points for the fault injector (parallel/fault_injector.h); each unset one is a no-op.
-  //   zero_reused(unit):      before a reused leaf buffer is zeroed; false keeps its old values (16-bit
-  //                           gradients: before a reused 16-bit buffer receives the rounded leaf; false
-  //                           adds its old values to the leaf first, as an unzeroed fp32 leaf would);
-  //   leaf_done(unit, leaf, n): a micro-batch's fp32 leaf is handed back, before it is accumulated;
-  //   sync(unit, total, n):   just before the unit's dp sync (fp32 gradients); false skips the sync on
-  //                           this rank;
-  //   sync16(unit, total, n, dtype): the same for 16-bit gradients, whose total is n patterns of dtype.
+  //   zero_reused(unit):   before a reused leaf buffer is zeroed; false keeps its old values (16-bit
+  //                        gradients: before a reused 16-bit buffer receives the rounded leaf; false
+  //                        adds its old values to the leaf first, as an unzeroed fp32 leaf would);
+  //   leaf_done(unit, leaf): a micro-batch's fp32 leaf is handed back, before it is accumulated;
+  //   sync(unit, total):   just before the unit's dp sync, with its total in the gradient dtype; false
+  //                        skips the sync on this rank.
   struct Hooks {
     std::function<bool(int unit)> zero_reused;
-    std::function<void(int unit, float* leaf, int64_t n)> leaf_done;
-    std::function<bool(int unit, float* total, int64_t n)> sync;
-    std::function<bool(int unit, uint16_t* total, int64_t n, DType dtype)> sync16;
+    std::function<void(int unit, BufView leaf)> leaf_done;
+    std::function<bool(int unit, BufView total)> sync;
   };
   void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
 
@@ -75,22 +74,21 @@ class GradStore final : public model::GradSink {
     const model::UnitLayout* layout;
     ShardRange range;
     kernels::CanonicalAccumulator acc;
-    std::vector<Tensor> buffers;  // every full-size buffer allocated for this unit
-    std::vector<float*> free;     // buffers not on the accumulator stack
-    float* current = nullptr;     // leaf of the micro-batch in progress
-    float* total = nullptr;       // synchronized sum (zero 0) after the last leaf
+    std::vector<Tensor> buffers;  // every full-size buffer allocated for this unit (gradient dtype)
+    std::vector<BufView> free;    // buffers not on the accumulator stack
+    BufView current;              // fp32 leaf of the micro-batch in progress (data null: none)
+    BufView total;                // the sum over the rank's leaves, after the last one (zero 0: synchronized)
     int64_t leaves = 0;
     Tensor shard;  // zero ≥ 1, (range.size()) of the gradient dtype
     bool synced = false;
-    // 16-bit gradients: the fp32 leaf in flight, the 16-bit buffers off the stack, the 16-bit total.
-    Tensor leaf32;
-    std::vector<uint16_t*> free16;
-    uint16_t* total16 = nullptr;
+    Tensor leaf32;  // 16-bit gradients: the fp32 leaf in flight ("grad.<unit>.leaf")
   };
   Unit& unit(int id);
+  // A full-size buffer of the gradient dtype: a free one (reused = true) or a new, zeroed one.
+  std::pair<BufView, bool> take_buffer(Unit& u);
+  // 16-bit gradients: the fp32 leaf rounded once into a buffer of the gradient dtype; frees the leaf.
+  BufView round_leaf(Unit& u);
   void sync(Unit& u);
-  void done16(Unit& u);
-  void sync16(Unit& u);
   void widen_synced();  // once every unit is synced: fills "grad.widened"
   bool mixed() const { return dtype_ != DType::kF32; }
 

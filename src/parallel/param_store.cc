@@ -53,30 +53,16 @@ void ParamStore::initialize(uint64_t seed, float init_std) {
   }
 }
 
-const float* ParamStore::acquire(int id) {
-  SP_CHECK(!mixed(), "unit {}: acquire() of fp32 weights from a {} ParamStore", id, dtype_name(working_));
+ConstBufView ParamStore::acquire(int id) {
   Unit& u = unit(id);
-  if (zero_ < 3) return u.full.f32();
-  if (dp_.dp_size() == 1) return u.shard.f32();
-  if (u.refs++ == 0) {
-    u.gathered = Tensor(ledger_, "param.gather." + u.layout->name, Category::kParam, {u.layout->numel});
-    const void* send = gather_source_ ? gather_source_(id, u.shard.f32()) : u.shard.f32();
-    dp_.all_gather(static_cast<const float*>(send), u.gathered.f32(), u.layout->numel);
-  }
-  return u.gathered.f32();
-}
-
-const uint16_t* ParamStore::acquire16(int id) {
-  SP_CHECK(mixed(), "unit {}: acquire16() from an fp32 ParamStore", id);
-  Unit& u = unit(id);
-  if (zero_ < 3) return u.full.float16();
-  if (dp_.dp_size() == 1) return u.shard.float16();
+  if (zero_ < 3) return u.full.view();
+  if (dp_.dp_size() == 1) return u.shard.view();
   if (u.refs++ == 0) {
     u.gathered = Tensor(ledger_, "param.gather." + u.layout->name, Category::kParam, {u.layout->numel}, working_);
-    const void* send = gather_source_ ? gather_source_(id, u.shard.float16()) : u.shard.float16();
-    dp_.all_gather16(static_cast<const uint16_t*>(send), u.gathered.float16(), u.layout->numel, working_);
+    const void* send = gather_source_ ? gather_source_(id, u.shard.raw()) : u.shard.raw();
+    dp_.all_gather({send, u.shard.numel(), working_}, u.gathered.view());
   }
-  return u.gathered.float16();
+  return u.gathered.view();
 }
 
 void ParamStore::release(int id) {
@@ -120,18 +106,14 @@ std::vector<OwnedPiece> ParamStore::evidence_pieces() {
 void ParamStore::publish() {
   if (mixed())
     for (Unit& u : units_) {
-      uint16_t* dst = zero_ == 3 ? u.shard.float16() : u.full.float16() + (zero_ == 0 ? 0 : u.range.begin);
-      float16_from_f32(dst, u.master.f32(), u.master.numel(), working_);
+      Tensor& working = zero_ == 3 ? u.shard : u.full;
+      convert(working.view().slice(zero_ == 1 || zero_ == 2 ? u.range.begin : 0, u.master.numel()), u.master.view());
     }
   if (zero_ == 0 || zero_ == 3 || dp_.dp_size() == 1) return;
-  const size_t elem = dtype_size(working_);
   for (Unit& u : units_) {
-    std::memcpy(send_shard_.raw(), static_cast<const char*>(u.full.raw()) + elem * static_cast<size_t>(u.range.begin),
-                elem * static_cast<size_t>(u.range.size()));
-    if (mixed())
-      dp_.all_gather16(send_shard_.float16(), u.full.float16(), u.layout->numel, working_);
-    else
-      dp_.all_gather(send_shard_.f32(), u.full.f32(), u.layout->numel);
+    const BufView send = send_shard_.view().slice(0, u.range.size());
+    convert(send, u.full.view().slice(u.range.begin, u.range.size()));
+    dp_.all_gather(send, u.full.view());
   }
 }
 

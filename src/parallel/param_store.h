@@ -7,7 +7,7 @@
 //             before a unit's forward and again before its backward (§5.3).
 // acquire/release nest (a tied embedding is acquired twice by one micro-batch).
 // Mixed precision (working dtype bf16/fp16, docs/memory.md §"What phase 2 changes"): the buffers above hold
-// 16-bit working weights (the stage reads them through acquire16(), ZeRO's gathers move 16 bits), and
+// 16-bit working weights (acquire() hands the stage 16-bit views, ZeRO's gathers move 16 bits), and
 // the fp32 master weights of the owned pieces live next to them as optimizer state ("optim.master.<unit>",
 // category optim: ZeRO's K = 12 counts them with AdamW's moments); owned() names the masters, and
 // publish() rounds them into the working copy (nearest even) and gathers it. Invariant: after
@@ -38,8 +38,8 @@ class ParamStore final : public model::ParamSource {
   // Shard-invariant initialization of everything this rank holds.
   void initialize(uint64_t seed, float init_std);
 
-  const float* acquire(int unit) override;       // fp32 only
-  const uint16_t* acquire16(int unit) override;  // mixed precision only
+  // The unit's flat working weights, as a view of the working dtype.
+  ConstBufView acquire(int unit) override;
   void release(int unit) override;
   bool mixed() const { return working_ != DType::kF32; }
 

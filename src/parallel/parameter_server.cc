@@ -65,12 +65,14 @@ void PsWorkerUpdate::exchange(int64_t step) {
   comm::ScopedPhase phase(trace_, comm::Phase::kPush, step);
   computed_version_ = held_version_;
   const std::vector<model::UnitPiece> units = params_.owned();
-  const std::vector<const float*> totals = grads_.owned_grads();
+  const std::vector<ConstBufView> totals = grads_.owned_grads();
   std::vector<std::unique_ptr<comm::Request>> sent;
   for (size_t i = 0; i < units.size(); ++i)
     for (const auto& [j, p] : keys_.pieces_of_unit(units[i].unit))
-      if (!hooks_.push_sent || hooks_.push_sent(step, j))
-        sent.push_back(ps_.isend(totals[i] + p.begin, p.size(), DType::kF32, roles_.server_rank(j), tag_of(p)));
+      if (!hooks_.push_sent || hooks_.push_sent(step, j)) {
+        const ConstBufView piece = totals[i].slice(p.begin, p.size());
+        sent.push_back(ps_.isend(piece.f32(), piece.count, DType::kF32, roles_.server_rank(j), tag_of(p)));
+      }
   for (auto& r : sent) r->wait();
 }
 
@@ -83,15 +85,17 @@ void PsWorkerUpdate::pull(int64_t step) {
   const bool scheduled = step < 0 || comm::refreshes_after(step, ps_.rank(), staleness_);
   const bool take = scheduled && (step < 0 || !hooks_.pull_taken || hooks_.pull_taken(step));
   const std::vector<model::UnitPiece> units = params_.owned();
-  std::vector<float*> into;
+  std::vector<BufView> into;
   if (take)
-    for (const model::UnitPiece& u : units) into.push_back(u.data);
+    for (const model::UnitPiece& u : units) into.push_back(f32_view(u.data, u.size()));
   else
     into = grads_.spent_totals();
   std::vector<std::unique_ptr<comm::Request>> received;
   for (size_t i = 0; i < units.size(); ++i)
-    for (const auto& [j, p] : keys_.pieces_of_unit(units[i].unit))
-      received.push_back(ps_.irecv(into[i] + p.begin, p.size(), DType::kF32, roles_.server_rank(j), tag_of(p)));
+    for (const auto& [j, p] : keys_.pieces_of_unit(units[i].unit)) {
+      const BufView piece = into[i].slice(p.begin, p.size());
+      received.push_back(ps_.irecv(piece.f32(), piece.count, DType::kF32, roles_.server_rank(j), tag_of(p)));
+    }
   for (auto& r : received) r->wait();
   if (take) held_version_ = step + 1;  // after a load (step −1) the loaded state is version 0 of the run's SSP
 }
@@ -162,18 +166,18 @@ void PsServerUpdate::exchange(int64_t step) {
   const int W = roles_.workers();
   for (Piece& p : pieces_) {
     const int64_t n = p.range.size();
-    std::vector<float*> leaves;
+    std::vector<BufView> leaves;
     std::vector<std::unique_ptr<comm::Request>> received;
     for (int w = 0; w < W; ++w) {
-      leaves.push_back(staging_.f32() + w * n);
+      leaves.push_back(staging_.view().slice(w * n, n));
       if (!hooks_.push_received || hooks_.push_received(step, w))
-        received.push_back(ps_.irecv(leaves.back(), n, DType::kF32, w, tag_of(p.range)));
+        received.push_back(ps_.irecv(leaves.back().f32(), n, DType::kF32, w, tag_of(p.range)));
       else
-        std::memset(leaves.back(), 0, sizeof(float) * static_cast<size_t>(n));  // the dropped push
+        std::memset(leaves.back().data, 0, leaves.back().bytes());  // the dropped push
     }
     for (auto& r : received) r->wait();
-    kernels::canonical_tree_sum_inplace(leaves.data(), W, n);
-    std::memcpy(p.grad.f32(), leaves[0], sizeof(float) * static_cast<size_t>(n));
+    kernels::canonical_tree_sum_inplace(leaves);
+    convert(p.grad.view(), leaves[0]);
   }
   received_ = true;
 }
@@ -206,10 +210,10 @@ void PsServerUpdate::update(int64_t step, double lr, float clip, bool apply, con
   if (apply) {
     if (before) before();
     std::vector<float*> params;
-    std::vector<const float*> grads;
+    std::vector<ConstBufView> grads;
     for (Piece& p : pieces_) {
       params.push_back(p.param.f32());
-      grads.push_back(p.grad.f32());
+      grads.push_back(p.grad.view());
     }
     const int times = hooks_.updates ? hooks_.updates(step) : 1;
     for (int i = 0; i < times; ++i) optimizer_.step(params, grads, lr, clip);

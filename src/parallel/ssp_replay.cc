@@ -20,9 +20,9 @@ SspReplay::SspReplay(std::vector<const model::UnitLayout*> units, ParamStore& ne
           u, Tensor(ledger, "param." + u->name + ".replay" + std::to_string(w), Category::kParam, {u->numel}));
 }
 
-const float* SspReplay::Cache::acquire(int unit) {
+ConstBufView SspReplay::Cache::acquire(int unit) {
   for (auto& [u, t] : units)
-    if (u->id == unit) return t.f32();
+    if (u->id == unit) return t.view();
   SP_CHECK(false, "the replay cache holds no unit {}", unit);
   __builtin_unreachable();
 }

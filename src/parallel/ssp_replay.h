@@ -40,7 +40,7 @@ class SspReplay {
  private:
   class Cache final : public model::ParamSource {
    public:
-    const float* acquire(int unit) override;
+    ConstBufView acquire(int unit) override;
     void release(int) override {}
     std::vector<std::pair<const model::UnitLayout*, Tensor>> units;
   };

@@ -15,17 +15,17 @@ TensorParallel::TensorParallel(comm::Communicator& tp, config::Reduction mode, M
   if (s > 0) staging_ = Tensor(ledger, "comm.tp_staging", Category::kComm, {s});
 }
 
-void TensorParallel::sum(float* x, int64_t n) {
+void TensorParallel::sum(BufView x) {
   if (tp_.size() == 1) return;
   if (mode_ == config::Reduction::kDeterministic)
-    comm::deterministic_all_reduce(tp_, x, n, staging_.f32());
+    comm::deterministic_all_reduce(tp_, x, {staging_.raw(), staging_.numel(), x.dtype});
   else
-    tp_.all_reduce(x, n, DType::kF32, comm::ReduceOp::kSum);
+    tp_.all_reduce(x.data, x.count, x.dtype, comm::ReduceOp::kSum);
 }
 
-void TensorParallel::all_reduce_max(float* x, int64_t n) {
+void TensorParallel::all_reduce_max(BufView x) {
   if (tp_.size() == 1) return;
-  tp_.all_reduce(x, n, DType::kF32, comm::ReduceOp::kMax);  // max is exact in any order
+  tp_.all_reduce(x.data, x.count, x.dtype, comm::ReduceOp::kMax);  // max is exact in any order
 }
 
 }  // namespace sp::parallel

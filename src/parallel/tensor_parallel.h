@@ -19,19 +19,19 @@ class TensorParallel final : public model::TensorParallelOps {
   TensorParallel(comm::Communicator& tp, config::Reduction mode, MemoryLedger& ledger, int64_t max_count);
   int rank() const override { return tp_.rank(); }
   int size() const override { return tp_.size(); }
-  void reduce_from_tp(float* x, int64_t n) override {
-    if (!forward_reduce_ || forward_reduce_()) sum(x, n);
+  void reduce_from_tp(BufView x) override {
+    if (!forward_reduce_ || forward_reduce_()) sum(x);
   }
   // Intervention point for the fault injector (parallel/fault_injector.h): asked before every
   // reduce_from_tp; false skips that reduction. Unset: every reduction runs.
   void set_forward_reduce_hook(std::function<bool()> hook) { forward_reduce_ = std::move(hook); }
-  void copy_to_tp_backward(float* dx, int64_t n) override { sum(dx, n); }
-  void all_reduce_max(float* x, int64_t n) override;
-  void all_reduce_sum(float* x, int64_t n) override { sum(x, n); }
+  void copy_to_tp_backward(BufView dx) override { sum(dx); }
+  void all_reduce_max(BufView x) override;
+  void all_reduce_sum(BufView x) override { sum(x); }
   static int64_t staging_floats(config::Reduction mode, int tp, int64_t max_count);
 
  private:
-  void sum(float* x, int64_t n);
+  void sum(BufView x);
   comm::Communicator& tp_;
   config::Reduction mode_;
   Tensor staging_;

@@ -1,116 +1,36 @@
+// run_training (trainer.h): the phases around the training loop, each a function here: 1 validate and
+// plan, 2 prepare the data and freeze the contract, 3 open the evidence, 4 initialize or resume, 6 finish;
+// phase 5, the loop itself, is train_loop.cc. Run (train_run.h) carries one rank's state between them.
 #include "parallel/trainer.h"
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <memory>
 
-#include "ckpt/hf_weights.h"
-#include "comm/agree.h"
-#include "comm/staleness.h"
 #include "comm/topology.h"
-#include "comm/trace_writer.h"
 #include "comm/traced_communicator.h"
-#include "comm/watchdog.h"
-#include "core/check.h"
-#include "core/dir_lock.h"
 #include "core/file_io.h"
-#include "core/json_io.h"
 #include "core/log.h"
-#include "core/timer.h"
 #include "data/prepare.h"
-#include "data/token_dataset.h"
-#include "evidence/activations.h"
-#include "evidence/bundle_paths.h"
-#include "evidence/checksums.h"
 #include "evidence/contract.h"
 #include "evidence/ledger_report.h"
 #include "evidence/run_dir.h"
-#include "parallel/engine.h"
 #include "parallel/memory_fit.h"
 #include "parallel/parameter_server.h"
+#include "parallel/train_run.h"
 #include "plan/ledger_model.h"
 #include "plan/run_plan.h"
 #include "plan/traffic_model.h"
 
 namespace sp::parallel {
+namespace train_detail {
 namespace {
 
 std::string resolve(const std::string& root, const std::string& path) {
   return std::filesystem::path(path).is_absolute() ? path : (std::filesystem::path(root) / path).string();
 }
-
-std::string eta_string(double seconds) {
-  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
-  return fmt::format("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
-}
-
-// Removes the fatal-error hook when the run ends (installed by open_evidence).
-struct BeforeFatalReset {
-  ~BeforeFatalReset() { set_before_fatal({}); }
-};
-
-// Everything one rank holds between the phases of a run. Members are destroyed in reverse order: the
-// engine first, then the communicators (which point at the trace writer and the watchdog), then the
-// evidence files.
-// What validation fixes before anything else happens: the plan and the process grid.
-struct Setup {
-  plan::RunPlan plan;
-  comm::ProcessGrid grid;
-};
-
-struct Run {
-  Run(const config::RunConfig& c, const TrainOptions& o, Setup s, int r)
-      : config(c), opt(o), paths(o.out_dir), plan(std::move(s.plan)), grid(std::move(s.grid)), rank(r) {}
-  Run(const Run&) = delete;
-  Run& operator=(const Run&) = delete;
-  const config::RunConfig& config;
-  const TrainOptions& opt;
-  const evidence::RunPaths paths;
-  const plan::RunPlan plan;
-  const comm::ProcessGrid grid;
-  const int rank;
-  DirectoryLock dir_lock;  // rank 0: the output directory is this run's until it ends (evidence/run_dir.h)
-  // 2. prepare_data
-  std::optional<data::TokenDataset> train, eval;
-  nlohmann::json contract;
-  // 3. open_evidence
-  ResumePlan resume;
-  std::unique_ptr<comm::TraceWriter> trace_writer;
-  std::unique_ptr<comm::Watchdog> watchdog;
-  BeforeFatalReset before_fatal_reset;
-  std::optional<Timeline> timeline;
-  std::optional<evidence::ChecksumWriter> checksums;  // world rank 0
-  std::optional<JsonlWriter> metrics;                 // world rank 0
-  std::unique_ptr<evidence::ActivationRecorder> activations;
-  comm::GridCommunicators comms;
-  comm::TraceContext trace;
-  MemoryLedger ledger;
-  // 4. initialize_or_resume
-  std::unique_ptr<Engine> engine;
-  std::optional<ckpt::NamedTensors> init_weights;  // --init-from, read and checked in prepare_data
-
-  Status agree(const Status& local) { return comm::agree(*comms.world, local); }
-  // The first write error of this rank's evidence files (each writer keeps its own, naming its file).
-  // Every file that failed is named.
-  Status evidence_status() const {
-    Status out;
-    for (const Status& s : {trace_writer ? trace_writer->status() : Status(), timeline ? timeline->status() : Status(),
-                            checksums ? checksums->status() : Status(), metrics ? metrics->status() : Status(),
-                            activations ? activations->status() : Status()})
-      if (!s.ok()) out = out.ok() ? s : Status(out.code(), out.message() + "; " + s.message());
-    return out;
-  }
-  Status on_rank0(const std::function<Status()>& f) { return agree(rank == 0 ? f() : Status()); }
-  void write_metrics(const nlohmann::json& record) {
-    if (!metrics) return;
-    metrics->write(record);
-    (void)metrics->flush();  // an error is kept and reported by finish()
-  }
-};
 
 // The run options that only make sense together (the anchored replay, extra checkpoints).
 Status validate_options(const config::RunConfig& config, const TrainOptions& opt) {
@@ -316,163 +236,6 @@ Status initialize_or_resume(Run& run, TrainSummary& summary) {
   return Status();
 }
 
-// The step's checksum records (loss always; gradients and parameters when taken) on rank 0.
-void write_step_records(Run& run, const StepResult& r, bool take) {
-  if (!run.checksums) return;
-  run.checksums->write_scalar(r.step, "loss", "loss", r.loss);
-  // fp16: the loss scaler's record, every step (proof::expected_records).
-  if (run.config.train.precision.compute == DType::kF16) {
-    SP_CHECK(r.loss_scale > 0, "step {}: an fp16 step without a loss scale", r.step);
-    run.checksums->write_scaler(r.step, r.loss_scale, r.skipped);
-  }
-  if (take) {
-    run.checksums->write_tensors(r.step, "grad", run.engine->tensors(), r.grads);
-    run.checksums->write_tensors(r.step, "param", run.engine->tensors(), r.params);
-  }
-  (void)run.checksums->flush();  // an error is kept and reported by finish()
-}
-
-nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
-  nlohmann::json m = {{"step", r.step},
-                      {"loss", r.loss},
-                      {"lr", r.lr},
-                      {"grad_norm", r.grad_norm},
-                      {"clip", r.clip},
-                      {"finite", r.finite},
-                      {"skipped", r.skipped},
-                      {"step_s", r.seconds},
-                      {"compute_s", r.compute_seconds},
-                      {"tokens_per_s", tokens_per_step / r.seconds}};
-  if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
-  if (!r.versions.empty()) {  // SSP: the version each worker's gradient was computed on, and its staleness
-    m["versions"] = r.versions;
-    std::vector<int64_t> staleness;
-    for (int64_t v : r.versions) staleness.push_back(r.step - v);
-    m["staleness"] = staleness;
-  }
-  if (r.loss_scale > 0) m["loss_scale"] = r.loss_scale;  // fp16: the scale the step ran with
-  return m;
-}
-
-Status save_at(Run& run, int64_t steps_done, CheckpointOptions options) {
-  // A checkpoint records the evidence files' prefixes: never commit one over incomplete evidence.
-  if (Status e = run.evidence_status(); !e.ok())
-    options.precondition = Status(e.code(), "not saved (LATEST is unchanged): evidence incomplete: " + e.message(),
-                                  "free space or fix the file system, then resume from the last checkpoint");
-  SP_ASSIGN_OR_RETURN(
-      const ckpt::SaveOutcome saved,
-      save_checkpoint(*run.engine, *run.comms.world, run.trace, run.opt.out_dir, steps_done, run.contract, options));
-  if (run.rank == 0)
-    log_info("checkpoint step {}: {} ({:.1f} MB, {:.2f} s){}", steps_done, saved.dir, saved.bytes / 1e6, saved.seconds,
-             saved.deleted.empty() ? "" : fmt::format("; removed step {}", fmt::join(saved.deleted, ", ")));
-  return run.engine->faults().after_checkpoint(saved.dir);
-}
-
-// 5b. The anchored replay: for every anchor a, the reference's state at a − warmup, steps up to a, and
-//     step a's records (metrics and anchors.json say which checkpoint each came from).
-Status anchored_loop(Run& run, TrainSummary& summary) {
-  const TrainOptions& opt = run.opt;
-  const double tokens_per_step = static_cast<double>(run.config.train.global_batch * run.config.train.seq_len);
-  nlohmann::json anchors = nlohmann::json::array();
-  for (int64_t a : opt.anchors) {
-    const int64_t start = a - opt.anchor_warmup;
-    SP_ASSIGN_OR_RETURN(const ResumePlan from, plan_anchor(*run.comms.world, opt.anchor_from, start, run.contract));
-    SP_RETURN_IF_ERROR(load_checkpoint(*run.engine, *run.comms.world, run.trace, from));
-    for (int64_t s = start; s <= a; ++s) {
-      const int64_t every = run.config.evidence.checksum_every;
-      const bool take = s == a && every > 0 && s % every == 0;  // the reference's cadence
-      StepResult r = run.engine->step(s, take);
-      if (s < a) continue;  // warm-up: this topology's own step from the reference's state
-      write_step_records(run, r, take);
-      nlohmann::json m = step_metrics(r, tokens_per_step);
-      m["anchor"] = start;
-      run.write_metrics(m);
-      summary.final_loss = r.loss;
-      summary.steps = s + 1;
-      if (run.rank == 0 && opt.progress)
-        log_info("anchor {}: step {} from the reference's step {}: loss {:.6f}", a, s, start, r.loss);
-    }
-    anchors.push_back({{"step", a}, {"loaded", start}, {"manifest_digest", from.manifest.digest}});
-  }
-  return run.on_rank0([&] {
-    const nlohmann::json doc = {{"format_version", evidence::kAnchorsFormatVersion},
-                                {"reference", opt.anchor_from},
-                                {"warmup", opt.anchor_warmup},
-                                {"anchors", anchors}};
-    return write_file_atomic(run.paths.anchors(), doc.dump(2) + "\n");
-  });
-}
-
-// 5. The training loop: a step, its evidence records, the evaluation when due, a checkpoint when due.
-//    Stops with an error on diverged replicas or non-finite gradients (evidence.stop_on_divergence).
-Status train_loop(Run& run, TrainSummary& summary) {
-  const config::RunConfig& config = run.config;
-  Engine& engine = *run.engine;
-  CheckpointOptions ckpt_options;
-  ckpt_options.keep_last = config.evidence.keep_last;
-  ckpt_options.fault = run.opt.ckpt_fault;
-  const int64_t first_step = run.resume.step;
-  const int64_t steps = config.train.steps;
-  const int64_t last_step = run.opt.stop_after > 0 ? std::min(run.opt.stop_after, steps) : steps;
-  const double tokens_per_step = static_cast<double>(config.train.global_batch * config.train.seq_len);
-  const auto checkpoint_due = [&](int64_t steps_done) {
-    return (config.evidence.checkpoint_every > 0 && steps_done % config.evidence.checkpoint_every == 0) ||
-           std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), steps_done) !=
-               run.opt.checkpoint_at.end();
-  };
-  if (first_step == 0 &&
-      std::find(run.opt.checkpoint_at.begin(), run.opt.checkpoint_at.end(), 0) != run.opt.checkpoint_at.end())
-    SP_RETURN_IF_ERROR(save_at(run, 0, ckpt_options));  // the initial state (an anchored replay's step 0)
-  const evidence::StepSchedule schedule = plan::step_schedule(config);  // the rule comm_predicted.json follows
-  Stopwatch run_clock;
-  double tokens_seen = 0;
-  comm::StalenessHistogram staleness;  // SSP: applied gradients by staleness, so far
-  for (int64_t s = first_step; s < last_step; ++s) {
-    const bool take = schedule.checksums(s);
-    StepResult r = engine.step(s, take);
-    tokens_seen += tokens_per_step;
-    Stopwatch record_clock;  // step_s includes writing this step's checksum records
-    write_step_records(run, r, take);
-    r.seconds += record_clock.seconds();
-    nlohmann::json m = step_metrics(r, tokens_per_step);
-    if (!r.versions.empty()) {
-      comm::add_staleness(staleness, s, r.versions);
-      m["staleness_histogram"] = comm::staleness_json(staleness);
-    }
-    if (schedule.eval_after(s)) {
-      const double ev = engine.evaluate(s);
-      m["eval_loss"] = ev;
-      if (config.train.eval_batches > 0) summary.final_eval_loss = ev;
-    }
-    run.write_metrics(m);
-    summary.final_loss = r.loss;
-    summary.steps = s + 1;
-    if (run.rank == 0 && run.opt.progress) {
-      const double elapsed = run_clock.seconds();
-      log_info("step {}/{} loss {:.4f} lr {:.2e} norm {:.3f} | {:.0f} tok/s | ETA {}", s + 1, steps, r.loss, r.lr,
-               r.grad_norm, tokens_seen / elapsed,
-               eta_string(elapsed / static_cast<double>(s + 1 - first_step) * static_cast<double>(steps - s - 1)));
-    }
-    if (!r.diverging_ranks.empty() && config.evidence.stop_on_divergence && config.parallel.staleness > 0)
-      return failed_precondition(
-          "step {}: worker(s) {} computed this step or hold parameters for the next beyond the staleness bound "
-          "{} (versions computed on: {}), or differ from a worker holding the same version",
-          s, fmt::join(r.diverging_ranks, ", "), config.parallel.staleness, fmt::join(r.versions, ", "));
-    if (!r.diverging_ranks.empty() && config.evidence.stop_on_divergence)
-      return failed_precondition(
-          "step {}: dp replicas diverged: world rank(s) {} hold parameters that differ "
-          "from their dp group's rank 0",
-          s, fmt::join(r.diverging_ranks, ", "));
-    SP_RETURN_IF_ERROR(r.status);  // fp16: an overflow at the minimum loss scale
-    // fp16: an overflowing step is the loss scaler's to handle (skipped, scale lowered), not a divergence.
-    if (!r.finite && r.loss_scale == 0 && config.evidence.stop_on_divergence)
-      return failed_precondition("step {}: non-finite gradients (norm {}); no update was applied", s, r.grad_norm);
-    if (checkpoint_due(s + 1)) SP_RETURN_IF_ERROR(save_at(run, s + 1, ckpt_options));
-  }
-  summary.tokens_per_second = tokens_seen / run_clock.seconds();
-  return Status();
-}
-
 // 6. Finish: the memory ledger (measured on every rank while everything is live, against the
 //    prediction), then every evidence file closed and checked: a run whose evidence is incomplete
 //    fails, naming the file. Every failure is reported, the training loop's first, then the evidence
@@ -510,18 +273,20 @@ Status finish(Run& run, const Status& loop) {
 }
 
 }  // namespace
+}  // namespace train_detail
 
 Result<TrainSummary> run_training(const config::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
-  SP_ASSIGN_OR_RETURN(Setup setup, validate_and_plan(config, opt, mpi));
-  Run run(config, opt, std::move(setup), mpi.world_rank());
-  SP_RETURN_IF_ERROR(prepare_data(run, mpi));
+  namespace d = train_detail;
+  SP_ASSIGN_OR_RETURN(d::Setup setup, d::validate_and_plan(config, opt, mpi));
+  d::Run run(config, opt, std::move(setup), mpi.world_rank());
+  SP_RETURN_IF_ERROR(d::prepare_data(run, mpi));
   if (opt.contract_only) return TrainSummary{};
   SP_RETURN_IF_ERROR(check_memory_fit(run.plan, run.grid, *run.comms.world));
-  SP_RETURN_IF_ERROR(open_evidence(run));
+  SP_RETURN_IF_ERROR(d::open_evidence(run));
   TrainSummary summary;
-  SP_RETURN_IF_ERROR(initialize_or_resume(run, summary));
-  const Status loop = opt.anchor_from.empty() ? train_loop(run, summary) : anchored_loop(run, summary);
-  SP_RETURN_IF_ERROR(finish(run, loop));
+  SP_RETURN_IF_ERROR(d::initialize_or_resume(run, summary));
+  const Status loop = opt.anchor_from.empty() ? d::train_loop(run, summary) : d::anchored_loop(run, summary);
+  SP_RETURN_IF_ERROR(d::finish(run, loop));
   return summary;
 }
 

@@ -1,8 +1,9 @@
 // run_training: one `shardproof train` on every rank of an MPI job, from a validated config::RunConfig to a
 // complete evidence bundle (evidence/bundle_paths.h, docs/formats/): contract.json, topology.json,
 // comm_predicted.json, trace/, timeline/, checksums.jsonl, metrics.jsonl, ledger.json, activations/
-// and checkpoints/. It runs six phases, each a function of trainer.cc: validate and plan, prepare the
-// data and freeze the contract, open the evidence, initialize or resume, the training loop, finish.
+// and checkpoints/. It runs six phases, each a function: validate and plan, prepare the data and freeze
+// the contract, open the evidence, initialize or resume (trainer.cc), the training loop (train_loop.cc),
+// finish (trainer.cc).
 // Every rank calls it; every rank returns the same Status. Validation runs first and fails
 // identically on every rank before any communication or file write; a run whose evidence could not
 // be written completely fails, naming the file.

@@ -27,10 +27,7 @@ void AllReduceUpdate::update(int64_t, double lr, float clip, bool apply, const s
   // the working copy and the ZeRO-1/2 all-gather of the updated shards.
   std::vector<float*> p;
   for (const model::UnitPiece& piece : params_.owned()) p.push_back(piece.data);
-  if (grads_.dtype() == DType::kF32)
-    optimizer_.step(p, grads_.owned_grads(), lr, clip);
-  else
-    optimizer_.step16(p, grads_.owned_grads16(), grads_.dtype(), lr, clip);
+  optimizer_.step(p, grads_.owned_grads(), lr, clip);  // fp32 or 16-bit gradients (kernels/adamw.h widens)
   grads_.release_widened();
   params_.publish();
 }

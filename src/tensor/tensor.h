@@ -1,5 +1,7 @@
 // Tensor: an owning, ledger-accounted buffer with a name, a shape, a dtype and a category.
-// Row-major and contiguous; move-only. Views (TensorView) are non-owning and carry no name.
+// Row-major and contiguous; move-only. view() / cview() hand out its elements as a typed, non-owning
+// BufView (tensor/buf_view.h: pointer, count, dtype), which is what crosses the layers; a view carries
+// no name and no shape.
 // The name is the canonical logical name (docs/glossary.md) or, for activations and
 // scratch, a descriptive one ("act.layers.3.attn_probs"); the ledger accounts bytes under it.
 #pragma once
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "tensor/buf_view.h"
 #include "tensor/dtype.h"
 #include "tensor/memory_ledger.h"
 
@@ -51,6 +54,10 @@ class Tensor {
   const uint16_t* float16() const { return const_cast<Tensor*>(this)->float16(); }
   void* raw() { return data_; }
   const void* raw() const { return data_; }
+  // Every element, typed (numel() elements of dtype()).
+  BufView view() { return {data_, numel_, dtype_}; }
+  ConstBufView view() const { return {data_, numel_, dtype_}; }
+  ConstBufView cview() const { return view(); }
 
   void zero();
   // Frees the buffer now (the ledger's live bytes drop); the tensor becomes undefined.

@@ -33,10 +33,10 @@ std::vector<float> input_of(int q, int64_t count, int salt) {
 
 std::vector<float> canonical_sum(int n, int64_t count, int salt) {
   std::vector<std::vector<float>> leaves;
-  std::vector<float*> ptrs;
+  std::vector<BufView> ptrs;
   for (int q = 0; q < n; ++q) leaves.push_back(input_of(q, count, salt));
-  for (auto& l : leaves) ptrs.push_back(l.data());
-  kernels::canonical_tree_sum_inplace(ptrs.data(), n, count);
+  for (auto& l : leaves) ptrs.push_back(f32_view(l.data(), count));
+  kernels::canonical_tree_sum_inplace(ptrs);
   return leaves[0];
 }
 
@@ -51,7 +51,7 @@ void check_group(Communicator& c, int salt) {
     // all_reduce in place.
     std::vector<float> x = input_of(r, count, salt);
     std::vector<float> scratch(static_cast<size_t>(deterministic_all_reduce_scratch(count, n)));
-    deterministic_all_reduce(c, x.data(), count, scratch.data());
+    deterministic_all_reduce(c, f32_view(x.data(), count), f32_view(scratch.data(), std::ssize(scratch)));
     const std::vector<float> want = canonical_sum(n, count, salt);
     EXPECT_TRUE(same_bits(x.data(), want.data(), count)) << "all_reduce count " << count;
 
@@ -68,7 +68,8 @@ void check_group(Communicator& c, int salt) {
     const std::vector<float> send = input_of(r, count, salt);
     std::vector<float> mine(static_cast<size_t>(counts[static_cast<size_t>(r)]));
     std::vector<float> rs_scratch(static_cast<size_t>(deterministic_reduce_scatter_scratch(counts, r)));
-    deterministic_reduce_scatter(c, send.data(), mine.data(), counts, rs_scratch.data());
+    deterministic_reduce_scatter(c, f32_view(send.data(), count), f32_view(mine.data(), std::ssize(mine)), counts,
+                                 f32_view(rs_scratch.data(), std::ssize(rs_scratch)));
     EXPECT_TRUE(same_bits(mine.data(), want.data() + displ, counts[static_cast<size_t>(r)]))
         << "reduce_scatter count " << count;
   }
@@ -100,8 +101,8 @@ TEST_P(Deterministic, EqualsCanonicalTreeSumOnEveryRank) {
   }
 }
 
-// The 16-bit variants (mixed precision's 16-bit gradients): the same tree with a rounding per node, equal
-// to kernels::canonical_tree_sum_inplace16 over the members' inputs (rounded to the format first).
+// 16-bit buffers (mixed precision's 16-bit gradients): the same tree with a rounding per node, equal
+// to kernels::canonical_tree_sum_inplace of 16-bit leaves over the members' inputs (rounded to the format first).
 TEST(Deterministic16, EqualsCanonicalTreeSum16OnEveryRank) {
   auto world = make_world_communicator();
   const int n = world->size(), r = world->rank();
@@ -113,32 +114,33 @@ TEST(Deterministic16, EqualsCanonicalTreeSum16OnEveryRank) {
       return x;
     };
     std::vector<std::vector<uint16_t>> leaves;
-    std::vector<uint16_t*> ptrs;
+    std::vector<BufView> ptrs;
     for (int q = 0; q < n; ++q) leaves.push_back(as16(q));
-    for (auto& l : leaves) ptrs.push_back(l.data());
-    kernels::canonical_tree_sum_inplace16(ptrs.data(), n, count, t);
+    for (auto& l : leaves) ptrs.push_back({l.data(), count, t});
+    kernels::canonical_tree_sum_inplace(ptrs);
     const std::vector<uint16_t>& want = leaves[0];
     std::vector<uint16_t> x = as16(r);
     std::vector<uint16_t> scratch(static_cast<size_t>(deterministic_all_reduce_scratch(count, n)));
-    deterministic_all_reduce16(*world, x.data(), count, scratch.data(), t);
-    EXPECT_EQ(x, want) << dtype_name(t) << " all_reduce16";
+    deterministic_all_reduce(*world, {x.data(), count, t}, {scratch.data(), std::ssize(scratch), t});
+    EXPECT_EQ(x, want) << dtype_name(t) << " all_reduce";
     const std::vector<int64_t> counts = even_split_counts(count, n);
     int64_t displ = 0;
     for (int q = 0; q < r; ++q) displ += counts[static_cast<size_t>(q)];
     std::vector<uint16_t> mine(static_cast<size_t>(counts[static_cast<size_t>(r)]));
     const std::vector<uint16_t> send = as16(r);
-    deterministic_reduce_scatter16(*world, send.data(), mine.data(), counts, scratch.data(), t);
-    EXPECT_TRUE(std::equal(mine.begin(), mine.end(), want.begin() + displ)) << dtype_name(t) << " reduce_scatter16";
+    deterministic_reduce_scatter(*world, {send.data(), count, t}, {mine.data(), std::ssize(mine), t}, counts,
+                                 {scratch.data(), std::ssize(scratch), t});
+    EXPECT_TRUE(std::equal(mine.begin(), mine.end(), want.begin() + displ)) << dtype_name(t) << " reduce_scatter";
     // A 16-bit sum rounds at every node: it differs from the fp32 tree rounded once (the test can tell).
     if (n == 4) {
       std::vector<std::vector<float>> wide;
-      std::vector<float*> wp;
+      std::vector<BufView> wp;
       for (int q = 0; q < n; ++q) {
         wide.emplace_back(static_cast<size_t>(count));
         f32_from_float16(wide.back().data(), as16(q).data(), count, t);
       }
-      for (auto& w : wide) wp.push_back(w.data());
-      kernels::canonical_tree_sum_inplace(wp.data(), n, count);
+      for (auto& w : wide) wp.push_back(f32_view(w.data(), count));
+      kernels::canonical_tree_sum_inplace(wp);
       std::vector<uint16_t> once(static_cast<size_t>(count));
       float16_from_f32(once.data(), wide[0].data(), count, t);
       EXPECT_NE(once, want) << "inputs too tame to tell a per-node rounding from a single one";

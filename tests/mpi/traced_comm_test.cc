@@ -50,7 +50,7 @@ void mini_step(GridCommunicators& comms, TraceContext& ctx, bool extra) {
   {
     ScopedPhase phase(ctx, Phase::kGradSync, 0);
     std::vector<float> g(10, 1.0f), scratch(static_cast<size_t>(deterministic_all_reduce_scratch(10, dp.size())));
-    deterministic_all_reduce(dp, g.data(), 10, scratch.data());
+    deterministic_all_reduce(dp, f32_view(g.data(), 10), f32_view(scratch.data(), std::ssize(scratch)));
   }
   {
     ScopedPhase phase(ctx, Phase::kOptimizer, 0);

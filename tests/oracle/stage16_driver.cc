@@ -29,17 +29,14 @@ namespace {
 
 struct Params : model::ParamSource {
   std::map<int, std::vector<uint16_t>> units16;
-  const float* acquire(int) override {
-    SP_CHECK(false, "the mixed-precision stage asked for fp32 weights");
-    __builtin_unreachable();
-  }
-  const uint16_t* acquire16(int u) override { return units16.at(u).data(); }
+  DType dtype = DType::kBF16;  // the 16-bit working dtype of units16
+  ConstBufView acquire(int u) override { return {units16.at(u).data(), std::ssize(units16.at(u)), dtype}; }
   void release(int) override {}
 };
 struct Grads : model::GradSink {
   std::map<int, std::vector<float>> units;
   DType grad = DType::kF32;
-  float* leaf(int u) override { return units.at(u).data(); }
+  BufView leaf(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
   // A 16-bit gradient dtype rounds the micro-batch's fp32 leaf once when it is handed on (model/precision.h).
   void done(int u) override {
     if (grad != DType::kF32) round_through_float16(units.at(u).data(), static_cast<int64_t>(units.at(u).size()), grad);
@@ -48,10 +45,10 @@ struct Grads : model::GradSink {
 struct NoTp : model::TensorParallelOps {
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void reduce_from_tp(float*, int64_t) override {}
-  void copy_to_tp_backward(float*, int64_t) override {}
-  void all_reduce_max(float*, int64_t) override {}
-  void all_reduce_sum(float*, int64_t) override {}
+  void reduce_from_tp(BufView) override {}
+  void copy_to_tp_backward(BufView) override {}
+  void all_reduce_max(BufView) override {}
+  void all_reduce_sum(BufView) override {}
 };
 
 int fail(const Status& s) {
@@ -78,6 +75,7 @@ Status run(const nlohmann::json& job) {
   spec.precision = prec.compute;
   spec.gemm16 = gemm.get();
   Params params;
+  params.dtype = prec.compute;
   Grads grads;
   grads.grad = prec.grad;
   std::map<std::string, std::vector<float>> rounded, grad_of;

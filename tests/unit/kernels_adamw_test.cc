@@ -62,7 +62,7 @@ constexpr float kTorch[3][3][kN] = {
 TEST(KernelsAdamW, MatchesPyTorchBitForBit) {
   std::vector<float> p(kP0, kP0 + kN), m(kN, 0.0f), v(kN, 0.0f);
   for (int step = 0; step < 3; ++step) {
-    adamw_update(p.data(), m.data(), v.data(), kGrads[step], kN, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step + 1,
+    adamw_update(p.data(), m.data(), v.data(), f32_view(kGrads[step], kN), 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step + 1,
                  kScales[step]);
     for (int i = 0; i < kN; ++i) {
       EXPECT_EQ(p[i], kTorch[step][0][i]) << "param " << i << " after step " << step + 1;
@@ -83,10 +83,10 @@ TEST(KernelsAdamW, TwoStepsMatchClosedForm) {
   const float g2s[] = {0.25f, 1.0f, 0.5f, -0.125f};
   for (int c = 0; c < 4; ++c) {
     float p = p0, m = 0.0f, v = 0.0f;
-    adamw_update(&p, &m, &v, &g1s[c], 1, static_cast<float>(lr), static_cast<float>(b1), static_cast<float>(b2),
-                 static_cast<float>(eps), static_cast<float>(wd), 1, 1.0f);
-    adamw_update(&p, &m, &v, &g2s[c], 1, static_cast<float>(lr), static_cast<float>(b1), static_cast<float>(b2),
-                 static_cast<float>(eps), static_cast<float>(wd), 2, 1.0f);
+    adamw_update(&p, &m, &v, f32_view(&g1s[c], 1), static_cast<float>(lr), static_cast<float>(b1),
+                 static_cast<float>(b2), static_cast<float>(eps), static_cast<float>(wd), 1, 1.0f);
+    adamw_update(&p, &m, &v, f32_view(&g2s[c], 1), static_cast<float>(lr), static_cast<float>(b1),
+                 static_cast<float>(b2), static_cast<float>(eps), static_cast<float>(wd), 2, 1.0f);
     const double g1 = g1s[c], g2 = g2s[c];
     const double m1 = (1 - b1) * g1, v1 = (1 - b2) * g1 * g1;
     const double p1 = p0 * (1 - lr * wd) - lr * (m1 / (1 - b1)) / (std::sqrt(v1 / (1 - b2)) + eps);
@@ -116,8 +116,10 @@ TEST(KernelsAdamW, GradScaleIsAppliedToTheGradient) {
   }
   std::vector<float> p_a = p, m_a(n, 0.0f), v_a(n, 0.0f), p_b = p, m_b(n, 0.0f), v_b(n, 0.0f);
   for (int64_t t = 1; t <= 3; ++t) {
-    adamw_update(p_a.data(), m_a.data(), v_a.data(), g.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.37f);
-    adamw_update(p_b.data(), m_b.data(), v_b.data(), gs.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 1.0f);
+    adamw_update(p_a.data(), m_a.data(), v_a.data(), f32_view(g.data(), n), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
+                 0.37f);
+    adamw_update(p_b.data(), m_b.data(), v_b.data(), f32_view(gs.data(), n), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
+                 1.0f);
   }
   EXPECT_EQ(p_a, p_b);
   EXPECT_EQ(m_a, m_b);
@@ -137,7 +139,7 @@ TEST(KernelsAdamW, AgreesWithNaiveTwin) {
   for (int64_t t = 1; t <= 5; ++t) {
     std::vector<float> g(n);
     for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(random_normal(key, i, 3 + static_cast<uint32_t>(t)));
-    adamw_update(pf.data(), mf.data(), vf.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.8f);
+    adamw_update(pf.data(), mf.data(), vf.data(), f32_view(g.data(), n), 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.8f);
     reference::adamw_update(pr.data(), mr.data(), vr.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.8f);
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -151,7 +153,7 @@ TEST(KernelsAdamW, AgreesWithNaiveTwin) {
 TEST(KernelsAdamW, ZeroGradientOnlyDecays) {
   float p = 2.0f, m = 0.0f, v = 0.0f;
   const float g = 0.0f;
-  adamw_update(&p, &m, &v, &g, 1, 0.5f, 0.9f, 0.999f, 1e-8f, 0.25f, 1, 1.0f);
+  adamw_update(&p, &m, &v, f32_view(&g, 1), 0.5f, 0.9f, 0.999f, 1e-8f, 0.25f, 1, 1.0f);
   EXPECT_EQ(m, 0.0f);
   EXPECT_EQ(v, 0.0f);
   EXPECT_EQ(p, 2.0f * (1.0f - 0.125f));  // m = 0 → the Adam term is exactly 0

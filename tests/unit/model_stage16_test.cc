@@ -28,22 +28,25 @@ namespace SP_TEST_ID {
 struct Params : ParamSource {
   std::map<int, std::vector<float>> units;       // fp32 values (each a widened 16-bit value)
   std::map<int, std::vector<uint16_t>> units16;  // the same values as 16-bit patterns
-  const float* acquire(int u) override { return units.at(u).data(); }
-  const uint16_t* acquire16(int u) override { return units16.at(u).data(); }
+  DType dtype = DType::kF32;                     // what acquire() hands out: units (F32) or units16
+  ConstBufView acquire(int u) override {
+    if (dtype == DType::kF32) return f32_view(units.at(u).data(), std::ssize(units.at(u)));
+    return {units16.at(u).data(), std::ssize(units16.at(u)), dtype};
+  }
   void release(int) override {}
 };
 struct Grads : GradSink {
   std::map<int, std::vector<float>> units;
-  float* leaf(int u) override { return units.at(u).data(); }
+  BufView leaf(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
   void done(int) override {}
 };
 struct NoTp : TensorParallelOps {
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void reduce_from_tp(float*, int64_t) override {}
-  void copy_to_tp_backward(float*, int64_t) override {}
-  void all_reduce_max(float*, int64_t) override {}
-  void all_reduce_sum(float*, int64_t) override {}
+  void reduce_from_tp(BufView) override {}
+  void copy_to_tp_backward(BufView) override {}
+  void all_reduce_max(BufView) override {}
+  void all_reduce_sum(BufView) override {}
 };
 
 LlamaConfig cfg(bool tie) {
@@ -73,6 +76,7 @@ struct Fixture {
     spec.recompute = rc;
     spec.precision = t;
     spec.gemm16 = g;
+    p.dtype = t;
     const DType w16 = t == DType::kF32 ? DType::kBF16 : t;
     for (int id = 0; id < unit_count(c); ++id) {
       const UnitLayout u = unit_layout(c, id, 0, 1);
@@ -134,6 +138,7 @@ TEST(LlamaStage16, CloseToFp32OnTheSameWeights) {
       Fixture f16(tie, be.t, be.gemm.get());
       Fixture f32(tie, DType::kF32, nullptr);
       f32.p = f16.p;  // the same weights, fp32 path
+      f32.p.dtype = DType::kF32;
       Grads g16, g32;
       const double l16 = f16.run(g16), l32 = f32.run(g32);
       // Each rounding point perturbs a value by a relative error uniform in ±u (u = 2^-8 bf16, 2^-11 fp16),

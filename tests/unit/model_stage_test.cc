@@ -17,22 +17,22 @@ namespace SP_TEST_ID {
 
 struct Params : ParamSource {
   std::map<int, std::vector<float>> units;
-  const float* acquire(int u) override { return units.at(u).data(); }
+  ConstBufView acquire(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
   void release(int) override {}
 };
 struct Grads : GradSink {
   std::map<int, std::vector<float>> units;
   std::map<int, int> done_count;
-  float* leaf(int u) override { return units.at(u).data(); }
+  BufView leaf(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
   void done(int u) override { ++done_count[u]; }
 };
 struct NoTp : TensorParallelOps {
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void reduce_from_tp(float*, int64_t) override {}
-  void copy_to_tp_backward(float*, int64_t) override {}
-  void all_reduce_max(float*, int64_t) override {}
-  void all_reduce_sum(float*, int64_t) override {}
+  void reduce_from_tp(BufView) override {}
+  void copy_to_tp_backward(BufView) override {}
+  void all_reduce_max(BufView) override {}
+  void all_reduce_sum(BufView) override {}
 };
 
 LlamaConfig cfg(bool tie) {

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "tensor/float16.h"
 #include "unity_id.h"
 
 namespace sp::kernels {
@@ -27,9 +28,9 @@ std::vector<std::vector<float>> random_leaves(int n_leaves, int n, uint32_t seed
 }
 
 std::vector<float> tree_sum(std::vector<std::vector<float>> leaves) {
-  std::vector<float*> p;
-  for (auto& l : leaves) p.push_back(l.data());
-  canonical_tree_sum_inplace(p.data(), static_cast<int64_t>(p.size()), static_cast<int64_t>(leaves[0].size()));
+  std::vector<BufView> p;
+  for (auto& l : leaves) p.push_back(f32_view(l.data(), std::ssize(l)));
+  canonical_tree_sum_inplace(p);
   return leaves[0];
 }
 
@@ -71,11 +72,11 @@ TEST(CanonicalAccumulator, StreamingEqualsRecursiveForEveryCount) {
     CanonicalAccumulator acc(32);
     int64_t peak = 0;
     for (auto& leaf : copy) {
-      acc.push(leaf.data());
+      acc.push(f32_view(leaf.data(), 32));
       peak = std::max(peak, acc.depth());
     }
-    std::vector<float*> freed;
-    const float* got = acc.finish(freed);
+    std::vector<BufView> freed;
+    const float* got = acc.finish(freed).f32();
     for (int i = 0; i < 32; ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << n_leaves << " leaves, " << i;
     // Depth right after a push, before merges, is popcount(j-1)+1: the ledger model's formula.
@@ -105,6 +106,39 @@ TEST(CanonicalTree, PowerOfTwoBlocksComposeBitwise) {
       for (int i = 0; i < 48; ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "k=" << k << " dp=" << dp;
     }
+  }
+}
+
+// 16-bit leaves (mixed precision's 16-bit gradients): the view's dtype picks the loop. Every node is the
+// fp32 sum of its widened children rounded once, so the tree equals that composition written out here,
+// streaming equals recursive, and it differs from the fp32 tree rounded once at the end (the test can tell).
+TEST(CanonicalTree, SixteenBitLeavesRoundEveryNode) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    const auto l = random_leaves(6, 256, 5);
+    std::vector<std::vector<uint16_t>> h(6, std::vector<uint16_t>(256));
+    for (int j = 0; j < 6; ++j) float16_from_f32(h[j].data(), l[j].data(), 256, t);
+    auto w = [&](int j, int i) { return t == DType::kBF16 ? f32_from_bf16(h[j][i]) : f32_from_f16(h[j][i]); };
+    auto r = [&](float x) {
+      return t == DType::kBF16 ? f32_from_bf16(bf16_from_f32(x)) : f32_from_f16(f16_from_f32(x));
+    };
+    std::vector<std::vector<uint16_t>> tree = h, stream = h;
+    std::vector<BufView> leaves;
+    for (auto& x : tree) leaves.push_back({x.data(), 256, t});
+    canonical_tree_sum_inplace(leaves);
+    CanonicalAccumulator acc(256, t);
+    for (auto& x : stream) acc.push({x.data(), 256, t});
+    std::vector<BufView> freed;
+    const uint16_t* streamed = acc.finish(freed).float16();
+    int differ_from_once = 0;
+    for (int i = 0; i < 256; ++i) {
+      const float want = r(r(r(w(0, i) + w(1, i)) + r(w(2, i) + w(3, i))) + r(w(4, i) + w(5, i)));
+      const float got = t == DType::kBF16 ? f32_from_bf16(tree[0][i]) : f32_from_f16(tree[0][i]);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << dtype_name(t) << " " << i;
+      ASSERT_EQ(streamed[i], tree[0][i]) << dtype_name(t) << " " << i;
+      const float once = r(((w(0, i) + w(1, i)) + (w(2, i) + w(3, i))) + (w(4, i) + w(5, i)));
+      differ_from_once += std::bit_cast<uint32_t>(once) != std::bit_cast<uint32_t>(got);
+    }
+    EXPECT_GT(differ_from_once, 0) << dtype_name(t);
   }
 }
 
