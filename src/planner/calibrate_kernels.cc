@@ -225,7 +225,9 @@ MemoryProbe memory_probe(MemoryFamily f, double target) {
       const int64_t n = rows_for(add_bytes(1));
       buf->a = filled(n, 0.5f), buf->b = filled(n, 0.25f), buf->c = filled(n, 0.f);
       p.bytes = add_bytes(static_cast<double>(n));
-      p.run = [b = buf.get(), n] { kernels::add_into(b->c.data(), b->a.data(), b->b.data(), n); };
+      p.run = [b = buf.get(), n] {
+        kernels::add_into({b->c.data(), n, DType::kF32}, {b->a.data(), n, DType::kF32}, {b->b.data(), n, DType::kF32});
+      };
       break;
     }
     case MemoryFamily::kAdamw: {
@@ -233,8 +235,8 @@ MemoryProbe memory_probe(MemoryFamily f, double target) {
       buf->a = filled(n, 0.5f), buf->b = filled(n, 0.f), buf->c = filled(n, 0.f), buf->d = filled(n, 0.01f);
       p.bytes = adamw_bytes(static_cast<double>(n));
       p.run = [b = buf.get(), n] {
-        kernels::adamw_update(b->a.data(), b->b.data(), b->c.data(), b->d.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3,
-                              1.0f);
+        kernels::adamw_update(b->a.data(), b->b.data(), b->c.data(), {b->d.data(), n, DType::kF32}, 1e-3f, 0.9f, 0.95f,
+                              1e-8f, 0.1f, 3, 1.0f);
       };
       break;
     }
