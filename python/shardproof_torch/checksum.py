@@ -16,6 +16,7 @@ security. Vectorized with NumPy (torch's own dependency, reached through Tensor.
 stay in cache; the exact sums in int64 fixed point per chunk (_exact_chunk), then Python integers.
 """
 import hashlib
+import math
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class Partial:
         return self.sum / (1 << 149)
 
     def exact_l2(self):
-        return (self.sq / (1 << 298)) ** 0.5
+        return math.sqrt(self.sq / (1 << 298))
 
     def fields(self):
         return {"lanes": [f"{self.lane0:016x}", f"{self.lane1:016x}"], "sum": _signed_hex(self.sum),

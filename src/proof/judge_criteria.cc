@@ -227,10 +227,9 @@ Row replicas(const JudgeContext& x) {
             "records/"),
         {.view = "replicas", .point = 4, .evidence = "records/"}};
   r.first.passed = as.replica_mismatches.empty();
-  r.first.measured =
-      fmt::format("{} replica sets ({} holders) at {} checksum steps: {}", as.replica_sets, as.replica_holders,
-                  x.recording->contract().checksum_every > 0 ? "every" : "no",
-                  r.first.passed ? "bitwise equal" : fmt::format("{} differ", as.replica_mismatches.size()));
+  r.first.measured = fmt::format(
+      "{} pieces held by several ranks ({} holders in all) over the checksum steps: {}", as.replica_sets,
+      as.replica_holders, r.first.passed ? "bitwise equal" : fmt::format("{} differ", as.replica_mismatches.size()));
   if (!r.first.passed) {
     const ReplicaMismatch& m = as.replica_mismatches.front();
     r.second = {
@@ -241,8 +240,13 @@ Row replicas(const JudgeContext& x) {
         .phase = m.phase,
         .tensor = m.tensor,
         .ranks = m.ranks,
-        .detail = fmt::format("step {} {} {} ({}): {} of {} hold other bits than ranks {}", m.step, m.phase, m.tensor,
-                              m.kind, m.ranks.size() == 1 ? "rank" : "ranks", ranks_text(m.ranks), ranks_text(m.all)),
+        .detail = m.ranks.size() == m.all.size()
+                      ? fmt::format("step {} {} {} ({}, {}): ranks {} hold different bits, none a majority", m.step,
+                                    m.phase, m.tensor, m.kind, m.piece, ranks_text(m.all))
+                      : fmt::format("step {} {} {} ({}, {}): {} {} departs from the bits of the other holders "
+                                    "(ranks {})",
+                                    m.step, m.phase, m.tensor, m.kind, m.piece, m.ranks.size() == 1 ? "rank" : "ranks",
+                                    ranks_text(m.ranks), ranks_text(m.all)),
         .evidence = "records/"};
     r.first.detail = r.second.detail;
   }
@@ -288,6 +292,9 @@ Row update(const JudgeContext& x) {
         {.view = "update", .point = 6, .evidence = "anchors/"}};
   if (!x.norm_errors.empty()) {
     const NormError& e = x.norm_errors.front();
+    std::vector<int> wrong;
+    for (const NormError& o : x.norm_errors)
+      if (o.step == e.step) wrong.push_back(o.rank);
     r.second = {
         .view = "update",
         .point = 6,
@@ -295,10 +302,10 @@ Row update(const JudgeContext& x) {
         .step = e.step,
         .phase = "clip",
         .tensor = "grad_norm",
-        .ranks = {e.rank},
+        .ranks = wrong,
         .detail = fmt::format("step {}: rank {} clipped with gradient norm {:.9g}; the logical gradient's norm is "
-                              "{:.9g} (rel {:.3g})",
-                              e.step, e.rank, e.recorded, e.global, e.rel),
+                              "{:.9g} (rel {:.3g}); {} of {} ranks clipped with another norm",
+                              e.step, e.rank, e.recorded, e.global, e.rel, wrong.size(), x.recording->contract().world),
         .evidence = rank_records(e.rank)};
   }
   double worst = 0;
@@ -319,9 +326,10 @@ Row update(const JudgeContext& x) {
                   .phase = "param",
                   .tensor = bad->tensor,
                   .ranks = bad->ranks,
-                  .detail = fmt::format("step {}: {} after the step differs from the engine's AdamW on the recorded "
-                                        "state by {:.3g} (relative L2), tolerance {:.3g}; recorded by ranks {}",
-                                        a.step, bad->tensor, bad->rel, a.tol.update, ranks_text(bad->ranks)),
+                  .detail = fmt::format(
+                      "step {}: {} after the step differs from the engine's AdamW on the recorded "
+                      "state by {:.3g} (relative L2), tolerance {:.3g}; its state and result were recorded by ranks {}",
+                      a.step, bad->tensor, bad->rel, a.tol.update, ranks_text(bad->ranks)),
                   .evidence = fmt::format("anchors/step-{:06d}/", a.step)};
   }
   r.first.passed = !r.second.found;

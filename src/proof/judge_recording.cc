@@ -44,7 +44,9 @@ struct RecordingReader {
     const std::string label = std::string(kContractName);
     auto doc = read_json_file(r.path(label));
     if (!doc.ok()) return refuse(doc.status().message());
-    SP_ASSIGN_OR_RETURN(r.contract_, parse_recording_contract(*doc, label));
+    auto c = parse_recording_contract(*doc, label);
+    if (!c.ok()) return refuse(c.status().message());
+    r.contract_ = std::move(c).value();
     return Status();
   }
 
@@ -156,9 +158,14 @@ struct RecordingReader {
             return refuse(
                 fmt::format("{} has no {} checksums at step {}: the recording is incomplete", label, phase, s));
           if (first == nullptr) first = &it->second;
-          if (it->second != *first)
-            return refuse(fmt::format("{}: step {} {} covers {} tensors, other steps {}", label, s, phase,
-                                      it->second.size(), first->size()));
+          if (it->second != *first) {
+            std::string odd;
+            for (const std::string& n : *first)
+              if (!it->second.contains(n)) odd = "lacks " + n + ", which other steps record";
+            for (const std::string& n : it->second)
+              if (!first->contains(n) && odd.empty()) odd = "records " + n + ", which other steps lack";
+            return refuse(fmt::format("{}: step {} {} checksums {}", label, s, phase, odd));
+          }
         }
     }
     return batches_complete();
