@@ -87,52 +87,75 @@ def _fmix_sum(k, t):
     return int(k.sum(dtype=np.uint64))
 
 
-def _exact_chunk(u, acc):
-    """Adds the exact sums of the fp32 bit patterns u (uint32, at most CHUNK of them) into acc.
-
-    As the engine's AVX-512 path (src/core/exact_sum.cc): with E the largest exponent field of the chunk and
-    B = max(E - 24, 1), every value of bin b >= B is the integer a = M << (b - B) < 2^48 in units of
-    2^(B - 150); sum a (signed) and sum a^2 as (a >> 24)^2, (a >> 24)(a mod 2^24), (a mod 2^24)^2 stay below
-    2^63 in int64 for 2^15 values. A non-zero value below the window goes to per-bin sums (bincount)."""
+def _below_window(u, acc):
+    """Values below a chunk's window, one by one into the exact sums (rare: smaller than 2^-24 of the chunk's
+    largest value)."""
     e = ((u >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int64)
     m = (u & np.uint32(0x7FFFFF)).astype(np.int64)
-    nonfinite = e == 255
-    if nonfinite.any():
-        acc["nan"] += int(np.count_nonzero(nonfinite & (m != 0)))
-        acc["inf"] += int(np.count_nonzero(nonfinite & (m == 0)))
-        e = np.where(nonfinite, 0, e)
-        m = np.where(nonfinite, 0, m)
-    if nonfinite.all():
-        return
-    acc["absmax"] = max(acc["absmax"], int((np.where(nonfinite, 0, u) & np.uint32(0x7FFFFFFF)).max()))
-    sub = e == 0
-    mant = np.where(sub, m, m | 0x800000) if sub.any() else (m | 0x800000)
+    mant = np.where(e == 0, m, m | 0x800000)
     b = np.maximum(e, 1)
-    base = max(int(b.max()) - 24, 1)
-    d = b - base
-    inwin = d >= 0
     neg = (u >> np.uint32(31)).astype(bool)
-    if not inwin.all():
-        below = ~inwin & (mant != 0)
-        if below.any():
-            bb, mb, nb = b[below], mant[below], neg[below]
-            for bin_, val, sq in zip(bb.tolist(), np.where(nb, -mb, mb).tolist(), (mb * mb).tolist()):
-                acc["sum"] += val << (bin_ - 1)
-                acc["sq"] += sq << (2 * bin_ - 2)
-        mant = np.where(inwin, mant, 0)
-        d = np.where(inwin, d, 0)
-    a = np.left_shift(mant, d)
-    s = int(np.where(neg, -a, a).sum())
-    ah = a >> 24
-    al = a & 0xFFFFFF
-    q = (int((ah * ah).sum()) << 48) + (int((ah * al).sum()) << 25) + int((al * al).sum())
-    acc["sum"] += s << (base - 1)
+    for bin_, val, sq in zip(b.tolist(), np.where(neg, -mant, mant).tolist(), (mant * mant).tolist()):
+        acc["sum"] += val << (bin_ - 1)
+        acc["sq"] += sq << (2 * bin_ - 2)
+
+
+def _exact_chunk(x, u, acc):
+    """Adds the exact sums of the fp32 values x (bit patterns u; at most CHUNK of them) into acc.
+
+    As the engine's AVX-512 path (src/core/exact_sum.cc): with E the largest exponent field of the chunk and
+    B = max(E - 24, 1), a value M * 2^(b - 150) of bin b >= B is the integer a = M * 2^(b - B) < 2^48 in units of
+    2^(B - 150), and x * 2^(150 - B) computes it exactly in float64. sum a (signed) and sum a^2 as
+    (a >> 24)^2, (a >> 24)(a mod 2^24), (a mod 2^24)^2 stay below 2^63 in int64 for 2^15 values. A value whose
+    scaled value is not an integer lies below the window and goes through _below_window."""
+    ax = np.abs(x)
+    top = ax.max()
+    if not np.isfinite(top):
+        bad = ~np.isfinite(x)
+        acc["nan"] += int(np.count_nonzero(np.isnan(x)))
+        acc["inf"] += int(np.count_nonzero(np.isinf(x)))
+        if bad.all():
+            return
+        x = np.where(bad, np.float32(0), x)
+        u = x.view(np.uint32)
+        ax = np.abs(x)
+        top = ax.max()
+    top_bits = int(np.array([top], dtype=np.float32).view(np.uint32)[0])
+    acc["absmax"] = max(acc["absmax"], top_bits)
+    if top_bits == 0:
+        return
+    base = max((top_bits >> 23) - 24, 1)
+    a = x.astype(np.float64) * float(2.0 ** (150 - base))
+    ai = a.astype(np.int64)
+    off = ai != a
+    if off.any():
+        _below_window(u[off], acc)
+        ai[off] = 0
+    acc["sum"] += int(ai.sum()) << (base - 1)
+    aa = np.abs(ai)
+    ah = aa >> 24
+    al = aa & 0xFFFFFF
+    q = (int(np.dot(ah, ah)) << 48) + (int(np.dot(ah, al)) << 25) + int(np.dot(al, al))
     acc["sq"] += q << (2 * base - 2)
+
+
+_STEP = np.arange(CHUNK, dtype=np.uint64) * _PRIME  # k * prime for k in [0, CHUNK), mod 2^64
+
+
+class Contiguous:
+    """Logical indices first + k of local elements k (a whole tensor, or a row shard)."""
+
+    def __init__(self, first):
+        self.first = first
+
+    def __call__(self, c0, c1):
+        return np.arange(self.first + c0, self.first + c1, dtype=np.uint64)
 
 
 def partial_of(x, indices):
     """Partial of the float32 values x (1-D NumPy array) whose logical indices are given by
-    indices(c0, c1) -> uint64 array for the local elements [c0, c1)."""
+    indices(c0, c1) -> uint64 array for the local elements [c0, c1) (a Contiguous one is not materialized:
+    j * prime = first * prime + k * prime, mod 2^64)."""
     p = Partial()
     n = x.size
     u_all = x.view(np.uint32)
@@ -149,15 +172,18 @@ def partial_of(x, indices):
         np.copyto(vv, u, casting="unsafe")
         np.left_shift(vv, _S17, out=tt)
         np.bitwise_xor(vv, tt, out=vv)
-        jp = indices(c0, c1)
-        np.multiply(jp, _PRIME, out=jp)
-        np.add(jp, _SEEDS[0], out=kk)
-        np.bitwise_xor(kk, vv, out=kk)
-        a += _fmix_sum(kk, tt)
-        np.add(jp, _SEEDS[1], out=kk)
-        np.bitwise_xor(kk, vv, out=kk)
-        b += _fmix_sum(kk, tt)
-        _exact_chunk(u, acc)
+        if isinstance(indices, Contiguous):
+            jp, base = _STEP[:m], (indices.first + c0) * int(_PRIME)
+        else:
+            jp, base = indices(c0, c1) * _PRIME, 0
+        for lane, seed in enumerate(_SEEDS):
+            np.add(jp, np.uint64((base + int(seed)) & _MASK64), out=kk)
+            np.bitwise_xor(kk, vv, out=kk)
+            if lane == 0:
+                a += _fmix_sum(kk, tt)
+            else:
+                b += _fmix_sum(kk, tt)
+        _exact_chunk(x[c0:c1], u, acc)
     p.lane0, p.lane1 = a & _MASK64, b & _MASK64
     p.sum, p.sq = acc["sum"], acc["sq"]
     p.count = n
@@ -168,9 +194,7 @@ def partial_of(x, indices):
 
 def contiguous_indices(first):
     """Logical indices first + k of local elements k (a whole tensor, or a row shard)."""
-    def f(c0, c1):
-        return np.arange(first + c0, first + c1, dtype=np.uint64)
-    return f
+    return Contiguous(first)
 
 
 def column_indices(width, full_width, column0):

@@ -107,9 +107,7 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   JudgeTolerances t;
   t.reductions = 19 * m.n_layers + 6;
   t.longest = std::max({m.dim, 2 * m.ffn_dim, c.seq_len, (m.n_heads + 2 * m.n_kv_heads) * m.head_dim()});
-  t.token =
-      (static_cast<double>(t.reductions) * std::sqrt(static_cast<double>(t.longest)) + static_cast<double>(c.seq_len)) *
-      kU;
+  t.token = (std::sqrt(static_cast<double>(t.reductions * t.longest)) + static_cast<double>(c.seq_len)) * kU;
   t.loss = t.token;
   t.grad = t.token * std::sqrt(static_cast<double>(std::max<int64_t>(targets, 1)));
   t.update = 16 * kU;

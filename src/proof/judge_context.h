@@ -32,10 +32,11 @@ struct ReferenceStep {
 using ReferenceFn = std::function<Result<ReferenceStep>(int64_t step, const AnchorState& anchor)>;
 
 // docs/equivalence.md §7: u = 2^-24; R = 19·L + 6 reductions on a token's path through forward and backward,
-// K the longest of them; every one may run in another order in a foreign implementation, and RoPE's angles
-// are rounded in fp32 (≤ T·u). token = (R·√K + T)·u; loss = token; gradient = token·√N (N target tokens:
-// one more sum); update = 16u (AdamW is ≤ 8 roundings per element); norm = 2·√Ψ·u (Ψ squares in an unknown
-// order); semantics = 2^-16 (the backpropagated scalar is two fp32 roundings of the loss sum).
+// K the longest of them; every one may run in another order in a foreign implementation (each ≲ √K·u; the
+// errors of independent reductions add in quadrature: √(R·K)·u), and RoPE's angles are rounded in fp32
+// (≤ T·u). token = (√(R·K) + T)·u; loss = token; gradient = token·√N (N target tokens: one more sum);
+// update = 16u (AdamW is ≤ 8 roundings per element); norm = 2·√Ψ·u (Ψ squares in an unknown order);
+// semantics = 2^-16 (the backpropagated scalar is two fp32 roundings of the loss sum).
 struct JudgeTolerances {
   double token = 0, loss = 0, grad = 0, update = 0, norm = 0, semantics = 0;
   int64_t reductions = 0, longest = 0;

@@ -255,7 +255,7 @@ Row replicas(const JudgeContext& x) {
 
 Row gradients(const JudgeContext& x) {
   Row r{row("anchored gradients equal the engine's single-device gradient",
-            "per tensor ‖Δg‖/‖g‖ ≤ (R·√K + T)·u·√N (docs/equivalence.md §7)", "anchors/, tokens/"),
+            "per tensor ‖Δg‖/‖g‖ ≤ (√(R·K) + T)·u·√N (docs/equivalence.md §7)", "anchors/, tokens/"),
         {.view = "gradients", .point = 5, .evidence = "anchors/"}};
   double worst = 0;
   int64_t tensors = 0;

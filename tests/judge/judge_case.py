@@ -11,6 +11,7 @@ Cases (CASE --bin shardproof --work DIR):
   bad_input       a recording that is incomplete, from another model, edited or missing a rank is refused
                   (exit 2) naming the file and record, and nothing is judged (no gate.json)
   desync          a rank whose trace misses a collective (resealed): FAIL at collectives naming that rank
+  sensitivity     an anchored gradient scaled by 1 + 4 tolerances FAILs there naming the tensor; by 1 + 1/4 passes
   long            every strategy over 24 steps (and ddp resumed at 12): PASS, zero false alarms (label long)
 """
 import hashlib
@@ -139,7 +140,9 @@ def strategies(args, names, steps=3, extra=()):
         ok(os.path.exists(os.path.join(d, "report.html")) and "judge-views" in open(os.path.join(d, "report.html")).read(),
            f"{st}: report.html missing or without the judge's view")
         ok(os.path.exists(os.path.join(d, "checksums.jsonl")), f"{st}: no assembled checksums.jsonl")
-        print(f"{st}: PASS; {grads}; {traffic}")
+        upd = rows["anchored update equals the engine's AdamW"]["measured"]
+        loss = rows["loss and its reduction equal the single-device training"]["measured"]
+        print(f"{st}: PASS; gradients: {grads}; update: {upd}; loss: {loss}; traffic: {traffic}")
     return ok
 
 
@@ -295,6 +298,44 @@ def case_desync(args):
     print(T.read_json(os.path.join(d, "first_divergence.json"))["line"])
     ok(f["view"] == "collectives" and f["ranks"] == [2], f"desync: first divergence {f}")
     return ok.verdict("desync")
+
+
+def case_sensitivity(args):
+    """The gradient view's sharpness: one anchored gradient scaled by 1 + 4 x its derived tolerance (resealed)
+    must FAIL there, naming the tensor; scaled by 1 + tolerance / 4 (four times inside), the view passes."""
+    import struct
+    import numpy as np
+    ok = T.Checks()
+    base = record(os.path.join(args.work, "sense-base"), "single", 1)
+    T.run_ok([args.bin, "judge", base])
+    # docs/equivalence.md §7, recomputed here: (sqrt(R K) + T) u sqrt(N), R = 19 L + 6, K the longest reduction
+    # (the example's model: max(dim 64, 2 ffn 256, seq 16, (H + 2 KV) D 128) = 256), N the step's targets.
+    steps = [r for r in T.read_jsonl(os.path.join(base, "records", "rank-00000.jsonl")) if r["kind"] == "step"]
+    n = sum(l["targets"] for l in steps[0]["losses"])
+    grad_tol = ((19 * 2 + 6) * 256) ** 0.5 + 16
+    grad_tol *= 2.0 ** -24 * n ** 0.5
+    rel = "anchors/step-000000/rank-00000.safetensors"
+    for factor, fails in ((4.0, True), (0.25, False)):
+        d = os.path.join(args.work, f"sense-{factor}")
+        T.fresh(d)
+        shutil.copytree(base, d)
+        raw = bytearray(T.read_bytes(os.path.join(d, rel)))
+        (n,) = struct.unpack("<Q", raw[:8])
+        entry = json.loads(raw[8:8 + n])["grad/model.layers.1.mlp.up_proj.weight"]
+        b0, b1 = (8 + n + x for x in entry["data_offsets"])
+        g = np.frombuffer(bytes(raw[b0:b1]), dtype=np.float32) * np.float32(1 + factor * grad_tol)
+        raw[b0:b1] = g.astype(np.float32).tobytes()
+        open(os.path.join(d, rel), "wb").write(bytes(raw))
+        reseal(d, 0, rel)
+        p = judge(args, d)
+        grads = [c for c in gate(d)["criteria"] if c["name"].startswith("anchored gradients")][0]
+        print(f"x(1 + {factor} tol): judge exit {p.returncode}; {grads['measured']}")
+        ok(grads["passed"] != fails, f"scaled by 1 + {factor} x tolerance: gradients row passed = {grads['passed']}")
+        if fails:
+            f = first(d)
+            ok(f["view"] == "gradients" and f["tensor"] == "model.layers.1.mlp.up_proj.weight" and f["step"] == 0,
+               f"scaled gradient: first divergence {f}")
+    return ok.verdict("sensitivity")
 
 
 def case_long(args):
