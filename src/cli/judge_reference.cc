@@ -26,15 +26,7 @@ JudgeReference::JudgeReference(std::unique_ptr<State> s) : s_(std::move(s)) {}
 JudgeReference::~JudgeReference() = default;
 
 Result<std::unique_ptr<JudgeReference>> JudgeReference::make(const proof::Recording& rec) {
-  const proof::RecordingContract& c = rec.contract();
-  config::RunConfig rc;
-  rc.model = c.model.model;
-  rc.data.vocab_size = c.model.model.vocab_size;
-  rc.train.micro_batch_size = c.micro_batch;
-  rc.train.global_batch = c.micro_batch * c.micro_batches;
-  rc.train.seq_len = c.seq_len;
-  rc.train.eval_batches = 0;
-  auto plan = plan::RunPlan::make(rc, 1);
+  auto plan = plan::RunPlan::make(rec.contract().single_device_config(), 1);
   if (!plan.ok()) return plan.status().with_context("the single-device reference of the recorded batch");
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
   auto s = std::make_unique<State>(&rec, *plan, grid);

@@ -28,14 +28,7 @@ std::pair<double, bool> distance(const std::vector<float>& a, const std::vector<
 }
 
 Result<plan::RunPlan> declared_plan(const RecordingContract& c) {
-  config::RunConfig rc;
-  rc.model = c.model.model;
-  rc.data.vocab_size = c.model.model.vocab_size;
-  rc.train.micro_batch_size = c.micro_batch;
-  rc.train.global_batch = c.micro_batch * c.micro_batches;
-  rc.train.seq_len = c.seq_len;
-  rc.train.steps = c.steps;
-  rc.train.eval_batches = 0;
+  config::RunConfig rc = c.single_device_config();
   rc.parallel.dp = c.dp;
   rc.parallel.tp = c.tp;
   rc.parallel.pp = c.pp;

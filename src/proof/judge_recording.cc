@@ -27,6 +27,18 @@ std::string recording_rank_file(std::string_view dir, int rank, std::string_view
 std::string recording_tokens_file(int rank, int64_t step) {
   return fmt::format("{}/rank-{:05d}/step-{:06d}.bin", kTokensDir, rank, step);
 }
+config::RunConfig RecordingContract::single_device_config() const {
+  config::RunConfig rc;
+  rc.model = model.model;
+  rc.data.vocab_size = model.model.vocab_size;
+  rc.train.micro_batch_size = micro_batch;
+  rc.train.global_batch = micro_batch * micro_batches;
+  rc.train.seq_len = seq_len;
+  rc.train.steps = steps;
+  rc.train.eval_batches = 0;
+  return rc;
+}
+
 std::string Recording::path(std::string_view rel) const { return dir_ + "/" + std::string(rel); }
 std::string Recording::anchor_file(int64_t step, int rank) const {
   return fmt::format("{}/step-{:06d}/rank-{:05d}.safetensors", kAnchorsDir, step, rank);

@@ -19,6 +19,7 @@
 
 #include "comm/process_grid.h"
 #include "config/hf_config.h"
+#include "config/run_config.h"
 #include "core/status.h"
 #include "model/weights.h"
 
@@ -55,6 +56,9 @@ struct RecordingContract {
   std::string loss_reduction = {};         // declared: "token_mean" or "micro_batch_mean"
   int64_t gradient_divisor = 1;            // what the framework divides gradients by in its sync (DDP: dp)
   bool checksums_at(int64_t step) const { return checksum_every > 0 && step % checksum_every == 0; }
+  // The engine's run configuration of this model and batch shape at dp = tp = pp = 1, no evaluation: the
+  // reference's (cli/judge_reference.h), and with the declared grid the traffic model's.
+  config::RunConfig single_device_config() const;
 };
 
 // One rank's partial summary of one tensor at one step and phase (records/rank-N.jsonl, kind "tensor").

@@ -2,6 +2,8 @@
 """`shardproof judge` on PyTorch runs recorded with python/shardproof_torch (docs/judge.md).
 
 Cases (CASE --bin shardproof --work DIR):
+  recorder        the recorder refuses a name, shape or rank the config and grid do not have, a second
+                  recording into one directory, a resume under another contract, a collective it cannot record
   digest          the recorder's partial checksums, merged from row and column shards, equal the engine's record
                   of the same tensor bit for bit (`judge --summarize`), special values included
   strategies_a/b  single, ddp, zero1 / tp, pp, dp-tp recorded for 3 steps: PASS, every view checking something
@@ -63,6 +65,30 @@ def first(d):
     return T.read_json(os.path.join(d, "first_divergence.json"))["first"]
 
 
+def report_data(d):
+    """The data report.html embeds (docs/formats/report_data.md): the JSON of its sp-data element."""
+    html = open(os.path.join(d, "report.html")).read()
+    start = html.index('<script type="application/json" id="sp-data">') + len('<script type="application/json" id="sp-data">')
+    return json.loads(html[start:html.index("</script>", start)])
+
+
+def check_page(args, d, ok, verdict):
+    """report.html drawn by headless Chromium (tests/report/headless.py): no console error, no network request,
+    the verdict and one row per view. Skipped, saying so, where there is no Chromium."""
+    sys.path.insert(0, T.source_dir("tests", "report"))
+    import headless
+    if not os.path.exists(headless.CHROMIUM):
+        print(f"report.html not drawn: no {headless.CHROMIUM}")
+        return
+    with headless.Browser(T.fresh(os.path.join(args.work, "chromium"), create=True)) as b:
+        page = b.open("file://" + os.path.abspath(os.path.join(d, "report.html")))
+        rows = page.eval("document.querySelectorAll('#judge-views tr[data-view]').length")
+        shown = page.eval("document.querySelector('[data-verdict]').getAttribute('data-verdict')")
+        ok(page.errors == [] and page.network_requests() == [] and rows == 7 and shown == verdict,
+           f"{d}/report.html: errors {page.errors}, requests {page.network_requests()}, {rows} view rows, "
+           f"verdict {shown}")
+
+
 def reseal(d, rank, rel):
     """Puts the edited file `rel` back into rank's seal (as someone who edits a recording would)."""
     p = os.path.join(d, "seal", f"rank-{rank:05d}.json")
@@ -121,6 +147,61 @@ def case_digest(args):
     return ok.verdict("digest")
 
 
+def case_recorder(args):
+    """The recorder's own refusals, before it writes anything: a name the config.json does not have, a shape
+    that is not the config's piece, a rank outside the grid, an existing recording, a resume under another
+    contract; and the trace refuses a collective it cannot record."""
+    import torch
+    import torch.distributed as dist
+    from shardproof_torch import Recorder
+    from shardproof_torch.trace import UnsupportedCollective
+    ok = T.Checks()
+    cfg = {"vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 8}
+    base = dict(strategy={"name": "single", "dp": 1, "tp": 1, "pp": 1}, hf_config=cfg, optimizer=None,
+                hyper={"max_grad_norm": 1.0}, batch={"micro_batch": 1, "micro_batches": 1, "seq_len": 4}, steps=2)
+
+    def refused(name, expect, **kw):
+        out = T.fresh(os.path.join(args.work, "recorder-" + name))
+        a = dict(base, rank=0, parameters=[("model.norm.weight", torch.nn.Parameter(torch.ones(16)), None)])
+        a.update(kw)
+        try:
+            Recorder(out, **a).finish()
+        except (ValueError, FileExistsError) as e:
+            return ok(expect in str(e), f"{name}: the recorder said '{e}', expected '{expect}'")
+        return ok(False, f"{name}: the recorder accepted it")
+
+    refused("unknown_name", "not a tensor of a LLaMA model",
+            parameters=[("model.layers.0.attn.weight", torch.nn.Parameter(torch.ones(16)), None)])
+    refused("wrong_shape", "has shape [8]", parameters=[("model.norm.weight", torch.nn.Parameter(torch.ones(8)), None)])
+    refused("wrong_piece", "its shard (0, 0, 2) give [16, 16]",
+            parameters=[("model.embed_tokens.weight", torch.nn.Parameter(torch.ones(32, 16)), (0, 0, 2))])
+    refused("rank_outside", "outside the declared world", rank=3)
+    out = os.path.join(args.work, "recorder-twice")
+    T.fresh(out)
+    Recorder(out, rank=0, parameters=[("model.norm.weight", torch.nn.Parameter(torch.ones(16)), None)], **base).finish()
+    try:
+        Recorder(out, rank=0, parameters=[("model.norm.weight", torch.nn.Parameter(torch.ones(16)), None)], **base)
+        ok(False, "a second recording into the same directory was accepted")
+    except FileExistsError as e:
+        ok("record into a new directory" in str(e), f"twice: {e}")
+    try:
+        Recorder(out, rank=0, parameters=[("model.norm.weight", torch.nn.Parameter(torch.ones(16)), None)],
+                 resume_step=1, **dict(base, steps=3))
+        ok(False, "a resume under another contract was accepted")
+    except ValueError as e:
+        ok("another contract" in str(e) and "steps" in str(e), f"resume: {e}")
+    out = T.fresh(os.path.join(args.work, "recorder-refuse-op"))
+    rec = Recorder(out, rank=0, parameters=[("model.norm.weight", torch.nn.Parameter(torch.ones(16)), None)], **base)
+    try:
+        dist.all_to_all([torch.ones(1)], [torch.ones(1)])
+        ok(False, "all_to_all was not refused")
+    except UnsupportedCollective as e:
+        ok("all_to_all is not recorded" in str(e), f"all_to_all: {e}")
+    rec.finish()
+    return ok.verdict("recorder")
+
+
 def strategies(args, names, steps=3, extra=()):
     ok = T.Checks()
     for st in names:
@@ -137,8 +218,11 @@ def strategies(args, names, steps=3, extra=()):
         ok(grads.startswith(f"{steps} anchors × 21 tensors"), f"{st}: anchored gradients measured '{grads}'")
         traffic = rows["traffic equals the model of the declared strategy"]["measured"]
         ok(st == "single" or not traffic.startswith("0 cells"), f"{st}: traffic compared nothing: {traffic}")
-        ok(os.path.exists(os.path.join(d, "report.html")) and "judge-views" in open(os.path.join(d, "report.html")).read(),
-           f"{st}: report.html missing or without the judge's view")
+        data = report_data(d)
+        ok(data.get("kind") == "judge" and [v["id"] for v in data["views"]] == ["gate", "judge", "traffic"] and
+           data["views"][0]["data"]["verdict"] == "PASS" and not data["problems"],
+           f"{st}: report.html's data: kind {data.get('kind')}, views {[v['id'] for v in data.get('views', [])]}, "
+           f"problems {data.get('problems')}")
         ok(os.path.exists(os.path.join(d, "checksums.jsonl")), f"{st}: no assembled checksums.jsonl")
         upd = rows["anchored update equals the engine's AdamW"]["measured"]
         loss = rows["loss and its reduction equal the single-device training"]["measured"]
@@ -151,7 +235,9 @@ def case_strategies_a(args):
 
 
 def case_strategies_b(args):
-    return strategies(args, ["tp", "pp", "dp-tp"]).verdict("strategies_b")
+    ok = strategies(args, ["tp", "pp", "dp-tp"])
+    check_page(args, os.path.join(args.work, "ok-dp-tp-3"), ok, "PASS")
+    return ok.verdict("strategies_b")
 
 
 def case_resume(args):
@@ -194,7 +280,9 @@ def case_bugs_a(args):
 
 
 def case_bugs_b(args):
-    return bugs(args, ["tp-norm-unreduced", "clip-one-tp-rank", "zero-shard-stale", "pp-label-swap"]).verdict("bugs_b")
+    ok = bugs(args, ["tp-norm-unreduced", "clip-one-tp-rank", "zero-shard-stale", "pp-label-swap"])
+    check_page(args, os.path.join(args.work, "bug-tp-norm-unreduced"), ok, "FAIL")
+    return ok.verdict("bugs_b")
 
 
 def refused(args, base, name, edit, expect):
