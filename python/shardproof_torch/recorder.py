@@ -29,6 +29,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 import numpy as np
 import torch
@@ -38,6 +39,18 @@ from . import checksum, files, layout
 from .trace import PHASES, Group, TraceRecorder
 
 _STATES = ("exp_avg", "exp_avg_sq")
+
+
+def _timed(f):
+    """Adds the call's wall time to Recorder.seconds: what recording costs this rank, step by step."""
+    def wrapped(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return f(self, *args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - t0
+    wrapped.__doc__ = f.__doc__
+    return wrapped
 
 
 def _local(t):
@@ -93,6 +106,7 @@ class Recorder:
         self.step = -1
         self.step_doc = None
         self.anchor = None
+        self.seconds = 0.0  # wall time spent in the recorder's per-step calls
 
     # ---------------------------------------------------------------- set-up
     def _contract(self, strategy, hf_config, hyper, batch, loss_reduction, gradient_divisor, script):
@@ -213,6 +227,7 @@ class Recorder:
                          "losses": []}
         self.token_rows = []
 
+    @_timed
     def micro_batch(self, index, tokens):
         """The ids (rows, seq_len + 1) of global micro-batch `index`, in the order this rank trains them;
         -1 is padding. Written by the ranks that feed the model (tp 0 of the first pipeline stage)."""
@@ -225,6 +240,7 @@ class Recorder:
         """The global micro-batch the collectives that follow belong to (a pipeline's backward pass)."""
         self.trace.micro_batch = index
 
+    @_timed
     def loss(self, index, loss_sum, targets, objective):
         """Micro-batch `index`: the sum of its per-token losses, its target count and the scalar this rank
         backpropagates for it (before any division the framework applies, e.g. DDP's 1/dp)."""
@@ -266,6 +282,7 @@ class Recorder:
         step = st.get("step", 0)
         return held, st, int(step.item() if torch.is_tensor(step) else step)
 
+    @_timed
     def gradients(self):
         """The gradients as the optimizer will see them (synchronized, before clipping)."""
         self.trace.phase = "optimizer"
@@ -294,6 +311,7 @@ class Recorder:
         """The gradient norm this rank's clipping used (torch.nn.utils.clip_grad_norm_'s return value)."""
         self.step_doc["grad_norm"] = float(total_norm)
 
+    @_timed
     def end_step(self):
         self.trace.phase = "optimizer"
         values = [_local(p) for _, p, _ in self.params]
