@@ -160,7 +160,7 @@ def run_steps(args, rank, dp, tp, pp, zero, groups, model, ddp, opt, rec, first_
     peer = None if pp == 1 else (rank + tp * dp if pp_rank == 0 else rank - tp * dp)
     times = []
     for step in range(first_step, args.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         lr = lr_at(args, step)
         rec.begin_step(step, lr)
         batches = [micro_batch_tokens(args, step, i) for i in range(M)]
@@ -225,10 +225,11 @@ def run_steps(args, rank, dp, tp, pp, zero, groups, model, ddp, opt, rec, first_
         with rec.phase("optimizer"):
             opt.step()
         rec.end_step()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
         if rank == 0 and args.timing:
             with open(args.timing, "a") as f:
-                f.write(json.dumps({"step": step, "seconds": times[-1], "record": not args.no_record,
+                f.write(json.dumps({"step": step, "seconds": times[-1][0], "cpu_seconds": times[-1][1],
+                                    "record": not args.no_record,
                                     "recorder_seconds": getattr(rec, "seconds", 0.0)}) + "\n")
         if rank == 0 and (step % 5 == 0 or step == args.steps - 1) and not args.quiet:
             print(f"step {step} lr {lr:.2e} grad_norm {norm.item():.4f}", flush=True)
