@@ -10,8 +10,9 @@ bytes of one anchor (the state around a step, which the judge replays).
 Per run: the median of steps 1.. (step 0 warms up, and DDP reduces it as one bucket); the figure is the ratio
 of the two medians of each round, and its median over the rounds, in wall time and in rank 0's CPU time
 (time.process_time: what the step itself computed, less exposed to other processes' load than wall time);
-and the ratio of the fastest step of each (over every round: the step least disturbed by other load). Never a test: timings depend on the machine
-and its load, so the figure is reported (docs/performance.md), not asserted.
+and the ratio of the fastest step of each (over every round: the step least disturbed by other load).
+Never a test: timings depend on the machine and its load, so the figure is reported (docs/performance.md), not
+asserted.
 """
 import argparse
 import json
@@ -71,13 +72,15 @@ def main():
         print(f"round {r}: step without recorder {t_off['median'] * 1e3:.1f} ms ({c_off['median'] * 1e3:.1f} ms CPU on "
               f"rank 0), with checksums every step {t_on['median'] * 1e3:.1f} ms ({c_on['median'] * 1e3:.1f} ms CPU; "
               f"in the recorder's calls {t_own['median'] * 1e3:.1f} ms); ratio {ratios[-1]:.3f} wall, "
-              f"{cpu_ratios[-1]:.3f} CPU; fastest steps {t_off['min'] * 1e3:.1f} / {t_on['min'] * 1e3:.1f} ms", flush=True)
+              f"{cpu_ratios[-1]:.3f} CPU; fastest steps {t_off['min'] * 1e3:.1f} / {t_on['min'] * 1e3:.1f} ms",
+              flush=True)
     anchored = os.path.join(work, "anchored")
     run(anchored, 2, a.world, a.preset, True, 1, a.micro_batches)
-    anchor_bytes = [sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
-                    for d in (os.path.join(anchored, "anchors", s) for s in sorted(os.listdir(os.path.join(anchored, "anchors"))))]
+    anchor_dirs = [os.path.join(anchored, "anchors", s) for s in sorted(os.listdir(os.path.join(anchored, "anchors")))]
+    anchor_bytes = [sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) for d in anchor_dirs]
     fastest_off, fastest_on = min(x["min"] for x in off), min(x["min"] for x in on)
-    print(json.dumps({"preset": a.preset, "micro_batches": a.micro_batches, "world": a.world, "rounds": a.rounds, "steps": a.steps,
+    print(json.dumps({"preset": a.preset, "micro_batches": a.micro_batches, "world": a.world, "rounds": a.rounds,
+                      "steps": a.steps,
                       "median_step_s_without": statistics.median(x["median"] for x in off),
                       "median_step_s_with": statistics.median(x["median"] for x in on),
                       "overhead": statistics.median(ratios) - 1,

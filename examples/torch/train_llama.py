@@ -288,7 +288,8 @@ def worker(rank, args, world, port, segment):
         dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.bucket_mb * 1024 * 1024)
         ddp = DistributedDataParallel(model, process_group=groups["dp"], bucket_cap_mb=args.bucket_mb,
                                       broadcast_buffers=False)
-    rec = NullRecorder() if args.no_record else Recorder(args.out, rank=rank, strategy={"name": args.strategy, "dp": dp, "tp": tp, "pp": pp, "zero": zero},
+    strategy = {"name": args.strategy, "dp": dp, "tp": tp, "pp": pp, "zero": zero}
+    rec = NullRecorder() if args.no_record else Recorder(args.out, rank=rank, strategy=strategy,
                    groups={a: groups.get(a) for a in ("dp", "tp", "pp")}, hf_config=cfg,
                    parameters=model.hf_parameters(), optimizer=local, hyper=hyper,
                    batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches, "seq_len": args.seq},

@@ -21,7 +21,7 @@ def write_atomic(path, data):
 
 def json_bytes(doc):
     """Two-space indented JSON with sorted keys and a final newline (the engine writes its JSON files so)."""
-    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 def jsonl_line(doc):

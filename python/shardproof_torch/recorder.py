@@ -39,6 +39,8 @@ from . import checksum, files, layout
 from .trace import PHASES, Group, TraceRecorder
 
 _STATES = ("exp_avg", "exp_avg_sq")
+# The optimizer's declared hyper-parameters: exactly these (docs/formats/torch_recording.md, contract.json).
+HYPER_KEYS = ("lr_schedule", "betas", "eps", "weight_decay", "no_decay", "max_grad_norm", "implementation")
 
 
 def _timed(f):
@@ -87,6 +89,9 @@ class Recorder:
             if list(p.shape) != want:
                 raise ValueError(f"parameter {n!r} on rank {rank} has shape {list(p.shape)}; the config and its "
                                  f"shard {s} give {want}")
+        if sorted(hyper) != sorted(HYPER_KEYS):
+            raise ValueError(f"hyper must give exactly {', '.join(HYPER_KEYS)}; missing "
+                             f"{sorted(set(HYPER_KEYS) - set(hyper))}, unknown {sorted(set(hyper) - set(HYPER_KEYS))}")
         self.optimizer = optimizer
         self.checksum_every = checksum_every
         if anchor_every is None:  # every step for runs up to 32 steps, else about 32 anchors (as prove)
@@ -124,7 +129,9 @@ class Recorder:
                "steps": self.steps, "checksum_every": self.checksum_every, "anchors": self.anchor_steps,
                "optimizer": dict(hyper, name="adamw"),
                "loss": {"reduction": loss_reduction, "gradient_divisor": gradient_divisor}}
-        doc["hash"] = _sha256_bytes(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+        # The judge recomputes it from the parsed document (UTF-8 as it is, keys sorted, no spaces).
+        body = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        doc["hash"] = _sha256_bytes(body.encode())
         return doc
 
     def _start(self, resume_step):
@@ -140,7 +147,8 @@ class Recorder:
         if resume_step is None:
             if self.rank == 0:
                 files.write_atomic(contract_path, files.json_bytes(self.contract))
-                files.write_atomic(os.path.join(self.out, layout.TOPOLOGY), files.json_bytes(self.grid.topology(entries)))
+                files.write_atomic(os.path.join(self.out, layout.TOPOLOGY),
+                                   files.json_bytes(self.grid.topology(entries)))
             for path in (layout.trace_path(self.out, self.rank), layout.records_path(self.out, self.rank)):
                 if os.path.exists(path):
                     raise FileExistsError(f"{path} exists: record into a new directory (or resume_step=K)")
@@ -297,7 +305,8 @@ class Recorder:
             a, meta = [], {}
             for (name, p, shard), g in zip(self.params, grads):
                 if self._writes_anchor(shard, False):
-                    a += [("param/" + name, _local(p).reshape(p.shape).copy()), ("grad/" + name, g.reshape(p.shape).copy())]
+                    a += [("param/" + name, _local(p).reshape(p.shape).copy()),
+                          ("grad/" + name, g.reshape(p.shape).copy())]
                 held, st, step = self._opt_state(p)
                 if held and self._writes_anchor(shard, True):
                     for s in _STATES:

@@ -72,13 +72,16 @@ Row collectives(const JudgeContext& x) {
   return r;
 }
 
-// The model's bytes per (group, phase) of one step, summed over the ranks (the trace report's unit).
-std::map<std::pair<std::string, std::string>, int64_t> model_cells(const JudgeContext& x) {
-  std::map<std::pair<std::string, std::string>, int64_t> out;
-  const plan::RunPlan& plan = *x.plan;
+// The model's traffic per (group, phase) of one step, summed over the ranks (the trace report's unit), without
+// the engine's own world-group evidence (its exact-sum loss, norm and checksum exchanges).
+std::map<std::pair<std::string, std::string>, plan::Traffic> model_cells(const JudgeContext& x) {
+  std::map<std::pair<std::string, std::string>, plan::Traffic> out;
   for (int rank = 0; rank < x.recording->contract().world; ++rank)
-    for (const auto& [key, t] : plan::predict_step_traffic(plan, x.recording->grid(), rank, false, false))
-      if (key.first != "world") out[key] += t.bytes;
+    for (const auto& [key, t] : plan::predict_step_traffic(*x.plan, x.recording->grid(), rank, false, false))
+      if (key.first != "world") {
+        out[key].ops += t.ops;
+        out[key].bytes += t.bytes;
+      }
   return out;
 }
 
@@ -115,9 +118,7 @@ Row traffic(const JudgeContext& x) {
     traced[{k.step, {g, std::string(comm::phase_name(k.phase))}}] += t.bytes;
     traced_ops += t.ops;
   }
-  for (int rank = 0; rank < c.world; ++rank)
-    for (const auto& [key, t] : plan::predict_step_traffic(*x.plan, grid, rank, false, false))
-      if (key.first != "world") model_ops += t.ops * c.steps;
+  for (const auto& [key, t] : model) model_ops += t.ops * c.steps;
   int64_t cells = 0;
   for (int64_t s = 0; s < c.steps && !r.second.found; ++s) {
     std::set<std::pair<std::string, std::string>> keys;
@@ -126,7 +127,7 @@ Row traffic(const JudgeContext& x) {
       keys.insert(it->first.second);
     for (const auto& key : keys) {
       ++cells;
-      const int64_t want = model.count(key) ? model.at(key) : 0;
+      const int64_t want = model.count(key) ? model.at(key).bytes : 0;
       const int64_t got = traced.count({s, key}) ? traced.at({s, key}) : 0;
       if (got == want) continue;
       std::vector<int> members;
@@ -193,7 +194,7 @@ Row loss(const JudgeContext& x) {
       token_mean == c.steps ? "per-token mean over the global batch"
       : mb_mean > 0 ? "per-micro-batch mean (each micro-batch's token mean, averaged): not the single-device loss"
                     : "another weighting of the micro-batches: not the single-device loss";
-  if (r.second.found) r.second.detail += "; the run implements a " + semantics;
+  if (r.second.found) r.second.detail += "; the run's loss: " + semantics;
   double worst = 0;
   for (const AnchorResult& a : x.anchors) {
     worst = std::max({worst, a.loss_rel / a.tol.loss, a.worst_micro_batch_rel / a.tol.loss});

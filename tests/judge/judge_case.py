@@ -68,7 +68,8 @@ def first(d):
 def report_data(d):
     """The data report.html embeds (docs/formats/report_data.md): the JSON of its sp-data element."""
     html = open(os.path.join(d, "report.html")).read()
-    start = html.index('<script type="application/json" id="sp-data">') + len('<script type="application/json" id="sp-data">')
+    tag = '<script type="application/json" id="sp-data">'
+    start = html.index(tag) + len(tag)
     return json.loads(html[start:html.index("</script>", start)])
 
 
@@ -158,8 +159,10 @@ def case_recorder(args):
     ok = T.Checks()
     cfg = {"vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
            "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 8}
-    base = dict(strategy={"name": "single", "dp": 1, "tp": 1, "pp": 1}, hf_config=cfg, optimizer=None,
-                hyper={"max_grad_norm": 1.0}, batch={"micro_batch": 1, "micro_batches": 1, "seq_len": 4}, steps=2)
+    hyper = {"lr_schedule": "constant", "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1, "no_decay": [],
+             "max_grad_norm": 1.0, "implementation": "torch.optim.AdamW"}
+    base = dict(strategy={"name": "single", "dp": 1, "tp": 1, "pp": 1}, hf_config=cfg, optimizer=None, hyper=hyper,
+                batch={"micro_batch": 1, "micro_batches": 1, "seq_len": 4}, steps=2)
 
     def refused(name, expect, **kw):
         out = T.fresh(os.path.join(args.work, "recorder-" + name))
@@ -177,6 +180,7 @@ def case_recorder(args):
     refused("wrong_piece", "its shard (0, 0, 2) give [16, 16]",
             parameters=[("model.embed_tokens.weight", torch.nn.Parameter(torch.ones(32, 16)), (0, 0, 2))])
     refused("rank_outside", "outside the declared world", rank=3)
+    refused("hyper", "missing ['eps']", hyper={k: v for k, v in hyper.items() if k != "eps"})
     out = os.path.join(args.work, "recorder-twice")
     T.fresh(out)
     Recorder(out, rank=0, parameters=[("model.norm.weight", torch.nn.Parameter(torch.ones(16)), None)], **base).finish()
@@ -350,7 +354,8 @@ def case_bad_input(args):
     cases = [
         (one, "no_seal", remove("seal/rank-00000.json", seal=False), "seal/rank-00000.json is missing"),
         (one, "edited_unsealed", append("records/rank-00000.jsonl", "\n", seal=False), "records/rank-00000.jsonl"),
-        (one, "extra_file", lambda d: open(os.path.join(d, "notes.txt"), "w").write("x"), "notes.txt is in no rank's seal"),
+        (one, "extra_file", lambda d: open(os.path.join(d, "notes.txt"), "w").write("x"),
+         "notes.txt is in no rank's seal"),
         (one, "missing_step", drop_line("records/rank-00000.jsonl", lambda r: r["kind"] == "step" and r["step"] == 1),
          "no step record for step 1"),
         (one, "missing_tensor",
