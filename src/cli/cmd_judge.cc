@@ -49,13 +49,18 @@ Result<bool> judge(const std::string& dir) {
   SP_ASSIGN_OR_RETURN(
       const proof::JudgeContext context,
       proof::JudgeContext::make(rec, [&](int64_t step, const proof::AnchorState& a) { return (*reference)(step, a); }));
-  const proof::JudgeVerdict verdict = proof::derive_judgement(context);
-  for (const auto& [name, bytes] : proof::judge_derived_files(verdict, context))
-    SP_RETURN_IF_ERROR(write_file_atomic(rec.path(name), bytes));
-  // The assembled records must be what the engine's strict reader accepts (docs/formats/checksums.md).
-  if (auto read = evidence::read_checksums(rec.path(evidence::kChecksumsFile)); !read.ok())
+  // The assembled records first: they must be what the engine's strict reader accepts
+  // (docs/formats/checksums.md), or nothing is judged.
+  const std::string checksums = rec.path(evidence::kChecksumsFile);
+  SP_RETURN_IF_ERROR(write_file_atomic(checksums, context.assembly.checksums_jsonl));
+  if (auto read = evidence::read_checksums(checksums); !read.ok()) {
+    std::remove(checksums.c_str());
     return invalid_argument("recording '{}' refused: its assembled checksums are not valid records: {}", rec.dir(),
                             read.status().message());
+  }
+  const proof::JudgeVerdict verdict = proof::derive_judgement(context);
+  for (const auto& [name, bytes] : proof::judge_derived_files(verdict, context))
+    if (name != evidence::kChecksumsFile) SP_RETURN_IF_ERROR(write_file_atomic(rec.path(name), bytes));
   auto problems = report::write_report(rec.dir());
   if (!problems.ok()) return problems.status();
   std::printf(
