@@ -32,5 +32,6 @@ void register_activations(CLI::App& app, CommandResult& result);
 void register_plan(CLI::App& app, CommandResult& result);
 void register_report(CLI::App& app, CommandResult& result);
 void register_config(CLI::App& app, CommandResult& result);
+void register_judge(CLI::App& app, CommandResult& result);
 
 }  // namespace sp::cli

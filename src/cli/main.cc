@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   sp::cli::register_plan(app, result);
   sp::cli::register_report(app, result);
   sp::cli::register_config(app, result);
+  sp::cli::register_judge(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -110,9 +110,11 @@ class Engine {
 
   // Overwrites every parameter this rank holds from full logical tensors (HF names, (out, in) layout).
   void set_parameters(const std::function<const float*(const std::string& name)>& logical);
-  // Loss and gradients of one micro-batch of explicit tokens (B, T+1), no update: `shardproof grads`.
-  // Requires dp = 1 (any tp, pp). Returns the loss; gradients via gradient_pieces().
-  double compute_gradients(const int32_t* tokens);
+  // Loss and gradients of the plan's M micro-batches of explicit tokens (M·B, T+1), in micro-batch order, no
+  // update: `shardproof grads` (M = 1) and `judge` (a recorded global batch). Requires dp = 1 (any tp, pp).
+  // Returns the mean loss over the target tokens; each micro-batch's loss sum into micro_batch_losses if
+  // given; gradients via gradient_pieces().
+  double compute_gradients(const int32_t* tokens, std::vector<double>* micro_batch_losses = nullptr);
   std::vector<model::UnitPiece> gradient_pieces() { return update_->gradient_pieces(); }
   std::vector<model::UnitPiece> parameter_pieces() { return update_->parameter_pieces(); }
   std::vector<model::UnitPiece> owned_parameter_pieces() { return update_->owned_parameters(); }

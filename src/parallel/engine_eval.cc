@@ -64,25 +64,25 @@ double Engine::evaluate(int64_t s) {
   return total / static_cast<double>(E * c.train.micro_batch_size * c.train.seq_len);
 }
 
-double Engine::compute_gradients(const int32_t* tokens) {
+double Engine::compute_gradients(const int32_t* tokens, std::vector<double>* micro_batch_losses) {
   const config::RunConfig& c = plan_.config;
-  SP_CHECK(c.parallel.dp == 1 && plan_.micro_batches == 1, "compute_gradients needs dp = 1 and one micro-batch");
-  const int64_t B = c.train.micro_batch_size, T = c.train.seq_len;
+  SP_CHECK(c.parallel.dp == 1, "compute_gradients needs dp = 1");
+  const int64_t B = c.train.micro_batch_size, T = c.train.seq_len, M = plan_.micro_batches;
   double count = 0;
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < M * B; ++b)
     for (int64_t i = 1; i <= T; ++i) count += tokens[b * (T + 1) + i] >= 0 ? 1 : 0;
   SP_CHECK(count > 0, "compute_gradients: the batch has no target token (callers refuse such a batch)");
   grads_->begin_step(0);
-  double loss = 0.0;
+  std::vector<double> sums(static_cast<size_t>(M), 0.0);
   PipelineRunner::StepIO io;
   io.step = 0;
   io.first_micro_batch = 0;
-  io.micro_batches = 1;
-  io.tokens = [&](int64_t, int32_t* buf) {
-    std::memcpy(buf, tokens, sizeof(int32_t) * static_cast<size_t>(B * (T + 1)));
+  io.micro_batches = M;
+  io.tokens = [&](int64_t i, int32_t* buf) {
+    std::memcpy(buf, tokens + i * B * (T + 1), sizeof(int32_t) * static_cast<size_t>(B * (T + 1)));
   };
-  io.loss = [&](int64_t, double v) {
-    if (coords_.tp == 0) loss = v;
+  io.loss = [&](int64_t i, double v) {
+    if (coords_.tp == 0) sums[static_cast<size_t>(i)] = v;
   };
   io.params = params_.get();
   io.grads = grads_.get();
@@ -90,7 +90,10 @@ double Engine::compute_gradients(const int32_t* tokens) {
   io.loss_scale = static_cast<float>(1.0 / count);
   runner_->run(actions_, io);
   comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, 0);
-  comms_.world->all_reduce(&loss, 1, DType::kF64, comm::ReduceOp::kSum);
+  comms_.world->all_reduce(sums.data(), M, DType::kF64, comm::ReduceOp::kSum);
+  double loss = 0.0;
+  for (double v : sums) loss += v;  // in micro-batch order, as a step's loss
+  if (micro_batch_losses != nullptr) *micro_batch_losses = sums;
   return loss / count;
 }
 

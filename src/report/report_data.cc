@@ -270,6 +270,8 @@ const char* bundle_kind_name(BundleKind kind) {
       return "compare";
     case BundleKind::kPlan:
       return "plan";
+    case BundleKind::kJudge:
+      return "judge";
   }
   return "?";
 }
@@ -283,6 +285,7 @@ Result<BundleKind> bundle_kind_of(const std::string& dir) {
   if (path_exists(paths.file(evidence::kProveFile))) return BundleKind::kProof;
   if (path_exists(paths.file(evidence::kCompareFile))) return BundleKind::kCompare;
   if (path_exists(paths.file(evidence::kPlanFile))) return BundleKind::kPlan;
+  if (is_judged_recording(dir)) return BundleKind::kJudge;
   if (path_exists(paths.contract()))
     for (std::string_view f : {evidence::kMetricsFile, evidence::kChecksumsFile, evidence::kTopologyFile,
                                evidence::kLedgerFile, evidence::kTraceDir, evidence::kTimelineDir})
@@ -318,6 +321,9 @@ Result<json> report_data(const std::string& given) {
         break;
       case BundleKind::kPlan:
         views = plan_views(dir, d);
+        break;
+      case BundleKind::kJudge:
+        views = judge_views(dir, d);
         break;
     }
   } catch (const json::exception& e) {  // prove.json, contract.json or compare.json of an unexpected shape

@@ -18,10 +18,11 @@ namespace sp::report {
 
 inline constexpr int kReportDataVersion = 1;
 
-enum class BundleKind { kRun, kProof, kCompare, kPlan };
-const char* bundle_kind_name(BundleKind kind);  // "run", "proof", "compare", "plan"
+enum class BundleKind { kRun, kProof, kCompare, kPlan, kJudge };
+const char* bundle_kind_name(BundleKind kind);  // "run", "proof", "compare", "plan", "judge"
 
-// proof: DIR/prove.json; compare: DIR/compare.json; plan: DIR/plan.json (`plan --out`); run:
+// proof: DIR/prove.json; compare: DIR/compare.json; plan: DIR/plan.json (`plan --out`); judge: a PyTorch
+// recording (contract.json of format shardproof-torch, docs/judge.md) with the judge's gate.json; run:
 // DIR/contract.json with the run's evidence (metrics.jsonl, checksums.jsonl, topology.json, ledger.json,
 // trace/ or timeline/). Anything else: kInvalidArgument (exit 2) naming what was looked for.
 Result<BundleKind> bundle_kind_of(const std::string& dir);

@@ -71,6 +71,11 @@ View compare_view(const std::string& dir);
 // A plan directory's views (plan_views.cc): plan-time, plan-memory, plan-traffic and plan-pipeline for one
 // configuration, plan-search for a --search result; `d` gets the title and summary.
 std::vector<View> plan_views(const std::string& dir, json& d);
+// A judged PyTorch recording's views (judge_views.cc): the judge's gate and its views' findings, as `judge`
+// wrote them (gate.json, first_divergence.json), and the traced traffic; `d` gets the title and summary.
+std::vector<View> judge_views(const std::string& dir, json& d);
+// DIR/contract.json is a PyTorch recording's (format "shardproof-torch") and DIR/gate.json exists.
+bool is_judged_recording(const std::string& dir);
 
 // "parallel/ledger.json: missing" for a file that does not exist, else "<rel><file>: <message>".
 std::string file_problem(const RunDir& run, std::string_view file, const Status& why);

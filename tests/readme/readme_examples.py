@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Every example command in README.md runs as written and ends as the README says (issue 21; `make test-long`).
 
-The commands are read from README.md itself (every `$B ...` and `mpirun ... $B ...` line of its ```sh blocks, in
-order, with `\\` continuations joined), so the README cannot drift from what is tested. They run in a scratch
+The commands are read from README.md itself (every `$B ...`, `mpirun ... $B ...` and `/usr/bin/python3 examples/...`
+line of its ```sh blocks, in order, with `\\` continuations joined), so the README cannot drift from what is tested. They run in a scratch
 directory that holds `build/bin/shardproof`, `data/` and `examples/` as links to the real ones, so `runs/...` paths land there.
-Expectations beyond exit status 0 come from the README's own comments: `→ bitwise-equal` must be printed, and a
-`prove` must end with `verdict: PASS`. Not run: `make ...` (they are this suite's caller) and the `grads` line, whose
+Expectations beyond exit status 0 come from the README's own comments: `→ bitwise-equal` must be printed, a comment
+ending in `exit 1` expects exit status 1 (a FAIL the README shows), and a `prove` must end with `verdict: PASS`. Not run: `make ...` (they are this suite's caller) and the `grads` line, whose
 file names are placeholders (its behaviour is tested by tests/oracle).
 Usage: readme_examples.py --bin shardproof --source SRC --work DIR
 """
@@ -29,7 +29,7 @@ def commands(readme):
             comment = line.split("#", 1)[1].strip() if "  #" in line else ""
             if not cmd or cmd.startswith("B=") or cmd.startswith(SKIP):
                 continue
-            if "$B" in cmd:
+            if "$B" in cmd or cmd.startswith("/usr/bin/python3 examples/"):
                 out.append((re.sub(r"\s+", " ", cmd), comment))
     return out
 
@@ -55,7 +55,7 @@ def main():
         print("$", cmd, flush=True)
         p = subprocess.run(cmd, shell=True, cwd=args.work, env=env, capture_output=True, text=True, timeout=3000)
         out = p.stdout + p.stderr
-        if p.returncode != 0:
+        if p.returncode != (1 if comment.rstrip().endswith("exit 1") else 0):
             print(out[-4000:])
             print(f"FAIL: exit {p.returncode}: {cmd}")
             return 1

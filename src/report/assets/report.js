@@ -131,6 +131,18 @@
     sec.append(el('p', {class: 'sp-source'}, 'Derived by ' + d.derived_by + '.'));
   };
 
+  // A judged PyTorch recording (docs/judge.md): every view's first finding, as the judge derived it.
+  views.judge = function (sec, d) {
+    sec.append(el('p', {class: 'sp-line', 'data-judge-line': ''}, d.line));
+    const rows = d.views.map((v) => el('tr', {'data-view': v.view, 'data-found': v.found, 'data-step': v.found ? v.step : null,
+                                              class: v.found ? 'fail' : ''},
+      el('td', {}, v.view), el('td', {}, v.found ? 'differs' : 'no difference'), numCell(v.found ? v.step : '–'),
+      el('td', {}, v.phase || ''), el('td', {}, v.tensor || ''), el('td', {}, v.ranks && v.ranks.length ? v.ranks.join(', ') : ''),
+      el('td', {}, v.detail || ''), el('td', {}, el('code', {}, v.evidence || ''))));
+    sec.append(table(['view', 'verdict', 'step', 'phase', 'tensor / group', 'ranks', 'detail', 'evidence'], rows,
+                     {id: 'judge-views'}));
+  };
+
   views.divergence = function (sec, d) {
     sec.append(el('p', {}, 'Fault ', el('code', {'data-fault': d.fault}, d.fault), ': ', d.breaks || '',
                   '. Injected at step ', el('b', {'data-injected-step': d.injected_step}, String(d.injected_step)),

@@ -1,0 +1,227 @@
+"""Shard-invariant checksums of float32 tensors, bit for bit those of the engine (docs/formats/checksums.md).
+
+A rank computes a *partial* over the elements it covers, with their logical indices; partials of disjoint
+element sets merge exactly, by integer addition, into the logical tensor's record:
+
+  digest   two 64-bit lanes, each sum_j fmix64(((j * 0x100000001b3 + s_l) xor (b_j << 17) xor b_j)) mod 2^64
+           over logical index j and fp32 bit pattern b_j (s_0 = 0x9e3779b97f4a7c15, s_1 = 0xd6e8feb86659fd93);
+  exact    a finite fp32 value is M * 2^(b - 150) with an integer M < 2^24 and b in [1, 254]; the partial keeps
+           sum x in units of 2^-149 and sum x^2 in units of 2^-298 as exact (signed, unbounded) integers, the
+           fixed-point values of the engine's ExactSum (src/core/exact_sum.h), plus the element count, NaN and
+           Inf counts and max |x| over finite values.
+
+The judge turns the merged integers into l2 and sum with the engine's own ExactSum (one rounding each), so a
+record assembled from partials equals the engine's record of the same tensor bit for bit. Not a hash for
+security. Vectorized with NumPy (torch's own dependency, reached through Tensor.numpy()), in chunks that
+stay in cache; the exact sums in int64 fixed point per chunk (_exact_chunk), then Python integers.
+"""
+import hashlib
+import math
+
+import numpy as np
+
+_PRIME = np.uint64(0x100000001B3)
+_SEEDS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD6E8FEB86659FD93))
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_S17 = np.uint64(17)
+_MASK64 = (1 << 64) - 1
+CHUNK = 1 << 15  # elements per vectorized pass: 256 KiB of uint64 temporaries, cache-resident
+
+
+class Partial:
+    """The summary of some elements of one logical tensor (docs/formats/torch_recording.md, `sum`)."""
+
+    __slots__ = ("lane0", "lane1", "sum", "sq", "count", "nan", "inf", "absmax_bits")
+
+    def __init__(self):
+        self.lane0 = self.lane1 = 0
+        self.sum = self.sq = 0  # exact integers: units 2^-149 (sum) and 2^-298 (sq)
+        self.count = self.nan = self.inf = 0
+        self.absmax_bits = 0  # fp32 bit pattern of max |x| over finite values
+
+    def merge(self, o):
+        self.lane0 = (self.lane0 + o.lane0) & _MASK64
+        self.lane1 = (self.lane1 + o.lane1) & _MASK64
+        self.sum += o.sum
+        self.sq += o.sq
+        self.count += o.count
+        self.nan += o.nan
+        self.inf += o.inf
+        self.absmax_bits = max(self.absmax_bits, o.absmax_bits)
+
+    def digest(self):
+        return f"{self.lane0:016x}{self.lane1:016x}"
+
+    def absmax(self):
+        return float(np.array([self.absmax_bits], dtype=np.uint32).view(np.float32)[0])
+
+    def exact_sum(self):
+        """sum x rounded once to double (Python's int / int is correctly rounded, ties to even)."""
+        return self.sum / (1 << 149)
+
+    def exact_l2(self):
+        return math.sqrt(self.sq / (1 << 298))
+
+    def fields(self):
+        return {"lanes": [f"{self.lane0:016x}", f"{self.lane1:016x}"], "sum": _signed_hex(self.sum),
+                "sq": f"{self.sq:x}", "count": self.count, "nan": self.nan,
+                "inf": self.inf, "absmax": self.absmax()}
+
+
+def _signed_hex(v):
+    return f"-{-v:x}" if v < 0 else f"{v:x}"
+
+
+def _fmix_sum(k, t):
+    """sum of fmix64 over the uint64 array k (clobbered), mod 2^64; t is a temporary of the same size."""
+    np.right_shift(k, _S33, out=t)
+    np.bitwise_xor(k, t, out=k)
+    np.multiply(k, _C1, out=k)
+    np.right_shift(k, _S33, out=t)
+    np.bitwise_xor(k, t, out=k)
+    np.multiply(k, _C2, out=k)
+    np.right_shift(k, _S33, out=t)
+    np.bitwise_xor(k, t, out=k)
+    return int(k.sum(dtype=np.uint64))
+
+
+def _below_window(u, acc):
+    """Values below a chunk's window, one by one into the exact sums (rare: smaller than 2^-24 of the chunk's
+    largest value)."""
+    e = ((u >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int64)
+    m = (u & np.uint32(0x7FFFFF)).astype(np.int64)
+    mant = np.where(e == 0, m, m | 0x800000)
+    b = np.maximum(e, 1)
+    neg = (u >> np.uint32(31)).astype(bool)
+    for bin_, val, sq in zip(b.tolist(), np.where(neg, -mant, mant).tolist(), (mant * mant).tolist()):
+        acc["sum"] += val << (bin_ - 1)
+        acc["sq"] += sq << (2 * bin_ - 2)
+
+
+def _exact_chunk(x, u, acc):
+    """Adds the exact sums of the fp32 values x (bit patterns u; at most CHUNK of them) into acc.
+
+    As the engine's AVX-512 path (src/core/exact_sum.cc): with E the largest exponent field of the chunk and
+    B = max(E - 24, 1), a value M * 2^(b - 150) of bin b >= B is the integer a = M * 2^(b - B) < 2^48 in units of
+    2^(B - 150), and x * 2^(150 - B) computes it exactly in float64. sum a (signed) and sum a^2 as
+    (a >> 24)^2, (a >> 24)(a mod 2^24), (a mod 2^24)^2 stay below 2^63 in int64 for 2^15 values. A value whose
+    scaled value is not an integer lies below the window and goes through _below_window."""
+    ax = np.abs(x)
+    top = ax.max()
+    if not np.isfinite(top):
+        bad = ~np.isfinite(x)
+        acc["nan"] += int(np.count_nonzero(np.isnan(x)))
+        acc["inf"] += int(np.count_nonzero(np.isinf(x)))
+        if bad.all():
+            return
+        x = np.where(bad, np.float32(0), x)
+        u = x.view(np.uint32)
+        ax = np.abs(x)
+        top = ax.max()
+    top_bits = int(np.array([top], dtype=np.float32).view(np.uint32)[0])
+    acc["absmax"] = max(acc["absmax"], top_bits)
+    if top_bits == 0:
+        return
+    base = max((top_bits >> 23) - 24, 1)
+    a = x.astype(np.float64) * float(2.0 ** (150 - base))
+    ai = a.astype(np.int64)
+    off = ai != a
+    if off.any():
+        _below_window(u[off], acc)
+        ai[off] = 0
+    acc["sum"] += int(ai.sum()) << (base - 1)
+    aa = np.abs(ai)
+    ah = aa >> 24
+    al = aa & 0xFFFFFF
+    q = (int(np.dot(ah, ah)) << 48) + (int(np.dot(ah, al)) << 25) + int(np.dot(al, al))
+    acc["sq"] += q << (2 * base - 2)
+
+
+_STEP = np.arange(CHUNK, dtype=np.uint64) * _PRIME  # k * prime for k in [0, CHUNK), mod 2^64
+
+
+class Contiguous:
+    """Logical indices first + k of local elements k (a whole tensor, or a row shard)."""
+
+    def __init__(self, first):
+        self.first = first
+
+    def __call__(self, c0, c1):
+        return np.arange(self.first + c0, self.first + c1, dtype=np.uint64)
+
+
+def partial_of(x, indices):
+    """Partial of the float32 values x (1-D NumPy array) whose logical indices are given by
+    indices(c0, c1) -> uint64 array for the local elements [c0, c1) (a Contiguous one is not materialized:
+    j * prime = first * prime + k * prime, mod 2^64)."""
+    p = Partial()
+    n = x.size
+    u_all = x.view(np.uint32)
+    acc = {"sum": 0, "sq": 0, "nan": 0, "inf": 0, "absmax": 0}
+    v = np.empty(min(n, CHUNK), np.uint64)
+    k = np.empty_like(v)
+    t = np.empty_like(v)
+    a = b = 0
+    for c0 in range(0, n, CHUNK):
+        c1 = min(n, c0 + CHUNK)
+        m = c1 - c0
+        u = u_all[c0:c1]
+        vv, kk, tt = v[:m], k[:m], t[:m]
+        np.copyto(vv, u, casting="unsafe")
+        np.left_shift(vv, _S17, out=tt)
+        np.bitwise_xor(vv, tt, out=vv)
+        if isinstance(indices, Contiguous):
+            jp, base = _STEP[:m], (indices.first + c0) * int(_PRIME)
+        else:
+            jp, base = indices(c0, c1) * _PRIME, 0
+        for lane, seed in enumerate(_SEEDS):
+            np.add(jp, np.uint64((base + int(seed)) & _MASK64), out=kk)
+            np.bitwise_xor(kk, vv, out=kk)
+            if lane == 0:
+                a += _fmix_sum(kk, tt)
+            else:
+                b += _fmix_sum(kk, tt)
+        _exact_chunk(x[c0:c1], u, acc)
+    p.lane0, p.lane1 = a & _MASK64, b & _MASK64
+    p.sum, p.sq = acc["sum"], acc["sq"]
+    p.count = n
+    p.nan, p.inf = acc["nan"], acc["inf"]
+    p.absmax_bits = acc["absmax"]
+    return p
+
+
+def contiguous_indices(first):
+    """Logical indices first + k of local elements k (a whole tensor, or a row shard)."""
+    return Contiguous(first)
+
+
+def column_indices(width, full_width, column0):
+    """Logical indices of a column shard: local element k is row k // width, column column0 + k % width."""
+    def f(c0, c1):
+        k = np.arange(c0, c1, dtype=np.uint64)
+        return (k // np.uint64(width)) * np.uint64(full_width) + np.uint64(column0) + k % np.uint64(width)
+    return f
+
+
+def shard_indices(shape, shard, k0):
+    """The index function of local elements k0.. of a shard (docs/formats/torch_recording.md §shards):
+    shard = None (the whole tensor) or (dim, index, parts): an even split of the logical shape along dim."""
+    if shard is None:
+        return contiguous_indices(k0)
+    dim, index, parts = shard
+    if dim == 0:
+        rows = shape[0] // parts
+        row_numel = 1
+        for s in shape[1:]:
+            row_numel *= s
+        return contiguous_indices(index * rows * row_numel + k0)
+    width = shape[1] // parts
+    base = column_indices(width, shape[1], index * width)
+    return lambda c0, c1: base(k0 + c0, k0 + c1)
+
+
+def bytes_digest(x):
+    """SHA-256 of a contiguous array's bytes: the replica comparison (bitwise) of a rank's local copy."""
+    return hashlib.sha256(x.data).hexdigest()
