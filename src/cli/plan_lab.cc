@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cli/command.h"
+#include "cli/plan_subcommands.h"
 #include "cli/strategy_spec.h"
 #include "core/file_io.h"
 #include "core/log.h"
@@ -20,8 +21,6 @@
 
 namespace sp::cli {
 namespace {
-
-std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
 
 void print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);

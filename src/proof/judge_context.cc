@@ -68,10 +68,10 @@ void compare_anchor(const Recording& rec, const Assembly& as, const AnchorState&
     const float coef = c.max_grad_norm > 0 ? kernels::clip_coefficient(norm, c.max_grad_norm) : 1.0f;
     if (w.name == rec.weights().front().name) out.coefficient = coef;
     std::vector<float> p = t.param, m = t.exp_avg, v = t.exp_avg_sq;
-    kernels::adamw_update(p.data(), m.data(), v.data(), t.grad.data(), static_cast<int64_t>(p.size()),
-                          static_cast<float>(st.lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2),
-                          static_cast<float>(c.eps), w.decay ? static_cast<float>(c.weight_decay) : 0.0f,
-                          t.optimizer_step + 1, coef);
+    kernels::adamw_update(
+        p.data(), m.data(), v.data(), ConstBufView{t.grad.data(), static_cast<int64_t>(t.grad.size()), DType::kF32},
+        static_cast<float>(st.lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2), static_cast<float>(c.eps),
+        w.decay ? static_cast<float>(c.weight_decay) : 0.0f, t.optimizer_step + 1, coef);
     const auto [urel, usame] = distance(t.param_after, p);
     std::vector<int> owners = t.moment_ranks;
     for (int r : t.after_ranks)
