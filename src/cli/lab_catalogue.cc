@@ -159,7 +159,7 @@ bool is_preset_name(const std::string& s) {
 // The plan lab's own fields (kind = "plan"). Whether each (cluster, placement) evaluates is validate_lab's
 // business (it needs the tree's configs/clusters); here: types, names and the strategy's grammar.
 Status read_plan_fields(const std::string& path, Fields& f, const std::string& owner, Lab& lab) {
-  PlanLabSpec& p = lab.plan;
+  proof::PlanLabSpec& p = lab.plan;
   int64_t nodes = 0;
   SP_RETURN_IF_ERROR(f.string("model", p.model, true));
   SP_RETURN_IF_ERROR(f.string("strategy", p.strategy, true));
@@ -190,6 +190,7 @@ Status read_plan_fields(const std::string& path, Fields& f, const std::string& o
                             p.global_batch)
         .with_hint("sequences per optimizer step (plan --global-batch)");
   lab.world = strategy->world();
+  p.dp = strategy->dp, p.tp = strategy->tp, p.pp = strategy->pp, p.zero = strategy->zero;
   // A contrast needs two of each, named once each.
   for (std::string_view key : {std::string_view("clusters"), std::string_view("placements")}) {
     const std::vector<std::string>& list = key == "clusters" ? p.clusters : p.placements;

@@ -35,7 +35,16 @@ std::string Gate::summary_markdown(const std::string& title, const std::vector<s
   std::string s = fmt::format("# {}\n\n**Verdict: {}**\n\n", title, passed() ? "PASS" : "FAIL");
   s += fmt::format("Charts of every view: [{0}]({0}) (`shardproof report DIR` regenerates it).\n\n",
                    evidence::kReportFile);
-  s += "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
+  s += criteria_markdown();
+  if (!notes.empty()) {
+    s += "\n## Notes\n\n";
+    for (const auto& n : notes) s += "- " + n + "\n";
+  }
+  return s;
+}
+
+std::string Gate::criteria_markdown() const {
+  std::string s = "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
   for (const Criterion& c : criteria)
     s += fmt::format("| {} | {} | {} | {} | `{}` |\n", c.name, !c.required ? "info" : (c.passed ? "pass" : "**FAIL**"),
                      c.measured, c.threshold, c.evidence);
@@ -46,10 +55,6 @@ std::string Gate::summary_markdown(const std::string& title, const std::vector<s
       any = true;
       s += fmt::format("- **{}**: {}\n", c.name, c.detail);
     }
-  if (!notes.empty()) {
-    s += "\n## Notes\n\n";
-    for (const auto& n : notes) s += "- " + n + "\n";
-  }
   return s;
 }
 

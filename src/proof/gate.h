@@ -32,6 +32,9 @@ struct Gate {
   bool passed() const;
   nlohmann::json to_json() const;
   std::string summary_markdown(const std::string& title, const std::vector<std::string>& notes) const;
+  // The criteria table (criterion, result, measured, threshold, evidence) and each detail: the part of a
+  // summary.md every kind of verdict shares (the proof's, a plan lab's).
+  std::string criteria_markdown() const;
 };
 
 struct ProofVerdict {

@@ -119,11 +119,11 @@ TEST(Labs, PlanLabsEvaluateEveryCase) {
     ++plan_labs;
     SCOPED_TRACE(lab.key);
     EXPECT_TRUE(validate_lab(lab, root()).ok()) << validate_lab(lab, root()).to_string();
-    const std::vector<PlanLabCase> cases = plan_lab_cases(lab);
+    const std::vector<proof::PlanLabCase> cases = proof::plan_lab_cases(lab.plan);
     ASSERT_EQ(cases.size(), lab.plan.clusters.size() * lab.plan.placements.size());
     std::map<std::string, double> sound_step;  // cluster → slowest sound placement's step
     std::map<std::string, double> fault_step;
-    for (const PlanLabCase& c : cases) {
+    for (const proof::PlanLabCase& c : cases) {
       SCOPED_TRACE(c.dir());
       Result<planner::PlanQuery> q = plan_lab_query(lab, c, root());
       ASSERT_TRUE(q.ok()) << q.status().to_string();
