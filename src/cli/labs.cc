@@ -65,15 +65,16 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
 ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options) {
   ProveOptions p;
   const std::string root = options.root.empty() ? default_root() : options.root;
-  p.preset = lab.preset;
-  p.model_config = lab_file(root, lab.model_config);
-  p.deepspeed = lab_file(root, lab.deepspeed);
-  p.np = lab.deepspeed.empty() ? 0 : lab.world;  // DeepSpeed's batch rule reads dp from the world, as its launcher
-  p.sets = lab.sets;
-  p.sets.insert(p.sets.end(), options.extra_sets.begin(), options.extra_sets.end());
+  p.source.preset = lab.preset;
+  p.source.model_config = lab_file(root, lab.model_config);
+  p.source.deepspeed = lab_file(root, lab.deepspeed);
+  // DeepSpeed's batch rule reads dp from the world, as its launcher does.
+  p.source.np = lab.deepspeed.empty() ? 0 : lab.world;
+  p.source.sets = lab.sets;
+  p.source.sets.insert(p.source.sets.end(), options.extra_sets.begin(), options.extra_sets.end());
+  p.source.root = options.root;
   p.fault = lab.fault;
   p.out = options.out;
-  p.root = options.root;
   p.cache = options.cache;
   p.title = fmt::format("{} §{} {}", lab.key, lab.section, lab.title);
   p.quiet = options.quiet;

@@ -269,15 +269,15 @@ TEST(Labs, ProveOptionsCarryTheLab) {
   ProveOptions p = lab_prove_options(
       g, LabRunOptions{
              .out = "runs/g", .root = "/r", .cache = "/c", .extra_sets = {"train.recompute=none"}, .quiet = true});
-  EXPECT_EQ(p.preset, "tiny");
-  EXPECT_TRUE(p.config.empty());
+  EXPECT_EQ(p.source.preset, "tiny");
+  EXPECT_TRUE(p.source.config.empty());
   EXPECT_EQ(p.fault, g.fault);
   EXPECT_EQ(p.out, "runs/g");
-  EXPECT_EQ(p.root, "/r");
+  EXPECT_EQ(p.source.root, "/r");
   EXPECT_EQ(p.cache, "/c");
   EXPECT_TRUE(p.quiet);
-  ASSERT_EQ(p.sets.size(), g.sets.size() + 1);
-  EXPECT_EQ(p.sets.back(), "train.recompute=none");  // last wins over the lab's train.recompute=full
+  ASSERT_EQ(p.source.sets.size(), g.sets.size() + 1);
+  EXPECT_EQ(p.source.sets.back(), "train.recompute=none");  // last wins over the lab's train.recompute=full
   EXPECT_TRUE(contains(p.title, "LSL-G"));
   EXPECT_TRUE(contains(p.title, "4.2.4"));
 }
