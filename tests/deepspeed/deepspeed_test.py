@@ -159,7 +159,7 @@ def bad_input(args):
                   "8 != 2 * 4 * 2"),
         "offload": ('{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}',
                     "zero_optimization.offload_optimizer: refused"),
-        "unknown": ('{"train_batch_size": 8, "fp16": {"enabled": false, "loss_scael": 0}}', "fp16.loss_scael: unknown key"),
+        "unknown": ('{"train_batch_size": 8, "fp16": {"enabled": false, "loss_scael": 0}}', "unknown key fp16.loss_scael"),
     }
     os.makedirs(args.work, exist_ok=True)
     for name, (text, needle) in cases.items():
