@@ -5,11 +5,11 @@ refactoring changed no evidence: `scripts/bundle_diff.py OLD NEW` prints every o
 if there is one.
 
 Normalized: JSON/JSONL keys that hold times or ids (TIME_KEYS) and the contract's revision and the hashes that
-depend on it (REVISION_KEYS); the payload digests of the setup gather that carries every rank's pid; text that
-contains either bundle's path; the pid in a directory lock (.shardproof.lock: "pid N on host H"); report.html:
-the page around its data is compared byte for byte and its data document (the sp-data element, a pure function of
-the bundle's files) with the same rules, its pipeline view's clock readings (CLOCK_VIEW_KEYS: the Gantt
-intervals and the bubble and step splits measured from timeline/) as times. Skipped: logs/ (free text with
+depend on it (REVISION_KEYS); the setup exchange of every rank's host and pid (its lengths' digests, the texts'
+sizes and digests); text that contains either bundle's path; the pid in a directory lock (.shardproof.lock:
+"pid N on host H"); report.html: the page around its data is compared byte for byte and its data document (the
+sp-data element, a pure function of the bundle's files) with the same rules, its pipeline view's clock readings
+(CLOCK_VIEW_KEYS: the Gantt intervals and the bubble and step splits measured from timeline/) as times. Skipped: logs/ (free text with
 times), the seal (a hash of everything) and LATEST (names a manifest digest, which covers the contract hash)."""
 import json
 import os
@@ -43,9 +43,17 @@ def normalize(value, root):
                 out[k] = "<contract hash>"
             else:
                 out[k] = normalize(v, root)
-        # The setup gather of every rank's host and pid (comm/topology.cc): its payload digests follow the pids.
-        if value.get("phase") == "setup" and value.get("op") == "gather" and value.get("dtype") == "U8":
-            out["in_digest"] = out["out_digest"] = "<pids>"
+        # The setup exchange of every rank's host and pid as JSON text (comm/topology.cc): first the texts' lengths
+        # (an all_gather of I64), then the texts (a gather of U8). A pid with another number of digits changes the
+        # lengths, so the first one's digests and the second one's sizes and digests follow the pids.
+        if value.get("phase") == "setup" and value.get("group") == "world":
+            if value.get("op") == "all_gather" and value.get("dtype") == "I64" and value.get("seq") == 0:
+                out["in_digest"] = out["out_digest"] = "<pids>"
+            if value.get("op") == "gather" and value.get("dtype") == "U8":
+                out["in_digest"] = out["out_digest"] = "<pids>"
+                for k in ("count", "counts", "bytes", "wire_bytes"):
+                    if k in out:
+                        out[k] = "<pid lengths>"
         # A manifest's record of metrics.jsonl (whose times differ): size and hash follow the times.
         if "evidence" in out and isinstance(out["evidence"], dict) and "metrics.jsonl" in out["evidence"]:
             out["evidence"]["metrics.jsonl"] = "<normalized>"
