@@ -1,4 +1,4 @@
-// Shared test helper: checksums.jsonl records written by hand (docs/formats/evidence.md), for the tests of
+// Shared test helper: checksums.jsonl records written by hand (docs/formats/checksums.md), for the tests of
 // the checksum comparison. Closed forms: a gradient record is a 4-element tensor of equal values a, so its
 // l2 = 2a, sum = 4a, absmax = a; a loss record carries its value and the value's bits.
 // Not the engine's writer (evidence/checksums.h): these are what that writer must produce, typed out.

@@ -1,4 +1,4 @@
-// plan/ds_config: every supported ds_config key reaches the RunConfig with its value, every refused key is
+// config/ds_config: every supported ds_config key reaches the RunConfig with its value, every refused key is
 // refused by name with its reason, DeepSpeed's batch rule and its inference (config.py
 // _set_batch_related_parameters / _batch_assertion) with its error cases, and wrong types name the key.
 // Expected values are written from DeepSpeed's documentation (https://www.deepspeed.ai/docs/config-json/).
