@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/plan_subcommands.h"
@@ -201,6 +202,21 @@ Status write_plan_dir(const std::string& out, const nlohmann::json& j, bool json
   return problems.empty() ? Status() : internal_error("the plan's report lists {} problem(s)", problems.size());
 }
 
+// The plan's document: with the model note, written to DIR/plan.json for --out, printed for --json (then the
+// exit code), else its text starts with the cluster line and nullopt lets the caller print the rest.
+std::optional<int> emit_plan(const PlanArgs& a, const std::string& counterpart_note,
+                             const planner::ClusterSpec& cluster, nlohmann::json& j) {
+  if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
+  if (!a.out.empty())
+    if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s\n", cluster_line(cluster).c_str());
+  return std::nullopt;
+}
+
 // `plan --search`: every valid strategy on the cluster, ranked by step time, for the query's model and batch.
 int run_search(const PlanArgs& a, const planner::PlanQuery& q, const planner::ModelShape& model,
                const std::string& counterpart_note) {
@@ -222,14 +238,7 @@ int run_search(const PlanArgs& a, const planner::PlanQuery& q, const planner::Mo
                  {"efficiency", q.efficiency},
                  {"reduction", config::reduction_name(config.parallel.reduction)}};
   j["assumptions"] = planner::time_model_assumptions();
-  if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
-  if (!a.out.empty())
-    if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
-  if (a.json) {
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("%s\n", cluster_line(cluster).c_str());
+  if (std::optional<int> rc = emit_plan(a, counterpart_note, cluster, j)) return *rc;
   if (!counterpart_note.empty()) std::printf("note: %s\n", counterpart_note.c_str());
   print_search(j);
   return 0;
@@ -302,14 +311,7 @@ int run_plan(const PlanArgs& args) {
   auto e = planner::evaluate_plan(q);
   if (!e.ok()) return report_status(e.status());
   nlohmann::json j = planner::plan_evaluation_to_json(q, *e);
-  if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
-  if (!a.out.empty())
-    if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
-  if (a.json) {
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("%s\n", cluster_line(*cluster).c_str());
+  if (std::optional<int> rc = emit_plan(a, counterpart_note, *cluster, j)) return *rc;
   const auto& m = *model;
   std::printf("model %s: %.4g billion parameters; L %lld, C %lld, H %lld, KV %lld, F %lld, V %lld\n", m.name.c_str(),
               static_cast<double>(m.param_count()) / 1e9, static_cast<long long>(m.n_layers),
