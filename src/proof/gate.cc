@@ -20,15 +20,13 @@ nlohmann::json Gate::to_json() const {
   nlohmann::json j = {{"format_version", evidence::kGateFormatVersion},
                       {"verdict", passed() ? "PASS" : "FAIL"},
                       {"criteria", nlohmann::json::array()}};
-  for (const Criterion& c : criteria)
-    j["criteria"].push_back({{"name", c.name},
-                             {"passed", c.passed},
-                             {"required", c.required},
-                             {"measured", c.measured},
-                             {"threshold", c.threshold},
-                             {"evidence", c.evidence},
-                             {"detail", c.detail}});
+  for (const Criterion& c : criteria) j["criteria"].push_back(c.to_json());
   return j;
+}
+
+nlohmann::json Criterion::to_json() const {
+  return {{"name", name},           {"passed", passed},     {"required", required}, {"measured", measured},
+          {"threshold", threshold}, {"evidence", evidence}, {"detail", detail}};
 }
 
 std::string Gate::summary_markdown(const std::string& title, const std::vector<std::string>& notes) const {

@@ -20,11 +20,12 @@ namespace sp::proof {
 struct Criterion {
   std::string name;  // "traces consistent", ...
   bool passed = false;
-  bool required = true;   // false: reported only (throughput)
-  std::string measured;   // human-readable measured value
-  std::string threshold;  // what it had to be
-  std::string evidence;   // file(s) it comes from, relative to the bundle
-  std::string detail;     // the first problem found, if any
+  bool required = true;            // false: reported only (throughput)
+  std::string measured;            // human-readable measured value
+  std::string threshold;           // what it had to be
+  std::string evidence;            // file(s) it comes from, relative to the bundle
+  std::string detail;              // the first problem found, if any
+  nlohmann::json to_json() const;  // gate.json's form of one criterion (docs/formats/gate.md)
 };
 
 struct Gate {
