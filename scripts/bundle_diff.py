@@ -5,17 +5,30 @@ refactoring changed no evidence: `scripts/bundle_diff.py OLD NEW` prints every o
 if there is one.
 
 Normalized: JSON/JSONL keys that hold times or ids (TIME_KEYS) and the contract's revision and the hashes that
-depend on it (REVISION_KEYS); the payload digests of the setup gather that carries every rank's pid; text that
-contains either bundle's path. Skipped: logs/ (free text with times),
-the seal (a hash of everything) and LATEST (names a manifest digest, which covers the contract hash)."""
+depend on it (REVISION_KEYS); the setup exchange of every rank's host and pid (its lengths' digests, the texts'
+sizes and digests); text that contains either bundle's path; the pid in a directory lock (.shardproof.lock:
+"pid N on host H"); report.html: the page around its data is compared byte for byte and its data document (the
+sp-data element, a pure function of the bundle's files) with the same rules, its pipeline view's clock readings
+(CLOCK_VIEW_KEYS: the Gantt intervals and the bubble and step splits measured from timeline/) as times. Skipped: logs/ (free text with
+times), the seal (a hash of everything) and LATEST (names a manifest digest, which covers the contract hash)."""
 import json
 import os
+import re
 import sys
 
 TIME_KEYS = {"t_start_us", "t_end_us", "t0_us", "t1_us", "step_s", "compute_s", "tokens_per_s", "seconds", "pid"}
 REVISION_KEYS = {"revision", "hash", "contract_hash", "digest"}
 SKIP = ("logs/", "bundle.sha256")
 SKIP_SUFFIX = ("LATEST",)
+LOCK_FILE = ".shardproof.lock"  # evidence/bundle_paths.h kLockFile
+REPORT_FILE = "report.html"  # evidence/bundle_paths.h kReportFile
+REPORT_DATA = '<script type="application/json" id="sp-data">'  # report/render.cc kDataOpen
+# The report's pipeline view (report/run_views.cc) is measured from timeline/*.jsonl, whose t0_us/t1_us are times:
+# every interval and every bubble, span and compute/comm split in it is a clock reading.
+CLOCK_VIEW = "pipeline"
+CLOCK_VIEW_KEYS = {"intervals", "bubble", "bubble_max", "bubble_min", "model_bubble", "measured", "measured_max",
+                   "measured_min", "comm_us", "compute_us", "idle_us", "span_us", "span_ms", "comm_ms", "compute_ms",
+                   "comm_fraction", "compute_fraction"}
 
 
 def normalize(value, root):
@@ -30,9 +43,17 @@ def normalize(value, root):
                 out[k] = "<contract hash>"
             else:
                 out[k] = normalize(v, root)
-        # The setup gather of every rank's host and pid (comm/topology.cc): its payload digests follow the pids.
-        if value.get("phase") == "setup" and value.get("op") == "gather" and value.get("dtype") == "U8":
-            out["in_digest"] = out["out_digest"] = "<pids>"
+        # The setup exchange of every rank's host and pid as JSON text (comm/topology.cc): first the texts' lengths
+        # (an all_gather of I64), then the texts (a gather of U8). A pid with another number of digits changes the
+        # lengths, so the first one's digests and the second one's sizes and digests follow the pids.
+        if value.get("phase") == "setup" and value.get("group") == "world":
+            if value.get("op") == "all_gather" and value.get("dtype") == "I64" and value.get("seq") == 0:
+                out["in_digest"] = out["out_digest"] = "<pids>"
+            if value.get("op") == "gather" and value.get("dtype") == "U8":
+                out["in_digest"] = out["out_digest"] = "<pids>"
+                for k in ("count", "counts", "bytes", "wire_bytes"):
+                    if k in out:
+                        out[k] = "<pid lengths>"
         # A manifest's record of metrics.jsonl (whose times differ): size and hash follow the times.
         if "evidence" in out and isinstance(out["evidence"], dict) and "metrics.jsonl" in out["evidence"]:
             out["evidence"]["metrics.jsonl"] = "<normalized>"
@@ -44,10 +65,40 @@ def normalize(value, root):
     return value
 
 
+def clock_normalized(value):
+    if isinstance(value, dict):
+        return {k: "<clock>" if k in CLOCK_VIEW_KEYS else clock_normalized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clock_normalized(v) for v in value]
+    return value
+
+
+def load_report(text, root):
+    """(page before the data, normalized data, page after it); the whole text when it holds no data element."""
+    start = text.find(REPORT_DATA)
+    end = text.find("</script>", start)
+    if start < 0 or end < 0:
+        return text
+    start += len(REPORT_DATA)
+    try:
+        data = normalize(json.loads(text[start:end]), root)
+    except json.JSONDecodeError:
+        return text
+    views = data.get("views") if isinstance(data, dict) else None
+    for i, view in enumerate(views if isinstance(views, list) else []):
+        if isinstance(view, dict) and view.get("id") == CLOCK_VIEW:
+            views[i] = clock_normalized(view)
+    return text[:start], data, text[end:]
+
+
 def load(path, root):
     with open(path, "rb") as f:
         data = f.read()
     text = data.decode("utf-8", errors="replace")
+    if os.path.basename(path) == LOCK_FILE:
+        return re.sub(r"^pid \d+", "pid <pid>", text)
+    if os.path.basename(path) == REPORT_FILE:
+        return load_report(text, root)
     try:
         if path.endswith(".jsonl"):
             return [normalize(json.loads(line), root) for line in text.splitlines() if line]

@@ -14,6 +14,7 @@
 #include "ckpt/reshard.h"
 #include "cli/command.h"
 #include "cli/run_setup.h"
+#include "cli/run_source.h"
 #include "core/log.h"
 
 namespace sp::cli {
@@ -178,10 +179,8 @@ Status run_export(const std::string& dir, int64_t step_option, const std::string
   return Status();
 }
 
-Status run_import(const std::string& file, const std::string& preset, const std::string& config_file,
-                  const std::string& model_config, const std::vector<std::string>& sets) {
-  SP_ASSIGN_OR_RETURN(const config::RunConfig rc,
-                      load_run_config(default_root(), preset, config_file, model_config, sets, DeepSpeedInput{}));
+Status run_import(const std::string& file, const RunSource& source) {
+  SP_ASSIGN_OR_RETURN(const config::RunConfig rc, source.load(DeepSpeedInput{}));
   SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_hf_weights(file, rc.model));
   int64_t n = 0;
   for (const auto& [name, v] : w) n += static_cast<int64_t>(v.size());
@@ -200,8 +199,8 @@ void register_ckpt(CLI::App& app, CommandResult& result) {
   CLI::App* ckpt = app.add_subcommand("ckpt", "Recovery checkpoints: verify, inspect, export, import");
   ckpt->require_subcommand(1);
   struct Opts {
-    std::string dir, out, hf, file, preset, config, model_config, max_shard = "5GB", dtype = "fp32";
-    std::vector<std::string> sets;
+    std::string dir, out, hf, file, max_shard = "5GB", dtype = "fp32";
+    RunSource source;  // import: the run configuration the weights must fit
     int64_t step = -1;
     bool tensors = false, overwrite = false;
   };
@@ -254,13 +253,12 @@ void register_ckpt(CLI::App& app, CommandResult& result) {
       "import", "Check consolidated weights against a run configuration; train --init-from FILE starts from them");
   imp->add_option("FILE", o->file, "Weights: a safetensors file, an index, or a Hugging Face model directory")
       ->required();
-  imp->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
-  imp->add_option("--config", o->config, "Run configuration file (TOML)");
-  imp->add_option("--model-config", o->model_config, "The [model] from a Hugging Face config.json");
-  imp->add_option("--set", o->sets, "Override a key (repeatable)");
-  imp->callback([o, &result] {
-    result.exit_code = report_status(run_import(o->file, o->preset, o->config, o->model_config, o->sets));
-  });
+  add_run_source_options(imp, o->source,
+                         {.deepspeed = false,
+                          .root = false,
+                          .model_config_help = "The [model] from a Hugging Face config.json",
+                          .set_help = "Override a key (repeatable)"});
+  imp->callback([o, &result] { result.exit_code = report_status(run_import(o->file, o->source)); });
 }
 
 }  // namespace sp::cli

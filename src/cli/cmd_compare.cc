@@ -16,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/run_setup.h"
+#include "cli/run_source.h"
 #include "cli/strategy_spec.h"
 #include "core/file_io.h"
 #include "core/timer.h"
@@ -33,8 +34,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CompareOpts {
-  std::string preset, config, model_config, out, root, cache, strategies, deepspeed;
-  std::vector<std::string> sets;
+  RunSource source;  // the base configuration every strategy overrides
+  std::string out, cache, strategies;
 };
 
 // The most telling line of a failed run's log: the first "error:" line, else the last non-empty one.
@@ -117,11 +118,11 @@ int run_compare(const CompareOpts& o) {
   auto specs = parse_strategy_list(o.strategies);
   if (!specs.ok()) return report_status(specs.status());
   const std::vector<StrategySpec> list = with_reference_first(std::move(*specs));
-  const std::string root = o.root.empty() ? default_root() : o.root;
+  const std::string root = o.source.root_or_default();
   // --deepspeed: the batch rule is checked at the base configuration's dp (before the strategies' overrides)
   // for every strategy, so that all of them train one batch under one contract (as prove's stages do).
-  DeepSpeedInput deepspeed{.file = o.deepspeed};
-  auto base = load_run_config(root, o.preset, o.config, o.model_config, o.sets, deepspeed);
+  DeepSpeedInput deepspeed{.file = o.source.deepspeed};
+  auto base = o.source.load(deepspeed);
   if (base.ok()) deepspeed.rule_dp = base->parallel.dp;
   if (!base.ok()) return report_status(base.status());
   if (Status st = make_directories(o.out + "/logs"); !st.ok()) return report_status(st);
@@ -132,12 +133,12 @@ int run_compare(const CompareOpts& o) {
     const StrategySpec& spec = list[i];
     const std::string dir = o.out + "/" + spec.label;
     const std::string log_path = o.out + "/logs/" + spec.label + ".log";
-    std::vector<std::string> sets = o.sets;
-    for (const std::string& s : spec.overrides()) sets.push_back(s);
+    RunSource source = o.source;  // the base, then the strategy's overrides
+    for (const std::string& s : spec.overrides()) source.sets.push_back(s);
     std::fprintf(stderr, "compare [%zu/%zu] %s (%d rank%s): ", i + 1, list.size(), spec.label.c_str(), spec.world(),
                  spec.world() == 1 ? "" : "s");
     std::fflush(stderr);
-    auto config = load_run_config(root, o.preset, o.config, o.model_config, sets, deepspeed);
+    auto config = source.load(deepspeed);
     Status st = config.status();
     if (st.ok()) st = plan::RunPlan::make(*config, spec.world()).status();
     if (st.ok()) st = prepare_run_dir(dir);
@@ -147,16 +148,9 @@ int run_compare(const CompareOpts& o) {
       continue;
     }
     std::vector<std::string> args = {"train", "--out", dir, "--quiet", "--root", root};
-    if (!o.config.empty())
-      args.insert(args.end(), {"--config", o.config});
-    else
-      args.insert(args.end(), {"--preset", o.preset.empty() ? "tiny" : o.preset});
-    if (!o.model_config.empty())
-      args.insert(args.end(), {"--model-config", fs::absolute(o.model_config).lexically_normal().string()});
     if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
-    if (!o.deepspeed.empty())
-      args.insert(args.end(), {"--deepspeed", o.deepspeed, "--deepspeed-dp", std::to_string(deepspeed.rule_dp)});
-    for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+    const std::vector<std::string> from = source.train_args(deepspeed.rule_dp);
+    args.insert(args.end(), from.begin(), from.end());
     Stopwatch watch;
     const int rc = run_with_mpirun(spec.world(), args, log_path);
     evidence::StrategyRow row;
@@ -176,15 +170,16 @@ int run_compare(const CompareOpts& o) {
   }
   evidence::fill_ratios(rows);
 
-  const std::string title = o.config.empty()
-                                ? fmt::format("shardproof compare: preset {}", o.preset.empty() ? "tiny" : o.preset)
-                                : fmt::format("shardproof compare: {} ({})", o.config, base->name);
+  const RunSource& s = o.source;
+  const std::string title = s.config.empty()
+                                ? fmt::format("shardproof compare: preset {}", s.preset.empty() ? "tiny" : s.preset)
+                                : fmt::format("shardproof compare: {} ({})", s.config, base->name);
   std::string md = evidence::strategy_table_markdown(rows, title);
   md += fmt::format("\nCharts of the same: [{0}]({0}) (docs/report.md).\n", evidence::kReportFile);
   nlohmann::json j = evidence::strategy_table_json(rows);
-  j["preset"] = o.preset;
-  j["config_file"] = o.config;
-  j["sets"] = o.sets;
+  j["preset"] = s.preset;
+  j["config_file"] = s.config;
+  j["sets"] = s.sets;
   j["strategies"] = o.strategies;
   const evidence::RunPaths out(o.out);  // the compare directory's own files (bundle_paths.h)
   if (Status st = write_file_atomic(out.file(evidence::kCompareSummaryFile), md); !st.ok()) return report_status(st);
@@ -219,21 +214,18 @@ void register_compare(CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("compare",
                                      "Run several parallel strategies on one contract and compare them "
                                      "with dp=1 side by side (docs/compare.md)");
-  cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
-  cmd->add_option("--config", o->config, "Run configuration file (TOML)");
-  cmd->add_option("--model-config", o->model_config,
-                  "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)");
-  cmd->add_option("--set", o->sets, "Override a key for every strategy: --set train.steps=5 (repeatable)");
-  cmd->add_option("--deepspeed", o->deepspeed,
-                  "DeepSpeed ds_config.json for every strategy (docs/deepspeed.md); its batch rule is checked at "
-                  "the dp before the strategies' overrides");
+  add_run_source_options(
+      cmd, o->source,
+      {.model_config_help = "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)",
+       .set_help = "Override a key for every strategy: --set train.steps=5 (repeatable)",
+       .deepspeed_help = "DeepSpeed ds_config.json for every strategy (docs/deepspeed.md); its batch rule is checked "
+                         "at the dp before the strategies' overrides"});
   cmd->add_option("--strategies", o->strategies,
                   "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "
                   "interleaved[V] recompute fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always runs first)")
       ->required();
   cmd->add_option("--out", o->out, "Directory for the runs (DIR/<strategy>/), logs, compare.md and compare.json")
       ->required();
-  cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");
   cmd->add_option("--cache", o->cache, "Prepared-data cache directory (default: <root>/.shardproof-cache)");
   cmd->callback([o, &result] { result.exit_code = run_compare(*o); });
 

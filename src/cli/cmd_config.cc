@@ -8,14 +8,13 @@
 
 #include "cli/command.h"
 #include "cli/run_setup.h"
+#include "cli/run_source.h"
 
 namespace sp::cli {
 namespace {
 
 struct ConfigShowOpts {
-  std::string preset, config, model_config, root, deepspeed;
-  std::vector<std::string> sets;
-  int np = 0;
+  RunSource source;  // np: the launcher's world size
   bool json = false;
 };
 
@@ -39,19 +38,18 @@ std::string with_sets(std::string outcome, const nlohmann::json& config) {
   return outcome + ", then --set: " + section + "." + key + " = " + now;
 }
 
-int run_config_show(const ConfigShowOpts& o) {
-  const std::string root = o.root.empty() ? default_root() : o.root;
+int run_config_show(const ConfigShowOpts& options) {
+  const RunSource& o = options.source;
   if (!o.deepspeed.empty())
     if (Status s = check_input_file("--deepspeed", o.deepspeed); !s.ok()) return report_status(s);
-  auto config = load_run_config(root, o.preset, o.config, o.model_config, o.sets,
-                                DeepSpeedInput{.file = o.deepspeed, .world = o.np});
+  auto config = o.load(DeepSpeedInput{.file = o.deepspeed, .world = o.np});
   if (!config.ok()) return report_status(config.status());
   nlohmann::json j = config->to_json();
   const nlohmann::json deepspeed = j.contains("deepspeed") ? j["deepspeed"] : nlohmann::json();
   const nlohmann::json model_config = j.contains("model_config") ? j["model_config"] : nlohmann::json();
   j.erase("deepspeed");
   j.erase("model_config");
-  if (o.json) {
+  if (options.json) {
     std::printf(
         "%s\n",
         nlohmann::json{{"config", j}, {"deepspeed", deepspeed}, {"model_config", model_config}}.dump(2).c_str());
@@ -95,15 +93,11 @@ void register_config(CLI::App& app, CommandResult& result) {
   cmd->require_subcommand(1);
   auto o = std::make_shared<ConfigShowOpts>();
   CLI::App* show = cmd->add_subcommand("show", "Print the effective configuration and what each ds_config key became");
-  show->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
-  show->add_option("--config", o->config, "Run configuration file (TOML)");
-  show->add_option("--set", o->sets, "Override a key: --set parallel.dp=4 (repeatable)");
-  show->add_option("--model-config", o->model_config,
-                   "Hugging Face config.json replacing [model] (docs/huggingface.md)");
-  show->add_option("--deepspeed", o->deepspeed, "DeepSpeed ds_config.json (docs/deepspeed.md)");
-  show->add_option("--np", o->np, "World size, as a launcher gives it: dp = NP / (tp × pp) unless --set gives dp")
-      ->check(CLI::PositiveNumber);
-  show->add_option("--root", o->root, "Repository root for configs/ (default: the source tree)");
+  add_run_source_options(show, o->source,
+                         {.np = NpOption::kWorld,
+                          .model_config_help = "Hugging Face config.json replacing [model] (docs/huggingface.md)",
+                          .deepspeed_help = "DeepSpeed ds_config.json (docs/deepspeed.md)",
+                          .root_help = "Repository root for configs/ (default: the source tree)"});
   show->add_flag("--json", o->json, "Print {\"config\": ..., \"deepspeed\": ...} as JSON");
   show->callback([o, &result] { result.exit_code = run_config_show(*o); });
 }

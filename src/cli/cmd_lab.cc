@@ -17,6 +17,7 @@
 #include "cli/plan_lab.h"
 #include "cli/prove.h"
 #include "cli/run_setup.h"
+#include "cli/run_source.h"
 #include "evidence/bundle_paths.h"
 
 namespace sp::cli {
@@ -25,9 +26,8 @@ namespace {
 struct LabOptions {
   std::string key;
   std::string out;
-  std::string root;
+  RunSource source;  // --set (a variation on a proof lab) and --root
   std::string cache;
-  std::vector<std::string> sets;
   bool quiet = false;
 };
 
@@ -36,12 +36,10 @@ void print(const std::string& text) {
   std::fflush(stdout);
 }
 
-std::string root_of(const LabOptions& o) { return o.root.empty() ? default_root() : o.root; }
-
 // The catalogue of the source tree, or nothing after reporting why not. A catalogue file that does not
 // read is a configuration error (exit 2), whatever the Status code.
 std::optional<LabCatalogue> catalogue_or_report(const LabOptions& o, CommandResult& result) {
-  Result<LabCatalogue> c = load_lab_catalogue(lab_catalogue_path(root_of(o)));
+  Result<LabCatalogue> c = load_lab_catalogue(lab_catalogue_path(o.source.root_or_default()));
   if (c.ok()) return *std::move(c);
   report_status(c.status());
   result.exit_code = 2;
@@ -62,20 +60,20 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
     print(lab_unavailable_text(catalogue, lab));
     return 2;
   }
-  const std::string root = root_of(o);
-  if (lab.is_plan() && (!o.sets.empty() || !o.cache.empty()))
+  const std::string root = o.source.root_or_default();
+  if (lab.is_plan() && (!o.source.sets.empty() || !o.cache.empty()))
     return report_status(
         invalid_argument("lab {} is a plan lab: --set and --cache apply to a proof lab's runs", lab.key)
             .with_hint("vary the plan with the `shardproof plan` commands that `lab show " + lab.key + "` prints"));
   if (lab.is_plan()) return run_plan_lab(lab, root, o.out);
-  if (Status s = validate_lab(lab, root, o.sets); !s.ok()) {
+  if (Status s = validate_lab(lab, root, o.source.sets); !s.ok()) {
     report_status(s);
     return 2;
   }
   ProveOptions p = lab_prove_options(
-      lab, LabRunOptions{.out = o.out, .root = root, .cache = o.cache, .extra_sets = o.sets, .quiet = o.quiet});
+      lab, LabRunOptions{.out = o.out, .root = root, .cache = o.cache, .extra_sets = o.source.sets, .quiet = o.quiet});
   print(lab.key + " §" + lab.section + " " + lab.title + ": " + std::to_string(lab.world) + " ranks, fault " +
-        lab.fault + (o.sets.empty() ? "" : " (with your --set overrides: not the lab's preset)") + "\n");
+        lab.fault + (o.source.sets.empty() ? "" : " (with your --set overrides: not the lab's preset)") + "\n");
   const int rc = run_prove(p);
   // The lab's point: where to look next (printed with --quiet too; it is not progress output).
   std::string text = "\nwhat to observe in " + o.out + " (shardproof lab show " + lab.key + "):\n";
@@ -98,14 +96,14 @@ void register_lab(CLI::App& app, CommandResult& result) {
   const std::string root_help =
       "repository root: configs/ (presets, the lab catalogue) and data/ (default: the source tree)";
   CLI::App* list = lab->add_subcommand("list", "every lab: key, section, ranks, fault, title");
-  list->add_option("--root", o->root, root_help);
+  list->add_option("--root", o->source.root, root_help);
   list->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result)) print(lab_list_text(*c));
   });
 
   CLI::App* show = lab->add_subcommand("show", "what a lab runs, what to observe, what it cannot be extrapolated to");
   show->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
-  show->add_option("--root", o->root, root_help);
+  show->add_option("--root", o->source.root, root_help);
   show->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
       if (const Lab* l = lab_or_report(*c, o->key, result)) print(lab_show_text(*c, *l));
@@ -115,11 +113,14 @@ void register_lab(CLI::App& app, CommandResult& result) {
       "run", "run a lab into DIR: the proof protocol (shardproof prove), or the planner for a plan lab");
   run->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
   run->add_option("--out", o->out, "bundle directory (must not hold a previous bundle)")->required();
-  run->add_option("--root", o->root, root_help);
+  add_run_source_options(run, o->source,
+                         {.files = false,
+                          .model_config = false,
+                          .deepspeed = false,
+                          .set_help = "a variation on the lab: --set train.recompute=none (repeatable; applied after "
+                                      "the lab's own overrides)",
+                          .root_help = root_help});
   run->add_option("--cache", o->cache, "prepared-data cache (default: <root>/.shardproof-cache)");
-  run->add_option("--set", o->sets,
-                  "a variation on the lab: --set train.recompute=none (repeatable; applied after "
-                  "the lab's own overrides)");
   run->add_flag("--quiet", o->quiet, "no per-step progress lines");
   run->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
@@ -130,7 +131,7 @@ void register_lab(CLI::App& app, CommandResult& result) {
       "verify", "derive a plan lab's gate again from DIR's files (a proof lab's bundle: shardproof verify DIR)");
   verify->add_option("KEY", o->key, "lab key: LSL-I, lsl-i or I")->required();
   verify->add_option("DIR", o->out, "the directory `lab run KEY --out DIR` wrote")->required();
-  verify->add_option("--root", o->root, root_help);
+  verify->add_option("--root", o->source.root, root_help);
   verify->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
       if (const Lab* l = lab_or_report(*c, o->key, result)) {

@@ -12,11 +12,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/plan_subcommands.h"
 #include "cli/plan_text.h"
 #include "cli/run_setup.h"
+#include "cli/run_source.h"
 #include "config/ds_config.h"
 #include "config/hf_config.h"
 #include "core/file_io.h"
@@ -59,13 +61,12 @@ Result<planner::ModelShape> resolve_model(const std::string& root, const std::st
 }
 
 struct PlanArgs {
-  std::string cluster, model, model_config, run, root, dtype, schedule, recompute, reduction, axis_order, out,
-      deepspeed, precision, grad_dtype;
+  RunSource source;  // --model-config, --set, --deepspeed, --root (the model itself is --model or --run)
+  std::string cluster, model, run, dtype, schedule, recompute, reduction, axis_order, out, precision, grad_dtype;
   int64_t nodes = 0;
   int dp = 0, tp = 0, pp = 0, virtual_stages = 0, zero = -1;
   int64_t global_batch = 0, micro_batch = 0, seq_len = 0;
   double efficiency = planner::kDefaultGemmEfficiency;
-  std::vector<std::string> sets;
   bool json = false, search = false, all_ranks = false;
   bool efficiency_given = false;  // --efficiency: GEMMs at it, not the cluster's measured rates
 };
@@ -83,11 +84,11 @@ Result<config::RunConfig> planned_config(const PlanArgs& a, const std::string& r
                                          const planner::ClusterSpec& cluster) {
   config::RunConfig c;
   const bool run_config = names_run_config(a.model);
-  if (!a.deepspeed.empty() && !a.run.empty())
+  if (!a.source.deepspeed.empty() && !a.run.empty())
     return invalid_argument("--deepspeed and --run: a run's configuration is frozen in its contract")
         .with_hint("drop --deepspeed; the run's contract records the ds_config it was given");
   // --deepspeed (docs/deepspeed.md): DeepSpeed's batch rule uses --dp if given, else the configuration's dp.
-  const DeepSpeedInput deepspeed{.file = a.deepspeed, .rule_dp = a.dp > 0 ? a.dp : 0};
+  const DeepSpeedInput deepspeed{.file = a.source.deepspeed, .rule_dp = a.dp > 0 ? a.dp : 0};
   if (!a.run.empty()) {  // a run bundle's frozen configuration: the plan of exactly that run
     SP_ASSIGN_OR_RETURN(const nlohmann::json contract, read_json_file(evidence::RunPaths(a.run).contract()));
     if (!contract.contains("config"))
@@ -96,20 +97,20 @@ Result<config::RunConfig> planned_config(const PlanArgs& a, const std::string& r
     SP_ASSIGN_OR_RETURN(c, config::RunConfig::from_json(contract["config"]));
   } else if (run_config) {
     SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml")
-                               ? load_run_config(root, "", a.model, a.model_config, a.sets, deepspeed)
-                               : load_run_config(root, a.model, "", a.model_config, a.sets, deepspeed));
+                               ? load_run_config(root, "", a.model, a.source.model_config, a.source.sets, deepspeed)
+                               : load_run_config(root, a.model, "", a.source.model_config, a.source.sets, deepspeed));
   } else {
-    if (!a.sets.empty())
+    if (!a.source.sets.empty())
       return invalid_argument("--set applies to a run configuration, not to the named shape '{}'", shape.name)
           .with_hint("use the flags (--global-batch, --micro-batch, --seq-len, ...) or --model FILE.toml");
     c = planner::run_config_around(shape, cluster.axis_order);
-    if (!a.deepspeed.empty()) {  // the ds_config's batch, precision, ZeRO and optimizer around the shape
-      SP_ASSIGN_OR_RETURN(const nlohmann::json ds, config::read_ds_config(a.deepspeed));
+    if (!a.source.deepspeed.empty()) {  // the ds_config's batch, precision, ZeRO and optimizer around the shape
+      SP_ASSIGN_OR_RETURN(const nlohmann::json ds, config::read_ds_config(a.source.deepspeed));
       nlohmann::json j = c.to_json();
       j["train"]["global_batch"] = 1;                // a placeholder the ds_config's batch keys replace
       j["data"]["vocab_size"] = c.model.vocab_size;  // the shape's own vocabulary
       auto mapping = config::apply_ds_config(ds, a.dp > 0 ? a.dp : c.parallel.dp, j);
-      if (!mapping.ok()) return mapping.status().with_context("--deepspeed '" + a.deepspeed + "'");
+      if (!mapping.ok()) return mapping.status().with_context("--deepspeed '" + a.source.deepspeed + "'");
       SP_ASSIGN_OR_RETURN(c, config::RunConfig::from_json(j));
     }
   }
@@ -218,15 +219,57 @@ planner::SearchProgress search_progress() {
   };
 }
 
+// The plan's document: with the model note, written to DIR/plan.json for --out, printed for --json (then the
+// exit code), else its text starts with the cluster line and nullopt lets the caller print the rest.
+std::optional<int> emit_plan(const PlanArgs& a, const std::string& counterpart_note,
+                             const planner::ClusterSpec& cluster, nlohmann::json& j) {
+  if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
+  if (!a.out.empty())
+    if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s\n", cluster_line(cluster).c_str());
+  return std::nullopt;
+}
+
+// `plan --search`: every valid strategy on the cluster, ranked by step time, for the query's model and batch.
+int run_search(const PlanArgs& a, const planner::PlanQuery& q, const planner::ModelShape& model,
+               const std::string& counterpart_note) {
+  const planner::ClusterSpec& cluster = q.cluster;
+  const config::RunConfig& config = q.config;
+  planner::SearchSpace space;
+  space.world = cluster.devices();
+  space.global_batch = config.train.global_batch;
+  space.recompute = {planner::RecomputeMode::kNone, planner::RecomputeMode::kFull};
+  auto r = planner::search_strategies(model, space, planner::engine_evaluators(q), search_progress());
+  if (!r.ok()) return report_status(r.status());
+  nlohmann::json j = planner::search_result_to_json(*r);
+  j["format_version"] = 1;
+  j["inputs"] = {{"cluster", cluster.to_json()},
+                 {"model", model.to_json()},
+                 {"global_batch", config.train.global_batch},
+                 {"seq_len", config.train.seq_len},
+                 {"dtype", q.dtype},
+                 {"efficiency", q.efficiency},
+                 {"reduction", config::reduction_name(config.parallel.reduction)}};
+  j["assumptions"] = planner::time_model_assumptions();
+  if (std::optional<int> rc = emit_plan(a, counterpart_note, cluster, j)) return *rc;
+  if (!counterpart_note.empty()) std::printf("note: %s\n", counterpart_note.c_str());
+  print_search(j);
+  return 0;
+}
+
 int run_plan(const PlanArgs& args) {
-  const std::string root = args.root.empty() ? default_root() : args.root;
+  const std::string root = args.source.root_or_default();
   // --model-config alone plans the Hugging Face config (as --model config.json); with a run configuration
   // (a preset or FILE.toml) it replaces that configuration's [model].
   PlanArgs a = args;
-  if (!a.model_config.empty()) {
+  if (!a.source.model_config.empty()) {
     if (a.model.empty() && a.run.empty()) {
-      a.model = a.model_config;
-      a.model_config.clear();
+      a.model = a.source.model_config;
+      a.source.model_config.clear();
     } else if (!a.run.empty() || !names_run_config(a.model)) {
       return report_status(
           invalid_argument("--model-config replaces the [model] of a run configuration; '{}' is not one",
@@ -247,7 +290,7 @@ int run_plan(const PlanArgs& args) {
   }
   Result<planner::ModelShape> model = invalid_argument("no model");
   if (!a.model.empty()) {
-    model = resolve_model(root, a.model, a.model_config);
+    model = resolve_model(root, a.model, a.source.model_config);
     if (!model.ok()) return report_status(model.status());
   }
   // A GPT shape (the published studies') is planned as its engine counterpart: the engine's memory and
@@ -282,46 +325,11 @@ int run_plan(const PlanArgs& args) {
                        .efficiency = a.efficiency,
                        .use_measured = !a.efficiency_given,
                        .all_ranks = a.all_ranks};
-  if (a.search) {
-    planner::SearchSpace space;
-    space.world = cluster->devices();
-    space.global_batch = config->train.global_batch;
-    space.recompute = {planner::RecomputeMode::kNone, planner::RecomputeMode::kFull};
-    auto r = planner::search_strategies(*model, space, planner::engine_evaluators(q), search_progress());
-    if (!r.ok()) return report_status(r.status());
-    nlohmann::json j = planner::search_result_to_json(*r);
-    j["format_version"] = 1;
-    j["inputs"] = {{"cluster", cluster->to_json()},
-                   {"model", model->to_json()},
-                   {"global_batch", config->train.global_batch},
-                   {"seq_len", config->train.seq_len},
-                   {"dtype", q.dtype},
-                   {"efficiency", q.efficiency},
-                   {"reduction", config::reduction_name(config->parallel.reduction)}};
-    j["assumptions"] = planner::time_model_assumptions();
-    if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
-    if (!a.out.empty())
-      if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
-    if (a.json) {
-      std::printf("%s\n", j.dump(2).c_str());
-      return 0;
-    }
-    std::printf("%s\n", cluster_line(*cluster).c_str());
-    if (!counterpart_note.empty()) std::printf("note: %s\n", counterpart_note.c_str());
-    print_search(j);
-    return 0;
-  }
+  if (a.search) return run_search(a, q, *model, counterpart_note);
   auto e = planner::evaluate_plan(q);
   if (!e.ok()) return report_status(e.status());
   nlohmann::json j = planner::plan_evaluation_to_json(q, *e);
-  if (!counterpart_note.empty()) j["model_note"] = counterpart_note;
-  if (!a.out.empty())
-    if (Status st = write_plan_dir(a.out, j, a.json); !st.ok()) return report_status(st);
-  if (a.json) {
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("%s\n", cluster_line(*cluster).c_str());
+  if (std::optional<int> rc = emit_plan(a, counterpart_note, *cluster, j)) return *rc;
   const auto& m = *model;
   std::printf("model %s: %.4g billion parameters; L %lld, C %lld, H %lld, KV %lld, F %lld, V %lld\n", m.name.c_str(),
               static_cast<double>(m.param_count()) / 1e9, static_cast<long long>(m.n_layers),
@@ -341,9 +349,15 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_option("--cluster", a->cluster, "Cluster preset (configs/clusters/NAME.toml) or cluster file");
   cmd->add_option("--model", a->model,
                   "Named shape (plan list), preset (configs/NAME.toml), run config FILE.toml or HF config.json");
-  cmd->add_option("--model-config", a->model_config,
-                  "A Hugging Face LLaMA config.json: alone, the model to plan; with --model PRESET or FILE.toml, "
-                  "that run's [model] (docs/huggingface.md)");
+  add_run_source_options(
+      cmd, a->source,
+      {.files = false,
+       .model_config_help = "A Hugging Face LLaMA config.json: alone, the model to plan; with --model PRESET or "
+                            "FILE.toml, that run's [model] (docs/huggingface.md)",
+       .set_help = "key=value override of a run configuration (--model FILE.toml or a preset)",
+       .deepspeed_help = "DeepSpeed ds_config.json: its batch, ZeRO stage, precision and optimizer "
+                         "(docs/deepspeed.md); the flags still win",
+       .root_help = "Repository root for configs/ (default: the source tree)"});
   cmd->add_option("--run", a->run, "A run directory: plan exactly its configuration (contract.json)");
   // Ranges with small integer bounds: CLI11's PositiveNumber prints the whole double range in its message.
   const CLI::Range devices(int64_t{1}, planner::kMaxClusterDevices);
@@ -370,13 +384,8 @@ void register_plan(CLI::App& app, CommandResult& result) {
       "Fraction of that peak the GEMMs reach (default 0.5); given, it replaces a calibrated cluster's measured rates");
   cmd->add_option("--precision", a->precision, "train.precision of the plan: fp32, bf16, fp16 (default: fp32)");
   cmd->add_option("--grad-dtype", a->grad_dtype, "train.grad_dtype: fp32 or the precision's 16-bit type");
-  cmd->add_option("--set", a->sets, "key=value override of a run configuration (--model FILE.toml or a preset)");
-  cmd->add_option("--deepspeed", a->deepspeed,
-                  "DeepSpeed ds_config.json: its batch, ZeRO stage, precision and optimizer (docs/deepspeed.md); "
-                  "the flags still win");
   cmd->add_flag("--search", a->search, "Rank every valid strategy on the cluster by step time");
   cmd->add_flag("--all-ranks", a->all_ranks, "Evaluate every rank (default: all up to 64 ranks, else one per class)");
-  cmd->add_option("--root", a->root, "Repository root for configs/ (default: the source tree)");
   cmd->add_flag("--json", a->json, "Print JSON instead of text");
   cmd->add_option("--out", a->out, "Also write DIR/plan.json and its page DIR/report.html (shardproof report)");
 

@@ -87,15 +87,10 @@ class Protocol {
   int stage(const std::string& name, int np, const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"train", "--root", root_};
     if (!o_.cache.empty()) args.insert(args.end(), {"--cache", o_.cache});
-    if (!o_.config.empty()) args.insert(args.end(), {"--config", o_.config});
-    if (!o_.preset.empty()) args.insert(args.end(), {"--preset", o_.preset});
-    if (!o_.model_config.empty())
-      args.insert(args.end(), {"--model-config", fs::absolute(o_.model_config).lexically_normal().string()});
-    for (const std::string& s : o_.sets) args.insert(args.end(), {"--set", s});
     // Every stage maps the ds_config with the parallel run's dp, so the reference's one rank trains the same
     // batch (DeepSpeed's rule holds for the parallel run; the reference accumulates dp times more).
-    if (!o_.deepspeed.empty())
-      args.insert(args.end(), {"--deepspeed", o_.deepspeed, "--deepspeed-dp", std::to_string(config_.parallel.dp)});
+    const std::vector<std::string> source = o_.source.train_args(config_.parallel.dp);
+    args.insert(args.end(), source.begin(), source.end());
     args.insert(args.end(), extra.begin(), extra.end());
     if (o_.quiet) args.push_back("--quiet");
     const std::string log = paths_.log(name);
@@ -256,20 +251,20 @@ int run_prove(const ProveOptions& options) {
   if (launched_by_mpi())
     return report_status(invalid_argument("shardproof prove is the driver; do not start it under mpirun")
                              .with_hint("run `shardproof prove ...` directly: it launches mpirun for each stage"));
-  const std::string root = options.root.empty() ? default_root() : options.root;
+  const std::string root = options.source.root_or_default();
   ProveOptions o = options;
-  if (!o.deepspeed.empty())
-    if (Status s = check_input_file("--deepspeed", o.deepspeed); !s.ok()) return report_status(s);
-  auto config = load_run_config(root, o.preset, o.config, o.model_config, o.sets,
-                                DeepSpeedInput{.file = o.deepspeed, .world = o.np});
+  RunSource& source = o.source;
+  if (!source.deepspeed.empty())
+    if (Status s = check_input_file("--deepspeed", source.deepspeed); !s.ok()) return report_status(s);
+  auto config = source.load(DeepSpeedInput{.file = source.deepspeed, .world = source.np});
   if (!config.ok()) return report_status(config.status());
-  if (o.np > 0) {  // the parallel run's world: dp from it (as DeepSpeed's launcher), passed to every stage
-    if (config->parallel.world() != o.np)  // a --set parallel.dp that disagrees
+  if (source.np > 0) {  // the parallel run's world: dp from it (as DeepSpeed's launcher), passed to every stage
+    if (config->parallel.world() != source.np)  // a --set parallel.dp that disagrees
       return report_status(invalid_argument("--np {} but the configuration's world is dp × tp × pp = {} × {} × {} = {}",
-                                            o.np, config->parallel.dp, config->parallel.tp, config->parallel.pp,
+                                            source.np, config->parallel.dp, config->parallel.tp, config->parallel.pp,
                                             config->parallel.world())
                                .with_hint("drop --set parallel.dp (dp is then --np / (tp × pp)), or fix --np"));
-    o.sets.push_back(fmt::format("parallel.dp={}", config->parallel.dp));
+    source.sets.push_back(fmt::format("parallel.dp={}", config->parallel.dp));
   }
   if (auto plan = plan::RunPlan::make(*config, config->parallel.world()); !plan.ok())
     return report_status(plan.status());
@@ -302,17 +297,15 @@ int run_prove(const ProveOptions& options) {
 void register_prove(CLI::App& app, CommandResult& result) {
   auto o = std::make_shared<ProveOptions>();
   CLI::App* cmd = app.add_subcommand("prove", "Run the four-stage proof protocol and its gate (docs/prove.md)");
-  cmd->add_option("--preset", o->preset, "Preset in configs/ (default: tiny)");
-  cmd->add_option("--config", o->config, "Run configuration file (TOML)");
-  cmd->add_option("--model-config", o->model_config,
-                  "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)");
-  cmd->add_option("--set", o->sets, "Override a key: --set parallel.dp=2 (repeatable)");
-  cmd->add_option("--deepspeed", o->deepspeed, "DeepSpeed ds_config.json for every stage (docs/deepspeed.md)");
-  cmd->add_option("--np", o->np, "World size of the parallel run: dp = NP / (tp × pp) unless --set gives dp")
-      ->check(CLI::PositiveNumber);
+  add_run_source_options(
+      cmd, o->source,
+      {.np = NpOption::kWorld,
+       .model_config_help = "The [model] from a Hugging Face LLaMA config.json, before --set (docs/huggingface.md)",
+       .set_help = "Override a key: --set parallel.dp=2 (repeatable)",
+       .deepspeed_help = "DeepSpeed ds_config.json for every stage (docs/deepspeed.md)",
+       .np_help = "World size of the parallel run: dp = NP / (tp × pp) unless --set gives dp"});
   cmd->add_option("--fault", o->fault, "Stage-3 fault NAME[@STEP][:RANK] (docs/faults.md); default: [prove].fault");
   cmd->add_option("--out", o->out, "Bundle directory (new)")->required();
-  cmd->add_option("--root", o->root, "Repository root for configs/ and data/ (default: the source tree)");
   cmd->add_option("--cache", o->cache, "Prepared-data cache directory");
   cmd->add_flag("--quiet", o->quiet, "No per-step progress in the stage logs");
   cmd->add_flag("--no-recovery", o->no_recovery, "Skip stage 4 (the gate then fails: recovery is required)");

@@ -15,22 +15,11 @@
 #include <vector>
 
 #include "core/status.h"
+#include "proof/plan_lab_case.h"
 
 namespace sp::cli {
 
 enum class LabKind { kProve, kPlan };
-
-// A plan lab's contrast (kind = "plan", docs/formats/labs.md): one strategy of one model on every
-// (cluster, placement) pair; `fault_placement` is the single fault, the placement the topology check must flag.
-struct PlanLabSpec {
-  std::string model{};                    // a named shape (`shardproof plan list`): "llama-7b"
-  std::string strategy{};                 // compare's grammar (cli/strategy_spec.h): "dp4-tp4-pp2-zero1"
-  int nodes = 0;                          // nodes of every cluster (dp·tp·pp = nodes × devices per node)
-  int64_t global_batch = 0;               // sequences per step
-  std::vector<std::string> clusters{};    // cluster presets, configs/clusters/NAME.toml (at least two)
-  std::vector<std::string> placements{};  // rank-grid axis orders, "tp-dp-pp" (at least two, distinct)
-  std::string fault_placement{};          // one of `placements`
-};
 
 // One lab: a run (preset + --set overrides), one catalogue fault, and what a learner reads next to the
 // bundle; or, for a plan lab, the planner's contrast (`plan`). Unavailable labs (a section this engine cannot
@@ -47,7 +36,7 @@ struct Lab {
   std::vector<std::string> sets{};                // --set overrides, in order, applied to the preset
   int world = 0;                                  // ranks: dp·tp·pp of the run (0 when unavailable)
   std::string fault{};                            // catalogue fault NAME@step:rank (empty unless a proof lab)
-  PlanLabSpec plan{};                             // plan labs only
+  proof::PlanLabSpec plan{};                      // plan labs only (its grid parsed from its strategy)
   std::vector<std::string> observe{};             // which evidence to read and what it shows
   std::vector<std::string> cannot_extrapolate{};  // lab-specific limits (common_limits hold for all)
   bool available = true;

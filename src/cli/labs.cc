@@ -65,15 +65,16 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
 ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options) {
   ProveOptions p;
   const std::string root = options.root.empty() ? default_root() : options.root;
-  p.preset = lab.preset;
-  p.model_config = lab_file(root, lab.model_config);
-  p.deepspeed = lab_file(root, lab.deepspeed);
-  p.np = lab.deepspeed.empty() ? 0 : lab.world;  // DeepSpeed's batch rule reads dp from the world, as its launcher
-  p.sets = lab.sets;
-  p.sets.insert(p.sets.end(), options.extra_sets.begin(), options.extra_sets.end());
+  p.source.preset = lab.preset;
+  p.source.model_config = lab_file(root, lab.model_config);
+  p.source.deepspeed = lab_file(root, lab.deepspeed);
+  // DeepSpeed's batch rule reads dp from the world, as its launcher does.
+  p.source.np = lab.deepspeed.empty() ? 0 : lab.world;
+  p.source.sets = lab.sets;
+  p.source.sets.insert(p.source.sets.end(), options.extra_sets.begin(), options.extra_sets.end());
+  p.source.root = options.root;
   p.fault = lab.fault;
   p.out = options.out;
-  p.root = options.root;
   p.cache = options.cache;
   p.title = fmt::format("{} §{} {}", lab.key, lab.section, lab.title);
   p.quiet = options.quiet;
@@ -131,7 +132,7 @@ std::string prove_equivalent(const Lab& lab) {
 }
 
 // The `shardproof plan` command of one case of a plan lab (what `lab run` evaluates, as a learner types it).
-std::string plan_equivalent(const Lab& lab, const PlanLabCase& c) {
+std::string plan_equivalent(const Lab& lab, const proof::PlanLabCase& c) {
   std::string s = fmt::format("shardproof plan --cluster {} --nodes {} --model {} --global-batch {}", c.cluster,
                               lab.plan.nodes, lab.plan.model, lab.plan.global_batch);
   if (Result<StrategySpec> st = parse_strategy(lab.plan.strategy); st.ok()) {
@@ -143,7 +144,7 @@ std::string plan_equivalent(const Lab& lab, const PlanLabCase& c) {
   return s + " --axis-order " + c.placement + " --out DIR/" + c.dir();
 }
 
-// What a plan lab's gate requires (cli/plan_lab_gate.cc), for `lab show`.
+// What a plan lab's gate requires (proof/plan_lab_criteria.h), for `lab show`.
 constexpr std::string_view kPlanGate =
     "every (cluster, placement) case is evaluated by the planner and fits in device memory; the sound placements "
     "carry no topology warning; the fault placement is flagged by the topology check (its tp groups cross nodes), "
@@ -182,7 +183,7 @@ std::string unavailable_body(const LabCatalogue& catalogue, const Lab& lab) {
 
 // The run part of `lab show` for a plan lab: the contrast, the gate, the commands and the lab's limits.
 std::string plan_lab_show_text(const Lab& lab) {
-  const PlanLabSpec& p = lab.plan;
+  const proof::PlanLabSpec& p = lab.plan;
   std::string out = "\nplan (no training; the planner, docs/plan.md):\n";
   out += fmt::format("  model: {}   strategy: {} ({} ranks)   nodes: {}   global batch: {}\n", p.model, p.strategy,
                      lab.world, p.nodes, p.global_batch);
@@ -194,7 +195,8 @@ std::string plan_lab_show_text(const Lab& lab) {
               "  fault placement: ", "    ");
   out += wrap(kPlanGate, "  gate: ", "    ");
   out += "  command: " + command_of(lab) + "\n  (the same as, per case:\n";
-  for (const PlanLabCase& c : plan_lab_cases(lab)) out += "    " + plan_equivalent(lab, c) + "\n";  // one line: to copy
+  for (const proof::PlanLabCase& c : proof::plan_lab_cases(lab.plan))
+    out += "    " + plan_equivalent(lab, c) + "\n";  // one line: to copy
   out.back() = ')';
   out += "\n\nwhat to observe:\n";
   for (const std::string& line : lab.observe) out += wrap(line, "  - ", "    ");

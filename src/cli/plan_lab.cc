@@ -1,5 +1,5 @@
 // Running a plan lab (cli/plan_lab.h): the cases' queries, the planner's evaluation of each written as
-// `plan --out` writes it, then the derived gate.json and summary.md (cli/plan_lab_gate.cc).
+// `plan --out` writes it, then the derived gate.json and summary.md (proof/plan_lab_criteria.h).
 #include "cli/plan_lab.h"
 
 #include <fmt/format.h>
@@ -17,6 +17,7 @@
 #include "evidence/bundle_paths.h"
 #include "planner/cluster.h"
 #include "planner/model_shape.h"
+#include "proof/plan_lab_criteria.h"
 #include "report/render.h"
 
 namespace sp::cli {
@@ -28,10 +29,11 @@ void print(const std::string& text) {
 }
 
 // The lab's files as the gate writes them: relative name → bytes.
-std::vector<std::pair<std::string, std::string>> derived_files(const Lab& lab, const std::string& dir,
+std::vector<std::pair<std::string, std::string>> derived_files(const Lab& lab, const proof::PlanLabContext& context,
                                                                const proof::Gate& gate) {
+  const std::string heading = fmt::format("{} §{} {}", lab.key, lab.section, lab.title);
   return {{std::string(evidence::kGateFile), gate.to_json().dump(2) + "\n"},
-          {std::string(evidence::kSummaryFile), plan_lab_summary(lab, dir, gate)}};
+          {std::string(evidence::kSummaryFile), proof::plan_lab_summary(context, heading, gate)}};
 }
 
 std::string verdict_text(const proof::Gate& gate) {
@@ -45,15 +47,8 @@ std::string verdict_text(const proof::Gate& gate) {
 
 }  // namespace
 
-std::vector<PlanLabCase> plan_lab_cases(const Lab& lab) {
-  std::vector<PlanLabCase> cases;
-  for (const std::string& cluster : lab.plan.clusters)
-    for (const std::string& placement : lab.plan.placements) cases.push_back({cluster, placement});
-  return cases;
-}
-
-Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, const std::string& root) {
-  const PlanLabSpec& p = lab.plan;
+Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const proof::PlanLabCase& c, const std::string& root) {
+  const proof::PlanLabSpec& p = lab.plan;
   const auto context = [&](const Status& s) { return s.with_context(fmt::format("lab {}", lab.key)); };
   const std::string dir = clusters_dir(root);
   if (!path_exists(dir + "/" + c.cluster + ".toml")) {
@@ -97,7 +92,7 @@ Status validate_plan_lab(const Lab& lab, const std::string& root) {
   if (!lab.available)
     return failed_precondition("lab {} (§{} {}) is not available: {}", lab.key, lab.section, lab.title,
                                lab.unavailable_reason);
-  for (const PlanLabCase& c : plan_lab_cases(lab)) {
+  for (const proof::PlanLabCase& c : proof::plan_lab_cases(lab.plan)) {
     SP_ASSIGN_OR_RETURN(const planner::PlanQuery q, plan_lab_query(lab, c, root));
     if (Result<planner::PlanEvaluation> e = planner::evaluate_plan(q); !e.ok())
       return e.status().with_context(fmt::format("lab {}, case {}", lab.key, c.dir()));
@@ -113,8 +108,8 @@ int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out
                              .with_hint("a lab writes into a new or empty directory; choose another --out"));
   print(fmt::format("{} §{} {}: {} on {} × {} (nodes {}, global batch {}), {} cases with the planner\n", lab.key,
                     lab.section, lab.title, lab.plan.model, lab.plan.strategy, fmt::join(lab.plan.clusters, ", "),
-                    lab.plan.nodes, lab.plan.global_batch, plan_lab_cases(lab).size()));
-  for (const PlanLabCase& c : plan_lab_cases(lab)) {
+                    lab.plan.nodes, lab.plan.global_batch, proof::plan_lab_cases(lab.plan).size()));
+  for (const proof::PlanLabCase& c : proof::plan_lab_cases(lab.plan)) {
     Result<planner::PlanQuery> q = plan_lab_query(lab, c, root);
     if (!q.ok()) return report_status(q.status());
     Result<planner::PlanEvaluation> e = planner::evaluate_plan(*q);
@@ -134,8 +129,9 @@ int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out
       return report_status(internal_error("{}: the plan's report lists {} problem(s)", dir, problems->size()));
   }
   // The verdict from what was written, as `lab verify` derives it again.
-  const proof::Gate gate = plan_lab_gate(lab, out);
-  for (const auto& [name, bytes] : derived_files(lab, out, gate))
+  const proof::PlanLabContext context = proof::PlanLabContext::make(lab.plan, out);
+  const proof::Gate gate = proof::plan_lab_gate(context);
+  for (const auto& [name, bytes] : derived_files(lab, context, gate))
     if (Status s = write_file_atomic(out + "/" + name, bytes); !s.ok()) return report_status(s);
   Result<std::string> summary = read_file(out + "/" + std::string(evidence::kSummaryFile));
   std::string text = summary.ok() ? *summary : "";
@@ -151,9 +147,10 @@ int verify_plan_lab(const Lab& lab, const std::string& dir) {
   if (!std::filesystem::is_directory(dir))
     return report_status(not_found("'{}' is not a directory", dir)
                              .with_hint(fmt::format("shardproof lab run {} --out DIR writes one", lab.key)));
-  const proof::Gate gate = plan_lab_gate(lab, dir);
+  const proof::PlanLabContext context = proof::PlanLabContext::make(lab.plan, dir);
+  const proof::Gate gate = proof::plan_lab_gate(context);
   bool same = true;
-  for (const auto& [name, bytes] : derived_files(lab, dir, gate)) {
+  for (const auto& [name, bytes] : derived_files(lab, context, gate)) {
     Result<std::string> on_disk = read_file(dir + "/" + name);
     if (!on_disk.ok() || *on_disk != bytes) {
       print(fmt::format("{}/{}: differs from the gate derived from the files (edited, or from another lab)\n", dir,

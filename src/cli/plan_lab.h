@@ -1,7 +1,7 @@
 // Plan labs (kind = "plan" in configs/labs/catalogue.toml, docs/labs.md §LSL-I): one strategy of one model
 // evaluated by the planner (planner/evaluate.h, the functions `shardproof plan` uses; no second model) on every
 // (cluster, placement) case, each written as `plan --out` writes it (CASE/plan.json + CASE/report.html), then
-// summary.md and gate.json derived from those files alone (plan_lab_gate), exit 0 PASS / 1 FAIL.
+// summary.md and gate.json derived from those files alone (proof/plan_lab_criteria.h), exit 0 PASS / 1 FAIL.
 // Not a proof: nothing trains and nothing here measures hardware; the figures are the planner's.
 // Invariant: the code knows no lab; which clusters, placements and fault placement are contrasted is the
 // catalogue's data, and the gate's expectations come from the catalogue, never from the files it judges.
@@ -14,34 +14,18 @@
 #include "core/status.h"
 #include "planner/evaluate.h"
 #include "proof/gate.h"
+#include "proof/plan_lab_case.h"
 
 namespace sp::cli {
-
-// One case of a plan lab: a cluster preset under one placement (the rank grid's axis order).
-struct PlanLabCase {
-  std::string cluster;                                           // "dgx-a100"
-  std::string placement;                                         // "tp-dp-pp"
-  std::string dir() const { return cluster + "-" + placement; }  // the case's folder in the lab's DIR
-};
-
-// Every (cluster, placement) of the lab, clusters outer, in catalogue order.
-std::vector<PlanLabCase> plan_lab_cases(const Lab& lab);
 
 // The planner's query for one case, built as `shardproof plan --cluster C --nodes N --model M --global-batch B
 // --dp --tp --pp --zero ... --axis-order P` builds it for a named shape (the engine's defaults around the
 // shape: micro-batch 1, seq_len min(max_seq, 2048), fast reductions, no evaluation, fp32 at 50 %).
 // kInvalidArgument naming the lab and the field for a cluster that is not a preset of `root`.
-Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, const std::string& root);
+Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const proof::PlanLabCase& c, const std::string& root);
 
 // Everything `lab run` checks before writing: every case's query builds and evaluate_plan accepts it.
 Status validate_plan_lab(const Lab& lab, const std::string& root);
-
-// The gate of a plan lab, from the files under `dir` alone (docs/labs.md §LSL-I lists the criteria); the
-// expected cases, strategy and fault placement are the catalogue's (`lab`).
-proof::Gate plan_lab_gate(const Lab& lab, const std::string& dir);
-// summary.md: the cases table (cluster × placement → step time, MFU, dominant communication and its link,
-// the collectives inside the passes, warnings) and the gate; a pure function of the files and `lab`.
-std::string plan_lab_summary(const Lab& lab, const std::string& dir, const proof::Gate& gate);
 
 // `lab run KEY --out DIR` for a plan lab: validates, evaluates and writes every case, then gate.json and
 // summary.md; prints the table and the verdict. Returns the exit code: 0 PASS, 1 FAIL or a write error,

@@ -74,15 +74,7 @@ struct CalibrateArgs {
 int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
   if (!launched_by_mpi()) {
     const int np = a.np > 0 ? a.np : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
-    std::vector<std::string> args = {"plan", "calibrate"};
-    for (const auto& opt : cmd->get_options()) {
-      if (opt->get_name() == "--np" || opt->get_name() == "--help" || opt->count() == 0) continue;
-      for (const auto& v : opt->results()) {
-        args.push_back(opt->get_name());
-        if (opt->get_expected_min() > 0) args.push_back(v);
-      }
-    }
-    return relaunch_with_mpirun(np, args);
+    return relaunch_with_mpirun(np, relaunch_args(*cmd, {"plan", "calibrate"}));
   }
   const std::string root = a.root.empty() ? default_root() : a.root;
   const std::string out = a.out.empty() ? user_clusters_dir(root) + "/this-host.toml" : a.out;

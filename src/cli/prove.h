@@ -10,25 +10,21 @@
 #include <string>
 #include <vector>
 
+#include "cli/run_source.h"
 #include "proof/gate.h"
 
 namespace sp::cli {
 
 struct ProveOptions {
-  std::string preset;             // configs/NAME.toml (default: the config's own default, tiny)
-  std::string config;             // or a TOML file
-  std::string model_config;       // --model-config: [model] from a Hugging Face config.json (docs/huggingface.md)
-  std::vector<std::string> sets;  // --set key=value overrides, in order
-  std::string deepspeed;          // --deepspeed ds_config.json (docs/deepspeed.md), mapped before the sets
-  int np = 0;                     // the parallel run's world size: dp = np / (tp × pp) unless a --set gives dp
-  std::string fault;              // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
-  std::string out;                // bundle directory (must not hold a previous bundle)
-  std::string root;               // source root for configs/ and data/ (default_root() when empty)
-  std::string cache;              // prepared-data cache (default <root>/.shardproof-cache)
-  std::string title;              // heading of summary.md (labs pass their key and title)
-  bool quiet = false;             // no per-step progress lines from the stages
-  bool no_recovery = false;       // skip stage 4: shows that the gate fails without it (tests, labs)
-  std::string sign;               // Ed25519 private key (PEM): sign the seal (bundle.sig)
+  RunSource source;          // preset or config, model config, ds_config, sets, root; np: the parallel run's world
+                             // size (dp = np / (tp × pp) unless a --set gives dp)
+  std::string fault;         // catalogue fault NAME[@step][:rank]; empty: the preset's [prove] fault
+  std::string out;           // bundle directory (must not hold a previous bundle)
+  std::string cache;         // prepared-data cache (default <root>/.shardproof-cache)
+  std::string title;         // heading of summary.md (labs pass their key and title)
+  bool quiet = false;        // no per-step progress lines from the stages
+  bool no_recovery = false;  // skip stage 4: shows that the gate fails without it (tests, labs)
+  std::string sign;          // Ed25519 private key (PEM): sign the seal (bundle.sig)
 };
 
 // Runs the protocol; prints the stage lines, the verdict, the first-divergence line and the bundle path.

@@ -164,6 +164,17 @@ bool launched_by_mpi() {
          std::getenv("PMIX_RANK") != nullptr;
 }
 
+std::vector<std::string> relaunch_args(const CLI::App& cmd, std::vector<std::string> command) {
+  for (const auto& opt : cmd.get_options()) {
+    if (opt->get_name() == "--np" || opt->get_name() == "--help" || opt->count() == 0) continue;
+    for (const auto& v : opt->results()) {
+      command.push_back(opt->get_name());
+      if (opt->get_expected_min() > 0) command.push_back(v);
+    }
+  }
+  return command;
+}
+
 int relaunch_with_mpirun(int np, const std::vector<std::string>& args) { return run_with_mpirun(np, args, ""); }
 
 namespace {

@@ -2,6 +2,7 @@
 // loading (--preset / --config / --set), and relaunching under mpirun for --np.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -54,6 +55,9 @@ int launched_world_size();
 Status check_input_file(std::string_view flag, const std::string& path);
 // True when this process was started by mpirun/srun (one rank of a job).
 bool launched_by_mpi();
+// `command` ("train", or "plan", "calibrate") followed by every option given to `cmd` as it was given,
+// but --np and --help: the arguments of the same command relaunched under mpirun.
+std::vector<std::string> relaunch_args(const CLI::App& cmd, std::vector<std::string> command);
 // Re-executes this binary under `mpirun -np N` with `args` (argv without --np), returns its exit code.
 int relaunch_with_mpirun(int np, const std::vector<std::string>& args);
 // The same with stdout and stderr written to `log_path` (empty: inherited). A job that ended on a

@@ -9,7 +9,7 @@
 #include "core/json_io.h"
 
 namespace sp::config {
-using namespace ds_detail;  // NOLINT: the mapper's helpers, internal to plan/ds_config*.cc
+using namespace ds_detail;  // NOLINT: the mapper's helpers, internal to config/ds_config.cc, ds_sections.cc
 namespace {
 
 // (DeepSpeedConfig._set_batch_related_parameters, then _batch_assertion): floor divisions, then the check.

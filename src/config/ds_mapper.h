@@ -1,5 +1,6 @@
-// The reader behind plan/ds_config: typed accessors over one ds_config object that record every problem
-// (naming the dotted key), and the outcome of every key. Internal to plan/ds_config*.cc; not an API.
+// The mapper behind config/ds_config: typed accessors over one ds_config object (core/json_io's JsonFields)
+// that record every problem (naming the dotted key), and the outcome of every key. Internal to
+// config/ds_config.cc and ds_sections.cc; not an API.
 // Invariant: a reader either returns the value or records why not, so one pass lists every problem.
 // Reference: docs/deepspeed.md.
 #pragma once
@@ -15,11 +16,9 @@
 #include <vector>
 
 #include "config/ds_config.h"
+#include "core/json_io.h"
 
 namespace sp::config::ds_detail {
-using json = nlohmann::json;
-using Kind = DsKeyOutcome::Kind;
-
 using json = nlohmann::json;
 using Kind = DsKeyOutcome::Kind;
 
@@ -42,6 +41,31 @@ inline std::string number_text(double x) { return fmt::format("{}", x); }
 
 // One pass over a ds_config: typed readers that record every problem, and the outcome of every key.
 class Mapper {
+  // (The readers' plumbing first: the public readers' return types are deduced from it.)
+  template <typename Read>
+  auto read(const json& obj, const std::string& where, const char* key, Read read_field) {
+    JsonFields f = JsonFields::input(obj, where, {.whole_floats_are_integers = true});
+    auto value = read_field(f);
+    keep(f, obj, key);
+    return value;
+  }
+  // The reader's problems as lines of the ds_config's message.
+  void keep(const JsonFields& f, const json& obj, const char* key) {
+    const bool has_value = *key != '\0' && obj.is_object() && obj.contains(key);
+    for (const Status& s : f.problems()) {
+      const std::string line = s.message() + (s.hint().empty() ? "" : "; " + s.hint());
+      errors.push_back(has_value ? with_auto_note(line, obj.at(key)) : line);
+    }
+  }
+  // A refused "auto" gets the Hugging Face Trainer's explanation.
+  static std::string with_auto_note(std::string line, const json& v) {
+    if (v.is_string() && v.get<std::string>() == "auto" && line.find(" must be ") != std::string::npos)
+      line +=
+          " (\"auto\" is the Hugging Face Trainer's placeholder, filled in by transformers, not by DeepSpeed: "
+          "write the value)";
+    return line;
+  }
+
  public:
   explicit Mapper(json& config) : config_(config) {}
 
@@ -53,13 +77,9 @@ class Mapper {
   void refuse(const std::string& key, const std::string& why) {
     errors.push_back(fmt::format("{}: refused: {}", key, why));
   }
+  // A value the caller checks itself (a compound one) that breaks its rule: as the readers word it.
   void wrong_type(const std::string& key, const json& v, const std::string& expected) {
-    std::string msg = fmt::format("{} = {} must be {}", key, v.dump(), expected);
-    if (v.is_string() && v.get<std::string>() == "auto")
-      msg +=
-          " (\"auto\" is the Hugging Face Trainer's placeholder, filled in by transformers, not by DeepSpeed: "
-          "write the value)";
-    errors.push_back(msg);
+    errors.push_back(with_auto_note(fmt::format("{} = {} must be {}", key, v.dump(), expected), v));
   }
 
   // Sets `section.key = value` in the configuration; returns "section.key = value" for the outcome.
@@ -75,77 +95,28 @@ class Mapper {
   const json& config() const { return config_; }
   json& config() { return config_; }
 
-  // Typed readers: nullopt when absent or wrong (the latter recorded).
+  // Typed readers over obj[key] (core/json_io's JsonFields, with DeepSpeed's coercion of whole-valued floats to
+  // integers): nullopt (or null) when absent or refused, the refusal recorded in `errors`.
   std::optional<int64_t> integer(const json& obj, const std::string& where, const char* key, int64_t lo, int64_t hi) {
-    if (!obj.contains(key)) return std::nullopt;
-    const json& v = obj.at(key);
-    // DeepSpeed's pydantic models coerce 5e8 to 500000000; a whole-valued float is accepted likewise.
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e15) {
-      const auto x = static_cast<int64_t>(v.get<double>());
-      if (x >= lo && x <= hi) return x;
-    }
-    if (!v.is_number_integer()) {
-      wrong_type(path(where, key), v, fmt::format("an integer in [{}, {}]", lo, hi));
-      return std::nullopt;
-    }
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) {
-      errors.push_back(fmt::format("{} = {} is out of range [{}, {}]", path(where, key), x, lo, hi));
-      return std::nullopt;
-    }
-    return x;
+    return read(obj, where, key, [&](JsonFields& f) { return f.read_integer(key, lo, hi); });
   }
   std::optional<double> number(const json& obj, const std::string& where, const char* key, double lo, double hi) {
-    if (!obj.contains(key)) return std::nullopt;
-    const json& v = obj.at(key);
-    if (!v.is_number()) {
-      wrong_type(path(where, key), v, fmt::format("a number in [{}, {}]", lo, hi));
-      return std::nullopt;
-    }
-    const double x = v.get<double>();
-    if (!(x >= lo && x <= hi)) {
-      errors.push_back(fmt::format("{} = {} is out of range [{}, {}]", path(where, key), v.dump(), lo, hi));
-      return std::nullopt;
-    }
-    return x;
+    return read(obj, where, key, [&](JsonFields& f) { return f.read_number(key, lo, hi); });
   }
   std::optional<bool> boolean(const json& obj, const std::string& where, const char* key) {
-    if (!obj.contains(key)) return std::nullopt;
-    const json& v = obj.at(key);
-    if (!v.is_boolean()) {
-      wrong_type(path(where, key), v, "true or false");
-      return std::nullopt;
-    }
-    return v.get<bool>();
+    return read(obj, where, key, [&](JsonFields& f) { return f.read_boolean(key); });
   }
   std::optional<std::string> string(const json& obj, const std::string& where, const char* key) {
-    if (!obj.contains(key)) return std::nullopt;
-    const json& v = obj.at(key);
-    if (!v.is_string()) {
-      wrong_type(path(where, key), v, "a string");
-      return std::nullopt;
-    }
-    return v.get<std::string>();
+    return read(obj, where, key, [&](JsonFields& f) { return f.read_string(key); });
   }
-  // The object at obj[key], or null (a wrong type recorded).
   const json* object(const json& obj, const std::string& where, const char* key) {
-    if (!obj.contains(key)) return nullptr;
-    const json& v = obj.at(key);
-    if (!v.is_object()) {
-      wrong_type(path(where, key), v, "an object {...}");
-      return nullptr;
-    }
-    return &v;
+    return read(obj, where, key, [&](JsonFields& f) { return f.read_object(key); });
   }
   // Every key of `obj` not in `known` is refused as unknown, naming the known keys.
   void unknown_keys(const json& obj, const std::string& where, const std::vector<std::string>& known) {
-    for (const auto& [k, v] : obj.items()) {
-      if (std::find(known.begin(), known.end(), k) != known.end()) continue;
-      std::string list;
-      for (const auto& s : known) list += (list.empty() ? "" : ", ") + s;
-      errors.push_back(fmt::format("{}: unknown key (DeepSpeed's configuration refuses extra keys; known{}: {})",
-                                   path(where, k.c_str()), where.empty() ? " top-level keys" : " in " + where, list));
-    }
+    JsonFields f = JsonFields::input(obj, where);
+    f.refuse_unknown(known, "DeepSpeed's configuration refuses extra keys");
+    keep(f, obj, "");
   }
   static std::string path(const std::string& where, const char* key) {
     return where.empty() ? std::string(key) : where + "." + key;

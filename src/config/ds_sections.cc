@@ -11,9 +11,10 @@
 
 namespace sp::config::ds_detail {
 
-void map_zero(Mapper& m, const json& z) {
-  const std::string w = "zero_optimization";
-  if (auto stage = m.integer(z, w, "stage", 0, 3)) m.mapped(w + ".stage", m.set("parallel", "zero", *stage));
+namespace {
+
+// zero_optimization's switches: each honoured (its "true" is what shardproof does), or with no effect on values.
+void map_zero_switches(Mapper& m, const json& z, const std::string& w, std::vector<std::string>& known) {
   const std::map<std::string, std::function<void(const std::string&)>> bools = {
       {"reduce_scatter",
        [&](const std::string& k) {
@@ -82,7 +83,6 @@ void map_zero(Mapper& m, const json& z) {
       {"stage3_max_reuse_distance", kZero3Gathers},
       {"sub_group_size", "tiles the optimizer step for offload; the update is element-wise, so values are the same"},
   };
-  std::vector<std::string> known = {"stage"};
   for (const auto& [k, f] : bools) {
     known.push_back(k);
     if (z.contains(k)) f(w + "." + k);
@@ -91,7 +91,10 @@ void map_zero(Mapper& m, const json& z) {
     known.push_back(k);
     if (m.integer(z, w, k.c_str(), 0, INT64_MAX)) m.no_effect(w + "." + k, why);
   }
-  // Offload and ZeRO++ compression: refused unless switched off.
+}
+
+// Offload and ZeRO++ compression: refused unless switched off.
+void map_zero_offload(Mapper& m, const json& z, const std::string& w, std::vector<std::string>& known) {
   for (const char* k : {"offload_param", "offload_optimizer"}) {
     known.push_back(k);
     if (const json* o = m.object(z, w, k)) {
@@ -118,6 +121,16 @@ void map_zero(Mapper& m, const json& z) {
   if (auto n = m.integer(z, w, "zero_hpz_partition_size", 1, 1 << 20))
     *n > 1 ? m.refuse(w + ".zero_hpz_partition_size", "ZeRO++ hierarchical partitioning is not built")
            : m.no_effect(w + ".zero_hpz_partition_size", "1: no secondary partition");
+}
+
+}  // namespace
+
+void map_zero(Mapper& m, const json& z) {
+  const std::string w = "zero_optimization";
+  if (auto stage = m.integer(z, w, "stage", 0, 3)) m.mapped(w + ".stage", m.set("parallel", "zero", *stage));
+  std::vector<std::string> known = {"stage"};
+  map_zero_switches(m, z, w, known);
+  map_zero_offload(m, z, w, known);
   m.unknown_keys(z, w, known);
 }
 

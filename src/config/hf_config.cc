@@ -57,20 +57,22 @@ constexpr double kDefaultInitializerRange = 0.02;
 
 }  // namespace
 
-Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name, const std::string& origin) {
-  if (!j.is_object())
-    return invalid_argument("{}: a Hugging Face config must be a JSON object, got {}", origin, j.type_name());
+namespace {
+
+// One pass over a config.json: the keys read, every problem, and what each key became (the mapping).
+struct HfPass {
+  const json& j;
+  json& mapping;
   std::vector<std::string> errs;
   std::set<std::string> read;
-  HfModelConfig out;
-  json& mapping = out.mapping;
-  auto record = [&](const char* key, const char* became, const json& fallback) {
+
+  void record(const char* key, const char* became, const json& fallback) {
     if (j.contains(key))
       mapping[key] = {{"value", j.at(key)}, {"became", became}};
     else
       mapping[key] = {{"default", fallback}, {"became", became}};
-  };
-  auto integer = [&](const char* key, const char* became, bool required, int64_t fallback) -> int64_t {
+  }
+  int64_t integer(const char* key, const char* became, bool required, int64_t fallback) {
     read.insert(key);
     if (!j.contains(key)) {
       if (required) errs.push_back(fmt::format("missing key \"{}\" (rule: a positive integer)", key));
@@ -83,8 +85,8 @@ Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name,
     }
     record(key, became, fallback);
     return v.get<int64_t>();
-  };
-  auto number = [&](const char* key, const char* became, double fallback) -> double {
+  }
+  double number(const char* key, const char* became, double fallback) {
     read.insert(key);
     record(key, became, fallback);
     if (!j.contains(key)) return fallback;
@@ -94,74 +96,99 @@ Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name,
       return fallback;
     }
     return v.get<double>();
-  };
-  out.name = name;
-  model::LlamaConfig& s = out.model;
-  s.vocab_size = integer("vocab_size", "model.vocab_size and data.vocab_size", true, 1);
-  s.dim = integer("hidden_size", "model.dim", true, 1);
-  s.ffn_dim = integer("intermediate_size", "model.ffn_dim", true, 1);
-  s.n_layers = integer("num_hidden_layers", "model.n_layers", true, 1);
-  s.n_heads = integer("num_attention_heads", "model.n_heads", true, 1);
-  s.n_kv_heads = integer("num_key_value_heads", "model.n_kv_heads", false, s.n_heads);
+  }
+};
+
+// The keys the engine reads: the shape, the norm's eps, RoPE's theta, the init scale, tied embeddings.
+void read_shape(HfPass& p, model::LlamaConfig& s) {
+  const json& j = p.j;
+  s.vocab_size = p.integer("vocab_size", "model.vocab_size and data.vocab_size", true, 1);
+  s.dim = p.integer("hidden_size", "model.dim", true, 1);
+  s.ffn_dim = p.integer("intermediate_size", "model.ffn_dim", true, 1);
+  s.n_layers = p.integer("num_hidden_layers", "model.n_layers", true, 1);
+  s.n_heads = p.integer("num_attention_heads", "model.n_heads", true, 1);
+  s.n_kv_heads = p.integer("num_key_value_heads", "model.n_kv_heads", false, s.n_heads);
   if (!j.contains("num_key_value_heads"))
-    mapping["num_key_value_heads"] = {{"default", s.n_heads}, {"became", "model.n_kv_heads"}};
-  s.max_seq = integer("max_position_embeddings", "model.max_seq", true, 1);
-  s.norm_eps = static_cast<float>(number("rms_norm_eps", "model.norm_eps", kDefaultRmsNormEps));
-  s.rope_theta = number("rope_theta", "model.rope_theta", kDefaultRopeTheta);
-  s.init_std = static_cast<float>(number("initializer_range", "model.init_std", kDefaultInitializerRange));
-  read.insert("tie_word_embeddings");
-  record("tie_word_embeddings", "model.tie_embeddings", false);
+    p.mapping["num_key_value_heads"] = {{"default", s.n_heads}, {"became", "model.n_kv_heads"}};
+  s.max_seq = p.integer("max_position_embeddings", "model.max_seq", true, 1);
+  s.norm_eps = static_cast<float>(p.number("rms_norm_eps", "model.norm_eps", kDefaultRmsNormEps));
+  s.rope_theta = p.number("rope_theta", "model.rope_theta", kDefaultRopeTheta);
+  s.init_std = static_cast<float>(p.number("initializer_range", "model.init_std", kDefaultInitializerRange));
+  p.read.insert("tie_word_embeddings");
+  p.record("tie_word_embeddings", "model.tie_embeddings", false);
   if (j.contains("tie_word_embeddings")) {
     if (j.at("tie_word_embeddings").is_boolean())
       s.tie_embeddings = j.at("tie_word_embeddings").get<bool>();
     else
-      errs.push_back(
+      p.errs.push_back(
           fmt::format("\"tie_word_embeddings\" = {} must be true or false", j.at("tie_word_embeddings").dump()));
   }
-  read.insert("head_dim");
+  p.read.insert("head_dim");
   if (j.contains("head_dim")) {
     if (s.n_heads > 0 &&
         !(j.at("head_dim").is_number_integer() && j.at("head_dim").get<int64_t>() * s.n_heads == s.dim))
-      errs.push_back(
+      p.errs.push_back(
           fmt::format("\"head_dim\" = {} is refused: the engine's head_dim is hidden_size / "
                       "num_attention_heads = {} / {}; a different head_dim changes the attention shapes",
                       j.at("head_dim").dump(), s.dim, s.n_heads));
-    mapping["head_dim"] = {{"value", j.at("head_dim")}, {"checked", "equals hidden_size / num_attention_heads"}};
+    p.mapping["head_dim"] = {{"value", j.at("head_dim")}, {"checked", "equals hidden_size / num_attention_heads"}};
   }
+}
+
+// The keys that must hold their neutral value, and the architecture.
+void check_neutral(HfPass& p) {
+  const json& j = p.j;
   for (const Neutral& n : neutral_keys()) {
-    read.insert(n.key);
+    p.read.insert(n.key);
     if (!j.contains(n.key)) continue;
     const json& v = j.at(n.key);
     const bool same = v.is_number() && n.value.is_number() ? v.get<double>() == n.value.get<double>() : v == n.value;
     if (!same)
-      errs.push_back(
+      p.errs.push_back(
           fmt::format("\"{}\" = {} is refused: {} (only {} is supported)", n.key, v.dump(), n.why, n.value.dump()));
-    mapping[n.key] = {{"value", v}, {"checked", fmt::format("the engine's math needs {}", n.value.dump())}};
+    p.mapping[n.key] = {{"value", v}, {"checked", fmt::format("the engine's math needs {}", n.value.dump())}};
   }
   if (j.contains("architectures")) {
     const json& a = j.at("architectures");
     if (!(a.is_array() && a.size() == 1 && a[0] == "LlamaForCausalLM"))
-      errs.push_back(
+      p.errs.push_back(
           fmt::format("\"architectures\" = {} is refused: only [\"LlamaForCausalLM\"] is supported", a.dump()));
   }
-  for (const auto& [key, value] : j.items()) {
-    if (read.count(key)) continue;
+}
+
+// Every other key: ignored with its reason, or refused as unknown.
+void sort_other_keys(HfPass& p) {
+  for (const auto& [key, value] : p.j.items()) {
+    if (p.read.count(key)) continue;
     if (auto it = ignored_keys().find(key); it != ignored_keys().end()) {
-      mapping[key] = {{"value", value}, {"ignored", it->second}};
+      p.mapping[key] = {{"value", value}, {"ignored", it->second}};
       continue;
     }
-    errs.push_back(
+    p.errs.push_back(
         fmt::format("unknown key \"{}\" = {}: shardproof does not know whether it changes the math, so "
                     "it refuses it",
                     key, value.dump().substr(0, 60)));
   }
-  if (errs.empty()) {
-    if (Status v = s.validate(); !v.ok()) errs.push_back(v.message());
+}
+
+}  // namespace
+
+Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name, const std::string& origin) {
+  if (!j.is_object())
+    return invalid_argument("{}: a Hugging Face config must be a JSON object, got {}", origin, j.type_name());
+  HfModelConfig out;
+  out.name = name;
+  HfPass p{.j = j, .mapping = out.mapping, .errs = {}, .read = {}};
+  read_shape(p, out.model);
+  check_neutral(p);
+  sort_other_keys(p);
+  if (p.errs.empty()) {
+    if (Status v = out.model.validate(); !v.ok()) p.errs.push_back(v.message());
   }
-  if (errs.empty()) return out;
-  std::string msg = fmt::format("{}: not a LLaMA config shardproof can use ({} problem{}):", origin, errs.size(),
-                                errs.size() == 1 ? "" : "s");
-  for (const auto& e : errs) msg += "\n  - " + e;
+  if (p.errs.empty()) return out;
+  std::string msg = fmt::format("{}: not a LLaMA config shardproof can use ({} problem{}):", origin, p.errs.size(),
+                                p.errs.size() == 1 ? "" : "s");
+  for (const auto& e : p.errs) msg += "\n  - " + e;
   return Status(StatusCode::kInvalidArgument, msg,
                 "docs/huggingface.md lists the keys read, the keys that must hold their neutral value and the keys "
                 "ignored");

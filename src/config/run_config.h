@@ -1,7 +1,8 @@
 // RunConfig: everything that defines a run, read from a TOML preset plus `--set key=value`
-// overrides, strictly: unknown keys, wrong types and out-of-range values are errors that name the
-// key. Validation against a world size (the full dp·tp·pp equation, batch divisibility, TP/PP
-// divisibility, unsupported combinations) is in plan.h and runs on every rank before any
+// overrides (run_config_toml.cc), strictly (run_config_read.cc, through core/json_io's JsonFields):
+// unknown keys, wrong types and out-of-range values are errors that name the key, its value and the
+// rule. Validation against a world size (the full dp·tp·pp equation, batch divisibility, TP/PP
+// divisibility, unsupported combinations) is plan/run_plan.h and runs on every rank before any
 // communication. Schema and defaults: docs/config.md.
 #pragma once
 

@@ -51,6 +51,26 @@ Result<toml::table> parse_toml_file(const std::string& path) {
   return parse_toml_text(text, path);
 }
 
+nlohmann::json toml_to_json(const toml::node& node) {
+  using nlohmann::json;
+  if (auto* t = node.as_table()) {
+    json o = json::object();
+    for (auto&& [k, v] : *t) o[std::string(k.str())] = toml_to_json(v);
+    return o;
+  }
+  if (auto* a = node.as_array()) {
+    json arr = json::array();
+    for (auto&& v : *a) arr.push_back(toml_to_json(v));
+    return arr;
+  }
+  if (auto* s = node.as_string()) return s->get();
+  if (auto* i = node.as_integer()) return i->get();
+  if (auto* f = node.as_floating_point()) return f->get();
+  if (auto* b = node.as_boolean()) return b->get();
+  if (auto* d = node.as_date()) return fmt::format("{:04}-{:02}-{:02}", d->get().year, d->get().month, d->get().day);
+  return json("<unsupported TOML value>");
+}
+
 TomlFields::TomlFields(const toml::table* table, std::string prefix, std::string origin,
                        std::vector<std::string>* errors)
     : table_(table), prefix_(std::move(prefix)), origin_(std::move(origin)), errors_(errors) {}
@@ -113,6 +133,19 @@ std::optional<int64_t> TomlFields::integer(const char* key, int64_t min, int64_t
   return v;
 }
 
+std::optional<int64_t> TomlFields::integer(const char* key, bool required) {
+  const toml::node* n = take(key);
+  if (!n) {
+    if (required && table_) error(fmt::format("{}: missing field (rule: an integer)", where(key)));
+    return std::nullopt;
+  }
+  if (!n->is_integer()) {
+    error(fmt::format("{} = {} must be an integer", where(key), value_text(*n)));
+    return std::nullopt;
+  }
+  return n->as_integer()->get();
+}
+
 std::optional<std::string> TomlFields::string(const char* key, bool required) {
   const toml::node* n = take(key);
   if (!n) {
@@ -148,18 +181,17 @@ std::optional<std::vector<std::string>> TomlFields::strings(const char* key, boo
     return std::nullopt;
   }
   const toml::array* a = n->as_array();
-  std::vector<std::string> out;
-  if (a)
-    for (const auto& e : *a) {
-      if (!e.is_string()) {
-        a = nullptr;
-        break;
-      }
-      out.push_back(e.as_string()->get());
-    }
   if (!a) {
     error(fmt::format("{} = {} must be an array of strings", where(key), value_text(*n)));
     return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (const auto& e : *a) {
+    if (!e.is_string()) {
+      error(fmt::format("{} must be an array of strings; element {} is {}", where(key), out.size() + 1, value_text(e)));
+      return std::nullopt;
+    }
+    out.push_back(e.as_string()->get());
   }
   return out;
 }

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -141,6 +144,119 @@ Result<const nlohmann::json*> JsonFields::array(std::string_view key) const {
   if (!v.is_array()) return error(key, fmt::format("must be an array, got {}", v.type_name()));
   return &v;
 }
+
+JsonFields JsonFields::input(const nlohmann::json& object, std::string where, JsonInputRules rules) {
+  JsonFields f(object, "", std::move(where));
+  f.input_ = true;
+  f.rules_ = rules;
+  if (!object.is_object())
+    f.problems_.push_back(invalid_argument("{} = {} must be an object", f.where_.empty() ? "the top level" : f.where_,
+                                           object.dump().substr(0, 60)));
+  return f;
+}
+
+std::string JsonFields::path(std::string_view key) const {
+  return where_.empty() ? std::string(key) : fmt::format("{}.{}", where_, key);
+}
+
+const nlohmann::json* JsonFields::take(std::string_view key) {
+  read_.emplace_back(key);
+  if (!j_.is_object()) return nullptr;
+  const auto it = j_.find(key);
+  return it == j_.end() ? nullptr : &*it;
+}
+
+void JsonFields::refuse(std::string_view key, const nlohmann::json& value, std::string_view rule) {
+  problems_.push_back(invalid_argument("{} = {} {}", path(key), value.dump().substr(0, 60), rule));
+}
+
+std::optional<int64_t> JsonFields::read_integer(std::string_view key, int64_t lo, int64_t hi) {
+  const nlohmann::json* v = take(key);
+  if (v == nullptr) return std::nullopt;
+  if (rules_.whole_floats_are_integers && v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::floor(d) == d && std::abs(d) < 9e15) {
+      const auto x = static_cast<int64_t>(d);
+      if (x >= lo && x <= hi) return x;
+    }
+  }
+  if (!v->is_number_integer()) {
+    refuse(key, *v, fmt::format("must be an integer in [{}, {}]", lo, hi));
+    return std::nullopt;
+  }
+  const bool big = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  const int64_t x = big ? INT64_MAX : v->get<int64_t>();
+  if (big || x < lo || x > hi) {
+    refuse(key, *v, fmt::format("is out of range [{}, {}]", lo, hi));
+    return std::nullopt;
+  }
+  return x;
+}
+
+std::optional<double> JsonFields::read_number(std::string_view key, double lo, double hi) {
+  const nlohmann::json* v = take(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) {
+    refuse(key, *v, fmt::format("must be a number in [{}, {}]", lo, hi));
+    return std::nullopt;
+  }
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) {
+    refuse(key, *v, fmt::format("is out of range [{}, {}]", lo, hi));
+    return std::nullopt;
+  }
+  return x;
+}
+
+std::optional<bool> JsonFields::read_boolean(std::string_view key) {
+  const nlohmann::json* v = take(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) {
+    refuse(key, *v, "must be true or false");
+    return std::nullopt;
+  }
+  return v->get<bool>();
+}
+
+std::optional<std::string> JsonFields::read_string(std::string_view key) {
+  const nlohmann::json* v = take(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) {
+    refuse(key, *v, "must be a string");
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+std::optional<std::string> JsonFields::read_choice(std::string_view key, const std::vector<std::string>& names) {
+  std::optional<std::string> s = read_string(key);
+  if (!s || std::find(names.begin(), names.end(), *s) != names.end()) return s;
+  refuse(key, *j_.find(key), fmt::format("is not one of: {}", fmt::join(names, ", ")));
+  return std::nullopt;
+}
+
+const nlohmann::json* JsonFields::read_object(std::string_view key) {
+  const nlohmann::json* v = take(key);
+  if (v == nullptr || v->is_object()) return v;
+  refuse(key, *v, "must be an object");
+  return nullptr;
+}
+
+void JsonFields::refuse_unknown(const std::vector<std::string>& known, std::string_view why) {
+  if (!j_.is_object()) return;
+  for (const auto& [k, v] : j_.items()) {
+    if (std::find(known.begin(), known.end(), k) != known.end()) continue;
+    std::vector<std::string> listed;
+    for (const std::string& n : known)
+      if (std::find(listed.begin(), listed.end(), n) == listed.end()) listed.push_back(n);
+    problems_.push_back(
+        invalid_argument("unknown key {}{}", path(k), why.empty() ? std::string() : fmt::format(" ({})", why))
+            .with_hint(fmt::format("known keys {}: {}", where_.empty() ? "at the top level" : "in [" + where_ + "]",
+                                   fmt::join(listed, ", "))));
+  }
+}
+
+void JsonFields::refuse_unread(std::string_view why) { refuse_unknown(read_, why); }
 
 Result<std::string> JsonFields::sha256(std::string_view key) const {
   SP_ASSIGN_OR_RETURN(std::string s, string(key));

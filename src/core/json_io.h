@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,11 +44,23 @@ Result<JsonlDocument> parse_jsonl(std::string_view text, const std::string& labe
 Result<JsonlDocument> read_jsonl_file(const std::string& path, TornTail torn = TornTail::kRefuse,
                                       uint64_t max_bytes = kMaxJsonFileBytes);
 
-// Field readers over one object. `where` is the dotted path of the object ("manifest.topology").
+// What input() accepts beyond the strict types.
+struct JsonInputRules {
+  bool whole_floats_are_integers = false;  // 5e8 reads as 500000000 (DeepSpeed's pydantic coerces so)
+};
+
+// Field readers over one object. `where` is the dotted path of the object ("manifest.topology"). Two contracts:
+//  - a file this program wrote (manifests, evidence): the constructor; every key required, the first problem
+//    returned as kCorrupt "<label>: <where>.<key> <what>".
+//  - input a person wrote (a run configuration, a ds_config): input(); every key optional (absent: nullopt, the
+//    caller's default stands), every problem kept in problems() as kInvalidArgument "<where>.<key> = <value>
+//    must be <rule>", and the keys no reader asked for refused by refuse_unread() naming the keys that exist.
 class JsonFields {
  public:
   JsonFields(const nlohmann::json& object, std::string label, std::string where)
       : j_(object), label_(std::move(label)), where_(std::move(where)) {}
+  // `where` is the object's dotted path, "" for the top level; an `object` that is not one is a problem.
+  static JsonFields input(const nlohmann::json& object, std::string where, JsonInputRules rules = {});
   // The object has exactly these keys (no more, no fewer).
   Status expect_keys(std::initializer_list<std::string_view> keys) const;
   Result<int64_t> integer(std::string_view key, int64_t lo, int64_t hi) const;
@@ -58,9 +71,30 @@ class JsonFields {
   Result<std::string> sha256(std::string_view key) const;
   Status error(std::string_view key, std::string_view what) const;  // corrupt("<label>: <where>.<key> <what>")
 
+  // Input readers: nullopt (or null) when the key is absent, or present and refused (then a problem is kept).
+  std::optional<int64_t> read_integer(std::string_view key, int64_t lo, int64_t hi);
+  std::optional<double> read_number(std::string_view key, double lo, double hi);
+  std::optional<bool> read_boolean(std::string_view key);
+  std::optional<std::string> read_string(std::string_view key);
+  std::optional<std::string> read_choice(std::string_view key, const std::vector<std::string>& names);
+  const nlohmann::json* read_object(std::string_view key);
+  // Keeps "unknown key <where>.<k>" for every key no read_* asked for (refuse_unread) or not in `known`
+  // (refuse_unknown); `why` follows in parentheses, and the hint lists the keys that exist.
+  void refuse_unread(std::string_view why = {});
+  void refuse_unknown(const std::vector<std::string>& known, std::string_view why = {});
+  const std::vector<Status>& problems() const { return problems_; }
+  Status first_problem() const { return problems_.empty() ? Status() : problems_.front(); }
+  std::string path(std::string_view key) const;  // "<where>.<key>", or "<key>" at the top level
+
  private:
+  const nlohmann::json* take(std::string_view key);
+  void refuse(std::string_view key, const nlohmann::json& value, std::string_view rule);
   const nlohmann::json& j_;
   std::string label_, where_;
+  bool input_ = false;
+  JsonInputRules rules_;
+  std::vector<std::string> read_;
+  std::vector<Status> problems_;
 };
 
 bool is_sha256_hex(std::string_view s);

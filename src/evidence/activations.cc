@@ -233,6 +233,50 @@ std::string ActivationComparison::summary() const {
   return s + "\n";
 }
 
+namespace {
+
+// One (step, point, micro-batch) of the run (`a`) against the reference's (`b`), either may be missing: fills
+// `d` and counts what was compared in `out`; true when the record differs beyond the class.
+bool record_differs(const ActivationRecord* a, const ActivationRecord* b, bool bitwise, double rel_tol,
+                    ActivationComparison& out, ActivationDifference& d) {
+  d.point = (a != nullptr ? a : b)->point;
+  const std::string at = fmt::format("step {}, point {}, micro-batch {}", d.step, d.point, d.micro_batch);
+  if (a != nullptr)
+    std::tie(d.rank, d.got_digest, d.got_l2, d.got_numel) = std::tie(a->rank, a->digest, a->l2, a->numel);
+  if (b != nullptr)
+    std::tie(d.ref_rank, d.want_digest, d.want_l2, d.want_numel) = std::tie(b->rank, b->digest, b->l2, b->numel);
+  if (a == nullptr) {
+    d.message = fmt::format("{}: missing in the run (the reference's rank {} recorded it)", at, b->rank);
+    return true;
+  }
+  if (b == nullptr) {
+    d.message = fmt::format("{} (rank {}): not in the reference", at, a->rank);
+    return true;
+  }
+  ++out.compared;
+  const bool same_bits = a->digest == b->digest && a->numel == b->numel;
+  if (same_bits) ++out.bitwise_equal;
+  const bool finite = std::isfinite(a->l2) && std::isfinite(b->l2);
+  d.rel_l2 = !finite      ? std::nan("")
+             : b->l2 != 0 ? std::fabs(a->l2 - b->l2) / std::fabs(b->l2)
+             : a->l2 == 0 ? 0.0
+                          : std::numeric_limits<double>::infinity();
+  if (!same_bits) out.max_rel_l2 = std::isnan(d.rel_l2) ? d.rel_l2 : std::max(out.max_rel_l2, d.rel_l2);
+  if (a->numel != b->numel) {
+    d.message = fmt::format("{} (rank {}): {} values, the reference has {}", at, a->rank, a->numel, b->numel);
+    return true;
+  }
+  if (bitwise ? !same_bits : (!same_bits && !(finite && d.rel_l2 <= rel_tol))) {
+    d.message = fmt::format("{} (rank {}): digest {} ≠ reference {}; L2 {} vs {} (relative difference {:.3g}{})", at,
+                            a->rank, a->digest, b->digest, l2_text(a->l2), l2_text(b->l2), d.rel_l2,
+                            bitwise ? "" : fmt::format(" > tolerance {:g}", rel_tol));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<ActivationComparison> compare_activations(const std::string& run_dir, const std::string& ref_dir, bool bitwise,
                                                  double rel_tol, const std::vector<int64_t>& only_steps) {
   ActivationComparison out;
@@ -288,44 +332,11 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
 
   for (const Key& k : keys) {
     const auto g = got.find(k), w = want.find(k);
-    const ActivationRecord* a = g == got.end() ? nullptr : g->second;
-    const ActivationRecord* b = w == want.end() ? nullptr : w->second;
     ActivationDifference d;
     d.step = std::get<0>(k);
     d.micro_batch = std::get<2>(k);
-    d.point = (a != nullptr ? a : b)->point;
-    const std::string at = fmt::format("step {}, point {}, micro-batch {}", d.step, d.point, d.micro_batch);
-    if (a != nullptr)
-      std::tie(d.rank, d.got_digest, d.got_l2, d.got_numel) = std::tie(a->rank, a->digest, a->l2, a->numel);
-    if (b != nullptr)
-      std::tie(d.ref_rank, d.want_digest, d.want_l2, d.want_numel) = std::tie(b->rank, b->digest, b->l2, b->numel);
-    bool differs = false;
-    if (a == nullptr) {
-      differs = true;
-      d.message = fmt::format("{}: missing in the run (the reference's rank {} recorded it)", at, b->rank);
-    } else if (b == nullptr) {
-      differs = true;
-      d.message = fmt::format("{} (rank {}): not in the reference", at, a->rank);
-    } else {
-      ++out.compared;
-      const bool same_bits = a->digest == b->digest && a->numel == b->numel;
-      if (same_bits) ++out.bitwise_equal;
-      const bool finite = std::isfinite(a->l2) && std::isfinite(b->l2);
-      d.rel_l2 = !finite      ? std::nan("")
-                 : b->l2 != 0 ? std::fabs(a->l2 - b->l2) / std::fabs(b->l2)
-                 : a->l2 == 0 ? 0.0
-                              : std::numeric_limits<double>::infinity();
-      if (!same_bits) out.max_rel_l2 = std::isnan(d.rel_l2) ? d.rel_l2 : std::max(out.max_rel_l2, d.rel_l2);
-      if (a->numel != b->numel) {
-        differs = true;
-        d.message = fmt::format("{} (rank {}): {} values, the reference has {}", at, a->rank, a->numel, b->numel);
-      } else if (bitwise ? !same_bits : (!same_bits && !(finite && d.rel_l2 <= rel_tol))) {
-        differs = true;
-        d.message = fmt::format("{} (rank {}): digest {} ≠ reference {}; L2 {} vs {} (relative difference {:.3g}{})",
-                                at, a->rank, a->digest, b->digest, l2_text(a->l2), l2_text(b->l2), d.rel_l2,
-                                bitwise ? "" : fmt::format(" > tolerance {:g}", rel_tol));
-      }
-    }
+    const bool differs = record_differs(g == got.end() ? nullptr : g->second, w == want.end() ? nullptr : w->second,
+                                        bitwise, rel_tol, out, d);
     if (!differs) continue;
     ++out.differing;
     if (!out.first) out.first = d;

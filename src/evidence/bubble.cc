@@ -1,5 +1,6 @@
 // Pipeline bubble from timelines (bubble.h). The computation is a fold over intervals keyed by
-// (rank, step); the stage aggregation is a mean over ranks then a median over steps.
+// (rank, step); the stage aggregation is a mean over ranks then a median over steps. Reading a run's
+// timeline files, contract and topology is bubble_inputs.cc.
 #include "evidence/bubble.h"
 
 #include <fmt/format.h>
@@ -26,80 +27,7 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Result<int64_t> int_field(const json& j, const char* key, const std::string& where) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return corrupt("{}: missing or non-integer field '{}'", where, key);
-  return it->get<int64_t>();
-}
-
-Result<const json*> path_of(const json& j, std::initializer_list<const char*> keys, const std::string& file) {
-  const json* cur = &j;
-  std::string name;
-  for (const char* k : keys) {
-    name += name.empty() ? k : std::string(".") + k;
-    if (!cur->is_object() || !cur->contains(k)) return corrupt("{}: missing key '{}'", file, name);
-    cur = &(*cur)[k];
-  }
-  return cur;
-}
-
 }  // namespace
-
-Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, const std::string& path) {
-  std::vector<TimelineInterval> out;
-  SP_ASSIGN_OR_RETURN(const JsonlDocument doc, parse_jsonl(text, path));
-  for (size_t i = 0; i < doc.records.size(); ++i) {
-    const json& j = doc.records[i];
-    const std::string where = fmt::format("{}:{}", path, doc.line_numbers[i]);
-    TimelineInterval iv;
-    SP_ASSIGN_OR_RETURN(iv.step, int_field(j, "step", where));
-    SP_ASSIGN_OR_RETURN(iv.micro_batch, int_field(j, "micro_batch", where));
-    SP_ASSIGN_OR_RETURN(iv.t0_us, int_field(j, "t0_us", where));
-    SP_ASSIGN_OR_RETURN(iv.t1_us, int_field(j, "t1_us", where));
-    SP_ASSIGN_OR_RETURN(const int64_t vs, int_field(j, "virtual_stage", where));
-    iv.virtual_stage = static_cast<int>(vs);
-    auto kind = j.find("kind");
-    if (kind == j.end() || !kind->is_string()) return corrupt("{}: missing or non-string field 'kind'", where);
-    iv.kind = kind->get<std::string>();
-    if (iv.t1_us < iv.t0_us)
-      return corrupt("{}: interval ends (t1_us {}) before it starts (t0_us {})", where, iv.t1_us, iv.t0_us);
-    out.push_back(std::move(iv));
-  }
-  return out;
-}
-
-Result<PipelineShape> pipeline_shape_of(const json& contract) {
-  const std::string file = "contract.json";
-  PipelineShape s;
-  SP_ASSIGN_OR_RETURN(const json* par, path_of(contract, {"config", "parallel"}, file));
-  SP_ASSIGN_OR_RETURN(const json* train, path_of(contract, {"config", "train"}, file));
-  const auto get_int = [&](const json& obj, const char* key, const char* section) -> Result<int64_t> {
-    auto it = obj.find(key);
-    if (it == obj.end() || !it->is_number_integer())
-      return corrupt("{}: missing or non-integer key 'config.{}.{}'", file, section, key);
-    return it->get<int64_t>();
-  };
-  SP_ASSIGN_OR_RETURN(const int64_t dp, get_int(*par, "dp", "parallel"));
-  SP_ASSIGN_OR_RETURN(const int64_t tp, get_int(*par, "tp", "parallel"));
-  SP_ASSIGN_OR_RETURN(const int64_t pp, get_int(*par, "pp", "parallel"));
-  SP_ASSIGN_OR_RETURN(const int64_t v, get_int(*par, "virtual_stages", "parallel"));
-  SP_ASSIGN_OR_RETURN(const int64_t gb, get_int(*train, "global_batch", "train"));
-  SP_ASSIGN_OR_RETURN(const int64_t mbs, get_int(*train, "micro_batch_size", "train"));
-  auto sched = par->find("schedule");
-  if (sched == par->end() || !sched->is_string()) return corrupt("{}: missing key 'config.parallel.schedule'", file);
-  if (dp < 1 || tp < 1 || pp < 1 || v < 1 || mbs < 1 || gb < mbs * dp)
-    return corrupt(
-        "{}: config.parallel dp {} tp {} pp {} virtual_stages {} with train.global_batch {} and "
-        "micro_batch_size {} is not a valid run",
-        file, dp, tp, pp, v, gb, mbs);
-  s.dp = static_cast<int>(dp);
-  s.tp = static_cast<int>(tp);
-  s.pp = static_cast<int>(pp);
-  s.virtual_stages = static_cast<int>(v);
-  s.schedule = sched->get<std::string>();
-  s.micro_batches = gb / mbs / dp;
-  return s;
-}
 
 double bubble_theory(const PipelineShape& s) {
   if (s.pp <= 1) return 0;
@@ -108,50 +36,16 @@ double bubble_theory(const PipelineShape& s) {
   return (p - 1) / (v * m + p - 1);
 }
 
-Result<std::vector<PipelinePlace>> pipeline_places_of(const json& topology) {
-  const std::string file(comm::kTopologyFileName);
-  SP_ASSIGN_OR_RETURN(const json* groups, path_of(topology, {"groups", "pp"}, file));
-  auto ws = topology.find("world_size");
-  if (ws == topology.end() || !ws->is_number_integer() || ws->get<int64_t>() < 1 || ws->get<int64_t>() > (1 << 20))
-    return corrupt("{}: missing or invalid 'world_size'", file);
-  // A parameter-server run's servers (ranks after the workers, docs/ps.md) belong to no pipeline.
-  const auto sv = topology.find("servers");
-  const int servers = sv != topology.end() && sv->is_number_integer() && sv->get<int64_t>() > 0 &&
-                              sv->get<int64_t>() < ws->get<int64_t>()
-                          ? sv->get<int>()
-                          : 0;
-  const int world = ws->get<int>() - servers;
-  std::vector<PipelinePlace> places(static_cast<size_t>(world), PipelinePlace{-1, -1});
-  if (!groups->is_array()) return corrupt("{}: 'groups.pp' is not an array", file);
-  for (size_t g = 0; g < groups->size(); ++g) {
-    const json& members = (*groups)[g];
-    if (!members.is_array()) return corrupt("{}: 'groups.pp[{}]' is not an array", file, g);
-    for (size_t i = 0; i < members.size(); ++i) {
-      const json& r = members[i];
-      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() >= world)
-        return corrupt("{}: 'groups.pp[{}][{}]' is not a world rank below {}", file, g, i, world);
-      PipelinePlace& p = places[r.get<size_t>()];
-      if (p.group >= 0) return corrupt("{}: world rank {} appears in two pipeline groups", file, r.get<int>());
-      p = {static_cast<int>(g), static_cast<int>(i)};
-    }
-  }
-  for (size_t r = 0; r < places.size(); ++r)
-    if (places[r].group < 0) return corrupt("{}: world rank {} is in no pipeline group ('groups.pp')", file, r);
-  return places;
-}
+namespace {
 
-BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>>& timelines,
-                                 const std::vector<PipelinePlace>& places, const PipelineShape& shape) {
-  BubbleReport rep;
-  rep.shape = shape;
-  rep.theory = bubble_theory(shape);
-  const size_t world = std::min(timelines.size(), places.size());
+// Per (rank, step): the end of the last interval, compute and comm sums.
+struct Acc {
+  int64_t end = 0, compute = 0, comm = 0;
+};
+using StepAccs = std::map<int64_t, std::vector<Acc>>;  // step -> per rank
 
-  // Per (rank, step): the end of the last interval, compute and comm sums.
-  struct Acc {
-    int64_t end = 0, compute = 0, comm = 0;
-  };
-  std::map<int64_t, std::vector<Acc>> by_step;  // step -> per rank
+StepAccs accumulate(const std::vector<std::vector<TimelineInterval>>& timelines, size_t world) {
+  StepAccs by_step;
   for (size_t r = 0; r < world; ++r)
     for (const TimelineInterval& iv : timelines[r]) {
       std::vector<Acc>& accs = by_step[iv.step];
@@ -164,6 +58,11 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
       else if (iv.kind == "send" || iv.kind == "recv" || iv.kind == "wait")
         a.comm += len;
     }
+  return by_step;
+}
+
+// The steps measured: every step from 1 (step 0 holds the warm-up), or the only one recorded.
+void choose_steps(const StepAccs& by_step, BubbleReport& rep) {
   for (const auto& [step, accs] : by_step)
     if (step >= 1 || by_step.size() == 1) rep.steps_used.push_back(step);
   if (rep.steps_used.empty() && !by_step.empty()) {
@@ -172,20 +71,32 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
   if (by_step.size() == 1)
     rep.warnings.push_back("only one step recorded: it includes warm-up (allocation, first touch)");
   if (by_step.empty()) rep.warnings.push_back("the timeline holds no intervals");
+}
 
+// One stage in one step: the mean over its ranks.
+struct StageStep {
+  double span = 0, compute = 0, comm = 0, bubble = 0;
+};
+// Per stage: its ranks, its measured steps and the stage-cost model's bubble per step.
+struct StageSeries {
+  std::vector<std::vector<StageStep>> steps;
+  std::vector<int> ranks;
+  std::vector<std::vector<double>> model_bubbles;
+};
+
+// Every used step: each rank's span (its pipeline group's), compute, comm and bubble (rep.rank_steps), each
+// stage's mean, and the stage-cost model's bubble from the stages' compute.
+StageSeries measure_stages(const StepAccs& by_step, const std::vector<PipelinePlace>& places,
+                           const PipelineShape& shape, size_t world, BubbleReport& rep) {
   int groups = 0;
   for (size_t r = 0; r < world; ++r) groups = std::max(groups, places[r].group + 1);
   const int stages = std::max(1, shape.pp);
-  // stage -> per used step: mean over its ranks.
-  struct StageStep {
-    double span = 0, compute = 0, comm = 0, bubble = 0;
-  };
-  std::vector<std::vector<StageStep>> stage_steps(static_cast<size_t>(stages));
-  std::vector<int> stage_ranks(static_cast<size_t>(stages), 0);
+  StageSeries out;
+  out.steps.resize(static_cast<size_t>(stages));
+  out.ranks.assign(static_cast<size_t>(stages), 0);
+  out.model_bubbles.resize(static_cast<size_t>(stages));
   for (size_t r = 0; r < world; ++r)
-    if (places[r].stage >= 0 && places[r].stage < stages) ++stage_ranks[static_cast<size_t>(places[r].stage)];
-  std::vector<std::vector<double>> model_bubbles(static_cast<size_t>(stages));
-
+    if (places[r].stage >= 0 && places[r].stage < stages) ++out.ranks[static_cast<size_t>(places[r].stage)];
   for (int64_t step : rep.steps_used) {
     const std::vector<Acc>& accs = by_step.at(step);
     std::vector<int64_t> span(static_cast<size_t>(groups), 0);
@@ -214,14 +125,14 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
     }
     std::vector<double> cost(static_cast<size_t>(stages), 0);  // mean compute per stage this step
     for (int st = 0; st < stages; ++st) {
-      const int n = stage_ranks[static_cast<size_t>(st)];
+      const int n = out.ranks[static_cast<size_t>(st)];
       if (n == 0) continue;
       StageStep ss = sum[static_cast<size_t>(st)];
       ss.span /= n;
       ss.compute /= n;
       ss.comm /= n;
       ss.bubble /= n;
-      stage_steps[static_cast<size_t>(st)].push_back(ss);
+      out.steps[static_cast<size_t>(st)].push_back(ss);
       cost[static_cast<size_t>(st)] = ss.compute;
     }
     // Stage-cost model: c_i = cost_i / m; span = Σ c_i + (m−1)·max c_i; bubble_i = 1 − m·c_i / span.
@@ -235,19 +146,24 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
       const double model_span = total + (m - 1) * peak;
       for (int st = 0; st < stages; ++st)
         if (model_span > 0)
-          model_bubbles[static_cast<size_t>(st)].push_back(1.0 - cost[static_cast<size_t>(st)] / model_span);
+          out.model_bubbles[static_cast<size_t>(st)].push_back(1.0 - cost[static_cast<size_t>(st)] / model_span);
     }
   }
+  return out;
+}
 
+// Each stage's medians over the steps, and the report's means over the stages.
+void summarize_stages(const StageSeries& series, BubbleReport& rep) {
   double sum_bubble = 0, sum_compute = 0, sum_comm = 0, sum_span = 0;
   int counted = 0;
   rep.measured_min = 1;
   rep.measured_max = 0;
-  for (int st = 0; st < stages; ++st) {
-    const std::vector<StageStep>& v = stage_steps[static_cast<size_t>(st)];
+  for (size_t i = 0; i < series.steps.size(); ++i) {
+    const int st = static_cast<int>(i);
+    const std::vector<StageStep>& v = series.steps[i];
     StageBubble sb;
     sb.stage = st;
-    sb.ranks = stage_ranks[static_cast<size_t>(st)];
+    sb.ranks = series.ranks[i];
     if (v.empty()) {
       rep.warnings.push_back(fmt::format("stage {} has no ranks or no intervals", st));
       rep.stages.push_back(sb);
@@ -266,7 +182,7 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
     sb.bubble = median(bubbles);
     sb.bubble_min = *std::min_element(bubbles.begin(), bubbles.end());
     sb.bubble_max = *std::max_element(bubbles.begin(), bubbles.end());
-    const std::vector<double>& mb = model_bubbles[static_cast<size_t>(st)];
+    const std::vector<double>& mb = series.model_bubbles[i];
     sb.model_bubble = mb.empty() ? -1.0 : median(mb);
     rep.stages.push_back(sb);
     sum_bubble += sb.bubble;
@@ -287,36 +203,20 @@ BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>
   } else {
     rep.measured_min = rep.measured_max = 0;
   }
-  return rep;
 }
 
-Result<RunTimelines> read_run_timelines(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const RunPaths paths(dir);
-  SP_ASSIGN_OR_RETURN(json contract, read_json_file(paths.contract()));
-  SP_ASSIGN_OR_RETURN(json topology, read_json_file(paths.topology()));
-  auto shape = pipeline_shape_of(contract);
-  if (!shape.ok()) return shape.status().with_context(dir);
-  auto places = pipeline_places_of(topology);
-  if (!places.ok()) return places.status().with_context(dir);
-  const size_t world = places->size();
-  if (static_cast<int64_t>(world) != static_cast<int64_t>(shape->dp) * shape->tp * shape->pp)
-    return corrupt("{}: topology.json world size {} ≠ dp {} × tp {} × pp {} in contract.json", dir, world, shape->dp,
-                   shape->tp, shape->pp);
-  RunTimelines run{.shape = *shape, .places = std::move(*places), .timelines = {}};
-  std::vector<std::vector<TimelineInterval>>& timelines = run.timelines;
-  timelines.resize(world);
-  for (size_t r = 0; r < world; ++r) {
-    const std::string path = paths.timeline(static_cast<int>(r));
-    std::error_code ec;
-    if (!fs::exists(path, ec))
-      return not_found("timeline file '{}' is missing (world size {})", path, world)
-          .with_hint("the run did not finish or was written by an older shardproof; re-run it");
-    SP_ASSIGN_OR_RETURN(std::string text, read_file(path, uint64_t{1} << 32));
-    SP_ASSIGN_OR_RETURN(timelines[r], parse_timeline(text, path));
-    if (timelines[r].empty()) return corrupt("timeline file '{}' holds no intervals", path);
-  }
-  return run;
+}  // namespace
+
+BubbleReport bubble_of_timelines(const std::vector<std::vector<TimelineInterval>>& timelines,
+                                 const std::vector<PipelinePlace>& places, const PipelineShape& shape) {
+  BubbleReport rep;
+  rep.shape = shape;
+  rep.theory = bubble_theory(shape);
+  const size_t world = std::min(timelines.size(), places.size());
+  const StepAccs by_step = accumulate(timelines, world);
+  choose_steps(by_step, rep);
+  summarize_stages(measure_stages(by_step, places, shape, world, rep), rep);
+  return rep;
 }
 
 Result<BubbleReport> bubble_of_run(const std::string& dir) {

@@ -264,6 +264,56 @@ nlohmann::json Comparison::to_json() const {
   return j;
 }
 
+namespace {
+
+// A record that is not bitwise: its L2 (the loss itself for "loss") against the reference's, the tolerance of its
+// kind (a gradient of the first compared step, or of an anchored replay, has the first-step tolerance), and the
+// sum and absmax differences.
+void measure_difference(const ChecksumRecord& r, const ChecksumRecord& w, const Tolerances& tol, bool first_grad,
+                        Divergence& d) {
+  const bool loss = d.phase == "loss";
+  d.got_digest = r.digest;
+  d.want_digest = w.digest;
+  d.got_l2 = loss ? r.value : r.l2;
+  d.want_l2 = loss ? w.value : w.l2;
+  d.abs_l2 = std::abs(d.got_l2 - d.want_l2);
+  d.rel_l2 = d.abs_l2 / std::max(std::abs(d.want_l2), 1e-30);
+  d.tolerance = loss ? tol.loss : d.phase == "param" ? tol.param : first_grad ? tol.grad_first : tol.grad_later;
+  if (!loss) {
+    d.abs_sum = std::abs(r.sum - w.sum);
+    d.abs_absmax = std::abs(r.absmax - w.absmax);
+  }
+}
+
+// Which statistic leaves the class (‖Δx‖₂ ≤ tol·‖x‖₂ bounds each; see the header); "" when none does.
+std::string out_of_class_reason(const ChecksumRecord& r, const ChecksumRecord& w, const Divergence& d) {
+  const double bound = d.tolerance * std::abs(d.want_l2);
+  if (d.phase == "loss")
+    return std::isnan(r.value) != std::isnan(w.value) || !(d.abs_l2 <= bound) ? "loss outside tolerance" : "";
+  if (r.numel != w.numel || r.count != w.count) return "numel or count differs";
+  if (r.nonfinite != w.nonfinite) return fmt::format("{} non-finite values vs {}", r.nonfinite, w.nonfinite);
+  if (!(d.abs_l2 <= bound)) return "L2 outside tolerance";
+  if (!(d.abs_absmax <= bound)) return "absmax outside tolerance";
+  if (!(d.abs_sum <= bound * std::sqrt(static_cast<double>(r.numel)))) return "sum outside tolerance";
+  return "";
+}
+
+// Incomplete (a problem, or nothing in common), divergent, bitwise or within tolerance.
+void set_verdict(const std::string& run, const std::string& reference, Comparison& c) {
+  if (c.problem_count > 0) {
+    c.verdict = Equivalence::kIncomplete;
+  } else if (c.records == 0) {
+    note(c, fmt::format("'{}' and '{}' have no (step, phase, tensor) records in common", run, reference));
+    c.verdict = Equivalence::kIncomplete;
+  } else {
+    c.verdict = !c.divergence.empty()            ? Equivalence::kDivergent
+                : c.bitwise_records == c.records ? Equivalence::kBitwise
+                                                 : Equivalence::kWithinTolerance;
+  }
+}
+
+}  // namespace
+
 Result<Comparison> compare_checksums(const std::string& run, const std::string& reference, const CompareSpec& spec) {
   SP_ASSIGN_OR_RETURN(const std::vector<ChecksumRecord> got, read_checksums(run));
   SP_ASSIGN_OR_RETURN(const std::vector<ChecksumRecord> want, read_checksums(reference));
@@ -314,20 +364,7 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
       if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = true, .judged = judged});
       continue;
     }
-    d.got_digest = r.digest;
-    d.want_digest = w.digest;
-    d.got_l2 = loss ? r.value : r.l2;
-    d.want_l2 = loss ? w.value : w.l2;
-    d.abs_l2 = std::abs(d.got_l2 - d.want_l2);
-    d.rel_l2 = d.abs_l2 / std::max(std::abs(d.want_l2), 1e-30);
-    d.tolerance = loss                                  ? tol.loss
-                  : phase == "param"                    ? tol.param
-                  : spec.anchored || step == first_step ? tol.grad_first
-                                                        : tol.grad_later;
-    if (!loss) {
-      d.abs_sum = std::abs(r.sum - w.sum);
-      d.abs_absmax = std::abs(r.absmax - w.absmax);
-    }
+    measure_difference(r, w, tol, spec.anchored || step == first_step, d);
     double& dr = drift[step];
     dr = std::max(dr, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
     if (loss) c.max_loss_drift = std::max(c.max_loss_drift, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
@@ -340,21 +377,7 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
                  : (spec.anchored || step == first_step) ? c.max_rel_grad_first
                                                          : c.max_rel_grad_later;
     mx = std::max(mx, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
-    // Which statistic leaves the class (‖Δx‖₂ ≤ tol·‖x‖₂ bounds each; see the header).
-    const double bound = d.tolerance * std::abs(d.want_l2);
-    if (loss) {
-      if (std::isnan(r.value) != std::isnan(w.value) || !(d.abs_l2 <= bound)) d.reason = "loss outside tolerance";
-    } else if (r.numel != w.numel || r.count != w.count) {
-      d.reason = "numel or count differs";
-    } else if (r.nonfinite != w.nonfinite) {
-      d.reason = fmt::format("{} non-finite values vs {}", r.nonfinite, w.nonfinite);
-    } else if (!(d.abs_l2 <= bound)) {
-      d.reason = "L2 outside tolerance";
-    } else if (!(d.abs_absmax <= bound)) {
-      d.reason = "absmax outside tolerance";
-    } else if (!(d.abs_sum <= bound * std::sqrt(static_cast<double>(r.numel)))) {
-      d.reason = "sum outside tolerance";
-    }
+    d.reason = out_of_class_reason(r, w, d);
     if (c.first_mismatch.empty()) c.first_mismatch.push_back(d);
     if (spec.promised == Equivalence::kBitwise && d.reason.empty())
       d.reason = fmt::format("promised bitwise: {} differs", loss ? "the loss bit pattern" : "the digest");
@@ -366,16 +389,7 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
   }
   for (const auto& [s, n] : per_step) c.divergent_per_step.push_back({s, n});
   for (const auto& [s, v] : drift) c.drift_per_step.push_back({s, v});
-  if (c.problem_count > 0)
-    c.verdict = Equivalence::kIncomplete;
-  else if (c.records == 0) {
-    note(c, fmt::format("'{}' and '{}' have no (step, phase, tensor) records in common", run, reference));
-    c.verdict = Equivalence::kIncomplete;
-  } else {
-    c.verdict = !c.divergence.empty()            ? Equivalence::kDivergent
-                : c.bitwise_records == c.records ? Equivalence::kBitwise
-                                                 : Equivalence::kWithinTolerance;
-  }
+  set_verdict(run, reference, c);
   return c;
 }
 

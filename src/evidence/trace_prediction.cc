@@ -25,6 +25,106 @@ int phase_order(const std::string& name) {
   return p ? static_cast<int>(*p) : 99;
 }
 
+// One rank's cells: what it traced (ops, bytes and the first start time per cell) and what was predicted.
+struct RankCells {
+  std::map<Cell, TrafficCell> traced, want;
+  std::map<Cell, int64_t> when;
+  std::set<int64_t> traced_steps;
+};
+
+RankCells traced_cells(const RankTrace& rt) {
+  RankCells out;
+  for (const comm::TraceRecord& r : rt.records) {
+    const std::string phase(comm::phase_name(r.phase));
+    if (!compared_phase(phase)) continue;
+    const Cell c{r.step, phase_order(phase), r.group, phase};
+    TrafficCell& n = out.traced[c];
+    ++n.ops;
+    n.bytes += r.bytes;
+    if (!out.when.count(c)) out.when[c] = r.t_start_us;
+    out.traced_steps.insert(r.step);
+  }
+  return out;
+}
+
+// The predicted cells of every step from the first traced one (over all ranks) to this rank's last: traced
+// steps, and the steps between them that this rank did not trace at all (a long gap is one mismatch).
+void expect_cells(const CommPrediction& prediction, int rank, int64_t first_step, RankCells& cells,
+                  TraceReport& report) {
+  const int64_t run_steps = prediction.schedule.steps;
+  auto expect_step = [&](int64_t step) {
+    for (const auto& [key, c] : *prediction.step(rank, step)) {
+      if (!compared_phase(key.second)) continue;
+      cells.want[{step, phase_order(key.second), key.first, key.second}] = c;
+      if (const auto p = comm::phase_from_name(key.second)) {  // the traffic view's predicted column
+        Traffic& sum = report.predicted_traffic[{key.first, step, *p}];
+        sum.ops += c.ops;
+        sum.bytes += c.bytes;
+      }
+    }
+  };
+  int64_t next = first_step;
+  for (const int64_t s : cells.traced_steps) {
+    if (s - next > kMaxExpandedGap) {
+      // Every training step issues at least the loss all_reduce, so a gap inside the run is a mismatch.
+      const int64_t lo = std::max<int64_t>(next, -1), hi = std::min(s - 1, run_steps - 1);
+      TraceMismatch m{
+          .kind = "prediction", .ranks = {rank}, .field = "ops", .expected = "records in every step", .actual = "none"};
+      m.step = lo;
+      m.message = fmt::format("rank {}, steps {}..{}: no traced records in {} predicted steps", rank, lo, hi,
+                              std::max<int64_t>(hi - lo + 1, 0));
+      if (hi >= lo) report.prediction_mismatches.push_back(std::move(m));
+    } else {
+      for (int64_t g = next; g < s; ++g) expect_step(g);
+    }
+    expect_step(s);
+    next = s + 1;
+  }
+}
+
+// Traced against predicted, cell by cell. A run that ended early (a failed check, a crash,
+// stop_on_divergence): what this rank never reached is not a prediction mismatch (other views report the
+// ending). Reached = any record in that step and phase; a partly traced cell is still compared.
+void compare_cells(const RankCells& rc, int rank, int64_t run_steps, TraceReport& report) {
+  const int64_t last_step = rc.traced_steps.empty() ? -2 : *rc.traced_steps.rbegin();
+  std::map<Cell, std::pair<TrafficCell, TrafficCell>> cells;  // traced, predicted
+  for (const auto& [c, n] : rc.traced) cells[c].first = n;
+  for (const auto& [c, n] : rc.want) cells[c].second = n;
+  int64_t unreached = 0;
+  for (const auto& [c, tp] : cells) {
+    const auto& [got, expect] = tp;
+    const auto& [step, order, group, phase] = c;
+    if (step == last_step && got.ops == 0 && expect.ops > 0) {
+      ++unreached;
+      continue;
+    }
+    ++report.prediction_cells;
+    if (got == expect) continue;
+    TraceMismatch m{.kind = "prediction",
+                    .group = group,
+                    .ranks = {rank},
+                    .field = got.ops != expect.ops ? "ops" : "bytes",
+                    .expected = fmt::format("{} ops, {} bytes", expect.ops, expect.bytes),
+                    .actual = fmt::format("{} ops, {} bytes", got.ops, got.bytes)};
+    m.step = step;
+    m.phase = phase;
+    m.t_us = rc.when.count(c) ? rc.when.at(c) : 0;
+    m.message = fmt::format("rank {}, step {}, group '{}', phase {}: traced {}, predicted {}", rank, step, group, phase,
+                            m.actual, m.expected);
+    report.prediction_mismatches.push_back(std::move(m));
+  }
+  const int64_t steps_after = std::max<int64_t>(0, run_steps - 1 - std::max<int64_t>(last_step, -1));
+  if (unreached > 0 || steps_after > 0)
+    report.warnings.push_back(fmt::format(
+        "rank {}: the trace ends in step {} of {}; {}{}{}{} never reached and not compared", rank, last_step, run_steps,
+        steps_after > 1    ? fmt::format("the {} steps after it", steps_after)
+        : steps_after == 1 ? std::string("the step after it")
+                           : std::string(),
+        unreached > 0 && steps_after > 0 ? " and " : "",
+        unreached > 0 ? fmt::format("{} predicted cells of that step", unreached) : "",
+        unreached + steps_after > 1 ? " were" : " was"));  // "…; the 3 steps after it were never reached …"
+}
+
 }  // namespace
 
 void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann::json& predicted,
@@ -51,93 +151,9 @@ void compare_with_prediction(const std::vector<RankTrace>& ranks, const nlohmann
       malformed(fmt::format("no entry for world rank {}", rt.world_rank));
       continue;
     }
-    std::map<Cell, TrafficCell> traced, want;
-    std::map<Cell, int64_t> when;
-    std::set<int64_t> traced_steps;
-    for (const comm::TraceRecord& r : rt.records) {
-      const std::string phase(comm::phase_name(r.phase));
-      if (!compared_phase(phase)) continue;
-      const Cell c{r.step, phase_order(phase), r.group, phase};
-      TrafficCell& n = traced[c];
-      ++n.ops;
-      n.bytes += r.bytes;
-      if (!when.count(c)) when[c] = r.t_start_us;
-      traced_steps.insert(r.step);
-    }
-    // A run that ended early (a failed check, a crash, stop_on_divergence): what this rank never
-    // reached is not a prediction mismatch (other views report the ending). Reached = any record
-    // in that step and phase; a partly traced cell is still compared.
-    const int64_t last_step = traced_steps.empty() ? -2 : *traced_steps.rbegin();
-    auto expect_step = [&](int64_t step) {
-      for (const auto& [key, c] : *prediction.step(rt.world_rank, step)) {
-        if (!compared_phase(key.second)) continue;
-        want[{step, phase_order(key.second), key.first, key.second}] = c;
-        if (const auto p = comm::phase_from_name(key.second)) {  // the traffic view's predicted column
-          Traffic& sum = report.predicted_traffic[{key.first, step, *p}];
-          sum.ops += c.ops;
-          sum.bytes += c.bytes;
-        }
-      }
-    };
-    // Every step from the first traced one to this rank's last: traced steps, and the steps between
-    // them that this rank did not trace at all.
-    int64_t next = first_step;
-    for (const int64_t s : traced_steps) {
-      if (s - next > kMaxExpandedGap) {
-        // Every training step issues at least the loss all_reduce, so a gap inside the run is a mismatch.
-        const int64_t lo = std::max<int64_t>(next, -1), hi = std::min(s - 1, run_steps - 1);
-        TraceMismatch m{.kind = "prediction",
-                        .ranks = {rt.world_rank},
-                        .field = "ops",
-                        .expected = "records in every step",
-                        .actual = "none"};
-        m.step = lo;
-        m.message = fmt::format("rank {}, steps {}..{}: no traced records in {} predicted steps", rt.world_rank, lo, hi,
-                                std::max<int64_t>(hi - lo + 1, 0));
-        if (hi >= lo) report.prediction_mismatches.push_back(std::move(m));
-      } else {
-        for (int64_t g = next; g < s; ++g) expect_step(g);
-      }
-      expect_step(s);
-      next = s + 1;
-    }
-    std::map<Cell, std::pair<TrafficCell, TrafficCell>> cells;  // traced, predicted
-    for (const auto& [c, n] : traced) cells[c].first = n;
-    for (const auto& [c, n] : want) cells[c].second = n;
-    int64_t unreached = 0;
-    for (const auto& [c, tp] : cells) {
-      const auto& [got, expect] = tp;
-      const auto& [step, order, group, phase] = c;
-      if (step == last_step && got.ops == 0 && expect.ops > 0) {
-        ++unreached;
-        continue;
-      }
-      ++report.prediction_cells;
-      if (got == expect) continue;
-      TraceMismatch m{.kind = "prediction",
-                      .group = group,
-                      .ranks = {rt.world_rank},
-                      .field = got.ops != expect.ops ? "ops" : "bytes",
-                      .expected = fmt::format("{} ops, {} bytes", expect.ops, expect.bytes),
-                      .actual = fmt::format("{} ops, {} bytes", got.ops, got.bytes)};
-      m.step = step;
-      m.phase = phase;
-      m.t_us = when.count(c) ? when[c] : 0;
-      m.message = fmt::format("rank {}, step {}, group '{}', phase {}: traced {}, predicted {}", rt.world_rank, step,
-                              group, phase, m.actual, m.expected);
-      report.prediction_mismatches.push_back(std::move(m));
-    }
-    const int64_t steps_after = std::max<int64_t>(0, run_steps - 1 - std::max<int64_t>(last_step, -1));
-    if (unreached > 0 || steps_after > 0)
-      report.warnings.push_back(fmt::format(
-          "rank {}: the trace ends in step {} of {}; {}{}{}{} never reached and not compared", rt.world_rank, last_step,
-          run_steps,
-          steps_after > 1    ? fmt::format("the {} steps after it", steps_after)
-          : steps_after == 1 ? std::string("the step after it")
-                             : std::string(),
-          unreached > 0 && steps_after > 0 ? " and " : "",
-          unreached > 0 ? fmt::format("{} predicted cells of that step", unreached) : "",
-          unreached + steps_after > 1 ? " were" : " was"));  // "…; the 3 steps after it were never reached …"
+    RankCells cells = traced_cells(rt);
+    expect_cells(prediction, rt.world_rank, first_step, cells, report);
+    compare_cells(cells, rt.world_rank, run_steps, report);
   }
   std::stable_sort(report.prediction_mismatches.begin(), report.prediction_mismatches.end(),
                    [](const TraceMismatch& a, const TraceMismatch& b) {

@@ -160,15 +160,13 @@ std::vector<std::string> RunPlan::violations(const config::RunConfig& c, int wor
   return out;
 }
 
-std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, int world) {
+namespace {
+
+// The world size against dp·tp·pp (and servers), and the batch against micro-batches and dp.
+void batch_rules(const config::RunConfig& c, int world, std::vector<RuleViolation>& errs) {
   constexpr auto kDivide = RuleViolation::Kind::kDoesNotDivide;
-  std::vector<RuleViolation> errs;
   const config::ParallelConfig& p = c.parallel;
   const config::TrainConfig& t = c.train;
-  const model::LlamaConfig& m = c.model;
-  parameter_server_rules(c, world, errs);
-  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
-  precision_rules(c, gemm16, errs);
   if (p.parameter_server()) {
     if (world != p.world() && p.servers >= 1 && p.servers < world)
       errs.push_back(
@@ -198,6 +196,16 @@ std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, 
                               "subtree, docs/equivalence.md); hint: choose global_batch so that M/dp ∈ {{1, 2, 4, 8, "
                               "...}}, or parallel.reduction = \"fast\"",
                               M, p.dp, M / p.dp)});
+}
+
+// What tensor and pipeline parallelism split (heads, FFN columns, vocabulary rows, layers) must divide, and
+// the combinations of pipeline, ZeRO, tied embeddings and evaluation that are refused.
+void shard_rules(const config::RunConfig& c, std::vector<RuleViolation>& errs) {
+  constexpr auto kDivide = RuleViolation::Kind::kDoesNotDivide;
+  const config::ParallelConfig& p = c.parallel;
+  const config::TrainConfig& t = c.train;
+  const model::LlamaConfig& m = c.model;
+  const int64_t M = t.global_batch / t.micro_batch_size;
   auto divisible = [&](const char* what, int64_t v, const char* axis, int64_t d) {
     if (d > 0 && v % d != 0)
       errs.push_back({kDivide, fmt::format("{} = {} is not divisible by {} = {}", what, v, axis, d)});
@@ -240,6 +248,13 @@ std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, 
         "batches over dp, and a dp rank without a batch would skip the ZeRO-3 parameter gathers its group waits in; "
         "hint: train.eval_batches = {}",
         p.dp, t.eval_batches, p.dp));
+}
+
+// The run's length, sequence length and learning-rate schedule, and the rank grid's axis order.
+void run_rules(const config::RunConfig& c, std::vector<RuleViolation>& errs) {
+  const config::ParallelConfig& p = c.parallel;
+  const config::TrainConfig& t = c.train;
+  const model::LlamaConfig& m = c.model;
   // The loader numbers every sample of the run, step · global_batch + i (data/loader.h): that index and
   // the run's token count must fit in 62 bits.
   if (static_cast<__int128>(t.steps) * t.global_batch * (t.seq_len + 1) > (static_cast<__int128>(1) << 62))
@@ -265,6 +280,18 @@ std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, 
     if (!ok)
       errs.push_back(fmt::format("parallel.axis_order = \"{}\" is not an order of tp, dp, pp like \"tp-dp-pp\"", o));
   }
+}
+
+}  // namespace
+
+std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, int world) {
+  std::vector<RuleViolation> errs;
+  parameter_server_rules(c, world, errs);
+  kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
+  precision_rules(c, gemm16, errs);
+  batch_rules(c, world, errs);
+  shard_rules(c, errs);
+  run_rules(c, errs);
   return errs;
 }
 

@@ -67,6 +67,58 @@ void add_ps_traffic(Ctx& x, const RunPlan& plan, int rank) {
   }
 }
 
+// One forward or backward pass of a chunk for one micro-batch: ZeRO-3's gathers, tensor parallelism's sums
+// (two per block forward, two or four with recomputation backward, the vocabulary-parallel loss) and the
+// pipeline's activation and gradient p2p.
+void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char* phase) {
+  const config::RunConfig& rc = x.plan.config;
+  const model::LlamaConfig& m = rc.model;
+  const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
+  const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
+  const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
+  auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
+  const int blocks = ch.layer_end - ch.layer_begin;
+  auto gather = [&](int id) {  // ZeRO-3 acquisition
+    if (zero == 3 && dp > 1) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
+  };
+  if (forward) {
+    if (ch.first) {
+      gather(model::embed_unit());
+      if (tp > 1) x.sum(x.tp, phase, N * C);
+    }
+    for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
+    if (tp > 1)
+      for (int b = 0; b < blocks; ++b) {
+        x.sum(x.tp, phase, N * C);
+        x.sum(x.tp, phase, N * C);
+      }
+    if (ch.last) {
+      gather(model::head_unit(m));
+      if (m.tie_embeddings) gather(model::embed_unit());
+      if (tp > 1) {
+        x.add(x.tp, phase, "all_reduce", 1, 4 * N);  // max
+        x.sum(x.tp, phase, N);                       // Σexp
+        x.sum(x.tp, phase, N);                       // target logit
+      }
+    }
+    if (!ch.first) x.add(x.pp, phase, "recv", 1, 4 * N * C);  // recv_forward
+    if (!ch.last) x.add(x.pp, phase, "send", 1, 4 * N * C);   // send_forward
+  } else {
+    if (ch.last) {
+      gather(model::head_unit(m));
+      if (m.tie_embeddings) gather(model::embed_unit());
+      if (tp > 1) x.sum(x.tp, phase, N * C);
+    }
+    for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
+    if (tp > 1) {
+      const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
+      for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
+    }
+    if (!ch.last) x.add(x.pp, phase, "recv", 1, 4 * N * C);   // recv_backward
+    if (!ch.first) x.add(x.pp, phase, "send", 1, 4 * N * C);  // send_backward
+  }
+}
+
 }  // namespace
 
 StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
@@ -88,52 +140,11 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   // 16-bit working weights, train.grad_dtype; docs/memory.md §"What phase 2 changes").
   const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
   const int64_t gb = static_cast<int64_t>(dtype_size(rc.train.precision.grad));
-  const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
   const auto chunks = plan.chunks_of(x.c.pp);
   auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
 
-  // One forward or backward pass of a chunk for one micro-batch.
   auto pass = [&](const ChunkPlacement& ch, bool forward, const char* phase) {
-    const int blocks = ch.layer_end - ch.layer_begin;
-    auto gather = [&](int id) {  // ZeRO-3 acquisition
-      if (zero == 3 && dp > 1) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
-    };
-    if (forward) {
-      if (ch.first) {
-        gather(model::embed_unit());
-        if (tp > 1) x.sum(x.tp, phase, N * C);
-      }
-      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-      if (tp > 1)
-        for (int b = 0; b < blocks; ++b) {
-          x.sum(x.tp, phase, N * C);
-          x.sum(x.tp, phase, N * C);
-        }
-      if (ch.last) {
-        gather(model::head_unit(m));
-        if (m.tie_embeddings) gather(model::embed_unit());
-        if (tp > 1) {
-          x.add(x.tp, phase, "all_reduce", 1, 4 * N);  // max
-          x.sum(x.tp, phase, N);                       // Σexp
-          x.sum(x.tp, phase, N);                       // target logit
-        }
-      }
-      if (!ch.first) x.add(x.pp, phase, "recv", 1, 4 * N * C);  // recv_forward
-      if (!ch.last) x.add(x.pp, phase, "send", 1, 4 * N * C);   // send_forward
-    } else {
-      if (ch.last) {
-        gather(model::head_unit(m));
-        if (m.tie_embeddings) gather(model::embed_unit());
-        if (tp > 1) x.sum(x.tp, phase, N * C);
-      }
-      for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-      if (tp > 1) {
-        const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
-        for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
-      }
-      if (!ch.last) x.add(x.pp, phase, "recv", 1, 4 * N * C);   // recv_backward
-      if (!ch.first) x.add(x.pp, phase, "send", 1, 4 * N * C);  // send_backward
-    }
+    add_pass_traffic(x, ch, forward, phase);
   };
   const auto all_units = [&] {
     std::vector<int> ids;

@@ -1,10 +1,9 @@
 // The gate's criteria (docs/prove.md §gate), one function each, in one table that derive_gate walks
 // in order. Each function reads what it needs of the bundle through a GateContext and returns one
 // Criterion: measured value, threshold, the files behind it and, when it fails, the first problem.
-// Adding a criterion is adding a function and a row; tests/proof/ tampers with a real bundle so that
-// each row fails on its own evidence.
-// Invariant: a criterion never throws away a problem: unreadable evidence fails the criterion that
-// needed it, naming the file.
+// Adding a criterion is adding a function (criteria_rows.h, in the file of its kind) and a row; tests/proof/ tampers
+// with a real bundle so that each row fails on its own evidence. Invariant: a criterion never throws away a problem:
+// unreadable evidence fails the criterion that needed it, naming the file.
 #pragma once
 
 #include <optional>

@@ -140,48 +140,165 @@ FaultReading fault_reading(const ProofBundle& bundle, const config::RunConfig& c
                    .require_complete = false}};
 }
 
-FirstDivergence locate_first_divergence(const ProofBundle& bundle, const config::RunConfig& config, bool bitwise,
-                                        const evidence::Tolerances& tol) {
-  const evidence::RunPaths fault = bundle.paths().fault(), ref = bundle.paths().reference();
-  FirstDivergence out;
-  // What each reference-comparing view reads (the header says why).
-  const FaultReading reading = fault_reading(bundle, config, bitwise, tol);
-  const evidence::RunPaths &numbers = reading.numbers, &against = reading.against;
-  const bool replayed = reading.replayed, exact = reading.spec.promised == Equivalence::kBitwise;
-  const std::string_view numbers_stage = reading.numbers_stage, against_stage = reading.against_stage;
-  const evidence::CompareSpec& spec = reading.spec;
+namespace {
 
-  // Job: how the fault stage ended.
+// Job: how the fault stage ended; a crashed rank is seen before anything it failed to do.
+Detection job_detection(const ProofBundle& bundle) {
+  const evidence::RunPaths fault = bundle.paths().fault();
   Detection job{.view = View::kJob,
                 .evidence = fmt::format("{} (stages), {}", kProveFile, ProofPaths::log_file(kFaultStage))};
-  if (const json* st = bundle.stage("fault"); st != nullptr && st->value("exit_code", 0) != 0) {
-    job.found = true;
-    job.detail = st->value("error", fmt::format("exit status {}", st->value("exit_code", 0)));
-    const int crashed = st->value("crashed_rank", -1);
-    if (crashed >= 0) {
-      job.ranks = {crashed};
-      job.phase = "crash";
-      job.point = 0;
-      // The step the dead rank was in: its trace's last record.
-      const auto recs = trace_records(fault.trace(crashed));
-      job.step = recs.empty() ? 0 : recs.back().value("step", int64_t{0});
-      if (!recs.empty()) job.phase = "crash during " + recs.back().value("phase", std::string("?"));
-    } else {
-      job.phase = "exit";
-      job.point = 10;
-      // The step the job ended in: the latest step any rank's trace reached.
-      job.step = -1;
-      for (int r = 0; r < bundle.world_size(); ++r) {
-        const auto recs = trace_records(fault.trace(r));
-        if (!recs.empty()) job.step = std::max(job.step, recs.back().value("step", int64_t{-1}));
-      }
-      if (job.step < 0) {
-        const auto m = metrics_records(fault);
-        job.step = m.empty() ? 0 : m.back().value("step", int64_t{-1}) + 1;
-      }
-    }
+  const json* st = bundle.stage("fault");
+  if (st == nullptr || st->value("exit_code", 0) == 0) return job;
+  job.found = true;
+  job.detail = st->value("error", fmt::format("exit status {}", st->value("exit_code", 0)));
+  const int crashed = st->value("crashed_rank", -1);
+  if (crashed >= 0) {
+    job.ranks = {crashed};
+    job.phase = "crash";
+    job.point = 0;
+    // The step the dead rank was in: its trace's last record.
+    const auto recs = trace_records(fault.trace(crashed));
+    job.step = recs.empty() ? 0 : recs.back().value("step", int64_t{0});
+    if (!recs.empty()) job.phase = "crash during " + recs.back().value("phase", std::string("?"));
+    return job;
   }
+  job.phase = "exit";
+  job.point = 10;
+  // The step the job ended in: the latest step any rank's trace reached.
+  job.step = -1;
+  for (int r = 0; r < bundle.world_size(); ++r) {
+    const auto recs = trace_records(fault.trace(r));
+    if (!recs.empty()) job.step = std::max(job.step, recs.back().value("step", int64_t{-1}));
+  }
+  if (job.step < 0) {
+    const auto m = metrics_records(fault);
+    job.step = m.empty() ? 0 : m.back().value("step", int64_t{-1}) + 1;
+  }
+  return job;
+}
 
+// Per-layer activations of every training micro-batch against the reference's, in forward order.
+Detection activation_detection(const ProofBundle& bundle, const FaultReading& reading, double tol) {
+  Detection d{.view = View::kActivations,
+              .evidence = fmt::format("{}, {}", stage_dir(reading.numbers_stage, kActivationsDir),
+                                      stage_dir(reading.against_stage, kActivationsDir))};
+  auto c = evidence::compare_activations(reading.numbers.root(), reading.against.root(),
+                                         reading.spec.promised == Equivalence::kBitwise, tol,
+                                         reading.replayed ? bundle.fault_anchors() : std::vector<int64_t>{});
+  if (!c.ok()) {
+    d.recorded = false;
+    d.detail = c.status().message();
+  } else if (!c->recorded || !c->reference_recorded) {
+    d.recorded = false;
+    d.detail = "evidence.activation_digests was off";
+  } else if (c->first) {
+    const evidence::ActivationDifference& a = *c->first;
+    d.found = true;
+    d.step = a.step;
+    d.phase = "forward";
+    d.point = 1;
+    if (a.rank >= 0) d.ranks = {a.rank};
+    d.tensor = fmt::format("{} (micro-batch {})", a.point, a.micro_batch);
+    d.detail = a.message;
+  }
+  return d;
+}
+
+// Gradient checksums (and losses, parameters) against the single-device reference; `propagation` gets the
+// records out of class per step.
+Detection checksum_detection(const FaultReading& reading, std::vector<std::pair<int64_t, int64_t>>& propagation) {
+  Detection d{.view = View::kChecksums,
+              .evidence = fmt::format("{}, {}", stage_file(reading.numbers_stage, kChecksumsFile),
+                                      stage_file(reading.against_stage, kChecksumsFile))};
+  auto c = evidence::compare_checksums(reading.numbers.checksums(), reading.against.checksums(), reading.spec);
+  if (!c.ok()) {
+    d.recorded = false;
+    d.detail = c.status().message();
+    return d;
+  }
+  if (!c->problems.empty()) d.detail = c->problems.front();
+  if (!c->divergence.empty()) {
+    const evidence::Divergence& v = c->divergence.front();
+    d.found = true;
+    d.step = v.step;
+    d.phase = v.phase;
+    d.point = checksum_point(v.phase);
+    d.tensor = v.tensor;
+    d.detail = v.to_string();
+  }
+  propagation = c->divergent_per_step;
+  return d;
+}
+
+// Replicas: the dp-replica digest exchange recorded in metrics.jsonl.
+Detection replica_detection(const evidence::RunPaths& fault) {
+  Detection d{.view = View::kReplicas, .evidence = stage_file(kFaultStage, kMetricsFile)};
+  for (const json& m : metrics_records(fault))
+    if (m.contains("diverging_ranks") && !m["diverging_ranks"].empty()) {
+      d.found = true;
+      d.step = m.value("step", int64_t{0});
+      d.phase = "evidence";
+      d.point = 7;
+      d.ranks = m["diverging_ranks"].get<std::vector<int>>();
+      d.detail = fmt::format("dp replicas differ after step {}: world rank(s) {}", d.step, fmt::join(d.ranks, ", "));
+      break;
+    }
+  return d;
+}
+
+// Checkpoints: every committed checkpoint of the fault run, fully verified.
+Detection checkpoint_detection(const evidence::RunPaths& fault) {
+  Detection d{.view = View::kCheckpoint, .evidence = stage_dir(kFaultStage, kCheckpointsDir)};
+  const ckpt::CheckpointPaths paths = fault.checkpoints();
+  auto listing = ckpt::list_checkpoints(paths);
+  if (!listing.ok() || listing->steps.empty()) {
+    d.recorded = false;
+    d.detail = "the fault run saved no checkpoint";
+    return d;
+  }
+  for (int64_t s : listing->steps)
+    if (Status v = ckpt::verify_checkpoint(paths, s); !v.ok()) {
+      d.found = true;
+      d.step = s - 1;  // saved after step s − 1
+      d.phase = "checkpoint";
+      d.point = 8;
+      d.detail = v.message();
+      std::smatch m;
+      static const std::regex kShard("rank-(\\d{5})\\.safetensors");
+      if (std::regex_search(d.detail, m, kShard)) d.ranks = {std::stoi(m[1].str())};
+      break;
+    }
+  return d;
+}
+
+// Eval: the held-out loss at every evaluation of the free-running fault run, against the reference bit for
+// bit (bitwise), or against the clean parallel run.
+Detection eval_detection(const ProofBundle& bundle, bool bitwise, double tol) {
+  const evidence::RunPaths against = bitwise ? bundle.paths().reference() : bundle.paths().parallel();
+  Detection d{.view = View::kEval,
+              .evidence = fmt::format("{}, {}", stage_file(kFaultStage, kMetricsFile),
+                                      stage_file(bitwise ? kReferenceStage : kParallelStage, kMetricsFile))};
+  const auto got = eval_losses(bundle.paths().fault()), want = eval_losses(against);
+  for (const auto& [s, v] : got)
+    if (auto it = want.find(s); it != want.end() && !same_loss(v, it->second, true, tol)) {
+      d.found = true;
+      d.step = s;
+      d.phase = "eval";
+      d.point = 9;
+      d.detail = fmt::format("eval loss {} vs reference {}", fmt_g(v), fmt_g(it->second));
+      break;
+    }
+  return d;
+}
+
+}  // namespace
+
+FirstDivergence locate_first_divergence(const ProofBundle& bundle, const config::RunConfig& config, bool bitwise,
+                                        const evidence::Tolerances& tol) {
+  const evidence::RunPaths fault = bundle.paths().fault();
+  // What each reference-comparing view reads (the header says why).
+  const FaultReading reading = fault_reading(bundle, config, bitwise, tol);
+  FirstDivergence out;
   // Traces: agreement among ranks, and against the plan.
   Detection consistency{.view = View::kTraceConsistency}, prediction{.view = View::kTraceVsPrediction};
   if (auto report = evidence::check_trace_dir(fault.root()); report.ok()) {
@@ -191,110 +308,15 @@ FirstDivergence locate_first_divergence(const ProofBundle& bundle, const config:
     consistency.recorded = prediction.recorded = false;
     consistency.detail = prediction.detail = report.status().message();
   }
-
-  // Per-layer activations of every training micro-batch against the reference's, in forward order.
-  Detection activations{.view = View::kActivations,
-                        .evidence = fmt::format("{}, {}", stage_dir(numbers_stage, kActivationsDir),
-                                                stage_dir(against_stage, kActivationsDir))};
-  if (auto c = evidence::compare_activations(numbers.root(), against.root(), exact, tol.loss,
-                                             replayed ? bundle.fault_anchors() : std::vector<int64_t>{});
-      !c.ok()) {
-    activations.recorded = false;
-    activations.detail = c.status().message();
-  } else if (!c->recorded || !c->reference_recorded) {
-    activations.recorded = false;
-    activations.detail = "evidence.activation_digests was off";
-  } else if (c->first) {
-    const evidence::ActivationDifference& d = *c->first;
-    activations.found = true;
-    activations.step = d.step;
-    activations.phase = "forward";
-    activations.point = 1;
-    if (d.rank >= 0) activations.ranks = {d.rank};
-    activations.tensor = fmt::format("{} (micro-batch {})", d.point, d.micro_batch);
-    activations.detail = d.message;
-  }
-
-  // Gradient checksums (and losses, parameters) against the single-device reference.
-  Detection checksums{.view = View::kChecksums,
-                      .evidence = fmt::format("{}, {}", stage_file(numbers_stage, kChecksumsFile),
-                                              stage_file(against_stage, kChecksumsFile))};
-  if (auto c = evidence::compare_checksums(numbers.checksums(), against.checksums(), spec); c.ok()) {
-    const auto& list = c->divergence;
-    if (!c->problems.empty()) checksums.detail = c->problems.front();
-    if (!list.empty()) {
-      const evidence::Divergence& d = list.front();
-      checksums.found = true;
-      checksums.step = d.step;
-      checksums.phase = d.phase;
-      checksums.point = checksum_point(d.phase);
-      checksums.tensor = d.tensor;
-      checksums.detail = d.to_string();
-    }
-    out.propagation = c->divergent_per_step;
-  } else {
-    checksums.recorded = false;
-    checksums.detail = c.status().message();
-  }
-
-  // Replicas: the dp-replica digest exchange recorded in metrics.jsonl.
-  Detection replicas{.view = View::kReplicas, .evidence = stage_file(kFaultStage, kMetricsFile)};
-  for (const json& m : metrics_records(fault))
-    if (m.contains("diverging_ranks") && !m["diverging_ranks"].empty()) {
-      replicas.found = true;
-      replicas.step = m.value("step", int64_t{0});
-      replicas.phase = "evidence";
-      replicas.point = 7;
-      replicas.ranks = m["diverging_ranks"].get<std::vector<int>>();
-      replicas.detail = fmt::format("dp replicas differ after step {}: world rank(s) {}", replicas.step,
-                                    fmt::join(replicas.ranks, ", "));
-      break;
-    }
-
-  // Checkpoints: every committed checkpoint of the fault run, fully verified.
-  Detection checkpoint{.view = View::kCheckpoint, .evidence = stage_dir(kFaultStage, kCheckpointsDir)};
-  {
-    const ckpt::CheckpointPaths paths = fault.checkpoints();
-    auto listing = ckpt::list_checkpoints(paths);
-    if (!listing.ok() || listing->steps.empty()) {
-      checkpoint.recorded = false;
-      checkpoint.detail = "the fault run saved no checkpoint";
-    } else {
-      for (int64_t s : listing->steps)
-        if (Status v = ckpt::verify_checkpoint(paths, s); !v.ok()) {
-          checkpoint.found = true;
-          checkpoint.step = s - 1;  // saved after step s − 1
-          checkpoint.phase = "checkpoint";
-          checkpoint.point = 8;
-          checkpoint.detail = v.message();
-          std::smatch m;
-          static const std::regex kShard("rank-(\\d{5})\\.safetensors");
-          if (std::regex_search(checkpoint.detail, m, kShard)) checkpoint.ranks = {std::stoi(m[1].str())};
-          break;
-        }
-    }
-  }
-
-  // Eval: the held-out loss at every evaluation.
-  // (A free-running run: against the reference bit for bit, or against the clean parallel run.)
-  const evidence::RunPaths eval_against = bitwise ? ref : bundle.paths().parallel();
-  Detection eval{.view = View::kEval,
-                 .evidence = fmt::format("{}, {}", stage_file(kFaultStage, kMetricsFile),
-                                         stage_file(bitwise ? kReferenceStage : kParallelStage, kMetricsFile))};
-  {
-    const auto got = eval_losses(fault), want = eval_losses(eval_against);
-    for (const auto& [s, v] : got)
-      if (auto it = want.find(s); it != want.end() && !same_loss(v, it->second, true, tol.loss)) {
-        eval.found = true;
-        eval.step = s;
-        eval.phase = "eval";
-        eval.point = 9;
-        eval.detail = fmt::format("eval loss {} vs reference {}", fmt_g(v), fmt_g(it->second));
-        break;
-      }
-  }
-
-  out.views = {consistency, prediction, activations, checksums, replicas, checkpoint, eval, job};
+  const Detection checksums = checksum_detection(reading, out.propagation);
+  out.views = {consistency,
+               prediction,
+               activation_detection(bundle, reading, tol.loss),
+               checksums,
+               replica_detection(fault),
+               checkpoint_detection(fault),
+               eval_detection(bundle, bitwise, tol.loss),
+               job_detection(bundle)};
   for (size_t i = 0; i < out.views.size(); ++i) {
     const Detection& d = out.views[i];
     if (!d.found) continue;

@@ -20,22 +20,29 @@ nlohmann::json Gate::to_json() const {
   nlohmann::json j = {{"format_version", evidence::kGateFormatVersion},
                       {"verdict", passed() ? "PASS" : "FAIL"},
                       {"criteria", nlohmann::json::array()}};
-  for (const Criterion& c : criteria)
-    j["criteria"].push_back({{"name", c.name},
-                             {"passed", c.passed},
-                             {"required", c.required},
-                             {"measured", c.measured},
-                             {"threshold", c.threshold},
-                             {"evidence", c.evidence},
-                             {"detail", c.detail}});
+  for (const Criterion& c : criteria) j["criteria"].push_back(c.to_json());
   return j;
+}
+
+nlohmann::json Criterion::to_json() const {
+  return {{"name", name},           {"passed", passed},     {"required", required}, {"measured", measured},
+          {"threshold", threshold}, {"evidence", evidence}, {"detail", detail}};
 }
 
 std::string Gate::summary_markdown(const std::string& title, const std::vector<std::string>& notes) const {
   std::string s = fmt::format("# {}\n\n**Verdict: {}**\n\n", title, passed() ? "PASS" : "FAIL");
   s += fmt::format("Charts of every view: [{0}]({0}) (`shardproof report DIR` regenerates it).\n\n",
                    evidence::kReportFile);
-  s += "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
+  s += criteria_markdown();
+  if (!notes.empty()) {
+    s += "\n## Notes\n\n";
+    for (const auto& n : notes) s += "- " + n + "\n";
+  }
+  return s;
+}
+
+std::string Gate::criteria_markdown() const {
+  std::string s = "| criterion | result | measured | threshold | evidence |\n|---|---|---|---|---|\n";
   for (const Criterion& c : criteria)
     s += fmt::format("| {} | {} | {} | {} | `{}` |\n", c.name, !c.required ? "info" : (c.passed ? "pass" : "**FAIL**"),
                      c.measured, c.threshold, c.evidence);
@@ -46,10 +53,6 @@ std::string Gate::summary_markdown(const std::string& title, const std::vector<s
       any = true;
       s += fmt::format("- **{}**: {}\n", c.name, c.detail);
     }
-  if (!notes.empty()) {
-    s += "\n## Notes\n\n";
-    for (const auto& n : notes) s += "- " + n + "\n";
-  }
   return s;
 }
 

@@ -20,11 +20,12 @@ namespace sp::proof {
 struct Criterion {
   std::string name;  // "traces consistent", ...
   bool passed = false;
-  bool required = true;   // false: reported only (throughput)
-  std::string measured;   // human-readable measured value
-  std::string threshold;  // what it had to be
-  std::string evidence;   // file(s) it comes from, relative to the bundle
-  std::string detail;     // the first problem found, if any
+  bool required = true;            // false: reported only (throughput)
+  std::string measured;            // human-readable measured value
+  std::string threshold;           // what it had to be
+  std::string evidence;            // file(s) it comes from, relative to the bundle
+  std::string detail;              // the first problem found, if any
+  nlohmann::json to_json() const;  // gate.json's form of one criterion (docs/formats/gate.md)
 };
 
 struct Gate {
@@ -32,6 +33,9 @@ struct Gate {
   bool passed() const;
   nlohmann::json to_json() const;
   std::string summary_markdown(const std::string& title, const std::vector<std::string>& notes) const;
+  // The criteria table (criterion, result, measured, threshold, evidence) and each detail: the part of a
+  // summary.md every kind of verdict shares (the proof's, a plan lab's).
+  std::string criteria_markdown() const;
 };
 
 struct ProofVerdict {

@@ -125,14 +125,7 @@ View gate_view(const Result<proof::ProofVerdict>& verdict, const std::vector<Run
     return v;
   }
   json criteria = json::array();
-  for (const proof::Criterion& c : verdict->gate.criteria)
-    criteria.push_back({{"name", c.name},
-                        {"passed", c.passed},
-                        {"required", c.required},
-                        {"measured", c.measured},
-                        {"threshold", c.threshold},
-                        {"evidence", c.evidence},
-                        {"detail", c.detail}});
+  for (const proof::Criterion& c : verdict->gate.criteria) criteria.push_back(c.to_json());
   const proof::Detection* first = verdict->divergence.earliest();
   v.data = {{"verdict", verdict->gate.passed() ? "PASS" : "FAIL"},
             {"criteria", criteria},

@@ -193,6 +193,109 @@ View memory_view(const RunDir& run) {
   return v;
 }
 
+namespace {
+
+// The traced and predicted traffic of a run in cells per (group, step bucket, phase) and totals per (group,
+// phase): one step per bucket up to kMaxTrafficSteps steps, then consecutive steps summed so that the chart
+// keeps at most that many bars (docs/report.md §Size).
+struct TrafficCells {
+  json cells = json::array(), totals = json::array();
+  std::set<std::string> groups;
+  size_t per_bucket = 0;
+};
+TrafficCells traffic_cells(const evidence::TraceReport& t) {
+  TrafficCells out;
+  std::set<int64_t> all_steps;
+  for (const auto& [k, x] : t.traffic) all_steps.insert(k.step);
+  for (const auto& [k, x] : t.predicted_traffic) all_steps.insert(k.step);
+  const std::vector<int64_t> steps(all_steps.begin(), all_steps.end());
+  const size_t per_bucket = (steps.size() + kMaxTrafficSteps - 1) / kMaxTrafficSteps;
+  std::map<int64_t, std::pair<int64_t, int64_t>> bucket_of;  // step → (first, last) step of its bucket
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const size_t b = per_bucket <= 1 || steps[i] < 0 ? i : i / per_bucket * per_bucket;
+    const size_t e = per_bucket <= 1 || steps[i] < 0 ? i : std::min(steps.size(), b + per_bucket) - 1;
+    bucket_of[steps[i]] = {steps[b], steps[e]};
+  }
+  struct Cell {
+    int64_t last = 0, ops = 0, bytes = 0, pred_ops = 0, pred_bytes = 0;
+    bool predicted = false;
+  };
+  std::map<std::tuple<std::string, int64_t, int>, Cell> buckets;  // (group, first step, phase)
+  std::map<std::pair<std::string, int>, Cell> totals;             // (group, phase) over every step
+  std::set<std::string> groups;
+  for (const auto& [k, x] : t.traffic) {
+    groups.insert(k.group);
+    const auto [first, last] = bucket_of[k.step];
+    for (Cell* c :
+         {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
+      c->last = last;
+      c->ops += x.ops;
+      c->bytes += x.bytes;
+    }
+  }
+  for (const auto& [k, x] : t.predicted_traffic) {
+    groups.insert(k.group);
+    const auto [first, last] = bucket_of[k.step];
+    for (Cell* c :
+         {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
+      c->last = last;
+      c->pred_ops += x.ops;
+      c->pred_bytes += x.bytes;
+      c->predicted = true;
+    }
+  }
+  const auto phase_text = [](int p) { return std::string(comm::phase_name(static_cast<comm::Phase>(p))); };
+  json cells = json::array(), total_rows = json::array();
+  for (const auto& [key, c] : buckets) {
+    const auto& [group, first, phase] = key;
+    cells.push_back({{"group", group},
+                     {"step", first},
+                     {"last_step", c.last},
+                     {"phase", phase_text(phase)},
+                     {"ops", c.ops},
+                     {"bytes", c.bytes},
+                     {"predicted_ops", c.predicted ? json(c.pred_ops) : json(nullptr)},
+                     {"predicted_bytes", c.predicted ? json(c.pred_bytes) : json(nullptr)}});
+  }
+  for (const auto& [key, c] : totals)
+    total_rows.push_back({{"group", key.first},
+                          {"phase", phase_text(key.second)},
+                          {"ops", c.ops},
+                          {"bytes", c.bytes},
+                          {"predicted_ops", c.predicted ? json(c.pred_ops) : json(nullptr)},
+                          {"predicted_bytes", c.predicted ? json(c.pred_bytes) : json(nullptr)}});
+  out.cells = std::move(cells);
+  out.totals = std::move(total_rows);
+  out.groups = std::move(groups);
+  out.per_bucket = per_bucket;
+  return out;
+}
+
+// Rank × rank: p2p payload from its sender to its receiver exactly; a rank's collective wire bytes (the ring
+// volume the planner models) split evenly over the other members of the group. Null above kMaxMatrixRanks.
+json traffic_matrix(const evidence::TraceReport& t) {
+  int world = t.world_size;
+  std::map<std::string, std::vector<int>> members;
+  for (const auto& [key, x] : t.rank_collectives) members[key.second].push_back(key.first);
+  for (const auto& [key, x] : t.p2p_sent) world = std::max({world, key.first + 1, key.second + 1});
+  for (const auto& [key, x] : t.rank_collectives) world = std::max(world, key.first + 1);
+  if (world > kMaxMatrixRanks) world = 0;  // the matrix is left out (docs/report.md §Size)
+  std::vector<std::vector<int64_t>> p2p(world, std::vector<int64_t>(world, 0)), coll = p2p;
+  for (const auto& [key, x] : t.p2p_sent)
+    if (key.first >= 0 && key.second >= 0 && key.first < world && key.second < world)
+      p2p[key.first][key.second] += x.bytes;
+  for (const auto& [key, x] : t.rank_collectives) {
+    const std::vector<int>& m = members[key.second];
+    if (m.size() < 2 || key.first < 0 || key.first >= world) continue;
+    const int64_t share = x.wire_bytes / static_cast<int64_t>(m.size() - 1);
+    for (int peer : m)
+      if (peer != key.first && peer < world) coll[key.first][peer] += share;
+  }
+  return world == 0 ? json(nullptr) : json{{"world", world}, {"p2p", p2p}, {"collective", coll}};
+}
+
+}  // namespace
+
 View traffic_view(const std::vector<RunDir>& runs) {
   View v{.id = "traffic", .title = "Traffic: bytes per group, step and phase, traced vs predicted"};
   json out = json::array();
@@ -205,106 +308,26 @@ View traffic_view(const std::vector<RunDir>& runs) {
       continue;
     }
     const evidence::TraceReport& t = *report;
-    // Cells per (group, step bucket, phase): one step per bucket up to kMaxTrafficSteps steps, then
-    // consecutive steps summed so that the chart keeps at most that many bars (docs/report.md §Size).
-    std::set<int64_t> all_steps;
-    for (const auto& [k, x] : t.traffic) all_steps.insert(k.step);
-    for (const auto& [k, x] : t.predicted_traffic) all_steps.insert(k.step);
-    const std::vector<int64_t> steps(all_steps.begin(), all_steps.end());
-    const size_t per_bucket = (steps.size() + kMaxTrafficSteps - 1) / kMaxTrafficSteps;
-    std::map<int64_t, std::pair<int64_t, int64_t>> bucket_of;  // step → (first, last) step of its bucket
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const size_t b = per_bucket <= 1 || steps[i] < 0 ? i : i / per_bucket * per_bucket;
-      const size_t e = per_bucket <= 1 || steps[i] < 0 ? i : std::min(steps.size(), b + per_bucket) - 1;
-      bucket_of[steps[i]] = {steps[b], steps[e]};
-    }
-    struct Cell {
-      int64_t last = 0, ops = 0, bytes = 0, pred_ops = 0, pred_bytes = 0;
-      bool predicted = false;
-    };
-    std::map<std::tuple<std::string, int64_t, int>, Cell> buckets;  // (group, first step, phase)
-    std::map<std::pair<std::string, int>, Cell> totals;             // (group, phase) over every step
-    std::set<std::string> groups;
-    for (const auto& [k, x] : t.traffic) {
-      groups.insert(k.group);
-      const auto [first, last] = bucket_of[k.step];
-      for (Cell* c :
-           {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
-        c->last = last;
-        c->ops += x.ops;
-        c->bytes += x.bytes;
-      }
-    }
-    for (const auto& [k, x] : t.predicted_traffic) {
-      groups.insert(k.group);
-      const auto [first, last] = bucket_of[k.step];
-      for (Cell* c :
-           {&buckets[{k.group, first, static_cast<int>(k.phase)}], &totals[{k.group, static_cast<int>(k.phase)}]}) {
-        c->last = last;
-        c->pred_ops += x.ops;
-        c->pred_bytes += x.bytes;
-        c->predicted = true;
-      }
-    }
-    const auto phase_text = [](int p) { return std::string(comm::phase_name(static_cast<comm::Phase>(p))); };
-    json cells = json::array(), total_rows = json::array();
-    for (const auto& [key, c] : buckets) {
-      const auto& [group, first, phase] = key;
-      cells.push_back({{"group", group},
-                       {"step", first},
-                       {"last_step", c.last},
-                       {"phase", phase_text(phase)},
-                       {"ops", c.ops},
-                       {"bytes", c.bytes},
-                       {"predicted_ops", c.predicted ? json(c.pred_ops) : json(nullptr)},
-                       {"predicted_bytes", c.predicted ? json(c.pred_bytes) : json(nullptr)}});
-    }
-    for (const auto& [key, c] : totals)
-      total_rows.push_back({{"group", key.first},
-                            {"phase", phase_text(key.second)},
-                            {"ops", c.ops},
-                            {"bytes", c.bytes},
-                            {"predicted_ops", c.predicted ? json(c.pred_ops) : json(nullptr)},
-                            {"predicted_bytes", c.predicted ? json(c.pred_bytes) : json(nullptr)}});
-    // Rank × rank: p2p payload from its sender to its receiver exactly; a rank's collective wire bytes
-    // (the ring volume the planner models) split evenly over the other members of the group.
-    int world = t.world_size;
-    std::map<std::string, std::vector<int>> members;
-    for (const auto& [key, x] : t.rank_collectives) members[key.second].push_back(key.first);
-    for (const auto& [key, x] : t.p2p_sent) world = std::max({world, key.first + 1, key.second + 1});
-    for (const auto& [key, x] : t.rank_collectives) world = std::max(world, key.first + 1);
-    if (world > kMaxMatrixRanks) world = 0;  // the matrix is left out (docs/report.md §Size)
-    std::vector<std::vector<int64_t>> p2p(world, std::vector<int64_t>(world, 0)), coll = p2p;
-    for (const auto& [key, x] : t.p2p_sent)
-      if (key.first >= 0 && key.second >= 0 && key.first < world && key.second < world)
-        p2p[key.first][key.second] += x.bytes;
-    for (const auto& [key, x] : t.rank_collectives) {
-      const std::vector<int>& m = members[key.second];
-      if (m.size() < 2 || key.first < 0 || key.first >= world) continue;
-      const int64_t share = x.wire_bytes / static_cast<int64_t>(m.size() - 1);
-      for (int peer : m)
-        if (peer != key.first && peer < world) coll[key.first][peer] += share;
-    }
+    const TrafficCells tc = traffic_cells(t);
     json group_totals = json::object();
     for (const auto& [g, x] : t.group_traffic)
       group_totals[g] = {{"ops", x.ops}, {"bytes", x.bytes}, {"wire_bytes", x.wire_bytes}};
-    out.push_back(
-        {{"run", run.name},
-         {"records", t.records},
-         {"consistent", t.consistent()},
-         {"mismatches", t.mismatches.size()},
-         {"first_mismatches", first_messages(t.mismatches)},
-         {"prediction_found", t.prediction_found},
-         {"matches_prediction", t.matches_prediction()},
-         {"prediction_cells", t.prediction_cells},
-         {"prediction_mismatches", t.prediction_mismatches.size()},
-         {"first_prediction_mismatches", first_messages(t.prediction_mismatches)},
-         {"groups", json(std::vector<std::string>(groups.begin(), groups.end()))},
-         {"group_totals", group_totals},
-         {"steps_per_bar", static_cast<int64_t>(std::max<size_t>(per_bucket, 1))},
-         {"cells", cells},
-         {"totals", total_rows},
-         {"matrix", world == 0 ? json(nullptr) : json{{"world", world}, {"p2p", p2p}, {"collective", coll}}}});
+    out.push_back({{"run", run.name},
+                   {"records", t.records},
+                   {"consistent", t.consistent()},
+                   {"mismatches", t.mismatches.size()},
+                   {"first_mismatches", first_messages(t.mismatches)},
+                   {"prediction_found", t.prediction_found},
+                   {"matches_prediction", t.matches_prediction()},
+                   {"prediction_cells", t.prediction_cells},
+                   {"prediction_mismatches", t.prediction_mismatches.size()},
+                   {"first_prediction_mismatches", first_messages(t.prediction_mismatches)},
+                   {"groups", json(std::vector<std::string>(tc.groups.begin(), tc.groups.end()))},
+                   {"group_totals", group_totals},
+                   {"steps_per_bar", static_cast<int64_t>(std::max<size_t>(tc.per_bucket, 1))},
+                   {"cells", tc.cells},
+                   {"totals", tc.totals},
+                   {"matrix", traffic_matrix(t)}});
     if (!t.prediction_found)
       v.unreadable(run, evidence::kCommPredictedFile, not_found("no {}", evidence::kCommPredictedFile));
   }

@@ -7,7 +7,8 @@ src/<layer>/CMakeLists.txt (`sp_layer(NAME DEPS ...)` or `target_link_libraries(
   2. a file in src/<layer>/ includes only its own layer's headers and those of layers it links, directly or
      transitively (an include that runs upward or sideways fails, naming file, line and both layers);
   3. MPI is included only in comm/ (every collective goes through the traced communicator), and only cli/
-     reads the environment (getenv) or argv.
+     reads the environment (getenv) or argv;
+  4. TOML is parsed only in config/toml_fields.cc (the one TOML parser: every TOML file goes through it).
 Exit status 0 when every rule holds; 1 with one line per violation. Run by ctest (label `architecture`)."""
 import os
 import re
@@ -16,6 +17,8 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
 SYSTEM_MPI = re.compile(r'^\s*#\s*include\s+[<"]mpi\.h[>"]', re.M)
 GETENV = re.compile(r'\b(std::)?(secure_)?getenv\s*\(')
+TOML_PARSE = re.compile(r'\btoml::parse(_file)?\s*\(')
+TOML_PARSER = "config/toml_fields.cc"
 
 
 def layer_order(src):
@@ -70,6 +73,8 @@ def check(src):
                     problems.append(f"{rel}: includes mpi.h outside comm/")
                 if layer != "cli" and GETENV.search(text):
                     problems.append(f"{rel}: reads the environment outside cli/")
+                if not rel.endswith(TOML_PARSER) and TOML_PARSE.search(text):
+                    problems.append(f"{rel}: parses TOML outside {TOML_PARSER} (use config::parse_toml_file/_text)")
     return problems, files, order
 
 

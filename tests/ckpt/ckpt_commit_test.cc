@@ -7,12 +7,12 @@
 
 #include <filesystem>
 
-#include "../mpi/mpi_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
 #include "ckpt_test_util.h"
 #include "comm/agree.h"
 #include "comm/mpi_communicator.h"
+#include "mpi_test_util.h"
 
 namespace sp::ckpt {
 namespace {

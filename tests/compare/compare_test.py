@@ -14,6 +14,7 @@ bad_token:        an unknown token is a usage error (exit 2) naming the token an
 invalid_topology: tp8 on tiny (4 kv heads) gets an error row naming the rule, dp1 still runs, exit 1.
 Usage: compare_test.py CASE --bin shardproof --work DIR
 """
+import functools
 import os
 import sys
 
@@ -24,8 +25,7 @@ COMMON = ["--preset", "tiny", "--set", "train.steps=3", "--set", "train.eval_bat
 check = T.Checks()
 
 
-def run(cmd):
-    return T.run(cmd, timeout=600)
+run = functools.partial(T.run, timeout=600)
 
 
 def case_table(binary, out):

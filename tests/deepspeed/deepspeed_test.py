@@ -15,6 +15,7 @@ Cases:
 Usage: deepspeed_test.py CASE --bin shardproof --source DIR --work DIR
 """
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -22,20 +23,15 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
+from sp_test import fail  # noqa: E402
+
 # A small model and 6 steps, so that the five launches of a protocol take seconds (as tests/faults/).
 SHORT = ["train.seq_len=64", "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "prove.checkpoint_step=3",
          "prove.eval_margin=0.25"]
 SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64"] + SHORT
-
-
-def fail(msg):
-    print("FAIL:", msg, flush=True)
-    sys.exit(1)
-
-
-def run(cmd, timeout=900):
-    print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+run = functools.partial(T.run, echo=True)
 
 
 def prove(args, np):
@@ -159,7 +155,7 @@ def bad_input(args):
                   "8 != 2 * 4 * 2"),
         "offload": ('{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}',
                     "zero_optimization.offload_optimizer: refused"),
-        "unknown": ('{"train_batch_size": 8, "fp16": {"enabled": false, "loss_scael": 0}}', "fp16.loss_scael: unknown key"),
+        "unknown": ('{"train_batch_size": 8, "fp16": {"enabled": false, "loss_scael": 0}}', "unknown key fp16.loss_scael"),
     }
     os.makedirs(args.work, exist_ok=True)
     for name, (text, needle) in cases.items():

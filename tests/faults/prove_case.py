@@ -20,6 +20,10 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
+from sp_test import fail  # noqa: E402
+
 # A small model so that each protocol (5 mpirun launches) takes seconds on 2 cores.
 SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
          "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "train.warmup_steps=1", "train.lr=5e-3",
@@ -94,14 +98,7 @@ def prove(args, out, fault, sets, extra=()):
     return p
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+load = T.read_json
 
 
 def check_fault_case(args, name):

@@ -8,7 +8,7 @@
 set -u
 BIN=$1
 WORK=$2
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../support/sp_test.sh"  # fail
 rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot create $WORK"
 PY=/usr/bin/python3
 

@@ -26,6 +26,7 @@ bad_input:   not a directory, not a bundle (exit 2 naming what was looked for; w
 Usage: report_test.py CASE --bin shardproof --work DIR
 """
 import argparse
+import functools
 import glob
 import json
 import os
@@ -35,7 +36,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
 from headless import CHROMIUM, Browser  # noqa: E402
 
 # The small model of tests/faults/prove_case.py: each protocol (5 mpirun launches) takes seconds.
@@ -43,35 +45,12 @@ SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_se
          "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "train.warmup_steps=1", "train.lr=5e-3",
          "prove.checkpoint_step=3", "prove.eval_margin=0.25"]
 PROOF_VIEWS = {"gate", "divergence", "pipeline", "memory", "traffic", "curves", "checkpoints"}
-failures = []
+check = T.Checks()  # soft checks: every failed expectation printed, the verdict at the end
+failures = check.failures
+load, jsonl, sets = T.read_json, T.read_jsonl, T.sets
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def run(cmd, timeout=900):
-    t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    print(f"$ {' '.join(cmd)}  (exit {p.returncode}, {time.time() - t0:.1f} s)", flush=True)
-    return p
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def jsonl(path):
-    with open(path) as f:
-        return [json.loads(l) for l in f if l.strip()]
-
-
-def sets(values):
-    return sum((["--set", s] for s in values), [])
+run = functools.partial(T.run, echo=True)
 
 
 def prove(args, out, fault, extra_sets, extra=()):

@@ -35,6 +35,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import sp_test as T  # noqa: E402
+from sp_test import Failure, check, fresh, mpirun  # noqa: E402
+
 MODEL = ["--preset", "tiny",
          "--set", "model.dim=64", "--set", "model.n_heads=4", "--set", "model.n_kv_heads=2",
          "--set", "model.ffn_dim=128", "--set", "model.max_seq=32", "--set", "train.seq_len=32"]
@@ -42,34 +46,12 @@ SMALL = MODEL + ["--quiet", "--set", "train.steps=4", "--set", "train.eval_every
 ARGS = None
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
 def work(*parts):
     return os.path.join(ARGS.work, *parts)
 
 
-def fresh(path):
-    shutil.rmtree(path, ignore_errors=True)
-    return path
-
-
-def mpirun(n):
-    cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    return cmd
-
-
 def run(args, ranks=1, timeout=180, **kw):
-    cmd = ([ARGS.bin] if ranks == 1 else mpirun(ranks) + [ARGS.bin]) + list(args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    return T.run(T.launch(ARGS.bin, ranks) + list(args), timeout=timeout, **kw)
 
 
 def train(out, *extra, ranks=1, sets=(), timeout=180, **kw):

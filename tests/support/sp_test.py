@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 # The repository root: $SP_SOURCE_DIR when set, else the tree this file is in (tests/support/../..).
 SOURCE_DIR = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
@@ -59,9 +60,14 @@ def sets(overrides):
     return out
 
 
-def run(cmd, timeout=900, **kw):
-    """Runs `cmd` with its output captured as text; never raises on a non-zero exit."""
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+def run(cmd, timeout=900, echo=False, **kw):
+    """Runs `cmd` with its output captured as text; never raises on a non-zero exit. `echo`: prints the command,
+    its exit status and its time once it ends."""
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if echo:
+        print(f"$ {' '.join(cmd)}  (exit {p.returncode}, {time.time() - t0:.1f} s)", flush=True)
+    return p
 
 
 def show(p, tail=None):

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "checksum_records.h"
 #include "config/run_config.h"
 #include "core/file_io.h"
 #include "evidence/checksums.h"
@@ -27,35 +28,15 @@ namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json loss_record(int64_t step, double value) {
-  return {{"step", step},
-          {"phase", "loss"},
-          {"tensor", "loss"},
-          {"value", value},
-          {"bits", fmt::format("{:016x}", std::bit_cast<uint64_t>(value))}};
-}
-
-json scaler_record(int64_t step, double scale, bool skipped) {
-  return {{"step", step}, {"phase", "scaler"}, {"tensor", "loss_scaler"}, {"scale", scale}, {"skipped", skipped}};
-}
-
-// A 4-element gradient (a, a, a, a) whose bits `digest` names.
-json grad_record(int64_t step, double a, const std::string& digest) {
-  return {{"step", step}, {"phase", "grad"}, {"tensor", "w"},  {"numel", 4},     {"digest", digest}, {"l2", 2 * a},
-          {"sum", 4 * a}, {"absmax", a},     {"finite", true}, {"nonfinite", 0}, {"count", 4}};
-}
+using sp::test::grad_record;  // tests/support/checksum_records.h
+using sp::test::loss_record;
+using sp::test::scaler_record;
 
 struct Dir {
-  std::string path = [] {
-    std::string pattern = (fs::temp_directory_path() / "sp-scaler-XXXXXX").string();
-    return ::mkdtemp(pattern.data()) == nullptr ? std::string() : pattern;
-  }();
-  ~Dir() { fs::remove_all(path); }
+  const sp::test::TempDir dir;
   std::string write(const std::string& name, const std::vector<json>& records) const {
-    std::string s;
-    for (const json& r : records) s += r.dump() + "\n";
-    const std::string file = path + "/" + name;
-    EXPECT_TRUE(write_file_atomic(file, s).ok());
+    const std::string file = dir.file(name);
+    EXPECT_TRUE(write_file_atomic(file, sp::test::jsonl_text(records)).ok());
     return file;
   }
 };
@@ -70,7 +51,7 @@ std::vector<json> reference() {
 
 TEST(ChecksumsScaler, AWriterRecordIsReadBack) {
   Dir d;
-  const std::string file = d.path + "/checksums.jsonl";
+  const std::string file = d.dir.file("checksums.jsonl");
   {
     auto w = ChecksumWriter::open(file, JsonlWriter::Mode::kTruncate);
     ASSERT_TRUE(w.ok()) << w.status().message();

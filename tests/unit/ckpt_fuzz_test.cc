@@ -9,9 +9,9 @@
 
 #include <random>
 
-#include "../ckpt/ckpt_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
+#include "ckpt_test_util.h"
 #include "temp_dir.h"
 #include "unity_id.h"
 

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../ckpt/ckpt_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
+#include "ckpt_test_util.h"
 #include "core/file_io.h"
 #include "temp_dir.h"
 #include "unity_id.h"

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "checksum_records.h"
 #include "core/file_io.h"
 #include "evidence/compare.h"
+#include "temp_dir.h"
 #include "unity_id.h"
 
 namespace sp::evidence {
@@ -21,38 +23,18 @@ namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json loss(int64_t step, double value) {
-  return {{"step", step},
-          {"phase", "loss"},
-          {"tensor", "loss"},
-          {"value", value},
-          {"bits", fmt::format("{:016x}", std::bit_cast<uint64_t>(value))}};
-}
-
-// A 4-element gradient whose values are (a, a, a, a): l2 = 2a, sum = 4a, absmax = a; `digest` names its bits.
-json grad(int64_t step, double a, const std::string& digest) {
-  return {{"step", step}, {"phase", "grad"}, {"tensor", "w"},  {"numel", 4},     {"digest", digest}, {"l2", 2 * a},
-          {"sum", 4 * a}, {"absmax", a},     {"finite", true}, {"nonfinite", 0}, {"count", 4}};
-}
-
-std::string jsonl(const std::vector<json>& records) {
-  std::string s;
-  for (const json& r : records) s += r.dump() + "\n";
-  return s;
-}
+// The records (tests/support/checksum_records.h): a gradient of (a, a, a, a) has l2 = 2a, sum = 4a, absmax = a.
+const auto& loss = sp::test::loss_record;
+const auto& grad = sp::test::grad_record;
+const auto& jsonl = sp::test::jsonl_text;
 
 const std::string kDigestA(32, 'a'), kDigestB(32, 'b'), kDigestC(32, 'c');
 
 // The two files of one test, in a fresh directory that goes with it.
 struct Files {
-  std::string dir = fresh_dir(), run = dir + "/run.jsonl", ref = dir + "/ref.jsonl";
-  static std::string fresh_dir() {
-    std::string pattern = (fs::temp_directory_path() / "sp-compare-records-XXXXXX").string();
-    return ::mkdtemp(pattern.data()) == nullptr ? std::string() : pattern;
-  }
-  ~Files() { fs::remove_all(dir); }
+  const sp::test::TempDir dir;
+  const std::string run = dir.file("run.jsonl"), ref = dir.file("ref.jsonl");
   Files() {
-    EXPECT_FALSE(dir.empty()) << "mkdtemp failed";
     // Step 0 bit-identical; step 1: the gradient differs by 1e-7 relative (inside 2^-16), the loss by 1e-3.
     EXPECT_TRUE(
         write_file_atomic(ref, jsonl({loss(0, 2.0), grad(0, 1.0, kDigestA), loss(1, 1.5), grad(1, 0.5, kDigestB)}))

@@ -119,11 +119,11 @@ TEST(Labs, PlanLabsEvaluateEveryCase) {
     ++plan_labs;
     SCOPED_TRACE(lab.key);
     EXPECT_TRUE(validate_lab(lab, root()).ok()) << validate_lab(lab, root()).to_string();
-    const std::vector<PlanLabCase> cases = plan_lab_cases(lab);
+    const std::vector<proof::PlanLabCase> cases = proof::plan_lab_cases(lab.plan);
     ASSERT_EQ(cases.size(), lab.plan.clusters.size() * lab.plan.placements.size());
     std::map<std::string, double> sound_step;  // cluster → slowest sound placement's step
     std::map<std::string, double> fault_step;
-    for (const PlanLabCase& c : cases) {
+    for (const proof::PlanLabCase& c : cases) {
       SCOPED_TRACE(c.dir());
       Result<planner::PlanQuery> q = plan_lab_query(lab, c, root());
       ASSERT_TRUE(q.ok()) << q.status().to_string();
@@ -269,15 +269,15 @@ TEST(Labs, ProveOptionsCarryTheLab) {
   ProveOptions p = lab_prove_options(
       g, LabRunOptions{
              .out = "runs/g", .root = "/r", .cache = "/c", .extra_sets = {"train.recompute=none"}, .quiet = true});
-  EXPECT_EQ(p.preset, "tiny");
-  EXPECT_TRUE(p.config.empty());
+  EXPECT_EQ(p.source.preset, "tiny");
+  EXPECT_TRUE(p.source.config.empty());
   EXPECT_EQ(p.fault, g.fault);
   EXPECT_EQ(p.out, "runs/g");
-  EXPECT_EQ(p.root, "/r");
+  EXPECT_EQ(p.source.root, "/r");
   EXPECT_EQ(p.cache, "/c");
   EXPECT_TRUE(p.quiet);
-  ASSERT_EQ(p.sets.size(), g.sets.size() + 1);
-  EXPECT_EQ(p.sets.back(), "train.recompute=none");  // last wins over the lab's train.recompute=full
+  ASSERT_EQ(p.source.sets.size(), g.sets.size() + 1);
+  EXPECT_EQ(p.source.sets.back(), "train.recompute=none");  // last wins over the lab's train.recompute=full
   EXPECT_TRUE(contains(p.title, "LSL-G"));
   EXPECT_TRUE(contains(p.title, "4.2.4"));
 }
@@ -398,20 +398,20 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
   const std::string good = catalogue_text();
   // A value of the wrong type, at its own line and column.
   std::string t = edit_lab(good, "LSL-D", "world = 2", "world = \"2\"");
-  expect_refused(
-      t, {fmt::format(":{}:9: lab LSL-D: 'world' must be an integer, not a string", line_of(t, "world = \"2\""))});
+  expect_refused(t, {fmt::format(":{}: lab LSL-D.world = \"2\" must be an integer", line_of(t, "world = \"2\""))});
   expect_refused(edit_lab(good, "LSL-D", "sets = [\"parallel.dp=2\"", "sets = [2"),
-                 {"lab LSL-D", "'sets' must be an array of strings; element 1 is an integer"});
+                 {"lab LSL-D.sets must be an array of strings; element 1 is 2"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\navailable = \"no\""),
-                 {"lab LSL-D", "'available' must be a boolean"});
+                 {"lab LSL-D.available = \"no\" must be true or false"});
   // Unknown keys, in a lab and at the top level.
-  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nranks = 2"), {"lab LSL-D: unknown key 'ranks'"});
-  expect_refused(edit_lab(good, "LSL-D", "world = 2", "worlds = 2"), {"lab LSL-D", "missing required field 'world'"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nranks = 2"), {"unknown key lab LSL-D.ranks"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "worlds = 2"),
+                 {"lab LSL-D.world: missing field", "unknown key lab LSL-D.worlds"});
   expect_refused(std::string(good).replace(good.find("version = 1"), 11, "version = 1\ncolour = 1"),
-                 {"the top level: unknown key 'colour'"});
+                 {"unknown key colour"});
   // Missing required fields.
-  expect_refused(edit_lab(good, "LSL-D", "title = ", "titel = "), {"lab LSL-D", "missing required field 'title'"});
-  expect_refused(edit_lab(good, "LSL-D", "fault = ", "fault_ = "), {"lab LSL-D", "missing required field 'fault'"});
+  expect_refused(edit_lab(good, "LSL-D", "title = ", "titel = "), {"lab LSL-D.title: missing field"});
+  expect_refused(edit_lab(good, "LSL-D", "fault = ", "fault_ = "), {"lab LSL-D.fault: missing field"});
   // A key given twice (TOML itself), a lab key used twice.
   t = edit_lab(good, "LSL-D", "world = 2", "world = 2\nworld = 2");
   expect_refused(t, {fmt::format(":{}:", line_of(t, "world = 2\nworld = 2") + 1)});
@@ -430,7 +430,7 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
     EXPECT_FALSE((*c->find("LSL-I"))->available);
   }
   expect_refused(edit_lab(unavailable, "LSL-I", "unavailable_reason = ", "reason = "),
-                 {"lab LSL-I", "missing required field 'unavailable_reason'"});
+                 {"lab LSL-I.unavailable_reason: missing field"});
   expect_refused(edit_lab(unavailable, "LSL-I", "available = false", "available = false\nfault = \"stale-grad@2\""),
                  {"lab LSL-I", "'fault' does not belong to an unavailable lab"});
   expect_refused(edit_lab(unavailable, "LSL-I", "available = false", "available = false\nclusters = [\"dgx-a100\"]"),
@@ -452,7 +452,7 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
                  {"'format' is 'shardproof-lab'"});
   expect_refused("format = \"shardproof-labs\"\nversion = 1\n[[lab]\n", {":3:"});
   expect_refused("format = \"shardproof-labs\"\nversion = 1\nevaluation = \"e\"\ncommon_limits = [\"c\"]\n",
-                 {"missing required field 'lab'"});
+                 {"missing array of tables [[lab]]"});
 }
 
 // A plan lab's fields: each kind of damage is refused naming the lab and the field.
@@ -460,13 +460,14 @@ TEST(LabCatalogueFile, RefusesBrokenPlanLabs) {
   const std::string good = catalogue_text();
   const auto i = [&](const std::string& from, const std::string& to) { return edit_lab(good, "LSL-I", from, to); };
   expect_refused(i("kind = \"plan\"", "kind = \"plans\""), {"lab LSL-I", "'kind' is 'plans'"});
-  expect_refused(i("nodes = 4", "nodes = 4\nnode = 4"), {"lab LSL-I: unknown key 'node'"});
-  expect_refused(i("placements = ", "placement = "), {"lab LSL-I", "missing required field 'placements'"});
+  expect_refused(i("nodes = 4", "nodes = 4\nnode = 4"), {"unknown key lab LSL-I.node"});
+  expect_refused(i("placements = ", "placement = "), {"lab LSL-I.placements: missing field"});
   expect_refused(i("model = \"llama-7b\"", "model = \"llama-8b\""), {"lab LSL-I", "'model' names no model shape"});
   expect_refused(i("strategy = \"dp4-tp4-pp2-zero1\"", "strategy = \"dp4-tp4-pp2-zero9\""),
                  {"lab LSL-I", "'strategy' 'dp4-tp4-pp2-zero9'"});
   expect_refused(i("nodes = 4", "nodes = 0"), {"lab LSL-I", "'nodes' is 0"});
-  expect_refused(i("global_batch = 256", "global_batch = \"256\""), {"lab LSL-I", "'global_batch' must be an integer"});
+  expect_refused(i("global_batch = 256", "global_batch = \"256\""),
+                 {"lab LSL-I.global_batch = \"256\" must be an integer"});
   expect_refused(i("clusters = [\"dgx-a100\", \"dgx-h100\"]", "clusters = [\"dgx-a100\"]"),
                  {"lab LSL-I", "'clusters' has 1 entry"});
   expect_refused(i("clusters = [\"dgx-a100\", \"dgx-h100\"]", "clusters = [\"dgx-a100\", \"dgx-a100\"]"),
@@ -481,7 +482,7 @@ TEST(LabCatalogueFile, RefusesBrokenPlanLabs) {
   expect_refused(i("nodes = 4", "nodes = 4\nworld = 32"), {"lab LSL-I", "'world' does not belong to a plan lab"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nclusters = [\"dgx-a100\"]"),
                  {"lab LSL-D", "'clusters' does not belong to a proof lab"});
-  expect_refused(i("kind = \"plan\"", "kind = \"prove\""), {"lab LSL-I", "missing required field 'world'"});
+  expect_refused(i("kind = \"plan\"", "kind = \"prove\""), {"lab LSL-I.world: missing field"});
 }
 
 TEST(LabCatalogueFile, MissingFileIsNotFound) {

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli_run.h"
+#include "temp_dir.h"
 #include "unity_id.h"
 
 namespace sp::cli {
@@ -18,30 +20,19 @@ namespace {
 namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
-std::string source_dir() {
-  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using sp::test::source_dir;
 
 struct Ran {
   int code = 0;
   std::string out, err;
 };
 
+// `plan ...` through its real CLI wiring (tests/support/cli_run.h), with its stdout.
 Ran run(const std::string& line) {
-  CLI::App app{"shardproof"};
-  app.require_subcommand(1);
-  CommandResult result;
-  register_plan(app, result);
   Ran r;
   testing::internal::CaptureStdout();
   testing::internal::CaptureStderr();
-  try {
-    app.parse(line + " --root " + source_dir(), /*program_name_included=*/false);
-    r.code = result.exit_code;
-  } catch (const CLI::ParseError& e) {
-    r.code = app.exit(e) == 0 ? 0 : 2;
-  }
+  r.code = sp::test::run_command(register_plan, line + " --root " + source_dir());
   std::fflush(stdout);
   std::fflush(stderr);
   r.out = testing::internal::GetCapturedStdout();
@@ -72,8 +63,8 @@ TEST(PlanCli, ModelsFromPresetsRunConfigsAndHuggingFace) {
   EXPECT_EQ(run("plan --cluster dgx-a100 --model tiny").code, 0);         // configs/tiny.toml
   EXPECT_EQ(run("plan --cluster dgx-a100 --model megatron-1t").code, 0);  // named GPT shape
   EXPECT_EQ(run("plan --cluster dgx-a100 --model " + source_dir() + "/configs/small.toml").code, 0);
-  const fs::path dir = fs::temp_directory_path() / ("sp-plan-cli-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const sp::test::TempDir scratch;
+  const fs::path dir = scratch.path();
   std::ofstream(dir / "config.json") << R"({"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
     "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 2048,
     "model_type": "llama", "hidden_act": "silu", "rope_scaling": null})";
@@ -84,7 +75,6 @@ TEST(PlanCli, ModelsFromPresetsRunConfigsAndHuggingFace) {
     "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048,
     "rope_scaling": {"type": "linear", "factor": 2.0}})";
   EXPECT_EQ(run("plan --cluster dgx-a100 --model " + (dir / "scaled.json").string()).code, 2);
-  fs::remove_all(dir);
 }
 
 TEST(PlanCli, EvaluatesOneConfigurationAndSearches) {
@@ -143,10 +133,10 @@ TEST(PlanCli, BadInputIsExitTwo) {
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-70b").code, 2);               // unknown model
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --dp 3 --tp 8").code, 2);  // impossible placement
   EXPECT_EQ(run("plan --cluster dgx-a100 --nodes 0 --model llama-7b").code, 2);      // CLI11 range check
-  const fs::path bad = fs::temp_directory_path() / ("sp-plan-bad-" + std::to_string(::getpid()) + ".toml");
+  const sp::test::TempDir scratch;
+  const fs::path bad = scratch.file("bad.toml");
   std::ofstream(bad) << "name = \"x\"\n[nodes]\ncount = -1\n";
   EXPECT_EQ(run("plan --cluster " + bad.string() + " --model llama-7b").code, 2);
-  fs::remove(bad);
 }
 
 // Issue 31 items 9 and 12: a plan may use fewer devices than the cluster has (a one-rank run on a two-device

@@ -7,16 +7,14 @@
 #include <filesystem>
 
 #include "planner/cluster.h"
+#include "temp_dir.h"
 #include "unity_id.h"
 
 namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
-std::string source_dir() {
-  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using sp::test::source_dir;
 std::string presets() { return source_dir() + "/configs/clusters"; }
 
 constexpr double kGiB = 1073741824.0;

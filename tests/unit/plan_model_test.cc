@@ -12,6 +12,7 @@
 
 #include "config/hf_config.h"
 #include "planner/model_shape.h"
+#include "temp_dir.h"
 #include "unity_id.h"
 
 namespace sp::planner {
@@ -168,8 +169,8 @@ TEST(PlanModel, UnknownAndMissingKeysAllReportedAtOnce) {
 }
 
 TEST(PlanModel, ReadsAConfigFileNamedByItsDirectory) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("sp-plan-hf-" + std::to_string(::getpid())) / "Llama-2-7b-hf";
+  const sp::test::TempDir scratch;
+  const auto dir = std::filesystem::path(scratch.file("Llama-2-7b-hf"));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << llama2_7b().dump();
   auto s = read_hf_config((dir / "config.json").string());
@@ -182,7 +183,6 @@ TEST(PlanModel, ReadsAConfigFileNamedByItsDirectory) {
   auto none = read_hf_config((dir / "none.json").string());
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().exit_code(), 2);
-  std::filesystem::remove_all(dir.parent_path());
 }
 
 }  // namespace SP_TEST_ID

@@ -15,16 +15,14 @@
 #include "core/file_io.h"
 #include "planner/published_memory.h"
 #include "planner/published_runs.h"
+#include "temp_dir.h"
 #include "unity_id.h"
 
 namespace sp::planner {
 namespace {
 namespace SP_TEST_ID {
 
-std::string source_dir() {
-  if (const char* e = std::getenv("SP_SOURCE_DIR")) return e;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using sp::test::source_dir;
 
 // Rajbhandari et al., SC'20, Table 1: GB per device (1e9 bytes) as printed, for the 7.5B model at every
 // N_d and the 128B model at N_d = 64 (stages P_os, P_os+g, P_os+g+p; K = 12, fp16 parameters and gradients).
@@ -119,8 +117,8 @@ TEST(PlanPublished, ThroughputTableLoadsAndCatchesTranscriptionErrors) {
 
   auto text = read_file(path);
   ASSERT_TRUE(text.ok());
-  const std::string tmp =
-      (std::filesystem::temp_directory_path() / ("sp-plan-pub-" + std::to_string(::getpid()) + ".toml")).string();
+  const sp::test::TempDir scratch;
+  const std::string tmp = scratch.file("published.toml");
   auto broken = [&](const std::string& from, const std::string& to) {
     std::string s = *text;
     s.replace(s.find(from), from.size(), to);
@@ -142,7 +140,6 @@ TEST(PlanPublished, ThroughputTableLoadsAndCatchesTranscriptionErrors) {
   EXPECT_NE(e.find("disagrees with percent_of_peak 64"), std::string::npos) << e;
   e = broken("global_batch = 512\n", "");
   EXPECT_NE(e.find("run[0].global_batch: missing field"), std::string::npos) << e;
-  std::filesystem::remove(tmp);
 }
 
 }  // namespace SP_TEST_ID

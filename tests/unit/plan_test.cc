@@ -175,7 +175,7 @@ TEST(RunConfig, StrictKeysAndTypes) {
   EXPECT_NE(bad.status().hint().find("steps"), std::string::npos);
   bad = config::RunConfig::from_json({{"train", {{"steps", "ten"}}}});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("train.steps must be an integer"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("train.steps = \"ten\" must be an integer"), std::string::npos);
   bad = config::RunConfig::from_json({{"parallel", {{"zero", 4}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("parallel.zero = 4 is out of range [0, 3]"), std::string::npos);

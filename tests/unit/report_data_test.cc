@@ -15,6 +15,7 @@
 
 #include "core/file_io.h"
 #include "report/render.h"
+#include "temp_dir.h"
 #include "unity_id.h"
 
 namespace sp::report {
@@ -23,18 +24,6 @@ namespace SP_TEST_ID {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    static std::atomic<int> n{0};
-    path =
-        (fs::temp_directory_path() / ("sp-report-" + std::to_string(::getpid()) + "-" + std::to_string(n++))).string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 void write(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
@@ -104,23 +93,23 @@ TEST(ReportPage, NotAPage) {
 }
 
 TEST(ReportData, NotABundleNamesWhatWasLookedFor) {
-  TempDir t;
-  auto r = report_data(t.path);
+  const sp::test::TempDir t;
+  auto r = report_data(t.path());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().exit_code(), 2);
   for (const char* f : {"prove.json", "compare.json", "contract.json"})
     EXPECT_NE(r.status().message().find(f), std::string::npos) << r.status().message();
-  auto missing = report_data(t.path + "/nowhere");
+  auto missing = report_data(t.path() + "/nowhere");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("is not a directory"), std::string::npos);
-  write(t.path + "/prove.json", "{}");
-  EXPECT_EQ(*bundle_kind_of(t.path), BundleKind::kProof);
+  write(t.path() + "/prove.json", "{}");
+  EXPECT_EQ(*bundle_kind_of(t.path()), BundleKind::kProof);
 }
 
 TEST(ReportData, CompareDirectoryIsAFunctionOfItsBytesNotOfItsPlace) {
-  TempDir a, b;
-  make_compare_dir(a.path + "/c");
-  auto da = report_data(a.path + "/c");
+  const sp::test::TempDir a, b;
+  make_compare_dir(a.path() + "/c");
+  auto da = report_data(a.path() + "/c");
   ASSERT_TRUE(da.ok()) << da.status().message();
   EXPECT_EQ((*da)["kind"], "compare");
   EXPECT_TRUE(report_problems(*da).empty()) << da->dump(1);
@@ -130,53 +119,53 @@ TEST(ReportData, CompareDirectoryIsAFunctionOfItsBytesNotOfItsPlace) {
   EXPECT_EQ(curves["data"]["runs"][0]["eval"][1]["eval_loss"], 6.75);
   EXPECT_EQ(curves["data"]["runs"][0]["file"], "dp1/metrics.jsonl");
   EXPECT_EQ(view(*da, "compare")["data"]["rows"].size(), 2u);
-  EXPECT_EQ(da->dump().find(a.path), std::string::npos) << "an absolute path leaked into the data";
+  EXPECT_EQ(da->dump().find(a.path()), std::string::npos) << "an absolute path leaked into the data";
   // The error row keeps its message, with the path relative to the bundle.
   EXPECT_NE(da->dump().find("not run: tp8: model.n_kv_heads"), std::string::npos) << da->dump(1);
 
   // The same bytes elsewhere (compare.json's own "dir" fields still name the old place).
-  fs::copy(a.path + "/c", b.path + "/moved", fs::copy_options::recursive);
-  auto db = report_data(b.path + "/moved/");
+  fs::copy(a.path() + "/c", b.path() + "/moved", fs::copy_options::recursive);
+  auto db = report_data(b.path() + "/moved/");
   ASSERT_TRUE(db.ok());
   EXPECT_EQ(*db, *da);
 }
 
 TEST(ReportData, MissingFileIsAProblemNamingIt) {
-  TempDir t;
-  make_compare_dir(t.path);
-  fs::remove(t.path + "/dp1/metrics.jsonl");
-  auto d = report_data(t.path);
+  const sp::test::TempDir t;
+  make_compare_dir(t.path());
+  fs::remove(t.path() + "/dp1/metrics.jsonl");
+  auto d = report_data(t.path());
   ASSERT_TRUE(d.ok());
   const auto problems = report_problems(*d);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0], "dp1/metrics.jsonl: missing");
   EXPECT_EQ(view(*d, "curves")["problems"][0], "dp1/metrics.jsonl: missing");
-  auto written = write_report(t.path);
+  auto written = write_report(t.path());
   ASSERT_TRUE(written.ok());
   EXPECT_EQ(*written, problems);
 }
 
 TEST(ReportData, AFileOfAnUnexpectedShapeIsAProblemNotACrash) {
-  TempDir t;
-  make_compare_dir(t.path);
-  write(t.path + "/compare.json", R"({"rows": [{"label": "dp1", "memory": 5}], "preset": 7})");
-  auto d = report_data(t.path);
+  const sp::test::TempDir t;
+  make_compare_dir(t.path());
+  write(t.path() + "/compare.json", R"({"rows": [{"label": "dp1", "memory": 5}], "preset": 7})");
+  auto d = report_data(t.path());
   ASSERT_TRUE(d.ok());
   const auto problems = report_problems(*d);
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems[0].find("unexpected structure"), std::string::npos) << problems[0];
-  write(t.path + "/dp1/metrics.jsonl", "{\"step\": \"zero\", \"loss\": 1}\n[1, 2]\n");
-  auto again = report_data(t.path);
+  write(t.path() + "/dp1/metrics.jsonl", "{\"step\": \"zero\", \"loss\": 1}\n[1, 2]\n");
+  auto again = report_data(t.path());
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(render_report(*again).empty());
 }
 
 TEST(ReportCheck, AnEditedReportFailsNamingTheFileAndTheValue) {
-  TempDir t;
-  make_compare_dir(t.path);
-  ASSERT_TRUE(write_report(t.path).ok());
-  EXPECT_TRUE(check_report(t.path).ok());
-  const std::string path = t.path + "/report.html";
+  const sp::test::TempDir t;
+  make_compare_dir(t.path());
+  ASSERT_TRUE(write_report(t.path()).ok());
+  EXPECT_TRUE(check_report(t.path()).ok());
+  const std::string path = t.path() + "/report.html";
   const std::string page = read_file(path).value();
 
   // The data: a strategy made to look ok.
@@ -185,7 +174,7 @@ TEST(ReportCheck, AnEditedReportFailsNamingTheFileAndTheValue) {
   ASSERT_NE(at, std::string::npos);
   forged.replace(at, 10, "\"ok\":true ");
   write(path, forged);
-  Status s = check_report(t.path);
+  Status s = check_report(t.path());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("report.html"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("shows true, the bundle gives false"), std::string::npos) << s.message();
@@ -195,16 +184,16 @@ TEST(ReportCheck, AnEditedReportFailsNamingTheFileAndTheValue) {
   std::string retitled = page;
   retitled.replace(retitled.find("<title>"), 7, "<title>PASS ");
   write(path, retitled);
-  s = check_report(t.path);
+  s = check_report(t.path());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the page around them"), std::string::npos) << s.message();
 
   // The bundle changed after the report was written.
   write(path, page);
-  std::string metrics = read_file(t.path + "/dp1/metrics.jsonl").value();
+  std::string metrics = read_file(t.path() + "/dp1/metrics.jsonl").value();
   metrics.replace(metrics.find("7.25"), 4, "9.5");
-  write(t.path + "/dp1/metrics.jsonl", metrics);
-  s = check_report(t.path);
+  write(t.path() + "/dp1/metrics.jsonl", metrics);
+  s = check_report(t.path());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/loss/0: the page shows 7.25, the bundle gives 9.5"), std::string::npos) << s.message();
 }

@@ -20,6 +20,7 @@
 #include "core/json_io.h"
 #include "core/machine.h"
 #include "evidence/run_dir.h"
+#include "temp_dir.h"
 #include "unity_id.h"
 
 namespace sp {
@@ -27,14 +28,9 @@ namespace {
 namespace SP_TEST_ID {
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / fmt::format("run_files_test_{}_{}", ::getpid(), name);
-  fs::remove_all(d);
-  return d.string();
-}
-
 TEST(JsonlWriter, AFailedWriteLeavesOnlyWholeLines) {
-  const std::string dir = fresh_dir("jsonl");
+  const sp::test::TempDir scratch("jsonl");
+  const std::string dir = scratch.path();
   fs::create_directories(dir);
   const std::string path = dir + "/x.jsonl";
   auto w = JsonlWriter::open(path, JsonlWriter::Mode::kTruncate);
@@ -67,7 +63,8 @@ TEST(JsonlWriter, AFailedWriteLeavesOnlyWholeLines) {
 }
 
 TEST(DirectoryLock, OneHolderAtATimeNamedByPid) {
-  const std::string dir = fresh_dir("lock");
+  const sp::test::TempDir scratch("lock");
+  const std::string dir = scratch.path();
   fs::create_directories(dir);
   const std::string lock_path = dir + "/.lock";
   auto first = DirectoryLock::acquire(lock_path, dir);
@@ -85,7 +82,8 @@ TEST(DirectoryLock, OneHolderAtATimeNamedByPid) {
 
 TEST(RunDir, Claims) {
   using evidence::claim_run_dir;
-  const std::string root = fresh_dir("claim");
+  const sp::test::TempDir scratch("claim");
+  const std::string root = scratch.path();
   // A new directory is created and locked; a second claim while it is held fails naming the holder.
   {
     auto a = claim_run_dir(root + "/new", {});
@@ -141,7 +139,8 @@ TEST(RunDir, Claims) {
 }
 
 TEST(StallDiagnosis, NamesTheStoppedMember) {
-  const std::string dir = fresh_dir("stall");
+  const sp::test::TempDir scratch("stall");
+  const std::string dir = scratch.path();
   fs::create_directories(dir + "/trace");
   // World ranks 0, 1, 2 in group 'world'. Rank 0 (this test) and rank 2 wait in seq 6 (their timed_out
   // records); rank 1's trace ends at seq 5 and its process is stopped.

@@ -1,0 +1,325 @@
+// The replay of one rank's memory events on a counting ledger (the ledger model's core, ledger_model.h):
+// setup in construction order, then every action of an evaluation or a training step, allocating and freeing
+// as the engine does (activations, pooled gathers, the canonical gradient tree's leaves). Internal to
+// plan/ledger_model.cc; not an API.
+// Invariant: every piece of state lives in the Replay object, so a copy can try a step without touching the
+// original (predict_ledger's steady-state test).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "comm/deterministic.h"
+#include "kernels/attention.h"
+#include "kernels/attention16.h"
+#include "kernels/reduce.h"
+#include "model/weights.h"
+#include "plan/block_shapes.h"
+#include "plan/ledger_model.h"
+
+namespace sp::plan::ledger_detail {
+
+constexpr int64_t kF = 4;  // bytes per fp32 / int32
+
+// The run's memory events replayed on a counting ledger. Every piece of state lives in this object,
+// so a copy can try a step without touching the original (predict_ledger's steady-state test).
+class Replay {
+ public:
+  explicit Replay(const LedgerModelInput& in) : in_(in), m_(in.model) {
+    sim_.named = in.named;
+    setup();
+  }
+
+  void evaluation() {
+    for (const auto& a : in_.eval_actions) forward(a, false);
+  }
+  void step(bool eval_after) {
+    for (const auto& a : in_.train_actions) a.forward ? forward(a, true) : backward(a);
+    if (widened_ > 0) sim_.free("grad.widened", Category::kGrad, widened_);  // after the optimizer step
+    widened_ = 0;
+    synced_ = 0;
+    if (eval_after) evaluation();
+  }
+  // Same live bytes, peaks, pools, gathers and gradient buffers: only allocation counts may differ.
+  bool same_state(const Replay& o) const {
+    auto same_bytes = [](const MemoryLedger::Bytes& a, const MemoryLedger::Bytes& b) {
+      return a.live == b.live && a.peak == b.peak;
+    };
+    const LedgerPrediction &a = sim_.p, &b = o.sim_.p;
+    if (!same_bytes(a.total, b.total) || a.entries.size() != b.entries.size()) return false;
+    for (size_t c = 0; c < kCategoryCount; ++c)
+      if (!same_bytes(a.by_category[c], b.by_category[c])) return false;
+    for (auto i = a.entries.begin(), j = b.entries.begin(); i != a.entries.end(); ++i, ++j)
+      if (i->first != j->first || i->second.live != j->second.live || i->second.peak != j->second.peak ||
+          i->second.category != j->second.category)
+        return false;
+    return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ && refs_ == o.refs_ &&
+           grads_ == o.grads_ && synced_ == o.synced_ && widened_ == o.widened_;
+  }
+  int64_t allocations(const std::string& name) const { return sim_.p.entries.at(name).allocations; }
+  LedgerPrediction result() const { return sim_.p; }
+
+ private:
+  // A ledger that only counts: the same bookkeeping rules as MemoryLedger, no memory.
+  struct Simulator {
+    LedgerPrediction p;
+    bool named = true;  // keep per-name entries (LedgerModelInput::named)
+    void alloc(const std::string& name, Category c, int64_t bytes) { bump(name, c, bytes, true); }
+    void free(const std::string& name, Category c, int64_t bytes) { bump(name, c, -bytes, false); }
+    void bump(const std::string& name, Category c, int64_t b, bool count) {
+      auto up = [b](MemoryLedger::Bytes& x) {
+        x.live += b;
+        x.peak = std::max(x.peak, x.live);
+      };
+      up(p.total);
+      up(p.by_category[static_cast<size_t>(c)]);
+      if (!named) return;
+      auto& e = p.entries[name];
+      e.category = c;
+      e.live += b;
+      e.peak = std::max(e.peak, e.live);
+      if (count) ++e.allocations;
+    }
+  };
+  // Gradient leaves of one unit: buffers allocated when the canonical tree's stack needs more than exist.
+  struct GradUnit {
+    int64_t allocated = 0, in_use = 0, leaves = 0;
+    std::vector<int64_t> stack;  // sizes of the canonical partial sums
+    bool current = false;
+    bool operator==(const GradUnit&) const = default;
+  };
+
+  int64_t N() const { return in_.micro_batch_size * in_.seq_len; }
+  std::string name_of(int id) const { return model::unit_name(m_, id); }
+  int64_t shard_of(int id) const {
+    return comm::even_split_counts(unit_numel_.at(id), in_.dp)[static_cast<size_t>(in_.dp_rank)];
+  }
+
+  void block_set(const std::string& p) {
+    const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
+    const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
+    const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
+    const std::vector<std::tuple<std::string, int64_t, int64_t>> t = {
+        {".xn1", N() * C, h},       {".rstd1", N(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
+        {".attn", N() * Hl * D, h}, {".mid", N() * C, kF}, {".xn2", N() * C, h},    {".rstd2", N(), kF},
+        {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
+    for (const auto& [s, n, bytes] : t) sim_.alloc(p + s, Category::kActivation, n * bytes);
+  }
+
+  // Setup, in construction order.
+  void setup() {
+    const int64_t T = in_.seq_len, C = m_.dim, D = m_.head_dim();
+    const int64_t Hl = m_.n_heads / in_.tp, KVl = m_.n_kv_heads / in_.tp, Fl = m_.ffn_dim / in_.tp;
+    const int64_t Wqkv = (Hl + 2 * KVl) * D;
+    const auto W = Category::kWorkspace;
+    std::vector<std::vector<int>> chunk_units;  // unit ids per virtual stage, forward order
+    for (const auto& ch : in_.chunks) {
+      const int n_local = ch.layer_end - ch.layer_begin;
+      sim_.alloc("rope.cos", W, T * (D / 2) * kF);
+      sim_.alloc("rope.sin", W, T * (D / 2) * kF);
+      sim_.alloc("scratch.tmp", W, N() * C * kF);
+      sim_.alloc("scratch.dres", W, N() * C * kF);
+      if (n_local > 0 || ch.last) sim_.alloc("scratch.dxn", W, N() * C * kF);
+      if (n_local > 0) {
+        sim_.alloc("scratch.dqkv", W, N() * Wqkv * kF);
+        sim_.alloc("scratch.dattn", W, N() * Hl * D * kF);
+        sim_.alloc("scratch.dgu", W, N() * 2 * Fl * kF);
+        sim_.alloc("scratch.dh", W, N() * Fl * kF);
+        sim_.alloc(
+            "scratch.attention", W,
+            (in_.mixed() ? kernels::attention16_scratch_floats(T, D) : kernels::attention_scratch_floats(T)) * kF);
+        if (in_.recompute == model::Recompute::kFull) block_set("recompute");
+      }
+      if (in_.mixed()) {
+        const model::Stage16Workspace w =
+            model::stage16_workspace(m_, n_local, ch.last, in_.tp, in_.micro_batch_size, T, in_.gemm16);
+        if (w.norm_weight > 0) sim_.alloc("scratch.norm_weight", W, w.norm_weight * kF);
+        if (w.grad16 > 0) sim_.alloc("scratch.grad16", W, w.grad16 * in_.param_bytes);
+        if (w.gemm16 > 0) sim_.alloc("scratch.gemm16", W, w.gemm16 * kF);
+      }
+      const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
+      for (int id : ids) unit_numel_[id] = model::unit_layout(m_, id, in_.tp_rank, in_.tp).numel;
+      chunk_units.push_back(ids);
+    }
+    int64_t max_unit = 0, max_shard = 0;
+    for (const auto& [id, n] : unit_numel_) {
+      max_unit = std::max(max_unit, n);
+      max_shard = std::max(max_shard, shard_of(id));
+    }
+    if (in_.deterministic && in_.dp > 1)
+      sim_.alloc("comm.dp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(max_unit, in_.dp) * kF);
+    if (in_.deterministic && in_.tp > 1)
+      sim_.alloc("comm.tp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(N() * C, in_.tp) * kF);
+    std::vector<int> all_units;
+    for (const auto& ids : chunk_units) all_units.insert(all_units.end(), ids.begin(), ids.end());
+    const int64_t wb = in_.param_bytes, gb = in_.grad_bytes;
+    for (int id : all_units) {
+      if (in_.zero < 3)
+        sim_.alloc("param." + name_of(id), Category::kParam, unit_numel_[id] * wb);
+      else
+        sim_.alloc("param." + name_of(id) + ".shard", Category::kParam, shard_of(id) * wb);
+      if (in_.mixed())  // the fp32 master weights of the owned piece (ParamStore)
+        sim_.alloc("optim.master." + name_of(id), Category::kOptim,
+                   (in_.zero == 0 ? unit_numel_[id] : shard_of(id)) * kF);
+    }
+    if ((in_.zero == 1 || in_.zero == 2) && in_.dp > 1) sim_.alloc("comm.param_shard", Category::kComm, max_shard * wb);
+    if (in_.zero >= 1)
+      for (int id : all_units) sim_.alloc("grad." + name_of(id) + ".shard", Category::kGrad, shard_of(id) * gb);
+    for (int id : all_units) {
+      if (!in_.owns_optimizer) break;
+      const int64_t owned = in_.zero == 0 ? unit_numel_[id] : shard_of(id);
+      sim_.alloc("optim.exp_avg." + name_of(id), Category::kOptim, owned * kF);
+      sim_.alloc("optim.exp_avg_sq." + name_of(id), Category::kOptim, owned * kF);
+    }
+    sim_.alloc("io.tokens", Category::kIo, in_.micro_batch_size * (T + 1) * kF);
+    pool_size_.assign(in_.chunks.size(), 0);
+    pool_free_.assign(in_.chunks.size(), 0);
+  }
+
+  // Activation slots: a pool per virtual stage, indices numbered across the rank in allocation order.
+  void slot_alloc(int v) {
+    const auto& ch = in_.chunks[static_cast<size_t>(v)];
+    const int64_t C = m_.dim, Vl = m_.vocab_size / in_.tp;
+    const auto A = Category::kActivation;
+    const std::string p = fmt::format("act.s{}", next_slot_++);
+    if (ch.first) sim_.alloc(p + ".inputs", Category::kIo, N() * kF);
+    if (ch.last) sim_.alloc(p + ".targets", Category::kIo, N() * kF);
+    for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i) sim_.alloc(fmt::format("{}.res{}", p, i), A, N() * C * kF);
+    if (in_.recompute == model::Recompute::kNone)
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l));
+    if (ch.last) {
+      sim_.alloc(p + ".xf", A, N() * C * in_.param_bytes);
+      sim_.alloc(p + ".rstdf", A, N() * kF);
+      sim_.alloc(p + ".logits", A, N() * Vl * kF);
+      for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(p + s, A, N() * kF);
+    }
+    ++pool_size_[static_cast<size_t>(v)];
+  }
+  void take_slot(int v) {
+    if (pool_free_[static_cast<size_t>(v)] == 0)
+      slot_alloc(v);
+    else
+      --pool_free_[static_cast<size_t>(v)];
+  }
+  // ZeRO-3 gathers with nesting.
+  void acquire(int id) {
+    if (in_.zero < 3 || in_.dp == 1) return;
+    if (refs_[id]++ == 0)
+      sim_.alloc("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * in_.param_bytes);
+  }
+  void release(int id) {
+    if (in_.zero < 3 || in_.dp == 1) return;
+    if (--refs_[id] == 0) sim_.free("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * in_.param_bytes);
+  }
+  // 16-bit gradients (grad_bytes 2): the fp32 leaf lives from leaf() to done(), where the 16-bit buffer is
+  // taken; fp32: the leaf is the buffer, taken in leaf().
+  bool grad16() const { return in_.grad_bytes != kF; }
+  void take_buffer(int id, GradUnit& u) {
+    if (u.in_use == u.allocated)
+      sim_.alloc(fmt::format("grad.{}.b{}", name_of(id), u.allocated++), Category::kGrad,
+                 unit_numel_[id] * in_.grad_bytes);
+    ++u.in_use;
+  }
+  void leaf(int id) {
+    GradUnit& u = grads_[id];
+    if (u.current) return;
+    u.current = true;
+    if (grad16())
+      sim_.alloc("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
+    else
+      take_buffer(id, u);
+  }
+  void done(int id) {
+    GradUnit& u = grads_[id];
+    if (grad16()) {
+      take_buffer(id, u);
+      sim_.free("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
+    }
+    u.current = false;
+    u.stack.push_back(1);
+    while (u.stack.size() >= 2 && u.stack.back() == u.stack[u.stack.size() - 2]) {
+      u.stack.pop_back();
+      u.stack.back() *= 2;
+      --u.in_use;
+    }
+    if (++u.leaves == in_.local_micro_batches) {
+      u.in_use = 1;  // the fold leaves one buffer holding the total
+      u.stack.clear();
+      if (in_.zero >= 2) {
+        for (int64_t i = 0; i < u.allocated; ++i)
+          sim_.free(fmt::format("grad.{}.b{}", name_of(id), i), Category::kGrad, unit_numel_[id] * in_.grad_bytes);
+        u.allocated = 0;
+      }
+      u.in_use = 0;
+      u.leaves = 0;
+      // 16-bit gradients: once every unit is synchronized its pieces are widened for the evidence.
+      if (grad16() && ++synced_ == static_cast<int64_t>(unit_numel_.size())) {
+        for (const auto& [uid, n] : unit_numel_) widened_ += shard_of(uid) * kF;
+        sim_.alloc("grad.widened", Category::kGrad, widened_);
+      }
+    }
+  }
+  void forward(const LedgerModelInput::Action& a, bool train) {
+    const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
+    const int embed = model::embed_unit(), head = model::head_unit(m_);
+    take_slot(a.virtual_stage);
+    if (ch.first) {
+      acquire(embed);
+      release(embed);
+    }
+    for (int l = ch.layer_begin; l < ch.layer_end; ++l) {
+      acquire(model::block_unit(l));
+      release(model::block_unit(l));
+    }
+    if (ch.last) {
+      acquire(head);
+      if (m_.tie_embeddings) acquire(embed);
+      release(head);
+      if (m_.tie_embeddings) release(embed);
+    }
+    if (!train) ++pool_free_[static_cast<size_t>(a.virtual_stage)];  // forward only frees at once
+  }
+  void backward(const LedgerModelInput::Action& a) {
+    const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
+    const int embed = model::embed_unit(), head = model::head_unit(m_);
+    if (ch.last) {
+      acquire(head);
+      leaf(head);
+      if (m_.tie_embeddings) {
+        acquire(embed);
+        leaf(embed);
+      }
+      release(head);
+      if (m_.tie_embeddings) release(embed);
+      done(head);
+    }
+    for (int l = ch.layer_end - 1; l >= ch.layer_begin; --l) {
+      acquire(model::block_unit(l));
+      leaf(model::block_unit(l));
+      release(model::block_unit(l));
+      done(model::block_unit(l));
+    }
+    if (ch.first) {
+      leaf(embed);
+      done(embed);
+    }
+    ++pool_free_[static_cast<size_t>(a.virtual_stage)];
+  }
+
+  const LedgerModelInput& in_;
+  const model::LlamaConfig& m_;
+  Simulator sim_;
+  std::map<int, int64_t> unit_numel_;
+  std::vector<int64_t> pool_size_, pool_free_;
+  int next_slot_ = 0;
+  std::map<int, int> refs_;
+  std::map<int, GradUnit> grads_;
+  int64_t synced_ = 0;   // units synchronized this step
+  int64_t widened_ = 0;  // bytes of "grad.widened" while it lives
+};
+
+}  // namespace sp::plan::ledger_detail

@@ -1,0 +1,115 @@
+// Checkpoints, the fault and the recovery (criteria_rows.h): what the protocol's k, fault and recovery stages show.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "ckpt/load.h"
+#include "ckpt/names.h"
+#include "proof/criteria_rows.h"
+
+namespace sp::proof::criterion {
+
+using nlohmann::json;
+using namespace evidence;  // file names (bundle_paths.h)
+
+namespace {
+
+// The smallest step of the run's own traced training traffic (a resumed run starts at its checkpoint).
+int64_t first_traced_step(const TraceReport& r) {
+  int64_t first = INT64_MAX;
+  for (const auto& [k, t] : r.traffic)
+    if (k.phase != comm::Phase::kSetup && k.phase != comm::Phase::kCheckpoint) first = std::min(first, k.step);
+  return first;
+}
+
+}  // namespace
+
+// 9. Every checkpoint of the parallel run verifies; one exists at step k.
+Criterion checkpoints_verify(const GateContext& c) {
+  const int64_t k = c.bundle->checkpoint_step();
+  const ckpt::CheckpointPaths paths = c.bundle->paths().parallel().checkpoints();
+  auto listing = ckpt::list_checkpoints(paths);
+  std::string problem;
+  int verified = 0;
+  if (!listing.ok())
+    problem = listing.status().message();
+  else if (std::find(listing->steps.begin(), listing->steps.end(), k) == listing->steps.end())
+    problem = fmt::format("no checkpoint at step {}", k);
+  if (listing.ok())
+    for (int64_t s : listing->steps) {
+      if (Status st = ckpt::verify_checkpoint(paths, s); !st.ok()) {
+        if (problem.empty()) problem = st.message();
+      } else {
+        ++verified;
+      }
+    }
+  return make("checkpoints verify", problem.empty(), fmt::format("{} checkpoint(s) verified", verified),
+              fmt::format("every shard's size and SHA-256; one at step {}", k),
+              stage_dir(kParallelStage, kCheckpointsDir), problem);
+}
+
+// 10. The recovery run resumed at step k (not from scratch) and reproduces the parallel run bit for bit.
+Criterion resume_exact(const GateContext& c) {
+  const int64_t k = c.bundle->checkpoint_step();
+  const RunPaths rec = c.bundle->paths().recovery(), par = c.bundle->paths().parallel();
+  auto cmp = compare_checksums(rec.checksums(), par.checksums(),
+                               {.promised = Equivalence::kBitwise, .expected = expected_records(c.config)});
+  auto trace = check_trace_dir(rec.root());
+  const int64_t first = trace.ok() ? first_traced_step(*trace) : -1;
+  const bool resumed = first == k;
+  const bool exact = cmp.ok() && cmp->verdict == Equivalence::kBitwise;
+  return make(
+      "resume is exact", exact && resumed,
+      fmt::format("resumed at step {}; {}", first == INT64_MAX ? -1 : first, cmp.ok() ? cmp->describe() : "unreadable"),
+      fmt::format("training resumes at step {} and reproduces the parallel run bit for bit", k),
+      fmt::format("{}, {}, {}", stage_dir(kRecoveryStage, kTraceDir), stage_file(kRecoveryStage, kChecksumsFile),
+                  stage_file(kParallelStage, kChecksumsFile)),
+      !resumed
+          ? fmt::format("the recovery run's traces start at step {}, not at the checkpoint's step {}", first, k)
+          : (!cmp.ok()                ? cmp.status().message()
+             : !cmp->problems.empty() ? cmp->problems.front()
+                                      : (cmp->first_mismatch.empty() ? "" : cmp->first_mismatch.front().to_string())));
+}
+
+// 11. The fault: detected, by the expected view, at the expected step (and rank, where a view names one).
+Criterion fault_localized(const GateContext& c) {
+  const FaultSpec& fault = c.bundle->fault();
+  const FaultInfo& info = fault_info(fault.kind);
+  const Detection* e = c.divergence.earliest();
+  std::string why;
+  if (e == nullptr)
+    why = "no view saw the fault";
+  else if (e->view != info.expected_view)
+    why = fmt::format("first seen by {}, expected {}", view_name(e->view), view_name(info.expected_view));
+  else if (e->step != fault.step)
+    why = fmt::format("seen at step {}, injected at step {}", e->step, fault.step);
+  else if (!e->ranks.empty() && info.reach == Reach::kOneRank && e->ranks != std::vector<int>{fault.rank})
+    why = fmt::format("names rank(s) {}, injected on rank {} alone", fmt::join(e->ranks, ","), fault.rank);
+  return make("fault detected and localized", why.empty(), c.divergence.line(),
+              fmt::format("{} at step {} ({})", view_name(info.expected_view), fault.step, info.expectation),
+              fmt::format("{}, {}/", kFirstDivergenceFile, kFaultStage), why);
+}
+
+// 12. Recovery: the reference trajectory again, eval included.
+Criterion recovery_reproduces(const GateContext& c) {
+  const RunPaths rec = c.bundle->paths().recovery(), ref = c.bundle->paths().reference();
+  auto cmp = compare_runs(rec, ref);
+  const auto want = c.bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
+  const auto got_eval = final_eval(rec), ref_eval = final_eval(ref);
+  const bool eval_ok = got_eval && ref_eval && same_eval(*got_eval, *ref_eval, c);
+  const bool ok = cmp.ok() && cmp->holds() && eval_ok;
+  return make("recovery reproduces the reference", ok,
+              fmt::format("{}; final eval {} vs {}", cmp.ok() ? cmp->describe() : "unreadable",
+                          got_eval ? fmt::format("{:.6f}", *got_eval) : "none",
+                          ref_eval ? fmt::format("{:.6f}", *ref_eval) : "none"),
+              c.bitwise ? fmt::format("{} to the reference, eval included", equivalence_name(want))
+                        : fmt::format("the reference's step 0 within tolerance, eval within the drift band {:.2g}",
+                                      c.eval_band),
+              fmt::format("{}, {}, {}/", stage_file(kRecoveryStage, kChecksumsFile),
+                          stage_file(kRecoveryStage, kMetricsFile), kReferenceStage),
+              !eval_ok && problem_of(cmp).empty() ? "the final eval differs from the reference's" : problem_of(cmp));
+}
+
+}  // namespace sp::proof::criterion

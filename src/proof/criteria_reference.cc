@@ -1,0 +1,99 @@
+// The parallel run against the single-device reference (criteria_rows.h): gradients, drift, held-out eval,
+// throughput.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "proof/criteria_rows.h"
+
+namespace sp::proof::criterion {
+
+using nlohmann::json;
+using namespace evidence;  // file names (bundle_paths.h)
+
+// 8. Gradients (and losses, parameters) against the single-device reference, in the class the contract
+//    promises: bit for bit, or (tensor parallelism, fast reductions) within the single-step tolerance at
+//    every anchored step, the free-running run complete and within it at step 0.
+Criterion gradients_equal(const GateContext& c) {
+  const auto& free = c.parallel_vs_reference;
+  const std::string files =
+      fmt::format("{}, {}", stage_file(kParallelStage, kChecksumsFile), stage_file(kReferenceStage, kChecksumsFile));
+  if (c.bitwise)
+    return make("gradients equal the single-device reference", free.ok() && free->holds(),
+                free.ok() ? free->describe() : "unreadable", "bitwise: the contract's class (docs/equivalence.md)",
+                files, problem_of(free));
+  const auto& anchored = c.anchored_vs_reference;
+  const bool ok = free.ok() && free->holds() && anchored.ok() && anchored->holds();
+  return make("gradients equal the single-device reference", ok,
+              anchored.ok() ? anchored->describe() : fmt::format("anchored replay: {}", anchored.status().message()),
+              "within the single-step tolerances at every anchored step (docs/equivalence.md §anchored)",
+              fmt::format("{}, {}", stage_file(kAnchoredStage, kChecksumsFile), files),
+              !anchored.ok() || !anchored->holds() ? problem_of(anchored) : problem_of(free));
+}
+
+// 8b. How far the free-running trajectories drift (reported, never required): rounding amplified by
+//     training, the reason a non-bitwise class is verified per anchored step and not by trajectory.
+Criterion trajectory_drift(const GateContext& c) {
+  const auto& free = c.parallel_vs_reference;
+  double worst = 0;
+  int64_t at = -1;
+  if (free.ok())
+    for (const auto& [s, d] : free->comparison.drift_per_step)
+      if (d > worst) worst = d, at = s;
+  Criterion out = make("trajectory drift (reported only)", true,
+                       !free.ok()  ? "unreadable"
+                       : c.bitwise ? "none: bitwise"
+                                   : fmt::format("max rel. difference {:.2g} (step {}), loss {:.2g}; eval band {:.2g}",
+                                                 worst, at, free->comparison.max_loss_drift, c.eval_band),
+                       "none: drift of a non-bitwise class is expected (docs/equivalence.md)",
+                       fmt::format("{}, {}", kDriftFile, stage_file(kParallelStage, kChecksumsFile)));
+  out.required = false;
+  return out;
+}
+
+// 13. Independent evaluation on the held-out split.
+Criterion eval_improves(const GateContext& c) {
+  const RunPaths par = c.bundle->paths().parallel(), ref = c.bundle->paths().reference();
+  const auto init = initial_eval(par), fin = final_eval(par), ref_fin = final_eval(ref);
+  const double margin = c.config.prove.eval_margin;
+  const bool improves = init && fin && *fin <= *init - margin;
+  const bool matches = fin && ref_fin && same_eval(*fin, *ref_fin, c);
+  return make("held-out eval improves and matches the reference", improves && matches,
+              init && fin ? fmt::format("{:.4f} → {:.4f} (−{:.4f} nats); reference {:.4f}", *init, *fin, *init - *fin,
+                                        ref_fin.value_or(NAN))
+                          : "missing",
+              c.bitwise
+                  ? fmt::format("drop ≥ {} nats, equal to the reference", margin)
+                  : fmt::format("drop ≥ {} nats, within the drift band {:.2g} of the reference", margin, c.eval_band),
+              fmt::format("{}, {}, {} (data.split_sha256)", stage_file(kParallelStage, kMetricsFile),
+                          stage_file(kReferenceStage, kMetricsFile), kContractFile),
+              improves ? "the parallel eval differs from the reference's" : "the eval loss did not improve enough");
+}
+
+// 14. Throughput: reported, never sufficient.
+Criterion throughput(const GateContext& c) {
+  const double t_ref = median_tokens_per_s(c.bundle->paths().reference());
+  const double t_par = median_tokens_per_s(c.bundle->paths().parallel());
+  Criterion out =
+      make("throughput (reported only)", true,
+           fmt::format("{:.0f} tokens/s on {} ranks vs {:.0f} on one ({:.2f}x)", t_par, c.config.parallel.world(),
+                       t_ref, t_ref > 0 ? t_par / t_ref : 0.0),
+           "none: speed proves nothing about correctness",
+           fmt::format("{}, {}", stage_file(kParallelStage, kMetricsFile), stage_file(kReferenceStage, kMetricsFile)));
+  out.required = false;
+  return out;
+}
+
+bool same_eval(double a, double b, const GateContext& c) {
+  return c.bitwise ? std::memcmp(&a, &b, sizeof a) == 0 : std::fabs(a - b) <= c.eval_band * std::fabs(b);
+}
+
+std::string problem_of(const Result<RunEquivalence>& e) {
+  if (!e.ok()) return e.status().message();
+  const Comparison& c = e->comparison;
+  if (!c.problems.empty()) return c.problems.front();
+  return c.divergence.empty() ? "" : c.divergence.front().to_string();
+}
+
+}  // namespace sp::proof::criterion
