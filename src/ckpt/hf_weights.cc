@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -264,16 +266,44 @@ Result<NamedTensors> read_hf_weights(const std::string& path, const model::Llama
 
 namespace {
 
-// The directory `out_dir` may be written: absent, empty, or (with overwrite) replaced.
+// A name an HF export writes (write_hf_weights): config.json, model.safetensors, the index, its shards.
+bool is_hf_export_name(const std::string& name) {
+  if (name == kHfConfigFile || name == kHfSingleFile || name == kHfIndexFile) return true;
+  int index = 0, count = 0;
+  char tail[2] = {};
+  return std::sscanf(name.c_str(), "model-%5d-of-%5d.safetensor%1s", &index, &count, tail) == 3 && tail[0] == 's' &&
+         hf_shard_file_name(index, count) == name;
+}
+
+// The directory `out_dir` may be written: absent, empty, or (with overwrite) a previous HF export, replaced:
+// --overwrite never deletes what an export did not write (a run, a proof bundle, anything else).
 Status check_out_dir(const std::string& out_dir, bool overwrite) {
   std::error_code ec;
   if (!fs::exists(out_dir, ec)) return Status();
+  if (fs::is_symlink(out_dir, ec))
+    return invalid_argument("--hf '{}' is a symbolic link: an export replaces a directory, never a link's target",
+                            out_dir)
+        .with_hint("pass the directory itself, or choose a new one");
   if (!fs::is_directory(out_dir, ec))
     return invalid_argument("--hf '{}' exists and is not a directory", out_dir).with_hint("choose a new directory");
-  if (!overwrite && !fs::is_empty(out_dir, ec))
+  if (fs::is_empty(out_dir, ec)) return Status();
+  if (!overwrite)
     return invalid_argument("--hf '{}' exists and is not empty: an export never replaces files unasked", out_dir)
-        .with_hint("choose a new directory, or pass --overwrite to replace it");
-  return Status();
+        .with_hint("choose a new directory, or pass --overwrite to replace a previous export");
+  std::vector<std::string> foreign;
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_hf_export_name(name) || !e.is_regular_file(ec)) foreign.push_back(name);
+  }
+  if (ec) return io_error("cannot list '{}': {}", out_dir, ec.message());
+  if (foreign.empty()) return Status();
+  std::sort(foreign.begin(), foreign.end());
+  return invalid_argument(
+             "--hf '{}' --overwrite: the directory holds {} an HF export does not write ('{}'{}): --overwrite "
+             "replaces only a previous export (config.json, model.safetensors or its shards and index)",
+             out_dir, foreign.size() == 1 ? "an entry" : fmt::format("{} entries", foreign.size()), foreign.front(),
+             foreign.size() > 1 ? ", …" : "")
+      .with_hint("choose a new directory: nothing was removed");
 }
 
 // The tmp directory, renamed onto `out_dir` (an old one moved aside first and removed after).

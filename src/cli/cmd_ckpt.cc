@@ -15,6 +15,7 @@
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "core/log.h"
+#include "evidence/run_dir.h"
 
 namespace sp::cli {
 namespace {
@@ -157,6 +158,7 @@ Status run_export_hf(const std::string& dir, int64_t step_option, const std::str
     return invalid_argument("--dtype '{}' is not an export dtype", dtype).with_hint("fp32 or bf16");
   options.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   options.overwrite = overwrite;
+  SP_RETURN_IF_ERROR(evidence::refuse_evidence_target(out, "--hf"));  // never into a run or a sealed bundle
   SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));
   SP_ASSIGN_OR_RETURN(const int64_t step, default_step(s));
   auto exported = ckpt::export_hf(s.paths, step, out, options);
@@ -168,6 +170,7 @@ Status run_export_hf(const std::string& dir, int64_t step_option, const std::str
 }
 
 Status run_export(const std::string& dir, int64_t step_option, const std::string& out) {
+  SP_RETURN_IF_ERROR(evidence::refuse_evidence_target(out, "--out"));  // never into a run or a sealed bundle
   SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));
   SP_ASSIGN_OR_RETURN(const int64_t step, default_step(s));
   auto exported = ckpt::export_consolidated(s.paths, step, out);

@@ -156,7 +156,21 @@ Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name,
                     key, value.dump().substr(0, 60)));
   }
   if (errs.empty()) {
-    if (Status v = s.validate(); !v.ok()) errs.push_back(v.message());
+    if (Status v = s.validate(); !v.ok()) {
+      // The rules name the engine's keys; say which key of this file each one is.
+      std::string m = v.message();
+      for (const auto& [ours, theirs] : std::initializer_list<std::pair<std::string_view, std::string_view>>{
+               {"model.n_kv_heads", "num_key_value_heads"},
+               {"model.n_heads", "num_attention_heads"},
+               {"model.n_layers", "num_hidden_layers"},
+               {"model.ffn_dim", "intermediate_size"},
+               {"model.max_seq", "max_position_embeddings"},
+               {"model.vocab_size", "vocab_size"},
+               {"model.dim", "hidden_size"}})
+        for (size_t at = m.find(ours); at != std::string::npos; at = m.find(ours, at + theirs.size() + 2))
+          m.replace(at, ours.size(), fmt::format("\"{}\"", theirs));
+      errs.push_back(m);
+    }
   }
   if (errs.empty()) return out;
   std::string msg = fmt::format("{}: not a LLaMA config shardproof can use ({} problem{}):", origin, errs.size(),

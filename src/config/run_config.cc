@@ -356,6 +356,9 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
     SP_RETURN_IF_ERROR(ls.validate("fp16"));
     c.fp16 = ls;
   }
+  // fp16 without an [fp16] table scales the loss with DeepSpeed's defaults, as DeepSpeed does for "fp16":
+  // {"enabled": true}; to_json writes them, so the contract records the scaling the run used.
+  if (!c.fp16 && c.train.precision.compute == DType::kF16) c.fp16 = optim::LossScalerConfig{};
 
   SectionReader pr(root, "prove");
   pr.string("fault", c.prove.fault);

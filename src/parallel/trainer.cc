@@ -21,6 +21,7 @@
 #include "core/json_io.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/bpe_train.h"
 #include "data/prepare.h"
 #include "data/token_dataset.h"
 #include "evidence/activations.h"
@@ -146,6 +147,14 @@ Result<Setup> validate_and_plan(const config::RunConfig& config, const TrainOpti
   SP_RETURN_IF_ERROR(validate_options(config, opt));
   SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(config, mpi.world_size()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
+  // The vocabulary is the tokenizer `data prepare` trains: refused here, before --out is claimed.
+  if (Status v = data::validate_vocab_size(config.data.vocab_size); !v.ok())
+    return Status(v.code(),
+                  config.model_config.is_object() && config.model_config.contains("file")
+                      ? fmt::format("\"vocab_size\" in '{}' (model.vocab_size and data.vocab_size): {}",
+                                    config.model_config["file"].get<std::string>(), v.message())
+                      : fmt::format("data.vocab_size: {}", v.message()),
+                  v.hint());
   const config::ParallelConfig& pc = config.parallel;
   // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid,
