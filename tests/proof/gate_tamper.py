@@ -8,7 +8,8 @@ and the detail the table states. Each criterion of the gate has at least one row
 findings of issue 20: records compared only where both sides have them, strictness from what the run
 achieved, statistics other than the digest ignored, redundant records not cross-checked, a resealed bundle
 indistinguishable from the original, derived files edited.
-`verify_against` checks `verify RUN --against REF` for incomplete and not-comparable runs.
+`verify_against` checks `verify RUN --against REF` for incomplete and not-comparable runs, and that its verdict
+covers only the steps it verified (exit 3 for a free-running tensor-parallel run; bitwise on one topology).
 Usage: gate_tamper.py CASE --bin shardproof --work DIR
 """
 import hashlib
@@ -333,16 +334,66 @@ def check_verify_against(args):
     write_lines(p, lines(p)[:1])
     verify(cut, 1, "incomplete")
     verify(runs["ref"], 0, "bitwise-equal")
+    # Issue 31: a verdict never covers a step that was not verified. A free-running tensor-parallel run is
+    # comparable with the reference at step 0 only: it says so and exits 3 (not 0), also with a fault at step 2
+    # that step 0 cannot see; against a run of the same topology and contract it is held to bitwise.
+    tp = {"tp2": ([], []), "tp2_again": ([], []), "tp2_fault": ([], ["--fault", "drop-tp-allreduce@2"])}
+    for name, (extra, flags) in tp.items():
+        out = os.path.join(work, name)
+        p = run(T.launch(args.bin, 2) + train[1:] + ["--out", out] + flags + sets(extra + ["parallel.tp=2"]))
+        if p.returncode != 0:
+            fail(f"train {name}: {p.stderr[-2000:]}")
+        runs[name] = out
+    verify(runs["tp2"], 3, "within-tolerance at step 0 only (1 of 6 steps verified)")
+    verify(runs["tp2_fault"], 3, "steps 1–5 NOT verified")
+    v = run([args.bin, "verify", runs["tp2_fault"], "--against", runs["tp2"]])
+    if v.returncode != 1 or "one contract on one topology" not in v.stdout or "FIRST DIVERGENCE: step 2" not in v.stdout:
+        fail(f"the fault run against the clean run of its topology: exit {v.returncode}\n{v.stdout}")
+    v = run([args.bin, "verify", runs["tp2_again"], "--against", runs["tp2"]])
+    if v.returncode != 0 or "bitwise-equal" not in v.stdout:
+        fail(f"two runs of one contract on one topology: exit {v.returncode}\n{v.stdout}")
+    print("PASS verify --against tp2: 1 of 6 steps verified (exit 3); same topology bitwise (the fault at step 2)")
     shutil.rmtree(work, ignore_errors=True)
 
 
+def check_moved_fail_bundle(args):
+    """Issue 31, item 10: a FAIL bundle copied to another name derives the same verdict, byte for byte: no
+    detail names the directory the bundle happens to be in (docs/report.md: a moved bundle, the same document)."""
+    base, _, _ = paths(args.work)
+    gates = []
+    for name in ("moved_a", "moved_b_elsewhere"):
+        out = os.path.join(args.work, name)
+        shutil.rmtree(out, ignore_errors=True)
+        if not gates:
+            shutil.copytree(base, out)
+            truncate_checksums(out)  # the detail names parallel/checksums.jsonl
+            reseal(out)
+        else:
+            shutil.copytree(os.path.join(args.work, "moved_a"), out)
+        v = run([args.bin, "verify", out])
+        lines = [l for l in v.stdout.splitlines() if l.startswith("  ")]
+        if v.returncode != 1 or not any("parallel/checksums.jsonl" in l for l in lines):
+            fail(f"{name}: expected a FAIL naming parallel/checksums.jsonl, exit {v.returncode}\n{v.stdout[-3000:]}")
+        leaked = [l for l in lines if os.path.abspath(out) in l or args.work in l]
+        if leaked:
+            fail(f"{name}: the verdict names the bundle's directory: {leaked[:3]}")
+        gates.append(lines)
+    for name in ("moved_a", "moved_b_elsewhere"):
+        shutil.rmtree(os.path.join(args.work, name), ignore_errors=True)
+    if gates[0] != gates[1]:
+        fail(f"the same bundle under two names derives two verdicts:\n{gates[0]}\n{gates[1]}")
+    print("PASS moved_fail_bundle: the same FAIL verdict under another name, no directory in it")
+
+
 def main():
-    args = T.case_args(["base", "verify_against"] + list(CASES))
+    args = T.case_args(["base", "verify_against", "moved_fail_bundle"] + list(CASES))
     os.makedirs(args.work, exist_ok=True)
     if args.case == "base":
         check_base(args)
     elif args.case == "verify_against":
         check_verify_against(args)
+    elif args.case == "moved_fail_bundle":
+        check_moved_fail_bundle(args)
     else:
         check_case(args, args.case)
 
