@@ -80,6 +80,7 @@ class Protocol {
     args.insert(args.end(), {"--out", out.root(), "--anchor-from", paths_.reference().root(), "--anchors",
                              steps_list(anchors), "--anchor-warmup", std::to_string(warmup)});
     if (with_fault) args.insert(args.end(), {"--fault", fault_.to_string()});
+    if (!with_fault && plan_.anchored_eval) args.push_back("--anchor-eval");  // the held-out eval, anchored
     return stage(name, config_.parallel.world(), args);
   }
 

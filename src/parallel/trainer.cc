@@ -121,9 +121,12 @@ Status validate_options(const config::RunConfig& config, const TrainOptions& opt
       return invalid_argument("--checkpoint-at {}: a checkpoint holds the state after 0 … train.steps = {} steps", s,
                               steps);
   if (opt.anchor_from.empty()) {
-    if (!opt.anchors.empty()) return invalid_argument("--anchors needs --anchor-from REFERENCE_RUN");
+    if (!opt.anchors.empty() || opt.anchor_eval)
+      return invalid_argument("--anchors and --anchor-eval need --anchor-from REFERENCE_RUN");
     return Status();
   }
+  if (opt.anchor_eval && config.train.eval_batches == 0)
+    return invalid_argument("--anchor-eval with train.eval_batches = 0: there is no held-out split to evaluate");
   if (opt.anchors.empty()) return invalid_argument("--anchor-from needs --anchors STEP,STEP,...");
   if (opt.resume.mode == ResumeMode::kRequired || opt.stop_after > 0 || !opt.init_from.empty() ||
       config.evidence.checkpoint_every > 0 || !opt.checkpoint_at.empty())
@@ -394,6 +397,15 @@ Status anchored_loop(Run& run, TrainSummary& summary) {
         log_info("anchor {}: step {} from the reference's step {}: loss {:.6f}", a, s, start, r.loss);
     }
     anchors.push_back({{"step", a}, {"loaded", start}, {"manifest_digest", from.manifest.digest}});
+  }
+  if (opt.anchor_eval) {  // the reference's final state, evaluated on this topology
+    const int64_t steps = run.config.train.steps;
+    SP_ASSIGN_OR_RETURN(const ResumePlan from, plan_anchor(*run.comms.world, opt.anchor_from, steps, run.contract));
+    SP_RETURN_IF_ERROR(load_checkpoint(*run.engine, *run.comms.world, run.trace, from));
+    const double ev = run.engine->evaluate(steps - 1);
+    run.write_metrics({{"step", steps - 1}, {"eval_loss", ev}, {"anchor", steps}});
+    summary.final_eval_loss = ev;
+    if (run.rank == 0 && opt.progress) log_info("anchored eval: the reference's final state: eval loss {:.6f}", ev);
   }
   return run.on_rank0([&] {
     const nlohmann::json doc = {{"format_version", evidence::kAnchorsFormatVersion},

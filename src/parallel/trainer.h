@@ -44,6 +44,9 @@ struct TrainOptions {
   std::string anchor_from;
   std::vector<int64_t> anchors;
   int64_t anchor_warmup = 0;
+  // --anchor-eval: after the anchors, also evaluate the held-out split from `anchor_from`'s final state (its
+  // checkpoint at train.steps), recorded as {"step": steps − 1, "eval_loss", "anchor": steps}.
+  bool anchor_eval = false;
 };
 
 struct TrainSummary {

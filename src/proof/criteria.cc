@@ -37,10 +37,11 @@ Result<GateContext> GateContext::make(const ProofBundle& bundle) {
                                         "prove.json lists no anchors: the configuration is not bitwise and was not "
                                         "replayed from the reference's state"))
                                   : compare_runs(bundle.paths().anchored(), ref);
-    // The held-out loss of two trajectories that drift may differ by what their training losses differ by,
-    // twice (another batch), but never less than the single-step tolerance.
-    const double drift = c.parallel_vs_reference.ok() ? c.parallel_vs_reference->comparison.max_loss_drift : 0.0;
-    c.eval_band = std::max(Tolerances{}.loss, 2 * drift);
+    c.eval_tolerance = tolerances_for(c.config).loss;
+    for (const nlohmann::json& m : metrics_records(bundle.paths().anchored()))
+      if (m.value("anchor", int64_t{-1}) == c.config.train.steps && m.contains("eval_loss") &&
+          m["eval_loss"].is_number())
+        c.anchored_eval = m["eval_loss"].get<double>();
   }
   c.divergence = locate_first_divergence(bundle, c.config, c.bitwise, tolerances_for(c.config));
   return c;

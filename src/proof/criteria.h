@@ -32,8 +32,13 @@ struct GateContext {
   Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
   Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running
   Result<RunEquivalence> anchored_vs_reference = internal_error("not run");   // non-bitwise promises only
-  bool bitwise = false;        // the contract promises bitwise equality (equivalence.h promised_class)
-  double eval_band = 0;        // non-bitwise: the relative eval difference the trajectories' drift allows
+  bool bitwise = false;  // the contract promises bitwise equality (equivalence.h promised_class)
+  // Not bitwise: the held-out eval is verified like a step, from the reference's state: the anchored replay
+  // evaluates the reference's final state on the parallel topology (anchored/metrics.jsonl, "anchor" =
+  // train.steps), within the single-step loss tolerance of the reference's final eval (tolerances_for).
+  // The free-running runs' evals drift apart like their trajectories: their difference is information.
+  double eval_tolerance = 0;
+  std::optional<double> anchored_eval;
   FirstDivergence divergence;  // of the fault stage
 };
 

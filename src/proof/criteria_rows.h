@@ -15,7 +15,8 @@ namespace sp::proof::criterion {
 // A required criterion; the detail is kept only when it fails.
 Criterion make(std::string_view name, bool passed, std::string measured, std::string threshold, std::string evidence,
                std::string detail = {});
-// A held-out loss equal to the reference's: bit for bit, or (not bitwise) within the drift band.
+// A held-out loss equal to the reference's: bit for bit, or (not bitwise: one evaluated from the reference's
+// state on the parallel topology) within the single-step loss tolerance.
 bool same_eval(double a, double b, const GateContext& c);
 // The first problem of a comparison ("" when it holds).
 std::string problem_of(const Result<RunEquivalence>& e);

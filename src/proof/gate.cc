@@ -102,11 +102,16 @@ Result<ProofVerdict> derive_gate(const std::string& dir) {
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& [s, d] : c.drift_per_step)
       steps.push_back({{"step", s}, {"max_rel_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json()}});
-    v.drift = {{"format_version", 1},
+    // The free-running evals' relative difference (information), and the tolerance the eval criterion
+    // applies to the reference's final state evaluated on the parallel topology.
+    const auto par = final_eval(bundle.paths().parallel()), ref = final_eval(bundle.paths().reference());
+    const double eval_difference = par && ref ? std::fabs(*par - *ref) / std::fabs(*ref) : NAN;
+    v.drift = {{"format_version", 2},
                {"run", evidence::kParallelStage},
                {"reference", evidence::kReferenceStage},
                {"max_loss_drift", c.max_loss_drift},
-               {"eval_band", context.eval_band},
+               {"eval_difference", std::isfinite(eval_difference) ? nlohmann::json(eval_difference) : nlohmann::json()},
+               {"eval_tolerance", context.eval_tolerance},
                {"steps", steps}};
   }
   const evidence::FaultSpec& fault = bundle.fault();

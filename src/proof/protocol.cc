@@ -73,6 +73,8 @@ Result<ProtocolPlan> plan_protocol(const config::RunConfig& config, std::string_
       p.reference_checkpoints.push_back(a);
       if (p.fault_warmup > 0 && a >= p.fault_warmup) p.reference_checkpoints.push_back(a - p.fault_warmup);
     }
+    p.anchored_eval = config.train.eval_batches > 0;
+    if (p.anchored_eval) p.reference_checkpoints.push_back(steps);  // the final state, evaluated anchored
     std::sort(p.reference_checkpoints.begin(), p.reference_checkpoints.end());
     p.reference_checkpoints.erase(std::unique(p.reference_checkpoints.begin(), p.reference_checkpoints.end()),
                                   p.reference_checkpoints.end());

@@ -26,6 +26,10 @@ struct ProtocolPlan {
   std::vector<int64_t> fault_anchors;          // the fault replay's (anchors ≥ fault_warmup)
   int64_t fault_warmup = 0;                    // the fault replay starts this many steps earlier (FaultInfo::history)
   std::vector<int64_t> reference_checkpoints;  // states the reference saves for the replays
+  // The clean replay also evaluates the reference's final state (saved at train.steps) on the parallel
+  // topology: the held-out eval of a non-bitwise class is verified from the reference's state, like every
+  // anchored step (docs/equivalence.md §anchored). Set when the run evaluates (train.eval_batches > 0).
+  bool anchored_eval = false;
 };
 
 // `fault_spec`: NAME[@STEP][:RANK], or empty for the configuration's prove.fault, else the default

@@ -371,7 +371,7 @@ def check_moved_fail_bundle(args):
         else:
             shutil.copytree(os.path.join(args.work, "moved_a"), out)
         v = run([args.bin, "verify", out])
-        lines = [l for l in v.stdout.splitlines() if l.startswith("  ")]
+        lines = [l for l in v.stdout.splitlines() if l.startswith("  ") and not l.startswith("  hint:")]
         if v.returncode != 1 or not any("parallel/checksums.jsonl" in l for l in lines):
             fail(f"{name}: expected a FAIL naming parallel/checksums.jsonl, exit {v.returncode}\n{v.stdout[-3000:]}")
         leaked = [l for l in lines if os.path.abspath(out) in l or args.work in l]
