@@ -51,7 +51,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     std::vector<int64_t> checkpoint_at, anchors;
     std::string anchor_from;
     int64_t anchor_warmup = 0;
-    bool anchor_eval = false;
+    std::vector<int64_t> anchor_evals;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write its evidence bundle");
@@ -112,9 +112,10 @@ void register_train(CLI::App& app, CommandResult& result) {
   cmd->add_option("--anchor-warmup", o->anchor_warmup,
                   "Anchored replay: start this many steps before each anchor (faults that need the previous step)")
       ->check(CLI::Range(0, 1));
-  cmd->add_flag("--anchor-eval", o->anchor_eval,
-                "Anchored replay: also evaluate the held-out split from the reference's final state (its checkpoint at "
-                "train.steps) on this run's topology");
+  cmd->add_option("--anchor-evals", o->anchor_evals,
+                  "Anchored replay: also evaluate the held-out split from the reference's state at these evaluation "
+                  "points (S: the eval after step S, from its checkpoint S + 1; -1: the initial state)")
+      ->delimiter(',');
   cmd->callback([o, &result, cmd] {
     if (o->overwrite && o->resume == "required") {
       result.exit_code = report_status(
@@ -159,7 +160,7 @@ void register_train(CLI::App& app, CommandResult& result) {
     topt.anchor_from = o->anchor_from;
     topt.anchors = o->anchors;
     topt.anchor_warmup = o->anchor_warmup;
-    topt.anchor_eval = o->anchor_eval;
+    topt.anchor_evals = o->anchor_evals;
     if (o->faults.size() > 1) {
       result.exit_code =
           report_status(invalid_argument("--fault given {} times; a run injects at most one fault", o->faults.size()));

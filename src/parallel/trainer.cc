@@ -121,12 +121,17 @@ Status validate_options(const config::RunConfig& config, const TrainOptions& opt
       return invalid_argument("--checkpoint-at {}: a checkpoint holds the state after 0 … train.steps = {} steps", s,
                               steps);
   if (opt.anchor_from.empty()) {
-    if (!opt.anchors.empty() || opt.anchor_eval)
-      return invalid_argument("--anchors and --anchor-eval need --anchor-from REFERENCE_RUN");
+    if (!opt.anchors.empty() || !opt.anchor_evals.empty())
+      return invalid_argument("--anchors and --anchor-evals need --anchor-from REFERENCE_RUN");
     return Status();
   }
-  if (opt.anchor_eval && config.train.eval_batches == 0)
-    return invalid_argument("--anchor-eval with train.eval_batches = 0: there is no held-out split to evaluate");
+  if (!opt.anchor_evals.empty() && config.train.eval_batches == 0)
+    return invalid_argument("--anchor-evals with train.eval_batches = 0: there is no held-out split to evaluate");
+  for (size_t i = 0; i < opt.anchor_evals.size(); ++i)
+    if (opt.anchor_evals[i] < -1 || opt.anchor_evals[i] >= steps ||
+        (i > 0 && opt.anchor_evals[i] <= opt.anchor_evals[i - 1]))
+      return invalid_argument("--anchor-evals: {} is not an increasing step in [−1, train.steps = {})",
+                              opt.anchor_evals[i], steps);
   if (opt.anchors.empty()) return invalid_argument("--anchor-from needs --anchors STEP,STEP,...");
   if (opt.resume.mode == ResumeMode::kRequired || opt.stop_after > 0 || !opt.init_from.empty() ||
       config.evidence.checkpoint_every > 0 || !opt.checkpoint_at.empty())
@@ -398,14 +403,14 @@ Status anchored_loop(Run& run, TrainSummary& summary) {
     }
     anchors.push_back({{"step", a}, {"loaded", start}, {"manifest_digest", from.manifest.digest}});
   }
-  if (opt.anchor_eval) {  // the reference's final state, evaluated on this topology
-    const int64_t steps = run.config.train.steps;
-    SP_ASSIGN_OR_RETURN(const ResumePlan from, plan_anchor(*run.comms.world, opt.anchor_from, steps, run.contract));
+  for (int64_t s : opt.anchor_evals) {  // the reference's state at an evaluation point, evaluated on this topology
+    SP_ASSIGN_OR_RETURN(const ResumePlan from, plan_anchor(*run.comms.world, opt.anchor_from, s + 1, run.contract));
     SP_RETURN_IF_ERROR(load_checkpoint(*run.engine, *run.comms.world, run.trace, from));
-    const double ev = run.engine->evaluate(steps - 1);
-    run.write_metrics({{"step", steps - 1}, {"eval_loss", ev}, {"anchor", steps}});
+    const double ev = run.engine->evaluate(s);
+    run.write_metrics({{"step", s}, {"eval_loss", ev}, {"anchor", s + 1}});
     summary.final_eval_loss = ev;
-    if (run.rank == 0 && opt.progress) log_info("anchored eval: the reference's final state: eval loss {:.6f}", ev);
+    if (run.rank == 0 && opt.progress)
+      log_info("anchored eval after step {}: the reference's state {}: eval loss {:.6f}", s, s + 1, ev);
   }
   return run.on_rank0([&] {
     const nlohmann::json doc = {{"format_version", evidence::kAnchorsFormatVersion},

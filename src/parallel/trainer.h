@@ -44,9 +44,10 @@ struct TrainOptions {
   std::string anchor_from;
   std::vector<int64_t> anchors;
   int64_t anchor_warmup = 0;
-  // --anchor-eval: after the anchors, also evaluate the held-out split from `anchor_from`'s final state (its
-  // checkpoint at train.steps), recorded as {"step": steps − 1, "eval_loss", "anchor": steps}.
-  bool anchor_eval = false;
+  // --anchor-evals: after the anchors, evaluate the held-out split from `anchor_from`'s state at each of these
+  // evaluation points (s: its checkpoint s + 1, the state its eval after step s saw; −1: the initial state),
+  // recorded as {"step": s, "eval_loss", "anchor": s + 1}.
+  std::vector<int64_t> anchor_evals;
 };
 
 struct TrainSummary {
