@@ -46,6 +46,7 @@ struct OpenWeights {
   std::vector<SafetensorsReader> readers;
   std::map<std::string, Found> tensors;
   uint64_t tensor_bytes = 0;
+  std::vector<std::string> problems;  // the index against its shards (reported with the model's, read_checked)
   const SafetensorsReader& reader(const Found& f) const { return readers[f.reader]; }
   const SafetensorsEntry& entry(const Found& f) const { return readers[f.reader].tensors()[f.entry]; }
   std::string file(const Found& f) const { return fs::path(readers[f.reader].label()).filename().string(); }
@@ -66,9 +67,13 @@ Result<OpenWeights> open_weights(const HfWeightFiles& files) {
             example = t;
             break;
           }
-        return not_found("index '{}' names shard '{}' (e.g. for tensor '{}'), which does not exist", files.index, f,
-                         example)
-            .with_hint("copy every shard the index names into " + files.dir);
+        std::error_code ec;
+        const bool link = fs::is_symlink(fs::symlink_status(full, ec));
+        return not_found(
+                   "index '{}' names shard '{}' (e.g. for tensor '{}'), which {}", files.index, f, example,
+                   link ? "is a symbolic link that leads to no file (a loop, or a missing target)" : "does not exist")
+            .with_hint(link ? "replace the link with the shard itself"
+                            : "copy every shard the index names into " + files.dir);
       }
     }
   }
@@ -76,7 +81,7 @@ Result<OpenWeights> open_weights(const HfWeightFiles& files) {
     SP_ASSIGN_OR_RETURN(SafetensorsReader r, SafetensorsReader::open(f));
     w.readers.push_back(std::move(r));
   }
-  std::vector<std::string> problems;
+  std::vector<std::string>& problems = w.problems;
   for (size_t ri = 0; ri < w.readers.size(); ++ri) {
     const std::string file = fs::path(w.readers[ri].label()).filename().string();
     const std::vector<SafetensorsEntry>& entries = w.readers[ri].tensors();
@@ -108,10 +113,6 @@ Result<OpenWeights> open_weights(const HfWeightFiles& files) {
       problems.push_back(fmt::format("metadata.total_size is {} bytes but the shards' tensors hold {} bytes",
                                      *index->total_size, w.tensor_bytes));
   }
-  if (!problems.empty())
-    return corrupt("index '{}' and its shards disagree ({} problem{}):{}", files.index, problems.size(),
-                   problems.size() == 1 ? "" : "s", problem_list(problems))
-        .with_hint("the directory must hold the shards the index was written with (docs/formats/huggingface.md)");
   return w;
 }
 
@@ -194,7 +195,13 @@ Result<NamedTensors> read_checked(const std::string& path, const model::LlamaCon
   SP_ASSIGN_OR_RETURN(const HfWeightFiles files, locate_hf_weights(path));
   SP_ASSIGN_OR_RETURN(const OpenWeights w, open_weights(files));
   const std::vector<model::WeightSpec> table = model::weight_table(config);
-  SP_RETURN_IF_ERROR(check_against_model(w, table, path));
+  const Status fits = check_against_model(w, table, path);
+  if (!w.problems.empty())  // with what the model misses: a total_size off by a tensor names that tensor too
+    return corrupt("index '{}' and its shards disagree ({} problem{}):{}{}", files.index, w.problems.size(),
+                   w.problems.size() == 1 ? "" : "s", problem_list(w.problems),
+                   fits.ok() ? std::string() : "\n  and " + fits.message())
+        .with_hint("the directory must hold the shards the index was written with (docs/formats/huggingface.md)");
+  SP_RETURN_IF_ERROR(fits);
   SP_RETURN_IF_ERROR(check_config_beside(files.dir, config));
   NamedTensors out;
   for (const model::WeightSpec& spec : table) {

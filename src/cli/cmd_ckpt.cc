@@ -2,7 +2,9 @@
 // (docs/checkpoints.md). Single-process; nothing here runs MPI. Exit 0 success, 1 damaged or failed,
 // 2 usage error.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -36,6 +38,16 @@ Result<Selected> select(const std::string& dir, int64_t step_option) {
 
 // The step to use when none was named: LATEST's (refusing a damaged LATEST, which is what a resume does).
 Result<int64_t> default_step(const Selected& s) {
+  const auto& saved = s.listing.steps;
+  if (s.step && std::find(saved.begin(), saved.end(), *s.step) == saved.end()) {
+    // A step this run never saved (not one whose directory LATEST names and someone removed).
+    auto latest = ckpt::read_latest(s.paths);
+    if (!latest.ok() || latest->step != *s.step)
+      return not_found("'{}' holds no checkpoint of step {}: the run saved {}", s.paths.root(), *s.step,
+                       saved.empty() ? std::string("none") : fmt::format("step(s) {}", fmt::join(saved, ", ")))
+          .with_hint(saved.empty() ? "train with evidence.checkpoint_every or --checkpoint-at to save one"
+                                   : "--step N with one of them (`shardproof ckpt inspect DIR` lists them)");
+  }
   if (s.step) return *s.step;
   auto latest = ckpt::read_latest(s.paths);
   if (!latest.ok()) return latest.status().with_hint("name a checkpoint with --step N (see `shardproof ckpt inspect`)");

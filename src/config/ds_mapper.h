@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/ds_config.h"
+#include "core/json_io.h"
 
 namespace sp::config::ds_detail {
 using json = nlohmann::json;
@@ -143,8 +144,10 @@ class Mapper {
       if (std::find(known.begin(), known.end(), k) != known.end()) continue;
       std::string list;
       for (const auto& s : known) list += (list.empty() ? "" : ", ") + s;
-      errors.push_back(fmt::format("{}: unknown key (DeepSpeed's configuration refuses extra keys; known{}: {})",
-                                   path(where, k.c_str()), where.empty() ? " top-level keys" : " in " + where, list));
+      // {:?}: the key quoted with its invisible bytes escaped ("train_batch_size\x00" is not train_batch_size).
+      errors.push_back(fmt::format("{}{}: unknown key (DeepSpeed's configuration refuses extra keys; known{}: {})",
+                                   where.empty() ? "" : where + ".", shown_key(k),
+                                   where.empty() ? " top-level keys" : " in " + where, list));
     }
   }
   static std::string path(const std::string& where, const char* key) {

@@ -151,9 +151,9 @@ Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name,
       continue;
     }
     errs.push_back(
-        fmt::format("unknown key \"{}\" = {}: shardproof does not know whether it changes the math, so "
+        fmt::format("unknown key {:?} = {}: shardproof does not know whether it changes the math, so "
                     "it refuses it",
-                    key, value.dump().substr(0, 60)));
+                    key, value.dump().substr(0, 60)));  // {:?}: quoted, invisible bytes escaped
   }
   if (errs.empty()) {
     if (Status v = s.validate(); !v.ok()) {

@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 
+#include "core/json_io.h"
+
 namespace sp::config {
 namespace {
 using nlohmann::json;
@@ -92,7 +94,7 @@ class SectionReader {
         if (!seen_.count(k)) {
           std::string known;
           for (const auto& s : seen_all_) known += (known.empty() ? "" : ", ") + s;
-          return invalid_argument("unknown key {}.{}", section_, k)
+          return invalid_argument("unknown key {}.{}", section_, shown_key(k))
               .with_hint("known keys in [" + section_ + "]: " + known);
         }
     return Status();

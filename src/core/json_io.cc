@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -70,6 +71,14 @@ class GuardSax final : public nlohmann::json_sax<nlohmann::json> {
 };
 
 }  // namespace
+
+std::string shown_key(std::string_view key) {
+  const bool printable = std::all_of(key.begin(), key.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u != 0x7f;
+  });
+  return printable ? std::string(key) : fmt::format("{:?}", key);
+}
 
 Result<nlohmann::json> parse_json_strict(std::string_view text, const std::string& label, int max_depth) {
   GuardSax guard(label, max_depth);

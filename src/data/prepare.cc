@@ -150,6 +150,11 @@ Result<PrepareSummary> prepare(const PrepareOptions& opt, const std::string& out
                      file_sha[s], src.path, spec.sha256)
           .with_hint("restore the file, or update its sha256 in the sources file if the change is intended");
     const auto spans = split_documents(files[s], spec.format);
+    if (spans.empty())  // nothing to learn from: named with its size, before any filter runs
+      return failed_precondition("corpus file '{}' (source '{}' of '{}') holds no document: {} bytes{}",
+                                 spec.resolved_path, spec.id, src.path, files[s].size(),
+                                 files[s].empty() ? "" : ", only separators and blank lines")
+          .with_hint("give the source some text, or remove it from the sources file");
     for (size_t i = 0; i < spans.size(); ++i) {
       DocRecord d;
       d.source = static_cast<uint32_t>(s);
@@ -254,9 +259,16 @@ Result<PrepareSummary> prepare(const PrepareOptions& opt, const std::string& out
   for (const DocRecord& d : docs)
     if (d.drop == DropReason::kNone && d.split == 0)
       trainer.add_text(d.text), ++train_docs, train_bytes += static_cast<int64_t>(d.text.size());
-  if (train_docs == 0)
-    return failed_precondition("no document of '{}' is left for the train split after filtering", src.path)
+  if (train_docs == 0) {
+    std::map<std::string, int64_t> dropped;  // why, for the message (lineage.jsonl has every document's reason)
+    for (const DocRecord& d : docs)
+      ++dropped[d.split == 1 ? std::string("the eval split") : std::string(drop_reason_name(d.drop))];
+    std::string why;
+    for (const auto& [reason, n] : dropped) why += fmt::format("{}{} to {}", why.empty() ? "" : ", ", n, reason);
+    return failed_precondition("no document of '{}' is left for the train split after filtering ({} documents: {})",
+                               src.path, docs.size(), why)
         .with_hint("see lineage.jsonl reasons; add text or relax the filters");
+  }
   BpeTrainStats stats;
   SP_ASSIGN_OR_RETURN(const Tokenizer tok, trainer.train(opt.vocab_size, &stats));
   const std::string tok_json = tok.to_json();

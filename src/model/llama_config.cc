@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/json_io.h"
+
 namespace sp::model {
 
 Status LlamaConfig::validate() const {
@@ -82,7 +84,7 @@ Result<LlamaConfig> LlamaConfig::from_json(const nlohmann::json& j) {
                                                "init_std"};
   for (const auto& [key, value] : j.items())
     if (!kKnown.count(key))
-      return invalid_argument("unknown key model.{}", key)
+      return invalid_argument("unknown key model.{}", shown_key(key))
           .with_hint(
               "known keys: vocab_size, dim, n_layers, n_heads, n_kv_heads, ffn_dim, max_seq, rope_theta, "
               "norm_eps, tie_embeddings, init_std");

@@ -150,11 +150,10 @@ Status validate_options(const config::RunConfig& config, const TrainOptions& opt
   return Status();
 }
 
-// 1. Validate and plan: every rule, identically on every rank, before any communication or file write.
-Result<Setup> validate_and_plan(const config::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
-  SP_RETURN_IF_ERROR(validate_options(config, opt));
-  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(config, mpi.world_size()));
-  SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
+}  // namespace
+
+Result<plan::RunPlan> plan_run(const config::RunConfig& config, int world) {
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(config, world));
   // The vocabulary is the tokenizer `data prepare` trains: refused here, before --out is claimed.
   if (Status v = data::validate_vocab_size(config.data.vocab_size); !v.ok())
     return Status(v.code(),
@@ -163,6 +162,16 @@ Result<Setup> validate_and_plan(const config::RunConfig& config, const TrainOpti
                                     config.model_config["file"].get<std::string>(), v.message())
                       : fmt::format("data.vocab_size: {}", v.message()),
                   v.hint());
+  return plan;
+}
+
+namespace {
+
+// 1. Validate and plan: every rule, identically on every rank, before any communication or file write.
+Result<Setup> validate_and_plan(const config::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
+  SP_RETURN_IF_ERROR(validate_options(config, opt));
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan_run(config, mpi.world_size()));
+  SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
   const config::ParallelConfig& pc = config.parallel;
   // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid,

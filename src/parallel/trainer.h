@@ -61,4 +61,8 @@ struct TrainSummary {
 
 Result<TrainSummary> run_training(const config::RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);
 
+// Every rule `train` checks of a configuration before it claims --out, for a run of `world` ranks: the plan
+// (plan::RunPlan::make) and the vocabulary the data's tokenizer can have. `config show` reports the same.
+Result<plan::RunPlan> plan_run(const config::RunConfig& config, int world);
+
 }  // namespace sp::parallel

@@ -9,6 +9,10 @@
                      a file inside one: refused, nothing written; a plan directory and the run's own page: written
   big_model          hidden_size 2^31 (`--set model.dim`, `--model-config`): exit 2 naming the key, in `train`
                      (no MPI_ABORT, no lock file or --out left) and in `plan` (no SIGABRT)
+  messages           issue 31's messages: a mistyped command, `config show` of a refused configuration, a NUL in a
+                     key, servers without a parameter server, a fault step past the run, a step never saved, a
+                     symlink-loop shard, a tensor missing from an HF index, a half-written sources.json, an empty
+                     corpus: each names the thing and the fix
   precision_convert  `train.precision = "fp16"` alone runs with DeepSpeed's loss-scaling defaults, recorded in the
                      contract; `--convert-precision` resumes an fp16 checkpoint in bf16 and a bf16 one in fp16
 Each case takes a few seconds on 2 cores. Usage: guards_test.py CASE --bin shardproof --work DIR
@@ -23,9 +27,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import sp_test as T  # noqa: E402
 
-SMALL = ["--preset", "tiny", "--quiet"] + T.sets(
-    ["model.dim=64", "model.n_heads=4", "model.n_kv_heads=2", "model.ffn_dim=128", "model.max_seq=32",
-     "train.seq_len=32", "train.steps=4", "train.eval_every=0", "train.eval_batches=2"])
+SMALL_SETS = ["model.dim=64", "model.n_heads=4", "model.n_kv_heads=2", "model.ffn_dim=128", "model.max_seq=32",
+              "train.seq_len=32", "train.steps=4", "train.eval_every=0", "train.eval_batches=2"]
+SMALL = ["--preset", "tiny", "--quiet"] + T.sets(SMALL_SETS)
 ARGS = None
 check = T.check
 
@@ -180,6 +184,63 @@ def case_precision_convert():
                "was saved in precision", "--convert-precision")
         expect(train(run, "--convert-precision", sets=[f"train.precision={other}", "evidence.checkpoint_every=2"]), 0,
                "done: 4 steps")
+
+
+def case_messages():
+    """Issue 31 **Messages**: each names the file, key or byte and the fix."""
+    expect(sp("trian"), 2, "unknown command 'trian'", "did you mean 'train'")
+    # config show: what train refuses is refused after the configuration is shown (never exit 0).
+    expect(sp("config", "show", *SMALL[:2], *T.sets(["parallel.dp=3"])), 2, "`train` refuses this configuration",
+           "not divisible")
+    # An invisible NUL in a ds_config key is shown escaped.
+    ds = work("nul_ds.json")
+    with open(ds, "w") as f:
+        f.write('{"train_batch_size": 8, "train_micro_batch_size_per_gpu\\u0000": 2}')
+    expect(sp("config", "show", "--deepspeed", ds, "--np", "2"), 2, r"train_micro_batch_size_per_gpu\\x00")
+    # parallel.servers without a parameter server: the world size is the grid's.
+    text = expect(train(T.fresh(work("servers")), sets=["parallel.servers=1"]), 2, r"parallel\.servers = 1 needs")
+    check("world size" not in text, f"one rank is the world of a dp 1 x tp 1 x pp 1 all-reduce run:\n{text}")
+    # A fault step past the run: the hint is about steps.
+    expect(train(T.fresh(work("f999")), "--fault", "stale-grad@999"), 2, r"step 999 ≥ train.steps = 4",
+           r"stale-grad@STEP with STEP in 0 … 3")
+    # A step never saved is not "moved or deleted".
+    run = checkpointed_run(work("msg_run"))
+    text = expect(sp("ckpt", "export", run, "--step", "5", "--out", work("w5.safetensors")), 1,
+                  "holds no checkpoint of step 5: the run saved step\\(s\\) 2")
+    check("moved or deleted" not in text, text)
+    # The HF index: a symlink-loop shard, and a tensor missing from the index and the shards.
+    hf = T.fresh(work("msg_hf"))
+    expect(sp("ckpt", "export", run, "--hf", hf, "--max-shard-size", "40KB"), 0)
+    shards = sorted(n for n in os.listdir(hf) if n.startswith("model-"))
+    check(len(shards) > 2, f"the export was not sharded: {shards}")
+    loop = os.path.join(hf, shards[1])
+    os.remove(loop)
+    os.symlink(loop, loop)
+    expect(sp("ckpt", "import", hf, *SMALL[:2], *T.sets(SMALL_SETS)), 2, "symbolic link that leads to no file")
+    hf = T.fresh(work("msg_hf2"))
+    expect(sp("ckpt", "export", run, "--hf", hf, "--max-shard-size", "40KB"), 0)
+    index = T.read_json(os.path.join(hf, "model.safetensors.index.json"))
+    files = [f for f in index["weight_map"].values()]
+    gone = next(t for t, f in index["weight_map"].items() if files.count(f) == 1)  # alone in its shard
+    del index["weight_map"][gone]  # so that shard is not read at all: only total_size still counts it
+    with open(os.path.join(hf, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f)
+    expect(sp("ckpt", "import", hf, *SMALL[:2], *T.sets(SMALL_SETS)), 2, "total_size", f"missing tensor '{gone}'")
+    # A half-written sources.json names where it breaks off; an empty corpus names the file and its size.
+    src = T.fresh(work("msg_sources"), create=True)
+    with open(T.source_dir("data", "sources.json")) as f:
+        half = f.read()[:300]
+    with open(os.path.join(src, "half.json"), "w") as f:
+        f.write(half)
+    expect(sp("data", "prepare", "--sources", os.path.join(src, "half.json"), "--out", os.path.join(src, "o1")), 2,
+           r"half\.json: not valid JSON at byte \d+.*line \d+, column \d+")
+    open(os.path.join(src, "empty.txt"), "w").close()
+    with open(os.path.join(src, "empty.json"), "w") as f:
+        json.dump({"format": "shardproof-sources", "version": 1, "sources": [
+            {"id": "e", "title": "empty", "path": "empty.txt", "sha256": hashlib.sha256(b"").hexdigest(),
+             "format": "whole_file", "language": "en", "licence": "CC0-1.0", "origin": {"registry": "test"}}]}, f)
+    expect(sp("data", "prepare", "--sources", os.path.join(src, "empty.json"), "--out", os.path.join(src, "o2")), 1,
+           r"corpus file '.*empty\.txt' \(source 'e' of '.*empty\.json'\) holds no document: 0 bytes")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
