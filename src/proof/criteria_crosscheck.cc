@@ -65,15 +65,17 @@ std::string step_problem(const std::set<int64_t>& got, const StepRule& rule, con
     want = std::set<int64_t>(rule.steps.begin(), std::next(rule.steps.begin(), static_cast<int64_t>(got.size())));
   if (got == want) return "";
   for (int64_t s : want)
-    if (!got.count(s)) return fmt::format("{}: step {} is missing (the contract implies {})", where, s, steps_text(want));
+    if (!got.count(s))
+      return fmt::format("{}: step {} is missing (the contract implies {})", where, s, steps_text(want));
   for (int64_t s : got)
-    if (!want.count(s)) return fmt::format("{}: step {} is not one the contract implies ({})", where, s, steps_text(want));
+    if (!want.count(s))
+      return fmt::format("{}: step {} is not one the contract implies ({})", where, s, steps_text(want));
   return "";
 }
 
 // Every rank's trace records of a stage (a missing or unreadable file: an error naming it).
 Result<std::vector<std::vector<comm::TraceRecord>>> rank_traces(const RunPaths& run, std::string_view stage,
-                                                                 int world) {
+                                                                int world) {
   std::vector<std::vector<comm::TraceRecord>> out;
   for (int r = 0; r < world; ++r) {
     const std::string path = comm::trace_file_path(run.root(), r);
@@ -128,10 +130,11 @@ Criterion grad_norms_agree(const GateContext& c) {
       const double got = m["grad_norm"].is_number() ? m["grad_norm"].get<double>() : NAN;
       const double tol = static_cast<double>(it->second.tensors + 8) * 0x1p-53;
       if (!(std::fabs(got - want) <= tol * want))
-        problems.push_back(fmt::format("{}: step {}: grad_norm {:.17g}, but √Σ l2² of the step's {} gradient records "
-                                       "in {} is {:.17g} (relative difference {:.2g} > {:.2g})",
-                                       stage_file(stage, kMetricsFile), step, got, it->second.tensors,
-                                       stage_file(stage, kChecksumsFile), want, std::fabs(got - want) / want, tol));
+        problems.push_back(
+            fmt::format("{}: step {}: grad_norm {:.17g}, but √Σ l2² of the step's {} gradient records "
+                        "in {} is {:.17g} (relative difference {:.2g} > {:.2g})",
+                        stage_file(stage, kMetricsFile), step, got, it->second.tensors,
+                        stage_file(stage, kChecksumsFile), want, std::fabs(got - want) / want, tol));
     }
   }
   return make("gradient norms agree across views", problems.empty(),
@@ -237,14 +240,16 @@ Criterion recovery_resumed_itself(const GateContext& c) {
     for (const comm::TraceRecord& t : (*rec)[static_cast<size_t>(r)]) {
       loaded = loaded || (t.phase == comm::Phase::kCheckpoint && t.step == k);
       if (theirs.count(t.t_start_us) && problem.empty())
-        problem = fmt::format("{}: rank {}'s record seq {} (group '{}', step {}) starts at {} µs, as a record of "
-                              "the parallel stage's trace does: a copied trace, not a run",
-                              file, r, t.seq, t.group, t.step, t.t_start_us);
+        problem = fmt::format(
+            "{}: rank {}'s record seq {} (group '{}', step {}) starts at {} µs, as a record of "
+            "the parallel stage's trace does: a copied trace, not a run",
+            file, r, t.seq, t.group, t.step, t.t_start_us);
     }
     if (!loaded && problem.empty())
-      problem = fmt::format("{}: rank {} holds no checkpoint-load record of step {} (phase checkpoint): it did not "
-                            "resume from the checkpoint",
-                            file, r, k);
+      problem = fmt::format(
+          "{}: rank {} holds no checkpoint-load record of step {} (phase checkpoint): it did not "
+          "resume from the checkpoint",
+          file, r, k);
   }
   return make("recovery resumed from its checkpoint", problem.empty(),
               problem.empty() ? fmt::format("{} ranks loaded step {}; no record shared with the parallel run", world, k)

@@ -181,7 +181,7 @@ std::string RunEquivalence::describe() const {
   return fmt::format(
       "{} at step 0 only ({} of {} steps verified), where both start from the same state (max rel. loss {:.2g}, "
       "params {:.2g}, grads {:.2g}); steps 1–{} NOT verified: a free-running trajectory that is not bitwise is "
-      "not comparable step by step (drift up to {:.2g}, information only); anchor them with `train "
+      "not comparable step by step (free-running drift up to {:.2g}, information only); anchor them with `train "
       "--anchor-from` to verify every step",
       evidence::equivalence_name(c.verdict), judged_steps, steps, c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first,
       steps - 1, drift);
