@@ -158,15 +158,21 @@ def lr_at(step, tr):
     return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * prog))
 
 
+def adamw(params, tr):
+    """torch.optim.AdamW (foreach=False) over `params` (name -> tensor); weight decay on matrices only (shardproof's
+    rule)."""
+    decay = [v for k, v in params.items() if v.dim() == 2]
+    no_decay = [v for k, v in params.items() if v.dim() == 1]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": tr["weight_decay"]},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], foreach=False)
+
+
 def train(cfg, tr, weights, batches, dtype):
     """AdamW (torch.optim.AdamW, foreach=False) with linear warmup + cosine, global-norm clipping.
     Weight decay applies to matrices only (shardproof's rule). batches: (steps*global_batch, T+1)."""
     w = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
-    decay = [v for k, v in w.items() if v.dim() == 2]
-    no_decay = [v for k, v in w.items() if v.dim() == 1]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tr["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], foreach=False)
+    opt = adamw(w, tr)
     G = tr["global_batch"]
     losses, norms = [], []
     for s in range(tr["steps"]):
@@ -339,11 +345,7 @@ def train_mixed(cfg, tr, weights, batches, half, grad_half=None, dtype=torch.flo
     AdamW (torch.optim.AdamW) on the masters with the gradient × clip / scale. Returns per-step losses, grad
     norms, loss scales, skips, and the final masters."""
     masters = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
-    decay = [v for k, v in masters.items() if v.dim() == 2]
-    no_decay = [v for k, v in masters.items() if v.dim() == 1]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tr["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], foreach=False)
+    opt = adamw(masters, tr)
     scaler = LossScaler(**(fp16 or {})) if fp16 is not None else None
     G, B = tr["global_batch"], tr["micro_batch_size"]
     out = {"loss": [], "grad_norm": [], "loss_scale": [], "skipped": []}
