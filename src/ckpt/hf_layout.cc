@@ -60,7 +60,7 @@ Result<HfIndex> parse_hf_index(const nlohmann::json& j, const std::string& label
   };
   if (!j.is_object()) return bad(fmt::format("the index must be a JSON object, got {}", j.type_name()));
   for (const auto& [key, value] : j.items())
-    if (key != "weight_map" && key != "metadata") return bad(fmt::format("unknown key \"{}\"", key));
+    if (key != "weight_map" && key != "metadata") return bad(fmt::format("unknown key {:?}", key));
   HfIndex index;
   if (j.contains("metadata")) {
     const nlohmann::json& m = j.at("metadata");

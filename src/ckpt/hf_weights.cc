@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -44,6 +46,7 @@ struct OpenWeights {
   std::vector<SafetensorsReader> readers;
   std::map<std::string, Found> tensors;
   uint64_t tensor_bytes = 0;
+  std::vector<std::string> problems;  // the index against its shards (reported with the model's, read_checked)
   const SafetensorsReader& reader(const Found& f) const { return readers[f.reader]; }
   const SafetensorsEntry& entry(const Found& f) const { return readers[f.reader].tensors()[f.entry]; }
   std::string file(const Found& f) const { return fs::path(readers[f.reader].label()).filename().string(); }
@@ -64,9 +67,13 @@ Result<OpenWeights> open_weights(const HfWeightFiles& files) {
             example = t;
             break;
           }
-        return not_found("index '{}' names shard '{}' (e.g. for tensor '{}'), which does not exist", files.index, f,
-                         example)
-            .with_hint("copy every shard the index names into " + files.dir);
+        std::error_code ec;
+        const bool link = fs::is_symlink(fs::symlink_status(full, ec));
+        return not_found(
+                   "index '{}' names shard '{}' (e.g. for tensor '{}'), which {}", files.index, f, example,
+                   link ? "is a symbolic link that leads to no file (a loop, or a missing target)" : "does not exist")
+            .with_hint(link ? "replace the link with the shard itself"
+                            : "copy every shard the index names into " + files.dir);
       }
     }
   }
@@ -74,7 +81,7 @@ Result<OpenWeights> open_weights(const HfWeightFiles& files) {
     SP_ASSIGN_OR_RETURN(SafetensorsReader r, SafetensorsReader::open(f));
     w.readers.push_back(std::move(r));
   }
-  std::vector<std::string> problems;
+  std::vector<std::string>& problems = w.problems;
   for (size_t ri = 0; ri < w.readers.size(); ++ri) {
     const std::string file = fs::path(w.readers[ri].label()).filename().string();
     const std::vector<SafetensorsEntry>& entries = w.readers[ri].tensors();
@@ -106,10 +113,6 @@ Result<OpenWeights> open_weights(const HfWeightFiles& files) {
       problems.push_back(fmt::format("metadata.total_size is {} bytes but the shards' tensors hold {} bytes",
                                      *index->total_size, w.tensor_bytes));
   }
-  if (!problems.empty())
-    return corrupt("index '{}' and its shards disagree ({} problem{}):{}", files.index, problems.size(),
-                   problems.size() == 1 ? "" : "s", problem_list(problems))
-        .with_hint("the directory must hold the shards the index was written with (docs/formats/huggingface.md)");
   return w;
 }
 
@@ -192,7 +195,13 @@ Result<NamedTensors> read_checked(const std::string& path, const model::LlamaCon
   SP_ASSIGN_OR_RETURN(const HfWeightFiles files, locate_hf_weights(path));
   SP_ASSIGN_OR_RETURN(const OpenWeights w, open_weights(files));
   const std::vector<model::WeightSpec> table = model::weight_table(config);
-  SP_RETURN_IF_ERROR(check_against_model(w, table, path));
+  const Status fits = check_against_model(w, table, path);
+  if (!w.problems.empty())  // with what the model misses: a total_size off by a tensor names that tensor too
+    return corrupt("index '{}' and its shards disagree ({} problem{}):{}{}", files.index, w.problems.size(),
+                   w.problems.size() == 1 ? "" : "s", problem_list(w.problems),
+                   fits.ok() ? std::string() : "\n  and " + fits.message())
+        .with_hint("the directory must hold the shards the index was written with (docs/formats/huggingface.md)");
+  SP_RETURN_IF_ERROR(fits);
   SP_RETURN_IF_ERROR(check_config_beside(files.dir, config));
   NamedTensors out;
   for (const model::WeightSpec& spec : table) {
@@ -264,16 +273,44 @@ Result<NamedTensors> read_hf_weights(const std::string& path, const model::Llama
 
 namespace {
 
-// The directory `out_dir` may be written: absent, empty, or (with overwrite) replaced.
+// A name an HF export writes (write_hf_weights): config.json, model.safetensors, the index, its shards.
+bool is_hf_export_name(const std::string& name) {
+  if (name == kHfConfigFile || name == kHfSingleFile || name == kHfIndexFile) return true;
+  int index = 0, count = 0;
+  char tail[2] = {};
+  return std::sscanf(name.c_str(), "model-%5d-of-%5d.safetensor%1s", &index, &count, tail) == 3 && tail[0] == 's' &&
+         hf_shard_file_name(index, count) == name;
+}
+
+// The directory `out_dir` may be written: absent, empty, or (with overwrite) a previous HF export, replaced:
+// --overwrite never deletes what an export did not write (a run, a proof bundle, anything else).
 Status check_out_dir(const std::string& out_dir, bool overwrite) {
   std::error_code ec;
   if (!fs::exists(out_dir, ec)) return Status();
+  if (fs::is_symlink(out_dir, ec))
+    return invalid_argument("--hf '{}' is a symbolic link: an export replaces a directory, never a link's target",
+                            out_dir)
+        .with_hint("pass the directory itself, or choose a new one");
   if (!fs::is_directory(out_dir, ec))
     return invalid_argument("--hf '{}' exists and is not a directory", out_dir).with_hint("choose a new directory");
-  if (!overwrite && !fs::is_empty(out_dir, ec))
+  if (fs::is_empty(out_dir, ec)) return Status();
+  if (!overwrite)
     return invalid_argument("--hf '{}' exists and is not empty: an export never replaces files unasked", out_dir)
-        .with_hint("choose a new directory, or pass --overwrite to replace it");
-  return Status();
+        .with_hint("choose a new directory, or pass --overwrite to replace a previous export");
+  std::vector<std::string> foreign;
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_hf_export_name(name) || !e.is_regular_file(ec)) foreign.push_back(name);
+  }
+  if (ec) return io_error("cannot list '{}': {}", out_dir, ec.message());
+  if (foreign.empty()) return Status();
+  std::sort(foreign.begin(), foreign.end());
+  return invalid_argument(
+             "--hf '{}' --overwrite: the directory holds {} an HF export does not write ('{}'{}): --overwrite "
+             "replaces only a previous export (config.json, model.safetensors or its shards and index)",
+             out_dir, foreign.size() == 1 ? "an entry" : fmt::format("{} entries", foreign.size()), foreign.front(),
+             foreign.size() > 1 ? ", …" : "")
+      .with_hint("choose a new directory: nothing was removed");
 }
 
 // The tmp directory, renamed onto `out_dir` (an old one moved aside first and removed after).

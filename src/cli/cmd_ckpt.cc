@@ -2,7 +2,9 @@
 // (docs/checkpoints.md). Single-process; nothing here runs MPI. Exit 0 success, 1 damaged or failed,
 // 2 usage error.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -16,6 +18,7 @@
 #include "cli/run_setup.h"
 #include "cli/run_source.h"
 #include "core/log.h"
+#include "evidence/run_dir.h"
 
 namespace sp::cli {
 namespace {
@@ -36,6 +39,16 @@ Result<Selected> select(const std::string& dir, int64_t step_option) {
 
 // The step to use when none was named: LATEST's (refusing a damaged LATEST, which is what a resume does).
 Result<int64_t> default_step(const Selected& s) {
+  const auto& saved = s.listing.steps;
+  if (s.step && std::find(saved.begin(), saved.end(), *s.step) == saved.end()) {
+    // A step this run never saved (not one whose directory LATEST names and someone removed).
+    auto latest = ckpt::read_latest(s.paths);
+    if (!latest.ok() || latest->step != *s.step)
+      return not_found("'{}' holds no checkpoint of step {}: the run saved {}", s.paths.root(), *s.step,
+                       saved.empty() ? std::string("none") : fmt::format("step(s) {}", fmt::join(saved, ", ")))
+          .with_hint(saved.empty() ? "train with evidence.checkpoint_every or --checkpoint-at to save one"
+                                   : "--step N with one of them (`shardproof ckpt inspect DIR` lists them)");
+  }
   if (s.step) return *s.step;
   auto latest = ckpt::read_latest(s.paths);
   if (!latest.ok()) return latest.status().with_hint("name a checkpoint with --step N (see `shardproof ckpt inspect`)");
@@ -158,6 +171,7 @@ Status run_export_hf(const std::string& dir, int64_t step_option, const std::str
     return invalid_argument("--dtype '{}' is not an export dtype", dtype).with_hint("fp32 or bf16");
   options.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   options.overwrite = overwrite;
+  SP_RETURN_IF_ERROR(evidence::refuse_evidence_target(out, "--hf"));  // never into a run or a sealed bundle
   SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));
   SP_ASSIGN_OR_RETURN(const int64_t step, default_step(s));
   auto exported = ckpt::export_hf(s.paths, step, out, options);
@@ -169,6 +183,7 @@ Status run_export_hf(const std::string& dir, int64_t step_option, const std::str
 }
 
 Status run_export(const std::string& dir, int64_t step_option, const std::string& out) {
+  SP_RETURN_IF_ERROR(evidence::refuse_evidence_target(out, "--out"));  // never into a run or a sealed bundle
   SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));
   SP_ASSIGN_OR_RETURN(const int64_t step, default_step(s));
   auto exported = ckpt::export_consolidated(s.paths, step, out);

@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "cli/run_source.h"
+#include "parallel/trainer.h"
 
 namespace sp::cli {
 namespace {
@@ -44,16 +45,26 @@ int run_config_show(const ConfigShowOpts& options) {
     if (Status s = check_input_file("--deepspeed", o.deepspeed); !s.ok()) return report_status(s);
   auto config = o.load(DeepSpeedInput{.file = o.deepspeed, .world = o.np});
   if (!config.ok()) return report_status(config.status());
+  // What `train` would say of it (exit 2 after the configuration is shown: never a silent exit 0).
+  const int world = o.np > 0 ? o.np : config->parallel.world();
+  const auto planned = parallel::plan_run(*config, world);
   nlohmann::json j = config->to_json();
   const nlohmann::json deepspeed = j.contains("deepspeed") ? j["deepspeed"] : nlohmann::json();
   const nlohmann::json model_config = j.contains("model_config") ? j["model_config"] : nlohmann::json();
   j.erase("deepspeed");
   j.erase("model_config");
+  const auto verdict = [&] {
+    if (planned.ok()) return 0;
+    return report_status(Status(planned.status().code(),
+                                fmt::format("`train` refuses this configuration (on {} rank{}): {}", world,
+                                            world == 1 ? "" : "s", planned.status().message()),
+                                planned.status().hint()));
+  };
   if (options.json) {
     std::printf(
         "%s\n",
         nlohmann::json{{"config", j}, {"deepspeed", deepspeed}, {"model_config", model_config}}.dump(2).c_str());
-    return 0;
+    return verdict();
   }
   std::printf("# effective configuration (%s%s%s%s)\n",
               o.config.empty() ? ("preset " + config->name).c_str() : o.config.c_str(),
@@ -66,7 +77,7 @@ int run_config_show(const ConfigShowOpts& options) {
     std::printf("\n[%s]\n", section.c_str());
     for (const auto& [k, v] : table.items()) std::printf("%s = %s\n", k.c_str(), toml_value(v).c_str());
   }
-  if (deepspeed.is_null()) return 0;
+  if (deepspeed.is_null()) return verdict();
   const nlohmann::json& m = deepspeed["mapping"];
   std::printf("\n# --deepspeed %s (sha256 %s)\n", deepspeed["file"].get<std::string>().c_str(),
               deepspeed["sha256"].get<std::string>().c_str());
@@ -83,7 +94,7 @@ int run_config_show(const ConfigShowOpts& options) {
   }
   if (!o.sets.empty())
     std::printf("# --set is applied after the ds_config: where they meet, the values above are --set's\n");
-  return 0;
+  return verdict();
 }
 
 }  // namespace

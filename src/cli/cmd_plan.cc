@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/run_dir.h"
 #include "planner/cluster.h"
 #include "planner/collective_time.h"
 #include "planner/evaluate.h"
@@ -195,6 +196,7 @@ int describe_placement(const PlanArgs& a, const planner::ClusterSpec& cl, const 
 // --out DIR: the document as DIR/plan.json and its page DIR/report.html (docs/report.md); prints both paths
 // (to stderr when stdout carries the JSON).
 Status write_plan_dir(const std::string& out, const nlohmann::json& j, bool json_on_stdout) {
+  SP_RETURN_IF_ERROR(evidence::refuse_evidence_target(out, "--out"));  // never a run's or a sealed bundle's page
   SP_RETURN_IF_ERROR(make_directories(out));
   const evidence::RunPaths paths(out);
   SP_RETURN_IF_ERROR(write_file_atomic(paths.file(evidence::kPlanFile), j.dump(1) + "\n"));

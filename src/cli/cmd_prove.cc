@@ -66,6 +66,7 @@ class Protocol {
               {"anchors", plan_.anchors},
               {"fault_anchors", plan_.fault_anchors},
               {"fault_warmup", plan_.fault_warmup},
+              {"anchored_evals", plan_.anchored_evals},
               {"title", o_.title.empty() ? std::string("shardproof prove") : o_.title},
               {"stages", json::array()}};
   }
@@ -80,6 +81,8 @@ class Protocol {
     args.insert(args.end(), {"--out", out.root(), "--anchor-from", paths_.reference().root(), "--anchors",
                              steps_list(anchors), "--anchor-warmup", std::to_string(warmup)});
     if (with_fault) args.insert(args.end(), {"--fault", fault_.to_string()});
+    if (!with_fault && !plan_.anchored_evals.empty())                        // the held-out eval, anchored
+      args.push_back("--anchor-evals=" + steps_list(plan_.anchored_evals));  // "=": the list starts with -1
     return stage(name, config_.parallel.world(), args);
   }
 

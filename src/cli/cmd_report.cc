@@ -10,11 +10,17 @@
 
 #include "cli/command.h"
 #include "evidence/bundle_paths.h"
+#include "evidence/run_dir.h"
 #include "report/render.h"
 
 namespace sp::cli {
 
 int run_report(const std::string& dir, const std::string& out) {
+  // --out writes the page elsewhere: never into a run directory or a sealed bundle (DIR's own report.html,
+  // the default, is the one page there that is derived and may be written again).
+  if (!out.empty() &&
+      evidence::resolved_path(out) != evidence::resolved_path(evidence::ProofPaths(dir).file(evidence::kReportFile)))
+    if (Status s = evidence::refuse_evidence_target(out, "--out"); !s.ok()) return report_status(s);
   auto problems = report::write_report(dir, out);
   if (!problems.ok()) return report_status(problems.status());
   const std::string path = out.empty() ? evidence::ProofPaths(dir).file(evidence::kReportFile) : out;

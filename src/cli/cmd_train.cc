@@ -50,6 +50,7 @@ struct TrainOpts {
   std::vector<int64_t> checkpoint_at, anchors;
   std::string anchor_from;
   int64_t anchor_warmup = 0;
+  std::vector<int64_t> anchor_evals;
 };
 
 // Resuming, overwriting, stopping, initializing and injecting a fault (docs/checkpoints.md, docs/faults.md).
@@ -91,6 +92,10 @@ void add_protocol_options(CLI::App* cmd, TrainOpts& o) {
   cmd->add_option("--anchor-warmup", o.anchor_warmup,
                   "Anchored replay: start this many steps before each anchor (faults that need the previous step)")
       ->check(CLI::Range(0, 1));
+  cmd->add_option("--anchor-evals", o.anchor_evals,
+                  "Anchored replay: also evaluate the held-out split from the reference's state at these evaluation "
+                  "points (S: the eval after step S, from its checkpoint S + 1; -1: the initial state)")
+      ->delimiter(',');
 }
 
 // The engine's options from the command line; a --fault is either a checkpoint-save fault or a catalogue one.
@@ -112,6 +117,7 @@ Result<parallel::TrainOptions> train_options(const TrainOpts& o, const std::stri
   topt.anchor_from = o.anchor_from;
   topt.anchors = o.anchors;
   topt.anchor_warmup = o.anchor_warmup;
+  topt.anchor_evals = o.anchor_evals;
   if (o.faults.size() > 1)
     return invalid_argument("--fault given {} times; a run injects at most one fault", o.faults.size());
   for (const std::string& spec : o.faults) {

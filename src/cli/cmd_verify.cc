@@ -1,5 +1,7 @@
 // `shardproof verify RUN --against REF`: classify a run against a reference from their evidence
-// files alone (bitwise-equal / within-tolerance / divergent) and report the first divergence.
+// files alone (bitwise-equal / within-tolerance / divergent) and report the first divergence; exit 0 when
+// every step holds its promise, 1 when one does not, 3 when the steps judged hold but not every step could
+// be judged (the verdict never covers a step that was not verified).
 // `shardproof verify BUNDLE`: re-derive a proof bundle's gate from its files (proof/gate.h) for a
 // third party, and compare it with the gate.json the bundle carries.
 #include <fmt/format.h>
@@ -29,6 +31,10 @@ static Status verify_against(const std::string& run, const std::string& ref, con
   text += fmt::format(
       "  promised by the contract: {}{}\n", evidence::equivalence_name(c.promised),
       e.anchored ? fmt::format(" (anchored replay: {} steps, each from the reference's state)", e.judged_steps) : "");
+  const int64_t unverified = e.unverified_steps();
+  text += fmt::format(
+      "  steps verified: {} of {}{}\n", e.steps - unverified, e.steps,
+      unverified > 0 && e.holds() ? fmt::format(" — verdict: UNVERIFIED for {} step(s) (exit 3)", unverified) : "");
   for (const std::string& p : c.problems) text += "  PROBLEM: " + p + "\n";
   if (c.problem_count > static_cast<int64_t>(c.problems.size()))
     text += fmt::format("  ... and {} more problems\n", c.problem_count - static_cast<int64_t>(c.problems.size()));
@@ -43,10 +49,15 @@ static Status verify_against(const std::string& run, const std::string& ref, con
     nlohmann::json j = c.to_json();
     j["anchored"] = e.anchored;
     j["judged_steps"] = e.judged_steps;
+    j["steps"] = e.steps;
+    j["unverified_steps"] = unverified;
+    j["same_topology"] = e.same_topology;
     j["summary"] = e.describe();
     SP_RETURN_IF_ERROR(write_file_atomic(json_out, j.dump(2) + "\n"));
   }
-  rc = e.holds() ? 0 : 1;
+  // 0: every step holds its promise; 1: a step does not (or the records are incomplete); 3: the judged
+  // steps hold but others were not verified (a free-running non-bitwise run: only step 0 is comparable).
+  rc = !e.holds() ? 1 : unverified > 0 ? 3 : 0;
   return Status();
 }
 

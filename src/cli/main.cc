@@ -1,9 +1,51 @@
 // shardproof: the command-line entry point. Parses argv, dispatches to one subcommand.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "core/revision.h"
+
+namespace {
+
+// Edits (insert, delete, substitute, swap two neighbours) between a and b: how close a typo is to a command.
+size_t typo_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// A first argument that is neither an option nor a command: named, with the nearest command (exit 2).
+bool refuse_unknown_command(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return false;
+  const std::string word = argv[1];
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), word) != names.end()) return false;
+  std::string nearest = names.front();
+  for (const std::string& n : names)
+    if (typo_distance(word, n) < typo_distance(word, nearest)) nearest = n;
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+  std::fprintf(stderr, "shardproof: error: unknown command '%s'\n  hint: %scommands: %s (shardproof --help)\n",
+               word.c_str(),
+               typo_distance(word, nearest) <= std::max<size_t>(2, nearest.size() / 3)
+                   ? ("did you mean '" + nearest + "'? ").c_str()
+                   : "",
+               all.c_str());
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -28,6 +70,7 @@ int main(int argc, char** argv) {
   sp::cli::register_report(app, result);
   sp::cli::register_config(app, result);
   sp::cli::register_judge(app, result);
+  if (refuse_unknown_command(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,12 +15,24 @@ namespace {
 // (DeepSpeedConfig._set_batch_related_parameters, then _batch_assertion): floor divisions, then the check.
 void map_batch(Mapper& m, const json& ds, int dp, DsMapping& out) {
   constexpr int64_t kBig = int64_t{1} << 40;  // products of three stay far inside int64
-  auto tb = m.integer(ds, "", "train_batch_size", -kBig, kBig);
-  auto mb = m.integer(ds, "", "train_micro_batch_size_per_gpu", -kBig, kBig);
-  auto ga = m.integer(ds, "", "gradient_accumulation_steps", -kBig, kBig);
+  // A given batch key is a positive count (DeepSpeed: "... has to be greater than 0"), refused as it is
+  // written, before anything is inferred from it.
+  bool bad = false;
+  for (const char* key : {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
+    if (ds.contains(key) && ds.at(key).is_number() && !(ds.at(key).get<double>() >= 1)) {
+      m.errors.push_back(
+          fmt::format("{} = {}: a batch size is a positive integer (DeepSpeed: \"{} has to be greater "
+                      "than 0\"); hint: give a count of sequences, 1 or more",
+                      key, ds.at(key).dump(), key));
+      bad = true;
+    }
+  if (bad) return;
+  auto tb = m.integer(ds, "", "train_batch_size", 1, kBig);
+  auto mb = m.integer(ds, "", "train_micro_batch_size_per_gpu", 1, kBig);
+  auto ga = m.integer(ds, "", "gradient_accumulation_steps", 1, kBig);
   if ((ds.contains("train_batch_size") && !tb) || (ds.contains("train_micro_batch_size_per_gpu") && !mb) ||
       (ds.contains("gradient_accumulation_steps") && !ga))
-    return;  // its type error is recorded
+    return;  // its type or range error is recorded
   std::string inferred;
   if (tb && mb && ga) {
   } else if (tb && mb) {

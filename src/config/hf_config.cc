@@ -156,6 +156,21 @@ void check_neutral(HfPass& p) {
   }
 }
 
+// The model's rules name the engine's keys; say which key of the Hugging Face file each one is.
+std::string in_hf_names(std::string m) {
+  for (const auto& [ours, theirs] : std::initializer_list<std::pair<std::string_view, std::string_view>>{
+           {"model.n_kv_heads", "num_key_value_heads"},
+           {"model.n_heads", "num_attention_heads"},
+           {"model.n_layers", "num_hidden_layers"},
+           {"model.ffn_dim", "intermediate_size"},
+           {"model.max_seq", "max_position_embeddings"},
+           {"model.vocab_size", "vocab_size"},
+           {"model.dim", "hidden_size"}})
+    for (size_t at = m.find(ours); at != std::string::npos; at = m.find(ours, at + theirs.size() + 2))
+      m.replace(at, ours.size(), fmt::format("\"{}\"", theirs));
+  return m;
+}
+
 // Every other key: ignored with its reason, or refused as unknown.
 void sort_other_keys(HfPass& p) {
   for (const auto& [key, value] : p.j.items()) {
@@ -165,9 +180,11 @@ void sort_other_keys(HfPass& p) {
       continue;
     }
     p.errs.push_back(
-        fmt::format("unknown key \"{}\" = {}: shardproof does not know whether it changes the math, so "
+        fmt::format("unknown key {:?} = {}: shardproof does not know whether it changes the math, so "
                     "it refuses it",
-                    key, value.dump().substr(0, 60)));
+                    key,
+                    value.dump().substr(
+                        0, 60)));  // {:?}: quoted, invisible bytes escaped  // {:?}: quoted, invisible bytes escaped
   }
 }
 
@@ -183,7 +200,7 @@ Result<HfModelConfig> hf_model_from_json(const json& j, const std::string& name,
   check_neutral(p);
   sort_other_keys(p);
   if (p.errs.empty()) {
-    if (Status v = out.model.validate(); !v.ok()) p.errs.push_back(v.message());
+    if (Status v = out.model.validate(); !v.ok()) p.errs.push_back(in_hf_names(v.message()));
   }
   if (p.errs.empty()) return out;
   std::string msg = fmt::format("{}: not a LLaMA config shardproof can use ({} problem{}):", origin, p.errs.size(),

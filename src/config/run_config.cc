@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/json_io.h"
+
 namespace sp::config {
 using nlohmann::json;
 

@@ -210,6 +210,9 @@ Result<RunConfig> RunConfig::from_json(const json& root) {
   SP_RETURN_IF_ERROR(read_data(root, c.data));
   SP_RETURN_IF_ERROR(read_evidence(root, c.evidence));
   SP_RETURN_IF_ERROR(read_fp16(root, c.fp16));
+  // fp16 without an [fp16] table scales the loss with DeepSpeed's defaults, as DeepSpeed does for "fp16":
+  // {"enabled": true}; to_json writes them, so the contract records the scaling the run used.
+  if (!c.fp16 && c.train.precision.compute == DType::kF16) c.fp16 = optim::LossScalerConfig{};
   SP_RETURN_IF_ERROR(read_prove(root, c.prove));
   SP_RETURN_IF_ERROR(read_model_config_record(root, c.model_config));
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/file_io.h"
+#include "core/json_io.h"
 
 namespace sp::config {
 namespace {
@@ -252,8 +253,8 @@ void TomlFields::finish() {
     if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
     std::string list;
     for (const auto& s : known_) list += (list.empty() ? "" : ", ") + s;
-    error(fmt::format("{}:{}: unknown key {} (known keys{}: {})", origin_, v.source().begin.line, name(key.c_str()),
-                      prefix_.empty() ? "" : " in [" + prefix_ + "]", list));
+    error(fmt::format("{}:{}: unknown key {} (known keys{}: {})", origin_, v.source().begin.line,
+                      name(shown_key(key).c_str()), prefix_.empty() ? "" : " in [" + prefix_ + "]", list));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/file_io.h"
 #include "core/machine.h"
@@ -46,13 +47,25 @@ DirectoryLock& DirectoryLock::operator=(DirectoryLock&& o) noexcept {
     release();
     fd_ = o.fd_;
     path_ = std::move(o.path_);
+    dir_ = std::move(o.dir_);
+    remove_dir_ = o.remove_dir_;
     o.fd_ = -1;
+    o.dir_.clear();
   }
   return *this;
 }
 
 void DirectoryLock::release() {
   if (fd_ < 0) return;
+  if (!dir_.empty()) {  // still holding the lock: nobody else writes into the directory meanwhile
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    bool alone = true;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec))
+      alone = alone && fs::equivalent(e.path(), path_, ec);
+    if (alone && !ec && ::unlink(path_.c_str()) == 0 && remove_dir_) ::rmdir(dir_.c_str());
+    dir_.clear();
+  }
   ::flock(fd_, LOCK_UN);
   ::close(fd_);
   fd_ = -1;

@@ -74,6 +74,14 @@ class GuardSax final : public nlohmann::json_sax<nlohmann::json> {
 
 }  // namespace
 
+std::string shown_key(std::string_view key) {
+  const bool printable = std::all_of(key.begin(), key.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u != 0x7f;
+  });
+  return printable ? std::string(key) : fmt::format("{:?}", key);
+}
+
 Result<nlohmann::json> parse_json_strict(std::string_view text, const std::string& label, int max_depth) {
   GuardSax guard(label, max_depth);
   bool ok = false;
@@ -250,7 +258,8 @@ void JsonFields::refuse_unknown(const std::vector<std::string>& known, std::stri
     for (const std::string& n : known)
       if (std::find(listed.begin(), listed.end(), n) == listed.end()) listed.push_back(n);
     problems_.push_back(
-        invalid_argument("unknown key {}{}", path(k), why.empty() ? std::string() : fmt::format(" ({})", why))
+        invalid_argument("unknown key {}{}", path(shown_key(k)),
+                         why.empty() ? std::string() : fmt::format(" ({})", why))
             .with_hint(fmt::format("known keys {}: {}", where_.empty() ? "at the top level" : "in [" + where_ + "]",
                                    fmt::join(listed, ", "))));
   }

@@ -26,6 +26,10 @@ inline constexpr int kMaxJsonDepth = 64;
 inline constexpr uint64_t kMaxJsonFileBytes = uint64_t{1} << 30;  // 1 GiB: bounded allocation on untrusted input
 
 // Parses `text`; refuses nesting deeper than `max_depth`, duplicate object keys, and trailing bytes.
+// A key (or any name read from a file) as a message shows it: as it is when every byte is printable, else quoted
+// with its invisible bytes escaped ("train_batch_size\x00"), so two keys that look alike are told apart.
+std::string shown_key(std::string_view key);
+
 Result<nlohmann::json> parse_json_strict(std::string_view text, const std::string& label,
                                          int max_depth = kMaxJsonDepth);
 // The whole file at `path` (at most `max_bytes`), parsed strictly; errors name the path.

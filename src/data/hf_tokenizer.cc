@@ -110,22 +110,22 @@ void HfBpe::encode_word(std::string_view word, std::vector<uint32_t>& out) const
     const auto n = static_cast<int64_t>(sym.size());
     sym.push_back({id, n - 1, n + 1, true});
   };
-  std::optional<uint32_t> pending_unk;
+  int64_t pending_unk = -1;  // an unknown character not yet added (fuse_unk joins a run of them); -1: none
   for (size_t i = 0; i < word.size();) {
     const size_t n = hf_char_bytes(word, i);
     const std::string ch(word.substr(i, n));
     i += n;
     if (auto it = vocab.find(ch); it != vocab.end()) {
-      if (pending_unk) add(*pending_unk), pending_unk.reset();
+      if (pending_unk >= 0) add(static_cast<uint32_t>(pending_unk)), pending_unk = -1;
       add(it->second);
     } else if (byte_fallback) {  // load() checked that all 256 byte tokens exist
       for (unsigned char b : ch) add(static_cast<uint32_t>(byte_ids[b]));
-    } else if (!fuse_unk || !pending_unk) {  // load() checked that unk exists without byte fallback
-      if (pending_unk) add(*pending_unk);
+    } else if (!fuse_unk || pending_unk < 0) {  // load() checked that unk exists without byte fallback
+      if (pending_unk >= 0) add(static_cast<uint32_t>(pending_unk));
       pending_unk = *unk;
     }
   }
-  if (pending_unk) add(*pending_unk);
+  if (pending_unk >= 0) add(static_cast<uint32_t>(pending_unk));
   if (!sym.empty()) sym.back().next = -1;
   // Merge: the pair of lowest rank first, the leftmost of equal ranks; an entry whose pair changed since it
   // was queued is skipped (tokenizers' Word::merge_all).

@@ -234,9 +234,16 @@ Result<PreparedTokenizer> make_tokenizer(const Corpus& c, const PrepareOptions& 
   for (const DocRecord& d : c.docs)
     if (d.drop == DropReason::kNone && d.split == 0)
       trainer.add_text(d.text), ++train_docs, train_bytes += static_cast<int64_t>(d.text.size());
-  if (train_docs == 0)
-    return failed_precondition("no document of '{}' is left for the train split after filtering", c.src.path)
+  if (train_docs == 0) {
+    std::map<std::string, int64_t> dropped;  // why, for the message (lineage.jsonl has every document's reason)
+    for (const DocRecord& d : c.docs)
+      ++dropped[d.split == 1 ? std::string("the eval split") : std::string(drop_reason_name(d.drop))];
+    std::string why;
+    for (const auto& [reason, n] : dropped) why += fmt::format("{}{} to {}", why.empty() ? "" : ", ", n, reason);
+    return failed_precondition("no document of '{}' is left for the train split after filtering ({} documents: {})",
+                               c.src.path, c.docs.size(), why)
         .with_hint("see lineage.jsonl reasons; add text or relax the filters");
+  }
   BpeTrainStats stats;
   SP_ASSIGN_OR_RETURN(Tokenizer tok, trainer.train(opt.vocab_size, &stats));
   t.file = "tokenizer.json";

@@ -48,6 +48,11 @@ Result<Corpus> read_corpus(const PrepareOptions& opt) {
                      c.file_sha[s], c.src.path, spec.sha256)
           .with_hint("restore the file, or update its sha256 in the sources file if the change is intended");
     const auto spans = split_documents(c.files[s], spec.format);
+    if (spans.empty())  // nothing to learn from: named with its size, before any filter runs
+      return failed_precondition("corpus file '{}' (source '{}' of '{}') holds no document: {} bytes{}",
+                                 spec.resolved_path, spec.id, c.src.path, c.files[s].size(),
+                                 c.files[s].empty() ? "" : ", only separators and blank lines")
+          .with_hint("give the source some text, or remove it from the sources file");
     for (size_t i = 0; i < spans.size(); ++i) {
       DocRecord d;
       d.source = static_cast<uint32_t>(s);

@@ -5,6 +5,7 @@
 
 #include "core/file_io.h"
 #include "core/hash.h"
+#include "core/json_io.h"
 
 namespace sp::data {
 namespace {
@@ -36,8 +37,13 @@ Result<SourcesFile> load_sources(const std::string& path) {
   if (bytes->find_first_not_of(" \t\r\n") == std::string::npos)
     return invalid_argument("sources file '{}' is empty", path)
         .with_hint("it must be a JSON object with a non-empty \"sources\" array (docs/formats/lineage.md)");
-  const auto j = nlohmann::json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalid_argument("sources file '{}' is not a JSON object", path);
+  // Strict (core/json_io.h): a half-written file is named with the line and column where it breaks off.
+  auto parsed = parse_json_strict(*bytes, path);
+  if (!parsed.ok())
+    return invalid_argument("sources file {}", parsed.status().message())
+        .with_hint("it must be one complete JSON object with a \"sources\" array (docs/formats/lineage.md)");
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) return invalid_argument("sources file '{}' is not a JSON object", path);
   if (j.value("format", "") != "shardproof-sources")
     return invalid_argument("sources file '{}': key 'format' must be \"shardproof-sources\"", path);
   if (!j.contains("version") || j["version"] != 1)

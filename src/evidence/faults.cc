@@ -165,8 +165,13 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
         .with_hint(fmt::format("{} needs {}", i.name, i.needs));
   };
-  if (f.step >= steps) return refuse(fmt::format("step {} ≥ train.steps = {}", f.step, steps));
-  if (f.rank >= world) return refuse(fmt::format("rank {} ≥ world size {}", f.rank, world));
+  if (f.step >= steps)
+    return invalid_argument("fault {} cannot act on this run: step {} ≥ train.steps = {}", f.to_string(), f.step, steps)
+        .with_hint(fmt::format("--fault {}@STEP with STEP in 0 … {} (steps count from 0), or a longer train.steps",
+                               i.name, steps - 1));
+  if (f.rank >= world)
+    return invalid_argument("fault {} cannot act on this run: rank {} ≥ world size {}", f.to_string(), f.rank, world)
+        .with_hint(fmt::format("--fault {}[@STEP]:RANK with RANK in 0 … {}", i.name, world - 1));
   // The parameter-server faults need servers; on a parameter-server run the faults that act on a worker's
   // micro-batches or on the job apply as they are, the all-reduce ones do not (docs/faults.md §"Parameter server").
   const bool ps_fault =

@@ -36,8 +36,7 @@ bool is_run_entry(const std::string& name) {
 
 std::optional<std::string> seal_at_or_above(const std::string& dir) {
   std::error_code ec;
-  fs::path p = fs::absolute(dir, ec).lexically_normal();
-  if (ec) return std::nullopt;
+  fs::path p = resolved_path(dir);  // a symlink into a sealed bundle is the bundle
   for (;;) {
     const fs::path seal = p / kSealFile;
     if (fs::exists(seal, ec)) return seal.string();
@@ -53,7 +52,44 @@ std::string listing(const std::vector<std::string>& names) {
                      names.size() > shown.size() ? fmt::format(", … ({} in all)", names.size()) : "");
 }
 
+// What a run or a proof bundle always writes at its top level (a plan or an HF export never does).
+constexpr std::string_view kRunMarkers[] = {kContractFile, kProveFile, kChecksumsFile, kMetricsFile, kTopologyFile};
+
+// The closest directory at or above `resolved` that holds a run's or a proof bundle's files.
+std::optional<std::string> run_dir_at_or_above(const fs::path& resolved) {
+  std::error_code ec;
+  for (fs::path p = resolved;; p = p.parent_path()) {
+    for (std::string_view marker : kRunMarkers)
+      if (fs::is_regular_file(p / marker, ec)) return p.string();
+    if (!p.has_parent_path() || p.parent_path() == p) return std::nullopt;
+  }
+}
+
 }  // namespace
+
+std::string resolved_path(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) p = fs::absolute(path, ec);
+  return p.lexically_normal().string();
+}
+
+Status refuse_evidence_target(const std::string& path, std::string_view flag) {
+  const std::string resolved = resolved_path(path);
+  const std::string shown = resolved == fs::absolute(path).lexically_normal().string()
+                                ? fmt::format("'{}'", path)
+                                : fmt::format("'{}' (= '{}')", path, resolved);
+  if (const auto seal = seal_at_or_above(resolved))
+    return invalid_argument("{} {} lies in a sealed proof bundle ('{}'): a sealed bundle is never written to", flag,
+                            shown, *seal)
+        .with_hint(fmt::format("choose a {} outside the bundle", flag));
+  if (const auto run = run_dir_at_or_above(resolved))
+    return invalid_argument(
+               "{} {} lies in the run directory '{}' (it holds a run's evidence): only the run itself writes there",
+               flag, shown, *run)
+        .with_hint(fmt::format("choose a {} outside every run and proof directory", flag));
+  return Status();
+}
 
 Result<RunDirContents> inspect_run_dir(const std::string& dir) {
   RunDirContents c;
@@ -86,13 +122,14 @@ Result<RunDirContents> inspect_run_dir(const std::string& dir) {
 Result<DirectoryLock> claim_run_dir(const std::string& dir, const RunDirClaim& claim) {
   SP_ASSIGN_OR_RETURN(RunDirContents before, inspect_run_dir(dir));
   if (before.seal)
-    return invalid_argument(
-               "'{}' is {} sealed proof bundle ('{}'): a sealed bundle is never written to", dir,
-               fs::path(*before.seal).parent_path() == fs::absolute(dir).lexically_normal() ? "a" : "inside a",
-               *before.seal)
+    return invalid_argument("'{}' is {} sealed proof bundle ('{}'): a sealed bundle is never written to", dir,
+                            fs::path(*before.seal).parent_path() == fs::path(resolved_path(dir)) ? "a" : "inside a",
+                            *before.seal)
         .with_hint("choose another --out directory (`shardproof verify` reads a bundle; --overwrite does not apply)");
   SP_RETURN_IF_ERROR(make_directories(dir));
   SP_ASSIGN_OR_RETURN(DirectoryLock lock, DirectoryLock::acquire((fs::path(dir) / kLockFile).string(), dir));
+  // A run that ends before it writes anything leaves the directory as it found it (absent, or empty).
+  lock.remove_if_alone(dir, !before.exists);
   SP_ASSIGN_OR_RETURN(const RunDirContents c, inspect_run_dir(dir));  // again, now that it is ours
   if (!c.foreign.empty())
     return invalid_argument(

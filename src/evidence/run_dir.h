@@ -34,6 +34,16 @@ struct RunDirClaim {
   bool resume_required = false;  // --resume required: the resume itself refuses a directory without checkpoints
   bool contract_only = false;    // --contract-only: `prove`'s first stage, into its bundle's root
 };
+// Where a command that is not a run writes `path` (plan --out DIR, report --out FILE, ckpt export --hf DIR or
+// --out FILE; `flag` names the option): refused when it lies in a sealed proof bundle or in a run's
+// directory (a directory holding a contract, a prove.json, checksums or metrics): `path` and every directory
+// above it are judged after symlinks are resolved, so a link into a bundle is refused like the bundle.
+// Not for `train` (claim_run_dir) nor for a command's own default file inside the bundle it reads.
+Status refuse_evidence_target(const std::string& path, std::string_view flag);
+
+// `path` with every symlink resolved (the parts that exist), absolute and normal: what a guard judges.
+std::string resolved_path(const std::string& path);
+
 // Rank 0 of a run, before anything is written: creates `dir`, refuses a sealed proof bundle (even
 // with --overwrite), takes DIR/.shardproof.lock (a concurrent run fails naming the holder's pid),
 // then refuses a directory holding files no shardproof run writes, and one holding another run unless

@@ -95,8 +95,18 @@ class Checker {
                           const std::vector<std::pair<int, std::string>>& values, int64_t seq, int64_t t_us,
                           const std::string& where);
 
+  // A job stopped by a failed check or the watchdog (a record marked aborted or timed_out): its ranks were
+  // killed in the middle of a step, and a nonblocking op in flight then was never recorded (a record is
+  // written when its op completes). Such an op is missing only in the step each rank stopped in.
+  bool in_flight_at_stop(int world_rank, int64_t step) const {
+    const auto it = last_step_.find(world_rank);
+    return stopped_ && it != last_step_.end() && step >= it->second;
+  }
+
   TraceReport& report_;
   const std::vector<RankTrace>& ranks_;
+  bool stopped_ = false;
+  std::map<int, int64_t> last_step_;  // world rank → the step of its last record
   std::map<std::string, Group> groups_;
   std::set<int> usable_;
   std::optional<comm::ProcessGrid> grid_;

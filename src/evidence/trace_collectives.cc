@@ -108,6 +108,15 @@ void Checker::check_p2p(const std::string& name, const Group& g) {
     for (size_t i = 0; i < std::max(s.size(), r.size()); ++i) {
       if (i >= s.size() || i >= r.size()) {
         const TraceRecord* lone = i < s.size() ? s[i] : r[i];
+        const int lacking = i < s.size() ? k.dst : k.src;
+        if (in_flight_at_stop(lacking, lone->step)) {  // the peer was killed before it recorded its side
+          report_.warnings.push_back(fmt::format(
+              "group '{}': the {} with seq {} on rank {} (step {}) has no match on rank {}, which the stopped "
+              "job killed in step {} (not a mismatch)",
+              name, comm::op_kind_name(lone->op), lone->seq, i < s.size() ? k.src : k.dst, lone->step, lacking,
+              last_step_.at(lacking)));
+          break;
+        }
         add({.kind = "p2p_unmatched",
              .group = name,
              .seq = lone->seq,

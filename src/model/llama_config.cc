@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/json_io.h"
+
 namespace sp::model {
 
 Status LlamaConfig::validate() const {
@@ -40,6 +42,20 @@ Status LlamaConfig::validate() const {
   if (!(init_std > 0.0f)) errors.push_back(fmt::format("model.init_std = {} must be > 0", init_std));
   if (vocab_size > (int64_t{1} << 31) - 1)
     errors.push_back(fmt::format("model.vocab_size = {} does not fit int32 token ids", vocab_size));
+  if (errors.empty()) {
+    // Every size derived from the shape (a tensor's elements, a unit's, the bytes the ledger multiplies them
+    // into) is an int64: the parameter count is computed exactly here and bounded by kMaxParams.
+    using Wide = __int128;
+    const Wide d = dim, hd = head_dim(), f = ffn_dim;
+    const Wide per_layer = 2 * d + (n_heads * hd + 2 * n_kv_heads * hd) * d + d * n_heads * hd + 3 * f * d;
+    const Wide total = Wide(vocab_size) * d * (tie_embeddings ? 1 : 2) + Wide(n_layers) * per_layer + d;
+    if (total > kMaxParams)
+      errors.push_back(fmt::format(
+          "model.dim = {}, model.ffn_dim = {}, model.n_layers = {} and model.vocab_size = {} make {:.3g} parameters, "
+          "more than the 2^48 ≈ 2.8e14 whose sizes in bytes the engine computes exactly in 64 bits; hint: a "
+          "smaller model (the largest published LLaMA has 4.05e11)",
+          dim, ffn_dim, n_layers, vocab_size, static_cast<double>(total)));
+  }
   if (errors.empty()) return Status();
   std::string msg = "invalid model configuration:";
   for (const auto& e : errors) msg += "\n  - " + e;
@@ -68,7 +84,7 @@ Result<LlamaConfig> LlamaConfig::from_json(const nlohmann::json& j) {
                                                "init_std"};
   for (const auto& [key, value] : j.items())
     if (!kKnown.count(key))
-      return invalid_argument("unknown key model.{}", key)
+      return invalid_argument("unknown key model.{}", shown_key(key))
           .with_hint(
               "known keys: vocab_size, dim, n_layers, n_heads, n_kv_heads, ffn_dim, max_seq, rope_theta, "
               "norm_eps, tie_embeddings, init_std");

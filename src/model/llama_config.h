@@ -12,6 +12,9 @@
 namespace sp::model {
 
 struct LlamaConfig {
+  // The largest parameter count validate() accepts: 2^48 (281 T), so that every size in bytes derived from it
+  // (model states, the ledger's categories, the planner's totals) is exact in an int64.
+  static constexpr int64_t kMaxParams = int64_t{1} << 48;
   int64_t vocab_size = 0;  // V
   int64_t dim = 0;         // C
   int64_t n_layers = 0;    // L

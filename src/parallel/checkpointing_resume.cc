@@ -70,7 +70,9 @@ Status check_checkpoint_contract(const ResumePlan& plan, const json& contract, b
             "resume with the precision that saved it, or pass --convert-precision to continue from its fp32 "
             "master weights and optimizer state in the new precision (the trajectory then is that precision's)");
   if (convert_precision)
-    for (const char* k : {"config.train.precision", "config.train.grad_dtype", "config.train.gemm16", "engine.gemm16"})
+    // The [fp16] table (dynamic loss scaling) belongs to fp16: it appears or goes with the precision.
+    for (const char* k :
+         {"config.train.precision", "config.train.grad_dtype", "config.train.gemm16", "engine.gemm16", "config.fp16"})
       ignore.push_back(k);
   const std::vector<std::string> diffs = evidence::contract_diff(plan.manifest.contract, contract, ignore);
   if (diffs.empty()) return Status();

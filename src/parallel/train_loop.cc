@@ -100,6 +100,15 @@ Status anchored_loop(Run& run, TrainSummary& summary) {
     }
     anchors.push_back({{"step", a}, {"loaded", start}, {"manifest_digest", from.manifest.digest}});
   }
+  for (int64_t s : opt.anchor_evals) {  // the reference's state at an evaluation point, evaluated on this topology
+    SP_ASSIGN_OR_RETURN(const ResumePlan from, plan_anchor(*run.comms.world, opt.anchor_from, s + 1, run.contract));
+    SP_RETURN_IF_ERROR(load_checkpoint(*run.engine, *run.comms.world, run.trace, from));
+    const double ev = run.engine->evaluate(s);
+    run.write_metrics({{"step", s}, {"eval_loss", ev}, {"anchor", s + 1}});
+    summary.final_eval_loss = ev;
+    if (run.rank == 0 && opt.progress)
+      log_info("anchored eval after step {}: the reference's state {}: eval loss {:.6f}", s, s + 1, ev);
+  }
   return run.on_rank0([&] {
     const nlohmann::json doc = {{"format_version", evidence::kAnchorsFormatVersion},
                                 {"reference", opt.anchor_from},

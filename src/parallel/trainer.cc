@@ -13,6 +13,7 @@
 #include "comm/traced_communicator.h"
 #include "core/file_io.h"
 #include "core/log.h"
+#include "data/bpe_train.h"
 #include "data/prepare.h"
 #include "evidence/contract.h"
 #include "evidence/ledger_report.h"
@@ -25,6 +26,21 @@
 #include "plan/traffic_model.h"
 
 namespace sp::parallel {
+
+Result<plan::RunPlan> plan_run(const config::RunConfig& config, int world) {
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(config, world));
+  // The vocabulary is the tokenizer `data prepare` trains (a given tokenizer's is checked against its file):
+  // refused here, before --out is claimed.
+  if (Status v = config.data.tokenizer.empty() ? data::validate_vocab_size(config.data.vocab_size) : Status(); !v.ok())
+    return Status(v.code(),
+                  config.model_config.is_object() && config.model_config.contains("file")
+                      ? fmt::format("\"vocab_size\" in '{}' (model.vocab_size and data.vocab_size): {}",
+                                    config.model_config["file"].get<std::string>(), v.message())
+                      : fmt::format("data.vocab_size: {}", v.message()),
+                  v.hint());
+  return plan;
+}
+
 namespace train_detail {
 namespace {
 
@@ -40,9 +56,17 @@ Status validate_options(const config::RunConfig& config, const TrainOptions& opt
       return invalid_argument("--checkpoint-at {}: a checkpoint holds the state after 0 … train.steps = {} steps", s,
                               steps);
   if (opt.anchor_from.empty()) {
-    if (!opt.anchors.empty()) return invalid_argument("--anchors needs --anchor-from REFERENCE_RUN");
+    if (!opt.anchors.empty() || !opt.anchor_evals.empty())
+      return invalid_argument("--anchors and --anchor-evals need --anchor-from REFERENCE_RUN");
     return Status();
   }
+  if (!opt.anchor_evals.empty() && config.train.eval_batches == 0)
+    return invalid_argument("--anchor-evals with train.eval_batches = 0: there is no held-out split to evaluate");
+  for (size_t i = 0; i < opt.anchor_evals.size(); ++i)
+    if (opt.anchor_evals[i] < -1 || opt.anchor_evals[i] >= steps ||
+        (i > 0 && opt.anchor_evals[i] <= opt.anchor_evals[i - 1]))
+      return invalid_argument("--anchor-evals: {} is not an increasing step in [−1, train.steps = {})",
+                              opt.anchor_evals[i], steps);
   if (opt.anchors.empty()) return invalid_argument("--anchor-from needs --anchors STEP,STEP,...");
   if (opt.resume.mode == ResumeMode::kRequired || opt.stop_after > 0 || !opt.init_from.empty() ||
       config.evidence.checkpoint_every > 0 || !opt.checkpoint_at.empty())
@@ -64,7 +88,7 @@ Status validate_options(const config::RunConfig& config, const TrainOptions& opt
 // 1. Validate and plan: every rule, identically on every rank, before any communication or file write.
 Result<Setup> validate_and_plan(const config::RunConfig& config, const TrainOptions& opt, comm::MpiScope& mpi) {
   SP_RETURN_IF_ERROR(validate_options(config, opt));
-  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(config, mpi.world_size()));
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan_run(config, mpi.world_size()));
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(opt.fault, plan.fault_target()));
   const config::ParallelConfig& pc = config.parallel;
   // The grid is the workers' (every rank under all-reduce; the servers are extra ranks, comm/roles.h).

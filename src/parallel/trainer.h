@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "evidence/faults.h"
 #include "parallel/checkpointing.h"
+#include "plan/run_plan.h"
 
 namespace sp::parallel {
 
@@ -45,6 +46,10 @@ struct TrainOptions {
   std::string anchor_from;
   std::vector<int64_t> anchors;
   int64_t anchor_warmup = 0;
+  // --anchor-evals: after the anchors, evaluate the held-out split from `anchor_from`'s state at each of these
+  // evaluation points (s: its checkpoint s + 1, the state its eval after step s saw; −1: the initial state),
+  // recorded as {"step": s, "eval_loss", "anchor": s + 1}.
+  std::vector<int64_t> anchor_evals;
 };
 
 struct TrainSummary {
@@ -57,5 +62,9 @@ struct TrainSummary {
 };
 
 Result<TrainSummary> run_training(const config::RunConfig& config, const TrainOptions& options, comm::MpiScope& mpi);
+
+// Every rule `train` checks of a configuration before it claims --out, for a run of `world` ranks: the plan
+// (plan::RunPlan::make) and the vocabulary the data's tokenizer can have. `config show` reports the same.
+Result<plan::RunPlan> plan_run(const config::RunConfig& config, int world);
 
 }  // namespace sp::parallel

@@ -173,11 +173,11 @@ void batch_rules(const config::RunConfig& c, int world, std::vector<RuleViolatio
           fmt::format("world size {} ≠ workers dp {} × tp {} × pp {} + servers {} = {}; hint: launch with "
                       "mpirun -np {} or change parallel.dp/servers",
                       world, p.dp, p.tp, p.pp, p.servers, p.world(), p.world()));
-  } else if (world != p.world())
+  } else if (world != p.workers())  // an all-reduce run has no servers (parallel.servers is refused above)
     errs.push_back(
         fmt::format("world size {} ≠ dp {} × tp {} × pp {} = {}; hint: launch with mpirun -np {} or "
                     "change parallel.dp/tp/pp",
-                    world, p.dp, p.tp, p.pp, p.world(), p.world()));
+                    world, p.dp, p.tp, p.pp, p.workers(), p.workers()));
   const int64_t M = t.global_batch / t.micro_batch_size;
   if (t.global_batch % t.micro_batch_size != 0)
     errs.push_back({kDivide, fmt::format("train.global_batch {} is not divisible by train.micro_batch_size {}",

@@ -28,6 +28,7 @@ Result<ProofBundle> ProofBundle::open(const std::string& dir) {
   };
   SP_RETURN_IF_ERROR(steps("anchors", b.anchors_));
   SP_RETURN_IF_ERROR(steps("fault_anchors", b.fault_anchors_));
+  SP_RETURN_IF_ERROR(steps("anchored_evals", b.anchored_evals_));
   return b;
 }
 

@@ -35,6 +35,9 @@ class ProofBundle {
   // configuration promises bitwise equality and nothing was replayed.
   const std::vector<int64_t>& anchors() const { return anchors_; }
   const std::vector<int64_t>& fault_anchors() const { return fault_anchors_; }
+  // The evaluation points the anchored replay evaluated from the reference's state (prove.json
+  // "anchored_evals"; −1: the initial eval).
+  const std::vector<int64_t>& anchored_evals() const { return anchored_evals_; }
   // The record of stage `name` in prove.json's "stages" (null if it did not run).
   const nlohmann::json* stage(std::string_view name) const;
 
@@ -45,7 +48,7 @@ class ProofBundle {
   evidence::FaultSpec fault_;
   int64_t checkpoint_step_ = 0;
   int world_size_ = 1;
-  std::vector<int64_t> anchors_, fault_anchors_;
+  std::vector<int64_t> anchors_, fault_anchors_, anchored_evals_;
 };
 
 // Readers of a stage's metrics.jsonl shared by the views and the criteria. A missing or unreadable

@@ -37,10 +37,11 @@ Result<GateContext> GateContext::make(const ProofBundle& bundle) {
                                         "prove.json lists no anchors: the configuration is not bitwise and was not "
                                         "replayed from the reference's state"))
                                   : compare_runs(bundle.paths().anchored(), ref);
-    // The held-out loss of two trajectories that drift may differ by what their training losses differ by,
-    // twice (another batch), but never less than the single-step tolerance.
-    const double drift = c.parallel_vs_reference.ok() ? c.parallel_vs_reference->comparison.max_loss_drift : 0.0;
-    c.eval_band = std::max(Tolerances{}.loss, 2 * drift);
+    c.eval_tolerance = tolerances_for(c.config).loss;
+    for (const nlohmann::json& m : metrics_records(bundle.paths().anchored()))
+      if (m.contains("eval_loss") && m["eval_loss"].is_number() &&
+          m.value("anchor", int64_t{-2}) == m.value("step", int64_t{-2}) + 1)
+        c.anchored_evals[m.value("step", int64_t{-2})] = m["eval_loss"].get<double>();
   }
   c.divergence = locate_first_divergence(bundle, c.config, c.bitwise, tolerances_for(c.config));
   return c;
@@ -53,6 +54,9 @@ const std::vector<CriterionRule>& gate_criteria() {
       {"seal signed (reported only)", signed_seal},
       {"one contract across the stages", one_contract},
       {"records agree across views", records_agree},
+      {"gradient norms agree across views", grad_norms_agree},
+      {"learning rates follow the contract's schedule", lr_follows_schedule},
+      {"every view holds the contract's steps", steps_as_contracted},
       {"stages completed", stages_completed},
       {"topology valid", topology_valid},
       {"traces consistent", traces_consistent},
@@ -63,6 +67,7 @@ const std::vector<CriterionRule>& gate_criteria() {
       {"trajectory drift (reported only)", trajectory_drift},
       {"checkpoints verify", checkpoints_verify},
       {"resume is exact", resume_exact},
+      {"recovery resumed from its checkpoint", recovery_resumed_itself},
       {"fault detected and localized", fault_localized},
       {"recovery reproduces the reference", recovery_reproduces},
       {"held-out eval improves and matches the reference", eval_improves},

@@ -6,6 +6,7 @@
 // unreadable evidence fails the criterion that needed it, naming the file.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -32,9 +33,14 @@ struct GateContext {
   Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
   Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running
   Result<RunEquivalence> anchored_vs_reference = internal_error("not run");   // non-bitwise promises only
-  bool bitwise = false;        // the contract promises bitwise equality (equivalence.h promised_class)
-  double eval_band = 0;        // non-bitwise: the relative eval difference the trajectories' drift allows
-  FirstDivergence divergence;  // of the fault stage
+  bool bitwise = false;  // the contract promises bitwise equality (equivalence.h promised_class)
+  // Not bitwise: the held-out eval is verified like a step, from the reference's state: the anchored replay
+  // evaluates the reference's state at each evaluation point on the parallel topology (anchored/metrics.jsonl,
+  // "anchor" = s + 1 for the eval after step s), within the single-step loss tolerance of the reference's eval
+  // there (tolerances_for). The free-running runs' evals drift apart like their trajectories: information.
+  double eval_tolerance = 0;
+  std::map<int64_t, double> anchored_evals;  // eval step → loss (−1: the initial eval)
+  FirstDivergence divergence;                // of the fault stage
 };
 
 struct CriterionRule {

@@ -1,8 +1,10 @@
 // The gate's criteria (criteria.h) by what they check, one function each; only the table in criteria.cc
 // calls them. criteria_bundle.cc: the bundle as the protocol wrote it (seal, one contract, records that
-// agree, every stage ran). criteria_prediction.cc: the parallel run against its plan (topology, traces,
-// traffic, ledger). criteria_reference.cc: the parallel run against the single-device reference (gradients,
-// drift, held-out eval, throughput). criteria_recovery.cc: checkpoints, the fault and the recovery.
+// agree, every stage ran). criteria_crosscheck.cc: what one view records against another view or the contract
+// (gradient norms, learning rates, steps, the recovery's own resume). criteria_prediction.cc: the parallel run against
+// its plan (topology, traces, traffic, ledger). criteria_reference.cc: the parallel run against the single-device
+// reference (gradients, drift, held-out eval, throughput). criteria_recovery.cc: checkpoints, the fault and the
+// recovery.
 #pragma once
 
 #include <string>
@@ -15,7 +17,8 @@ namespace sp::proof::criterion {
 // A required criterion; the detail is kept only when it fails.
 Criterion make(std::string_view name, bool passed, std::string measured, std::string threshold, std::string evidence,
                std::string detail = {});
-// A held-out loss equal to the reference's: bit for bit, or (not bitwise) within the drift band.
+// A held-out loss equal to the reference's: bit for bit, or (not bitwise: one evaluated from the reference's
+// state on the parallel topology) within the single-step loss tolerance.
 bool same_eval(double a, double b, const GateContext& c);
 // The first problem of a comparison ("" when it holds).
 std::string problem_of(const Result<RunEquivalence>& e);
@@ -26,6 +29,11 @@ Criterion signed_seal(const GateContext& c);
 Criterion one_contract(const GateContext& c);
 Criterion records_agree(const GateContext& c);
 Criterion stages_completed(const GateContext& c);
+// criteria_crosscheck.cc
+Criterion grad_norms_agree(const GateContext& c);
+Criterion lr_follows_schedule(const GateContext& c);
+Criterion steps_as_contracted(const GateContext& c);
+Criterion recovery_resumed_itself(const GateContext& c);
 // criteria_prediction.cc
 Criterion topology_valid(const GateContext& c);
 Criterion traces_consistent(const GateContext& c);

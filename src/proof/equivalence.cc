@@ -93,21 +93,38 @@ std::vector<evidence::RecordKey> expected_records(const config::RunConfig& confi
   return out;
 }
 
-// A run resumed from a checkpoint another topology saved carries that topology's steps too: its promise
-// is the weakest of its own and those of the checkpoints in its directory (their manifests hold the
-// saving run's contract).
-static Equivalence promised_class_of_run(const evidence::RunPaths& run, const config::RunConfig& config) {
-  Equivalence promised = promised_class(config);
+// The configurations of the checkpoints in a run's directory (their manifests hold the saving run's
+// contract): a run resumed from a checkpoint another topology saved carries that topology's steps too.
+static std::vector<json> saved_configs(const evidence::RunPaths& run) {
+  std::vector<json> out;
   const ckpt::CheckpointPaths paths = run.checkpoints();
   auto listing = ckpt::list_checkpoints(paths);
-  if (!listing.ok()) return promised;
+  if (!listing.ok()) return out;
   for (int64_t step : listing->steps) {
     auto m = ckpt::read_manifest(paths, step);
-    if (!m.ok() || !m->contract.contains("config")) continue;
-    if (auto saved = config::RunConfig::from_json(m->contract["config"]); saved.ok())
-      promised = std::max(promised, promised_class(*saved));
+    if (m.ok() && m->contract.contains("config")) out.push_back(m->contract["config"]);
   }
+  return out;
+}
+
+// The run's promise: the weakest of its own and those of the checkpoints in its directory.
+static Equivalence promised_class_of_run(const std::vector<json>& saved, const config::RunConfig& config) {
+  Equivalence promised = promised_class(config);
+  for (const json& c : saved)
+    if (auto cfg = config::RunConfig::from_json(c); cfg.ok()) promised = std::max(promised, promised_class(*cfg));
   return promised;
+}
+
+// Every step of both runs ran on one topology: their config.parallel, and that of every checkpoint either
+// resumed from, are equal.
+static bool one_topology(const RunContract& run, const RunContract& reference, const std::vector<json>& saved_run,
+                         const std::vector<json>& saved_reference) {
+  const json& p = run.contract["config"]["parallel"];
+  if (p != reference.contract["config"]["parallel"]) return false;
+  for (const std::vector<json>* saved : {&saved_run, &saved_reference})
+    for (const json& c : *saved)
+      if (!c.contains("parallel") || c["parallel"] != p) return false;
+  return true;
 }
 
 Result<AnchorSet> read_anchors(const evidence::RunPaths& run) {
@@ -146,19 +163,28 @@ std::string RunEquivalence::describe() const {
         schedule, evidence::equivalence_name(step0), steps - 1, drift,
         c.verdict == Equivalence::kIncomplete ? "; records: " + c.describe() : "");
   }
-  if (c.verdict == Equivalence::kIncomplete || c.verdict == Equivalence::kDivergent) return c.describe();
-  if (c.promised == Equivalence::kBitwise) return c.describe();
+  const std::string topology =
+      same_topology ? " (one contract on one topology: held to bitwise, the engine is deterministic)" : "";
+  if (c.verdict == Equivalence::kIncomplete || c.verdict == Equivalence::kDivergent) return c.describe() + topology;
+  if (c.promised == Equivalence::kBitwise) return c.describe() + topology;
   double drift = 0;
   for (const auto& [s, d] : c.drift_per_step) drift = std::max(drift, d);
   if (anchored)
-    return fmt::format("{} at every anchored step ({} of {}; max rel. loss {:.2g}, params {:.2g}, grads {:.2g})",
-                       evidence::equivalence_name(c.verdict), judged_steps, judged_steps, c.max_rel_loss,
-                       c.max_rel_param, c.max_rel_grad_first);
+    return fmt::format(
+        "{} at every anchored step ({} of {} anchored steps, of train.steps = {}; max rel. loss {:.2g}, params "
+        "{:.2g}, grads {:.2g})",
+        evidence::equivalence_name(c.verdict), judged_steps, judged_steps, steps, c.max_rel_loss, c.max_rel_param,
+        c.max_rel_grad_first);
+  if (unverified_steps() == 0)
+    return fmt::format("{} at step 0, the run's only step (max rel. loss {:.2g}, params {:.2g}, grads {:.2g})",
+                       evidence::equivalence_name(c.verdict), c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first);
   return fmt::format(
-      "{} at step 0, where both start from the same state (max rel. loss {:.2g}, params {:.2g}, grads "
-      "{:.2g}); steps 1–{}: free-running drift up to {:.2g} (information: anchor them with `train "
-      "--anchor-from` to verify every step)",
-      evidence::equivalence_name(c.verdict), c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first, steps - 1, drift);
+      "{} at step 0 only ({} of {} steps verified), where both start from the same state (max rel. loss {:.2g}, "
+      "params {:.2g}, grads {:.2g}); steps 1–{} NOT verified: a free-running trajectory that is not bitwise is "
+      "not comparable step by step (free-running drift up to {:.2g}, information only); anchor them with `train "
+      "--anchor-from` to verify every step",
+      evidence::equivalence_name(c.verdict), judged_steps, steps, c.max_rel_loss, c.max_rel_param, c.max_rel_grad_first,
+      steps - 1, drift);
 }
 
 Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidence::RunPaths& reference,
@@ -169,10 +195,14 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
   SP_ASSIGN_OR_RETURN(const AnchorSet anchors, read_anchors(run));
   RunEquivalence e;
   e.anchored = !anchors.steps.empty();
+  const std::vector<json> saved = saved_configs(run);
   evidence::CompareSpec spec{.tol = tolerances_for(rc.config),
-                             .promised = promised_class_of_run(run, rc.config),
+                             .promised = promised_class_of_run(saved, rc.config),
                              .anchored = e.anchored,
                              .keep_records = keep_records};
+  // One contract on one topology: the same bits (the determinism invariant), whatever the class.
+  e.same_topology = !e.anchored && one_topology(rc, ref, saved, saved_configs(reference));
+  if (e.same_topology) spec.promised = Equivalence::kBitwise;
   // Bounded staleness: bitwise against a run of the same schedule (the replay), else divergent by design,
   // compared for information like a free-running within-tolerance run (step 0 judged).
   const auto mine = stale_schedule(rc.config), theirs = stale_schedule(ref.config);
@@ -191,7 +221,7 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
     spec.expected = expected_records(rc.config, anchors.steps);
     spec.reference_expected = expected_records(ref.config);
     e.judged_steps = static_cast<int64_t>(anchors.steps.size());
-    e.steps = e.judged_steps;
+    e.steps = rc.config.train.steps;
   } else {
     spec.expected = expected_records(rc.config);
     e.steps = rc.config.train.steps;

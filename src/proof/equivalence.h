@@ -68,6 +68,9 @@ Result<AnchorSet> read_anchors(const evidence::RunPaths& run);
 struct RunEquivalence {
   evidence::Comparison comparison;  // judged at the steps that started from the reference's state
   bool anchored = false;
+  // Both runs of one contract on one topology (config.parallel, also of every checkpoint they resumed from):
+  // held to bitwise equality whatever the class, since the engine is deterministic (same contract, same bits).
+  bool same_topology = false;
   // A bounded-staleness run against a run of another schedule (the reference): the comparison ran for
   // information (step 0 judged, later steps drift) and the verdict is divergent-by-design.
   bool by_design = false;
@@ -75,10 +78,14 @@ struct RunEquivalence {
   evidence::Equivalence step0 =
       evidence::Equivalence::kBitwise;  // by_design: step 0's class (every worker computes on version 0)
   int64_t judged_steps = 0;             // 0 = every step (a bitwise promise)
-  int64_t steps = 0;                    // steps the run recorded
+  int64_t steps = 0;                    // the contract's train.steps
   bool holds() const { return comparison.holds(); }
+  // The run's steps that were not judged against the promise: a free-running run whose promise is not
+  // bitwise is verified at step 0 only (its later steps drift, information only). A verdict never covers
+  // them: `verify --against` exits 3 when the judged steps hold and these are left (docs/equivalence.md).
+  int64_t unverified_steps() const { return anchored || judged_steps == 0 ? 0 : steps - judged_steps; }
   // "bitwise-equal (632 of 632 records)"; "within tolerance at every anchored step (30 of 30) ...";
-  // "within tolerance at step 0, where both start from the same state; ... free-running drift ..."
+  // "within tolerance at step 0 only (1 of 30 steps verified) ...; steps 1–29 NOT verified: drift ..."
   std::string describe() const;
 };
 

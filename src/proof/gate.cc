@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "evidence/bundle_paths.h"
 #include "proof/criteria.h"
@@ -56,22 +58,58 @@ std::string Gate::criteria_markdown() const {
   return s;
 }
 
+namespace {
+
+// Every spelling of the bundle's directory a reader may have put into a message (as given, absolute,
+// resolved), longest first, each with its trailing '/'.
+std::vector<std::string> bundle_prefixes(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> out;
+  for (fs::path p : {fs::path(dir), fs::absolute(dir, ec), fs::weakly_canonical(dir, ec)}) {
+    std::string s = p.lexically_normal().string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    if (!s.empty() && s != "." && std::find(out.begin(), out.end(), s + "/") == out.end()) out.push_back(s + "/");
+  }
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return out;
+}
+
+// `text` with the bundle's directory removed from every path in it: a verdict names files relative to the
+// bundle, so a bundle copied or moved elsewhere derives the same bytes (docs/report.md).
+void relative_to_bundle(std::string& text, const std::vector<std::string>& prefixes) {
+  for (const std::string& p : prefixes)
+    for (size_t at = text.find(p); at != std::string::npos; at = text.find(p, at)) text.erase(at, p.size());
+}
+
+}  // namespace
+
 Result<ProofVerdict> derive_gate(const std::string& dir) {
   SP_ASSIGN_OR_RETURN(const ProofBundle bundle, ProofBundle::open(dir));
   SP_ASSIGN_OR_RETURN(const GateContext context, GateContext::make(bundle));
   ProofVerdict v;
   for (const CriterionRule& rule : gate_criteria()) v.gate.criteria.push_back(rule.check(context));
   v.divergence = context.divergence;
+  const std::vector<std::string> prefixes = bundle_prefixes(dir);
+  for (Criterion& c : v.gate.criteria)
+    for (std::string* text : {&c.measured, &c.threshold, &c.evidence, &c.detail}) relative_to_bundle(*text, prefixes);
+  for (Detection& d : v.divergence.views)
+    for (std::string* text : {&d.detail, &d.evidence, &d.tensor}) relative_to_bundle(*text, prefixes);
   if (!context.bitwise && context.parallel_vs_reference.ok()) {
     const evidence::Comparison& c = context.parallel_vs_reference->comparison;
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& [s, d] : c.drift_per_step)
       steps.push_back({{"step", s}, {"max_rel_diff", std::isfinite(d) ? nlohmann::json(d) : nlohmann::json()}});
-    v.drift = {{"format_version", 1},
+    // The free-running evals' relative difference (information), and the tolerance the eval criterion
+    // applies to the reference's final state evaluated on the parallel topology.
+    const auto par = final_eval(bundle.paths().parallel()), ref = final_eval(bundle.paths().reference());
+    const double eval_difference = par && ref ? std::fabs(*par - *ref) / std::fabs(*ref) : NAN;
+    v.drift = {{"format_version", 2},
                {"run", evidence::kParallelStage},
                {"reference", evidence::kReferenceStage},
                {"max_loss_drift", c.max_loss_drift},
-               {"eval_band", context.eval_band},
+               {"eval_difference", std::isfinite(eval_difference) ? nlohmann::json(eval_difference) : nlohmann::json()},
+               {"eval_tolerance", context.eval_tolerance},
                {"steps", steps}};
   }
   const evidence::FaultSpec& fault = bundle.fault();

@@ -43,7 +43,8 @@ struct ProofVerdict {
   FirstDivergence divergence;
   std::vector<std::string> notes;  // lines for summary.md
   // drift.json (non-bitwise configurations): the free-running parallel run's per-step difference from the
-  // reference, and the eval band it implies; null for bitwise ones.
+  // reference and its final eval's (information), and the tolerance the anchored eval is held to; null for
+  // bitwise ones.
   nlohmann::json drift;
   std::string title;  // summary.md's heading (prove.json "title")
 };

@@ -73,6 +73,15 @@ Result<ProtocolPlan> plan_protocol(const config::RunConfig& config, std::string_
       p.reference_checkpoints.push_back(a);
       if (p.fault_warmup > 0 && a >= p.fault_warmup) p.reference_checkpoints.push_back(a - p.fault_warmup);
     }
+    if (config.train.eval_batches > 0) {
+      p.anchored_evals = {-1, steps - 1};
+      const int64_t every = config.train.eval_every, periodic = every > 0 ? steps / every : 0;
+      const int64_t stride = (periodic + kAnchorsAtEveryStep - 1) / kAnchorsAtEveryStep;
+      for (int64_t j = stride; j > 0 && j <= periodic; j += stride) p.anchored_evals.push_back(j * every - 1);
+      std::sort(p.anchored_evals.begin(), p.anchored_evals.end());
+      p.anchored_evals.erase(std::unique(p.anchored_evals.begin(), p.anchored_evals.end()), p.anchored_evals.end());
+      for (int64_t s : p.anchored_evals) p.reference_checkpoints.push_back(s + 1);  // the state it evaluates
+    }
     std::sort(p.reference_checkpoints.begin(), p.reference_checkpoints.end());
     p.reference_checkpoints.erase(std::unique(p.reference_checkpoints.begin(), p.reference_checkpoints.end()),
                                   p.reference_checkpoints.end());

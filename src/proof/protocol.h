@@ -26,6 +26,12 @@ struct ProtocolPlan {
   std::vector<int64_t> fault_anchors;          // the fault replay's (anchors ≥ fault_warmup)
   int64_t fault_warmup = 0;                    // the fault replay starts this many steps earlier (FaultInfo::history)
   std::vector<int64_t> reference_checkpoints;  // states the reference saves for the replays
+  // The clean replay also evaluates the held-out split from the reference's state at these evaluation points
+  // (s: the eval after step s, from the reference's checkpoint s + 1; −1: the initial one), on the parallel
+  // topology: the eval of a non-bitwise class is verified from the reference's state, like every anchored step
+  // (docs/equivalence.md §anchored). Every eval point of runs with up to 32 of them, else 32 evenly spaced and
+  // the last; empty without an eval split (train.eval_batches = 0).
+  std::vector<int64_t> anchored_evals;
 };
 
 // `fault_spec`: NAME[@STEP][:RANK], or empty for the configuration's prove.fault, else the default

@@ -162,8 +162,9 @@ def case_reshard(a, b):
     if TOPOLOGIES[a][2] and TOPOLOGIES[b][2]:
         same_run(run, straight, 0, 4, f"reshard {a} -> {b}")
     else:
+        # Not bitwise: a free-running run is comparable at step 0 only; verify says so and exits 3 (issue 31).
         v = tool("verify", run, "--against", straight, expect=None)
-        check(v.returncode == 0 and ("within-tolerance" in v.stdout or "bitwise-equal" in v.stdout),
+        check(v.returncode in (0, 3) and ("within-tolerance" in v.stdout or "bitwise-equal" in v.stdout),
               f"reshard {a} -> {b}: {v.stdout}{v.stderr}")
     tool("ckpt", "verify", run)
 

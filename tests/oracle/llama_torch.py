@@ -158,15 +158,21 @@ def lr_at(step, tr):
     return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * prog))
 
 
+def adamw(params, tr):
+    """torch.optim.AdamW (foreach=False) over `params` (name -> tensor); weight decay on matrices only (shardproof's
+    rule)."""
+    decay = [v for k, v in params.items() if v.dim() == 2]
+    no_decay = [v for k, v in params.items() if v.dim() == 1]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": tr["weight_decay"]},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], foreach=False)
+
+
 def train(cfg, tr, weights, batches, dtype):
     """AdamW (torch.optim.AdamW, foreach=False) with linear warmup + cosine, global-norm clipping.
     Weight decay applies to matrices only (shardproof's rule). batches: (steps*global_batch, T+1)."""
     w = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
-    decay = [v for k, v in w.items() if v.dim() == 2]
-    no_decay = [v for k, v in w.items() if v.dim() == 1]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tr["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], foreach=False)
+    opt = adamw(w, tr)
     G = tr["global_batch"]
     losses, norms = [], []
     for s in range(tr["steps"]):
@@ -285,3 +291,92 @@ def loss_and_grads_mixed(cfg, weights16, tokens, half, grad_half=None, loss_scal
     if grad_half is not None:
         grads = {k: _round16(g, grad_half) for k, g in grads.items()}
     return loss.item(), {k: g / loss_scale for k, g in grads.items()}
+
+
+# ---------------------------------------------------------------- mixed-precision training (a trajectory)
+class LossScaler:
+    """DeepSpeed's DynamicLossScaler (deepspeed/runtime/fp16/loss_scaler.py), the recipe torch.cuda.amp.GradScaler
+    also follows: an overflowing step is skipped; the scale halves once `hysteresis` overflows have been seen
+    (never below min_scale), and doubles after `window` clean steps."""
+
+    def __init__(self, initial_scale_power=16, loss_scale_window=1000, hysteresis=2, consecutive_hysteresis=False,
+                 min_loss_scale=1.0):
+        self.scale, self.window, self.hysteresis = 2.0 ** initial_scale_power, loss_scale_window, hysteresis
+        self.cur_hysteresis, self.consecutive, self.min_scale = hysteresis, consecutive_hysteresis, min_loss_scale
+        self.iter, self.last_overflow = 0, -1
+
+    def update(self, overflow):
+        if overflow:
+            if self.hysteresis == 1 or self.cur_hysteresis == 1:
+                self.scale = max(self.scale / 2, self.min_scale)
+            else:
+                self.cur_hysteresis -= 1
+            self.last_overflow = self.iter
+        else:
+            if self.consecutive:
+                self.cur_hysteresis = self.hysteresis
+            if (self.iter - self.last_overflow) % self.window == 0:
+                if not self.consecutive:
+                    self.cur_hysteresis = self.hysteresis
+                self.scale *= 2
+        self.iter += 1
+        return overflow
+
+
+def _tree_sum(parts, grad_half):
+    """The canonical reduction tree over micro-batches (docs/equivalence.md §"The canonical tree"): [lo, hi)
+    splits at lo + bit_floor(hi - lo - 1); with 16-bit gradients each node is summed widened and rounded once."""
+    def node(lo, hi):
+        if hi - lo == 1:
+            return parts[lo]
+        mid = lo + (1 << ((hi - lo - 1).bit_length() - 1))
+        a, b = node(lo, mid), node(mid, hi)
+        return {k: _round16(a[k] + b[k], grad_half) if grad_half is not None else a[k] + b[k] for k in a}
+    return node(0, len(parts))
+
+
+def train_mixed(cfg, tr, weights, batches, half, grad_half=None, dtype=torch.float64, fp16=None):
+    """The mixed-precision recipe (Micikevicius et al. 2018; DeepSpeed's fp16/bf16 optimizers): fp32 master weights
+    (held in `dtype`: float64 for the truth, float32 for PyTorch's own computation), each step's 16-bit working
+    copy = the masters rounded to `half`, forward and backward with the engine's casts (forward_loss_mixed) on
+    every micro-batch with the per-token loss gradient scale / tokens of the step, each micro-batch's gradient
+    rounded to `grad_half` (16-bit gradients) and summed over the canonical tree, a non-finite gradient skipping
+    the step (fp16: the dynamic loss scaler, `fp16` = its [fp16] settings), the norm unscaled, clipping,
+    AdamW (torch.optim.AdamW) on the masters with the gradient × clip / scale. Returns per-step losses, grad
+    norms, loss scales, skips, and the final masters."""
+    masters = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
+    opt = adamw(masters, tr)
+    scaler = LossScaler(**(fp16 or {})) if fp16 is not None else None
+    G, B = tr["global_batch"], tr["micro_batch_size"]
+    out = {"loss": [], "grad_norm": [], "loss_scale": [], "skipped": []}
+    for s in range(tr["steps"]):
+        step = torch.as_tensor(batches[s * G:(s + 1) * G], dtype=torch.long)
+        tokens = int((step[:, 1:] >= 0).sum())
+        scale = scaler.scale if scaler else 1.0
+        w16 = {k: _round16(v.detach(), half) for k, v in masters.items()}
+        parts, loss_sum = [], 0.0
+        for mb in range(G // B):
+            tok = step[mb * B:(mb + 1) * B]
+            w = {k: v.clone().requires_grad_(True) for k, v in w16.items()}
+            loss = forward_loss_mixed(cfg, w, tok, half)
+            n = int((tok[:, 1:] >= 0).sum())
+            (loss * (scale * n / tokens)).backward()
+            parts.append({k: _round16(v.grad, grad_half) if grad_half is not None else v.grad for k, v in w.items()})
+            loss_sum += loss.item() * n
+        g = _tree_sum(parts, grad_half)
+        finite = all(bool(torch.isfinite(x).all()) for x in g.values())
+        norm = math.sqrt(sum(float((x.double() ** 2).sum()) for x in g.values())) / scale
+        skipped = scaler.update(not finite) if scaler else not finite
+        out["loss"].append(loss_sum / tokens)
+        out["grad_norm"].append(norm)
+        out["loss_scale"].append(scale)
+        out["skipped"].append(skipped)
+        if skipped:
+            continue
+        clip = min(1.0, tr["grad_clip"] / (norm + 1e-6))
+        for k, v in masters.items():
+            v.grad = (g[k] * (clip / scale)).to(dtype)
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(s, tr)
+        opt.step()
+    return out, {k: v.detach() for k, v in masters.items()}

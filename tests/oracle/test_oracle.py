@@ -9,13 +9,17 @@
               (test_mixed, derived in docs/equivalence.md): within the 16-bit envelope 2*sqrt(R)*u/sqrt(3), and
               no worse than 3x PyTorch's own fp32 computation of the same casts; the weights' rounding equals
               torch's bit for bit.
+  mixed_trajectory: 10 AdamW steps in bf16 (bf16 and fp32 gradients) and fp16 (fp16 gradients, dynamic loss
+              scaling) against PyTorch's mixed-precision recipe (llama_torch.train_mixed), 4 seeds; criterion in
+              test_mixed_trajectory (no worse than PyTorch's own fp32 computation of the recipe, 3x; the scaler's
+              scales and skips exact).
   trajectory: 10 AdamW steps (warmup + cosine, clipping, weight decay, 2 micro-batches per step) from
               the same weights on the same batches. Criterion, derived rather than tuned: shardproof's
               fp32 trajectory may deviate from the float64 truth by at most 3x what PyTorch's own fp32
               trajectory deviates, plus 1e-6 (losses and final weights) -- i.e. no worse than fp32
               arithmetic itself (docs/equivalence.md).
-Exit status is the verdict. Usage: test_oracle.py {grads|trajectory|mixed} --bin shardproof --driver DRIVER
-(trajectory_driver for trajectory, stage16_driver for mixed).
+Exit status is the verdict. Usage: test_oracle.py {grads|trajectory|mixed|mixed_trajectory} --bin shardproof
+--driver DRIVER (trajectory_driver for trajectory and mixed_trajectory, stage16_driver for mixed).
 """
 import argparse
 import json
@@ -121,6 +125,90 @@ def test_trajectory(args, tmp):
     return failures
 
 
+# Mixed-precision trajectories (issue 31): bf16 with bf16 and with fp32 gradients, fp16 with fp16 gradients and
+# dynamic loss scaling (a window of 3 so that the scale grows within the run, from 2^18 so that steps overflow).
+MIXED_RUNS = {
+    "bf16_bf16grads": dict(precision="bf16", grad_dtype="bf16", fp16=None),
+    "bf16_fp32grads": dict(precision="bf16", grad_dtype="fp32", fp16=None),
+    "fp16_fp16grads": dict(precision="fp16", grad_dtype="fp16",
+                           fp16=dict(initial_scale_power=18, loss_scale_window=3, hysteresis=2,
+                                     consecutive_hysteresis=False, min_loss_scale=1.0)),
+}
+TRAJECTORY_SEEDS = (3, 4, 5, 6)
+
+
+def trajectory_distances(ours, final, t, w, t64, w64):
+    """(final masters' relative L2 distance, RMS relative loss distance, RMS relative grad-norm distance over the
+    steps applied) of a trajectory (t, w) to the float64 recipe (t64, w64)."""
+    num = sum(float(((w[n].double() - w64[n]) ** 2).sum()) for n in w64)
+    den = sum(float((w64[n] ** 2).sum()) for n in w64)
+    rms = lambda v: math.sqrt(sum(x * x for x in v) / max(1, len(v)))  # noqa: E731
+    loss = [abs(a - b) / abs(b) for a, b in zip(t["loss"], t64["loss"])]
+    norm = [abs(a - b) / abs(b) for a, b, skip in zip(t["grad_norm"], t64["grad_norm"], t64["skipped"]) if not skip]
+    return math.sqrt(num / den), rms(loss), rms(norm)
+
+
+def test_mixed_trajectory(args, tmp):
+    """10 AdamW steps in bf16 and in fp16 (16-bit gradients; fp16 with dynamic loss scaling) against PyTorch's
+    mixed-precision recipe (llama_torch.train_mixed: fp32 masters, the engine's 16-bit casts, the scaler) from the
+    same weights on the same batches, for 4 seeds. A trajectory with 16-bit rounding points is chaotic: a value
+    that fp32 arithmetic moves across a 16-bit rounding boundary flips, and training amplifies it, so any two
+    correct implementations of the recipe (shardproof's, and PyTorch's own fp32 computation of it) deviate from
+    the recipe computed in float64 by distances of one distribution. Criterion, per run: summed over the seeds,
+    shardproof's distance (final masters' relative L2, RMS relative loss, RMS relative grad norm) is at most 3x
+    PyTorch fp32's, + 2^-24; and the loss scale and skipped steps equal the recipe's exactly at every step. A
+    16-bit optimizer bug (masters kept in 16 bits: measured 17-2285x; the scale left in the norm) leaves it."""
+    c = CONFIGS["gqa"]
+    cfg = model_cfg(c)
+    tr = dict(steps=10, global_batch=4, micro_batch_size=2, seq_len=c["T"], lr=1e-2, min_lr=1e-3, warmup_steps=2,
+              weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-8, grad_clip=1.0)
+    failures = 0
+    floor = 2.0 ** -24
+    for key, run in MIXED_RUNS.items():
+        half, gh = HALF[run["precision"]], HALF.get(run["grad_dtype"])
+        sums = {"ours": [0.0, 0.0, 0.0], "t32": [0.0, 0.0, 0.0]}
+        for seed in TRAJECTORY_SEEDS:
+            g = torch.Generator().manual_seed(seed)
+            batches = torch.randint(0, c["vocab_size"], (tr["steps"] * tr["global_batch"], c["T"] + 1), generator=g)
+            w = L.random_weights(cfg, seed=seed + 2)
+            wp, bp, jp, op, fp = (os.path.join(tmp, f"{key}.{seed}.{s}")
+                                  for s in ("w.safetensors", "b.bin", "job.json", "out.json", "f.safetensors"))
+            L.write_safetensors(wp, w)
+            L.write_token_batch(bp, batches.numpy())
+            job = {"model": cfg, "train": dict(tr, precision=run["precision"], grad_dtype=run["grad_dtype"]),
+                   "weights": wp, "batches": bp, "out": op, "final_weights": fp}
+            if run["fp16"]:
+                job["fp16"] = run["fp16"]
+            json.dump(job, open(jp, "w"))
+            T.run_ok([args.driver, jp])
+            ours = T.read_json(op)
+            final, _ = L.read_safetensors(fp)
+            t64, w64 = L.train_mixed(cfg, tr, w, batches, half, gh, torch.float64, run["fp16"])
+            t32, w32 = L.train_mixed(cfg, tr, w, batches, half, gh, torch.float32, run["fp16"])
+            for field in ("loss_scale", "skipped"):
+                if not (ours[field] == t64[field] == t32[field]):
+                    print(f"[{key} seed {seed}] {field}: shardproof {ours[field]}, recipe {t64[field]} "
+                          f"(float32: {t32[field]})")
+                    failures += 1
+            d_ours = trajectory_distances(ours, final, ours, final, t64, w64)
+            d_t32 = trajectory_distances(t32, w32, t32, w32, t64, w64)
+            exact16 = sum(int((final[n].to(half).float() == final[n]).sum()) for n in w64) / sum(
+                final[n].numel() for n in w64)
+            for i in range(3):
+                sums["ours"][i] += d_ours[i]
+                sums["t32"][i] += d_t32[i]
+            print(f"[{key} seed {seed}] scales {sorted(set(ours['loss_scale']))}, {sum(ours['skipped'])} skipped; "
+                  f"masters {d_ours[0]:.3g} (torch32 {d_t32[0]:.3g}), loss {d_ours[1]:.3g} ({d_t32[1]:.3g}), "
+                  f"grad norm {d_ours[2]:.3g} ({d_t32[2]:.3g}); masters exactly 16-bit: {exact16:.1%}")
+        for i, what in enumerate(("final masters (rel. L2)", "loss (RMS rel.)", "grad norm (RMS rel.)")):
+            ok = sums["ours"][i] <= 3 * sums["t32"][i] + floor
+            failures += not ok
+            print(f"[{key}] {what} over {len(TRAJECTORY_SEEDS)} seeds: shardproof {sums['ours'][i]:.3g}, torch fp32 "
+                  f"{sums['t32'][i]:.3g} (ratio {sums['ours'][i] / max(sums['t32'][i], floor):.2f}) "
+                  f"{'ok' if ok else 'MISMATCH: more than 3x'}")
+    return failures
+
+
 MIXED_CONFIGS = dict(CONFIGS)
 MIXED_CONFIGS["blocks"] = dict(vocab_size=97, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=96, max_seq=80,
                                B=2, T=80)  # crosses the attention kernels' 64-row blocks
@@ -217,13 +305,14 @@ def test_mixed(args, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("part", choices=["grads", "trajectory", "mixed"])
+    ap.add_argument("part", choices=["grads", "trajectory", "mixed", "mixed_trajectory"])
     ap.add_argument("--bin", required=True)
     ap.add_argument("--driver", required=True)
     args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        part = {"grads": test_grads, "trajectory": test_trajectory, "mixed": test_mixed}[args.part]
+        part = {"grads": test_grads, "trajectory": test_trajectory, "mixed": test_mixed,
+                "mixed_trajectory": test_mixed_trajectory}[args.part]
         failures = part(args, tmp)
     print("FAIL" if failures else "PASS", f"({failures} failures)")
     return 1 if failures else 0

@@ -1,8 +1,11 @@
 // Test-only driver for the PyTorch trajectory oracle (test_oracle.py): trains the single-device
 // engine (the same Engine code path as `shardproof train` at dp = tp = pp = 1) from given weights on
-// given token batches, and writes the per-step losses and gradient norms plus the final weights.
-//   trajectory_driver JOB.json     with JOB = {"model": {...}, "train": {...}, "weights": W.safetensors,
+// given token batches, and writes the per-step losses, gradient norms, loss scales and skips plus the final
+// weights (in mixed precision the fp32 master weights).
+//   trajectory_driver JOB.json     with JOB = {"model": {...}, "train": {...}, ["fp16": {...},] "weights":
+//   W.safetensors,
 //                                              "batches": B.bin, "out": result.json, "final_weights": F.safetensors}
+// train may set precision and grad_dtype (bf16, fp16); "fp16" is the run configuration's [fp16] table.
 // batches: a token batch file (docs/formats/token_batch.md) of steps·global_batch rows, step-major.
 #include <cstdio>
 #include <map>
@@ -31,6 +34,7 @@ int main(int argc, char** argv) {
                         {"train", job.at("train")},
                         {"data", {{"vocab_size", job.at("model").at("vocab_size")}}}};
   cfg["train"]["eval_batches"] = 0;
+  if (job.contains("fp16")) cfg["fp16"] = job.at("fp16");
   auto rc = config::RunConfig::from_json(cfg);
   if (!rc.ok()) return fail(rc.status());
   auto plan = plan::RunPlan::make(*rc, 1);
@@ -49,7 +53,10 @@ int main(int argc, char** argv) {
   comm::GridCommunicators comms = comm::make_grid_communicators(*grid);
   comm::TraceContext trace;
   MemoryLedger ledger;
-  nlohmann::json out = {{"loss", nlohmann::json::array()}, {"grad_norm", nlohmann::json::array()}};
+  nlohmann::json out = {{"loss", nlohmann::json::array()},
+                        {"grad_norm", nlohmann::json::array()},
+                        {"loss_scale", nlohmann::json::array()},
+                        {"skipped", nlohmann::json::array()}};
   ckpt::SafetensorsWriter writer;
   std::map<std::string, std::vector<float>> final_w;
   {
@@ -64,6 +71,8 @@ int main(int argc, char** argv) {
       parallel::StepResult r = engine.step(s, false);
       out["loss"].push_back(r.loss);
       out["grad_norm"].push_back(r.grad_norm);
+      out["loss_scale"].push_back(r.loss_scale > 0 ? r.loss_scale : 1.0);
+      out["skipped"].push_back(r.skipped);
     }
     for (const model::UnitPiece& p : engine.parameter_pieces())
       for (const model::TensorSlot& t : p.unit->tensors)

@@ -8,7 +8,8 @@ and the detail the table states. Each criterion of the gate has at least one row
 findings of issue 20: records compared only where both sides have them, strictness from what the run
 achieved, statistics other than the digest ignored, redundant records not cross-checked, a resealed bundle
 indistinguishable from the original, derived files edited.
-`verify_against` checks `verify RUN --against REF` for incomplete and not-comparable runs.
+`verify_against` checks `verify RUN --against REF` for incomplete and not-comparable runs, and that its verdict
+covers only the steps it verified (exit 3 for a free-running tensor-parallel run; bitwise on one topology).
 Usage: gate_tamper.py CASE --bin shardproof --work DIR
 """
 import hashlib
@@ -20,12 +21,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import sp_test as T  # noqa: E402
+from bundle_edit import DERIVED, dump_like_engine, edit_records, lines, loss_bits, reseal, write_lines  # noqa: E402,F401
 
 SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
          "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "train.warmup_steps=1", "train.lr=5e-3",
          "prove.checkpoint_step=3", "prove.eval_margin=0.25"]
 TOPOLOGY = ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"]
-DERIVED = {"gate.json", "summary.md", "first_divergence.json", "drift.json", "report.html"}
 
 
 fail, run = T.fail, T.run
@@ -37,53 +38,6 @@ def sets(extra=()):
 
 def paths(work):
     return os.path.join(work, "base"), os.path.join(work, "key.pem"), os.path.join(work, "key.pub")
-
-
-# --------------------------------------------------------------------------------------------- editing helpers
-def lines(path):
-    with open(path) as f:
-        return f.read().splitlines()
-
-
-def write_lines(path, ls):
-    with open(path, "w") as f:
-        f.write("\n".join(ls) + "\n")
-
-
-def dump_like_engine(obj):
-    """nlohmann::json::dump(): compact, keys sorted."""
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-def reseal(bundle):
-    """bundle.sha256 recomputed over every file but the seal, the signature and the derived files."""
-    entries = []
-    for d, _, names in os.walk(bundle):
-        for n in names:
-            rel = os.path.relpath(os.path.join(d, n), bundle)
-            if rel in ("bundle.sha256", "bundle.sig") or rel in DERIVED:
-                continue
-            with open(os.path.join(bundle, rel), "rb") as f:
-                entries.append((rel, hashlib.sha256(f.read()).hexdigest()))
-    entries.sort()
-    with open(os.path.join(bundle, "bundle.sha256"), "w") as f:
-        f.write("".join(f"{h}  {rel}\n" for rel, h in entries))
-
-
-def edit_records(path, pick, change):
-    """Applies `change` to the JSONL records for which pick(record, index) holds."""
-    out = []
-    for i, line in enumerate(lines(path)):
-        r = json.loads(line)
-        if pick(r, i):
-            change(r)
-        out.append(dump_like_engine(r))
-    write_lines(path, out)
-
-
-def loss_bits(v):
-    import struct
-    return struct.pack(">d", v).hex()
 
 
 # --------------------------------------------------------------------------------------------- the table
@@ -212,6 +166,37 @@ def eval_changed(b):
     edit_records(p, lambda r, i: "eval_loss" in r and r.get("step") == 5, lambda r: r.update(eval_loss=r["eval_loss"] + 1))
 
 
+# Consistent forgeries (issue 31): each edit is applied to every stage alike, so only a cross-check sees it.
+STAGES = ("reference", "parallel", "fault", "recovery")
+
+
+def grad_norm_forged(b):
+    for stage in STAGES:
+        edit_records(os.path.join(b, stage, "metrics.jsonl"), lambda r, i: r.get("step") == 4 and "grad_norm" in r,
+                     lambda r: r.update(grad_norm=r["grad_norm"] * 0.5))
+
+
+def lr_forged(b):
+    for stage in STAGES:
+        edit_records(os.path.join(b, stage, "metrics.jsonl"), lambda r, i: r.get("step") == 2 and "lr" in r,
+                     lambda r: r.update(lr=r["lr"] * 2))
+
+
+def last_step_removed(b):
+    for stage in STAGES:
+        for name in ("metrics.jsonl", "checksums.jsonl"):
+            p = os.path.join(b, stage, name)
+            write_lines(p, [l for l in lines(p) if json.loads(l).get("step") != 5])
+
+
+def recovery_trace_copied(b):
+    # The recovery's trace is the parallel run's, its steps before k dropped: it never loaded the checkpoint.
+    for name in os.listdir(os.path.join(b, "parallel", "trace")):
+        kept = [l for l in lines(os.path.join(b, "parallel", "trace", name))
+                if json.loads(l)["step"] >= 3 and json.loads(l)["phase"] != "checkpoint"]
+        write_lines(os.path.join(b, "recovery", "trace", name), kept)
+
+
 def summary_forged(b):
     p = os.path.join(b, "summary.md")
     s = open(p).read().replace("**FAIL**", "pass")
@@ -233,7 +218,7 @@ CASES = {
     "loss_forged_everywhere": (loss_forged_everywhere, True, "records agree across views", "says loss"),
     "manifest_steps_edited": (manifest_steps_edited, True, "checkpoints verify", "manifest was edited"),
     "prediction_edited": (prediction_edited, True, "prediction re-derived from the contract", "not the plan"),
-    "ledger_edited": (ledger_edited, True, "memory ledger equals the prediction", "DIFFERS"),
+    "ledger_edited": (ledger_edited, True, "memory ledger equals the prediction", "\"equal\" is false"),
     "stage_failed": (stage_failed, True, "stages completed", "recovery"),
     "contract_edited": (contract_edited, True, "one contract across the stages", "parallel/contract.json"),
     "topology_edited": (topology_edited, True, "topology valid", "world size 8"),
@@ -241,6 +226,11 @@ CASES = {
     "recovery_from_scratch": (recovery_from_scratch, True, "resume is exact", "not at the checkpoint"),
     "fault_hidden": (fault_hidden, True, "fault detected and localized", "no view saw the fault"),
     "eval_changed": (eval_changed, True, "held-out eval improves and matches the reference", "eval"),
+    "grad_norm_forged": (grad_norm_forged, True, "gradient norms agree across views", "metrics.jsonl: step 4"),
+    "lr_forged": (lr_forged, True, "learning rates follow the contract's schedule", "metrics.jsonl: step 2"),
+    "last_step_removed": (last_step_removed, True, "every view holds the contract's steps", "step 5 is missing"),
+    "recovery_trace_copied": (recovery_trace_copied, True, "recovery resumed from its checkpoint",
+                              "as a record of the parallel stage's trace does"),
     "resealed_unsigned_key": (file_added, True, None, "signature: FAIL"),
     "summary_forged": (summary_forged, False, None, "summary.md: differs"),
     "file_added": (file_added, False, "bundle sealed and unmodified", "notes.txt: not in the seal"),
@@ -333,16 +323,66 @@ def check_verify_against(args):
     write_lines(p, lines(p)[:1])
     verify(cut, 1, "incomplete")
     verify(runs["ref"], 0, "bitwise-equal")
+    # Issue 31: a verdict never covers a step that was not verified. A free-running tensor-parallel run is
+    # comparable with the reference at step 0 only: it says so and exits 3 (not 0), also with a fault at step 2
+    # that step 0 cannot see; against a run of the same topology and contract it is held to bitwise.
+    tp = {"tp2": ([], []), "tp2_again": ([], []), "tp2_fault": ([], ["--fault", "drop-tp-allreduce@2"])}
+    for name, (extra, flags) in tp.items():
+        out = os.path.join(work, name)
+        p = run(T.launch(args.bin, 2) + train[1:] + ["--out", out] + flags + sets(extra + ["parallel.tp=2"]))
+        if p.returncode != 0:
+            fail(f"train {name}: {p.stderr[-2000:]}")
+        runs[name] = out
+    verify(runs["tp2"], 3, "within-tolerance at step 0 only (1 of 6 steps verified)")
+    verify(runs["tp2_fault"], 3, "steps 1–5 NOT verified")
+    v = run([args.bin, "verify", runs["tp2_fault"], "--against", runs["tp2"]])
+    if v.returncode != 1 or "one contract on one topology" not in v.stdout or "FIRST DIVERGENCE: step 2" not in v.stdout:
+        fail(f"the fault run against the clean run of its topology: exit {v.returncode}\n{v.stdout}")
+    v = run([args.bin, "verify", runs["tp2_again"], "--against", runs["tp2"]])
+    if v.returncode != 0 or "bitwise-equal" not in v.stdout:
+        fail(f"two runs of one contract on one topology: exit {v.returncode}\n{v.stdout}")
+    print("PASS verify --against tp2: 1 of 6 steps verified (exit 3); same topology bitwise (the fault at step 2)")
     shutil.rmtree(work, ignore_errors=True)
 
 
+def check_moved_fail_bundle(args):
+    """Issue 31, item 10: a FAIL bundle copied to another name derives the same verdict, byte for byte: no
+    detail names the directory the bundle happens to be in (docs/report.md: a moved bundle, the same document)."""
+    base, _, _ = paths(args.work)
+    gates = []
+    for name in ("moved_a", "moved_b_elsewhere"):
+        out = os.path.join(args.work, name)
+        shutil.rmtree(out, ignore_errors=True)
+        if not gates:
+            shutil.copytree(base, out)
+            truncate_checksums(out)  # the detail names parallel/checksums.jsonl
+            reseal(out)
+        else:
+            shutil.copytree(os.path.join(args.work, "moved_a"), out)
+        v = run([args.bin, "verify", out])
+        lines = [l for l in v.stdout.splitlines() if l.startswith("  ") and not l.startswith("  hint:")]
+        if v.returncode != 1 or not any("parallel/checksums.jsonl" in l for l in lines):
+            fail(f"{name}: expected a FAIL naming parallel/checksums.jsonl, exit {v.returncode}\n{v.stdout[-3000:]}")
+        leaked = [l for l in lines if os.path.abspath(out) in l or args.work in l]
+        if leaked:
+            fail(f"{name}: the verdict names the bundle's directory: {leaked[:3]}")
+        gates.append(lines)
+    for name in ("moved_a", "moved_b_elsewhere"):
+        shutil.rmtree(os.path.join(args.work, name), ignore_errors=True)
+    if gates[0] != gates[1]:
+        fail(f"the same bundle under two names derives two verdicts:\n{gates[0]}\n{gates[1]}")
+    print("PASS moved_fail_bundle: the same FAIL verdict under another name, no directory in it")
+
+
 def main():
-    args = T.case_args(["base", "verify_against"] + list(CASES))
+    args = T.case_args(["base", "verify_against", "moved_fail_bundle"] + list(CASES))
     os.makedirs(args.work, exist_ok=True)
     if args.case == "base":
         check_base(args)
     elif args.case == "verify_against":
         check_verify_against(args)
+    elif args.case == "moved_fail_bundle":
+        check_moved_fail_bundle(args)
     else:
         check_case(args, args.case)
 

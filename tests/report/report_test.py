@@ -523,8 +523,9 @@ def case_proof_tp(args):
         check(pts is not None and len(pts) == len(want) and all(p["x"] == w["x"] and close(p["y"], w["y"])
                                                                for p, w in zip(pts, want)),
               f"drift curve {pts} != drift.json {want}")
-        band = float(page.eval("document.querySelector('[data-eval-band]').getAttribute('data-eval-band')"))
-        check(close(band, drift["eval_band"]), f"eval band {band}, drift.json {drift['eval_band']}")
+        for key, attr in (("eval_difference", "data-eval-difference"), ("eval_tolerance", "data-eval-tolerance")):
+            shown = float(page.eval(f"document.querySelector('[{attr}]').getAttribute('{attr}')"))
+            check(close(shown, drift[key]), f"{key} {shown}, drift.json {drift[key]}")
         check(page.errors == [], f"console errors after switching the series: {page.errors}")
 
     v = run([args.bin, "verify", out])

@@ -312,7 +312,7 @@ def case_bad_inputs():
 
 def case_messages():
     p = train(fresh(work("msg", "vocab")), sets=["data.vocab_size=100"])
-    expect(p, 2, r"shardproof: error: vocab_size 100")
+    expect(p, 2, r"shardproof: error: data.vocab_size: vocab_size 100")
     check(": error:" not in p.stderr.replace("shardproof: error:", ""), f"an empty error prefix:\n{p.stderr}")
     check("--vocab-size" not in p.stderr, "train's hint names data prepare's --vocab-size")
     expect(run(["train", "--np", "0", "--out", work("msg", "np0")] + SMALL), 2, "number of MPI ranks must be")

@@ -99,7 +99,14 @@ TEST(DsConfigBatch, ErrorCasesNameTheThreeNumbers) {
   e = error_of({{"gradient_accumulation_steps", 4}});
   EXPECT_HAS(e, "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
   e = error_of({{"train_batch_size", -8}, {"train_micro_batch_size_per_gpu", 2}, {"gradient_accumulation_steps", 2}});
-  EXPECT_HAS(e, "train_batch_size = -8 has to be greater than 0");
+  EXPECT_HAS(e, "train_batch_size = -8: a batch size is a positive integer");
+  // Issue 31: a negative key is refused as written, never explained by an inference from it ("8 // -2 // 2 = 0")
+  // or by a range of ±2^40.
+  e = error_of({{"train_batch_size", 8}, {"train_micro_batch_size_per_gpu", -2}}, 2);
+  EXPECT_HAS(e, "train_micro_batch_size_per_gpu = -2: a batch size is a positive integer");
+  EXPECT_EQ(e.find("//"), std::string::npos) << e;
+  EXPECT_EQ(e.find("-1099511627776"), std::string::npos) << e;
+  EXPECT_EQ(e.find("gradient_accumulation_steps"), std::string::npos) << e;
 }
 
 TEST(DsConfigZero, StageAndItsKeys) {

@@ -91,7 +91,9 @@ TEST(HfConfig, WrongTypesAreAllNamedAtOnce) {
   j["num_key_value_heads"] = 4;  // 6 heads: not divisible
   auto g = config::hf_model_from_json(j, "x", "config.json");
   ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.status().message().find("not divisible by model.n_kv_heads 4"), std::string::npos)
+  // The rule names this file's keys, not the engine's (issue 31).
+  EXPECT_NE(g.status().message().find("\"num_attention_heads\" 6 is not divisible by \"num_key_value_heads\" 4"),
+            std::string::npos)
       << g.status().message();
 }
 
@@ -439,8 +441,14 @@ TEST(HfWeights, NeverReplacesAnOutputDirectoryUnasked) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().exit_code(), 2);
   EXPECT_EQ(files_of(dir.file("out")).size(), 1u) << "untouched";
-  ASSERT_TRUE(write(dir.file("out"), c, random_weights(c, 8), 6000, DType::kF32, /*overwrite=*/true).ok());
-  EXPECT_FALSE(fs::exists(dir.file("out/keep.txt")));
+  // --overwrite replaces a previous export only (issue 31): a directory holding anything else is refused.
+  r = write(dir.file("out"), c, random_weights(c, 8), 6000, DType::kF32, /*overwrite=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'keep.txt'"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(fs::exists(dir.file("out/keep.txt"))) << "nothing removed";
+  fs::remove(dir.file("out/keep.txt"));
+  ASSERT_TRUE(write(dir.file("out"), c, random_weights(c, 8), 6000).ok());
+  ASSERT_TRUE(write(dir.file("out"), c, random_weights(c, 9), 6000, DType::kF32, /*overwrite=*/true).ok());
   for (const auto& e : fs::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "no temporary left";
   fs::create_directories(dir.file("empty"));

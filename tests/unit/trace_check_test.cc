@@ -290,6 +290,55 @@ TEST(TraceCheck, UnmatchedPointToPointNamesBothEnds) {
   EXPECT_EQ(pairs, (std::set<std::vector<int>>{{2, 3}, {3, 0}}));  // {sender, receiver}
 }
 
+// Issue 31 (desync-extra-collective on pp): the deviant rank's extra all_reduce fails and the job is stopped
+// mid-step; the other ranks are killed with nonblocking sends in flight, which are never recorded. Those
+// missing records are the stop's consequence, not the desync: the checker names the deviant rank alone, and
+// the same gaps in a job that was not stopped stay mismatches.
+TEST(TraceCheck, OpsInFlightWhenAStoppedJobKilledItsRanksAreNotTheDesync) {
+  TempDir dir;
+  simulate(dir.path(), 4, "extra", 2);
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::string> kept;
+    for (const std::string& line : read_lines(comm::trace_file_path(dir.path(), r))) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      // Ranks 0, 1, 3 are killed in step 0's backward: nothing after it; rank 1's isend (tag 8) was in flight.
+      if (r != 2 && j["step"].get<int64_t>() > 0) continue;
+      if (r == 1 && j["op"] == "isend") continue;
+      kept.push_back(line);
+    }
+    if (r == 2) {  // rank 2 failed inside its extra all_reduce (after its step-0 records)
+      nlohmann::json extra = nlohmann::json::parse(kept.back());
+      kept.pop_back();
+      extra["aborted"] = true;
+      extra["step"] = 0;
+      extra.erase("out_digest");
+      kept.push_back(extra.dump());
+    }
+    write_lines(comm::trace_file_path(dir.path(), r), kept);
+  }
+  TraceReport report = check_or_die(dir.path());
+  ASSERT_FALSE(report.consistent());
+  for (const TraceMismatch& m : report.mismatches) {
+    EXPECT_EQ(m.ranks, std::vector<int>{2}) << m.message;
+    EXPECT_NE(m.kind, "p2p_unmatched") << m.message;
+    EXPECT_NE(m.kind, "seq_gap") << m.message;
+  }
+  size_t in_flight = 0;
+  for (const std::string& w : report.warnings) in_flight += w.find("stopped job killed") != std::string::npos;
+  EXPECT_EQ(in_flight, 2u) << report.summary();  // rank 1's seq gap; rank 2's irecv without rank 1's isend
+  // Negative twin: the same missing isend in a job that was not stopped is a mismatch naming ranks 1 and 2.
+  std::vector<std::string> lines = read_lines(comm::trace_file_path(dir.path(), 2));
+  lines.pop_back();
+  write_lines(comm::trace_file_path(dir.path(), 2), lines);
+  report = check_or_die(dir.path());
+  bool gap = false, unmatched = false;
+  for (const TraceMismatch& m : report.mismatches) {
+    gap = gap || (m.kind == "seq_gap" && m.ranks == std::vector<int>{1});
+    unmatched = unmatched || (m.kind == "p2p_unmatched" && m.ranks == std::vector<int>{1, 2});
+  }
+  EXPECT_TRUE(gap && unmatched) << report.summary();
+}
+
 TEST(TraceCheck, MissingOpAtTheEndNamesTheShortRank) {
   TempDir dir;
   simulate(dir.path(), 4);

@@ -90,9 +90,10 @@
     sec.append(el('h3', {}, 'Trajectory drift of the free-running ' + dr.run + ' run (reported only)'));
     sec.append(el('p', {}, 'Largest relative difference of any record from the ', dr.reference, ' run, per step; largest ',
                   'loss drift ', el('b', {'data-max-loss-drift': dr.max_loss_drift}, fmtNum(dr.max_loss_drift, 3)),
-                  ', so the held-out loss may differ by up to ', el('b', {'data-eval-band': dr.eval_band}, fmtNum(dr.eval_band, 3)),
+                  ', final held-out loss ', el('b', {'data-eval-difference': dr.eval_difference}, fmtNum(dr.eval_difference, 3)),
                   ' (relative). Rounding grows along two trajectories that differ in summation order; the gate judges ',
-                  'the anchored replay instead.'));
+                  'the anchored replay instead, and the reference\'s final state evaluated on this topology within ',
+                  el('b', {'data-eval-tolerance': dr.eval_tolerance}, fmtNum(dr.eval_tolerance, 3)), '.'));
     const box = chartBox();
     box.canvas.id = 'divergence-drift';
     sec.append(box.box);
