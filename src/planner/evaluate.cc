@@ -98,31 +98,28 @@ KernelTimes optimizer_times(const PlanQuery& q, const plan::RunPlan& plan, const
                        q.efficiency);
 }
 
-}  // namespace
+// The plan placed on the cluster: its grid, the run plan and the link each group's collectives run on.
+struct Placement {
+  ClusterSpec placed;
+  comm::ProcessGrid grid;
+  plan::RunPlan plan;
+  GroupLink tp_link, dp_link, pp_link, world_link;
+};
 
-Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
-  const config::RunConfig& c = q.config;
-  const config::ParallelConfig& pc = c.parallel;
-  if (!(q.efficiency > 0 && q.efficiency <= 1))
-    return invalid_argument("efficiency {} is outside (0, 1]", q.efficiency)
-        .with_hint("the fraction of the peak FLOP/s the GEMMs reach, e.g. --efficiency 0.5");
-  SP_ASSIGN_OR_RETURN(const double peak, q.cluster.peak_flops_for(q.dtype));
-  if (pc.parameter_server())
-    return invalid_argument("plan prices all-reduce strategies; a parameter-server run is not placed on a cluster")
-        .with_hint("compare the parameter server with all-reduce on this host: shardproof compare (docs/ps.md)");
+Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
+  const config::ParallelConfig& pc = q.config.parallel;
   ClusterSpec placed = q.cluster;
   placed.axis_order = pc.axis_order;
-  SP_ASSIGN_OR_RETURN(const comm::ProcessGrid grid, place_on_cluster(placed, pc.dp, pc.tp, pc.pp));
-  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(c, grid.world_size()));
-  PlanEvaluation e;
-  e.plan = plan;
-  e.grid = grid.describe();
+  SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, place_on_cluster(placed, pc.dp, pc.tp, pc.pp));
+  SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(q.config, grid.world_size()));
+  SP_ASSIGN_OR_RETURN(const comm::ProcessGrid flat,
+                      comm::ProcessGrid::create(grid.world_size(), 1, 1, "dp-tp-pp", grid.world_size()));
   const GroupLink tp_link = axis_link(placed, grid, comm::Axis::kTp, HopPattern::kRing);
   const GroupLink dp_link = axis_link(placed, grid, comm::Axis::kDp, HopPattern::kRing);
   const GroupLink pp_link = axis_link(placed, grid, comm::Axis::kPp, HopPattern::kChain);
-  SP_ASSIGN_OR_RETURN(const comm::ProcessGrid flat,
-                      comm::ProcessGrid::create(grid.world_size(), 1, 1, "dp-tp-pp", grid.world_size()));
   const GroupLink world_link = axis_link(placed, flat, comm::Axis::kDp, HopPattern::kRing);
+  e.plan = plan;
+  e.grid = grid.describe();
   e.links = {{"tp", tp_link}, {"dp", dp_link}, {"pp", pp_link}, {"world", world_link}};
   if (pc.tp > 1 && tp_link.crosses_nodes && pc.tp <= placed.devices_per_node)
     e.placement_warnings.push_back(fmt::format(
@@ -130,28 +127,44 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
         "GB/s per hop instead of inside a node; a group of {} fits in one node of {} devices: put tp first "
         "(--axis-order tp-dp-pp)",
         pc.tp, pc.axis_order, tp_link.link, tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node));
-  const std::map<std::string, const GroupLink*> link_of = {
-      {"tp", &tp_link}, {"dp", &dp_link}, {"pp", &pp_link}, {"world", &world_link}};
+  return Placement{.placed = std::move(placed),
+                   .grid = std::move(grid),
+                   .plan = std::move(plan),
+                   .tp_link = tp_link,
+                   .dp_link = dp_link,
+                   .pp_link = pp_link,
+                   .world_link = world_link};
+}
 
-  // The ranks evaluated: every rank, or one per pipeline stage (dp 0, tp 0): tp ranks hold equal shards (the
-  // rules require divisibility), and dp 0 holds the largest ZeRO shard (comm::even_split_counts).
+// Per pp rank: the communication inside its forward and backward passes (seconds per step).
+struct PassComm {
+  std::vector<double> forward, backward;
+};
+
+// The ledger and the traffic of the evaluated ranks (every rank, or one per pipeline stage: dp 0, tp 0 — tp
+// ranks hold equal shards, the rules require divisibility, and dp 0 holds the largest ZeRO shard,
+// comm::even_split_counts), each rank's traffic priced on its links.
+PassComm evaluate_ranks(const PlanQuery& q, const Placement& pl, PlanEvaluation& e) {
+  const config::ParallelConfig& pc = q.config.parallel;
+  const comm::ProcessGrid& grid = pl.grid;
+  const std::map<std::string, const GroupLink*> link_of = {
+      {"tp", &pl.tp_link}, {"dp", &pl.dp_link}, {"pp", &pl.pp_link}, {"world", &pl.world_link}};
   std::vector<int> ranks;
   if (q.all_ranks || grid.world_size() <= q.every_rank_up_to) {
     for (int r = 0; r < grid.world_size(); ++r) ranks.push_back(r);
   } else {
     for (int p = 0; p < pc.pp; ++p) ranks.push_back(grid.rank_of({.dp = 0, .tp = 0, .pp = p}));
   }
-  // Per pp rank: the communication inside its forward and backward passes (seconds per step).
-  std::vector<double> fwd_comm(static_cast<size_t>(pc.pp), 0), bwd_comm(static_cast<size_t>(pc.pp), 0);
+  PassComm pass{std::vector<double>(static_cast<size_t>(pc.pp), 0), std::vector<double>(static_cast<size_t>(pc.pp), 0)};
   std::map<std::tuple<std::string, std::string, std::string>, PricedTraffic> busiest;
   for (int r : ranks) {
     RankEvaluation re;
     re.rank = r;
     re.coords = grid.coords_of(r);
-    plan::LedgerModelInput in = plan::ledger_model_input(plan, re.coords, c.train.eval_batches);
+    plan::LedgerModelInput in = plan::ledger_model_input(pl.plan, re.coords, q.config.train.eval_batches);
     in.named = q.named_memory;
     re.memory = plan::predict_ledger(in);
-    re.traffic = plan::predict_step_ops(plan, grid, r, false, false);
+    re.traffic = plan::predict_step_ops(pl.plan, grid, r, false, false);
     if (re.memory.total.peak > e.peak_bytes || e.ranks.empty()) {
       e.peak_bytes = re.memory.total.peak;
       e.largest_rank = r;
@@ -177,17 +190,21 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
         after += s;
     }
     const auto p = static_cast<size_t>(re.coords.pp);
-    fwd_comm[p] = std::max(fwd_comm[p], fwd);
-    bwd_comm[p] = std::max(bwd_comm[p], bwd);
+    pass.forward[p] = std::max(pass.forward[p], fwd);
+    pass.backward[p] = std::max(pass.backward[p], bwd);
     e.after_pipeline_seconds = std::max(e.after_pipeline_seconds, after);
     e.ranks.push_back(std::move(re));
   }
-  // At most kMaxMemoryGib (cluster.h): exact in an int64, never the wrapped value of an oversized double.
-  e.limit_bytes = static_cast<int64_t>(std::min(q.cluster.device_memory_bytes, kMaxMemoryGib * 1073741824.0));
   for (auto& [key, t] : busiest) e.traffic.push_back(t);
+  return pass;
+}
 
-  // Compute: each chunk's forward and backward of one micro-batch, plus the rank's pass communication
-  // spread evenly over its passes.
+// Compute: each chunk's forward and backward of one micro-batch, plus the rank's pass communication spread
+// evenly over its passes, through the pipeline simulated over the engine's schedule; then the optimizer.
+void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pass, double peak, PlanEvaluation& e) {
+  const config::RunConfig& c = q.config;
+  const config::ParallelConfig& pc = c.parallel;
+  const plan::RunPlan& plan = pl.plan;
   const int v = pc.virtual_stages, chunks = plan.chunk_count();
   const auto passes = static_cast<double>(v * plan.local_micro_batches);
   PipelineTimes& pt = e.pipeline_times;
@@ -205,15 +222,15 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
     step += t.backward;
     for (double* x : {&step.gemm, &step.attention, &step.memory}) *x *= static_cast<double>(plan.local_micro_batches);
     compute[p] += step;
-    pt.forward_s.push_back(t.forward.total() + fwd_comm[p] / passes);
-    pt.backward_s.push_back(t.backward.total() + bwd_comm[p] / passes);
+    pt.forward_s.push_back(t.forward.total() + pass.forward[p] / passes);
+    pt.backward_s.push_back(t.backward.total() + pass.backward[p] / passes);
   }
   if (e.measured_rates)  // after the pipeline, the optimizer on the busiest evaluated rank
     for (const RankEvaluation& r : e.ranks)
       e.optimizer_seconds = std::max(e.optimizer_seconds, optimizer_times(q, plan, r.coords, peak).total());
   const int64_t activation_bytes = 4 * c.train.micro_batch_size * c.train.seq_len * c.model.dim;
   pt.transfer_s =
-      pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pp_link) : 0;
+      pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pl.pp_link) : 0;
   pt.record = q.pipeline_actions && pc.pp > 1;
   e.pipeline = simulate_pipeline(pt);
   e.closed_form_bubble =
@@ -224,17 +241,22 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
       e.compute_seconds = compute[i].total();
       e.compute_split = compute[i];
     }
-    e.pass_comm_seconds = std::max(e.pass_comm_seconds, fwd_comm[i] + bwd_comm[i]);
+    e.pass_comm_seconds = std::max(e.pass_comm_seconds, pass.forward[i] + pass.backward[i]);
   }
   e.step_seconds = e.pipeline.makespan_s + e.after_pipeline_seconds + e.optimizer_seconds;
+}
+
+// The step's FLOPs and utilizations, the dominant communication (the (axis, phase) taking the most time on the
+// busiest rank) and the assumptions the figures rest on.
+void summarize_step(const PlanQuery& q, int world, double peak, PlanEvaluation& e) {
+  const config::RunConfig& c = q.config;
   const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
   const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, recompute_mode(c.train.recompute));
   e.model_flops = flops.model;
   e.hardware_flops = flops.hardware;
   e.tokens_per_second = static_cast<double>(c.train.global_batch * c.train.seq_len) / e.step_seconds;
-  e.mfu = utilization(flops.model, e.step_seconds, grid.world_size(), peak);
-  e.hfu = utilization(flops.hardware, e.step_seconds, grid.world_size(), peak);
-  // The dominant communication: the (axis, phase) taking the most time on the busiest rank.
+  e.mfu = utilization(flops.model, e.step_seconds, world, peak);
+  e.hfu = utilization(flops.hardware, e.step_seconds, world, peak);
   std::map<std::pair<std::string, std::string>, std::pair<double, std::string>> parts;
   for (const PricedTraffic& t : e.traffic) {
     auto& part = parts[{t.axis, t.phase}];
@@ -267,6 +289,25 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
   e.assumptions.push_back(
       "the pipeline is simulated over the engine's schedule with asynchronous sends (the engine's blocking sends can "
       "only be slower)");
+}
+
+}  // namespace
+
+Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
+  if (!(q.efficiency > 0 && q.efficiency <= 1))
+    return invalid_argument("efficiency {} is outside (0, 1]", q.efficiency)
+        .with_hint("the fraction of the peak FLOP/s the GEMMs reach, e.g. --efficiency 0.5");
+  SP_ASSIGN_OR_RETURN(const double peak, q.cluster.peak_flops_for(q.dtype));
+  if (q.config.parallel.parameter_server())
+    return invalid_argument("plan prices all-reduce strategies; a parameter-server run is not placed on a cluster")
+        .with_hint("compare the parameter server with all-reduce on this host: shardproof compare (docs/ps.md)");
+  PlanEvaluation e;
+  SP_ASSIGN_OR_RETURN(const Placement placement, place_plan(q, e));
+  const PassComm pass = evaluate_ranks(q, placement, e);
+  // At most kMaxMemoryGib (cluster.h): exact in an int64, never the wrapped value of an oversized double.
+  e.limit_bytes = static_cast<int64_t>(std::min(q.cluster.device_memory_bytes, kMaxMemoryGib * 1073741824.0));
+  price_pipeline(q, placement, pass, peak, e);
+  summarize_step(q, placement.grid.world_size(), peak, e);
   return e;
 }
 
