@@ -57,6 +57,11 @@ def run(build, preset, np_, steps, sets, out):
     return [r["step_s"] for r in rows if r.get("step", -1) >= 1 and "step_s" in r], cpu
 
 
+def spread(ratios):
+    """Paired ratios minus one as 'median % [min, max]'."""
+    return f"{100 * statistics.median(ratios):+.1f} % [{100 * min(ratios):+.1f}, {100 * max(ratios):+.1f}]"
+
+
 def host_line():
     model, flags = "?", set()
     for line in open("/proc/cpuinfo"):
@@ -116,15 +121,11 @@ def main():
         print("| variant | CPU s per step (median) | vs off of the same round: median [min, max] |")
         print("|---|---|---|")
         for k, v in cpu.items():
-            p = cpu_paired[k]
-            print(f"| {k} | {statistics.median(v):.4f} | {100 * statistics.median(p):+.1f} % "
-                  f"[{100 * min(p):+.1f}, {100 * max(p):+.1f}] |")
+            print(f"| {k} | {statistics.median(v):.4f} | {spread(cpu_paired[k])} |")
     print("| variant | median step | vs evidence off (pooled) | vs off of the same round: median [min, max] |")
     print("|---|---|---|---|")
     for k, v in med.items():
-        p = paired[k]
-        print(f"| {k} | {v:.4f} s | {100 * (v / med['off'] - 1):+.1f} % | {100 * statistics.median(p):+.1f} % "
-              f"[{100 * min(p):+.1f}, {100 * max(p):+.1f}] |")
+        print(f"| {k} | {v:.4f} s | {100 * (v / med['off'] - 1):+.1f} % | {spread(paired[k])} |")
     if "on" in med and "on, fast reduction" in med:
         print(f"deterministic vs fast reduction (evidence on): {100 * (med['on'] / med['on, fast reduction'] - 1):+.1f} %")
 
