@@ -59,6 +59,21 @@ void BM_tensor_summary(benchmark::State& state) {
 }
 BENCHMARK(BM_tensor_summary)->Args({4, 0})->Args({4, 1})->Args({16, 0})->Args({16, 1})->Unit(benchmark::kMillisecond);
 
+// The same statistics and lanes in two sweeps over the tensor (the code before add_contiguous fused them
+// block by block), for the paired comparison of the single pass.
+void BM_tensor_summary_two_sweeps(benchmark::State& state) {
+  const float* v = values().data();
+  const size_t n = count(state);
+  for (auto _ : state) {
+    evidence::TensorSummary s;
+    s.stats.add(v, n);
+    evidence::mix_lanes(v, static_cast<int64_t>(n), 0, s.lane0, s.lane1);
+    benchmark::DoNotOptimize(s.lane0);
+  }
+  set_rate(state, n);
+}
+BENCHMARK(BM_tensor_summary_two_sweeps)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond);
+
 void BM_xxh3_128(benchmark::State& state) {
   const float* v = values().data();
   const size_t n = count(state);

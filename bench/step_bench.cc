@@ -1,9 +1,13 @@
 // step_bench: tokens/s of one shardproof training step (the Engine at dp = tp = pp = 1, one micro-batch
 // of the whole batch, AdamW, clipping) and the OpenBLAS sgemm peak of this machine, single-threaded.
 // Run by bench/train_vs_torch.py, which times PyTorch eager on the same shapes in the same run.
-//   step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR]
+//   step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate]
 // Prints one JSON line: {"tokens_per_s", "step_s", "flops_per_token", "gflops", "sgemm_gflops", ...}.
+// --alternate: the checksums (both digest lanes, the parameter statistics) on in every other step of the
+// same process, so that a busy host disturbs both halves alike; adds the medians of the wall and thread-CPU
+// time of the steps with and without them and the median over adjacent pairs of on / off − 1.
 #include <cblas.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -31,9 +35,21 @@ static double sgemm_peak() {
   return best;
 }
 
+static double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+static double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR]\n");
+    std::fprintf(stderr, "usage: step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate]\n");
     return 2;
   }
   openblas_set_num_threads(1);
@@ -41,10 +57,11 @@ int main(int argc, char** argv) {
   auto j = config::read_toml(argv[1]);
   if (!j.ok()) return std::fprintf(stderr, "%s\n", j.status().to_string().c_str()), 1;
   const int64_t B = std::atoll(argv[2]), T = std::atoll(argv[3]), steps = std::atoll(argv[4]);
-  bool checksums = false;
+  bool checksums = false, alternate = false;
   std::string trace_dir;
   for (int i = 5; i < argc; ++i) {
     if (std::string(argv[i]) == "--checksums") checksums = true;
+    if (std::string(argv[i]) == "--alternate") alternate = true;
     if (std::string(argv[i]) == "--trace" && i + 1 < argc) trace_dir = argv[++i];
   }
   (*j)["train"]["micro_batch_size"] = B;
@@ -74,15 +91,28 @@ int main(int argc, char** argv) {
     std::mt19937 rng(static_cast<uint32_t>(s * 131 + mb));
     for (int64_t i = 0; i < B * (T + 1); ++i) tok[i] = static_cast<int32_t>(rng() % V);
   });
-  engine.step(0, checksums);  // warm-up (first-touch of every buffer)
-  std::vector<double> times;
+  engine.step(0, checksums || alternate);  // warm-up (first-touch of every buffer)
+  std::vector<double> times, wall[2], cpu[2], pair_wall, pair_cpu;
   for (int64_t s = 1; s <= steps; ++s) {
+    const bool on = alternate ? s % 2 == 1 : checksums;
     Stopwatch w;
-    engine.step(s, checksums);
+    const double c0 = thread_cpu_seconds();
+    engine.step(s, on);
     times.push_back(w.seconds());
+    wall[on].push_back(times.back());
+    cpu[on].push_back(thread_cpu_seconds() - c0);
+    if (alternate && !on) {  // (on, off) pairs of adjacent steps
+      pair_wall.push_back(wall[1].back() / wall[0].back() - 1);
+      pair_cpu.push_back(cpu[1].back() / cpu[0].back() - 1);
+    }
   }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const double median = median_of(times);
+  if (alternate)
+    std::printf(
+        "{\"checksums_on_step_s\": %.5f, \"checksums_off_step_s\": %.5f, \"checksums_on_cpu_s\": %.5f, "
+        "\"checksums_off_cpu_s\": %.5f, \"paired_wall\": %.4f, \"paired_cpu\": %.4f, \"pairs\": %zu}\n",
+        median_of(wall[1]), median_of(wall[0]), median_of(cpu[1]), median_of(cpu[0]), median_of(pair_wall),
+        median_of(pair_cpu), pair_wall.size());
   // Model FLOPs per token: 6 per matmul weight (forward 2, backward 4) + causal attention
   // 2·2·(T/2)·C per layer forward (QKᵀ and PV over the causal half), ×3 with the backward.
   const model::LlamaConfig& m = rc->model;

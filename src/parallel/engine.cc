@@ -78,7 +78,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
                                              c.train.micro_batch_size * c.train.seq_len * c.model.dim);
   params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_, precision.compute);
   grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_,
-                                       precision.grad);
+                                       precision.grad, c.parallel.reduction);
   if (roles_.parameter_server())
     update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, plan::PsKeySpace(us, roles_),
                                                trace_, ledger_, c.parallel.staleness);

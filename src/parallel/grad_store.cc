@@ -9,9 +9,17 @@
 namespace sp::parallel {
 
 GradStore::GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp,
-                     MemoryLedger& ledger, comm::TraceContext& trace, DType dtype)
-    : k_(k), zero_(zero), dp_(dp), ledger_(ledger), trace_(trace), dtype_(dtype) {
+                     MemoryLedger& ledger, comm::TraceContext& trace, DType dtype, config::Reduction reduction)
+    : k_(k),
+      zero_(zero),
+      dp_(dp),
+      ledger_(ledger),
+      trace_(trace),
+      dtype_(dtype),
+      one_buffer_(reduction == config::Reduction::kFast) {
   SP_CHECK(dtype == DType::kF32 || is_float16(dtype), "GradStore dtype {}", dtype_name(dtype));
+  SP_CHECK(!one_buffer_ || dtype == DType::kF32, "fast reduction with {} gradients (the plan refuses it)",
+           dtype_name(dtype));
   for (const model::UnitLayout* u : units) {
     Unit x(u, shard_range_of(u->numel, dp.dp_size(), dp.dp_rank()), dtype);
     if (zero >= 1) x.shard = Tensor(ledger, "grad." + u->name + ".shard", Category::kGrad, {x.range.size()}, dtype);
@@ -60,10 +68,16 @@ BufView GradStore::leaf(int id) {
     u.current = u.leaf32.view();  // fresh from the ledger: already zero
     return u.current;
   }
-  const auto [b, reused] = take_buffer(u);  // fp32: the leaf is the accumulation buffer itself
-  if (reused && (!hooks_.zero_reused || hooks_.zero_reused(id))) std::memset(b.data, 0, b.bytes());
-  u.current = b;
+  u.current = accumulation_leaf(u);  // fp32: the leaf is the accumulation buffer itself
   return u.current;
+}
+
+BufView GradStore::accumulation_leaf(Unit& u) {
+  if (one_buffer_ && u.leaves > 0) return u.total;  // fast: later micro-batches add into the running sum
+  const auto [b, reused] = take_buffer(u);
+  if (reused && (!hooks_.zero_reused || hooks_.zero_reused(u.layout->id))) std::memset(b.data, 0, b.bytes());
+  if (one_buffer_) u.total = b;
+  return b;
 }
 
 BufView GradStore::round_leaf(Unit& u) {
@@ -88,6 +102,10 @@ void GradStore::done(int id) {
   if (hooks_.leaf_done) hooks_.leaf_done(id, u.current);
   const BufView leaf = mixed() ? round_leaf(u) : u.current;
   u.current = {};
+  if (one_buffer_) {  // the leaf is the running sum (u.total) already
+    if (++u.leaves == k_) sync(u);
+    return;
+  }
   for (const BufView& f : u.acc.push(leaf)) u.free.push_back(f);
   if (++u.leaves == k_) {
     u.total = u.acc.finish(u.free);

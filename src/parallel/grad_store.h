@@ -6,7 +6,12 @@
 //   zero 1:   reduce-scatter into the owned shard ("grad.<unit>.shard"); buffers kept for next step;
 //   zero 2/3: reduce-scatter into the shard, then every full-size buffer of the unit is freed, so
 //             between steps only 1/dp of the gradients is resident (Rajbhandari et al. SC'20 §5.2).
-// Buffers are "grad.<unit>.b<i>"; how many a unit needs is canonical_accumulator_peak_buffers(k).
+// Buffers are "grad.<unit>.b<i>"; how many a unit needs is canonical_accumulator_peak_buffers(k) under
+// parallel.reduction = "deterministic" (log2(k) + 1 for k = 2^a). Under "fast" (fp32 gradients only: the
+// plan refuses 16-bit ones there) a unit has ONE accumulation buffer, b0: the first leaf of the step is
+// zeroed and every later micro-batch's backward adds into the same buffer (+=, in micro-batch order), as
+// Megatron-LM's main_grad and DeepSpeed's accumulation buffers do. Its sum is sequential, not the
+// canonical tree, so fast mode is compared with tolerances (docs/equivalence.md), as its MPI sum already was.
 // 16-bit gradients (train.grad_dtype bf16/fp16, docs/memory.md §"What phase 2 changes"): the model still
 // writes an fp32 leaf ("grad.<unit>.leaf", allocated by leaf(), freed by done()); done() rounds it once
 // into a 16-bit buffer b<i>, which the canonical tree sums with a rounding per node; the dp sync and
@@ -32,8 +37,10 @@ class GradStore final : public model::GradSink {
  public:
   // k: micro-batches this rank runs per step (its leaves per unit).
   // dtype: the gradient dtype (kF32, or the 16-bit compute dtype).
+  // reduction: kDeterministic sums the leaves over the canonical tree; kFast into one buffer (kF32 only).
   GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp, MemoryLedger& ledger,
-            comm::TraceContext& trace, DType dtype = DType::kF32);
+            comm::TraceContext& trace, DType dtype = DType::kF32,
+            config::Reduction reduction = config::Reduction::kDeterministic);
 
   BufView leaf(int unit) override;
   void done(int unit) override;
@@ -91,6 +98,9 @@ class GradStore final : public model::GradSink {
   void sync(Unit& u);
   void widen_synced();  // once every unit is synced: fills "grad.widened"
   bool mixed() const { return dtype_ != DType::kF32; }
+  // The leaf of a micro-batch as the accumulation buffer (fp32): the canonical tree's next buffer, or in
+  // fast mode the unit's one buffer, zeroed only for the step's first micro-batch.
+  BufView accumulation_leaf(Unit& u);
 
   std::vector<Unit> units_;
   int64_t k_;
@@ -101,7 +111,8 @@ class GradStore final : public model::GradSink {
   int64_t step_ = -1;
   Hooks hooks_;
   DType dtype_;
-  Tensor widened_;  // 16-bit gradients: (Σ range sizes) fp32, the evidence pieces widened
+  bool one_buffer_;  // reduction fast: one accumulation buffer per unit
+  Tensor widened_;   // 16-bit gradients: (Σ range sizes) fp32, the evidence pieces widened
 };
 
 }  // namespace sp::parallel

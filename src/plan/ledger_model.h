@@ -1,10 +1,10 @@
 // Ledger model: the predicted memory of one rank, derived from the configuration and the documented
 // allocation policy alone (docs/memory.md), not from the engine's allocator. It replays the events
 // that allocate or free memory — setup, the pipeline schedule's forwards and backwards, ZeRO-3
-// gathers, gradient-accumulation buffers of the canonical tree, evaluation — with sizes from the
-// shape formulas, and reports peak bytes per category, per named tensor and in total. The gate
-// requires measurement == prediction to the byte: any allocation the policy does not explain, or
-// a buffer freed later than documented, shows up as a difference.
+// gathers, gradient-accumulation buffers (the canonical tree; one per unit under the fast reduction),
+// evaluation — with sizes from the shape formulas, and reports peak bytes per category, per named
+// tensor and in total. The gate requires measurement == prediction to the byte: any allocation the
+// policy does not explain, or a buffer freed later than documented, shows up as a difference.
 #pragma once
 
 #include <cstdint>

@@ -216,8 +216,10 @@ class Replay {
     if (--refs_[id] == 0) sim_.free("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * in_.param_bytes);
   }
   // 16-bit gradients (grad_bytes 2): the fp32 leaf lives from leaf() to done(), where the 16-bit buffer is
-  // taken; fp32: the leaf is the buffer, taken in leaf().
+  // taken; fp32: the leaf is the buffer, taken in leaf(). Fast reduction (fp32 only): one buffer per unit,
+  // taken by the step's first leaf, into which every later micro-batch adds (GradStore).
   bool grad16() const { return in_.grad_bytes != kF; }
+  bool one_buffer() const { return !in_.deterministic && !grad16(); }
   void take_buffer(int id, GradUnit& u) {
     if (u.in_use == u.allocated)
       sim_.alloc(fmt::format("grad.{}.b{}", name_of(id), u.allocated++), Category::kGrad,
@@ -230,7 +232,7 @@ class Replay {
     u.current = true;
     if (grad16())
       sim_.alloc("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
-    else
+    else if (!one_buffer() || u.leaves == 0)
       take_buffer(id, u);
   }
   void done(int id) {
@@ -240,7 +242,7 @@ class Replay {
       sim_.free("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
     }
     u.current = false;
-    u.stack.push_back(1);
+    if (!one_buffer()) u.stack.push_back(1);
     while (u.stack.size() >= 2 && u.stack.back() == u.stack[u.stack.size() - 2]) {
       u.stack.pop_back();
       u.stack.back() *= 2;

@@ -158,6 +158,24 @@ TEST(TensorSummary, SimdDigestEqualsScalarDefinition) {
     }
 }
 
+// add_contiguous runs the statistics and the lanes block by block in one pass; the result must be the two
+// whole-tensor sweeps' (exact sums and sums mod 2^64 are order-free): several blocks, a ragged tail, a
+// logical offset, and the digest-free path.
+TEST(TensorSummary, OnePassEqualsTwoSweeps) {
+  const int64_t n = 3 * 32768 + 12345, first = 777;
+  const std::vector<float> v = logical_values(n);
+  TensorSummary fused, swept, stats_only;
+  fused.add_contiguous(v.data(), n, first);
+  swept.stats.add(v.data(), static_cast<size_t>(n));
+  mix_lanes(v.data(), n, first, swept.lane0, swept.lane1);
+  stats_only.add_contiguous(v.data(), n, first, false);
+  EXPECT_EQ(fused.lane0, swept.lane0);
+  EXPECT_EQ(fused.lane1, swept.lane1);
+  EXPECT_EQ(fused.stats.to_words(), swept.stats.to_words());
+  EXPECT_EQ(stats_only.stats.to_words(), swept.stats.to_words());
+  EXPECT_EQ(stats_only.lane0, 0u);
+}
+
 }  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::evidence
