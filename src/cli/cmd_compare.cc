@@ -222,7 +222,8 @@ void register_compare(CLI::App& app, CommandResult& result) {
                          "at the dp before the strategies' overrides"});
   cmd->add_option("--strategies", o->strategies,
                   "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "
-                  "interleaved[V] recompute fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always runs first)")
+                  "interleaved[V] recompute selective fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always "
+                  "runs first)")
       ->required();
   cmd->add_option("--out", o->out, "Directory for the runs (DIR/<strategy>/), logs, compare.md and compare.json")
       ->required();

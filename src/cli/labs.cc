@@ -139,7 +139,7 @@ std::string plan_equivalent(const Lab& lab, const proof::PlanLabCase& c) {
     s += fmt::format(" --dp {} --tp {} --pp {} --zero {}", st->dp, st->tp, st->pp, st->zero);
     if (!st->schedule.empty())
       s += fmt::format(" --schedule {} --virtual-stages {}", st->schedule, std::max(st->virtual_stages, 1));
-    if (st->recompute) s += " --recompute full";
+    if (!st->recompute.empty()) s += " --recompute " + st->recompute;
   }
   return s + " --axis-order " + c.placement + " --out DIR/" + c.dir();
 }

@@ -81,7 +81,7 @@ Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const proof::PlanLabCa
     j["parallel"]["schedule"] = s->schedule;
     j["parallel"]["virtual_stages"] = std::max(s->virtual_stages, 1);
   }
-  if (s->recompute) j["train"]["recompute"] = "full";
+  if (!s->recompute.empty()) j["train"]["recompute"] = s->recompute;
   Result<config::RunConfig> config = config::RunConfig::from_json(j);
   if (!config.ok()) return context(config.status());
   return planner::PlanQuery{

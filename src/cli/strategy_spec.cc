@@ -10,7 +10,8 @@ namespace sp::cli {
 namespace {
 
 constexpr const char* kValidTokens =
-    "dpN, tpN, ppN (N ≥ 1), zeroN (N = 0..3), gpipe, 1f1b, interleaved or interleavedV (V ≥ 2), recompute, fast, "
+    "dpN, tpN, ppN (N ≥ 1), zeroN (N = 0..3), gpipe, 1f1b, interleaved or interleavedV (V ≥ 2), recompute, selective, "
+    "fast, "
     "ps with wN (N ≥ 1 workers) and sN (N ≥ 1 servers)";
 
 // The digits after `prefix` in `tok`, or -1 when `tok` is not prefix + a decimal number.
@@ -38,7 +39,7 @@ std::vector<std::string> StrategySpec::overrides() const {
     o.push_back("parallel.schedule=" + schedule);
     o.push_back(fmt::format("parallel.virtual_stages={}", virtual_stages > 0 ? virtual_stages : 1));
   }
-  if (recompute) o.push_back("train.recompute=full");
+  if (!recompute.empty()) o.push_back("train.recompute=" + recompute);
   if (fast) o.push_back("parallel.reduction=fast");
   if (servers > 0) {
     o.push_back("parallel.architecture=ps");
@@ -48,7 +49,7 @@ std::vector<std::string> StrategySpec::overrides() const {
 }
 
 bool StrategySpec::is_reference() const {
-  return dp == 1 && tp == 1 && pp == 1 && zero == 0 && schedule.empty() && !recompute && !fast && servers == 0;
+  return dp == 1 && tp == 1 && pp == 1 && zero == 0 && schedule.empty() && recompute.empty() && !fast && servers == 0;
 }
 
 Result<StrategySpec> parse_strategy(const std::string& spec) {
@@ -86,9 +87,9 @@ Result<StrategySpec> parse_strategy(const std::string& spec) {
       kind = "schedule";
       s.schedule = "interleaved";
       s.virtual_stages = tok == "interleaved" ? 2 : n;
-    } else if (tok == "recompute") {
+    } else if (tok == "recompute" || tok == "selective") {
       kind = "recompute";
-      s.recompute = true;
+      s.recompute = tok == "recompute" ? "full" : "selective";
     } else if (tok == "fast") {
       kind = "fast";
       s.fast = true;

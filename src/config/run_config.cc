@@ -57,7 +57,7 @@ json RunConfig::to_json() const {
         {"grad_clip", train.grad_clip},
         {"eval_every", train.eval_every},
         {"eval_batches", train.eval_batches},
-        {"recompute", train.recompute == model::Recompute::kFull ? "full" : "none"}}},
+        {"recompute", model::recompute_name(train.recompute)}}},
       {"parallel",
        {{"dp", parallel.dp},
         {"tp", parallel.tp},

@@ -66,7 +66,11 @@ Status read_train(const json& root, TrainConfig& t) {
   set(f.read_number("grad_clip", 0.0, 1e30), t.grad_clip);
   set(f.read_integer("eval_every", 0, kBig), t.eval_every);
   set(f.read_integer("eval_batches", 0, kBig), t.eval_batches);
-  choose(f, "recompute", {{"full", model::Recompute::kFull}, {"none", model::Recompute::kNone}}, t.recompute);
+  choose(f, "recompute",
+         {{"full", model::Recompute::kFull},
+          {"selective", model::Recompute::kSelective},
+          {"none", model::Recompute::kNone}},
+         t.recompute);
   const std::string precision = f.read_string("precision").value_or("fp32");
   const std::string grad_dtype = f.read_string("grad_dtype").value_or("fp32");
   const std::string gemm16 = f.read_string("gemm16").value_or("auto");

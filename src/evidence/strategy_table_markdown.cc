@@ -33,6 +33,13 @@ std::string cell_text(const std::string& s) {
   return out;
 }
 
+// The schedule cell's recompute note: ", recompute" (full, as the compare token) or ", selective".
+std::string recompute_note(const std::string& r) {
+  if (r == "full") return ", recompute";
+  if (r == "selective") return ", selective";
+  return "";
+}
+
 std::string mib(int64_t b) { return fmt::format("{:.2f}", static_cast<double>(b) / (1024.0 * 1024.0)); }
 
 // Equivalence against the dp1 reference, the losses and the verdict per row.
@@ -65,10 +72,10 @@ std::string equivalence_section(const std::vector<StrategyRow>& rows) {
       else if (r.exit_code != 0)
         verdict += fmt::format(": exit code {}", r.exit_code);
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {}{}{} | {} | {} | {:.4f} | {} | {} |\n", r.label, r.world,
-                       r.dp, r.tp, r.pp, r.zero, sched, r.recompute == "full" ? ", recompute" : "",
-                       r.reduction == "fast" ? ", fast" : "", r.equivalence, diffs, r.final_loss, eval,
-                       cell_text(verdict));
+    out +=
+        fmt::format("| {} | {} | {} | {} | {} | {} | {}{}{} | {} | {} | {:.4f} | {} | {} |\n", r.label, r.world, r.dp,
+                    r.tp, r.pp, r.zero, sched, recompute_note(r.recompute), r.reduction == "fast" ? ", fast" : "",
+                    r.equivalence, diffs, r.final_loss, eval, cell_text(verdict));
   }
 
   return out;

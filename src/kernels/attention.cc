@@ -34,6 +34,15 @@ void softmax_causal_row(float* row, int64_t i, int64_t T) {
   std::memset(row + len, 0, static_cast<size_t>(T - len) * sizeof(float));
 }
 
+// P[i0:i1, :] of one (b, h): S[i0:i1, 0:i1] = scale · q[i0:i1] · k[0:i1]ᵀ, then the causal softmax of each
+// row. attention_forward and attention_probs_forward both call it, so recomputed probabilities are the
+// forward's bits.
+void probs_row_block(float* p, const float* q, const float* k, int64_t i0, int64_t i1, int64_t T, int64_t D, int64_t ld,
+                     float scale) {
+  gemm(p + i0 * T, q + i0 * ld, k, i1 - i0, i1, D, false, true, ld, ld, T, scale, 0.0f);
+  for (int64_t i = i0; i < i1; ++i) softmax_causal_row(p + i * T, i, T);
+}
+
 }  // namespace
 
 int64_t attention_scratch_floats(int64_t T) { return T * T; }
@@ -56,14 +65,26 @@ void attention_forward(float* out, float* probs, const float* qkv, int64_t B, in
       float* o = out + b * T * ldo + h * D;      // (T, D), stride ldo
       for (int64_t i0 = 0; i0 < T; i0 += kBlock) {
         const int64_t i1 = std::min(T, i0 + kBlock);
-        // S[i0:i1, 0:i1] = scale · q[i0:i1] · k[0:i1]ᵀ
-        gemm(p + i0 * T, q + i0 * ld, k, i1 - i0, i1, D, false, true, ld, ld, T, scale, 0.0f);
-        for (int64_t i = i0; i < i1; ++i) softmax_causal_row(p + i * T, i, T);
+        probs_row_block(p, q, k, i0, i1, T, D, ld, scale);
         // o[i0:i1] = P[i0:i1, 0:i1] · v[0:i1]
         gemm(o + i0 * ldo, p + i0 * T, v, i1 - i0, D, i1, false, false, T, ld, ldo, 1.0f, 0.0f);
       }
     }
   }
+}
+
+void attention_probs_forward(float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t D) {
+  check_shapes(T, H, KV, D);
+  const int64_t ld = (H + 2 * KV) * D;
+  const int64_t group = H / KV;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* rows = qkv + b * T * ld;
+      float* p = probs + (b * H + h) * T * T;
+      for (int64_t i0 = 0; i0 < T; i0 += kBlock)
+        probs_row_block(p, rows + h * D, rows + (H + h / group) * D, i0, std::min(T, i0 + kBlock), T, D, ld, scale);
+    }
 }
 
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs, int64_t B,

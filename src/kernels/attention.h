@@ -17,6 +17,10 @@ namespace sp::kernels {
 void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
                        int64_t D);
 
+// probs (B, H, T, T) alone, bit for bit those attention_forward writes (the same row-block products and
+// softmax): selective recomputation (model/llama_stage.h) rebuilds P from the saved qkv in backward.
+void attention_probs_forward(float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t D);
+
 // dqkv (B, T, (H + 2KV)·D) = ∂L/∂qkv given dout (B, T, H·D) and the forward's qkv and probs.
 // With P the probs of one (b, h) and dP = dout·vᵀ:  dS = P ⊙ (dP − rowsum(P ⊙ dP)),
 // dq = dS·k/sqrt(D),  dk = Σ_group dSᵀ·q/sqrt(D),  dv = Σ_group Pᵀ·dout.

@@ -34,6 +34,18 @@ void softmax_causal_row16(float* row, int64_t i, int64_t T) {
   std::memset(row + len, 0, static_cast<size_t>(T - len) * sizeof(float));
 }
 
+// P[i0:i1, :] of one (b, h): S[0:i1−i0, 0:i1] = scale · q[i0:i1] · k[0:i1]ᵀ in fp32 (into s), the causal
+// softmax of each row, rounded once into p. attention16_forward and attention16_probs_forward both call it.
+void probs16_row_block(uint16_t* p, float* s, const uint16_t* q, const uint16_t* k, int64_t i0, int64_t i1, int64_t T,
+                       int64_t D, int64_t ld, float scale, Gemm16& gemm, float* ws) {
+  gemm.gemm(s, q + i0 * ld, k, i1 - i0, i1, D, false, true, ld, ld, T, scale, 0.0f, ws);
+  for (int64_t i = i0; i < i1; ++i) {
+    float* row = s + (i - i0) * T;
+    softmax_causal_row16(row, i, T);
+    float16_from_f32(p + i * T, row, T, gemm.dtype());
+  }
+}
+
 }  // namespace
 
 int64_t attention16_scratch_floats(int64_t T, int64_t D) { return T * T + row_block_floats(T, D) + (T * T + 1) / 2; }
@@ -69,19 +81,29 @@ void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, in
       uint16_t* out_bh = out + b * T * ldo + h * D;  // (T, D), stride ldo
       for (int64_t i0 = 0; i0 < T; i0 += kRows) {
         const int64_t i1 = std::min(T, i0 + kRows);
-        // S[0:i1−i0, 0:i1] = scale · q[i0:i1] · k[0:i1]ᵀ
-        gemm.gemm(s, q + i0 * ld, k, i1 - i0, i1, D, false, true, ld, ld, T, scale, 0.0f, ws);
-        for (int64_t i = i0; i < i1; ++i) {
-          float* row = s + (i - i0) * T;
-          softmax_causal_row16(row, i, T);
-          float16_from_f32(p + i * T, row, T, t);
-        }
+        probs16_row_block(p, s, q, k, i0, i1, T, D, ld, scale, gemm, ws);
         // o[0:i1−i0] = P[i0:i1, 0:i1] · v[0:i1], then rounded into the output rows
         gemm.gemm(o, p + i0 * T, v, i1 - i0, D, i1, false, false, T, ld, D, 1.0f, 0.0f, ws);
         for (int64_t i = i0; i < i1; ++i) float16_from_f32(out_bh + i * ldo, o + (i - i0) * D, D, t);
       }
     }
   }
+}
+
+void attention16_probs_forward(uint16_t* probs, const uint16_t* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
+                               int64_t D, Gemm16& gemm, float* scratch, float* ws) {
+  check_attention16_shapes(T, H, KV, D);
+  const int64_t ld = (H + 2 * KV) * D;
+  const int64_t group = H / KV;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const uint16_t* rows = qkv + b * T * ld;
+      uint16_t* p = probs + (b * H + h) * T * T;
+      for (int64_t i0 = 0; i0 < T; i0 += kRows)
+        probs16_row_block(p, scratch, rows + h * D, rows + (H + h / group) * D, i0, std::min(T, i0 + kRows), T, D, ld,
+                          scale, gemm, ws);
+    }
 }
 
 void attention16_backward(float* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* probs, int64_t B,

@@ -21,6 +21,11 @@ namespace sp::kernels {
 void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
                          int64_t KV, int64_t D, Gemm16& gemm, float* scratch, float* ws);
 
+// probs alone, bit for bit those attention16_forward writes (the same row-block products, softmax and
+// rounding): selective recomputation rebuilds P from the saved qkv in backward. scratch and ws as above.
+void attention16_probs_forward(uint16_t* probs, const uint16_t* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
+                               int64_t D, Gemm16& gemm, float* scratch, float* ws);
+
 // dqkv (B, T, (H + 2KV)·D) fp32 = ∂L/∂qkv given dout (B, T, H·D) 16-bit and the forward's qkv and probs:
 // dP = dout·vᵀ (fp32), dS = P ⊙ (dP − rowsum(P ⊙ dP)) (fp32, rounded to 16 bits), dq = dS·k/sqrt(D),
 // dk = Σ_group dSᵀ·q/sqrt(D), dv = Σ_group Pᵀ·dout.

@@ -55,6 +55,8 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
     att_scratch_ = Tensor(m, "scratch.attention", W,
                           {mixed() ? k::attention16_scratch_floats(T_, D_) : k::attention_scratch_floats(T_)});
     if (spec.recompute == Recompute::kFull) recompute_.push_back(make_block_activations("recompute"));
+    if (spec.recompute == Recompute::kSelective)
+      probs_ = Tensor(m, "recompute.probs", Category::kActivation, {B_, Hl_, T_, T_}, spec.precision);
   }
   if (mixed()) allocate_mixed_workspace();
 }
@@ -66,7 +68,19 @@ const UnitLayout& LlamaStage::layout(int unit) const {
   __builtin_unreachable();
 }
 
-BlockActivations LlamaStage::make_block_activations(const std::string& p) const {
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+BlockActivations LlamaStage::make_block_activations(const std::string& p, bool with_probs) const {
   MemoryLedger& m = *ledger_;
   const auto A = Category::kActivation;
   const DType h = spec_.precision;  // the stored dtype of GEMM inputs and probabilities (F32 in fp32 mode)
@@ -74,7 +88,7 @@ BlockActivations LlamaStage::make_block_activations(const std::string& p) const 
   a.xn1 = Tensor(m, p + ".xn1", A, {N_, C_}, h);
   a.rstd1 = Tensor(m, p + ".rstd1", A, {N_});
   a.qkv = Tensor(m, p + ".qkv", A, {N_, Wqkv_}, h);
-  a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_}, h);
+  if (with_probs) a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_}, h);
   a.attn = Tensor(m, p + ".attn", A, {N_, Hl_ * D_}, h);
   a.mid = Tensor(m, p + ".mid", A, {N_, C_});
   a.xn2 = Tensor(m, p + ".xn2", A, {N_, C_}, h);
@@ -93,9 +107,10 @@ std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
   if (spec_.first) s->inputs = Tensor(m, p + ".inputs", Category::kIo, {N_}, DType::kI32);
   if (spec_.last) s->targets = Tensor(m, p + ".targets", Category::kIo, {N_}, DType::kI32);
   for (int i = 0; i <= n_local_; ++i) s->res.emplace_back(m, fmt::format("{}.res{}", p, i), A, Shape{N_, C_});
-  if (spec_.recompute == Recompute::kNone)
+  if (spec_.recompute != Recompute::kFull)
     for (int i = 0; i < n_local_; ++i)
-      s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i)));
+      s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i),
+                                                 /*with_probs=*/spec_.recompute == Recompute::kNone));
   if (spec_.last) {
     s->xf = Tensor(m, p + ".xf", A, {N_, C_}, spec_.precision);
     s->rstdf = Tensor(m, p + ".rstdf", A, {N_});
@@ -176,6 +191,14 @@ void LlamaStage::head_backward(ActivationSlot& slot, ConstBufView w, ConstBufVie
     head_backward_f32(slot, w.f32(), w_lm.f32(), dw.f32(), dw_lm.f32(), tp, loss_scale);
 }
 
+void LlamaStage::recompute_probs(BlockActivations& a) {
+  if (mixed())
+    k::attention16_probs_forward(probs_.float16(), a.qkv.float16(), B_, T_, Hl_, KVl_, D_, *spec_.gemm16,
+                                 att_scratch_.f32(), gemm_ws_.defined() ? gemm_ws_.f32() : nullptr);
+  else
+    k::attention_probs_forward(probs_.f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
+}
+
 void LlamaStage::head_loss(ActivationSlot& s, TensorParallelOps& tp) {
   // Vocabulary-parallel cross-entropy (Megatron): global max, global Σexp and the target logit from
   // whichever rank holds it, each one all-reduce over the tp group; no rank ever holds (N, V).
@@ -202,7 +225,7 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   }
   for (int i = 0; i < n_local_; ++i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
-    BlockActivations& a = spec_.recompute == Recompute::kNone ? slot.blocks[static_cast<size_t>(i)] : recompute_[0];
+    BlockActivations& a = spec_.recompute != Recompute::kFull ? slot.blocks[static_cast<size_t>(i)] : recompute_[0];
     block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
     params.release(unit);
     if (observer)
@@ -246,10 +269,12 @@ void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& g
   }
   for (int i = n_local_ - 1; i >= 0; --i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
-    BlockActivations* a = spec_.recompute == Recompute::kNone ? &slot.blocks[static_cast<size_t>(i)] : &recompute_[0];
+    BlockActivations* a = spec_.recompute != Recompute::kFull ? &slot.blocks[static_cast<size_t>(i)] : &recompute_[0];
     const ConstBufView w = params.acquire(unit);
-    // Under recompute = full, replay this block's forward from its saved input (output not rewritten).
+    // Under recompute = full, replay this block's forward from its saved input (output not rewritten);
+    // under selective, only its probabilities from its saved qkv (no weights, no communication).
     if (spec_.recompute == Recompute::kFull) block_forward(i, slot, *a, w, tp, /*write_output=*/false);
+    if (spec_.recompute == Recompute::kSelective) recompute_probs(*a);
     block_backward(i, slot, *a, w, grads.leaf(unit), tp);
     params.release(unit);
     grads.done(unit);

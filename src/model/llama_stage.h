@@ -29,7 +29,14 @@
 
 namespace sp::model {
 
-enum class Recompute { kNone, kFull };
+// Activation recomputation (docs/memory.md §"Recomputation"): none keeps every BlockActivations of every
+// micro-batch in flight; selective keeps them all but the attention probabilities (B, Hl, T, T), which the
+// backward rebuilds from the saved qkv into one buffer per stage (Korthikanti et al. 2022 §4.2: the score
+// and softmax activations, the largest and cheapest to recompute); full keeps only each block's input and
+// replays the whole block's forward in backward. The recomputed values are the forward's bits, so every
+// mode trains the same bits.
+enum class Recompute { kNone, kSelective, kFull };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
 
 struct StageSpec {
   int layer_begin = 0;  // global layer ids [layer_begin, layer_end)
@@ -52,7 +59,7 @@ struct BlockActivations {
   Tensor xn1;    // (N, C)         input_layernorm output                  16
   Tensor rstd1;  // (N)
   Tensor qkv;    // (N, Wqkv)      q and k after RoPE, v                   16
-  Tensor probs;  // (B, Hl, T, T)  causal softmax                          16
+  Tensor probs;  // (B, Hl, T, T)  causal softmax                          16  (undefined under selective)
   Tensor attn;   // (N, Hl·D)      attention output (o_proj input)         16
   Tensor mid;    // (N, C)         residual stream after attention
   Tensor xn2;    // (N, C)         post_attention_layernorm output         16
@@ -67,7 +74,8 @@ struct ActivationSlot {
   Tensor inputs;             // (N) int32 token ids (first stage)
   Tensor targets;            // (N) int32 next-token ids, < 0 = ignored (last stage)
   std::vector<Tensor> res;   // n_local + 1 of (N, C): res[i] enters local layer i; res.back() leaves the stage
-  std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full
+  std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full, without probs
+                                         // under recompute = selective
   Tensor xf;                             // (N, C)  final norm output (16-bit in mixed precision)
   Tensor rstdf;                          // (N)
   Tensor logits;                         // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
@@ -136,7 +144,11 @@ class LlamaStage {
   int64_t lm_head_offset() const;
   // Cross-entropy of slot.logits (fp32 in every precision), vocabulary-parallel.
   void head_loss(ActivationSlot& slot, TensorParallelOps& tp);
-  BlockActivations make_block_activations(const std::string& prefix) const;
+  BlockActivations make_block_activations(const std::string& prefix, bool with_probs = true) const;
+  // The probabilities block i reads and writes: its own, or under recompute = selective the stage's shared
+  // buffer, which recompute_probs() refills from the saved qkv before the block's backward.
+  Tensor& probs_of(BlockActivations& a) { return a.probs.defined() ? a.probs : probs_; }
+  void recompute_probs(BlockActivations& a);
   // The fp32 bodies (llama_stage.cc).
   void block_forward_f32(int local, ActivationSlot& slot, BlockActivations& a, const float* w, TensorParallelOps& tp,
                          bool write_output);
@@ -174,6 +186,7 @@ class LlamaStage {
   Tensor dh_;     // (N, Fl)
   Tensor att_scratch_;
   std::vector<BlockActivations> recompute_;  // one shared set under recompute = full
+  Tensor probs_;  // (B, Hl, T, T) the shared probabilities under recompute = selective ("recompute.probs")
   // Mixed precision only (workspace): the widened norm weight (C), the 16-bit copy of whichever
   // gradient feeds the next GEMM (max over dres, dgu, dattn, dqkv, dlogits of this stage), and the
   // Gemm16 backend's workspace (the fallback's widened operands; none for oneDNN).

@@ -83,7 +83,7 @@ void LlamaStage::block_forward_mixed(int i, ActivationSlot& slot, BlockActivatio
   k::linear16_forward(qkv32, a.xn1.float16(), w16 + o.qkv, N_, C_, Wqkv_, g, ws);
   k::rope_forward(qkv32, qkv32, rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   float16_from_f32(a.qkv.float16(), qkv32, N_ * Wqkv_, t);
-  k::attention16_forward(a.attn.float16(), a.probs.float16(), a.qkv.float16(), B_, T_, Hl_, KVl_, D_, g,
+  k::attention16_forward(a.attn.float16(), probs_of(a).float16(), a.qkv.float16(), B_, T_, Hl_, KVl_, D_, g,
                          att_scratch_.f32(), ws);
   k::linear16_forward(tmp_.f32(), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, g, ws);
   tp.reduce_from_tp(tmp_.view());  // o_proj is row-parallel: sum the fp32 partial products
@@ -148,7 +148,7 @@ void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivati
   float16_from_f32(g16, dres, N_ * C_, t);
   k::linear16_backward(dattn_.f32(), dw + o.o, g16, a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, false, g, ws);
   float16_from_f32(g16, dattn_.f32(), N_ * Hl_ * D_, t);
-  k::attention16_backward(dqkv_.f32(), g16, a.qkv.float16(), a.probs.float16(), B_, T_, Hl_, KVl_, D_, g,
+  k::attention16_backward(dqkv_.f32(), g16, a.qkv.float16(), probs_of(a).float16(), B_, T_, Hl_, KVl_, D_, g,
                           att_scratch_.f32(), ws);
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   float16_from_f32(g16, dqkv_.f32(), N_ * Wqkv_, t);

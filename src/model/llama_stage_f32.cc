@@ -26,7 +26,7 @@ void LlamaStage::block_forward_f32(int i, ActivationSlot& slot, BlockActivations
   k::linear_forward(a.qkv.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_);
   // RoPE on the q and k heads, which are adjacent at the start of every qkv row.
   k::rope_forward(a.qkv.f32(), a.qkv.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
-  k::attention_forward(a.attn.f32(), a.probs.f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
+  k::attention_forward(a.attn.f32(), probs_of(a).f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
   k::linear_forward(tmp_.f32(), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_);
   tp.reduce_from_tp(tmp_.view());  // o_proj is row-parallel: sum the partial products
   add(a.mid.f32(), x, tmp_.f32(), N_ * C_);
@@ -70,8 +70,8 @@ void LlamaStage::block_backward_f32(int i, ActivationSlot& slot, BlockActivation
   k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), N_, C_);
   // Attention: mid = x + o(attn).
   k::linear_backward(dattn_.f32(), dw + o.o, dres, a.attn.f32(), w + o.o, N_, Hl_ * D_, C_, false);
-  k::attention_backward(dqkv_.f32(), att_scratch_.f32(), dattn_.f32(), a.qkv.f32(), a.probs.f32(), B_, T_, Hl_, KVl_,
-                        D_);
+  k::attention_backward(dqkv_.f32(), att_scratch_.f32(), dattn_.f32(), a.qkv.f32(), probs_of(a).f32(), B_, T_, Hl_,
+                        KVl_, D_);
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_, false);
   tp.copy_to_tp_backward(dxn_.view());  // q/k/v are column-parallel

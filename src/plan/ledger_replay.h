@@ -99,6 +99,8 @@ class Replay {
     return comm::even_split_counts(unit_numel_.at(id), in_.dp)[static_cast<size_t>(in_.dp_rank)];
   }
 
+  // One block's saved activations (model::BlockActivations); under recompute = selective without the
+  // probabilities, which live once per chunk (selective_probs).
   void block_set(const std::string& p) {
     const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
     const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
@@ -107,7 +109,14 @@ class Replay {
         {".xn1", N() * C, h},       {".rstd1", N(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
         {".attn", N() * Hl * D, h}, {".mid", N() * C, kF}, {".xn2", N() * C, h},    {".rstd2", N(), kF},
         {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
-    for (const auto& [s, n, bytes] : t) sim_.alloc(p + s, Category::kActivation, n * bytes);
+    for (const auto& [s, n, bytes] : t)
+      if (s != ".probs" || in_.recompute != model::Recompute::kSelective)
+        sim_.alloc(p + s, Category::kActivation, n * bytes);
+  }
+  // Selective recomputation: the chunk's one probabilities buffer, refilled before each block's backward.
+  void selective_probs() {
+    const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
+    sim_.alloc("recompute.probs", Category::kActivation, sh.B * sh.Hl * sh.T * sh.T * in_.param_bytes);
   }
 
   // Setup, in construction order.
@@ -133,6 +142,7 @@ class Replay {
             "scratch.attention", W,
             (in_.mixed() ? kernels::attention16_scratch_floats(T, D) : kernels::attention_scratch_floats(T)) * kF);
         if (in_.recompute == model::Recompute::kFull) block_set("recompute");
+        if (in_.recompute == model::Recompute::kSelective) selective_probs();
       }
       if (in_.mixed()) {
         const model::Stage16Workspace w =
@@ -189,7 +199,7 @@ class Replay {
     if (ch.first) sim_.alloc(p + ".inputs", Category::kIo, N() * kF);
     if (ch.last) sim_.alloc(p + ".targets", Category::kIo, N() * kF);
     for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i) sim_.alloc(fmt::format("{}.res{}", p, i), A, N() * C * kF);
-    if (in_.recompute == model::Recompute::kNone)
+    if (in_.recompute != model::Recompute::kFull)
       for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l));
     if (ch.last) {
       sim_.alloc(p + ".xf", A, N() * C * in_.param_bytes);

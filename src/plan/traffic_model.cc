@@ -111,6 +111,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
     if (tp > 1) {
+      // full replays each block's two forward all-reduces; selective recomputes no communication
       const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
       for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
     }

@@ -31,10 +31,6 @@ double priced_seconds(const std::string& op, int64_t ops, int64_t bytes, const G
   return static_cast<double>(ops) * latency + collective_seconds(c, static_cast<double>(bytes), link) - latency;
 }
 
-RecomputeMode recompute_mode(model::Recompute r) {
-  return r == model::Recompute::kFull ? RecomputeMode::kFull : RecomputeMode::kNone;
-}
-
 bool is_pass_phase(const std::string& phase) { return phase == "forward" || phase == "backward"; }
 
 // Parameters of `units` on tensor-parallel rank `tp_rank`.
@@ -69,7 +65,7 @@ ChunkTimes chunk_times(const PlanQuery& q, const plan::RunPlan& plan, const plan
   in.micro_batch_size = c.train.micro_batch_size;
   in.seq_len = c.train.seq_len;
   in.tp = c.parallel.tp;
-  in.recompute_full = c.train.recompute == model::Recompute::kFull;
+  in.recompute = c.train.recompute;
   in.mixed = c.train.precision.mixed();
   in.unit_params = unit_params(c.model, model::chunk_units(c.model, ch.layer_begin, ch.layer_end, ch.first, ch.last), 0,
                                c.parallel.tp);
@@ -328,8 +324,7 @@ config::RunConfig run_config_around(const ModelShape& shape, const std::string& 
   return c;
 }
 
-std::optional<config::RunConfig> config_for_strategy(const config::RunConfig& base, const Strategy& s) {
-  if (s.recompute == RecomputeMode::kSelective) return std::nullopt;
+config::RunConfig config_for_strategy(const config::RunConfig& base, const Strategy& s) {
   config::RunConfig c = base;
   c.parallel.dp = s.dp;
   c.parallel.tp = s.tp;
@@ -338,7 +333,7 @@ std::optional<config::RunConfig> config_for_strategy(const config::RunConfig& ba
   c.parallel.schedule = s.schedule;
   c.parallel.zero = s.zero;
   c.train.micro_batch_size = s.micro_batch_size;
-  c.train.recompute = s.recompute == RecomputeMode::kFull ? model::Recompute::kFull : model::Recompute::kNone;
+  c.train.recompute = engine_recompute(s.recompute);
   return c;
 }
 
@@ -352,7 +347,7 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
   auto evaluate = [base, cache](const Strategy& s) -> const PlanEvaluation& {
     if (cache->name != strategy_name(s) || !cache->e) {
       PlanQuery q = base;
-      q.config = *config_for_strategy(base.config, s);
+      q.config = config_for_strategy(base.config, s);
       q.named_memory = false;
       q.pipeline_actions = false;
       q.all_ranks = false;
@@ -367,13 +362,7 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
   StrategyEvaluators out;
   out.rules = [base](const Strategy& s) {
     std::vector<Exclusion> why;
-    const std::optional<config::RunConfig> c = config_for_strategy(base.config, s);
-    if (!c) {
-      why.push_back({ExclusionKind::kRefused,
-                     "selective recompute: the engine recomputes whole blocks or nothing (train.recompute)"});
-      return why;
-    }
-    for (plan::RuleViolation& v : plan::RunPlan::rule_violations(*c, s.world()))
+    for (plan::RuleViolation& v : plan::RunPlan::rule_violations(config_for_strategy(base.config, s), s.world()))
       why.push_back({v.kind == plan::RuleViolation::Kind::kDoesNotDivide ? ExclusionKind::kDoesNotDivide
                                                                          : ExclusionKind::kRefused,
                      std::move(v.message)});

@@ -12,15 +12,14 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
   const config::RunConfig& c = q.config;
   const config::ParallelConfig& pc = c.parallel;
   using nlohmann::json;
-  const Strategy named{
-      .dp = pc.dp,
-      .tp = pc.tp,
-      .pp = pc.pp,
-      .virtual_stages = pc.virtual_stages,
-      .schedule = pc.schedule,
-      .zero = pc.zero,
-      .recompute = c.train.recompute == model::Recompute::kFull ? RecomputeMode::kFull : RecomputeMode::kNone,
-      .micro_batch_size = c.train.micro_batch_size};
+  const Strategy named{.dp = pc.dp,
+                       .tp = pc.tp,
+                       .pp = pc.pp,
+                       .virtual_stages = pc.virtual_stages,
+                       .schedule = pc.schedule,
+                       .zero = pc.zero,
+                       .recompute = recompute_mode(c.train.recompute),
+                       .micro_batch_size = c.train.micro_batch_size};
   json strategy = {{"name", strategy_name(named)},
                    {"dp", pc.dp},
                    {"tp", pc.tp},
@@ -28,7 +27,7 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
                    {"virtual_stages", pc.virtual_stages},
                    {"schedule", config::schedule_name(pc.schedule)},
                    {"zero", pc.zero},
-                   {"recompute", c.train.recompute == model::Recompute::kFull ? "full" : "none"},
+                   {"recompute", model::recompute_name(c.train.recompute)},
                    {"micro_batch_size", c.train.micro_batch_size},
                    {"reduction", config::reduction_name(pc.reduction)},
                    {"axis_order", pc.axis_order}};

@@ -24,7 +24,7 @@ StepFlops step_flops(const ModelShape& m, int64_t sequences, int64_t T, Recomput
   f.model = 3.0 * forward;
   f.hardware = f.model;
   if (recompute == RecomputeMode::kFull) f.hardware += n * L * block_forward_flops(m, T);
-  if (recompute == RecomputeMode::kSelective) f.hardware += n * L * attention_core_flops(m, T);
+  if (recompute == RecomputeMode::kSelective) f.hardware += n * L * attention_core_flops(m, T) / 2;  // QKᵀ
   return f;
 }
 
@@ -36,7 +36,7 @@ ChunkFlops chunk_flops(const ModelShape& m, int blocks, bool has_head, int64_t B
   f.forward = b * (k * block_forward_flops(m, T) + (has_head ? head_forward_flops(m, T) : 0.0)) / tp;
   f.backward = 2.0 * f.forward;
   if (recompute == RecomputeMode::kFull) f.backward += b * k * block_forward_flops(m, T) / tp;
-  if (recompute == RecomputeMode::kSelective) f.backward += b * k * attention_core_flops(m, T) / tp;
+  if (recompute == RecomputeMode::kSelective) f.backward += b * k * attention_core_flops(m, T) / 2 / tp;  // QKᵀ
   return f;
 }
 

@@ -5,8 +5,9 @@
 //   block forward, one sequence of T tokens:  2·T·P_block + 4·T²·H·D   (P_block = block_matmul_params();
 //     4·T²·H·D = QKᵀ and probs·V over the full T×T, not the causal half, as Megatron and PaLM count)
 //   head forward:                             2·T·C·V
-//   backward = 2 × forward; recompute adds one more forward of each block (full) or of the attention
-//     core 4·T²·H·D (selective, Korthikanti et al. 2022 §4.2)
+//   backward = 2 × forward; recompute adds one more forward of each block (full) or QKᵀ again, 2·T²·H·D
+//     (selective: the engine rebuilds the probabilities from the saved q and k, model/llama_stage.h; Megatron's
+//     checkpointed core attention, Korthikanti et al. 2022 §4.2, also re-runs probs·V: 4·T²·H·D)
 // MFU counts model FLOPs = forward + backward only; HFU counts what the hardware executes, recompute
 // included (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
 // arXiv:2205.05198, §6.2; Chowdhery et al. 2022, PaLM, Appendix B). For Megatron's GPT with full recompute

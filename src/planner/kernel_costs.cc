@@ -104,7 +104,10 @@ ChunkKernels chunk_kernels(const ChunkKernelsInput& in) {
   }
   for (int b = 0; b < in.blocks; ++b) {
     block_forward(s, in.mixed, k.forward);
-    if (in.recompute_full) block_forward(s, in.mixed, k.backward);
+    if (in.recompute == model::Recompute::kFull) block_forward(s, in.mixed, k.backward);
+    if (in.recompute == model::Recompute::kSelective)
+      k.backward.push_back(
+          attention(true, static_cast<double>(s.T), static_cast<double>(s.D), 0.5 * static_cast<double>(s.B * s.Hl)));
     block_backward(s, in.mixed, k.backward);
   }
   if (in.last) {

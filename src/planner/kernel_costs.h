@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/llama_config.h"
+#include "model/llama_stage.h"
 #include "planner/device_rates.h"
 
 namespace sp::planner {
@@ -50,7 +51,9 @@ struct ChunkKernelsInput {
   bool first = false, last = false;
   int64_t micro_batch_size = 1, seq_len = 1;
   int tp = 1;
-  bool recompute_full = false;
+  // full: one more block forward per block in backward; selective: the attention probabilities again
+  // (kernels/attention.h attention_probs_forward), priced as half an attention forward (q·kᵀ, not P·v).
+  model::Recompute recompute = model::Recompute::kNone;
   bool mixed = false;         // 16-bit compute (bf16/fp16): 16-bit activations, casts, 16-bit GEMM and attention
   int64_t unit_params = 0;    // parameters of the chunk's units on this rank (the gradient leaves)
   int64_t micro_batches = 1;  // k per step (the gradient tree merges k − 1 times)

@@ -92,11 +92,11 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   std::optional<PlanEvaluation> best;
   for (const Strategy& s : candidates_of(r, o)) {
     if (!shape_rules(p.counterpart, space, s).empty()) continue;
-    const std::optional<config::RunConfig> c = config_for_strategy(base, s);
-    if (!c || !plan::RunPlan::violations(*c, s.world()).empty()) continue;
+    const config::RunConfig c = config_for_strategy(base, s);
+    if (!plan::RunPlan::violations(c, s.world()).empty()) continue;
     ++p.candidates;
     auto e = evaluate_plan(PlanQuery{.cluster = cluster,
-                                     .config = *c,
+                                     .config = c,
                                      .dtype = o.dtype,
                                      .efficiency = o.efficiency,
                                      .named_memory = false,

@@ -22,6 +22,30 @@ std::optional<config::Schedule> schedule_from_label(const std::string& s) {
   return std::nullopt;
 }
 
+RecomputeMode recompute_mode(model::Recompute r) {
+  switch (r) {
+    case model::Recompute::kNone:
+      return RecomputeMode::kNone;
+    case model::Recompute::kSelective:
+      return RecomputeMode::kSelective;
+    case model::Recompute::kFull:
+      return RecomputeMode::kFull;
+  }
+  return RecomputeMode::kNone;
+}
+
+model::Recompute engine_recompute(RecomputeMode r) {
+  switch (r) {
+    case RecomputeMode::kNone:
+      return model::Recompute::kNone;
+    case RecomputeMode::kSelective:
+      return model::Recompute::kSelective;
+    case RecomputeMode::kFull:
+      return model::Recompute::kFull;
+  }
+  return model::Recompute::kNone;
+}
+
 std::optional<RecomputeMode> recompute_from_label(const std::string& s) {
   for (RecomputeMode x : {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull})
     if (recompute_label(x) == s) return x;

@@ -23,6 +23,9 @@ enum class RecomputeMode { kNone, kSelective, kFull };
 std::string recompute_label(RecomputeMode r);                               // "none", "selective", "full"
 std::optional<config::Schedule> schedule_from_label(const std::string& s);  // "gpipe", "1f1b", "interleaved"
 std::optional<RecomputeMode> recompute_from_label(const std::string& s);
+// The engine runs every mode (model::Recompute, model/llama_stage.h): one to one, both ways.
+RecomputeMode recompute_mode(model::Recompute r);
+model::Recompute engine_recompute(RecomputeMode r);
 
 struct Strategy {
   int dp = 1, tp = 1, pp = 1;

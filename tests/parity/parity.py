@@ -29,6 +29,7 @@ BG = BF + ["train.grad_dtype=bf16"]
 # bitwise the same on every topology.
 F16 = ["train.precision=fp16", "fp16.initial_scale_power=16"]
 F16O = ["train.precision=fp16", "fp16.initial_scale_power=26", "fp16.hysteresis=1", "train.steps=8"]
+SEL = ["train.recompute=selective"]
 
 # name: (ranks, overrides, expected class)
 CASES = {
@@ -87,6 +88,14 @@ CASES = {
     "fp16_pp2_1f1b": (2, F16 + ["parallel.pp=2"], "bitwise-equal"),
     "ref_fp16o": (1, F16O, "bitwise-equal"),
     "fp16o_dp2": (2, F16O + ["parallel.dp=2"], "bitwise-equal"),
+    # Selective recomputation (docs/memory.md §"Recomputation"): the probabilities rebuilt in backward are the
+    # forward's bits, so each run is bitwise equal to the same topology without recomputation: the bitwise
+    # strategies against `ref` (dp = 1, no recomputation), tp2 against `tp2`, bf16 tp2 against `bf16_tp2`
+    # (the stage itself at dp = 1, fp32 and 16-bit: tests/unit/model_stage*_test.cc). Two ranks each.
+    "sel_dp2_zero3": (2, SEL + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "sel_pp2_1f1b": (2, SEL + ["parallel.pp=2"], "bitwise-equal"),
+    "sel_tp2": (2, SEL + ["parallel.tp=2"], "bitwise-equal"),
+    "bf16_sel_tp2": (2, BF + SEL + ["parallel.tp=2"], "bitwise-equal"),
 }
 # The reference each case is compared with (default: "ref").
 REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
@@ -94,6 +103,7 @@ REFERENCE.update({c: "ref_bf16" for c in CASES if c.startswith("bf16_")})
 REFERENCE.update({c: "ref_bf16g" for c in CASES if c.startswith("bf16g_")})
 REFERENCE.update({c: "ref_fp16" for c in CASES if c.startswith("fp16_")})
 REFERENCE.update({c: "ref_fp16o" for c in CASES if c.startswith("fp16o_")})
+REFERENCE.update({"sel_tp2": "tp2", "bf16_sel_tp2": "bf16_tp2"})
 
 
 def check_loss_scaling(check, out, overflow):
@@ -110,6 +120,20 @@ def check_loss_scaling(check, out, overflow):
         check(steps[0]["skipped"] and steps[0]["loss_scale"] == 2.0 ** 26, f"step 0 did not overflow: {steps[0]}")
         check(not steps[-1]["skipped"] and steps[-1]["loss"] < steps[0]["loss"], f"no recovery: {steps[-1]}")
         print("loss scale per step:", [(r["step"], r["loss_scale"], r["skipped"]) for r in steps])
+
+
+def check_every_record_bitwise(check, out, ref):
+    """checksums.jsonl of a selective-recompute run against its reference: every record (loss bits, every
+    tensor's digest at every step and phase) identical. verify grades a tp run against a tp run on step 0 only
+    (later steps drift freely under TP); recomputation must not change a single bit at any step."""
+    def records(d):
+        return [(r["step"], r["phase"], r["tensor"], r.get("digest", r.get("bits")))
+                for r in T.read_jsonl(os.path.join(d, "checksums.jsonl"))]
+    got, want = records(out), records(ref)
+    diff = [g for g, w in zip(got, want) if g != w]
+    check(len(got) == len(want) and not diff, f"{len(diff)} of {len(want)} records differ, first {diff[:1]}")
+    if not diff:
+        print(f"{len(got)} of {len(want)} checksum records bitwise equal to {os.path.basename(ref)}")
 
 
 def main():
@@ -134,6 +158,8 @@ def main():
         print(v.stdout)
         verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"
         check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
+    if "sel_" in args.case:
+        check_every_record_bitwise(check, out, ref)
     return check.verdict(args.case)
 
 

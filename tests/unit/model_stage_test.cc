@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "model/llama_stage.h"
 #include "unity_id.h"
 
@@ -120,10 +121,34 @@ TEST(LlamaStage, GradientsMatchFiniteDifferences) {
 }
 
 TEST(LlamaStage, RecomputeIsBitwiseEqual) {
-  Fixture a(false, Recompute::kNone), b(false, Recompute::kFull);
-  Grads ga, gb;
-  EXPECT_EQ(a.run(&ga), b.run(&gb));
-  for (int id = 0; id < unit_count(a.c); ++id) EXPECT_EQ(ga.units[id], gb.units[id]) << "unit " << id;
+  for (Recompute rc : {Recompute::kSelective, Recompute::kFull}) {
+    Fixture a(false, Recompute::kNone), b(false, rc);
+    Grads ga, gb;
+    EXPECT_EQ(a.run(&ga), b.run(&gb));
+    for (int id = 0; id < unit_count(a.c); ++id)
+      EXPECT_EQ(ga.units[id], gb.units[id]) << recompute_name(rc) << " unit " << id;
+  }
+}
+
+TEST(LlamaStage, SelectiveRecomputeRebuildsTheForwardsProbabilities) {
+  // attention_probs_forward writes attention_forward's probabilities bit for bit (T = 130: three row blocks).
+  const int64_t B = 1, T = 130, H = 4, KV = 2, D = 8, W = (H + 2 * KV) * D;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> qkv(static_cast<size_t>(B * T * W)), out(static_cast<size_t>(B * T * H * D));
+  for (float& x : qkv) x = n(rng);
+  std::vector<float> p1(static_cast<size_t>(B * H * T * T)), p2(p1.size(), -1.0f);
+  kernels::attention_forward(out.data(), p1.data(), qkv.data(), B, T, H, KV, D);
+  kernels::attention_probs_forward(p2.data(), qkv.data(), B, T, H, KV, D);
+  EXPECT_EQ(p1, p2);
+  // The slot keeps no probabilities; the stage holds one shared (B, Hl, T, T) buffer.
+  Fixture f(false, Recompute::kSelective);
+  MemoryLedger ledger;
+  LlamaStage stage(f.c, f.spec, ledger);
+  auto slot = stage.make_slot(0);
+  EXPECT_FALSE(slot->blocks[0].probs.defined());
+  EXPECT_TRUE(ledger.entries().count("recompute.probs"));
+  EXPECT_FALSE(ledger.entries().count("act.s0.layers.0.probs"));
 }
 
 TEST(LlamaStage, TwoStagesEqualOne) {

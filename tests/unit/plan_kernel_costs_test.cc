@@ -52,9 +52,18 @@ TEST(PlanKernelCosts, GemmFlopsAreTheModelsFlopsWithoutTheAttentionCore) {
     EXPECT_NEAR(gemm_flops(k.backward) / gemm_flops(k.forward), 2.0, 1e-12) << "tp " << tp;
   }
   ChunkKernelsInput rec = small(1);
-  rec.recompute_full = true;
+  rec.recompute = model::Recompute::kFull;
   const ChunkKernels r = chunk_kernels(rec), plain = chunk_kernels(small(1));
   EXPECT_GT(gemm_flops(r.backward), gemm_flops(plain.backward));
+  // Selective recomputes the probabilities only: no GEMM, half an attention forward per (sequence, head).
+  rec.recompute = model::Recompute::kSelective;
+  const ChunkKernels sel = chunk_kernels(rec);
+  EXPECT_EQ(gemm_flops(sel.backward), gemm_flops(plain.backward));
+  ASSERT_EQ(sel.backward.size(), plain.backward.size() + 8);  // one call per block of the chunk
+  double extra = 0;
+  for (const KernelCall& c : sel.backward)
+    if (c.kind == KernelCall::Kind::kAttentionForward) extra += c.count;
+  EXPECT_DOUBLE_EQ(extra, 8 * 0.5 * rec.micro_batch_size * rec.model.n_heads);
 }
 
 TEST(PlanKernelCosts, CurvesInterpolateInLogLogAndClamp) {

@@ -33,6 +33,9 @@ TEST(StrategySpec, TokensSetTheWholeGrid) {
   EXPECT_EQ(parse_strategy("pp2-interleaved")->virtual_stages, 2);
   EXPECT_TRUE(parse_strategy("dp1")->is_reference());
   EXPECT_FALSE(parse_strategy("dp1-recompute")->is_reference());
+  EXPECT_FALSE(parse_strategy("dp1-selective")->is_reference());
+  EXPECT_EQ(parse_strategy("tp2-selective")->overrides().back(), "train.recompute=selective");
+  EXPECT_FALSE(parse_strategy("dp2-recompute-selective").ok());  // one recompute mode per spec
 }
 
 TEST(StrategySpec, BadTokensAreUsageErrorsNamingTheToken) {
