@@ -62,6 +62,8 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
     if (spec.recompute == Recompute::kFull) recompute_.push_back(make_block_activations("recompute"));
   }
   if (mixed()) allocate_mixed_workspace();
+  if (spec.sequence_parallel && (n_local_ > 0 || spec.last))
+    xn_full_ = Tensor(m, "scratch.xn_full", W, {N_, C_}, spec.precision);
 }
 
 const UnitLayout& LlamaStage::layout(int unit) const {
@@ -76,13 +78,13 @@ BlockActivations LlamaStage::make_block_activations(const std::string& p) const 
   const auto A = Category::kActivation;
   const DType h = spec_.precision;  // the stored dtype of GEMM inputs and probabilities (F32 in fp32 mode)
   BlockActivations a;
-  a.xn1 = Tensor(m, p + ".xn1", A, {N_, C_}, h);
+  a.xn1 = Tensor(m, p + ".xn1", A, {Ns_, C_}, h);
   a.rstd1 = Tensor(m, p + ".rstd1", A, {Ns_});
   a.qkv = Tensor(m, p + ".qkv", A, {N_, Wqkv_}, h);
   a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_}, h);
   a.attn = Tensor(m, p + ".attn", A, {N_, Hl_ * D_}, h);
   a.mid = Tensor(m, p + ".mid", A, {Ns_, C_});
-  a.xn2 = Tensor(m, p + ".xn2", A, {N_, C_}, h);
+  a.xn2 = Tensor(m, p + ".xn2", A, {Ns_, C_}, h);
   a.rstd2 = Tensor(m, p + ".rstd2", A, {Ns_});
   a.gu = Tensor(m, p + ".gu", A, {N_, 2 * Fl_}, h);
   a.h = Tensor(m, p + ".h", A, {N_, Fl_}, h);
@@ -102,7 +104,7 @@ std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
     for (int i = 0; i < n_local_; ++i)
       s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i)));
   if (spec_.last) {
-    s->xf = Tensor(m, p + ".xf", A, {N_, C_}, spec_.precision);
+    s->xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
     s->rstdf = Tensor(m, p + ".rstdf", A, {Ns_});
     s->logits = Tensor(m, p + ".logits", A, {N_, Vl_});
     s->rowmax = Tensor(m, p + ".rowmax", A, {N_});
@@ -150,13 +152,10 @@ void LlamaStage::embed_forward(ActivationSlot& slot, ConstBufView table) {
 // becomes a reduce-scatter to the token shard, the replicated input of a column-parallel GEMM an
 // all-gather of the shards, and their backward the conjugates; the norms run on the shard.
 
-BufView LlamaStage::norm_out(BufView full) {
-  if (!sp()) return full;
-  return BufView{mixed() ? grad16_.raw() : dxn_.raw(), Ns_ * C_, full.dtype};  // both free in a forward
-}
-
-void LlamaStage::gather_norm(TensorParallelOps& tp, BufView full) {
-  if (sp()) tp.gather_from_sp(norm_out(full), full);
+ConstBufView LlamaStage::gathered_norm(TensorParallelOps& tp, const Tensor& xn) {
+  if (!sp()) return xn.view();
+  tp.gather_from_sp(xn.view(), xn_full_.view());
+  return xn_full_.view();
 }
 
 void LlamaStage::row_parallel_residual(TensorParallelOps& tp, float* out, const float* x) {
@@ -278,7 +277,7 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   const int64_t lm = Vl_ * C_;  // the LM head's local (Vl, C) weights
   head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(lm_head_offset(), lm), tp);
   if (observer) {
-    ConstBufView xf = slot.xf.view();
+    ConstBufView xf = sp() ? xn_full_.view() : slot.xf.view();  // under SP: gathered by head_forward
     if (xf.dtype != DType::kF32) {  // mixed precision: the observer sees the stored 16-bit values, widened
       convert(dxn_.view(), xf);     // (dxn_ is free here)
       xf = dxn_.view();

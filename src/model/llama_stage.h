@@ -55,13 +55,13 @@ struct StageSpec {
 // parallelism, else N. Dtype: fp32, or in mixed precision
 // the 16-bit compute dtype for those marked "16" (rstd and the residual stream stay fp32).
 struct BlockActivations {
-  Tensor xn1;    // (N, C)         input_layernorm output                  16
+  Tensor xn1;    // (Ns, C)        input_layernorm output                  16
   Tensor rstd1;  // (Ns)
   Tensor qkv;    // (N, Wqkv)      q and k after RoPE, v                   16
   Tensor probs;  // (B, Hl, T, T)  causal softmax                          16
   Tensor attn;   // (N, Hl·D)      attention output (o_proj input)         16
   Tensor mid;    // (Ns, C)        residual stream after attention
-  Tensor xn2;    // (N, C)         post_attention_layernorm output         16
+  Tensor xn2;    // (Ns, C)        post_attention_layernorm output         16
   Tensor rstd2;  // (Ns)
   Tensor gu;     // (N, 2·Fl)      [gate | up]                             16
   Tensor h;      // (N, Fl)        silu(gate)·up (down_proj input)         16
@@ -74,7 +74,7 @@ struct ActivationSlot {
   Tensor targets;            // (N) int32 next-token ids, < 0 = ignored (last stage)
   std::vector<Tensor> res;   // n_local + 1 of (Ns, C): res[i] enters local layer i; res.back() leaves the stage
   std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full
-  Tensor xf;                             // (N, C)  final norm output (16-bit in mixed precision), gathered
+  Tensor xf;                             // (Ns, C) final norm output (16-bit in mixed precision)
   Tensor rstdf;                          // (Ns)
   Tensor logits;                         // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
   Tensor rowmax;                         // (N)
@@ -165,10 +165,10 @@ class LlamaStage {
   void allocate_mixed_workspace();
   // Sequence parallelism's steps, shared by both bodies (llama_stage.cc); each is the plain TP step when off.
   bool sp() const { return spec_.sequence_parallel; }
-  // Where a norm writes its output of Ns rows: `full` itself without SP; under SP a shard in free scratch
-  // (dxn_, or grad16_ in mixed precision), then gathered into `full` (N, C) by gather_norm.
-  BufView norm_out(BufView full);
-  void gather_norm(TensorParallelOps& tp, BufView full);
+  // A saved norm output as the (N, C) input of a column-parallel GEMM: the tensor itself, or under SP its
+  // (Ns, C) shard all-gathered into xn_full_ — in forward, and again in backward for the weight gradient
+  // (Korthikanti et al. 2022 §4.2.2: only the shard is kept).
+  ConstBufView gathered_norm(TensorParallelOps& tp, const Tensor& xn);
   // tmp_ holds a row-parallel layer's (N, C) partial products: out (Ns, C) := x + their sum (this rank's
   // rows). out null: the recompute replay's discarded block output, reduced all the same.
   void row_parallel_residual(TensorParallelOps& tp, float* out, const float* x);
@@ -207,6 +207,8 @@ class LlamaStage {
   // Gemm16 backend's workspace (the fallback's widened operands; none for oneDNN).
   Tensor norm_w_;
   Tensor grad16_;
+  // Sequence parallelism only (workspace): the gathered (N, C) norm output, of the compute dtype.
+  Tensor xn_full_;
   Tensor gemm_ws_;
 };
 

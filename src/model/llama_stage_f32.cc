@@ -22,17 +22,15 @@ void LlamaStage::block_forward_f32(int i, ActivationSlot& slot, BlockActivations
                                    TensorParallelOps& tp, bool write_output) {
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const float* x = slot.res[static_cast<size_t>(i)].f32();  // (Ns, C)
-  k::rmsnorm_forward(norm_out(a.xn1.view()).f32(), a.rstd1.f32(), x, w + o.ln1, Ns_, C_, config_.norm_eps);
-  gather_norm(tp, a.xn1.view());
-  k::linear_forward(a.qkv.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_);
+  k::rmsnorm_forward(a.xn1.f32(), a.rstd1.f32(), x, w + o.ln1, Ns_, C_, config_.norm_eps);
+  k::linear_forward(a.qkv.f32(), gathered_norm(tp, a.xn1).f32(), w + o.qkv, N_, C_, Wqkv_);
   // RoPE on the q and k heads, which are adjacent at the start of every qkv row.
   k::rope_forward(a.qkv.f32(), a.qkv.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   k::attention_forward(a.attn.f32(), a.probs.f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
   k::linear_forward(tmp_.f32(), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_);
   row_parallel_residual(tp, a.mid.f32(), x);  // o_proj is row-parallel: sum the partial products
-  k::rmsnorm_forward(norm_out(a.xn2.view()).f32(), a.rstd2.f32(), a.mid.f32(), w + o.ln2, Ns_, C_, config_.norm_eps);
-  gather_norm(tp, a.xn2.view());
-  k::linear_forward(a.gu.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_);
+  k::rmsnorm_forward(a.xn2.f32(), a.rstd2.f32(), a.mid.f32(), w + o.ln2, Ns_, C_, config_.norm_eps);
+  k::linear_forward(a.gu.f32(), gathered_norm(tp, a.xn2).f32(), w + o.gu, N_, C_, 2 * Fl_);
   k::swiglu_forward(a.h.f32(), a.gu.f32(), N_, Fl_);
   k::linear_forward(tmp_.f32(), a.h.f32(), w + o.down, N_, Fl_, C_);
   // down_proj is row-parallel
@@ -41,9 +39,8 @@ void LlamaStage::block_forward_f32(int i, ActivationSlot& slot, BlockActivations
 
 void LlamaStage::head_forward_f32(ActivationSlot& s, const float* w, const float* w_lm, TensorParallelOps& tp) {
   const float* x = s.res.back().f32();
-  k::rmsnorm_forward(norm_out(s.xf.view()).f32(), s.rstdf.f32(), x, w, Ns_, C_, config_.norm_eps);
-  gather_norm(tp, s.xf.view());
-  k::linear_forward(s.logits.f32(), s.xf.f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
+  k::rmsnorm_forward(s.xf.f32(), s.rstdf.f32(), x, w, Ns_, C_, config_.norm_eps);
+  k::linear_forward(s.logits.f32(), gathered_norm(tp, s.xf).f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
   head_loss(s, tp);
 }
 
@@ -53,7 +50,8 @@ void LlamaStage::head_backward_f32(ActivationSlot& s, const float* w, const floa
   float* dlogits = s.logits.f32();  // in place: logits are not needed after this
   k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
                             loss_scale);
-  k::linear_backward(dxn_.f32(), dw_lm, dlogits, s.xf.f32(), w_lm, N_, C_, Vl_, /*accumulate_dx=*/false);
+  k::linear_backward(dxn_.f32(), dw_lm, dlogits, gathered_norm(tp, s.xf).f32(), w_lm, N_, C_, Vl_,
+                     /*accumulate_dx=*/false);
   column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
   std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(Ns_ * C_));
   k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), Ns_, C_);
@@ -68,7 +66,8 @@ void LlamaStage::block_backward_f32(int i, ActivationSlot& slot, BlockActivation
   // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
   k::linear_backward(dh_.f32(), dw + o.down, gathered_dres(tp), a.h.f32(), w + o.down, N_, Fl_, C_, false);
   k::swiglu_backward(dgu_.f32(), dh_.f32(), a.gu.f32(), N_, Fl_);
-  k::linear_backward(dxn_.f32(), dw + o.gu, dgu_.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_, false);
+  k::linear_backward(dxn_.f32(), dw + o.gu, dgu_.f32(), gathered_norm(tp, a.xn2).f32(), w + o.gu, N_, C_, 2 * Fl_,
+                     false);
   column_parallel_dgrad(tp);  // gate/up are column-parallel
   k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), Ns_, C_);
   norm_weight_grad(tp, dw + o.ln2);
@@ -77,7 +76,8 @@ void LlamaStage::block_backward_f32(int i, ActivationSlot& slot, BlockActivation
   k::attention_backward(dqkv_.f32(), att_scratch_.f32(), dattn_.f32(), a.qkv.f32(), a.probs.f32(), B_, T_, Hl_, KVl_,
                         D_);
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
-  k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_, false);
+  k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), gathered_norm(tp, a.xn1).f32(), w + o.qkv, N_, C_, Wqkv_,
+                     false);
   column_parallel_dgrad(tp);  // q/k/v are column-parallel
   k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, w + o.ln1, a.rstd1.f32(), Ns_, C_);
   norm_weight_grad(tp, dw + o.ln1);

@@ -106,8 +106,8 @@ class Replay {
     const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
     const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
     const std::vector<std::tuple<std::string, int64_t, int64_t>> t = {
-        {".xn1", N() * C, h},       {".rstd1", Ns(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
-        {".attn", N() * Hl * D, h}, {".mid", Ns() * C, kF}, {".xn2", N() * C, h},    {".rstd2", Ns(), kF},
+        {".xn1", Ns() * C, h},      {".rstd1", Ns(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
+        {".attn", N() * Hl * D, h}, {".mid", Ns() * C, kF}, {".xn2", Ns() * C, h},   {".rstd2", Ns(), kF},
         {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
     for (const auto& [s, n, bytes] : t) sim_.alloc(p + s, Category::kActivation, n * bytes);
   }
@@ -143,6 +143,8 @@ class Replay {
         if (w.grad16 > 0) sim_.alloc("scratch.grad16", W, w.grad16 * in_.param_bytes);
         if (w.gemm16 > 0) sim_.alloc("scratch.gemm16", W, w.gemm16 * kF);
       }
+      if (in_.sequence_parallel && (n_local > 0 || ch.last))  // the gathered norm output
+        sim_.alloc("scratch.xn_full", W, N() * C * in_.param_bytes);
       const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
       for (int id : ids) unit_numel_[id] = model::unit_layout(m_, id, in_.tp_rank, in_.tp).numel;
       chunk_units.push_back(ids);
@@ -197,7 +199,7 @@ class Replay {
     if (in_.recompute == model::Recompute::kNone)
       for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l));
     if (ch.last) {
-      sim_.alloc(p + ".xf", A, N() * C * in_.param_bytes);
+      sim_.alloc(p + ".xf", A, Ns() * C * in_.param_bytes);
       sim_.alloc(p + ".rstdf", A, Ns() * kF);
       sim_.alloc(p + ".logits", A, N() * Vl * kF);
       for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(p + s, A, N() * kF);

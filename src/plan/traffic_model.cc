@@ -80,8 +80,9 @@ void add_ps_traffic(Ctx& x, const RunPlan& plan, int rank) {
 // forward an all-gather of each norm output (N·C of the compute dtype) and a reduce-scatter of each row-parallel
 // output (N·C fp32), the embedding's reduce-scatter and the head input's all-gather; backward the conjugates —
 // an all-gather of dres before each row-parallel backward (fp32; the rounded 16-bit copy in mixed precision;
-// fp32 before the embedding's), a reduce-scatter of each column-parallel input gradient — and the sum of each
-// replicated norm weight's gradient (C); recomputation replays the forward ones.
+// fp32 before the embedding's), a reduce-scatter of each column-parallel input gradient — the all-gather of
+// each saved norm-output shard again for its GEMM's weight gradient, and the sum of each replicated norm
+// weight's gradient (C); recomputation replays the forward ones.
 void add_sp_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char* phase) {
   const config::RunConfig& rc = x.plan.config;
   const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
@@ -100,6 +101,7 @@ void add_sp_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const c
     return;
   }
   if (ch.last) {
+    x.all_gather(x.tp, phase, N * C, pb);  // xf again, for the LM head's weight gradient
     x.reduce_scatter(x.tp, phase, N * C);
     x.sum(x.tp, phase, C);  // model.norm.weight
   }
@@ -107,6 +109,7 @@ void add_sp_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const c
     if (rc.train.recompute == model::Recompute::kFull) block_forward();
     for (int i = 0; i < 2; ++i) {
       x.all_gather(x.tp, phase, N * C, pb);  // dres → row-parallel backward
+      x.all_gather(x.tp, phase, N * C, pb);  // xn2, xn1 again, for gate/up's and q/k/v's weight gradients
       x.reduce_scatter(x.tp, phase, N * C);  // column-parallel input gradient → shard
       x.sum(x.tp, phase, C);                 // post_attention_layernorm, input_layernorm
     }
