@@ -298,6 +298,7 @@ std::optional<config::RunConfig> config_for_strategy(const config::RunConfig& ba
   c.parallel.zero = s.zero;
   c.train.micro_batch_size = s.micro_batch_size;
   c.train.recompute = s.recompute == RecomputeMode::kFull ? model::Recompute::kFull : model::Recompute::kNone;
+  c.parallel.sequence_parallel = s.sequence_parallel;
   return c;
 }
 

@@ -117,6 +117,10 @@ def check_loss_scaling(check, out, overflow):
         print("loss scale per step:", [(r["step"], r["loss_scale"], r["skipped"]) for r in steps])
 
 
+# Cases run twice: the second run must be bitwise equal to the first (determinism run to run).
+REPEAT = {"sp_tp2"}
+
+
 def main():
     args = T.case_args(sorted(CASES))
     ranks, overrides, expected = CASES[args.case]
@@ -139,6 +143,12 @@ def main():
         print(v.stdout)
         verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"
         check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
+    if args.case in REPEAT:
+        again = T.fresh(out + "_again")
+        p = T.run(T.launch(args.bin, ranks) + ["train", "--out", again] + COMMON + T.sets(overrides))
+        v = T.run([args.bin, "verify", again, "--against", out])
+        check(p.returncode == 0 and "bitwise-equal" in v.stdout, f"a second run is not bitwise equal:\n{v.stdout}")
+        print("repeat:", v.stdout.splitlines()[0] if v.stdout else "?")
     return check.verdict(args.case)
 
 
