@@ -33,6 +33,11 @@ TEST(StrategySpec, TokensSetTheWholeGrid) {
   EXPECT_EQ(parse_strategy("pp2-interleaved")->virtual_stages, 2);
   EXPECT_TRUE(parse_strategy("dp1")->is_reference());
   EXPECT_FALSE(parse_strategy("dp1-recompute")->is_reference());
+  auto sp = parse_strategy("tp2-sp");
+  ASSERT_TRUE(sp.ok());
+  EXPECT_EQ(sp->overrides().back(), "parallel.sequence_parallel=true");
+  EXPECT_FALSE(sp->is_reference());
+  EXPECT_FALSE(parse_strategy("tp2-sp-sp").ok());
 }
 
 TEST(StrategySpec, BadTokensAreUsageErrorsNamingTheToken) {
