@@ -55,7 +55,7 @@ CASES = {
     "tp2": (2, ["parallel.tp=2"], "within-tolerance"),
     "tp4": (4, ["parallel.tp=4"], "within-tolerance"),
     "tp2_pp2": (4, ["parallel.tp=2", "parallel.pp=2"], "within-tolerance"),
-    # Megatron sequence parallelism (docs/equivalence.md §"Sequence parallelism"): the TP tolerance class.
+    # Megatron sequence parallelism (docs/equivalence.md §3, "Sequence parallelism"): the TP tolerance class.
     "sp_tp2": (2, SP + ["parallel.tp=2"], "within-tolerance"),
     "sp_tp2_pp2": (4, SP + ["parallel.tp=2", "parallel.pp=2"], "within-tolerance"),
     "dp2_tp2": (4, ["parallel.dp=2", "parallel.tp=2", "parallel.zero=1"], "within-tolerance"),

@@ -39,7 +39,7 @@ MATRIX = {
     "recompute_tp2": ["parallel.tp=2", "train.recompute=full"],
     "fast_dp2": ["parallel.dp=2", "parallel.reduction=fast"],
     "tp2_planted": ["parallel.tp=2"],  # with tp-grad-scale at step 20
-    # Megatron sequence parallelism (docs/equivalence.md §"Sequence parallelism"): the same derived tolerance.
+    # Megatron sequence parallelism (docs/equivalence.md §3, "Sequence parallelism"): the same derived tolerance.
     "sp_tp2": ["parallel.tp=2", "parallel.sequence_parallel=true"],
     "sp_tp4": ["parallel.tp=4", "parallel.sequence_parallel=true"],
     "sp_dp2_tp2": ["parallel.dp=2", "parallel.tp=2", "parallel.sequence_parallel=true"],
