@@ -166,10 +166,16 @@ class Protocol {
     std::printf("[2/4] reference: one device, then the parallel configuration (checkpoint at step %lld)\n",
                 static_cast<long long>(k_));
     auto ref = evidence_sets(0, 120);
-    ref.insert(ref.end(), {"--out", paths_.reference().root(), "--set", "parallel.dp=1", "--set", "parallel.tp=1",
-                           "--set", "parallel.pp=1", "--set", "parallel.zero=0", "--set", "parallel.schedule=1f1b",
-                           "--set", "parallel.virtual_stages=1", "--set", "parallel.architecture=allreduce", "--set",
-                           "parallel.servers=0"});
+    ref.insert(ref.end(), {"--out", paths_.reference().root(),
+                           "--set", "parallel.dp=1",
+                           "--set", "parallel.tp=1",
+                           "--set", "parallel.pp=1",
+                           "--set", "parallel.zero=0",
+                           "--set", "parallel.schedule=1f1b",
+                           "--set", "parallel.virtual_stages=1",
+                           "--set", "parallel.architecture=allreduce",
+                           "--set", "parallel.servers=0",
+                           "--set", "parallel.sequence_parallel=false"});
     if (!plan_.reference_checkpoints.empty())  // the states the anchored replays start from
       ref.insert(ref.end(), {"--checkpoint-at", steps_list(plan_.reference_checkpoints)});
     if (stage("reference", 1, ref) != 0) return finish();

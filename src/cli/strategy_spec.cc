@@ -11,8 +11,7 @@ namespace {
 
 constexpr const char* kValidTokens =
     "dpN, tpN, ppN (N ≥ 1), zeroN (N = 0..3), gpipe, 1f1b, interleaved or interleavedV (V ≥ 2), recompute, selective, "
-    "fast, "
-    "ps with wN (N ≥ 1 workers) and sN (N ≥ 1 servers)";
+    "fast, sp (sequence parallelism, with tpN), ps with wN (N ≥ 1 workers) and sN (N ≥ 1 servers)";
 
 // The digits after `prefix` in `tok`, or -1 when `tok` is not prefix + a decimal number.
 int number_after(const std::string& tok, const std::string& prefix) {
@@ -41,6 +40,7 @@ std::vector<std::string> StrategySpec::overrides() const {
   }
   if (!recompute.empty()) o.push_back("train.recompute=" + recompute);
   if (fast) o.push_back("parallel.reduction=fast");
+  if (sequence_parallel) o.push_back("parallel.sequence_parallel=true");
   if (servers > 0) {
     o.push_back("parallel.architecture=ps");
     o.push_back(fmt::format("parallel.servers={}", servers));
@@ -49,7 +49,8 @@ std::vector<std::string> StrategySpec::overrides() const {
 }
 
 bool StrategySpec::is_reference() const {
-  return dp == 1 && tp == 1 && pp == 1 && zero == 0 && schedule.empty() && recompute.empty() && !fast && servers == 0;
+  return dp == 1 && tp == 1 && pp == 1 && zero == 0 && schedule.empty() && recompute.empty() && !fast &&
+         !sequence_parallel && servers == 0;
 }
 
 Result<StrategySpec> parse_strategy(const std::string& spec) {
@@ -93,6 +94,9 @@ Result<StrategySpec> parse_strategy(const std::string& spec) {
     } else if (tok == "fast") {
       kind = "fast";
       s.fast = true;
+    } else if (tok == "sp") {
+      kind = "sp";
+      s.sequence_parallel = true;
     } else if (tok == "ps") {
       kind = "ps";
     } else if ((n = number_after(tok, "w")) >= 1) {

@@ -2,6 +2,7 @@
 // LIST is comma-separated; a spec is tokens joined by '-', each token at most once:
 //   dpN tpN ppN (N ≥ 1)   zeroN (N ∈ 0..3)   gpipe | 1f1b | interleaved[V] (V ≥ 2, default 2)
 //   recompute (train.recompute = full) | selective (train.recompute = selective)   fast (parallel.reduction = fast)
+//   sp (parallel.sequence_parallel = true; with tpN, N ≥ 2)
 //   ps wN sN: the parameter server (docs/ps.md) with N workers (= dp) and N servers: "ps-w4-s1"
 // An axis not named is 1 and zero is 0, so every spec fixes the whole grid; the schedule, recompute
 // and reduction are the base config's unless named. This parses text only: whether the strategy is
@@ -22,6 +23,7 @@ struct StrategySpec {
   int virtual_stages = 0;  // 0: the base config's (set with the schedule token)
   std::string recompute;   // empty: the base config's; "full" or "selective"
   bool fast = false;
+  bool sequence_parallel = false;
   int servers = 0;  // > 0: parallel.architecture = "ps" with this many servers
   int world() const { return dp * tp * pp + servers; }
   // The --set overrides that turn the base config into this strategy.

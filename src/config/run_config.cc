@@ -110,6 +110,8 @@ json RunConfig::to_json() const {
                  {"consecutive_hysteresis", fp16->consecutive_hysteresis},
                  {"min_loss_scale", fp16->min_scale}};
   if (!deepspeed.is_null()) j["deepspeed"] = deepspeed;
+  // Sequence parallelism appears only when it is on, so a contract without it is unchanged.
+  if (parallel.sequence_parallel) j["parallel"]["sequence_parallel"] = true;
   // The parameter-server keys appear only when they are on, so an all-reduce contract is unchanged.
   if (parallel.parameter_server()) {
     j["parallel"]["architecture"] = architecture_name(parallel.architecture);

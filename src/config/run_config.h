@@ -69,6 +69,9 @@ struct ParallelConfig {
   int zero = 0;  // 0 (plain DP), 1, 2, 3
   Schedule schedule = Schedule::k1F1B;
   int virtual_stages = 1;  // v, interleaved schedule only
+  // Megatron sequence parallelism (tp > 1, train.seq_len % tp == 0; docs/config.md): the norms, residual adds
+  // and the head's input hold 1/tp of the tokens; the TP all-reduces become reduce-scatter + all-gather.
+  bool sequence_parallel = false;
   Reduction reduction = Reduction::kDeterministic;
   std::string axis_order = "tp-dp-pp";  // fastest-varying axis first
   int blas_threads = 1;                 // OpenBLAS threads per rank; results depend on it, so it is pinned

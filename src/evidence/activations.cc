@@ -318,10 +318,18 @@ Result<ActivationComparison> compare_activations(const std::string& run_dir, con
                        [](const ActivationRecord& r) { return r.point == "logits"; });
   };
   const bool logits = has_logits(run) && has_logits(ref);
+  // The residual stream (embed, block.<i>) is a sequence shard under sequence parallelism, so such a run
+  // records only final_norm (gathered): the residual points are compared only when both sides have them.
+  auto has_residual = [](const ActivationTrace& t) {
+    return std::any_of(t.records.begin(), t.records.end(),
+                       [](const ActivationRecord& r) { return r.point == "embed" || r.point.starts_with("block."); });
+  };
+  const bool residual = has_residual(run) && has_residual(ref);
   auto in_range = [&](const Key& k) {
     const int64_t s = std::get<0>(k);
     if (!only_steps.empty() && std::find(only_steps.begin(), only_steps.end(), s) == only_steps.end()) return false;
-    return s >= lo && s <= hi && (logits || std::get<1>(k) != kLogitsOrder);
+    return s >= lo && s <= hi && (logits || std::get<1>(k) != kLogitsOrder) &&
+           (residual || std::get<1>(k) >= kFinalNormOrder);
   };
   std::vector<Key> keys;
   for (const auto& [k, r] : got)

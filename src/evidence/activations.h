@@ -49,7 +49,8 @@ Status prepare_activation_dir(const std::string& run_dir, int64_t keep_before_st
 
 // The observer the engine hands to the model stages for training forward passes. Only tp rank 0
 // writes (embed, block and final-norm outputs are replicated over tp); "logits" only when tp = 1
-// (under tp > 1 they are vocabulary shards). Each record is one write(2), so a killed rank
+// (under tp > 1 they are vocabulary shards); under sequence parallelism the stage observes only
+// "final_norm" and "logits" (the residual stream is a sequence shard). Each record is one write(2), so a killed rank
 // leaves whole lines.
 class ActivationRecorder final : public model::ActivationObserver {
  public:
@@ -116,7 +117,8 @@ struct ActivationComparison {
 // Aligns the run's records with the reference's by (step, micro_batch, point) over the steps the run
 // reached (and the reference has). Bitwise: digests must be equal; otherwise the relative difference
 // of the L2 norms must be ≤ rel_tol. A record present on one side only is a difference, except
-// "logits", compared only when both runs recorded logits (tp = 1 on both sides). `only_steps` (when not
+// "logits", compared only when both runs recorded logits (tp = 1 on both sides), and the residual stream
+// ("embed", "block.<i>"), compared only when both recorded it (not under sequence parallelism). `only_steps` (when not
 // empty) restricts the comparison to those steps: an anchored replay ran only its anchors.
 Result<ActivationComparison> compare_activations(const std::string& run_dir, const std::string& ref_dir, bool bitwise,
                                                  double rel_tol = 0.0, const std::vector<int64_t>& only_steps = {});

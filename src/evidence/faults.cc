@@ -90,6 +90,13 @@ const std::vector<FaultInfo>& fault_catalogue() {
       {FaultKind::kPsApplyTwice, "ps-apply-twice", "a parameter server applies its update twice in one step",
        View::kChecksums, "parameter digests differ from the reference at that step (its gradients are equal)",
        "a parameter-server run, rank = a server"},
+      {FaultKind::kDropSpNormGradReduce, "drop-sp-norm-grad-reduce",
+       "under sequence parallelism every tp rank skips the sums of the replicated norm weights' gradients over the "
+       "tp group (each keeps the gradient of its own tokens only)",
+       View::kTraceVsPrediction,
+       "backward bytes below the plan on the tp groups at that step; the norms' gradient checksums leave the "
+       "tolerance at that step",
+       "tp > 1 and parallel.sequence_parallel = true", Reach::kEveryRank},
   };
   return k;
 }
@@ -159,7 +166,7 @@ int default_fault_rank(FaultKind kind, const FaultTarget& run) {
 
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
-  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every] = run;
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel] = run;
   const FaultInfo& i = fault_info(f.kind);
   auto refuse = [&](const std::string& why) {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
@@ -237,6 +244,10 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
     case FaultKind::kDropTpAllreduce:
     case FaultKind::kTpGradScale:
       if (tp < 2) return refuse("tp = 1");
+      break;
+    case FaultKind::kDropSpNormGradReduce:
+      if (tp < 2 || !sequence_parallel)
+        return refuse(fmt::format("tp = {}, sequence_parallel = {}", tp, sequence_parallel));
       break;
     case FaultKind::kPpMicrobatchSwap:
       if (pp < 2) return refuse("pp = 1");

@@ -36,6 +36,9 @@ enum class FaultKind {
   kPsDropPush,    // server `rank` drops worker 0's push at `step` (worker 0 does not send it)
   kPsStalePull,   // worker `rank` keeps its replica instead of taking the pull it must take after `step`
   kPsApplyTwice,  // server `rank` applies its optimizer update twice at `step`
+  // Sequence parallelism: every tp rank skips the sums of the replicated norm weights' gradients over the tp
+  // group at `step` (each keeps its own tokens' share: Megatron's most reported SP bug).
+  kDropSpNormGradReduce,
 };
 
 // The views of the evidence, in the order they observe a step (docs/faults.md).
@@ -99,8 +102,9 @@ struct FaultTarget {
   int servers = 0;    // parameter-server ranks (world ranks world − servers … world − 1); 0: all-reduce
   int staleness = 0;  // parallel.staleness
   int64_t steps = 1;
-  int64_t micro_batches = 1;     // M per step
-  int64_t checkpoint_every = 0;  // evidence.checkpoint_every
+  int64_t micro_batches = 1;       // M per step
+  int64_t checkpoint_every = 0;    // evidence.checkpoint_every
+  bool sequence_parallel = false;  // parallel.sequence_parallel
 };
 // The rank a fault acts on when `--fault` names none: the first server for the server faults, worker 1 for
 // ps-stale-pull (worker 0 is the replicas' reference), else 0.

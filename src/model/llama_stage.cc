@@ -13,6 +13,8 @@
 #include "kernels/embedding.h"
 #include "kernels/pointwise16.h"
 #include "kernels/rope.h"
+#include "model/block_offsets.h"
+#include "tensor/float16.h"
 
 namespace sp::model {
 namespace k = sp::kernels;
@@ -35,6 +37,9 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   Wqkv_ = (Hl_ + 2 * KVl_) * D_;
   n_local_ = spec.layer_end - spec.layer_begin;
   SP_CHECK(T_ >= 1 && T_ <= config.max_seq, "seq_len {} outside [1, max_seq = {}]", T_, config.max_seq);
+  SP_CHECK(!spec.sequence_parallel || (tp > 1 && T_ % tp == 0), "sequence parallelism with tp = {}, seq_len = {}", tp,
+           T_);
+  Ns_ = spec.sequence_parallel ? N_ / tp : N_;
 
   unit_ids_ = chunk_units(config, spec.layer_begin, spec.layer_end, spec.first, spec.last);
   for (int id : unit_ids_) layouts_.push_back(unit_layout(config, id, spec.tp_rank, tp));
@@ -45,7 +50,7 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   rope_sin_ = Tensor(m, "rope.sin", W, {T_, D_ / 2});
   k::rope_tables(rope_cos_.f32(), rope_sin_.f32(), T_, D_, config.rope_theta);
   tmp_ = Tensor(m, "scratch.tmp", W, {N_, C_});
-  dres_ = Tensor(m, "scratch.dres", W, {N_, C_});
+  dres_ = Tensor(m, "scratch.dres", W, {Ns_, C_});
   if (n_local_ > 0 || spec.last) dxn_ = Tensor(m, "scratch.dxn", W, {N_, C_});
   if (n_local_ > 0) {
     dqkv_ = Tensor(m, "scratch.dqkv", W, {N_, Wqkv_});
@@ -59,6 +64,8 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
       probs_ = Tensor(m, "recompute.probs", Category::kActivation, {B_, Hl_, T_, T_}, spec.precision);
   }
   if (mixed()) allocate_mixed_workspace();
+  if (spec.sequence_parallel && (n_local_ > 0 || spec.last))
+    xn_full_ = Tensor(m, "scratch.xn_full", W, {N_, C_}, spec.precision);
 }
 
 const UnitLayout& LlamaStage::layout(int unit) const {
@@ -85,14 +92,14 @@ BlockActivations LlamaStage::make_block_activations(const std::string& p, bool w
   const auto A = Category::kActivation;
   const DType h = spec_.precision;  // the stored dtype of GEMM inputs and probabilities (F32 in fp32 mode)
   BlockActivations a;
-  a.xn1 = Tensor(m, p + ".xn1", A, {N_, C_}, h);
-  a.rstd1 = Tensor(m, p + ".rstd1", A, {N_});
+  a.xn1 = Tensor(m, p + ".xn1", A, {Ns_, C_}, h);
+  a.rstd1 = Tensor(m, p + ".rstd1", A, {Ns_});
   a.qkv = Tensor(m, p + ".qkv", A, {N_, Wqkv_}, h);
   if (with_probs) a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_}, h);
   a.attn = Tensor(m, p + ".attn", A, {N_, Hl_ * D_}, h);
-  a.mid = Tensor(m, p + ".mid", A, {N_, C_});
-  a.xn2 = Tensor(m, p + ".xn2", A, {N_, C_}, h);
-  a.rstd2 = Tensor(m, p + ".rstd2", A, {N_});
+  a.mid = Tensor(m, p + ".mid", A, {Ns_, C_});
+  a.xn2 = Tensor(m, p + ".xn2", A, {Ns_, C_}, h);
+  a.rstd2 = Tensor(m, p + ".rstd2", A, {Ns_});
   a.gu = Tensor(m, p + ".gu", A, {N_, 2 * Fl_}, h);
   a.h = Tensor(m, p + ".h", A, {N_, Fl_}, h);
   return a;
@@ -106,14 +113,14 @@ std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
   s->index = index;
   if (spec_.first) s->inputs = Tensor(m, p + ".inputs", Category::kIo, {N_}, DType::kI32);
   if (spec_.last) s->targets = Tensor(m, p + ".targets", Category::kIo, {N_}, DType::kI32);
-  for (int i = 0; i <= n_local_; ++i) s->res.emplace_back(m, fmt::format("{}.res{}", p, i), A, Shape{N_, C_});
+  for (int i = 0; i <= n_local_; ++i) s->res.emplace_back(m, fmt::format("{}.res{}", p, i), A, Shape{Ns_, C_});
   if (spec_.recompute != Recompute::kFull)
     for (int i = 0; i < n_local_; ++i)
       s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i),
                                                  /*with_probs=*/spec_.recompute == Recompute::kNone));
   if (spec_.last) {
-    s->xf = Tensor(m, p + ".xf", A, {N_, C_}, spec_.precision);
-    s->rstdf = Tensor(m, p + ".rstdf", A, {N_});
+    s->xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
+    s->rstdf = Tensor(m, p + ".rstdf", A, {Ns_});
     s->logits = Tensor(m, p + ".logits", A, {N_, Vl_});
     s->rowmax = Tensor(m, p + ".rowmax", A, {N_});
     s->sumexp = Tensor(m, p + ".sumexp", A, {N_});
@@ -148,10 +155,62 @@ static void check_weights(const ConstBufView& w, DType precision, int64_t count,
 void LlamaStage::embed_forward(ActivationSlot& slot, ConstBufView table) {
   check_weights(table, spec_.precision, layout(embed_unit()).numel, "embedding");
   const auto* inputs = static_cast<const int32_t*>(slot.inputs.raw());
+  float* out = sp() ? tmp_.f32() : slot.res[0].f32();  // (N, C): under SP reduce-scattered into res[0]
   if (mixed())
-    k::embedding16_forward(slot.res[0].f32(), inputs, table.float16(), N_, C_, v_begin_, Vl_, table.dtype);
+    k::embedding16_forward(out, inputs, table.float16(), N_, C_, v_begin_, Vl_, table.dtype);
   else
-    k::embedding_forward(slot.res[0].f32(), inputs, table.f32(), N_, C_, v_begin_, Vl_);
+    k::embedding_forward(out, inputs, table.f32(), N_, C_, v_begin_, Vl_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sequence parallelism's steps (Korthikanti et al. 2022, §4.2.2): the all-reduce of a row-parallel output
+// becomes a reduce-scatter to the token shard, the replicated input of a column-parallel GEMM an
+// all-gather of the shards, and their backward the conjugates; the norms run on the shard.
+
+ConstBufView LlamaStage::gathered_norm(TensorParallelOps& tp, const Tensor& xn) {
+  if (!sp()) return xn.view();
+  tp.gather_from_sp(xn.view(), xn_full_.view());
+  return xn_full_.view();
+}
+
+void LlamaStage::row_parallel_residual(TensorParallelOps& tp, float* out, const float* x) {
+  if (!sp()) {
+    tp.reduce_from_tp(tmp_.view());
+    if (out != nullptr) stage_detail::add(out, x, tmp_.f32(), N_ * C_);
+    return;
+  }
+  float* dst = out != nullptr ? out : dxn_.f32();  // dxn_ is free during a recompute replay
+  tp.reduce_scatter_to_sp(tmp_.view(), BufView{dst, Ns_ * C_, DType::kF32});
+  if (out != nullptr) stage_detail::add(out, x, out, Ns_ * C_);  // x + Σ, as without SP
+}
+
+void LlamaStage::column_parallel_dgrad(TensorParallelOps& tp) {
+  if (sp())
+    tp.gather_from_sp_backward(dxn_.view(), dxn_.view().slice(0, Ns_ * C_));
+  else
+    tp.copy_to_tp_backward(dxn_.view());
+}
+
+void LlamaStage::norm_weight_grad(TensorParallelOps& tp, float* dw) {
+  if (sp()) tp.reduce_replicated_grad(BufView{dw, C_, DType::kF32});
+}
+
+const float* LlamaStage::gathered_dres(TensorParallelOps& tp) {
+  if (!sp()) return dres_.f32();
+  tp.reduce_scatter_to_sp_backward(dres_.view(), tmp_.view());
+  return tmp_.f32();
+}
+
+const uint16_t* LlamaStage::gathered_dres16(TensorParallelOps& tp) {
+  const BufView g16{grad16_.raw(), N_ * C_, spec_.precision};
+  if (!sp()) {
+    float16_from_f32(g16.float16(), dres_.f32(), N_ * C_, spec_.precision);
+    return g16.float16();
+  }
+  const BufView shard{dxn_.raw(), Ns_ * C_, spec_.precision};  // dxn_ is free before each row-parallel backward
+  float16_from_f32(shard.float16(), dres_.f32(), Ns_ * C_, spec_.precision);
+  tp.reduce_scatter_to_sp_backward(shard, g16);
+  return g16.float16();
 }
 
 void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, TensorParallelOps& tp,
@@ -219,16 +278,20 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
                            ActivationObserver* observer) {
   if (spec_.first) {
     embed_forward(slot, params.acquire(embed_unit()));
-    tp.reduce_from_tp(slot.res[0].view());  // vocab-parallel lookup: each row is nonzero on one rank
+    // vocab-parallel lookup: each row is nonzero on one rank
+    if (sp())
+      tp.reduce_scatter_to_sp(tmp_.view(), slot.res[0].view());
+    else
+      tp.reduce_from_tp(slot.res[0].view());
     params.release(embed_unit());
-    if (observer) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);
+    if (observer && !sp()) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);
   }
   for (int i = 0; i < n_local_; ++i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
     BlockActivations& a = spec_.recompute != Recompute::kFull ? slot.blocks[static_cast<size_t>(i)] : recompute_[0];
     block_forward(i, slot, a, params.acquire(unit), tp, /*write_output=*/true);
     params.release(unit);
-    if (observer)
+    if (observer && !sp())
       observer->observe(fmt::format("block.{}", layer).c_str(), slot.micro_batch,
                         slot.res[static_cast<size_t>(i + 1)].f32(), N_ * C_);
   }
@@ -237,7 +300,7 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   const int64_t lm = Vl_ * C_;  // the LM head's local (Vl, C) weights
   head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(lm_head_offset(), lm), tp);
   if (observer) {
-    ConstBufView xf = slot.xf.view();
+    ConstBufView xf = sp() ? xn_full_.view() : slot.xf.view();  // under SP: gathered by head_forward
     if (xf.dtype != DType::kF32) {  // mixed precision: the observer sees the stored 16-bit values, widened
       convert(dxn_.view(), xf);     // (dxn_ is free here)
       xf = dxn_.view();
@@ -280,9 +343,11 @@ void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& g
     grads.done(unit);
   }
   if (spec_.first) {
-    // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity.
-    k::embedding_backward(grads.leaf(embed_unit()).f32(), dres_.f32(), static_cast<const int32_t*>(slot.inputs.raw()),
-                          N_, C_, v_begin_, Vl_);
+    // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity
+    // (reduce_scatter_to_sp's is an all-gather).
+    const float* dres = gathered_dres(tp);
+    k::embedding_backward(grads.leaf(embed_unit()).f32(), dres, static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
+                          v_begin_, Vl_);
     grads.done(embed_unit());
   }
 }

@@ -48,22 +48,28 @@ struct StageSpec {
   int64_t micro_batch_size = 0;  // B
   int64_t seq_len = 0;           // T
   Recompute recompute = Recompute::kNone;
+  // Sequence parallelism (tp > 1, T % tp == 0): the residual stream, the norms' inputs and statistics and
+  // the pipeline boundary hold this rank's sequence shard, positions [tp_rank·T/tp, (tp_rank+1)·T/tp) of
+  // each sequence: (B, T/tp, C), Ns = N/tp rows; the norm outputs are gathered to (N, C) for the
+  // column-parallel GEMMs (stage_hooks.h, docs/memory.md).
+  bool sequence_parallel = false;
   DType precision = DType::kF32;      // kF32, kBF16 or kF16 (model/precision.h: Precision::compute)
   kernels::Gemm16* gemm16 = nullptr;  // the 16-bit GEMM backend, of dtype `precision`; required when 16-bit
 };
 
 // Saved activations of one block for one micro-batch. Shapes use local (tensor-parallel) sizes:
-// Hl = H/tp, KVl = KV/tp, Fl = F/tp, Wqkv = (Hl + 2·KVl)·D, N = B·T. Dtype: fp32, or in mixed precision
+// Hl = H/tp, KVl = KV/tp, Fl = F/tp, Wqkv = (Hl + 2·KVl)·D, N = B·T, Ns = N/tp under sequence
+// parallelism, else N. Dtype: fp32, or in mixed precision
 // the 16-bit compute dtype for those marked "16" (rstd and the residual stream stay fp32).
 struct BlockActivations {
-  Tensor xn1;    // (N, C)         input_layernorm output                  16
-  Tensor rstd1;  // (N)
+  Tensor xn1;    // (Ns, C)        input_layernorm output                  16
+  Tensor rstd1;  // (Ns)
   Tensor qkv;    // (N, Wqkv)      q and k after RoPE, v                   16
   Tensor probs;  // (B, Hl, T, T)  causal softmax                          16  (undefined under selective)
   Tensor attn;   // (N, Hl·D)      attention output (o_proj input)         16
-  Tensor mid;    // (N, C)         residual stream after attention
-  Tensor xn2;    // (N, C)         post_attention_layernorm output         16
-  Tensor rstd2;  // (N)
+  Tensor mid;    // (Ns, C)        residual stream after attention
+  Tensor xn2;    // (Ns, C)        post_attention_layernorm output         16
+  Tensor rstd2;  // (Ns)
   Tensor gu;     // (N, 2·Fl)      [gate | up]                             16
   Tensor h;      // (N, Fl)        silu(gate)·up (down_proj input)         16
 };
@@ -73,18 +79,18 @@ struct ActivationSlot {
   int64_t micro_batch = -1;  // the micro-batch that occupies the slot
   Tensor inputs;             // (N) int32 token ids (first stage)
   Tensor targets;            // (N) int32 next-token ids, < 0 = ignored (last stage)
-  std::vector<Tensor> res;   // n_local + 1 of (N, C): res[i] enters local layer i; res.back() leaves the stage
+  std::vector<Tensor> res;   // n_local + 1 of (Ns, C): res[i] enters local layer i; res.back() leaves the stage
   std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full, without probs
                                          // under recompute = selective
-  Tensor xf;                             // (N, C)  final norm output (16-bit in mixed precision)
-  Tensor rstdf;                          // (N)
+  Tensor xf;                             // (Ns, C) final norm output (16-bit in mixed precision)
+  Tensor rstdf;                          // (Ns)
   Tensor logits;                         // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
   Tensor rowmax;                         // (N)
   Tensor sumexp;                         // (N)
   Tensor tlogit;                         // (N)
   Tensor losses;                         // (N)
-  float* input() { return res.front().f32(); }  // (N, C) receive buffer of a non-first stage
-  float* output() { return res.back().f32(); }  // (N, C) send buffer of a non-last stage
+  float* input() { return res.front().f32(); }  // (Ns, C) receive buffer of a non-first stage
+  float* output() { return res.back().f32(); }  // (Ns, C) send buffer of a non-last stage
 };
 
 // Mixed precision's own workspace of one chunk (docs/memory.md §"Mixed precision"): the widened norm
@@ -107,6 +113,9 @@ class LlamaStage {
   bool mixed() const { return spec_.precision != DType::kF32; }
   const StageSpec& spec() const { return spec_; }
   int64_t tokens() const { return N_; }  // N = B·T
+  // Elements of the residual stream that cross a pipeline boundary (input, output, grad_input/output):
+  // Ns·C, the token shard under sequence parallelism.
+  int64_t boundary_floats() const { return Ns_ * C_; }
   // Global unit ids held by this stage, in forward order.
   const std::vector<int>& unit_ids() const { return unit_ids_; }
   const UnitLayout& layout(int unit) const;
@@ -125,8 +134,8 @@ class LlamaStage {
   // Afterwards a non-first stage's grad_input() holds dL/d(slot.input()). loss_scale multiplies the
   // per-token loss gradients (1 / global target-token count: the loss is the mean over the global batch).
   void backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp, float loss_scale);
-  float* grad_output() { return dres_.f32(); }  // (N, C)
-  float* grad_input() { return dres_.f32(); }   // (N, C)
+  float* grad_output() { return dres_.f32(); }  // (Ns, C)
+  float* grad_input() { return dres_.f32(); }   // (Ns, C)
 
  private:
   // The entry points: w is the unit's flat weights (ParamSource::acquire), w_lm the LM head's (a slice of
@@ -166,19 +175,38 @@ class LlamaStage {
   void head_backward_mixed(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, float* dw, float* dw_lm,
                            TensorParallelOps& tp, float loss_scale);
   void allocate_mixed_workspace();
+  // Sequence parallelism's steps, shared by both bodies (llama_stage.cc); each is the plain TP step when off.
+  bool sp() const { return spec_.sequence_parallel; }
+  // A saved norm output as the (N, C) input of a column-parallel GEMM: the tensor itself, or under SP its
+  // (Ns, C) shard all-gathered into xn_full_ — in forward, and again in backward for the weight gradient
+  // (Korthikanti et al. 2022 §4.2.2: only the shard is kept).
+  ConstBufView gathered_norm(TensorParallelOps& tp, const Tensor& xn);
+  // tmp_ holds a row-parallel layer's (N, C) partial products: out (Ns, C) := x + their sum (this rank's
+  // rows). out null: the recompute replay's discarded block output, reduced all the same.
+  void row_parallel_residual(TensorParallelOps& tp, float* out, const float* x);
+  // dxn_ holds a column-parallel layer's (N, C) partial input gradients: summed over the group into its
+  // first Ns rows, the rows the norm's backward reads.
+  void column_parallel_dgrad(TensorParallelOps& tp);
+  // dw (C): a replicated norm weight's gradient, computed on this rank's tokens, summed over the group.
+  void norm_weight_grad(TensorParallelOps& tp, float* dw);
+  // dres_ (Ns, C) as the (N, C) gradient a row-parallel layer's backward reads: dres_ itself, or gathered
+  // into tmp_; the mixed-precision variant rounds it into grad16_ first (the same bits either way).
+  const float* gathered_dres(TensorParallelOps& tp);
+  const uint16_t* gathered_dres16(TensorParallelOps& tp);
   const float* widen_norm_weight(const uint16_t* w16);  // (C) into norm_w_
 
   LlamaConfig config_;
   StageSpec spec_;
   MemoryLedger* ledger_;
   int64_t B_, T_, N_, C_, D_, Hl_, KVl_, Fl_, Vl_, v_begin_, Wqkv_;
+  int64_t Ns_;  // this rank's token rows: N/tp under sequence parallelism, else N
   int n_local_;
   std::vector<int> unit_ids_;
   std::vector<UnitLayout> layouts_;  // indexed like unit_ids_
   Tensor rope_cos_, rope_sin_;       // (T, D/2)
   // Backward scratch shared by all slots (category workspace).
   Tensor tmp_;    // (N, C) row-parallel partial output
-  Tensor dres_;   // (N, C) gradient of the residual stream
+  Tensor dres_;   // (Ns, C) gradient of the residual stream
   Tensor dxn_;    // (N, C)
   Tensor dqkv_;   // (N, Wqkv)
   Tensor dattn_;  // (N, Hl·D)
@@ -192,6 +220,8 @@ class LlamaStage {
   // Gemm16 backend's workspace (the fallback's widened operands; none for oneDNN).
   Tensor norm_w_;
   Tensor grad16_;
+  // Sequence parallelism only (workspace): the gathered (N, C) norm output, of the compute dtype.
+  Tensor xn_full_;
   Tensor gemm_ws_;
 };
 

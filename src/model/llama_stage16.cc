@@ -77,35 +77,35 @@ void LlamaStage::block_forward_mixed(int i, ActivationSlot& slot, BlockActivatio
   const DType t = spec_.precision;
   k::Gemm16& g = *spec_.gemm16;
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
-  const float* x = slot.res[static_cast<size_t>(i)].f32();  // (N, C) fp32 residual stream
-  k::rmsnorm16_forward(a.xn1.float16(), a.rstd1.f32(), x, widen_norm_weight(w16 + o.ln1), N_, C_, config_.norm_eps, t);
+  const float* x = slot.res[static_cast<size_t>(i)].f32();  // (Ns, C) fp32 residual stream
+  k::rmsnorm16_forward(a.xn1.float16(), a.rstd1.f32(), x, widen_norm_weight(w16 + o.ln1), Ns_, C_, config_.norm_eps, t);
   float* qkv32 = dqkv_.f32();  // (N, Wqkv) fp32 product, RoPE in fp32, then rounded once
-  k::linear16_forward(qkv32, a.xn1.float16(), w16 + o.qkv, N_, C_, Wqkv_, g, ws);
+  k::linear16_forward(qkv32, gathered_norm(tp, a.xn1).float16(), w16 + o.qkv, N_, C_, Wqkv_, g, ws);
   k::rope_forward(qkv32, qkv32, rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   float16_from_f32(a.qkv.float16(), qkv32, N_ * Wqkv_, t);
   k::attention16_forward(a.attn.float16(), probs_of(a).float16(), a.qkv.float16(), B_, T_, Hl_, KVl_, D_, g,
                          att_scratch_.f32(), ws);
   k::linear16_forward(tmp_.f32(), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, g, ws);
-  tp.reduce_from_tp(tmp_.view());  // o_proj is row-parallel: sum the fp32 partial products
-  add(a.mid.f32(), x, tmp_.f32(), N_ * C_);
-  k::rmsnorm16_forward(a.xn2.float16(), a.rstd2.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), N_, C_,
+  row_parallel_residual(tp, a.mid.f32(), x);  // o_proj is row-parallel: sum the fp32 partial products
+  k::rmsnorm16_forward(a.xn2.float16(), a.rstd2.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), Ns_, C_,
                        config_.norm_eps, t);
   float* gu32 = dgu_.f32();  // (N, 2Fl) fp32 product, rounded once
-  k::linear16_forward(gu32, a.xn2.float16(), w16 + o.gu, N_, C_, 2 * Fl_, g, ws);
+  k::linear16_forward(gu32, gathered_norm(tp, a.xn2).float16(), w16 + o.gu, N_, C_, 2 * Fl_, g, ws);
   float16_from_f32(a.gu.float16(), gu32, N_ * 2 * Fl_, t);
   k::swiglu16_forward(a.h.float16(), a.gu.float16(), N_, Fl_, t);
   k::linear16_forward(tmp_.f32(), a.h.float16(), w16 + o.down, N_, Fl_, C_, g, ws);
-  tp.reduce_from_tp(tmp_.view());  // down_proj is row-parallel
-  if (write_output) add(slot.res[static_cast<size_t>(i + 1)].f32(), a.mid.f32(), tmp_.f32(), N_ * C_);
+  // down_proj is row-parallel
+  row_parallel_residual(tp, write_output ? slot.res[static_cast<size_t>(i + 1)].f32() : nullptr, a.mid.f32());
 }
 
 void LlamaStage::head_forward_mixed(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16,
                                     TensorParallelOps& tp) {
   const float* x = s.res.back().f32();
-  k::rmsnorm16_forward(s.xf.float16(), s.rstdf.f32(), x, widen_norm_weight(w16), N_, C_, config_.norm_eps,
+  k::rmsnorm16_forward(s.xf.float16(), s.rstdf.f32(), x, widen_norm_weight(w16), Ns_, C_, config_.norm_eps,
                        spec_.precision);
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
-  k::linear16_forward(s.logits.f32(), s.xf.float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16, ws);  // fp32 (N, Vl)
+  k::linear16_forward(s.logits.f32(), gathered_norm(tp, s.xf).float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16,
+                      ws);  // fp32 (N, Vl)
   head_loss(s, tp);
 }
 
@@ -122,10 +122,12 @@ void LlamaStage::head_backward_mixed(ActivationSlot& s, const uint16_t* w16, con
                             loss_scale);
   uint16_t* dlogits16 = grad16_.float16();
   float16_from_f32(dlogits16, dlogits, N_ * Vl_, t);
-  k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, s.xf.float16(), w_lm16, N_, C_, Vl_, false, *spec_.gemm16, ws);
-  tp.copy_to_tp_backward(dxn_.view());  // xf entered the vocab-parallel head replicated
-  std::fill_n(dres_.f32(), N_ * C_, 0.0f);
-  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), s.rstdf.f32(), N_, C_);
+  k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, gathered_norm(tp, s.xf).float16(), w_lm16, N_, C_, Vl_, false,
+                       *spec_.gemm16, ws);
+  column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
+  std::fill_n(dres_.f32(), Ns_ * C_, 0.0f);
+  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), s.rstdf.f32(), Ns_, C_);
+  norm_weight_grad(tp, dw);
 }
 
 void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
@@ -135,26 +137,31 @@ void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivati
   k::Gemm16& g = *spec_.gemm16;
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
   const float* x = slot.res[static_cast<size_t>(i)].f32();
-  float* dres = dres_.f32();          // fp32; in: dL/d(block output); out: dL/d(block input)
+  float* dres = dres_.f32();          // (Ns, C) fp32; in: dL/d(block output); out: dL/d(block input)
   uint16_t* g16 = grad16_.float16();  // the rounded gradient entering the next GEMM backward
   // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
-  float16_from_f32(g16, dres, N_ * C_, t);
-  k::linear16_backward(dh_.f32(), dw + o.down, g16, a.h.float16(), w16 + o.down, N_, Fl_, C_, false, g, ws);
+  k::linear16_backward(dh_.f32(), dw + o.down, gathered_dres16(tp), a.h.float16(), w16 + o.down, N_, Fl_, C_, false, g,
+                       ws);
   k::swiglu16_backward(g16, dh_.f32(), a.gu.float16(), N_, Fl_, t);  // dgu, rounded
-  k::linear16_backward(dxn_.f32(), dw + o.gu, g16, a.xn2.float16(), w16 + o.gu, N_, C_, 2 * Fl_, false, g, ws);
-  tp.copy_to_tp_backward(dxn_.view());  // gate/up are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), a.rstd2.f32(), N_, C_);
+  k::linear16_backward(dxn_.f32(), dw + o.gu, g16, gathered_norm(tp, a.xn2).float16(), w16 + o.gu, N_, C_, 2 * Fl_,
+                       false, g, ws);
+  column_parallel_dgrad(tp);  // gate/up are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), a.rstd2.f32(), Ns_,
+                      C_);
+  norm_weight_grad(tp, dw + o.ln2);
   // Attention: mid = x + o(attn).
-  float16_from_f32(g16, dres, N_ * C_, t);
-  k::linear16_backward(dattn_.f32(), dw + o.o, g16, a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, false, g, ws);
+  k::linear16_backward(dattn_.f32(), dw + o.o, gathered_dres16(tp), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_,
+                       false, g, ws);
   float16_from_f32(g16, dattn_.f32(), N_ * Hl_ * D_, t);
   k::attention16_backward(dqkv_.f32(), g16, a.qkv.float16(), probs_of(a).float16(), B_, T_, Hl_, KVl_, D_, g,
                           att_scratch_.f32(), ws);
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   float16_from_f32(g16, dqkv_.f32(), N_ * Wqkv_, t);
-  k::linear16_backward(dxn_.f32(), dw + o.qkv, g16, a.xn1.float16(), w16 + o.qkv, N_, C_, Wqkv_, false, g, ws);
-  tp.copy_to_tp_backward(dxn_.view());  // q/k/v are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, widen_norm_weight(w16 + o.ln1), a.rstd1.f32(), N_, C_);
+  k::linear16_backward(dxn_.f32(), dw + o.qkv, g16, gathered_norm(tp, a.xn1).float16(), w16 + o.qkv, N_, C_, Wqkv_,
+                       false, g, ws);
+  column_parallel_dgrad(tp);  // q/k/v are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, widen_norm_weight(w16 + o.ln1), a.rstd1.f32(), Ns_, C_);
+  norm_weight_grad(tp, dw + o.ln1);
 }
 
 }  // namespace sp::model

@@ -21,27 +21,26 @@ using stage_detail::BlockOffsets;
 void LlamaStage::block_forward_f32(int i, ActivationSlot& slot, BlockActivations& a, const float* w,
                                    TensorParallelOps& tp, bool write_output) {
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
-  const float* x = slot.res[static_cast<size_t>(i)].f32();  // (N, C)
-  k::rmsnorm_forward(a.xn1.f32(), a.rstd1.f32(), x, w + o.ln1, N_, C_, config_.norm_eps);
-  k::linear_forward(a.qkv.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_);
+  const float* x = slot.res[static_cast<size_t>(i)].f32();  // (Ns, C)
+  k::rmsnorm_forward(a.xn1.f32(), a.rstd1.f32(), x, w + o.ln1, Ns_, C_, config_.norm_eps);
+  k::linear_forward(a.qkv.f32(), gathered_norm(tp, a.xn1).f32(), w + o.qkv, N_, C_, Wqkv_);
   // RoPE on the q and k heads, which are adjacent at the start of every qkv row.
   k::rope_forward(a.qkv.f32(), a.qkv.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   k::attention_forward(a.attn.f32(), probs_of(a).f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
   k::linear_forward(tmp_.f32(), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_);
-  tp.reduce_from_tp(tmp_.view());  // o_proj is row-parallel: sum the partial products
-  add(a.mid.f32(), x, tmp_.f32(), N_ * C_);
-  k::rmsnorm_forward(a.xn2.f32(), a.rstd2.f32(), a.mid.f32(), w + o.ln2, N_, C_, config_.norm_eps);
-  k::linear_forward(a.gu.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_);
+  row_parallel_residual(tp, a.mid.f32(), x);  // o_proj is row-parallel: sum the partial products
+  k::rmsnorm_forward(a.xn2.f32(), a.rstd2.f32(), a.mid.f32(), w + o.ln2, Ns_, C_, config_.norm_eps);
+  k::linear_forward(a.gu.f32(), gathered_norm(tp, a.xn2).f32(), w + o.gu, N_, C_, 2 * Fl_);
   k::swiglu_forward(a.h.f32(), a.gu.f32(), N_, Fl_);
   k::linear_forward(tmp_.f32(), a.h.f32(), w + o.down, N_, Fl_, C_);
-  tp.reduce_from_tp(tmp_.view());  // down_proj is row-parallel
-  if (write_output) add(slot.res[static_cast<size_t>(i + 1)].f32(), a.mid.f32(), tmp_.f32(), N_ * C_);
+  // down_proj is row-parallel
+  row_parallel_residual(tp, write_output ? slot.res[static_cast<size_t>(i + 1)].f32() : nullptr, a.mid.f32());
 }
 
 void LlamaStage::head_forward_f32(ActivationSlot& s, const float* w, const float* w_lm, TensorParallelOps& tp) {
   const float* x = s.res.back().f32();
-  k::rmsnorm_forward(s.xf.f32(), s.rstdf.f32(), x, w, N_, C_, config_.norm_eps);
-  k::linear_forward(s.logits.f32(), s.xf.f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
+  k::rmsnorm_forward(s.xf.f32(), s.rstdf.f32(), x, w, Ns_, C_, config_.norm_eps);
+  k::linear_forward(s.logits.f32(), gathered_norm(tp, s.xf).f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
   head_loss(s, tp);
 }
 
@@ -51,31 +50,37 @@ void LlamaStage::head_backward_f32(ActivationSlot& s, const float* w, const floa
   float* dlogits = s.logits.f32();  // in place: logits are not needed after this
   k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
                             loss_scale);
-  k::linear_backward(dxn_.f32(), dw_lm, dlogits, s.xf.f32(), w_lm, N_, C_, Vl_, /*accumulate_dx=*/false);
-  tp.copy_to_tp_backward(dxn_.view());  // xf entered the vocab-parallel head replicated
-  std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(N_ * C_));
-  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), N_, C_);
+  k::linear_backward(dxn_.f32(), dw_lm, dlogits, gathered_norm(tp, s.xf).f32(), w_lm, N_, C_, Vl_,
+                     /*accumulate_dx=*/false);
+  column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
+  std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(Ns_ * C_));
+  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), Ns_, C_);
+  norm_weight_grad(tp, dw);
 }
 
 void LlamaStage::block_backward_f32(int i, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,
                                     TensorParallelOps& tp) {
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const float* x = slot.res[static_cast<size_t>(i)].f32();
-  float* dres = dres_.f32();  // in: dL/d(block output); out: dL/d(block input)
+  float* dres = dres_.f32();  // (Ns, C) in: dL/d(block output); out: dL/d(block input)
   // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
-  k::linear_backward(dh_.f32(), dw + o.down, dres, a.h.f32(), w + o.down, N_, Fl_, C_, false);
+  k::linear_backward(dh_.f32(), dw + o.down, gathered_dres(tp), a.h.f32(), w + o.down, N_, Fl_, C_, false);
   k::swiglu_backward(dgu_.f32(), dh_.f32(), a.gu.f32(), N_, Fl_);
-  k::linear_backward(dxn_.f32(), dw + o.gu, dgu_.f32(), a.xn2.f32(), w + o.gu, N_, C_, 2 * Fl_, false);
-  tp.copy_to_tp_backward(dxn_.view());  // gate/up are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), N_, C_);
+  k::linear_backward(dxn_.f32(), dw + o.gu, dgu_.f32(), gathered_norm(tp, a.xn2).f32(), w + o.gu, N_, C_, 2 * Fl_,
+                     false);
+  column_parallel_dgrad(tp);  // gate/up are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), Ns_, C_);
+  norm_weight_grad(tp, dw + o.ln2);
   // Attention: mid = x + o(attn).
-  k::linear_backward(dattn_.f32(), dw + o.o, dres, a.attn.f32(), w + o.o, N_, Hl_ * D_, C_, false);
+  k::linear_backward(dattn_.f32(), dw + o.o, gathered_dres(tp), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_, false);
   k::attention_backward(dqkv_.f32(), att_scratch_.f32(), dattn_.f32(), a.qkv.f32(), probs_of(a).f32(), B_, T_, Hl_,
                         KVl_, D_);
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
-  k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), a.xn1.f32(), w + o.qkv, N_, C_, Wqkv_, false);
-  tp.copy_to_tp_backward(dxn_.view());  // q/k/v are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, w + o.ln1, a.rstd1.f32(), N_, C_);
+  k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), gathered_norm(tp, a.xn1).f32(), w + o.qkv, N_, C_, Wqkv_,
+                     false);
+  column_parallel_dgrad(tp);  // q/k/v are column-parallel
+  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, w + o.ln1, a.rstd1.f32(), Ns_, C_);
+  norm_weight_grad(tp, dw + o.ln1);
 }
 
 }  // namespace sp::model

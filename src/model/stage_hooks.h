@@ -42,6 +42,17 @@ class GradSink {
 // The stage calls reduce_from_tp() in forward and copy_to_tp_backward() in backward; both are no-ops
 // at tp = 1. The vocabulary-parallel cross-entropy needs a max and a sum over the tp group.
 // Each reduces its view in place over the tp group (the stage hands fp32 activations in every precision).
+// Sequence parallelism (Korthikanti et al. 2022, §4.2.2) replaces each all-reduce by its two halves,
+// with the regions between the TP-split GEMMs (norms, residual adds, the head's input) holding the
+// rank's sequence shard: positions [rank·T/tp, (rank+1)·T/tp) of each of the B sequences, a contiguous
+// (B, T/tp, ·) buffer of N/tp rows, while `full` is the (B, T, ·) buffer of all N = B·T rows:
+//   reduce_scatter_to_sp:  forward reduce-scatter of a row-parallel layer's (N, ·) partial products
+//                          into this rank's (N/tp, ·) shard; backward all-gather;
+//   gather_from_sp:        forward all-gather of the (N/tp, ·) shards into the replicated (N, ·) input
+//                          of a column-parallel layer; backward reduce-scatter (gather_from_sp_backward);
+//   reduce_replicated_grad: the sum over the group of a replicated weight's (the norms') gradient,
+//                          computed by each rank on its own token shard.
+// `shard` may overlap `full`; full.count = size() · shard.count, one dtype.
 class TensorParallelOps {
  public:
   virtual ~TensorParallelOps() = default;
@@ -51,6 +62,11 @@ class TensorParallelOps {
   virtual void copy_to_tp_backward(BufView dx) = 0;
   virtual void all_reduce_max(BufView x) = 0;
   virtual void all_reduce_sum(BufView x) = 0;
+  virtual void reduce_scatter_to_sp(ConstBufView full, BufView shard) = 0;
+  virtual void gather_from_sp(ConstBufView shard, BufView full) = 0;
+  virtual void gather_from_sp_backward(ConstBufView dfull, BufView dshard) = 0;
+  virtual void reduce_scatter_to_sp_backward(ConstBufView dshard, BufView dfull) = 0;
+  virtual void reduce_replicated_grad(BufView dw) = 0;
 };
 
 // Optional per-layer activation trace (evidence/activations.h): LlamaStage::forward calls observe()
@@ -61,7 +77,8 @@ class ActivationObserver {
   virtual ~ActivationObserver() = default;
   // point: "embed", "block.<global layer>", "final_norm", "logits"; micro_batch: the slot's global
   // micro-batch index; data: this rank's activation, n floats: (N, C), or (N, Vl) for "logits"
-  // (the local vocabulary shard under tp > 1).
+  // (the local vocabulary shard under tp > 1). Under sequence parallelism the residual stream is a
+  // token shard, so only "final_norm" (gathered) and "logits" are observed.
   virtual void observe(const char* point, int64_t micro_batch, const float* data, int64_t n) = 0;
 };
 

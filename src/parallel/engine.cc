@@ -66,6 +66,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
     spec.micro_batch_size = c.train.micro_batch_size;
     spec.seq_len = c.train.seq_len;
     spec.recompute = c.train.recompute;
+    spec.sequence_parallel = c.parallel.sequence_parallel;
     spec.precision = precision.compute;
     spec.gemm16 = gemm16_.get();
     stages_.push_back(std::make_unique<model::LlamaStage>(c.model, spec, ledger_));
@@ -75,7 +76,8 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   for (const model::UnitLayout* u : us) max_unit = std::max(max_unit, u->numel);
   dp_sync_ = std::make_unique<GradientSync>(comms_.axis(comm::Axis::kDp), c.parallel.reduction, ledger_, max_unit);
   tp_ops_ = std::make_unique<TensorParallel>(comms_.axis(comm::Axis::kTp), c.parallel.reduction, ledger_,
-                                             c.train.micro_batch_size * c.train.seq_len * c.model.dim);
+                                             c.train.micro_batch_size * c.train.seq_len * c.model.dim,
+                                             c.parallel.sequence_parallel ? c.train.micro_batch_size : 0);
   params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_, precision.compute);
   grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_,
                                        precision.grad, c.parallel.reduction);

@@ -41,6 +41,9 @@ void FaultInjector::arm(const evidence::FaultSpec& fault, Targets targets) {
         return !(call == 1 && t_.coords.pp == 0 && fires(FaultKind::kDropTpAllreduce, step_));
       });
       break;
+    case FaultKind::kDropSpNormGradReduce:
+      t_.tp->set_replicated_grad_reduce_hook([this] { return !fires(FaultKind::kDropSpNormGradReduce, step_); });
+      break;
     case FaultKind::kZero3StaleParam:
       if (t_.params->zero() == 3)
         t_.params->set_gather_source([this](int unit, const void* shard) -> const void* {

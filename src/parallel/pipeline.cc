@@ -77,8 +77,8 @@ void PipelineRunner::forward(ChunkState& c, int64_t mb, const StepIO& io) {
   }
   comm::ScopedPhase phase(trace_, io.forward_phase, io.step, global_mb);
   const int pp = pp_.size();
-  const int64_t n = stage.tokens() * stage.config().dim;
-  if (!pl.first) {  // recv_forward
+  const int64_t n = stage.boundary_floats();  // (Ns, C): the token shard under sequence parallelism
+  if (!pl.first) {                            // recv_forward
     const int64_t t0 = now_ns();
     pp_.recv(slot->input(), n, DType::kF32, (pl.pp_rank - 1 + pp) % pp, tag(pl.chunk - 1, 0, mb, io.micro_batches));
     if (timeline_) timeline_->record("recv", pl.virtual_stage, global_mb, t0);
@@ -108,8 +108,8 @@ void PipelineRunner::backward(ChunkState& c, int64_t mb, const StepIO& io) {
   model::ActivationSlot* slot = it->second;
   comm::ScopedPhase phase(trace_, comm::Phase::kBackward, io.step, global_mb);
   const int pp = pp_.size();
-  const int64_t n = stage.tokens() * stage.config().dim;
-  if (c.pending_grad) {  // the gradient scratch is about to be rewritten
+  const int64_t n = stage.boundary_floats();  // (Ns, C): the token shard under sequence parallelism
+  if (c.pending_grad) {                       // the gradient scratch is about to be rewritten
     const int64_t t0 = now_ns();
     c.pending_grad->wait();
     c.pending_grad.reset();

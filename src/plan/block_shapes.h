@@ -15,5 +15,8 @@ struct BlockShapes {
   int64_t B = 0, T = 0, N = 0, C = 0, D = 0, Hl = 0, KVl = 0, Fl = 0, Vl = 0, Wqkv = 0;
 };
 BlockShapes block_shapes(const model::LlamaConfig& m, int tp, int64_t micro_batch_size, int64_t seq_len);
+// Token rows of the residual stream, the norms' inputs and statistics and the pipeline boundary on one rank:
+// Ns = N/tp under sequence parallelism (model::StageSpec::sequence_parallel), else N.
+inline int64_t sp_rows(int64_t N, int tp, bool sequence_parallel) { return sequence_parallel ? N / tp : N; }
 
 }  // namespace sp::plan

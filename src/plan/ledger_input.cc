@@ -25,6 +25,7 @@ LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coo
   in.micro_batch_size = c.train.micro_batch_size;
   in.seq_len = c.train.seq_len;
   in.recompute = c.train.recompute;
+  in.sequence_parallel = pc.sequence_parallel;
   in.param_bytes = static_cast<int64_t>(dtype_size(c.train.precision.compute));
   in.grad_bytes = static_cast<int64_t>(dtype_size(c.train.precision.grad));
   in.gemm16 = plan.gemm16;

@@ -30,6 +30,9 @@ struct LedgerModelInput {
   int64_t micro_batch_size = 1;  // B
   int64_t seq_len = 1;           // T
   model::Recompute recompute = model::Recompute::kNone;
+  // Sequence parallelism: the residual stream, mid, the norms' rstd and scratch.dres hold N/tp token rows
+  // (docs/memory.md §"Sequence parallelism"); the tp staging exists in either reduction mode.
+  bool sequence_parallel = false;
   // Mixed precision (docs/memory.md §"What phase 2 changes"): bytes per element of the working weights
   // and 16-bit activations (4 in fp32, 2 in bf16/fp16), of the gradient buffers (train.grad_dtype), and
   // the resolved 16-bit GEMM backend (sizes the stage's scratch.gemm16).

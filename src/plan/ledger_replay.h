@@ -94,6 +94,8 @@ class Replay {
   };
 
   int64_t N() const { return in_.micro_batch_size * in_.seq_len; }
+  // Token rows of the residual stream on this rank: N/tp under sequence parallelism (sp_rows).
+  int64_t Ns() const { return sp_rows(N(), in_.tp, in_.sequence_parallel); }
   std::string name_of(int id) const { return model::unit_name(m_, id); }
   int64_t shard_of(int id) const {
     return comm::even_split_counts(unit_numel_.at(id), in_.dp)[static_cast<size_t>(in_.dp_rank)];
@@ -106,8 +108,8 @@ class Replay {
     const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
     const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
     const std::vector<std::tuple<std::string, int64_t, int64_t>> t = {
-        {".xn1", N() * C, h},       {".rstd1", N(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
-        {".attn", N() * Hl * D, h}, {".mid", N() * C, kF}, {".xn2", N() * C, h},    {".rstd2", N(), kF},
+        {".xn1", Ns() * C, h},      {".rstd1", Ns(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
+        {".attn", N() * Hl * D, h}, {".mid", Ns() * C, kF}, {".xn2", Ns() * C, h},   {".rstd2", Ns(), kF},
         {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
     for (const auto& [s, n, bytes] : t)
       if (s != ".probs" || in_.recompute != model::Recompute::kSelective)
@@ -131,7 +133,7 @@ class Replay {
       sim_.alloc("rope.cos", W, T * (D / 2) * kF);
       sim_.alloc("rope.sin", W, T * (D / 2) * kF);
       sim_.alloc("scratch.tmp", W, N() * C * kF);
-      sim_.alloc("scratch.dres", W, N() * C * kF);
+      sim_.alloc("scratch.dres", W, Ns() * C * kF);
       if (n_local > 0 || ch.last) sim_.alloc("scratch.dxn", W, N() * C * kF);
       if (n_local > 0) {
         sim_.alloc("scratch.dqkv", W, N() * Wqkv * kF);
@@ -151,6 +153,8 @@ class Replay {
         if (w.grad16 > 0) sim_.alloc("scratch.grad16", W, w.grad16 * in_.param_bytes);
         if (w.gemm16 > 0) sim_.alloc("scratch.gemm16", W, w.gemm16 * kF);
       }
+      if (in_.sequence_parallel && (n_local > 0 || ch.last))  // the gathered norm output
+        sim_.alloc("scratch.xn_full", W, N() * C * in_.param_bytes);
       const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
       for (int id : ids) unit_numel_[id] = model::unit_layout(m_, id, in_.tp_rank, in_.tp).numel;
       chunk_units.push_back(ids);
@@ -162,7 +166,9 @@ class Replay {
     }
     if (in_.deterministic && in_.dp > 1)
       sim_.alloc("comm.dp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(max_unit, in_.dp) * kF);
-    if (in_.deterministic && in_.tp > 1)
+    if (in_.sequence_parallel && in_.tp > 1)  // the rank-major copy and the reduce-scatter's scratch
+      sim_.alloc("comm.tp_staging", Category::kComm, 2 * N() * C * kF);
+    else if (in_.deterministic && in_.tp > 1)
       sim_.alloc("comm.tp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(N() * C, in_.tp) * kF);
     std::vector<int> all_units;
     for (const auto& ids : chunk_units) all_units.insert(all_units.end(), ids.begin(), ids.end());
@@ -198,12 +204,13 @@ class Replay {
     const std::string p = fmt::format("act.s{}", next_slot_++);
     if (ch.first) sim_.alloc(p + ".inputs", Category::kIo, N() * kF);
     if (ch.last) sim_.alloc(p + ".targets", Category::kIo, N() * kF);
-    for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i) sim_.alloc(fmt::format("{}.res{}", p, i), A, N() * C * kF);
+    for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i)
+      sim_.alloc(fmt::format("{}.res{}", p, i), A, Ns() * C * kF);
     if (in_.recompute != model::Recompute::kFull)
       for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l));
     if (ch.last) {
-      sim_.alloc(p + ".xf", A, N() * C * in_.param_bytes);
-      sim_.alloc(p + ".rstdf", A, N() * kF);
+      sim_.alloc(p + ".xf", A, Ns() * C * in_.param_bytes);
+      sim_.alloc(p + ".rstdf", A, Ns() * kF);
       sim_.alloc(p + ".logits", A, N() * Vl * kF);
       for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(p + s, A, N() * kF);
     }

@@ -218,6 +218,15 @@ void shard_rules(const config::RunConfig& c, std::vector<RuleViolation>& errs) {
                                          "embedding and LM head are split by vocabulary rows); hint: choose "
                                          "data.vocab_size a multiple of {}",
                                          m.vocab_size, p.tp, p.tp)});
+  if (p.sequence_parallel && p.tp == 1)
+    errs.push_back(
+        "parallel.sequence_parallel = true needs parallel.tp > 1 (it splits the tokens over the tensor-parallel "
+        "group); hint: set parallel.tp ≥ 2 or sequence_parallel = false");
+  if (p.sequence_parallel && p.tp > 1 && t.seq_len % p.tp != 0)
+    errs.push_back({kDivide, fmt::format("train.seq_len = {} is not divisible by parallel.tp = {} (parallel."
+                                         "sequence_parallel = true gives each tp rank seq_len / tp tokens); hint: "
+                                         "choose seq_len a multiple of {} or sequence_parallel = false",
+                                         t.seq_len, p.tp, p.tp)});
   const int v = p.virtual_stages;
   if (v > 1 && p.schedule != config::Schedule::kInterleaved)
     errs.push_back(fmt::format("parallel.virtual_stages = {} needs parallel.schedule = \"interleaved\"", v));
@@ -353,7 +362,8 @@ evidence::FaultTarget RunPlan::fault_target() const {
           .staleness = pc.staleness,
           .steps = config.train.steps,
           .micro_batches = micro_batches,
-          .checkpoint_every = config.evidence.checkpoint_every};
+          .checkpoint_every = config.evidence.checkpoint_every,
+          .sequence_parallel = pc.sequence_parallel};
 }
 
 std::string gemm16_backend_name(const RunPlan& plan) {

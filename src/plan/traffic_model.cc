@@ -4,6 +4,7 @@
 #include "evidence/bundle_paths.h"
 #include "evidence/tensor_summary.h"
 #include "model/weights.h"
+#include "plan/block_shapes.h"
 #include "plan/ps_keys.h"
 #include "plan/schedule.h"
 
@@ -34,6 +35,14 @@ struct Ctx {
     } else {
       add(group, phase, "all_reduce", 1, b * n);
     }
+  }
+  // Sequence parallelism's halves of that sum: a reduce-scatter of n elements (deterministic: the all_to_all
+  // of the rank's chunks, whose owner sums them) and an all-gather into n elements (both modes).
+  void reduce_scatter(const std::string& group, const char* phase, int64_t n, int64_t b = 4) {
+    add(group, phase, det ? "all_to_all" : "reduce_scatter", 1, b * n);
+  }
+  void all_gather(const std::string& group, const char* phase, int64_t n, int64_t b) {
+    add(group, phase, "all_gather", 1, b * n);
   }
   StepOps ops() const {
     StepOps out;
@@ -67,6 +76,47 @@ void add_ps_traffic(Ctx& x, const RunPlan& plan, int rank) {
   }
 }
 
+// Sequence parallelism's tp traffic of one pass (docs/comm.md): in place of add_pass_traffic's sums, per block
+// forward an all-gather of each norm output (N·C of the compute dtype) and a reduce-scatter of each row-parallel
+// output (N·C fp32), the embedding's reduce-scatter and the head input's all-gather; backward the conjugates —
+// an all-gather of dres before each row-parallel backward (fp32; the rounded 16-bit copy in mixed precision;
+// fp32 before the embedding's), a reduce-scatter of each column-parallel input gradient — the all-gather of
+// each saved norm-output shard again for its GEMM's weight gradient, and the sum of each replicated norm
+// weight's gradient (C); recomputation replays the forward ones.
+void add_sp_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char* phase) {
+  const config::RunConfig& rc = x.plan.config;
+  const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
+  const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = rc.model.dim;
+  const int blocks = ch.layer_end - ch.layer_begin;
+  auto block_forward = [&] {
+    for (int i = 0; i < 2; ++i) {
+      x.all_gather(x.tp, phase, N * C, pb);  // norm output → column-parallel input
+      x.reduce_scatter(x.tp, phase, N * C);  // row-parallel output → residual shard
+    }
+  };
+  if (forward) {
+    if (ch.first) x.reduce_scatter(x.tp, phase, N * C);
+    for (int b = 0; b < blocks; ++b) block_forward();
+    if (ch.last) x.all_gather(x.tp, phase, N * C, pb);
+    return;
+  }
+  if (ch.last) {
+    x.all_gather(x.tp, phase, N * C, pb);  // xf again, for the LM head's weight gradient
+    x.reduce_scatter(x.tp, phase, N * C);
+    x.sum(x.tp, phase, C);  // model.norm.weight
+  }
+  for (int b = 0; b < blocks; ++b) {
+    if (rc.train.recompute == model::Recompute::kFull) block_forward();
+    for (int i = 0; i < 2; ++i) {
+      x.all_gather(x.tp, phase, N * C, pb);  // dres → row-parallel backward
+      x.all_gather(x.tp, phase, N * C, pb);  // xn2, xn1 again, for gate/up's and q/k/v's weight gradients
+      x.reduce_scatter(x.tp, phase, N * C);  // column-parallel input gradient → shard
+      x.sum(x.tp, phase, C);                 // post_attention_layernorm, input_layernorm
+    }
+  }
+  if (ch.first) x.all_gather(x.tp, phase, N * C, 4);  // dres → the embedding's scatter-add
+}
+
 // One forward or backward pass of a chunk for one micro-batch: ZeRO-3's gathers, tensor parallelism's sums
 // (two per block forward, two or four with recomputation backward, the vocabulary-parallel loss) and the
 // pipeline's activation and gradient p2p.
@@ -76,18 +126,21 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
   const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
+  const bool sp = rc.parallel.sequence_parallel;
+  const int64_t Nb = sp_rows(N, tp, sp);  // the pipeline boundary's token rows
   auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
   const int blocks = ch.layer_end - ch.layer_begin;
+  if (sp) add_sp_pass_traffic(x, ch, forward, phase);
   auto gather = [&](int id) {  // ZeRO-3 acquisition
     if (zero == 3 && dp > 1) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
   };
   if (forward) {
     if (ch.first) {
       gather(model::embed_unit());
-      if (tp > 1) x.sum(x.tp, phase, N * C);
+      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-    if (tp > 1)
+    if (tp > 1 && !sp)
       for (int b = 0; b < blocks; ++b) {
         x.sum(x.tp, phase, N * C);
         x.sum(x.tp, phase, N * C);
@@ -101,22 +154,22 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
         x.sum(x.tp, phase, N);                       // target logit
       }
     }
-    if (!ch.first) x.add(x.pp, phase, "recv", 1, 4 * N * C);  // recv_forward
-    if (!ch.last) x.add(x.pp, phase, "send", 1, 4 * N * C);   // send_forward
+    if (!ch.first) x.add(x.pp, phase, "recv", 1, 4 * Nb * C);  // recv_forward
+    if (!ch.last) x.add(x.pp, phase, "send", 1, 4 * Nb * C);   // send_forward
   } else {
     if (ch.last) {
       gather(model::head_unit(m));
       if (m.tie_embeddings) gather(model::embed_unit());
-      if (tp > 1) x.sum(x.tp, phase, N * C);
+      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-    if (tp > 1) {
+    if (tp > 1 && !sp) {
       // full replays each block's two forward all-reduces; selective recomputes no communication
       const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
       for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
     }
-    if (!ch.last) x.add(x.pp, phase, "recv", 1, 4 * N * C);   // recv_backward
-    if (!ch.first) x.add(x.pp, phase, "send", 1, 4 * N * C);  // send_backward
+    if (!ch.last) x.add(x.pp, phase, "recv", 1, 4 * Nb * C);   // recv_backward
+    if (!ch.first) x.add(x.pp, phase, "send", 1, 4 * Nb * C);  // send_backward
   }
 }
 

@@ -10,7 +10,9 @@
 //   tp, forward/backward/eval: 2 per block forward (o_proj, down_proj), 2 per block backward
 //                   (q/k/v and gate/up input gradients), +1 forward for the embedding, head: max, Σexp,
 //                   target logit (N each) forward and 1 (N·C) backward; recompute replays the forward ones
-//   pp:             send/recv of (N, C) per micro-batch per chunk boundary, each direction
+//   tp under sequence parallelism: each sum above becomes a reduce-scatter and an all-gather, plus the norms'
+//                   gradient sums (add_sp_pass_traffic in traffic_model.cc says which, and in which dtype)
+//   pp:             send/recv of (N, C) per micro-batch per chunk boundary, each direction ((N/tp, C) under SP)
 //   world:          loss all_reduce (M doubles), gradient summaries (norm), parameter summaries and the
 //                   dp-replica digest exchange (evidence)
 #pragma once

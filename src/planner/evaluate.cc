@@ -334,6 +334,7 @@ config::RunConfig config_for_strategy(const config::RunConfig& base, const Strat
   c.parallel.zero = s.zero;
   c.train.micro_batch_size = s.micro_batch_size;
   c.train.recompute = engine_recompute(s.recompute);
+  c.parallel.sequence_parallel = s.sequence_parallel;
   return c;
 }
 

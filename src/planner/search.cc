@@ -80,6 +80,10 @@ std::vector<Strategy> enumerate_strategies(const SearchSpace& space) {
               s.recompute = rc;
               s.micro_batch_size = b;
               out.push_back(s);
+              if (space.sequence_parallel && tp > 1) {
+                s.sequence_parallel = true;
+                out.push_back(s);
+              }
             }
     }
   return out;

@@ -30,7 +30,8 @@ struct SearchSpace {
                                              config::Schedule::kInterleaved};
   std::vector<int> zero_stages = {0, 1, 2, 3};
   std::vector<RecomputeMode> recompute = {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull};
-  int max_virtual_stages = 4;  // interleaved: v ∈ [2, max_virtual_stages]
+  int max_virtual_stages = 4;      // interleaved: v ∈ [2, max_virtual_stages]
+  bool sequence_parallel = false;  // also try every tp > 1 strategy with sequence parallelism
 };
 
 enum class ExclusionKind { kDoesNotDivide, kRefused, kDoesNotFit };

@@ -53,8 +53,9 @@ std::optional<RecomputeMode> recompute_from_label(const std::string& s) {
 }
 
 std::string strategy_name(const Strategy& s) {
-  return fmt::format("dp{}.tp{}.pp{}.v{}.{}.zero{}.recompute-{}.mb{}", s.dp, s.tp, s.pp, s.virtual_stages,
-                     config::schedule_name(s.schedule), s.zero, recompute_label(s.recompute), s.micro_batch_size);
+  return fmt::format("dp{}.tp{}.pp{}.v{}.{}.zero{}.recompute-{}.mb{}{}", s.dp, s.tp, s.pp, s.virtual_stages,
+                     config::schedule_name(s.schedule), s.zero, recompute_label(s.recompute), s.micro_batch_size,
+                     s.sequence_parallel ? ".sp" : "");
 }
 
 nlohmann::json strategy_to_json(const Strategy& s) {
@@ -66,7 +67,8 @@ nlohmann::json strategy_to_json(const Strategy& s) {
           {"schedule", config::schedule_name(s.schedule)},
           {"zero", s.zero},
           {"recompute", recompute_label(s.recompute)},
-          {"micro_batch_size", s.micro_batch_size}};
+          {"micro_batch_size", s.micro_batch_size},
+          {"sequence_parallel", s.sequence_parallel}};
 }
 
 }  // namespace sp::planner

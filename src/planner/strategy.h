@@ -34,12 +34,15 @@ struct Strategy {
   int zero = 0;                                         // ZeRO stage over dp: 0 (plain DP), 1, 2, 3
   RecomputeMode recompute = RecomputeMode::kNone;
   int64_t micro_batch_size = 1;  // B, sequences per micro-batch
+  // Megatron sequence parallelism (parallel.sequence_parallel, tp > 1): norms and residuals on 1/tp of the
+  // sequence; priced by the engine's own ledger and traffic models.
+  bool sequence_parallel = false;
 
   int world() const { return dp * tp * pp; }
   bool operator==(const Strategy&) const = default;
 };
 
-// "dp8.tp8.pp4.v2.interleaved.zero1.recompute-full.mb2".
+// "dp8.tp8.pp4.v2.interleaved.zero1.recompute-full.mb2", with ".sp" appended under sequence parallelism.
 std::string strategy_name(const Strategy& s);
 nlohmann::json strategy_to_json(const Strategy& s);
 

@@ -74,7 +74,13 @@ CASES = {
     # (4 steps instead of 6: every stage runs twice, anchored, under tensor parallelism; this keeps it ≤ 12 s.)
     "bf16_tp2_drop_tp_allreduce": ("drop-tp-allreduce@2", ["parallel.tp=2", "train.precision=bf16"] + STEPS4,
                                    "trace vs predicted communication", False),
+    # Sequence parallelism's replicated norm gradients left unreduced over tp: the trace first (the norms' sums
+    # missing from the backward), and the checksums at the same step (CAUGHT_BY_CHECKSUMS_TOO).
+    "sp_drop_norm_grad_reduce": ("drop-sp-norm-grad-reduce@3", ["parallel.tp=2", "parallel.sequence_parallel=true"],
+                                 "trace vs predicted communication", False),
 }
+# Faults whose gradient checksums must leave the tolerance at the injected step as well (docs/faults.md).
+CAUGHT_BY_CHECKSUMS_TOO = {"sp_drop_norm_grad_reduce"}
 
 
 def world(sets):
@@ -132,6 +138,11 @@ def check_fault_case(args, name):
         fail(f"verify {out}: exit {v.returncode}\n{v.stdout[-3000:]}")
     if name in ANCHORED_16:
         check_anchored_16(args, out)
+    if name in CAUGHT_BY_CHECKSUMS_TOO:
+        sums = [x for x in fd["views"] if x["view"] == "gradient/parameter checksums vs reference"]
+        if not sums or not sums[0]["found"] or sums[0]["step"] != step or "layernorm" not in sums[0].get("tensor", ""):
+            fail(f"the checksums did not catch {fault} at step {step} on a norm weight: {sums}")
+        print(f"checksums too: step {sums[0]['step']}, {sums[0]['tensor']}")
     print(f"PASS {name}: {first['view']} at step {first['step']}")
 
 
@@ -250,6 +261,8 @@ def check_usage(args):
     cases = [
         (["--fault", "no-such-fault"], "unknown fault"),
         (["--fault", "drop-tp-allreduce"], "tp = 1"),
+        (["--fault", "drop-sp-norm-grad-reduce"], "sequence_parallel = false"),
+        (["--set", "parallel.sequence_parallel=true"], "parallel.sequence_parallel = true needs parallel.tp > 1"),
         (["--set", "parallel.dp=3"], "dp"),
         (["--set", "prove.checkpoint_step=6"], "prove.checkpoint_step"),
     ]

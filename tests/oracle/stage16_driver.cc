@@ -49,6 +49,11 @@ struct NoTp : model::TensorParallelOps {
   void copy_to_tp_backward(BufView) override {}
   void all_reduce_max(BufView) override {}
   void all_reduce_sum(BufView) override {}
+  void reduce_scatter_to_sp(ConstBufView, BufView) override {}
+  void gather_from_sp(ConstBufView, BufView) override {}
+  void gather_from_sp_backward(ConstBufView, BufView) override {}
+  void reduce_scatter_to_sp_backward(ConstBufView, BufView) override {}
+  void reduce_replicated_grad(BufView) override {}
 };
 
 int fail(const Status& s) {

@@ -18,6 +18,7 @@ COMMON = ["--preset", "tiny", "--set", "train.steps=5", "--set", "train.eval_bat
           "--quiet"]
 
 PS = ["parallel.architecture=ps"]
+SP = ["parallel.sequence_parallel=true"]
 M6 = ["train.global_batch=12"]
 # Mixed precision (docs/equivalence.md §5): bf16 with fp32 gradients (Megatron's default) against its own
 # single-device bf16 reference, and bf16 with 16-bit gradients (ZeRO's accounting) against another.
@@ -55,6 +56,9 @@ CASES = {
     "tp2": (2, ["parallel.tp=2"], "within-tolerance"),
     "tp4": (4, ["parallel.tp=4"], "within-tolerance"),
     "tp2_pp2": (4, ["parallel.tp=2", "parallel.pp=2"], "within-tolerance"),
+    # Megatron sequence parallelism (docs/equivalence.md §3, "Sequence parallelism"): the TP tolerance class.
+    "sp_tp2": (2, SP + ["parallel.tp=2"], "within-tolerance"),
+    "sp_tp2_pp2": (4, SP + ["parallel.tp=2", "parallel.pp=2"], "within-tolerance"),
     "dp2_tp2": (4, ["parallel.dp=2", "parallel.tp=2", "parallel.zero=1"], "within-tolerance"),
     "dp2_pp2": (4, ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
     "dp2_tp2_zero3": (4, ["parallel.dp=2", "parallel.tp=2", "parallel.zero=3"], "within-tolerance"),
@@ -77,6 +81,7 @@ CASES = {
     "bf16_pp2_1f1b": (2, BF + ["parallel.pp=2"], "bitwise-equal"),
     "bf16_dp2_pp2": (4, BF + ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
     "bf16_tp2": (2, BF + ["parallel.tp=2"], "within-tolerance"),
+    "bf16_sp_tp2": (2, BF + SP + ["parallel.tp=2"], "within-tolerance"),
     "ref_bf16g": (1, BG, "bitwise-equal"),
     "bf16g_dp2": (2, BG + ["parallel.dp=2"], "bitwise-equal"),
     "bf16g_zero2_dp4": (4, BG + ["parallel.dp=4", "parallel.zero=2"], "bitwise-equal"),
@@ -136,6 +141,10 @@ def check_every_record_bitwise(check, out, ref):
         print(f"{len(got)} of {len(want)} checksum records bitwise equal to {os.path.basename(ref)}")
 
 
+# Cases run twice: the second run must be bitwise equal to the first (determinism run to run).
+REPEAT = {"sp_tp2"}
+
+
 def main():
     args = T.case_args(sorted(CASES))
     ranks, overrides, expected = CASES[args.case]
@@ -160,6 +169,12 @@ def main():
         check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
     if "sel_" in args.case:
         check_every_record_bitwise(check, out, ref)
+    if args.case in REPEAT:
+        again = T.fresh(out + "_again")
+        p = T.run(T.launch(args.bin, ranks) + ["train", "--out", again] + COMMON + T.sets(overrides))
+        v = T.run([args.bin, "verify", again, "--against", out])
+        check(p.returncode == 0 and "bitwise-equal" in v.stdout, f"a second run is not bitwise equal:\n{v.stdout}")
+        print("repeat:", v.stdout.splitlines()[0] if v.stdout else "?")
     return check.verdict(args.case)
 
 

@@ -6,8 +6,8 @@ Cases:
                 shard 1 + 2^-7 too large) is caught at step 20 by the anchored view, and the free-running view
                 alone does not localize it (it verifies step 0 only and reports drift after it);
   matrix_NAME   (label `long`, `make test-long`) one row of the clean matrix: `prove` on the tiny preset at its
-                full length with the topology's default fault: the gate PASSes (zero false alarms) and the fault
-                is localized at its injected step; the measured single-step errors are printed per tensor kind
+                full length with the topology's default fault (the sp_ rows: drop-sp-norm-grad-reduce): the gate
+                PASSes (zero false alarms) and the fault is localized at its injected step; the measured single-step errors are printed per tensor kind
                 against their tolerance (docs/equivalence.md §measured);
   tolerances    (label `long`) the per-tensor-kind table over every matrix bundle still on disk.
 Usage: anchored.py CASE --bin shardproof --work DIR
@@ -39,6 +39,11 @@ MATRIX = {
     "recompute_tp2": ["parallel.tp=2", "train.recompute=full"],
     "fast_dp2": ["parallel.dp=2", "parallel.reduction=fast"],
     "tp2_planted": ["parallel.tp=2"],  # with tp-grad-scale at step 20
+    # Megatron sequence parallelism (docs/equivalence.md §3, "Sequence parallelism"): the same derived tolerance.
+    "sp_tp2": ["parallel.tp=2", "parallel.sequence_parallel=true"],
+    "sp_tp4": ["parallel.tp=4", "parallel.sequence_parallel=true"],
+    "sp_dp2_tp2": ["parallel.dp=2", "parallel.tp=2", "parallel.sequence_parallel=true"],
+    "sp_tp2_pp2": ["parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true"],
 }
 
 
@@ -107,8 +112,10 @@ def check_matrix(args, name):
     out = os.path.join(args.work, "matrix", name)
     shutil.rmtree(out, ignore_errors=True)
     fault = "tp-grad-scale@20:0" if name == "tp2_planted" else None
+    if name.startswith("sp_"):  # sequence parallelism's own catalogue fault, at prove's default step k
+        fault = "drop-sp-norm-grad-reduce"
     p = prove(args, out, MATRIX[name], fault=fault, preset="tiny")
-    step = 20 if fault else load(os.path.join(out, "contract.json"))["config"]["train"]["steps"] // 2
+    step = 20 if name == "tp2_planted" else load(os.path.join(out, "contract.json"))["config"]["train"]["steps"] // 2
     first = check_pass(out, p, step)
     print(f"PASS matrix {name}: PASS, first divergence {first['view']} at step {first['step']}")
     # Keep only what the tolerance table needs (the bundle's checkpoints are large).

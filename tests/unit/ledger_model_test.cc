@@ -79,6 +79,40 @@ TEST(LedgerModel, ClosedFormEqualsStepByStep) {
   EXPECT_EQ(compared, (1 + 2 + 2 + 4 + 2 + 2) * 5 * 4);  // every rank of every case
 }
 
+// Sequence parallelism (docs/memory.md §"Sequence parallelism"): against the same tp2 run without it, the
+// residual stream, mid, the norm outputs and their rstd hold N/2 rows, every other activation is unchanged,
+// and the workspace gains the gathered norm output and a tp staging of 2·N·C floats; the closed form still
+// equals the step-by-step replay.
+TEST(LedgerModel, SequenceParallelShardsTheResidualStream) {
+  auto predict = [](bool sp, bool step_by_step) {
+    config::RunConfig c = config(1, 2, 0, 3, 2, "1f1b", false);
+    c.parallel.tp = 2;
+    c.parallel.sequence_parallel = sp;
+    auto plan = plan::RunPlan::make(c, 4);
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    const plan::LedgerModelInput in = plan::ledger_model_input(*plan, {0, 0, 1}, c.train.eval_batches);
+    return step_by_step ? plan::predict_ledger_step_by_step(in) : plan::predict_ledger(in);
+  };
+  const plan::LedgerPrediction tp = predict(false, false), sp = predict(true, false);
+  expect_same(sp, predict(true, true), "sequence parallel, closed form vs step by step");
+  const int64_t N = 8, C = 32;  // B·T, dim of config()
+  auto bytes = [](const plan::LedgerPrediction& p, const std::string& name) {
+    const auto it = p.entries.find(name);
+    return it == p.entries.end() ? int64_t{-1} : it->second.peak;
+  };
+  for (const char* t : {".xn1", ".mid", ".xn2", ".rstd1", ".rstd2"})
+    EXPECT_EQ(bytes(sp, std::string("act.s0.layers.2") + t) * 2, bytes(tp, std::string("act.s0.layers.2") + t)) << t;
+  for (const char* t : {".qkv", ".probs", ".attn", ".gu", ".h"})
+    EXPECT_EQ(bytes(sp, std::string("act.s0.layers.2") + t), bytes(tp, std::string("act.s0.layers.2") + t)) << t;
+  for (const char* t : {"act.s0.res0", "act.s0.xf", "act.s0.rstdf", "scratch.dres"})
+    EXPECT_EQ(bytes(sp, t) * 2, bytes(tp, t)) << t;
+  EXPECT_EQ(bytes(sp, "act.s0.res0"), N / 2 * C * 4);
+  EXPECT_EQ(bytes(tp, "scratch.xn_full"), -1);
+  EXPECT_EQ(bytes(sp, "scratch.xn_full"), N * C * 4);
+  EXPECT_EQ(bytes(sp, "comm.tp_staging"), 2 * N * C * 4);
+  EXPECT_EQ(bytes(tp, "comm.tp_staging"), N * C * 4);
+}
+
 // Mixed precision with 16-bit gradients: the transient fp32 leaves and "grad.widened" (docs/memory.md §"What
 // phase 2 changes") must repeat from step to step like everything else.
 TEST(LedgerModel, ClosedFormEqualsStepByStepMixedPrecision) {

@@ -108,7 +108,10 @@ TEST(PlanCli, EvaluatesOneConfigurationAndSearches) {
   bool selective = false;
   for (const auto& x : j["excluded"])
     for (const auto& w : x["reasons"]) selective |= w["rule"].get<std::string>().starts_with("selective recompute");
-  EXPECT_FALSE(selective);  // the CLI searches none and full only
+  EXPECT_FALSE(selective);         // the CLI searches none and full only
+  bool sequence_parallel = false;  // and every tp > 1 strategy also with sequence parallelism
+  for (const auto& x : j["ranked"]) sequence_parallel |= x["strategy"]["sequence_parallel"].get<bool>();
+  EXPECT_TRUE(sequence_parallel);
 
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 16 --dp 8 --efficiency 2").code, 2);
   EXPECT_EQ(run("plan --cluster dgx-a100 --model llama-7b --global-batch 16 --dp 8 --dtype int4").code, 2);

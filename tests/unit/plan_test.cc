@@ -66,6 +66,17 @@ TEST(RunPlan, TensorParallelDivisibility) {
   EXPECT_NE(error_of(c, 4).find("n_kv_heads = 2 is not divisible by parallel.tp = 4"), std::string::npos);
 }
 
+TEST(RunPlan, SequenceParallelRules) {
+  config::RunConfig c = tiny();
+  c.parallel.sequence_parallel = true;  // tp = 1
+  EXPECT_NE(error_of(c, 1).find("parallel.sequence_parallel = true needs parallel.tp > 1"), std::string::npos);
+  c.parallel.tp = 2;
+  c.train.seq_len = 15;
+  EXPECT_NE(error_of(c, 2).find("train.seq_len = 15 is not divisible by parallel.tp = 2"), std::string::npos);
+  c.train.seq_len = 16;
+  EXPECT_TRUE(plan::RunPlan::make(c, 2).ok());
+}
+
 TEST(RunPlan, PipelineRules) {
   config::RunConfig c = tiny();
   c.parallel.pp = 3;

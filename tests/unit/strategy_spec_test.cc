@@ -36,6 +36,11 @@ TEST(StrategySpec, TokensSetTheWholeGrid) {
   EXPECT_FALSE(parse_strategy("dp1-selective")->is_reference());
   EXPECT_EQ(parse_strategy("tp2-selective")->overrides().back(), "train.recompute=selective");
   EXPECT_FALSE(parse_strategy("dp2-recompute-selective").ok());  // one recompute mode per spec
+  auto sp = parse_strategy("tp2-sp");
+  ASSERT_TRUE(sp.ok());
+  EXPECT_EQ(sp->overrides().back(), "parallel.sequence_parallel=true");
+  EXPECT_FALSE(sp->is_reference());
+  EXPECT_FALSE(parse_strategy("tp2-sp-sp").ok());
 }
 
 TEST(StrategySpec, BadTokensAreUsageErrorsNamingTheToken) {
