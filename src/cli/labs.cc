@@ -78,7 +78,35 @@ ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options) {
   p.cache = options.cache;
   p.title = fmt::format("{} §{} {}", lab.key, lab.section, lab.title);
   p.quiet = options.quiet;
+  p.lab = lab_bundle_json(lab);
   return p;
+}
+
+std::string observation_view(const std::string& text) {
+  // The first file the observation names decides; the order of `kViews` breaks no tie (earliest match wins).
+  static const std::vector<std::pair<std::string_view, std::string_view>> kViews = {
+      {"timeline", "pipeline"},       {"ledger", "memory"},
+      {"trace", "traffic"},           {"comm_predicted", "traffic"},
+      {"checkpoints", "checkpoints"}, {"checksums", "curves"},
+      {"metrics", "curves"},          {"first-divergence", "divergence"},
+      {"fault/", "divergence"},       {"recovery/", "curves"}};
+  size_t best = std::string::npos;
+  std::string_view view = "gate";
+  for (const auto& [word, id] : kViews)
+    if (const size_t at = text.find(word); at < best) best = at, view = id;
+  return std::string(view);
+}
+
+nlohmann::json lab_bundle_json(const Lab& lab) {
+  nlohmann::json observations = nlohmann::json::array();
+  for (const Observation& o : lab.observe)
+    observations.push_back({{"text", o.text}, {"view", observation_view(o.text)}, {"claims", o.checks}});
+  return {{"key", lab.key},
+          {"section", lab.section},
+          {"title", lab.title},
+          {"mechanism", lab.mechanism},
+          {"check", fmt::format("shardproof lab check {} DIR", lab.key)},
+          {"observations", observations}};
 }
 
 namespace {
@@ -199,7 +227,10 @@ std::string plan_lab_show_text(const Lab& lab) {
     out += "    " + plan_equivalent(lab, c) + "\n";  // one line: to copy
   out.back() = ')';
   out += "\n\nwhat to observe:\n";
-  for (const std::string& line : lab.observe) out += wrap(line, "  - ", "    ");
+  for (const Observation& o : lab.observe) {
+    out += wrap(o.text, "  - ", "    ");
+    for (const std::string& c : o.checks) out += "      claim: " + c + "\n";
+  }
   out += "\nwhat it cannot be extrapolated to:\n";
   for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
   return out;
@@ -237,7 +268,10 @@ std::string lab_show_text(const LabCatalogue& catalogue, const Lab& lab) {
   out += wrap(prove_equivalent(lab), "  (the same as: ", "    ");
   out.back() = ')';
   out += "\n\nwhat to observe:\n";
-  for (const std::string& line : lab.observe) out += wrap(line, "  - ", "    ");
+  for (const Observation& o : lab.observe) {
+    out += wrap(o.text, "  - ", "    ");
+    for (const std::string& c : o.checks) out += "      claim: " + c + "\n";
+  }
   out += "\nwhat it cannot be extrapolated to:\n";
   for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
   for (const std::string& line : catalogue.common_limits) out += wrap(line, "  - ", "    ");

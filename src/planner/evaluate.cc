@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 
+#include "kernels/reduce.h"
+#include "model/precision.h"
 #include "model/weights.h"
 #include "planner/collective_time.h"
 #include "planner/flops.h"
@@ -99,6 +101,34 @@ KernelTimes optimizer_times(const PlanQuery& q, const plan::RunPlan& plan, const
 }
 
 }  // namespace
+
+// What the memory figures assumed (issue 33): the precision of every model state, the GEMM dtype the time is
+// priced at, and the engine's deterministic gradient accumulation with its full-size buffers per unit.
+static std::vector<std::string> state_assumptions(const config::RunConfig& c, const plan::RunPlan& plan,
+                                                  const std::string& dtype) {
+  const model::Precision& p = c.train.precision;
+  const std::string_view compute = model::precision_name(p.compute), grad = model::precision_name(p.grad);
+  std::vector<std::string> out;
+  out.push_back(fmt::format(
+      "states planned at train.precision = {}: parameters {} ({} bytes per element), gradients {} ({} bytes), "
+      "Adam moments fp32 (8 bytes per element){}; ZeRO-{} partitions {} over dp = {}; GEMMs priced at the {} "
+      "peak (--dtype sets the speed only; --precision sets the states)",
+      compute, compute, p.mixed() ? 2 : 4, grad, p.grad == DType::kF32 ? 4 : 2,
+      p.mixed() ? " plus fp32 master weights (4 bytes per element)" : "", c.parallel.zero,
+      c.parallel.zero == 0   ? "nothing"
+      : c.parallel.zero == 1 ? "the optimizer state"
+      : c.parallel.zero == 2 ? "the optimizer state and the gradients"
+                             : "the optimizer state, the gradients and the parameters",
+      c.parallel.dp, dtype));
+  const int64_t k = plan.local_micro_batches;
+  out.push_back(fmt::format(
+      "gradient accumulation: the engine's deterministic canonical tree over k = {} micro-batch{} per rank keeps up "
+      "to {} full-size gradient buffer{} per unit alive (log2(k) + 1: the bits do not depend on how micro-batches "
+      "are grouped), which the gradient category counts",
+      k, k == 1 ? "" : "es", kernels::canonical_accumulator_peak_buffers(k),
+      kernels::canonical_accumulator_peak_buffers(k) == 1 ? "" : "s"));
+  return out;
+}
 
 Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
   const config::RunConfig& c = q.config;
@@ -261,6 +291,7 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& q) {
         "GEMMs (2 FLOPs per multiply-add, planner/flops.h) run at {:.0f} % of the {} peak, {:.4g} TFLOP/s per device "
         "(a stated efficiency, not measured); nothing else (norms, softmax, the optimizer) takes time",
         100 * q.efficiency, q.dtype, peak / 1e12));
+  for (std::string& line : state_assumptions(c, plan, q.dtype)) e.assumptions.push_back(std::move(line));
   e.assumptions.push_back(
       "no overlap, as the engine runs: tensor-parallel and ZeRO-3 collectives inside each pass (spread evenly over a "
       "rank's passes), then the pipeline, then the gradient sync, the optimizer's collectives and the evidence");

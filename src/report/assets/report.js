@@ -759,8 +759,20 @@
                                                          'data-summary-verdict': s.verdict}, 'Verdict: ' + s.verdict)));
     const facts = Object.entries(s).filter(([k, v]) => k !== 'verdict' && v !== null && v !== '' && typeof v !== 'object')
                                    .map(([k, v]) => el('span', {'data-summary': k}, k.replace(/_/g, ' ') + ' ',
-                                                       el('b', {}, k === 'contract_hash' ? String(v).slice(0, 16) : String(v))));
+                                                       el('b', {}, k === 'contract_hash' ? String(v).slice(0, 16)
+                                                                   : typeof v === 'number' && !Number.isInteger(v) ? fmtNum(v, 4) : String(v))));
     header.append(el('p', {class: 'sp-kind'}, facts.reduce((acc, x, i) => acc.concat(i ? [' · ', x] : [x]), [])));
+  }
+  if (data.lab) {  // a lab's bundle opens with its lab: section, mechanism, observations linked to their views
+    const l = data.lab;
+    const ids = new Set(data.views.map((v) => v.id));
+    document.getElementById('sp-header').append(el('section', {id: 'sp-lab', 'data-lab': l.key},
+      el('h2', {}, 'Lab ' + l.key + ' §' + l.section + ' ' + l.title),
+      el('p', {class: 'sp-lab-mechanism'}, l.mechanism),
+      el('p', {}, 'What to observe; each observation carries claims that ', el('code', {}, l.check),
+         ' checks against this bundle:'),
+      el('ol', {}, l.observations.map((o) => el('li', {'data-observation-view': o.view}, o.text, ' ',
+        ids.has(o.view) ? el('a', {href: '#view-' + o.view}, '→ ' + o.view + ' view') : el('span', {}, '(' + o.view + ')'))))));
   }
   if (data.notes && data.notes.length)
     document.getElementById('sp-header').append(el('ul', {class: 'sp-notes'}, data.notes.map((n) => el('li', {}, n))));
