@@ -473,6 +473,17 @@
                          pointStyle: 'rectRot', pointRadius: 6});
         }
       });
+      // Bit-identical series hide behind each other: say so, and dash the later one (issue 33).
+      const overlaps = [];
+      const lines = datasets.filter((ds) => ds.type === 'line');
+      lines.forEach((ds, i) => {
+        const same = lines.slice(0, i).find((o) => o.data.length > 0 && o.data.length === ds.data.length &&
+                                                    o.data.every((p, j) => p.x === ds.data[j].x && p.y === ds.data[j].y));
+        if (!same) return;
+        overlaps.push(ds.label + ' = ' + same.label);
+        ds.label += ' (= ' + same.label + ' bit for bit: overlapping)';
+        ds.borderDash = [6, 4];
+      });
       if (isFinite(lo)) {
         if (marks.fault_step !== undefined) datasets.push(marker('fault step ' + marks.fault_step, marks.fault_step, lo, hi, '#cf222e'));
         if (marks.checkpoint_step !== undefined)
@@ -482,7 +493,9 @@
       makeChart(box.canvas, {type: 'line', data: {datasets: datasets},
         options: {scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: {title: {display: true, text: yTitle}}},
                   plugins: {title: {display: true, text: title}}}});
-      return box.box;
+      if (!overlaps.length) return box.box;
+      return el('div', {}, box.box, el('p', {class: 'sp-notes', 'data-overlap': overlaps.join('; ')},
+                                       'Overlapping, bit for bit: ' + overlaps.join('; ') + ' (one line hides the other; the later is dashed).'));
     }
     const strided = d.runs.filter((r) => r.every_kth_step > 1);
     if (strided.length)
