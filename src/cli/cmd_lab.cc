@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/lab_against.h"
 #include "cli/lab_claims.h"
 #include "cli/labs.h"
 #include "cli/plan_lab.h"
@@ -29,6 +30,7 @@ struct LabOptions {
   std::string out;
   RunSource source;  // --set (a variation on a proof lab) and --root
   std::string cache;
+  std::string against;    // lab run --against DIR: the lab's own bundle to compare the variation with
   std::string catalogue;  // lab check --catalogue: another catalogue file (a planted wrong claim, in tests)
   bool quiet = false;
 };
@@ -87,15 +89,17 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
     return 2;
   }
   const std::string root = o.source.root_or_default();
-  if (lab.is_plan() && (!o.source.sets.empty() || !o.cache.empty()))
+  if (lab.is_plan() && (!o.source.sets.empty() || !o.cache.empty() || !o.against.empty()))
     return report_status(
-        invalid_argument("lab {} is a plan lab: --set and --cache apply to a proof lab's runs", lab.key)
+        invalid_argument("lab {} is a plan lab: --set, --cache and --against apply to a proof lab's runs", lab.key)
             .with_hint("vary the plan with the `shardproof plan` commands that `lab show " + lab.key + "` prints"));
   if (lab.is_plan()) return with_claims(lab, o.out, false, run_plan_lab(lab, root, o.out));
   if (Status s = validate_lab(lab, root, o.source.sets); !s.ok()) {
     report_status(s);
     return 2;
   }
+  if (!o.against.empty())
+    if (Status s = check_against_dir(o.against); !s.ok()) return report_status(s);
   ProveOptions p = lab_prove_options(
       lab, LabRunOptions{.out = o.out, .root = root, .cache = o.cache, .extra_sets = o.source.sets, .quiet = o.quiet});
   print(lab.key + " §" + lab.section + " " + lab.title + ": " + std::to_string(lab.world) + " ranks, fault " +
@@ -106,7 +110,9 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
       fmt::format("\nwhat to observe in {} (shardproof lab show {}):\n  - {}: every view below as a chart, each "
                   "naming its file (docs/report.md)\n",
                   o.out, lab.key, evidence::kReportFile));
-  return with_claims(lab, o.out, !o.source.sets.empty(), rc);
+  const int claims_rc = with_claims(lab, o.out, !o.source.sets.empty(), rc);
+  if (!o.against.empty() && rc != 2) print(lab_against_text(o.out, o.against));
+  return claims_rc;
 }
 
 }  // namespace
@@ -147,6 +153,9 @@ void register_lab(CLI::App& app, CommandResult& result) {
                           .root_help = root_help});
   run->add_option("--cache", o->cache, "prepared-data cache (default: <root>/.shardproof-cache)");
   run->add_flag("--quiet", o->quiet, "no per-step progress lines");
+  run->add_option("--against", o->against,
+                  "the lab's own bundle (lab run KEY --out DIR): print what your --set variation changed (memory "
+                  "per category, bytes per group, bubble, tokens/s)");
   run->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
       if (const Lab* l = lab_or_report(*c, o->key, result)) result.exit_code = run_lab(*c, *l, *o);
