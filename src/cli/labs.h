@@ -38,7 +38,7 @@ struct LabRunOptions {
 // The proof protocol's options for this lab (title "LSL-D §4.2.1 Data parallelism").
 ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options);
 
-// What a lab's bundle carries about its lab (prove.json "lab"; docs/formats/prove.md): key, section, title,
+// What a lab's bundle carries about its lab (prove.json "lab"; docs/formats/gate.md): key, section, title,
 // mechanism and every observation with its claims and the report view that shows it (observation_view).
 nlohmann::json lab_bundle_json(const Lab& lab);
 // The report view (docs/report.md §Views) an observation points to: the view of the first file it names
