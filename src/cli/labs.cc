@@ -209,6 +209,18 @@ std::string unavailable_body(const LabCatalogue& catalogue, const Lab& lab) {
   return out;
 }
 
+// What to observe (each observation with its claims) and the lab's own limits, as `lab show` prints them.
+std::string notes_text(const Lab& lab) {
+  std::string out = "\n\nwhat to observe:\n";
+  for (const Observation& o : lab.observe) {
+    out += wrap(o.text, "  - ", "    ");
+    for (const std::string& c : o.checks) out += "      claim: " + c + "\n";
+  }
+  out += "\nwhat it cannot be extrapolated to:\n";
+  for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
+  return out;
+}
+
 // The run part of `lab show` for a plan lab: the contrast, the gate, the commands and the lab's limits.
 std::string plan_lab_show_text(const Lab& lab) {
   const proof::PlanLabSpec& p = lab.plan;
@@ -226,13 +238,7 @@ std::string plan_lab_show_text(const Lab& lab) {
   for (const proof::PlanLabCase& c : proof::plan_lab_cases(lab.plan))
     out += "    " + plan_equivalent(lab, c) + "\n";  // one line: to copy
   out.back() = ')';
-  out += "\n\nwhat to observe:\n";
-  for (const Observation& o : lab.observe) {
-    out += wrap(o.text, "  - ", "    ");
-    for (const std::string& c : o.checks) out += "      claim: " + c + "\n";
-  }
-  out += "\nwhat it cannot be extrapolated to:\n";
-  for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
+  out += notes_text(lab);
   return out;
 }
 
@@ -267,13 +273,7 @@ std::string lab_show_text(const LabCatalogue& catalogue, const Lab& lab) {
   out += "  command: " + command_of(lab) + "\n";
   out += wrap(prove_equivalent(lab), "  (the same as: ", "    ");
   out.back() = ')';
-  out += "\n\nwhat to observe:\n";
-  for (const Observation& o : lab.observe) {
-    out += wrap(o.text, "  - ", "    ");
-    for (const std::string& c : o.checks) out += "      claim: " + c + "\n";
-  }
-  out += "\nwhat it cannot be extrapolated to:\n";
-  for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
+  out += notes_text(lab);
   for (const std::string& line : catalogue.common_limits) out += wrap(line, "  - ", "    ");
   return out;
 }
