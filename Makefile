@@ -20,7 +20,10 @@ deps:
 # Unity build: each library compiles as a few large files, which halves a clean build on 2 cores
 # (3.7 instead of 6.3 minutes) and gives the same bits (checksums compared; docs/testing.md). The unit
 # tests are compiled in the sanitizer build only, where `make test` runs them (SP_UNIT_TESTS=OFF here).
-$(BUILD)/build.ninja: CMakeLists.txt | deps
+# Configured once: afterwards ninja re-runs CMake by itself when a CMakeLists.txt changes, keeping the cache's
+# options, so `make demo` / `make build` on a current tree build nothing (issue 33: a CMakeLists.txt newer than
+# build.ninja made Make configure again with these options over the user's).
+$(BUILD)/build.ninja: | deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSP_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
 	  -DSP_UNIT_TESTS=OFF
 

@@ -13,6 +13,8 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/lab_against.h"
+#include "cli/lab_claims.h"
 #include "cli/labs.h"
 #include "cli/plan_lab.h"
 #include "cli/prove.h"
@@ -28,6 +30,8 @@ struct LabOptions {
   std::string out;
   RunSource source;  // --set (a variation on a proof lab) and --root
   std::string cache;
+  std::string against;    // lab run --against DIR: the lab's own bundle to compare the variation with
+  std::string catalogue;  // lab check --catalogue: another catalogue file (a planted wrong claim, in tests)
   bool quiet = false;
 };
 
@@ -39,7 +43,8 @@ void print(const std::string& text) {
 // The catalogue of the source tree, or nothing after reporting why not. A catalogue file that does not
 // read is a configuration error (exit 2), whatever the Status code.
 std::optional<LabCatalogue> catalogue_or_report(const LabOptions& o, CommandResult& result) {
-  Result<LabCatalogue> c = load_lab_catalogue(lab_catalogue_path(o.source.root_or_default()));
+  Result<LabCatalogue> c =
+      load_lab_catalogue(o.catalogue.empty() ? lab_catalogue_path(o.source.root_or_default()) : o.catalogue);
   if (c.ok()) return *std::move(c);
   report_status(c.status());
   result.exit_code = 2;
@@ -55,33 +60,59 @@ const Lab* lab_or_report(const LabCatalogue& catalogue, const std::string& key, 
   return nullptr;
 }
 
+// Every observation with its claims evaluated against the bundle just written. A claim that does not hold
+// on the lab's own run means the notes contradict the engine: the run fails (exit 1) even if the proof passed.
+// Under a learner's --set variation the claims describe the lab's run, not theirs: reported, not failed.
+int with_claims(const Lab& lab, const std::string& out, bool varied, int rc) {
+  if (rc == 2) return rc;  // usage: no bundle was written
+  int failed = 0, total = 0;
+  print(lab_claims_text(lab, out, failed, total));
+  if (failed == 0) {
+    print(fmt::format("every claim of the notes holds on this bundle ({} claims)\n", total));
+    return rc;
+  }
+  if (varied) {
+    print(fmt::format("{} of {} claims differ under your --set variation: the notes describe the lab's own run\n",
+                      failed, total));
+    return rc;
+  }
+  print(
+      fmt::format("{} of {} claims of the notes do not hold on the lab's own run: the notes contradict the "
+                  "bundle\n",
+                  failed, total));
+  return rc == 0 ? 1 : rc;
+}
+
 int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) {
   if (!lab.available) {
     print(lab_unavailable_text(catalogue, lab));
     return 2;
   }
   const std::string root = o.source.root_or_default();
-  if (lab.is_plan() && (!o.source.sets.empty() || !o.cache.empty()))
+  if (lab.is_plan() && (!o.source.sets.empty() || !o.cache.empty() || !o.against.empty()))
     return report_status(
-        invalid_argument("lab {} is a plan lab: --set and --cache apply to a proof lab's runs", lab.key)
+        invalid_argument("lab {} is a plan lab: --set, --cache and --against apply to a proof lab's runs", lab.key)
             .with_hint("vary the plan with the `shardproof plan` commands that `lab show " + lab.key + "` prints"));
-  if (lab.is_plan()) return run_plan_lab(lab, root, o.out);
+  if (lab.is_plan()) return with_claims(lab, o.out, false, run_plan_lab(lab, root, o.out));
   if (Status s = validate_lab(lab, root, o.source.sets); !s.ok()) {
     report_status(s);
     return 2;
   }
+  if (!o.against.empty())
+    if (Status s = check_against_dir(o.against); !s.ok()) return report_status(s);
   ProveOptions p = lab_prove_options(
       lab, LabRunOptions{.out = o.out, .root = root, .cache = o.cache, .extra_sets = o.source.sets, .quiet = o.quiet});
   print(lab.key + " §" + lab.section + " " + lab.title + ": " + std::to_string(lab.world) + " ranks, fault " +
         lab.fault + (o.source.sets.empty() ? "" : " (with your --set overrides: not the lab's preset)") + "\n");
   const int rc = run_prove(p);
   // The lab's point: where to look next (printed with --quiet too; it is not progress output).
-  std::string text = "\nwhat to observe in " + o.out + " (shardproof lab show " + lab.key + "):\n";
-  text += fmt::format("  - {}: every view below as a chart, each naming its file (docs/report.md)\n",
-                      evidence::kReportFile);
-  for (const std::string& line : lab.observe) text += "  - " + line + "\n";
-  print(text);
-  return rc;
+  print(
+      fmt::format("\nwhat to observe in {} (shardproof lab show {}):\n  - {}: every view below as a chart, each "
+                  "naming its file (docs/report.md)\n",
+                  o.out, lab.key, evidence::kReportFile));
+  const int claims_rc = with_claims(lab, o.out, !o.source.sets.empty(), rc);
+  if (!o.against.empty() && rc != 2) print(lab_against_text(o.out, o.against));
+  return claims_rc;
 }
 
 }  // namespace
@@ -122,9 +153,32 @@ void register_lab(CLI::App& app, CommandResult& result) {
                           .root_help = root_help});
   run->add_option("--cache", o->cache, "prepared-data cache (default: <root>/.shardproof-cache)");
   run->add_flag("--quiet", o->quiet, "no per-step progress lines");
+  run->add_option("--against", o->against,
+                  "the lab's own bundle (lab run KEY --out DIR): print what your --set variation changed (memory "
+                  "per category, bytes per group, bubble, tokens/s)");
   run->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
       if (const Lab* l = lab_or_report(*c, o->key, result)) result.exit_code = run_lab(*c, *l, *o);
+  });
+
+  CLI::App* check = lab->add_subcommand(
+      "check", "evaluate every claim of a lab's observations against DIR, the bundle `lab run KEY` wrote");
+  check->add_option("KEY", o->key, "lab key: LSL-D, lsl-d or D")->required();
+  check->add_option("DIR", o->out, "the directory `lab run KEY --out DIR` wrote")->required();
+  check->add_option("--root", o->source.root, root_help);
+  check->add_option("--catalogue", o->catalogue, "a lab catalogue file (default: <root>/configs/labs/catalogue.toml)");
+  check->callback([o, &result] {
+    if (auto c = catalogue_or_report(*o, result))
+      if (const Lab* l = lab_or_report(*c, o->key, result)) {
+        if (!l->available) {
+          result.exit_code = report_status(invalid_argument("lab {} is not available: it has no claims", l->key));
+          return;
+        }
+        int failed = 0, total = 0;
+        print(lab_claims_text(*l, o->out, failed, total));
+        print(fmt::format("{}: {} of {} claims hold\n", l->key, total - failed, total));
+        result.exit_code = failed == 0 ? 0 : 1;
+      }
   });
 
   CLI::App* verify = lab->add_subcommand(

@@ -322,6 +322,15 @@ int run_plan(const PlanArgs& args) {
                                  : "; embeddings untied (pp > 1: the engine ties no weight across stages)";
   }
   if (!a.run.empty()) model = planner::ModelShape::from_llama(config->model, config->name, a.run + "/contract.json");
+  // --dtype is the GEMMs' speed only: a 16-bit one without --precision (or a run/ds_config saying so) still plans
+  // fp32 states, which a reader of "--dtype bf16" does not expect (issue 33).
+  const std::string_view planned(model::precision_name(config->train.precision.compute));
+  if ((a.dtype == "bf16" || a.dtype == "fp16") && a.precision.empty() && planned == "fp32")
+    std::fprintf(stderr,
+                 "shardproof: warning: --dtype %s prices the GEMMs at the %s peak only; memory is planned with "
+                 "fp32 states (train.precision = fp32)\n  hint: add --precision bf16 (or fp16) to plan 16-bit "
+                 "parameters and gradients with fp32 masters\n",
+                 a.dtype.c_str(), a.dtype.c_str());
   planner::PlanQuery q{.cluster = *cluster,
                        .config = *config,
                        .dtype = a.dtype.empty() ? default_dtype(*cluster, *config) : a.dtype,

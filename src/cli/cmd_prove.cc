@@ -69,6 +69,7 @@ class Protocol {
               {"anchored_evals", plan_.anchored_evals},
               {"title", o_.title.empty() ? std::string("shardproof prove") : o_.title},
               {"stages", json::array()}};
+    if (!o_.lab.is_null()) prove_["lab"] = o_.lab;
   }
 
   static std::string steps_list(const std::vector<int64_t>& steps) { return fmt::format("{}", fmt::join(steps, ",")); }

@@ -165,6 +165,19 @@ Status misplaced_field(const std::string& path, const toml::table& t, const std:
   return Status();
 }
 
+// One observation, `{ text = "...", check = ["CLAIM", ...] }`: its prose and at least one claim.
+void read_observation(const std::string& path, const toml::table& t, const std::string& owner, Lab& lab,
+                      std::vector<std::string>& errors) {
+  config::TomlFields f(&t, fmt::format("{}.observe[{}]", owner, lab.observe.size() + 1), path, &errors);
+  Observation o{.text = f.string("text").value_or(""),
+                .checks = f.strings("check").value_or(std::vector<std::string>{})};
+  f.finish();
+  if (o.text.empty() || o.checks.empty())
+    errors.push_back(fmt::format("{}: {}.observe[{}] needs a non-empty text and at least one claim in check",
+                                 where(path, t), owner, lab.observe.size() + 1));
+  lab.observe.push_back(std::move(o));
+}
+
 // The fields of one [[lab]] of its kind, read with their types checked; every type problem of the table at once.
 Status read_lab_fields(const std::string& path, const toml::table& t, const std::string& owner, Lab& lab,
                        std::string& kind, int64_t& world, int64_t& nodes) {
@@ -184,7 +197,7 @@ Status read_lab_fields(const std::string& path, const toml::table& t, const std:
   lab.available = f.boolean("available", false).value_or(true);
   // A runnable lab has a run and what to read; an unavailable one has a reason and a pointer instead.
   const bool runs = lab.available, proves = runs && !lab.is_plan(), plans = runs && lab.is_plan();
-  lab.observe = f.strings("observe", runs).value_or(std::vector<std::string>{});
+  for (const toml::table* o : f.tables("observe", runs)) read_observation(path, *o, owner, lab, errors);
   lab.cannot_extrapolate = f.strings("cannot_extrapolate", runs).value_or(std::vector<std::string>{});
   lab.unavailable_reason = f.string("unavailable_reason", !runs).value_or("");
   lab.closest = f.strings("closest", !runs).value_or(std::vector<std::string>{});

@@ -21,6 +21,13 @@ namespace sp::cli {
 
 enum class LabKind { kProve, kPlan };
 
+// One "what to observe" line: its prose and the claims that make it checkable against the lab's bundle
+// (cli/lab_claims.h evaluates them; `shardproof lab check KEY DIR`). At least one claim per observation.
+struct Observation {
+  std::string text{};
+  std::vector<std::string> checks{};
+};
+
 // One lab: a run (preset + --set overrides), one catalogue fault, and what a learner reads next to the
 // bundle; or, for a plan lab, the planner's contrast (`plan`). Unavailable labs (a section this engine cannot
 // demonstrate) have no run, a reason and the closest runnable labs.
@@ -37,7 +44,7 @@ struct Lab {
   int world = 0;                                  // ranks: dp·tp·pp of the run (0 when unavailable)
   std::string fault{};                            // catalogue fault NAME@step:rank (empty unless a proof lab)
   proof::PlanLabSpec plan{};                      // plan labs only (its grid parsed from its strategy)
-  std::vector<std::string> observe{};             // which evidence to read and what it shows
+  std::vector<Observation> observe{};             // which evidence to read, what it shows, its claims
   std::vector<std::string> cannot_extrapolate{};  // lab-specific limits (common_limits hold for all)
   bool available = true;
   bool is_plan() const { return kind == LabKind::kPlan; }

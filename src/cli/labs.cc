@@ -78,7 +78,35 @@ ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options) {
   p.cache = options.cache;
   p.title = fmt::format("{} §{} {}", lab.key, lab.section, lab.title);
   p.quiet = options.quiet;
+  p.lab = lab_bundle_json(lab);
   return p;
+}
+
+std::string observation_view(const std::string& text) {
+  // The first file the observation names decides; the order of `kViews` breaks no tie (earliest match wins).
+  static const std::vector<std::pair<std::string_view, std::string_view>> kViews = {
+      {"timeline", "pipeline"},       {"ledger", "memory"},
+      {"trace", "traffic"},           {"comm_predicted", "traffic"},
+      {"checkpoints", "checkpoints"}, {"checksums", "curves"},
+      {"metrics", "curves"},          {"first-divergence", "divergence"},
+      {"fault/", "divergence"},       {"recovery/", "curves"}};
+  size_t best = std::string::npos;
+  std::string_view view = "gate";
+  for (const auto& [word, id] : kViews)
+    if (const size_t at = text.find(word); at < best) best = at, view = id;
+  return std::string(view);
+}
+
+nlohmann::json lab_bundle_json(const Lab& lab) {
+  nlohmann::json observations = nlohmann::json::array();
+  for (const Observation& o : lab.observe)
+    observations.push_back({{"text", o.text}, {"view", observation_view(o.text)}, {"claims", o.checks}});
+  return {{"key", lab.key},
+          {"section", lab.section},
+          {"title", lab.title},
+          {"mechanism", lab.mechanism},
+          {"check", fmt::format("shardproof lab check {} DIR", lab.key)},
+          {"observations", observations}};
 }
 
 namespace {
@@ -181,6 +209,18 @@ std::string unavailable_body(const LabCatalogue& catalogue, const Lab& lab) {
   return out;
 }
 
+// What to observe (each observation with its claims) and the lab's own limits, as `lab show` prints them.
+std::string notes_text(const Lab& lab) {
+  std::string out = "\n\nwhat to observe:\n";
+  for (const Observation& o : lab.observe) {
+    out += wrap(o.text, "  - ", "    ");
+    for (const std::string& c : o.checks) out += "      claim: " + c + "\n";
+  }
+  out += "\nwhat it cannot be extrapolated to:\n";
+  for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
+  return out;
+}
+
 // The run part of `lab show` for a plan lab: the contrast, the gate, the commands and the lab's limits.
 std::string plan_lab_show_text(const Lab& lab) {
   const proof::PlanLabSpec& p = lab.plan;
@@ -198,10 +238,7 @@ std::string plan_lab_show_text(const Lab& lab) {
   for (const proof::PlanLabCase& c : proof::plan_lab_cases(lab.plan))
     out += "    " + plan_equivalent(lab, c) + "\n";  // one line: to copy
   out.back() = ')';
-  out += "\n\nwhat to observe:\n";
-  for (const std::string& line : lab.observe) out += wrap(line, "  - ", "    ");
-  out += "\nwhat it cannot be extrapolated to:\n";
-  for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
+  out += notes_text(lab);
   return out;
 }
 
@@ -236,10 +273,7 @@ std::string lab_show_text(const LabCatalogue& catalogue, const Lab& lab) {
   out += "  command: " + command_of(lab) + "\n";
   out += wrap(prove_equivalent(lab), "  (the same as: ", "    ");
   out.back() = ')';
-  out += "\n\nwhat to observe:\n";
-  for (const std::string& line : lab.observe) out += wrap(line, "  - ", "    ");
-  out += "\nwhat it cannot be extrapolated to:\n";
-  for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");
+  out += notes_text(lab);
   for (const std::string& line : catalogue.common_limits) out += wrap(line, "  - ", "    ");
   return out;
 }

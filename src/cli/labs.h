@@ -38,6 +38,14 @@ struct LabRunOptions {
 // The proof protocol's options for this lab (title "LSL-D §4.2.1 Data parallelism").
 ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options);
 
+// What a lab's bundle carries about its lab (prove.json "lab"; docs/formats/gate.md): key, section, title,
+// mechanism and every observation with its claims and the report view that shows it (observation_view).
+nlohmann::json lab_bundle_json(const Lab& lab);
+// The report view (docs/report.md §Views) an observation points to: the view of the first file it names
+// (timeline → pipeline, ledger → memory, trace → traffic, checksums → curves, fault → divergence, ...),
+// else the gate.
+std::string observation_view(const std::string& text);
+
 // Text for `lab list`: one line per lab (key, section, ranks, fault or "unavailable", title).
 std::string lab_list_text(const LabCatalogue& catalogue);
 // Text for `lab show KEY`: everything about one lab of `catalogue`, including the command that runs it,

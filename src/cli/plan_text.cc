@@ -47,7 +47,7 @@ void print_evaluation(const nlohmann::json& j) {
     const auto& c = r["by_category"];
     std::printf("  %-16s", fmt::format("{} {}", r["rank"].get<int>(), r["coords"].get<std::string>()).c_str());
     for (const char* k : {"", "param", "grad", "optim", "activation", "comm", "workspace", "io"})
-      std::printf(" %12.4g", (*k ? c[k].get<double>() : r["peak_bytes"].get<double>()) / 1048576.0);
+      std::printf(" %12.1f", (*k ? c[k].get<double>() : r["peak_bytes"].get<double>()) / 1048576.0);
     std::printf("  MiB\n");
   }
   std::printf("traffic per step, busiest evaluated rank (traffic model, priced with the alpha-beta model):\n");
@@ -95,6 +95,7 @@ void print_search(const nlohmann::json& j) {
   for (const auto& [k, n] : j["excluded_by_kind"].items())
     std::printf(" %s %lld", k.c_str(), static_cast<long long>(n.get<int64_t>()));
   std::printf("\n");
+  // Per rule: strategies (a strategy breaking rules of one kind with different wordings counts under each).
   for (const auto& r : planner::excluded_by_rule(j["excluded"]))
     std::printf("  %6lld × %s: %s...\n         e.g. %s\n", static_cast<long long>(r["count"].get<int64_t>()),
                 r["kind"].get<std::string>().c_str(), r["rule"].get<std::string>().c_str(),

@@ -25,6 +25,9 @@ struct ProveOptions {
   bool quiet = false;        // no per-step progress lines from the stages
   bool no_recovery = false;  // skip stage 4: shows that the gate fails without it (tests, labs)
   std::string sign;          // Ed25519 private key (PEM): sign the seal (bundle.sig)
+  // The lab a bundle carries (prove.json "lab": key, section, title, mechanism, observations with the report
+  // view each one points to); null outside `lab run`. summary.md and report.html open with it.
+  nlohmann::json lab{};
 };
 
 // Runs the protocol; prints the stage lines, the verdict, the first-divergence line and the bundle path.

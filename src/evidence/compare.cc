@@ -367,6 +367,7 @@ Result<Comparison> compare_checksums(const std::string& run, const std::string& 
     measure_difference(r, w, tol, spec.anchored || step == first_step, d);
     double& dr = drift[step];
     dr = std::max(dr, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
+    if (!std::isfinite(d.rel_l2) || d.rel_l2 > c.max_drift.rel_l2) c.max_drift = d;
     if (loss) c.max_loss_drift = std::max(c.max_loss_drift, std::isfinite(d.rel_l2) ? d.rel_l2 : INFINITY);
     if (!judged) {
       if (spec.keep_records) c.record_differences.push_back({.diff = d, .bitwise = false, .judged = false});

@@ -128,7 +128,8 @@ struct Comparison {
   std::vector<std::pair<int64_t, int64_t>> divergent_per_step;
   // Per step (judged or not): the largest relative L2 (or loss) difference of any record (the drift).
   std::vector<std::pair<int64_t, double>> drift_per_step;
-  double max_loss_drift = 0;                         // the largest relative loss difference at any step (judged or not)
+  double max_loss_drift = 0;  // the largest relative loss difference at any step (judged or not)
+  Divergence max_drift{};     // the record with the largest relative difference (its step, phase and tensor)
   std::vector<RecordDifference> record_differences;  // CompareSpec::keep_records: every aligned record, in file order
   // The promised class was reached (a bitwise promise is never met by a within-tolerance result).
   bool holds() const { return verdict == Equivalence::kBitwise || verdict == Equivalence::kWithinTolerance; }

@@ -164,7 +164,8 @@ Status train_loop(Run& run, TrainSummary& summary) {
     summary.steps = s + 1;
     if (run.rank == 0 && run.opt.progress) {
       const double elapsed = run_clock.seconds();
-      log_info("step {}/{} loss {:.4f} lr {:.2e} norm {:.3f} | {:.0f} tok/s | ETA {}", s + 1, steps, r.loss, r.lr,
+      // Steps are numbered as in the evidence (metrics.jsonl, checksums.jsonl): 0 .. steps − 1.
+      log_info("step {} of 0..{} loss {:.4f} lr {:.2e} norm {:.3f} | {:.0f} tok/s | ETA {}", s, steps - 1, r.loss, r.lr,
                r.grad_norm, tokens_seen / elapsed,
                eta_string(elapsed / static_cast<double>(s + 1 - first_step) * static_cast<double>(steps - s - 1)));
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 
 namespace sp::planner {
 namespace {
@@ -191,12 +192,19 @@ nlohmann::json search_result_to_json(const SearchResult& r) {
 
 nlohmann::json excluded_by_rule(const nlohmann::json& excluded) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, std::string>> rules;
-  for (const auto& x : excluded)
+  // Strategies, not reasons: a strategy with several reasons under one rule counts once for it (issue 33: the
+  // counts did not add up to the kinds').
+  for (const auto& x : excluded) {
+    std::set<std::pair<std::string, std::string>> seen;
     for (const auto& w : x["reasons"]) {
       const std::string rule = w["rule"].get<std::string>();
-      auto& [n, example] = rules[{w["kind"].get<std::string>(), rule.substr(0, rule.find_first_of("0123456789"))}];
+      const std::pair<std::string, std::string> key = {w["kind"].get<std::string>(),
+                                                       rule.substr(0, rule.find_first_of("0123456789"))};
+      if (!seen.insert(key).second) continue;
+      auto& [n, example] = rules[key];
       if (n++ == 0) example = x["strategy"]["name"].get<std::string>() + ": " + rule;
     }
+  }
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [key, v] : rules)
     out.push_back({{"kind", key.first}, {"rule", key.second}, {"count", v.first}, {"example", v.second}});

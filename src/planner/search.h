@@ -102,7 +102,8 @@ nlohmann::json search_result_to_json(const SearchResult& result);
 
 // The "excluded" list of that document grouped by kind and rule (a rule's text up to its first digit, so
 // "n_heads 52 is not divisible by tp 8" and "... by tp 16" are one rule): [{"kind", "rule", "count",
-// "example"}] in (kind, rule) order, the example being the first strategy's name and its whole rule.
+// "example"}] in (kind, rule) order, the example being the first strategy's name and its whole rule; "count"
+// counts strategies, each once per rule however many of its reasons share the rule.
 nlohmann::json excluded_by_rule(const nlohmann::json& excluded);
 
 }  // namespace sp::planner

@@ -14,7 +14,8 @@
 namespace sp::proof::criterion {
 
 using nlohmann::json;
-using namespace evidence;  // file names (bundle_paths.h)
+using namespace evidence;           // file names (bundle_paths.h)
+constexpr double kMiB = 1048576.0;  // the one unit of bytes in human-facing figures (issue 33)
 
 // 3. The parallel stage's topology re-derives a complete grid of the contract's dp·tp·pp.
 Criterion topology_valid(const GateContext& c) {
@@ -142,11 +143,11 @@ Criterion ledger_equal(const GateContext& c) {
   const double budget = ledger.ok() ? ledger->value("budget_bytes", 0.0) : 0;
   const bool fits = budget <= 0 || peak <= budget;
   if (problem.empty() && !fits)
-    problem = fmt::format("{}: a peak of {:.1f} MB exceeds the budget {:.1f} MB", file, peak / 1e6, budget / 1e6);
+    problem = fmt::format("{}: a peak of {:.1f} MiB exceeds the budget {:.1f} MiB", file, peak / kMiB, budget / kMiB);
   return make("memory ledger equals the prediction", problem.empty(),
-              fmt::format("max peak {:.1f} MB per rank{}", peak / 1e6,
+              fmt::format("max peak {:.1f} MiB per rank{}", peak / kMiB,
                           problem.empty() ? ", every category equal" : ", DIFFERS"),
-              budget > 0 ? fmt::format("equal to the ledger model on every rank, peak ≤ {:.1f} MB", budget / 1e6)
+              budget > 0 ? fmt::format("equal to the ledger model on every rank, peak ≤ {:.1f} MiB", budget / kMiB)
                          : "equal to the ledger model on every rank and category (no budget set)",
               file, problem);
 }

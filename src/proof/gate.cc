@@ -31,8 +31,24 @@ nlohmann::json Criterion::to_json() const {
           {"threshold", threshold}, {"evidence", evidence}, {"detail", detail}};
 }
 
-std::string Gate::summary_markdown(const std::string& title, const std::vector<std::string>& notes) const {
-  std::string s = fmt::format("# {}\n\n**Verdict: {}**\n\n", title, passed() ? "PASS" : "FAIL");
+// The lab's header of summary.md: section, mechanism, and each observation linked to its report view.
+static std::string lab_markdown(const nlohmann::json& lab) {
+  if (!lab.is_object()) return "";
+  std::string s = fmt::format(
+      "Lab **{}**, §{} {}. {}\n\nWhat to observe (each with claims that `{}` checks against "
+      "this bundle):\n\n",
+      lab.value("key", "?"), lab.value("section", "?"), lab.value("title", "?"), lab.value("mechanism", ""),
+      lab.value("check", "shardproof lab check KEY DIR"));
+  int n = 0;
+  for (const nlohmann::json& o : lab.value("observations", nlohmann::json::array()))
+    s += fmt::format("{}. {} ([view]({}#view-{}))\n", ++n, o.value("text", ""), evidence::kReportFile,
+                     o.value("view", "gate"));
+  return s + "\n";
+}
+
+std::string Gate::summary_markdown(const std::string& title, const std::vector<std::string>& notes,
+                                   const nlohmann::json& lab) const {
+  std::string s = fmt::format("# {}\n\n{}**Verdict: {}**\n\n", title, lab_markdown(lab), passed() ? "PASS" : "FAIL");
   s += fmt::format("Charts of every view: [{0}]({0}) (`shardproof report DIR` regenerates it).\n\n",
                    evidence::kReportFile);
   s += criteria_markdown();
@@ -116,6 +132,7 @@ Result<ProofVerdict> derive_gate(const std::string& dir) {
   v.notes.push_back(fmt::format("fault: {} — {}", fault.to_string(), evidence::fault_info(fault.kind).breaks));
   v.notes.push_back(v.divergence.line());
   v.title = bundle.prove().value("title", std::string("shardproof prove"));
+  v.lab = bundle.prove().value("lab", nlohmann::json());
   return v;
 }
 
@@ -123,7 +140,7 @@ std::vector<std::pair<std::string, std::string>> derived_files(const ProofVerdic
   std::vector<std::pair<std::string, std::string>> out = {
       {std::string(evidence::kFirstDivergenceFile), v.divergence.to_json().dump(2) + "\n"},
       {std::string(evidence::kGateFile), v.gate.to_json().dump(2) + "\n"},
-      {std::string(evidence::kSummaryFile), v.gate.summary_markdown(v.title, v.notes)}};
+      {std::string(evidence::kSummaryFile), v.gate.summary_markdown(v.title, v.notes, v.lab)}};
   if (!v.drift.is_null()) out.push_back({std::string(evidence::kDriftFile), v.drift.dump(2) + "\n"});
   return out;
 }

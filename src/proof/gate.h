@@ -32,7 +32,10 @@ struct Gate {
   std::vector<Criterion> criteria;
   bool passed() const;
   nlohmann::json to_json() const;
-  std::string summary_markdown(const std::string& title, const std::vector<std::string>& notes) const;
+  // `lab` (prove.json "lab", null outside a lab): the key, section, mechanism and observations, each linked to
+  // the report view that shows it, between the title and the verdict.
+  std::string summary_markdown(const std::string& title, const std::vector<std::string>& notes,
+                               const nlohmann::json& lab = nullptr) const;
   // The criteria table (criterion, result, measured, threshold, evidence) and each detail: the part of a
   // summary.md every kind of verdict shares (the proof's, a plan lab's).
   std::string criteria_markdown() const;
@@ -46,7 +49,8 @@ struct ProofVerdict {
   // reference and its final eval's (information), and the tolerance the anchored eval is held to; null for
   // bitwise ones.
   nlohmann::json drift;
-  std::string title;  // summary.md's heading (prove.json "title")
+  std::string title;   // summary.md's heading (prove.json "title")
+  nlohmann::json lab;  // the lab the bundle carries (prove.json "lab"), or null
 };
 
 // Every criterion of the gate (criteria.h), from the bundle's files alone. An error only when the

@@ -184,6 +184,7 @@ void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
   d["title"] =
       fmt::format("Proof: {}, {}; fault {}", cfg.value("name", "?"), grid_text(cfg), bundle.fault().to_string());
   d["summary"] = cfg;
+  if (bundle.prove().contains("lab")) d["lab"] = bundle.prove().at("lab");  // a lab's bundle opens with its lab
   d["summary"]["verdict"] = verdict.ok() ? (verdict->gate.passed() ? "PASS" : "FAIL") : "unknown";
   d["summary"]["fault"] = bundle.fault().to_string();
   d["summary"]["checkpoint_step"] = k;

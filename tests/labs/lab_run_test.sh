@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # End to end: the lab CLI's exit codes and one short lab through the whole proof protocol (LSL-D: dp 2,
 # 6 steps, skip-grad-allreduce; about 40 s on 2 cores). The verdict, the title, the first-divergence
-# view (the catalogue's expected detector for the fault) and the learner's next steps are checked.
+# view (the catalogue's expected detector for the fault) and the learner's next steps are checked; then every
+# claim of LSL-D's observations against the bundle, each negated in a copy of the catalogue and the note as
+# it once was (the fault run "silently diverges", exit 0) planted, each of which must fail
+# (tests/support/lab_claims.py).
 # Usage: lab_run_test.sh SHARDPROOF WORKDIR
 set -u
 BIN=$1
@@ -31,4 +34,9 @@ grep -q "what to observe in $WORK/d" "$WORK/d.txt" || fail "the observe lines we
 for f in gate.json contract.json reference/checksums.jsonl parallel/trace/rank-00001.jsonl fault recovery; do
   [ -e "$WORK/d/$f" ] || fail "the bundle lacks $f"
 done
+grep -q "^every claim of the notes holds on this bundle" "$WORK/d.txt" || fail "lab run did not check the claims"
+/usr/bin/python3 "$(dirname "$0")/../support/lab_claims.py" --bin "$BIN" --work "$WORK/claims" LSL-D "$WORK/d" \
+  --plant "count prove.json#/stages name=fault exit_code=1 == 1 => count prove.json#/stages name=fault exit_code=0 == 1" \
+  --plant "count parallel/metrics.jsonl diverging_ranks=* == 0 => count fault/metrics.jsonl diverging_ranks=* == 0" ||
+  fail "LSL-D's claims"
 echo "PASS"

@@ -4,6 +4,7 @@
 # gate.json, and passes. Then the gate is tested on planted damage, each re-derived by `lab verify`: a
 # missing case, the fault placement's warning removed, the fault made faster than the sound placement, the
 # clusters made equal, the dominant link moved, an edited summary.md. Each must fail naming its criterion.
+# Every claim of its observations is checked against the output and must fail when planted wrong.
 # Usage: lsl_i_test.sh SHARDPROOF WORKDIR
 set -u
 BIN=$1
@@ -40,6 +41,11 @@ grep -q '^| dgx-a100 | `dp-tp-pp` .*inter-node infiniband.*\*\*1\*\*: tp groups'
 "$BIN" lab run LSL-I --out "$WORK/i" > /dev/null 2>&1
 [ $? = 2 ] || fail "a second run into the same DIR must exit 2"
 "$BIN" lab verify LSL-I "$WORK/i" > "$WORK/v.txt" 2>&1 || fail "lab verify of the intact output failed: $(cat "$WORK/v.txt")"
+# Every claim of the lab's observations holds on its output; each negated, and the fault placement's tp
+# link claimed intra-node, must fail (tests/support/lab_claims.py).
+$PY "$(dirname "$0")/../support/lab_claims.py" --bin "$BIN" --work "$WORK/claims" LSL-I "$WORK/i" \
+  --plant "value dgx-a100-dp-tp-pp/plan.json /placement/links/tp/link == inter-node infiniband => value dgx-a100-dp-tp-pp/plan.json /placement/links/tp/link == intra-node nvswitch" ||
+  fail "LSL-I's claims"
 
 # plant DAMAGE CRITERION: a copy of the output with DAMAGE (python on the copy's path) must fail CRITERION.
 plant() {

@@ -336,14 +336,28 @@ def check_traffic(page, run_dir, world):
 def check_curves(page, runs):
     """runs: name -> run directory. The loss chart's points are metrics.jsonl's, run by run."""
     ds = chart_datasets(page, "#view-curves canvas")
-    by_label = {d["label"]: d["data"] for d in ds}
+    # A series bit-identical to an earlier one is labelled "NAME (= OTHER bit for bit: overlapping)".
+    by_label = {d["label"].split(" (= ")[0]: d["data"] for d in ds}
+    losses = {}
     for name, d in runs.items():
         metrics = jsonl(os.path.join(d, "metrics.jsonl"))
         loss = [{"x": m["step"], "y": m["loss"]} for m in metrics if m["step"] >= 0 and "loss" in m]
         check(by_label.get(name) == loss, f"loss curve of {name}: page {by_label.get(name)} != metrics.jsonl {loss}")
+        losses[name] = loss
         evals = [{"x": m["step"], "y": m["eval_loss"]} for m in metrics if "eval_loss" in m]
         if evals:
             check(by_label.get(name + " eval") == evals, f"eval points of {name}: {by_label.get(name + ' eval')} != {evals}")
+    # Bit-identical loss series are marked as overlapping, and only those (issue 33).
+    labels = [d["label"] for d in ds if d["label"].split(" (= ")[0] in runs]
+    for name, loss in losses.items():
+        twin = next((o for o in losses if o != name and losses[o] == loss and list(runs).index(o) < list(runs).index(name)),
+                    None)
+        marked = any(l.startswith(name + " (= ") for l in labels)
+        check(marked == (twin is not None), f"loss curve of {name}: overlap marked {marked}, bit-identical twin {twin}")
+    note = page.eval("(() => { const p = document.querySelector('#view-curves [data-overlap]'); "
+                     "return p ? p.getAttribute('data-overlap') : ''; })()")
+    check(bool(note) == any(l.startswith(n + " (= ") for l in labels for n in losses),
+          f"the overlap note '{note}' does not match the marked series")
 
 
 def check_checkpoints(page, bundle, names, k):
@@ -652,9 +666,20 @@ def case_plan(args):
         want = [r["strategy"]["name"] for r in result["ranked"][:100]]
         check(names == want, f"ranked strategies in the page ({len(names)}) != plan.json's best ({len(want)})")
         counted = sum(int(r["data-count"]) for r in rows(page, "#plan-excluded tr[data-kind]", ["data-count"]))
-        check(counted == sum(len(x["reasons"]) for x in result["excluded"]),
-              f"the excluded rules count {counted} reasons, plan.json has "
-              f"{sum(len(x['reasons']) for x in result['excluded'])}")
+        # Each rule counts strategies, each once however many of its reasons share the rule (the rule's text up
+        # to its first digit), so the rules of a kind never add up to more than the kind's strategies.
+        per_rule = sum(len({(w["kind"], re.split(r"[0-9]", w["rule"], maxsplit=1)[0]) for w in x["reasons"]})
+                       for x in result["excluded"])
+        check(counted == per_rule, f"the excluded rules count {counted} strategies, plan.json gives {per_rule}")
+        by_kind = {}
+        for r in rows(page, "#plan-excluded tr[data-kind]", ["data-kind", "data-count"]):
+            by_kind[r["data-kind"]] = by_kind.get(r["data-kind"], 0) + int(r["data-count"])
+        kinds = {}
+        for x in result["excluded"]:
+            for k in {w["kind"] for w in x["reasons"]}:
+                kinds[k] = kinds.get(k, 0) + 1
+        check(all(by_kind[k] >= kinds[k] for k in kinds) and sum(kinds.values()) <= counted,
+              f"rules per kind {by_kind} against strategies per kind {kinds}")
     # A plan.json of another format: a problem naming it, exit 1, and a page that says so.
     bad = os.path.join(work, "bad")
     os.makedirs(bad)
@@ -690,6 +715,53 @@ def case_bad_input(args):
         page.screenshot_element("body", os.path.join(args.work, "screenshots", "bad_input", "not_a_bundle.png"))
 
 
+def case_lab(args):
+    """A lab's bundle (labs.lab_run's LSL-D, or `lab run LSL-D` here): the page opens with the lab (key, section,
+    mechanism, every observation of prove.json's lab linked to a view the page has), summary.md carries the same
+    links, the bit-identical parallel and reference curves are marked as overlapping, and verify passes."""
+    out = args.bundle or os.path.join(args.work, "lab")
+    if not args.bundle:
+        T.fresh(out)
+        p = run([args.bin, "lab", "run", "LSL-D", "--out", out, "--quiet"])
+        check(p.returncode == 0, f"lab run LSL-D exited {p.returncode}\n{p.stdout[-1500:]}")
+    lab = load(os.path.join(out, "prove.json")).get("lab")
+    check(lab is not None and lab["key"] == "LSL-D", f"prove.json carries no lab LSL-D: {lab}")
+    if lab is None:
+        return
+    summary = open(os.path.join(out, "summary.md")).read()
+    check(f"Lab **{lab['key']}**, §{lab['section']}" in summary, "summary.md does not open with the lab")
+    for i, o in enumerate(lab["observations"]):
+        check(f"{i + 1}. {o['text']} ([view](report.html#view-{o['view']}))" in summary,
+              f"summary.md lacks observation {i + 1} linked to its view")
+    with Browser(args.work) as b:
+        page = open_page(b, os.path.join(out, "report.html"))
+        views = check_views(page, PROOF_VIEWS, os.path.join(args.work, "screenshots", "lab"))
+        head = page.eval("(() => { const s = document.querySelector('#sp-header #sp-lab'); return s ? "
+                         "{key: s.getAttribute('data-lab'), title: s.querySelector('h2').textContent, "
+                         "mechanism: s.querySelector('.sp-lab-mechanism').textContent, "
+                         "items: [...s.querySelectorAll('li')].map(li => ({view: li.getAttribute('data-observation-view'), "
+                         "text: li.textContent, href: (li.querySelector('a') || {}).getAttribute ? "
+                         "li.querySelector('a').getAttribute('href') : null}))} : null; })()")
+        check(head is not None, "the page has no lab header")
+        if head:
+            check(head["key"] == "LSL-D" and head["title"] == f"Lab LSL-D §{lab['section']} {lab['title']}",
+                  f"lab header {head['key']} / {head['title']}")
+            check(head["mechanism"] == lab["mechanism"], "the lab header's mechanism is not prove.json's")
+            check(len(head["items"]) == len(lab["observations"]), f"{len(head['items'])} observations drawn, "
+                  f"{len(lab['observations'])} in prove.json")
+            for item, o in zip(head["items"], lab["observations"]):
+                check(item["text"].startswith(o["text"]), f"observation drawn as {item['text'][:60]!r}")
+                check(item["view"] in views and item["href"] == "#view-" + item["view"],
+                      f"observation '{o['text'][:40]}' links {item['href']}, not a view of the page ({views})")
+        # dp is a bitwise class: parallel's loss is the reference's, bit for bit, and is marked so.
+        check_curves(page, {n: os.path.join(out, n) for n in ("reference", "parallel", "fault", "recovery")})
+        note = page.eval("(() => { const p = document.querySelector('#view-curves [data-overlap]'); "
+                         "return p ? p.getAttribute('data-overlap') : ''; })()")
+        check("parallel = reference" in note, f"parallel and reference are bit-identical but not marked: '{note}'")
+    v = run([args.bin, "verify", out])
+    check(v.returncode == 0, f"verify of the lab's bundle: exit {v.returncode}\n{v.stdout[-1500:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -700,7 +772,7 @@ def main():
     args.work = os.path.abspath(args.work)
     os.makedirs(args.work, exist_ok=True)
     cases = {"proof_pass": case_proof_pass, "proof_fail": case_proof_fail, "proof_tp": case_proof_tp,
-             "compare": case_compare, "plan": case_plan,
+             "compare": case_compare, "plan": case_plan, "lab": case_lab,
              "bad_input": case_bad_input}
     if args.case not in cases:
         print("unknown case", args.case)

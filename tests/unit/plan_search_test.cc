@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "planner/search.h"
@@ -209,6 +210,25 @@ TEST(PlanSearch, SeventyBillionOnThousandDevicesEnumeratesQuickly) {
       static_cast<long long>(r->enumerated), r->ranked.size(), r->excluded.size(), ms);
   EXPECT_GT(r->enumerated, 10000);
   EXPECT_FALSE(r->ranked.empty());
+}
+
+// Per rule, strategies are counted once however many of their reasons share the rule (issue 33: a search
+// listed 1824 refused where 1056 were), so each kind's rules add up to no more than the kind's strategies.
+TEST(PlanSearch, ExclusionRulesCountStrategies) {
+  const auto strategy = [](const char* name, std::vector<std::pair<const char*, const char*>> reasons) {
+    nlohmann::json r = nlohmann::json::array();
+    for (const auto& [kind, rule] : reasons) r.push_back({{"kind", kind}, {"rule", rule}});
+    return nlohmann::json{{"strategy", {{"name", name}}}, {"reasons", r}};
+  };
+  const nlohmann::json excluded = nlohmann::json::array(
+      {strategy("a", {{"refused", "ZeRO-2 with pp = 2 is refused"}, {"refused", "ZeRO-3 with pp = 2 is refused"}}),
+       strategy("b", {{"refused", "ZeRO-2 with pp = 4 is refused"}, {"does_not_fit", "peak 90 GiB per rank"}})});
+  const nlohmann::json rules = excluded_by_rule(excluded);
+  ASSERT_EQ(rules.size(), 2u) << rules.dump();
+  std::map<std::string, int64_t> count;
+  for (const auto& r : rules) count[r["kind"].get<std::string>()] = r["count"].get<int64_t>();
+  EXPECT_EQ(count["refused"], 2);  // a and b, not 3 reasons
+  EXPECT_EQ(count["does_not_fit"], 1);
 }
 
 }  // namespace SP_TEST_ID

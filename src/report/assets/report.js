@@ -192,13 +192,34 @@
       const first = s.first_divergent;
       const datasets = [];
       let lo = Infinity, hi = 0;
-      rows.forEach((r, i) => {
+      // Ranked (issue 33): the TOP tensors with the largest difference each as a line (the first divergent one
+      // always), the others merged per layer as the largest difference of the layer's tensors at each step.
+      const TOP = 8;
+      const peak = (r) => r.rel.reduce((m, v) => (v !== null && v > m ? v : m), 0);
+      const isFirstRow = (r) => first && first.row === r.name && first.phase === r.phase;
+      const ranked = rows.slice().sort((a, b) => peak(b) - peak(a));
+      const shown = ranked.filter((r, i) => i < TOP || isFirstRow(r));
+      const layers = new Map();
+      ranked.filter((r) => !shown.includes(r)).forEach((r) => {
+        const m = /layers\.(\d+)\./.exec(r.name);
+        const key = m ? 'layer ' + m[1] : 'embedding, norm and head';
+        const g = layers.get(key) || {name: key, n: 0, phase: r.phase, rel: r.rel.map(() => null)};
+        g.n += 1;
+        r.rel.forEach((v, j) => { if (v !== null && (g.rel[j] === null || v > g.rel[j])) g.rel[j] = v; });
+        layers.set(key, g);
+      });
+      const drawn = shown.map((r, i) => ({name: '#' + (i + 1) + ' ' + r.name, row: r}))
+        .concat([...layers.values()].map((g) => ({name: g.name + ': max of ' + g.n + ' tensors', row: g})));
+      if (layers.size)
+        caption.setAttribute('data-ranked', shown.length + ' of ' + rows.length);
+      drawn.forEach((dr, i) => {
+        const r = dr.row;
         const points = [];
         r.rel.forEach((v, j) => {
           if (v !== null && v > 0) { points.push({x: s.steps[j], y: v}); lo = Math.min(lo, v); hi = Math.max(hi, v); }
         });
-        const isFirst = first && first.row === r.name && first.phase === r.phase;
-        datasets.push({type: 'line', label: r.name, data: points, borderColor: isFirst ? '#cf222e' : color(i + 1) + '99',
+        const isFirst = isFirstRow(r);
+        datasets.push({type: 'line', label: dr.name, data: points, borderColor: isFirst ? '#cf222e' : color(i + 1) + '99',
                        backgroundColor: isFirst ? '#cf222e' : color(i + 1), borderWidth: isFirst ? 3 : 1,
                        pointRadius: isFirst ? 3 : 1.5, spanGaps: false});
       });
@@ -224,12 +245,14 @@
         options: {parsing: true, scales: {x: {type: 'linear', title: {display: true, text: 'step'}, ticks: {stepSize: 1}},
                                           y: {type: 'logarithmic', title: {display: true, text: '|ΔL2| / L2 (log)'},
                                               ticks: {callback: logTick}}},
-                  plugins: {legend: {display: rows.length <= 16, position: 'right'},
+                  plugins: {legend: {display: drawn.length <= 24, position: 'right'},
                             title: {display: true, text: s.run + ' vs ' + s.against + ': ' + s['class'] + ', phase ' + current.phase}}}});
       caption.replaceChildren('From ', el('code', {}, s.file), ' against ', el('code', {}, s.against_file), ' (' + s.records +
         ' records; rows are ' + s.rows_are + '; promised ' + s.promised + (s.anchored ? ', anchored replay' : '') +
         '): ' + s.summary + '. ' + (s.problems.length ? 'Problems: ' + s.problems.join('; ') + '. ' : '') +
         'A difference of 0 (equal L2) has no point on the log axis. ' +
+        (layers.size ? 'Ranked by the largest difference: the ' + shown.length + ' largest of ' + rows.length +
+                       ' tensors drawn, the others as the maximum per layer. ' : '') +
         (first ? 'First divergent record: step ' + first.step + ' ' + first.phase + ' ' + first.tensor + ' (relative difference ' +
                  fmtNum(first.rel, 3) + ').' : (s.first_mismatch ? 'No record leaves its tolerance.' : 'Every record is bit-identical.')));
       const trs = rows.map((r) => {
@@ -473,6 +496,17 @@
                          pointStyle: 'rectRot', pointRadius: 6});
         }
       });
+      // Bit-identical series hide behind each other: say so, and dash the later one (issue 33).
+      const overlaps = [];
+      const lines = datasets.filter((ds) => ds.type === 'line');
+      lines.forEach((ds, i) => {
+        const same = lines.slice(0, i).find((o) => o.data.length > 0 && o.data.length === ds.data.length &&
+                                                    o.data.every((p, j) => p.x === ds.data[j].x && p.y === ds.data[j].y));
+        if (!same) return;
+        overlaps.push(ds.label + ' = ' + same.label);
+        ds.label += ' (= ' + same.label + ' bit for bit: overlapping)';
+        ds.borderDash = [6, 4];
+      });
       if (isFinite(lo)) {
         if (marks.fault_step !== undefined) datasets.push(marker('fault step ' + marks.fault_step, marks.fault_step, lo, hi, '#cf222e'));
         if (marks.checkpoint_step !== undefined)
@@ -482,7 +516,9 @@
       makeChart(box.canvas, {type: 'line', data: {datasets: datasets},
         options: {scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: {title: {display: true, text: yTitle}}},
                   plugins: {title: {display: true, text: title}}}});
-      return box.box;
+      if (!overlaps.length) return box.box;
+      return el('div', {}, box.box, el('p', {class: 'sp-notes', 'data-overlap': overlaps.join('; ')},
+                                       'Overlapping, bit for bit: ' + overlaps.join('; ') + ' (one line hides the other; the later is dashed).'));
     }
     const strided = d.runs.filter((r) => r.every_kth_step > 1);
     if (strided.length)
@@ -759,8 +795,20 @@
                                                          'data-summary-verdict': s.verdict}, 'Verdict: ' + s.verdict)));
     const facts = Object.entries(s).filter(([k, v]) => k !== 'verdict' && v !== null && v !== '' && typeof v !== 'object')
                                    .map(([k, v]) => el('span', {'data-summary': k}, k.replace(/_/g, ' ') + ' ',
-                                                       el('b', {}, k === 'contract_hash' ? String(v).slice(0, 16) : String(v))));
+                                                       el('b', {}, k === 'contract_hash' ? String(v).slice(0, 16)
+                                                                   : typeof v === 'number' && !Number.isInteger(v) ? fmtNum(v, 4) : String(v))));
     header.append(el('p', {class: 'sp-kind'}, facts.reduce((acc, x, i) => acc.concat(i ? [' · ', x] : [x]), [])));
+  }
+  if (data.lab) {  // a lab's bundle opens with its lab: section, mechanism, observations linked to their views
+    const l = data.lab;
+    const ids = new Set(data.views.map((v) => v.id));
+    document.getElementById('sp-header').append(el('section', {id: 'sp-lab', 'data-lab': l.key},
+      el('h2', {}, 'Lab ' + l.key + ' §' + l.section + ' ' + l.title),
+      el('p', {class: 'sp-lab-mechanism'}, l.mechanism),
+      el('p', {}, 'What to observe; each observation carries claims that ', el('code', {}, l.check),
+         ' checks against this bundle:'),
+      el('ol', {}, l.observations.map((o) => el('li', {'data-observation-view': o.view}, o.text, ' ',
+        ids.has(o.view) ? el('a', {href: '#view-' + o.view}, '→ ' + o.view + ' view') : el('span', {}, '(' + o.view + ')'))))));
   }
   if (data.notes && data.notes.length)
     document.getElementById('sp-header').append(el('ul', {class: 'sp-notes'}, data.notes.map((n) => el('li', {}, n))));
