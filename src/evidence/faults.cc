@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <filesystem>
+#include <functional>
 
 #include "ckpt/names.h"
 #include "comm/staleness.h"
@@ -164,73 +165,67 @@ int default_fault_rank(FaultKind kind, const FaultTarget& run) {
   return 0;
 }
 
-Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
-  if (!f.any()) return Status();
-  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel] = run;
-  const FaultInfo& i = fault_info(f.kind);
-  auto refuse = [&](const std::string& why) {
-    return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
-        .with_hint(fmt::format("{} needs {}", i.name, i.needs));
-  };
-  if (f.step >= steps)
-    return invalid_argument("fault {} cannot act on this run: step {} ≥ train.steps = {}", f.to_string(), f.step, steps)
-        .with_hint(fmt::format("--fault {}@STEP with STEP in 0 … {} (steps count from 0), or a longer train.steps",
-                               i.name, steps - 1));
-  if (f.rank >= world)
-    return invalid_argument("fault {} cannot act on this run: rank {} ≥ world size {}", f.to_string(), f.rank, world)
-        .with_hint(fmt::format("--fault {}[@STEP]:RANK with RANK in 0 … {}", i.name, world - 1));
-  // The parameter-server faults need servers; on a parameter-server run the faults that act on a worker's
-  // micro-batches or on the job apply as they are, the all-reduce ones do not (docs/faults.md §"Parameter server").
-  const bool ps_fault =
-      f.kind == FaultKind::kPsDropPush || f.kind == FaultKind::kPsStalePull || f.kind == FaultKind::kPsApplyTwice;
-  const int workers = world - servers;
-  if (ps_fault && servers == 0) return refuse("an all-reduce run (no parameter server)");
-  if (servers > 0) {
-    switch (f.kind) {
-      case FaultKind::kPsDropPush:
-      case FaultKind::kPsApplyTwice:
-        if (f.rank < workers)
-          return refuse(fmt::format("rank {} is a worker; the servers are ranks {}–{}", f.rank, workers, world - 1));
-        break;
-      case FaultKind::kPsStalePull:
-        if (workers < 2) return refuse("one worker: there is no other replica to compare it with");
-        if (f.rank < 1 || f.rank >= workers)
-          return refuse(
-              fmt::format("rank {} is not a worker ≥ 1 (workers are ranks 0–{}; worker 0 is the replicas' "
-                          "reference)",
-                          f.rank, workers - 1));
-        if (f.step + 1 >= steps) return refuse(fmt::format("no step follows step {}", f.step));
-        if (staleness > 0 && !comm::refreshes_after(f.step, f.rank, staleness)) {
-          int64_t next = f.step + 1;
-          while (next + 1 < steps && !comm::refreshes_after(next, f.rank, staleness)) ++next;
-          return refuse(
-              fmt::format("under staleness {} worker {} keeps its cache after step {} by schedule (it "
-                          "refreshes after step {})",
-                          staleness, f.rank, f.step, next));
-        }
-        break;
-      case FaultKind::kStaleGrad:
-      case FaultKind::kWrongLossScale:
-      case FaultKind::kDataOrder:
-      case FaultKind::kNanInjection:
-        if (f.rank >= workers)
-          return refuse(fmt::format("rank {} is a parameter server: it runs no micro-batch (workers are ranks 0–{})",
-                                    f.rank, workers - 1));
-        break;
-      case FaultKind::kDesyncExtraCollective:
-      case FaultKind::kRankCrash:
-      case FaultKind::kCkptBitflip:
-      case FaultKind::kCkptTruncate:
-      case FaultKind::kCkptMissingShard:
-        break;
-      default:
-        return invalid_argument(
-                   "fault {} cannot act on a parameter-server run (parallel.servers = {}): it breaks an all-reduce "
-                   "mechanism (a dp all-reduce, tensor or pipeline parallelism, ZeRO-3) that such a run does not have",
-                   f.to_string(), servers)
-            .with_hint("the parameter-server faults are ps-drop-push, ps-stale-pull, ps-apply-twice");
-    }
+namespace {
+
+using Refuse = std::function<Status(const std::string&)>;
+
+// On a parameter-server run: the parameter-server faults at a server (or, for ps-stale-pull, a worker after the
+// first), the faults on a worker's micro-batches at a worker, the job-wide ones as they are; the all-reduce
+// faults refused (docs/faults.md §"Parameter server").
+Status check_on_parameter_server(const FaultSpec& f, const FaultTarget& run, const Refuse& refuse) {
+  const int64_t steps = run.steps, staleness = run.staleness;
+  const int world = run.world, servers = run.servers, workers = world - servers;
+  switch (f.kind) {
+    case FaultKind::kPsDropPush:
+    case FaultKind::kPsApplyTwice:
+      if (f.rank < workers)
+        return refuse(fmt::format("rank {} is a worker; the servers are ranks {}–{}", f.rank, workers, world - 1));
+      break;
+    case FaultKind::kPsStalePull:
+      if (workers < 2) return refuse("one worker: there is no other replica to compare it with");
+      if (f.rank < 1 || f.rank >= workers)
+        return refuse(
+            fmt::format("rank {} is not a worker ≥ 1 (workers are ranks 0–{}; worker 0 is the replicas' "
+                        "reference)",
+                        f.rank, workers - 1));
+      if (f.step + 1 >= steps) return refuse(fmt::format("no step follows step {}", f.step));
+      if (staleness > 0 && !comm::refreshes_after(f.step, f.rank, staleness)) {
+        int64_t next = f.step + 1;
+        while (next + 1 < steps && !comm::refreshes_after(next, f.rank, staleness)) ++next;
+        return refuse(
+            fmt::format("under staleness {} worker {} keeps its cache after step {} by schedule (it "
+                        "refreshes after step {})",
+                        staleness, f.rank, f.step, next));
+      }
+      break;
+    case FaultKind::kStaleGrad:
+    case FaultKind::kWrongLossScale:
+    case FaultKind::kDataOrder:
+    case FaultKind::kNanInjection:
+      if (f.rank >= workers)
+        return refuse(fmt::format("rank {} is a parameter server: it runs no micro-batch (workers are ranks 0–{})",
+                                  f.rank, workers - 1));
+      break;
+    case FaultKind::kDesyncExtraCollective:
+    case FaultKind::kRankCrash:
+    case FaultKind::kCkptBitflip:
+    case FaultKind::kCkptTruncate:
+    case FaultKind::kCkptMissingShard:
+      break;
+    default:
+      return invalid_argument(
+                 "fault {} cannot act on a parameter-server run (parallel.servers = {}): it breaks an all-reduce "
+                 "mechanism (a dp all-reduce, tensor or pipeline parallelism, ZeRO-3) that such a run does not have",
+                 f.to_string(), servers)
+          .with_hint("the parameter-server faults are ps-drop-push, ps-stale-pull, ps-apply-twice");
   }
+  return Status();
+}
+
+// What the fault's mechanism needs of the run: a dp, tp or pp group, sequence parallelism, ZeRO-3, two
+// micro-batches, a previous step.
+Status check_mechanism_present(const FaultSpec& f, const FaultTarget& run, const Refuse& refuse) {
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel] = run;
   switch (f.kind) {
     case FaultKind::kSkipGradAllreduce:
       if (dp < 2) return refuse("dp = 1");
@@ -264,6 +259,33 @@ Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
     default:
       break;
   }
+  return Status();
+}
+
+}  // namespace
+
+Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
+  if (!f.any()) return Status();
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel] = run;
+  const FaultInfo& i = fault_info(f.kind);
+  const Refuse refuse = [&](const std::string& why) -> Status {
+    return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)
+        .with_hint(fmt::format("{} needs {}", i.name, i.needs));
+  };
+  if (f.step >= steps)
+    return invalid_argument("fault {} cannot act on this run: step {} ≥ train.steps = {}", f.to_string(), f.step, steps)
+        .with_hint(fmt::format("--fault {}@STEP with STEP in 0 … {} (steps count from 0), or a longer train.steps",
+                               i.name, steps - 1));
+  if (f.rank >= world)
+    return invalid_argument("fault {} cannot act on this run: rank {} ≥ world size {}", f.to_string(), f.rank, world)
+        .with_hint(fmt::format("--fault {}[@STEP]:RANK with RANK in 0 … {}", i.name, world - 1));
+  // The parameter-server faults need servers; on a parameter-server run the faults that act on a worker's
+  // micro-batches or on the job apply as they are, the all-reduce ones do not (docs/faults.md §"Parameter server").
+  const bool ps_fault =
+      f.kind == FaultKind::kPsDropPush || f.kind == FaultKind::kPsStalePull || f.kind == FaultKind::kPsApplyTwice;
+  if (ps_fault && servers == 0) return refuse("an all-reduce run (no parameter server)");
+  if (servers > 0) SP_RETURN_IF_ERROR(check_on_parameter_server(f, run, refuse));
+  SP_RETURN_IF_ERROR(check_mechanism_present(f, run, refuse));
   if (is_checkpoint_fault(f.kind) && (every <= 0 || (f.step + 1) % every != 0))
     return invalid_argument(
                "fault {} damages the checkpoint saved after step {}, but this run saves none then "

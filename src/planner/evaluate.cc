@@ -104,40 +104,6 @@ struct Placement {
   GroupLink tp_link, dp_link, pp_link, world_link;
 };
 
-// What the memory figures assumed (issue 33): the precision of every model state, the GEMM dtype the time is
-// priced at, and the engine's gradient accumulation with its full-size buffers per unit.
-std::vector<std::string> state_assumptions(const config::RunConfig& c, const plan::RunPlan& plan,
-                                           const std::string& dtype) {
-  const model::Precision& p = c.train.precision;
-  const std::string_view compute = model::precision_name(p.compute), grad = model::precision_name(p.grad);
-  std::vector<std::string> out;
-  out.push_back(fmt::format(
-      "states planned at train.precision = {}: parameters {} ({} bytes per element), gradients {} ({} bytes), "
-      "Adam moments fp32 (8 bytes per element){}; ZeRO-{} partitions {} over dp = {}; GEMMs priced at the {} "
-      "peak (--dtype sets the speed only; --precision sets the states)",
-      compute, compute, p.mixed() ? 2 : 4, grad, p.grad == DType::kF32 ? 4 : 2,
-      p.mixed() ? " plus fp32 master weights (4 bytes per element)" : "", c.parallel.zero,
-      c.parallel.zero == 0   ? "nothing"
-      : c.parallel.zero == 1 ? "the optimizer state"
-      : c.parallel.zero == 2 ? "the optimizer state and the gradients"
-                             : "the optimizer state, the gradients and the parameters",
-      c.parallel.dp, dtype));
-  const int64_t k = plan.local_micro_batches;
-  if (c.parallel.reduction == config::Reduction::kFast)
-    out.push_back(fmt::format(
-        "gradient accumulation: parallel.reduction = fast keeps one full-size gradient buffer per unit, into which "
-        "the k = {} micro-batch{} per rank add in order (docs/memory.md §\"Gradient buffers\")",
-        k, k == 1 ? "" : "es"));
-  else
-    out.push_back(fmt::format(
-        "gradient accumulation: the engine's deterministic canonical tree over k = {} micro-batch{} per rank keeps "
-        "up to {} full-size gradient buffer{} per unit alive (log2(k) + 1: the bits do not depend on how "
-        "micro-batches are grouped), which the gradient category counts",
-        k, k == 1 ? "" : "es", kernels::canonical_accumulator_peak_buffers(k),
-        kernels::canonical_accumulator_peak_buffers(k) == 1 ? "" : "s"));
-  return out;
-}
-
 Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
   const config::ParallelConfig& pc = q.config.parallel;
   ClusterSpec placed = q.cluster;
@@ -302,26 +268,7 @@ void summarize_step(const PlanQuery& q, int world, double peak, PlanEvaluation& 
       e.dominant = fmt::format("{} {} on {}", k.first, k.second, part.second);
     }
   if (e.dominant.empty()) e.dominant = "none (no communication)";
-  e.assumptions = time_model_assumptions();
-  if (e.measured_rates)
-    e.assumptions.push_back(fmt::format(
-        "compute priced with the cluster's measured rates ({} peak {:.4g} TFLOP/s per device; planner/kernel_costs.h): "
-        "every GEMM of the step at the measured efficiency for its FLOPs, attention at the measured seconds per "
-        "(sequence, head), the memory-bound kernels (norms, SwiGLU, RoPE, cross-entropy, residual adds, the gradient "
-        "tree, casts, AdamW) at the bandwidth measured for their family and size",
-        q.dtype, peak / 1e12));
-  else
-    e.assumptions.push_back(fmt::format(
-        "GEMMs (2 FLOPs per multiply-add, planner/flops.h) run at {:.0f} % of the {} peak, {:.4g} TFLOP/s per device "
-        "(a stated efficiency, not measured); nothing else (norms, softmax, the optimizer) takes time",
-        100 * q.efficiency, q.dtype, peak / 1e12));
-  for (std::string& line : state_assumptions(c, e.plan, q.dtype)) e.assumptions.push_back(std::move(line));
-  e.assumptions.push_back(
-      "no overlap, as the engine runs: tensor-parallel and ZeRO-3 collectives inside each pass (spread evenly over a "
-      "rank's passes), then the pipeline, then the gradient sync, the optimizer's collectives and the evidence");
-  e.assumptions.push_back(
-      "the pipeline is simulated over the engine's schedule with asynchronous sends (the engine's blocking sends can "
-      "only be slower)");
+  e.assumptions = evaluation_assumptions(q, e, peak);
 }
 
 }  // namespace

@@ -106,6 +106,11 @@ config::RunConfig run_config_around(const ModelShape& shape, const std::string& 
 
 // kInvalidArgument (exit 2) for a configuration the engine refuses (every rule, as plan::RunPlan::make says),
 // a placement that does not match the cluster, a dtype without a peak, or an efficiency outside (0, 1].
+// The assumptions under the evaluation's figures (evaluate_assumptions.cc): the time model's, how compute was
+// priced (measured rates or a stated efficiency at `peak` FLOP/s), the states' precision and accumulation
+// buffers, the order of the passes.
+std::vector<std::string> evaluation_assumptions(const PlanQuery& q, const PlanEvaluation& e, double peak);
+
 Result<PlanEvaluation> evaluate_plan(const PlanQuery& query);
 
 // The JSON of docs/plan.md §8 ("shardproof plan --json").

@@ -8,10 +8,12 @@
 
 namespace sp::planner {
 
-nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation& e) {
-  const config::RunConfig& c = q.config;
+namespace {
+using nlohmann::json;
+
+// The strategy the plan evaluated, with its name as `plan --search` ranks it.
+json strategy_json(const config::RunConfig& c) {
   const config::ParallelConfig& pc = c.parallel;
-  using nlohmann::json;
   const Strategy named{.dp = pc.dp,
                        .tp = pc.tp,
                        .pp = pc.pp,
@@ -31,8 +33,11 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
                    {"micro_batch_size", c.train.micro_batch_size},
                    {"reduction", config::reduction_name(pc.reduction)},
                    {"axis_order", pc.axis_order}};
-  json links = json::object();
-  for (const auto& [axis, l] : e.links) links[axis] = l.to_json();
+  return strategy;
+}
+
+// Every evaluated rank: its coordinates, peak memory per category and traffic per group and phase.
+json ranks_json(const PlanEvaluation& e) {
   json ranks = json::array();
   for (const RankEvaluation& r : e.ranks) {
     json cats = json::object();
@@ -53,19 +58,17 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
                      {"by_category", cats},
                      {"traffic", traffic}});
   }
-  json priced = json::array();
-  for (const PricedTraffic& t : e.traffic)
-    priced.push_back({{"axis", t.axis},
-                      {"phase", t.phase},
-                      {"op", t.op},
-                      {"ops", t.ops},
-                      {"bytes", t.bytes},
-                      {"seconds", t.seconds},
-                      {"link", t.link}});
+  return ranks;
+}
+
+// The simulated pipeline: each chunk's pass times and the first kMaxPipelineActions intervals,
+// [rank, virtual stage, micro-batch, "forward" | "backward", start s, end s] (the report draws them as a
+// Gantt chart), with how many were left out.
+json pipeline_json(const PlanEvaluation& e, int pp) {
   json stages = json::array();
   for (size_t i = 0; i < e.pipeline_times.forward_s.size(); ++i)
     stages.push_back({{"chunk", i},
-                      {"pp_rank", static_cast<int>(i) % pc.pp},
+                      {"pp_rank", static_cast<int>(i) % pp},
                       {"forward", e.pipeline_times.forward_s[i]},
                       {"backward", e.pipeline_times.backward_s[i]}});
   // The simulated pipeline's intervals, [rank, virtual stage, micro-batch, "forward" | "backward", start s,
@@ -77,12 +80,32 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
     actions.push_back({a.rank, a.virtual_stage, a.micro_batch, a.forward ? "forward" : "backward", a.start_s, a.end_s});
   }
   const size_t omitted = e.pipeline.actions.size() - actions.size();
+  return {{"stages", stages}, {"actions", actions}, {"omitted", omitted}};
+}
+
+}  // namespace
+
+nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation& e) {
+  const config::RunConfig& c = q.config;
+  const config::ParallelConfig& pc = c.parallel;
+  const json pipeline = pipeline_json(e, pc.pp);
+  json links = json::object();
+  for (const auto& [axis, l] : e.links) links[axis] = l.to_json();
+  json priced = json::array();
+  for (const PricedTraffic& t : e.traffic)
+    priced.push_back({{"axis", t.axis},
+                      {"phase", t.phase},
+                      {"op", t.op},
+                      {"ops", t.ops},
+                      {"bytes", t.bytes},
+                      {"seconds", t.seconds},
+                      {"link", t.link}});
   return {{"format_version", 1},
           {"kind", "plan"},
           {"inputs",
            {{"cluster", q.cluster.to_json()},
             {"model", ModelShape::from_llama(c.model, c.name, "the run configuration").to_json()},
-            {"strategy", strategy},
+            {"strategy", strategy_json(c)},
             {"global_batch", c.train.global_batch},
             {"seq_len", c.train.seq_len},
             {"eval_batches", c.train.eval_batches},
@@ -97,12 +120,12 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
             {"peak_bytes", e.peak_bytes},
             {"largest_rank", e.largest_rank},
             {"largest_category", e.largest_category},
-            {"ranks", ranks}}},
+            {"ranks", ranks_json(e)}}},
           {"traffic", priced},
           {"compute",
            {{"model_flops", e.model_flops},
             {"hardware_flops", e.hardware_flops},
-            {"chunk_seconds", stages},
+            {"chunk_seconds", pipeline["stages"]},
             {"measured_rates", e.measured_rates},
             {"gemm_seconds", e.compute_split.gemm},
             {"attention_seconds", e.compute_split.attention},
@@ -116,8 +139,8 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
             {"micro_batches", e.pipeline_times.micro_batches},
             {"virtual_stages", e.pipeline_times.virtual_stages},
             {"busy_seconds", e.pipeline.busy_s},
-            {"actions", actions},
-            {"actions_omitted", omitted}}},
+            {"actions", pipeline["actions"]},
+            {"actions_omitted", pipeline["omitted"]}}},
           {"step",
            {{"seconds", e.step_seconds},
             {"compute_seconds", e.compute_seconds},
