@@ -21,40 +21,16 @@
 #include "kernels/matmul.h"
 #include "model/llama_stage.h"
 #include "model/precision.h"
+#include "stage_fakes.h"
 #include "tensor/float16.h"
 
 using namespace sp;
 
 namespace {
 
-struct Params : model::ParamSource {
-  std::map<int, std::vector<uint16_t>> units16;
-  DType dtype = DType::kBF16;  // the 16-bit working dtype of units16
-  ConstBufView acquire(int u) override { return {units16.at(u).data(), std::ssize(units16.at(u)), dtype}; }
-  void release(int) override {}
-};
-struct Grads : model::GradSink {
-  std::map<int, std::vector<float>> units;
-  DType grad = DType::kF32;
-  BufView leaf(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
-  // A 16-bit gradient dtype rounds the micro-batch's fp32 leaf once when it is handed on (model/precision.h).
-  void done(int u) override {
-    if (grad != DType::kF32) round_through_float16(units.at(u).data(), static_cast<int64_t>(units.at(u).size()), grad);
-  }
-};
-struct NoTp : model::TensorParallelOps {
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void reduce_from_tp(BufView) override {}
-  void copy_to_tp_backward(BufView) override {}
-  void all_reduce_max(BufView) override {}
-  void all_reduce_sum(BufView) override {}
-  void reduce_scatter_to_sp(ConstBufView, BufView) override {}
-  void gather_from_sp(ConstBufView, BufView) override {}
-  void gather_from_sp_backward(ConstBufView, BufView) override {}
-  void reduce_scatter_to_sp_backward(ConstBufView, BufView) override {}
-  void reduce_replicated_grad(BufView) override {}
-};
+using Params = sp::test::HostParams;
+using Grads = sp::test::HostGrads;
+using NoTp = sp::test::SingleRankTp;
 
 int fail(const Status& s) {
   std::fprintf(stderr, "stage16_driver: %s\n", s.to_string().c_str());

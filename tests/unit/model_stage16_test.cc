@@ -18,6 +18,7 @@
 #include "kernels/linear16.h"
 #include "kernels/matmul.h"
 #include "model/llama_stage.h"
+#include "stage_fakes.h"
 #include "tensor/float16.h"
 #include "unity_id.h"
 
@@ -25,34 +26,9 @@ namespace sp::model {
 namespace {
 namespace SP_TEST_ID {
 
-struct Params : ParamSource {
-  std::map<int, std::vector<float>> units;       // fp32 values (each a widened 16-bit value)
-  std::map<int, std::vector<uint16_t>> units16;  // the same values as 16-bit patterns
-  DType dtype = DType::kF32;                     // what acquire() hands out: units (F32) or units16
-  ConstBufView acquire(int u) override {
-    if (dtype == DType::kF32) return f32_view(units.at(u).data(), std::ssize(units.at(u)));
-    return {units16.at(u).data(), std::ssize(units16.at(u)), dtype};
-  }
-  void release(int) override {}
-};
-struct Grads : GradSink {
-  std::map<int, std::vector<float>> units;
-  BufView leaf(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
-  void done(int) override {}
-};
-struct NoTp : TensorParallelOps {
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void reduce_from_tp(BufView) override {}
-  void copy_to_tp_backward(BufView) override {}
-  void all_reduce_max(BufView) override {}
-  void all_reduce_sum(BufView) override {}
-  void reduce_scatter_to_sp(ConstBufView, BufView) override {}
-  void gather_from_sp(ConstBufView, BufView) override {}
-  void gather_from_sp_backward(ConstBufView, BufView) override {}
-  void reduce_scatter_to_sp_backward(ConstBufView, BufView) override {}
-  void reduce_replicated_grad(BufView) override {}
-};
+using Params = sp::test::HostParams;
+using Grads = sp::test::HostGrads;
+using NoTp = sp::test::SingleRankTp;
 
 LlamaConfig cfg(bool tie) {
   LlamaConfig c;

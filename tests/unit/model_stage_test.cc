@@ -10,36 +10,16 @@
 
 #include "kernels/attention.h"
 #include "model/llama_stage.h"
+#include "stage_fakes.h"
 #include "unity_id.h"
 
 namespace sp::model {
 namespace {
 namespace SP_TEST_ID {
 
-struct Params : ParamSource {
-  std::map<int, std::vector<float>> units;
-  ConstBufView acquire(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
-  void release(int) override {}
-};
-struct Grads : GradSink {
-  std::map<int, std::vector<float>> units;
-  std::map<int, int> done_count;
-  BufView leaf(int u) override { return f32_view(units.at(u).data(), std::ssize(units.at(u))); }
-  void done(int u) override { ++done_count[u]; }
-};
-struct NoTp : TensorParallelOps {
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void reduce_from_tp(BufView) override {}
-  void copy_to_tp_backward(BufView) override {}
-  void all_reduce_max(BufView) override {}
-  void all_reduce_sum(BufView) override {}
-  void reduce_scatter_to_sp(ConstBufView, BufView) override {}
-  void gather_from_sp(ConstBufView, BufView) override {}
-  void gather_from_sp_backward(ConstBufView, BufView) override {}
-  void reduce_scatter_to_sp_backward(ConstBufView, BufView) override {}
-  void reduce_replicated_grad(BufView) override {}
-};
+using Params = sp::test::HostParams;
+using Grads = sp::test::HostGrads;
+using NoTp = sp::test::SingleRankTp;
 
 LlamaConfig cfg(bool tie) {
   LlamaConfig c;
