@@ -20,6 +20,7 @@
 #include "kernels/linear16.h"
 #include "kernels/matmul.h"
 #include "model/llama_stage.h"
+#include "stage_fakes.h"
 #include "tensor/float16.h"
 
 namespace sp::kernels {
@@ -161,32 +162,10 @@ void BM_attention(benchmark::State& state) {
 BENCHMARK(BM_attention)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->ArgName("variant")->Unit(benchmark::kMillisecond);
 
 // One LlamaStage (small: V 8192, C 512, L 8, H = KV 8, F 1376, T 256, B 1) forward + backward.
-struct StageParams : model::ParamSource {
-  std::vector<std::vector<float>> f32;
-  std::vector<std::vector<uint16_t>> h16;
-  DType dtype = DType::kF32;  // what acquire() hands out: f32 (F32) or h16
-  ConstBufView acquire(int u) override {
-    const auto i = static_cast<size_t>(u);
-    if (dtype == DType::kF32) return f32_view(f32[i].data(), std::ssize(f32[i]));
-    return {h16[i].data(), std::ssize(h16[i]), dtype};
-  }
-  void release(int) override {}
-};
-struct StageGrads : model::GradSink {
-  std::vector<std::vector<float>> g;
-  BufView leaf(int u) override {
-    return f32_view(g[static_cast<size_t>(u)].data(), std::ssize(g[static_cast<size_t>(u)]));
-  }
-  void done(int) override {}
-};
-struct NoTp : model::TensorParallelOps {
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void reduce_from_tp(BufView) override {}
-  void copy_to_tp_backward(BufView) override {}
-  void all_reduce_max(BufView) override {}
-  void all_reduce_sum(BufView) override {}
-};
+// The stage's hooks for one rank (tests/support/stage_fakes.h, shared with the stage's tests).
+using StageParams = sp::test::HostParams;
+using StageGrads = sp::test::HostGrads;
+using NoTp = sp::test::SingleRankTp;
 
 void BM_stage(benchmark::State& state) {
   set_blas_threads(1);
@@ -217,11 +196,12 @@ void BM_stage(benchmark::State& state) {
   StageGrads grads;
   for (int id = 0; id < model::unit_count(c); ++id) {
     const model::UnitLayout u = model::unit_layout(c, id, 0, 1);
-    p.f32.emplace_back(static_cast<size_t>(u.numel));
-    model::init_unit(p.f32.back().data(), u, 1234, 0.02f);
-    p.h16.emplace_back(p.f32.back().size());
-    if (v.dtype != DType::kF32) float16_from_f32(p.h16.back().data(), p.f32.back().data(), u.numel, v.dtype);
-    grads.g.emplace_back(p.f32.back().size(), 0.0f);
+    std::vector<float>& w = p.units[id];
+    w.resize(static_cast<size_t>(u.numel));
+    model::init_unit(w.data(), u, 1234, 0.02f);
+    p.units16[id].resize(w.size());
+    if (v.dtype != DType::kF32) float16_from_f32(p.units16[id].data(), w.data(), u.numel, v.dtype);
+    grads.units[id].assign(w.size(), 0.0f);
   }
   std::vector<int32_t> tokens(kT + 1);
   for (int64_t i = 0; i <= kT; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % kV);
