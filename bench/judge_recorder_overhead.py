@@ -10,7 +10,9 @@ bytes of one anchor (the state around a step, which the judge replays).
 Per run: the median of steps 1.. (step 0 warms up, and DDP reduces it as one bucket); the figure is the ratio
 of the two medians of each round, and its median over the rounds, in wall time and in rank 0's CPU time
 (time.process_time: what the step itself computed, less exposed to other processes' load than wall time);
-and the ratio of the fastest step of each (over every round: the step least disturbed by other load).
+the ratio of the fastest step of each (over every round: the step least disturbed by other load); and the
+recorder's own CPU time per step (its calls, timed inside Recorder) over the step's CPU time without it: the
+share least exposed to the load, since neither side waits for the other rank.
 Never a test: timings depend on the machine and its load, so the figure is reported (docs/performance.md), not
 asserted.
 """
@@ -44,10 +46,12 @@ def run(out, steps, world, preset, record, anchor_every, micro_batches):
     subprocess.run(cmd, check=True)
     rows = [json.loads(line) for line in open(timing)]
     own = [b["recorder_seconds"] - a["recorder_seconds"] for a, b in zip(rows, rows[1:])]
+    own_cpu = [b["recorder_cpu_seconds"] - a["recorder_cpu_seconds"] for a, b in zip(rows, rows[1:])]
     return ({"median": statistics.median(r["seconds"] for r in rows[1:]), "min": min(r["seconds"] for r in rows[1:])},
             {"median": statistics.median(r["cpu_seconds"] for r in rows[1:]),
              "min": min(r["cpu_seconds"] for r in rows[1:])},
-            {"median": statistics.median(own), "min": min(own)} if own else {"median": 0.0, "min": 0.0})
+            {"median": statistics.median(own), "min": min(own), "cpu": statistics.median(own_cpu)} if own
+            else {"median": 0.0, "min": 0.0, "cpu": 0.0})
 
 
 def main():
@@ -60,7 +64,7 @@ def main():
     ap.add_argument("--out", default=None, help="scratch directory (default: a temporary one)")
     a = ap.parse_args()
     work = a.out or tempfile.mkdtemp(prefix="judge-overhead-")
-    ratios, cpu_ratios, off, on, own = [], [], [], [], []
+    ratios, cpu_ratios, own_shares, off, on, own = [], [], [], [], [], []
     for r in range(a.rounds):
         t_off, c_off, _ = run(os.path.join(work, "off"), a.steps, a.world, a.preset, False, 0, a.micro_batches)
         t_on, c_on, t_own = run(os.path.join(work, "on"), a.steps, a.world, a.preset, True, 0, a.micro_batches)
@@ -69,9 +73,11 @@ def main():
         own.append(t_own)
         ratios.append(t_on["median"] / t_off["median"])
         cpu_ratios.append(c_on["median"] / c_off["median"])
+        own_shares.append(t_own["cpu"] / c_off["median"])
         print(f"round {r}: step without recorder {t_off['median'] * 1e3:.1f} ms ({c_off['median'] * 1e3:.1f} ms CPU on "
               f"rank 0), with checksums every step {t_on['median'] * 1e3:.1f} ms ({c_on['median'] * 1e3:.1f} ms CPU; "
-              f"in the recorder's calls {t_own['median'] * 1e3:.1f} ms); ratio {ratios[-1]:.3f} wall, "
+              f"in the recorder's calls {t_own['median'] * 1e3:.1f} ms, {t_own['cpu'] * 1e3:.1f} ms CPU = "
+              f"{own_shares[-1]:.1%} of the step's CPU without it); ratio {ratios[-1]:.3f} wall, "
               f"{cpu_ratios[-1]:.3f} CPU; fastest steps {t_off['min'] * 1e3:.1f} / {t_on['min'] * 1e3:.1f} ms",
               flush=True)
     anchored = os.path.join(work, "anchored")
@@ -89,6 +95,7 @@ def main():
                       "overhead_fastest": fastest_on / fastest_off - 1,
                       "recorder_s_per_step": statistics.median(x["median"] for x in own),
                       "recorder_s_per_step_min": min(x["min"] for x in own), "ratios": [round(x, 4) for x in ratios],
+                      "recorder_cpu_share": statistics.median(own_shares),
                       "bytes_per_anchor": anchor_bytes}, indent=1))
     if a.out is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -74,8 +74,9 @@ def _signed_hex(v):
     return f"-{-v:x}" if v < 0 else f"{v:x}"
 
 
-def _fmix_sum(k, t):
-    """sum of fmix64 over the uint64 array k (clobbered), mod 2^64; t is a temporary of the same size."""
+def _fmix_sums(k, t):
+    """Row sums of fmix64 over the uint64 array k (clobbered; one row per lane), mod 2^64; t is a temporary of
+    the same shape."""
     np.right_shift(k, _S33, out=t)
     np.bitwise_xor(k, t, out=k)
     np.multiply(k, _C1, out=k)
@@ -84,7 +85,7 @@ def _fmix_sum(k, t):
     np.multiply(k, _C2, out=k)
     np.right_shift(k, _S33, out=t)
     np.bitwise_xor(k, t, out=k)
-    return int(k.sum(dtype=np.uint64))
+    return [int(r) for r in k.sum(axis=1, dtype=np.uint64)]
 
 
 def _below_window(u, acc):
@@ -100,42 +101,45 @@ def _below_window(u, acc):
         acc["sq"] += sq << (2 * bin_ - 2)
 
 
-def _exact_chunk(x, u, acc):
+def _exact_chunk(x, u, acc, buf):
     """Adds the exact sums of the fp32 values x (bit patterns u; at most CHUNK of them) into acc.
 
     As the engine's AVX-512 path (src/core/exact_sum.cc): with E the largest exponent field of the chunk and
     B = max(E - 24, 1), a value M * 2^(b - 150) of bin b >= B is the integer a = M * 2^(b - B) < 2^48 in units of
     2^(B - 150), and x * 2^(150 - B) computes it exactly in float64. sum a (signed) and sum a^2 as
-    (a >> 24)^2, (a >> 24)(a mod 2^24), (a mod 2^24)^2 stay below 2^63 in int64 for 2^15 values. A value whose
-    scaled value is not an integer lies below the window and goes through _below_window."""
-    ax = np.abs(x)
-    top = ax.max()
-    if not np.isfinite(top):
-        bad = ~np.isfinite(x)
-        acc["nan"] += int(np.count_nonzero(np.isnan(x)))
-        acc["inf"] += int(np.count_nonzero(np.isinf(x)))
+    h^2 * 2^48 + 2 h l * 2^24 + l^2 with h = a >> 24 (signed) and l = a mod 2^24 stay below 2^63 in int64 for
+    2^15 values. Only a nonzero value of a bin below B can scale to a non-integer: such values go through
+    _below_window. The bit patterns carry the maximum, the non-finite test and the window test in 32-bit passes
+    (|x| orders as its bits; NaN and Inf are the patterns from 0x7f800000 up)."""
+    ab, t32, f64, i64 = (b[:x.size] for b in buf)
+    np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=ab)
+    top_bits = int(ab.max())
+    if top_bits >= 0x7F800000:
+        acc["nan"] += int(np.count_nonzero(ab > np.uint32(0x7F800000)))
+        acc["inf"] += int(np.count_nonzero(ab == np.uint32(0x7F800000)))
+        bad = ab >= np.uint32(0x7F800000)
         if bad.all():
             return
         x = np.where(bad, np.float32(0), x)
         u = x.view(np.uint32)
-        ax = np.abs(x)
-        top = ax.max()
-    top_bits = int(np.array([top], dtype=np.float32).view(np.uint32)[0])
+        np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=ab)
+        top_bits = int(ab.max())
     acc["absmax"] = max(acc["absmax"], top_bits)
     if top_bits == 0:
         return
     base = max((top_bits >> 23) - 24, 1)
-    a = x.astype(np.float64) * float(2.0 ** (150 - base))
-    ai = a.astype(np.int64)
-    off = ai != a
-    if off.any():
-        _below_window(u[off], acc)
-        ai[off] = 0
-    acc["sum"] += int(ai.sum()) << (base - 1)
-    aa = np.abs(ai)
-    ah = aa >> 24
-    al = aa & 0xFFFFFF
-    q = (int(np.dot(ah, ah)) << 48) + (int(np.dot(ah, al)) << 25) + int(np.dot(al, al))
+    np.multiply(x, 2.0 ** (150 - base), out=f64, dtype=np.float64)
+    np.copyto(i64, f64, casting="unsafe")
+    np.subtract(ab, np.uint32(1), out=t32)  # 0 wraps to the largest pattern: zeros are never below the window
+    if int(t32.min()) < (base << 23) - 1:
+        off = i64 != f64
+        if off.any():
+            _below_window(u[off], acc)
+            i64[off] = 0
+    acc["sum"] += int(i64.sum()) << (base - 1)
+    h = np.right_shift(i64, 24)
+    np.bitwise_and(i64, 0xFFFFFF, out=i64)
+    q = (int(np.dot(h, h)) << 48) + (int(np.dot(h, i64)) << 25) + int(np.dot(i64, i64))
     acc["sq"] += q << (2 * base - 2)
 
 
@@ -161,29 +165,30 @@ def partial_of(x, indices):
     u_all = x.view(np.uint32)
     acc = {"sum": 0, "sq": 0, "nan": 0, "inf": 0, "absmax": 0}
     v = np.empty(min(n, CHUNK), np.uint64)
-    k = np.empty_like(v)
-    t = np.empty_like(v)
+    k = np.empty((len(_SEEDS), v.size), np.uint64)  # both lanes in one array: one pass of each operation
+    t = np.empty_like(k)
+    seeds = np.empty((len(_SEEDS), 1), np.uint64)
+    buf = (np.empty(v.size, np.uint32), np.empty(v.size, np.uint32), np.empty(v.size, np.float64),
+           np.empty(v.size, np.int64))
     a = b = 0
     for c0 in range(0, n, CHUNK):
         c1 = min(n, c0 + CHUNK)
         m = c1 - c0
         u = u_all[c0:c1]
-        vv, kk, tt = v[:m], k[:m], t[:m]
+        vv, kk, tt = v[:m], k[:, :m], t[:, :m]
         np.copyto(vv, u, casting="unsafe")
-        np.left_shift(vv, _S17, out=tt)
-        np.bitwise_xor(vv, tt, out=vv)
+        np.left_shift(vv, _S17, out=tt[0])
+        np.bitwise_xor(vv, tt[0], out=vv)
         if isinstance(indices, Contiguous):
             jp, base = _STEP[:m], (indices.first + c0) * int(_PRIME)
         else:
             jp, base = indices(c0, c1) * _PRIME, 0
-        for lane, seed in enumerate(_SEEDS):
-            np.add(jp, np.uint64((base + int(seed)) & _MASK64), out=kk)
-            np.bitwise_xor(kk, vv, out=kk)
-            if lane == 0:
-                a += _fmix_sum(kk, tt)
-            else:
-                b += _fmix_sum(kk, tt)
-        _exact_chunk(x[c0:c1], u, acc)
+        seeds[:, 0] = [(base + int(seed)) & _MASK64 for seed in _SEEDS]
+        np.add(jp, seeds, out=kk)
+        np.bitwise_xor(kk, vv, out=kk)
+        s0, s1 = _fmix_sums(kk, tt)
+        a, b = a + s0, b + s1
+        _exact_chunk(x[c0:c1], u, acc, buf)
     p.lane0, p.lane1 = a & _MASK64, b & _MASK64
     p.sum, p.sq = acc["sum"], acc["sq"]
     p.count = n

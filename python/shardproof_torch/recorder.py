@@ -44,13 +44,15 @@ HYPER_KEYS = ("lr_schedule", "betas", "eps", "weight_decay", "no_decay", "max_gr
 
 
 def _timed(f):
-    """Adds the call's wall time to Recorder.seconds: what recording costs this rank, step by step."""
+    """Adds the call's wall time to Recorder.seconds and its CPU time to Recorder.cpu_seconds: what recording
+    costs this rank, step by step."""
     def wrapped(self, *args, **kwargs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return f(self, *args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - t0
+            self.cpu_seconds += time.process_time() - c0
     wrapped.__doc__ = f.__doc__
     return wrapped
 
@@ -112,6 +114,7 @@ class Recorder:
         self.step_doc = None
         self.anchor = None
         self.seconds = 0.0  # wall time spent in the recorder's per-step calls
+        self.cpu_seconds = 0.0  # and the CPU time (the process's: the recorder runs on the training thread)
 
     # ---------------------------------------------------------------- set-up
     def _contract(self, strategy, hf_config, hyper, batch, loss_reduction, gradient_divisor, script):

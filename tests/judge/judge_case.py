@@ -114,7 +114,9 @@ def case_digest(args):
     a.flat[:8] = np.array([0.0, -0.0, 1e-45, -3e-42, np.inf, -np.inf, np.nan, 3.4e38], dtype=np.float32)
     b = rng.standard_normal((96, 32)).astype(np.float32)
     c = np.full((7,), 1.0, dtype=np.float32)
-    tensors = {"a": a, "b": b, "c": c}
+    # Wide range without a dominating outlier: values below a chunk's 2^24 window change the rounded sum and l2.
+    d = (rng.standard_normal((48, 60)) * np.exp(rng.uniform(-30, 30, (48, 60)))).astype(np.float32)
+    tensors = {"a": a, "b": b, "c": c, "d": d}
     path = os.path.join(T.fresh(os.path.join(args.work, "digest"), create=True), "t.safetensors")
     with open(path, "wb") as f:
         f.write(files.safetensors_bytes(list(tensors.items())))
