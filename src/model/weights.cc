@@ -52,7 +52,8 @@ std::string unit_name(const LlamaConfig& c, int id) {
   return fmt::format("layers.{}", unit_layer(id));
 }
 
-static std::vector<WeightSpec> unit_specs(const LlamaConfig& c, int id) {
+// named = false leaves the block tensors' names empty (unit_numel, weight_count: only shapes are needed).
+static std::vector<WeightSpec> unit_specs(const LlamaConfig& c, int id, bool named = true) {
   const int64_t C = c.dim, D = c.head_dim(), H = c.n_heads, KV = c.n_kv_heads, F = c.ffn_dim, V = c.vocab_size;
   if (unit_kind(c, id) == UnitKind::kEmbed) return {{"model.embed_tokens.weight", {V, C}, 0, InitKind::kNormal, true}};
   if (unit_kind(c, id) == UnitKind::kHead) {
@@ -60,7 +61,7 @@ static std::vector<WeightSpec> unit_specs(const LlamaConfig& c, int id) {
     if (!c.tie_embeddings) s.push_back({"lm_head.weight", {V, C}, 0, InitKind::kNormal, true});
     return s;
   }
-  const std::string p = fmt::format("model.layers.{}.", unit_layer(id));
+  const std::string p = named ? fmt::format("model.layers.{}.", unit_layer(id)) : std::string();
   return {
       {p + "input_layernorm.weight", {C}, -1, InitKind::kOnes, false},
       {p + "self_attn.q_proj.weight", {H * D, C}, 0, InitKind::kNormal, true},
@@ -101,6 +102,27 @@ UnitLayout unit_layout(const LlamaConfig& c, int id, int tp_rank, int tp_size) {
     u.tensors.push_back(std::move(t));
   }
   return u;
+}
+
+int64_t unit_numel(const LlamaConfig& c, int id, int tp_size) {
+  SP_CHECK(id >= embed_unit() && id <= head_unit(c), "unit id {} out of range [0, {}]", id, head_unit(c));
+  int64_t n = 0;
+  for (const WeightSpec& spec : unit_specs(c, id, false)) {
+    const int64_t numel = shape_numel(spec.shape);
+    if (spec.tp_dim < 0) {
+      n += numel;
+      continue;
+    }
+    const int64_t full = spec.shape[static_cast<size_t>(spec.tp_dim)];
+    n += numel / full * (full / tp_size);  // unit_layout's local shape (it checks divisibility)
+  }
+  return n;
+}
+
+int64_t weight_count(const LlamaConfig& c) {
+  const int64_t per_block = c.n_layers > 0 ? static_cast<int64_t>(unit_specs(c, embed_unit() + 1, false).size()) : 0;
+  return static_cast<int64_t>(unit_specs(c, embed_unit(), false).size() + unit_specs(c, head_unit(c), false).size()) +
+         per_block * c.n_layers;
 }
 
 std::vector<WeightSpec> weight_table(const LlamaConfig& c) {

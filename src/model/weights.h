@@ -74,8 +74,13 @@ std::vector<int> chunk_units(const LlamaConfig& c, int layer_begin, int layer_en
 // The layout of unit `id` as held by tensor-parallel rank `tp_rank` of `tp_size`.
 // Requires the TP divisibility rules (checked by parallel/plan before anything is built).
 UnitLayout unit_layout(const LlamaConfig& c, int id, int tp_rank, int tp_size);
+// unit_layout(c, id, r, tp_size).numel, the same for every rank r, without naming the tensors (the planner's
+// search asks for it millions of times).
+int64_t unit_numel(const LlamaConfig& c, int id, int tp_size);
 // All logical weights in canonical order (embed, layers, norm, lm_head), unsharded.
 std::vector<WeightSpec> weight_table(const LlamaConfig& c);
+// weight_table(c).size(), without building it.
+int64_t weight_count(const LlamaConfig& c);
 
 // A contiguous piece [begin, end) of a unit's flat buffer held at `data` (pointing at element `begin`):
 // what a rank owns of a unit under ZeRO sharding, contributes to evidence or writes to a checkpoint.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -97,6 +98,13 @@ class Replay {
   // Token rows of the residual stream on this rank: N/tp under sequence parallelism (sp_rows).
   int64_t Ns() const { return sp_rows(N(), in_.tp, in_.sequence_parallel); }
   std::string name_of(int id) const { return model::unit_name(m_, id); }
+  // An entry's name, built only when the entries are kept (a search asks for totals: named = false).
+  std::string key(std::string_view pre, int id, std::string_view post = {}) const {
+    return sim_.named ? fmt::format("{}{}{}", pre, name_of(id), post) : std::string();
+  }
+  std::string key(const std::string& p, std::string_view post) const {
+    return sim_.named ? p + std::string(post) : std::string();
+  }
   int64_t shard_of(int id) const {
     return comm::even_split_counts(unit_numel_.at(id), in_.dp)[static_cast<size_t>(in_.dp_rank)];
   }
@@ -107,13 +115,13 @@ class Replay {
     const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
     const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
     const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
-    const std::vector<std::tuple<std::string, int64_t, int64_t>> t = {
+    const std::tuple<std::string_view, int64_t, int64_t> t[] = {
         {".xn1", Ns() * C, h},      {".rstd1", Ns(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
         {".attn", N() * Hl * D, h}, {".mid", Ns() * C, kF}, {".xn2", Ns() * C, h},   {".rstd2", Ns(), kF},
         {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
     for (const auto& [s, n, bytes] : t)
       if (s != ".probs" || in_.recompute != model::Recompute::kSelective)
-        sim_.alloc(p + s, Category::kActivation, n * bytes);
+        sim_.alloc(key(p, s), Category::kActivation, n * bytes);
   }
   // Selective recomputation: the chunk's one probabilities buffer, refilled before each block's backward.
   void selective_probs() {
@@ -156,7 +164,7 @@ class Replay {
       if (in_.sequence_parallel && (n_local > 0 || ch.last))  // the gathered norm output
         sim_.alloc("scratch.xn_full", W, N() * C * in_.param_bytes);
       const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
-      for (int id : ids) unit_numel_[id] = model::unit_layout(m_, id, in_.tp_rank, in_.tp).numel;
+      for (int id : ids) unit_numel_[id] = model::unit_numel(m_, id, in_.tp);
       chunk_units.push_back(ids);
     }
     int64_t max_unit = 0, max_shard = 0;
@@ -175,21 +183,20 @@ class Replay {
     const int64_t wb = in_.param_bytes, gb = in_.grad_bytes;
     for (int id : all_units) {
       if (in_.zero < 3)
-        sim_.alloc("param." + name_of(id), Category::kParam, unit_numel_[id] * wb);
+        sim_.alloc(key("param.", id), Category::kParam, unit_numel_[id] * wb);
       else
-        sim_.alloc("param." + name_of(id) + ".shard", Category::kParam, shard_of(id) * wb);
+        sim_.alloc(key("param.", id, ".shard"), Category::kParam, shard_of(id) * wb);
       if (in_.mixed())  // the fp32 master weights of the owned piece (ParamStore)
-        sim_.alloc("optim.master." + name_of(id), Category::kOptim,
-                   (in_.zero == 0 ? unit_numel_[id] : shard_of(id)) * kF);
+        sim_.alloc(key("optim.master.", id), Category::kOptim, (in_.zero == 0 ? unit_numel_[id] : shard_of(id)) * kF);
     }
     if ((in_.zero == 1 || in_.zero == 2) && in_.dp > 1) sim_.alloc("comm.param_shard", Category::kComm, max_shard * wb);
     if (in_.zero >= 1)
-      for (int id : all_units) sim_.alloc("grad." + name_of(id) + ".shard", Category::kGrad, shard_of(id) * gb);
+      for (int id : all_units) sim_.alloc(key("grad.", id, ".shard"), Category::kGrad, shard_of(id) * gb);
     for (int id : all_units) {
       if (!in_.owns_optimizer) break;
       const int64_t owned = in_.zero == 0 ? unit_numel_[id] : shard_of(id);
-      sim_.alloc("optim.exp_avg." + name_of(id), Category::kOptim, owned * kF);
-      sim_.alloc("optim.exp_avg_sq." + name_of(id), Category::kOptim, owned * kF);
+      sim_.alloc(key("optim.exp_avg.", id), Category::kOptim, owned * kF);
+      sim_.alloc(key("optim.exp_avg_sq.", id), Category::kOptim, owned * kF);
     }
     sim_.alloc("io.tokens", Category::kIo, in_.micro_batch_size * (T + 1) * kF);
     pool_size_.assign(in_.chunks.size(), 0);
@@ -201,18 +208,20 @@ class Replay {
     const auto& ch = in_.chunks[static_cast<size_t>(v)];
     const int64_t C = m_.dim, Vl = m_.vocab_size / in_.tp;
     const auto A = Category::kActivation;
-    const std::string p = fmt::format("act.s{}", next_slot_++);
-    if (ch.first) sim_.alloc(p + ".inputs", Category::kIo, N() * kF);
-    if (ch.last) sim_.alloc(p + ".targets", Category::kIo, N() * kF);
+    const std::string p = sim_.named ? fmt::format("act.s{}", next_slot_) : std::string();
+    ++next_slot_;
+    if (ch.first) sim_.alloc(key(p, ".inputs"), Category::kIo, N() * kF);
+    if (ch.last) sim_.alloc(key(p, ".targets"), Category::kIo, N() * kF);
     for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i)
-      sim_.alloc(fmt::format("{}.res{}", p, i), A, Ns() * C * kF);
+      sim_.alloc(sim_.named ? fmt::format("{}.res{}", p, i) : std::string(), A, Ns() * C * kF);
     if (in_.recompute != model::Recompute::kFull)
-      for (int l = ch.layer_begin; l < ch.layer_end; ++l) block_set(fmt::format("{}.layers.{}", p, l));
+      for (int l = ch.layer_begin; l < ch.layer_end; ++l)
+        block_set(sim_.named ? fmt::format("{}.layers.{}", p, l) : std::string());
     if (ch.last) {
-      sim_.alloc(p + ".xf", A, Ns() * C * in_.param_bytes);
-      sim_.alloc(p + ".rstdf", A, Ns() * kF);
-      sim_.alloc(p + ".logits", A, N() * Vl * kF);
-      for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(p + s, A, N() * kF);
+      sim_.alloc(key(p, ".xf"), A, Ns() * C * in_.param_bytes);
+      sim_.alloc(key(p, ".rstdf"), A, Ns() * kF);
+      sim_.alloc(key(p, ".logits"), A, N() * Vl * kF);
+      for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(key(p, s), A, N() * kF);
     }
     ++pool_size_[static_cast<size_t>(v)];
   }
@@ -225,12 +234,11 @@ class Replay {
   // ZeRO-3 gathers with nesting.
   void acquire(int id) {
     if (in_.zero < 3 || in_.dp == 1) return;
-    if (refs_[id]++ == 0)
-      sim_.alloc("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * in_.param_bytes);
+    if (refs_[id]++ == 0) sim_.alloc(key("param.gather.", id), Category::kParam, unit_numel_[id] * in_.param_bytes);
   }
   void release(int id) {
     if (in_.zero < 3 || in_.dp == 1) return;
-    if (--refs_[id] == 0) sim_.free("param.gather." + name_of(id), Category::kParam, unit_numel_[id] * in_.param_bytes);
+    if (--refs_[id] == 0) sim_.free(key("param.gather.", id), Category::kParam, unit_numel_[id] * in_.param_bytes);
   }
   // 16-bit gradients (grad_bytes 2): the fp32 leaf lives from leaf() to done(), where the 16-bit buffer is
   // taken; fp32: the leaf is the buffer, taken in leaf(). Fast reduction (fp32 only): one buffer per unit,
@@ -238,9 +246,11 @@ class Replay {
   bool grad16() const { return in_.grad_bytes != kF; }
   bool one_buffer() const { return !in_.deterministic && !grad16(); }
   void take_buffer(int id, GradUnit& u) {
-    if (u.in_use == u.allocated)
-      sim_.alloc(fmt::format("grad.{}.b{}", name_of(id), u.allocated++), Category::kGrad,
+    if (u.in_use == u.allocated) {
+      sim_.alloc(sim_.named ? fmt::format("grad.{}.b{}", name_of(id), u.allocated) : std::string(), Category::kGrad,
                  unit_numel_[id] * in_.grad_bytes);
+      ++u.allocated;
+    }
     ++u.in_use;
   }
   void leaf(int id) {
@@ -248,7 +258,7 @@ class Replay {
     if (u.current) return;
     u.current = true;
     if (grad16())
-      sim_.alloc("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
+      sim_.alloc(key("grad.", id, ".leaf"), Category::kGrad, unit_numel_[id] * kF);
     else if (!one_buffer() || u.leaves == 0)
       take_buffer(id, u);
   }
@@ -256,7 +266,7 @@ class Replay {
     GradUnit& u = grads_[id];
     if (grad16()) {
       take_buffer(id, u);
-      sim_.free("grad." + name_of(id) + ".leaf", Category::kGrad, unit_numel_[id] * kF);
+      sim_.free(key("grad.", id, ".leaf"), Category::kGrad, unit_numel_[id] * kF);
     }
     u.current = false;
     if (!one_buffer()) u.stack.push_back(1);
@@ -270,7 +280,8 @@ class Replay {
       u.stack.clear();
       if (in_.zero >= 2) {
         for (int64_t i = 0; i < u.allocated; ++i)
-          sim_.free(fmt::format("grad.{}.b{}", name_of(id), i), Category::kGrad, unit_numel_[id] * in_.grad_bytes);
+          sim_.free(sim_.named ? fmt::format("grad.{}.b{}", name_of(id), i) : std::string(), Category::kGrad,
+                    unit_numel_[id] * in_.grad_bytes);
         u.allocated = 0;
       }
       u.in_use = 0;

@@ -128,7 +128,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
   const bool sp = rc.parallel.sequence_parallel;
   const int64_t Nb = sp_rows(N, tp, sp);  // the pipeline boundary's token rows
-  auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
+  auto numel = [&](int id) { return model::unit_numel(m, id, tp); };
   const int blocks = ch.layer_end - ch.layer_begin;
   if (sp) add_sp_pass_traffic(x, ch, forward, phase);
   auto gather = [&](int id) {  // ZeRO-3 acquisition
@@ -195,7 +195,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
   const int64_t gb = static_cast<int64_t>(dtype_size(rc.train.precision.grad));
   const auto chunks = plan.chunks_of(x.c.pp);
-  auto numel = [&](int id) { return model::unit_layout(m, id, x.c.tp, tp).numel; };
+  auto numel = [&](int id) { return model::unit_numel(m, id, tp); };
 
   auto pass = [&](const ChunkPlacement& ch, bool forward, const char* phase) {
     add_pass_traffic(x, ch, forward, phase);
@@ -206,7 +206,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
       for (int id : model::chunk_units(m, ch.layer_begin, ch.layer_end, ch.first, ch.last)) ids.push_back(id);
     return ids;
   }();
-  const int64_t n_tensors = static_cast<int64_t>(model::weight_table(m).size());
+  const int64_t n_tensors = model::weight_count(m);
   const int64_t summary_bytes = n_tensors * static_cast<int64_t>(evidence::TensorSummary::kSumWords) * 8;
 
   auto evaluation = [&] {

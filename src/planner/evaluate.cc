@@ -35,10 +35,10 @@ double priced_seconds(const std::string& op, int64_t ops, int64_t bytes, const G
 
 bool is_pass_phase(const std::string& phase) { return phase == "forward" || phase == "backward"; }
 
-// Parameters of `units` on tensor-parallel rank `tp_rank`.
-int64_t unit_params(const model::LlamaConfig& m, const std::vector<int>& units, int tp_rank, int tp) {
+// Parameters of `units` on each tensor-parallel rank.
+int64_t unit_params(const model::LlamaConfig& m, const std::vector<int>& units, int tp) {
   int64_t n = 0;
-  for (int id : units) n += model::unit_layout(m, id, tp_rank, tp).numel;
+  for (int id : units) n += model::unit_numel(m, id, tp);
   return n;
 }
 
@@ -69,8 +69,8 @@ ChunkTimes chunk_times(const PlanQuery& q, const plan::RunPlan& plan, const plan
   in.tp = c.parallel.tp;
   in.recompute = c.train.recompute;
   in.mixed = c.train.precision.mixed();
-  in.unit_params = unit_params(c.model, model::chunk_units(c.model, ch.layer_begin, ch.layer_end, ch.first, ch.last), 0,
-                               c.parallel.tp);
+  in.unit_params =
+      unit_params(c.model, model::chunk_units(c.model, ch.layer_begin, ch.layer_end, ch.first, ch.last), c.parallel.tp);
   in.micro_batches = plan.local_micro_batches;
   const ChunkKernels k = chunk_kernels(in);
   t.forward = price_kernels(k.forward, q.cluster.measured, q.dtype, peak, q.efficiency);
@@ -87,7 +87,7 @@ KernelTimes optimizer_times(const PlanQuery& q, const plan::RunPlan& plan, const
     const plan::ChunkPlacement ch = plan.chunk(ci);
     if (ch.pp_rank != coords.pp) continue;
     for (int id : model::chunk_units(c.model, ch.layer_begin, ch.layer_end, ch.first, ch.last)) {
-      const int64_t n = model::unit_layout(c.model, id, coords.tp, c.parallel.tp).numel;
+      const int64_t n = model::unit_numel(c.model, id, c.parallel.tp);
       local += n;
       owned += c.parallel.zero == 0 ? n : (n + c.parallel.dp - 1) / c.parallel.dp;
     }
