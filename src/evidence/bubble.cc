@@ -53,7 +53,7 @@ StepAccs accumulate(const std::vector<std::vector<TimelineInterval>>& timelines,
       Acc& a = accs[r];
       a.end = std::max(a.end, iv.t1_us);
       const int64_t len = iv.t1_us - iv.t0_us;
-      if (iv.kind == "forward" || iv.kind == "backward")
+      if (iv.kind == "forward" || iv.kind == "backward" || iv.kind == "backward_input" || iv.kind == "backward_weight")
         a.compute += len;
       else if (iv.kind == "send" || iv.kind == "recv" || iv.kind == "wait")
         a.comm += len;
