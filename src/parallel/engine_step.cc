@@ -69,6 +69,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   io.first_micro_batch = plan_.first_micro_batch(coords_.dp);
   io.micro_batches = plan_.local_micro_batches;
   io.tokens = [&](int64_t mb, int32_t* buf) { faults_.tokens(mb, io.first_micro_batch, buf, batches_); };
+  io.weight_passes = [&](int64_t mb) { return faults_.weight_passes(mb, io.first_micro_batch); };
   io.loss = [&](int64_t mb, double v) {
     if (coords_.tp == 0) mb_loss[static_cast<size_t>(mb)] = v;
   };

@@ -1,8 +1,34 @@
 #include "parallel/pipeline.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/timer.h"
 
 namespace sp::parallel {
+namespace {
+
+// The GradSink a faulty W pass sees (zb-drop-w, zb-repeat-w): each leaf reaches the real sink's done() once,
+// zeroed (`zero`: the W pass dropped) or, while `hold` is set, not yet (the first of two W passes).
+class FaultyWeightSink final : public model::GradSink {
+ public:
+  explicit FaultyWeightSink(model::GradSink& real) : real_(real) {}
+  BufView leaf(int unit) override { return real_.leaf(unit); }
+  void done(int unit) override {
+    if (hold) return;
+    if (zero) {
+      const BufView l = real_.leaf(unit);
+      std::memset(l.data, 0, l.bytes());
+    }
+    real_.done(unit);
+  }
+  bool zero = false, hold = false;
+
+ private:
+  model::GradSink& real_;
+};
+
+}  // namespace
 
 PipelineRunner::PipelineRunner(std::vector<Chunk> chunks, comm::Communicator& pp, MemoryLedger& ledger,
                                comm::TraceContext& trace, Timeline* timeline)
@@ -153,7 +179,17 @@ void PipelineRunner::weight(ChunkState& c, int64_t mb, const StepIO& io) {
            c.chunk.placement.chunk);
   comm::ScopedPhase phase(trace_, comm::Phase::kBackward, io.step, global_mb);
   const int64_t t0 = now_ns();
-  c.chunk.stage->backward_weight(*it->second, *io.grads);
+  const int passes = io.weight_passes ? io.weight_passes(global_mb) : 1;
+  if (passes == 1) {
+    c.chunk.stage->backward_weight(*it->second, *io.grads);
+  } else {  // a fault: the W pass dropped (its leaves zeroed) or run twice into the same leaves
+    FaultyWeightSink sink(*io.grads);
+    sink.zero = passes == 0;
+    for (int i = 0; i < std::max(passes, 1); ++i) {
+      sink.hold = i + 1 < passes;
+      c.chunk.stage->backward_weight(*it->second, sink);
+    }
+  }
   if (timeline_) timeline_->record("backward_weight", c.chunk.placement.virtual_stage, global_mb, t0);
   c.free.push_back(it->second);
   c.busy.erase(it);

@@ -46,6 +46,9 @@ class PipelineRunner {
     model::TensorParallelOps* tp = nullptr;
     model::ActivationObserver* observer = nullptr;
     float loss_scale = 1.0f;
+    // ZB-H1: how many times global micro-batch mb's W pass runs (unset: once); 0 and 2 are the fault
+    // injector's zb-drop-w and zb-repeat-w (the leaves still reach done() once, zeroed or with W added twice).
+    std::function<int(int64_t global_mb)> weight_passes;
     comm::Phase forward_phase = comm::Phase::kForward;
   };
   // Runs `actions` (all forwards only when io.grads is null).

@@ -398,7 +398,8 @@ evidence::FaultTarget RunPlan::fault_target() const {
           .steps = config.train.steps,
           .micro_batches = micro_batches,
           .checkpoint_every = config.evidence.checkpoint_every,
-          .sequence_parallel = pc.sequence_parallel};
+          .sequence_parallel = pc.sequence_parallel,
+          .split_backward = pc.schedule == config::Schedule::kZbH1};
 }
 
 std::string gemm16_backend_name(const RunPlan& plan) {

@@ -10,7 +10,7 @@
 //     gradient); 1F1B's order of F and B, with rank r deferring its W passes by r micro-batches: W of
 //     micro-batch k − r follows B of k, the last r run after the cool-down, where they fill 1F1B's drain
 //     bubble. Every rank holds at most min(p, m) micro-batches between F and W (1F1B's rank 0 peak); with
-//     equal F, B and W times the bubble is (p − 1)/(3m + p − 1) (docs/parallelism.md).
+//     equal F, B and W times and m ≥ p the bubble is (p − 1)/(3m + p − 1) (docs/compare.md §Bubble).
 // Invariant (needed for bitwise equivalence): on every chunk, backwards (under ZB-H1: W passes, which
 // alone touch the gradients) run in micro-batch order 0..m−1, so gradient leaves reach the canonical
 // accumulator in index order.
