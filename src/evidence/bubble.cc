@@ -39,6 +39,10 @@ double bubble_theory(const PipelineShape& s) {
   return (p - 1) / (v * m + p - 1);
 }
 
+bool timeline_compute_kind(std::string_view k) {
+  return k == "forward" || k == "backward" || k == "backward_input" || k == "backward_weight";
+}
+
 namespace {
 
 // Per (rank, step): the end of the last interval, compute and comm sums.
@@ -56,7 +60,7 @@ StepAccs accumulate(const std::vector<std::vector<TimelineInterval>>& timelines,
       Acc& a = accs[r];
       a.end = std::max(a.end, iv.t1_us);
       const int64_t len = iv.t1_us - iv.t0_us;
-      if (iv.kind == "forward" || iv.kind == "backward" || iv.kind == "backward_input" || iv.kind == "backward_weight")
+      if (timeline_compute_kind(iv.kind))
         a.compute += len;
       else if (iv.kind == "send" || iv.kind == "recv" || iv.kind == "wait")
         a.comm += len;

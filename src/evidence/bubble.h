@@ -47,6 +47,9 @@ struct PipelineShape {
 Result<PipelineShape> pipeline_shape_of(const nlohmann::json& contract);
 // (p−1)/(m+p−1), or (p−1)/(v·m+p−1) for interleaved, (p−1)/(3m+p−1) for ZB-H1; 0 when p = 1.
 double bubble_theory(const PipelineShape& shape);
+// The timeline kinds that are a pass's compute (docs/formats/timeline.md): forward, backward, and ZB-H1's
+// backward_input and backward_weight. The bubble and metrics.jsonl's compute_s sum these.
+bool timeline_compute_kind(std::string_view kind);
 
 // One rank at one step.
 struct RankStepTime {

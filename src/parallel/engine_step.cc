@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/timer.h"
+#include "evidence/bubble.h"
 #include "kernels/clip.h"
 #include "parallel/engine.h"
 #include "parallel/parameter_server.h"
@@ -136,7 +137,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   if (timeline_) {
     timeline_->end_step();
     for (const Interval& iv : timeline_->last_step())
-      if (iv.kind == "forward" || iv.kind == "backward")
+      if (evidence::timeline_compute_kind(iv.kind))
         r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
   }
   r.seconds = watch.seconds();
