@@ -379,7 +379,7 @@ void register_plan(CLI::App& app, CommandResult& result) {
   cmd->add_option("--pp", a->pp, "Pipeline-parallel degree")->check(devices);
   cmd->add_option("--virtual-stages", a->virtual_stages, "Virtual stages per pipeline rank (interleaved)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved");
+  cmd->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1");
   cmd->add_option("--zero", a->zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   cmd->add_option("--recompute", a->recompute, "Activation recompute: none, full");
   const CLI::Range counts(int64_t{1}, int64_t{1} << 40);

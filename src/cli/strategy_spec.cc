@@ -10,7 +10,9 @@ namespace sp::cli {
 namespace {
 
 constexpr const char* kValidTokens =
-    "dpN, tpN, ppN (N ≥ 1), zeroN (N = 0..3), gpipe, 1f1b, interleaved or interleavedV (V ≥ 2), recompute, selective, "
+    "dpN, tpN, ppN (N ≥ 1), zeroN (N = 0..3), gpipe, 1f1b, interleaved or interleavedV (V ≥ 2), zbh1 (ZB-H1), "
+    "recompute, "
+    "selective, "
     "fast, sp (sequence parallelism, with tpN), ps with wN (N ≥ 1 workers) and sN (N ≥ 1 servers)";
 
 // The digits after `prefix` in `tok`, or -1 when `tok` is not prefix + a decimal number.
@@ -80,9 +82,9 @@ Result<StrategySpec> parse_strategy(const std::string& spec) {
     } else if ((n = number_after(tok, "zero")) >= 0 && n <= 3) {
       kind = "zero";
       s.zero = n;
-    } else if (tok == "gpipe" || tok == "1f1b") {
+    } else if (tok == "gpipe" || tok == "1f1b" || tok == "zbh1") {
       kind = "schedule";
-      s.schedule = tok;
+      s.schedule = tok == "zbh1" ? "zb-h1" : tok;
       s.virtual_stages = 1;
     } else if (tok == "interleaved" || (n = number_after(tok, "interleaved")) >= 2) {
       kind = "schedule";

@@ -17,6 +17,8 @@ std::string schedule_name(Schedule s) {
       return "1f1b";
     case Schedule::kInterleaved:
       return "interleaved";
+    case Schedule::kZbH1:
+      return "zb-h1";
   }
   return "?";
 }

@@ -21,7 +21,8 @@
 
 namespace sp::config {
 
-enum class Schedule { kGpipe, k1F1B, kInterleaved };
+// kZbH1: zero-bubble ZB-H1 (Qi et al. 2023), the backward split into input- and weight-gradient passes.
+enum class Schedule { kGpipe, k1F1B, kInterleaved, kZbH1 };
 enum class Reduction { kDeterministic, kFast };
 // How a step's gradients become the next parameters: peers all-reducing them (DP/ZeRO), or worker
 // ranks pushing them to server ranks that own the parameters (docs/ps.md).

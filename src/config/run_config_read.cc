@@ -105,7 +105,11 @@ Status read_parallel(const json& root, ParallelConfig& p) {
   set(f.read_integer("pp", 1, 1 << 20), p.pp);
   set(f.read_integer("zero", 0, 3), p.zero);
   choose(f, "schedule",
-         {{"1f1b", Schedule::k1F1B}, {"gpipe", Schedule::kGpipe}, {"interleaved", Schedule::kInterleaved}}, p.schedule);
+         {{"1f1b", Schedule::k1F1B},
+          {"gpipe", Schedule::kGpipe},
+          {"interleaved", Schedule::kInterleaved},
+          {"zb-h1", Schedule::kZbH1}},
+         p.schedule);
   set(f.read_integer("virtual_stages", 1, 1 << 10), p.virtual_stages);
   set(f.read_boolean("sequence_parallel"), p.sequence_parallel);
   choose(f, "reduction", {{"deterministic", Reduction::kDeterministic}, {"fast", Reduction::kFast}}, p.reduction);

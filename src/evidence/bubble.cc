@@ -32,8 +32,15 @@ double median(std::vector<double> v) {
 double bubble_theory(const PipelineShape& s) {
   if (s.pp <= 1) return 0;
   const double p = s.pp, m = static_cast<double>(s.micro_batches);
+  // ZB-H1 (Qi et al. 2023 §3.1) with equal F, B and W times and m ≥ p: each rank idles p − 1 of those units in a
+  // step of 3m busy ones (its cool-down is filled by the deferred W passes; docs/compare.md §Bubble).
+  if (s.schedule == "zb-h1") return (p - 1) / (3 * m + p - 1);
   const double v = s.schedule == "interleaved" ? s.virtual_stages : 1;
   return (p - 1) / (v * m + p - 1);
+}
+
+bool timeline_compute_kind(std::string_view k) {
+  return k == "forward" || k == "backward" || k == "backward_input" || k == "backward_weight";
 }
 
 namespace {
@@ -53,7 +60,7 @@ StepAccs accumulate(const std::vector<std::vector<TimelineInterval>>& timelines,
       Acc& a = accs[r];
       a.end = std::max(a.end, iv.t1_us);
       const int64_t len = iv.t1_us - iv.t0_us;
-      if (iv.kind == "forward" || iv.kind == "backward")
+      if (timeline_compute_kind(iv.kind))
         a.compute += len;
       else if (iv.kind == "send" || iv.kind == "recv" || iv.kind == "wait")
         a.comm += len;
@@ -136,7 +143,8 @@ StageSeries measure_stages(const StepAccs& by_step, const std::vector<PipelinePl
       cost[static_cast<size_t>(st)] = ss.compute;
     }
     // Stage-cost model: c_i = cost_i / m; span = Σ c_i + (m−1)·max c_i; bubble_i = 1 − m·c_i / span.
-    if (shape.schedule != "interleaved" || shape.virtual_stages == 1) {
+    // (The one-backward model of GPipe and 1F1B; none for interleaved or ZB-H1.)
+    if (shape.schedule != "zb-h1" && (shape.schedule != "interleaved" || shape.virtual_stages == 1)) {
       const double m = static_cast<double>(std::max<int64_t>(1, shape.micro_batches));
       double total = 0, peak = 0;
       for (double c : cost) {

@@ -39,14 +39,17 @@ Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, cons
 // The schedule facts the theory needs, from contract.json's config.
 struct PipelineShape {
   int dp = 1, tp = 1, pp = 1;
-  std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved
+  std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved, zb-h1
   int virtual_stages = 1;         // v
   int64_t micro_batches = 1;      // m: per dp rank per step
 };
 // Reads contract["config"]; errors name the missing key.
 Result<PipelineShape> pipeline_shape_of(const nlohmann::json& contract);
-// (p−1)/(m+p−1), or (p−1)/(v·m+p−1) for interleaved; 0 when p = 1.
+// (p−1)/(m+p−1), or (p−1)/(v·m+p−1) for interleaved, (p−1)/(3m+p−1) for ZB-H1; 0 when p = 1.
 double bubble_theory(const PipelineShape& shape);
+// The timeline kinds that are a pass's compute (docs/formats/timeline.md): forward, backward, and ZB-H1's
+// backward_input and backward_weight. The bubble and metrics.jsonl's compute_s sum these.
+bool timeline_compute_kind(std::string_view kind);
 
 // One rank at one step.
 struct RankStepTime {

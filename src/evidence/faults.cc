@@ -98,6 +98,16 @@ const std::vector<FaultInfo>& fault_catalogue() {
        "backward bytes below the plan on the tp groups at that step; the norms' gradient checksums leave the "
        "tolerance at that step",
        "tp > 1 and parallel.sequence_parallel = true", Reach::kEveryRank},
+      {FaultKind::kZbDropW, "zb-drop-w",
+       "under ZB-H1 one pipeline rank drops the W pass of its first micro-batch: that micro-batch's weight gradients "
+       "are missing from the sum",
+       View::kChecksums, "grad digests of that stage's parameters differ from the reference at that step",
+       "parallel.schedule = \"zb-h1\""},
+      {FaultKind::kZbRepeatW, "zb-repeat-w",
+       "under ZB-H1 one pipeline rank runs the W pass of its first micro-batch twice: its weight gradients are "
+       "added twice",
+       View::kChecksums, "grad digests of that stage's parameters differ from the reference at that step",
+       "parallel.schedule = \"zb-h1\""},
   };
   return k;
 }
@@ -225,7 +235,8 @@ Status check_on_parameter_server(const FaultSpec& f, const FaultTarget& run, con
 // What the fault's mechanism needs of the run: a dp, tp or pp group, sequence parallelism, ZeRO-3, two
 // micro-batches, a previous step.
 Status check_mechanism_present(const FaultSpec& f, const FaultTarget& run, const Refuse& refuse) {
-  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel] = run;
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel,
+              split_backward] = run;
   switch (f.kind) {
     case FaultKind::kSkipGradAllreduce:
       if (dp < 2) return refuse("dp = 1");
@@ -243,6 +254,10 @@ Status check_mechanism_present(const FaultSpec& f, const FaultTarget& run, const
     case FaultKind::kDropSpNormGradReduce:
       if (tp < 2 || !sequence_parallel)
         return refuse(fmt::format("tp = {}, sequence_parallel = {}", tp, sequence_parallel));
+      break;
+    case FaultKind::kZbDropW:
+    case FaultKind::kZbRepeatW:
+      if (!split_backward) return refuse("parallel.schedule is not \"zb-h1\" (no W pass)");
       break;
     case FaultKind::kPpMicrobatchSwap:
       if (pp < 2) return refuse("pp = 1");
@@ -266,7 +281,8 @@ Status check_mechanism_present(const FaultSpec& f, const FaultTarget& run, const
 
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
-  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel] = run;
+  const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel,
+              split_backward] = run;
   const FaultInfo& i = fault_info(f.kind);
   const Refuse refuse = [&](const std::string& why) -> Status {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)

@@ -39,6 +39,10 @@ enum class FaultKind {
   // Sequence parallelism: every tp rank skips the sums of the replicated norm weights' gradients over the tp
   // group at `step` (each keeps its own tokens' share: Megatron's most reported SP bug).
   kDropSpNormGradReduce,
+  // Under ZB-H1 (the backward split into B and W), `rank` drops the W pass of its first micro-batch at `step`
+  // (that micro-batch's weight gradients never reach the sum), or runs it twice (they are added twice).
+  kZbDropW,
+  kZbRepeatW,
 };
 
 // The views of the evidence, in the order they observe a step (docs/faults.md).
@@ -105,6 +109,7 @@ struct FaultTarget {
   int64_t micro_batches = 1;       // M per step
   int64_t checkpoint_every = 0;    // evidence.checkpoint_every
   bool sequence_parallel = false;  // parallel.sequence_parallel
+  bool split_backward = false;     // parallel.schedule = "zb-h1": B and W passes
 };
 // The rank a fault acts on when `--fault` names none: the first server for the server faults, worker 1 for
 // ps-stale-pull (worker 0 is the replicas' reference), else 0.

@@ -127,6 +127,7 @@ std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
     s->tlogit = Tensor(m, p + ".tlogit", A, {N_});
     s->losses = Tensor(m, p + ".losses", A, {N_});
   }
+  if (spec_.split_backward) s->wnorm = Tensor(m, p + ".wnorm", A, {2 * n_local_ + (spec_.last ? 1 : 0), C_});
   return s;
 }
 
@@ -225,10 +226,11 @@ void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a,
 void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw,
                                 TensorParallelOps& tp) {
   check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
+  float* d = dw.data == nullptr ? nullptr : dw.f32();  // null: B of a split backward
   if (mixed())
-    block_backward_mixed(i, slot, a, w.float16(), dw.f32(), tp);
+    block_backward_mixed(i, slot, a, w.float16(), d, tp);
   else
-    block_backward_f32(i, slot, a, w.f32(), dw.f32(), tp);
+    block_backward_f32(i, slot, a, w.f32(), d, tp);
 }
 
 void LlamaStage::head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp) {
@@ -244,10 +246,12 @@ void LlamaStage::head_backward(ActivationSlot& slot, ConstBufView w, ConstBufVie
                                TensorParallelOps& tp, float loss_scale) {
   check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
   check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
+  float* d = dw.data == nullptr ? nullptr : dw.f32();  // null: B of a split backward
+  float* d_lm = dw_lm.data == nullptr ? nullptr : dw_lm.f32();
   if (mixed())
-    head_backward_mixed(slot, w.float16(), w_lm.float16(), dw.f32(), dw_lm.f32(), tp, loss_scale);
+    head_backward_mixed(slot, w.float16(), w_lm.float16(), d, d_lm, tp, loss_scale);
   else
-    head_backward_f32(slot, w.f32(), w_lm.f32(), dw.f32(), dw_lm.f32(), tp, loss_scale);
+    head_backward_f32(slot, w.f32(), w_lm.f32(), d, d_lm, tp, loss_scale);
 }
 
 void LlamaStage::recompute_probs(BlockActivations& a) {
@@ -318,17 +322,29 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
 
 void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                           float loss_scale) {
+  backward_pass(slot, params, &grads, tp, loss_scale);
+}
+
+void LlamaStage::backward_input(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp, float loss_scale) {
+  SP_CHECK(spec_.split_backward && !sp() && spec_.recompute != Recompute::kFull,
+           "backward_input needs a split-backward stage without sequence parallelism or full recomputation");
+  std::memset(slot.wnorm.raw(), 0, slot.wnorm.nbytes());  // rmsnorm's backward adds (+=) the weight gradients
+  backward_pass(slot, params, nullptr, tp, loss_scale);
+}
+
+void LlamaStage::backward_pass(ActivationSlot& slot, ParamSource& params, GradSink* grads, TensorParallelOps& tp,
+                               float loss_scale) {
   if (spec_.last) {
     // Order of acquire and leaf calls as always: the head's weights, its leaf, then the tied embedding's.
     const int64_t off = lm_head_offset(), lm = Vl_ * C_;
     const ConstBufView hw = params.acquire(head_unit(config_));
-    const BufView hdw = grads.leaf(head_unit(config_));
+    const BufView hdw = grads ? grads->leaf(head_unit(config_)) : BufView{};
     const ConstBufView w_lm = config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(off, lm);
-    const BufView dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw.slice(off, lm);
+    const BufView dw_lm = !grads ? BufView{} : config_.tie_embeddings ? grads->leaf(embed_unit()) : hdw.slice(off, lm);
     head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
     params.release(head_unit(config_));
     if (config_.tie_embeddings) params.release(embed_unit());
-    grads.done(head_unit(config_));
+    if (grads) grads->done(head_unit(config_));
   }
   for (int i = n_local_ - 1; i >= 0; --i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
@@ -338,17 +354,19 @@ void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& g
     // under selective, only its probabilities from its saved qkv (no weights, no communication).
     if (spec_.recompute == Recompute::kFull) block_forward(i, slot, *a, w, tp, /*write_output=*/false);
     if (spec_.recompute == Recompute::kSelective) recompute_probs(*a);
-    block_backward(i, slot, *a, w, grads.leaf(unit), tp);
+    block_backward(i, slot, *a, w, grads ? grads->leaf(unit) : BufView{}, tp);
     params.release(unit);
-    grads.done(unit);
+    if (grads) grads->done(unit);
   }
-  if (spec_.first) {
+  if (spec_.first && !grads) {  // B: W's embedding gradient reads dL/d(res[0]), kept in res[0]
+    keep_for_weight_pass(slot.res[0], dres_.raw());
+  } else if (spec_.first) {
     // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity
     // (reduce_scatter_to_sp's is an all-gather).
     const float* dres = gathered_dres(tp);
-    k::embedding_backward(grads.leaf(embed_unit()).f32(), dres, static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
+    k::embedding_backward(grads->leaf(embed_unit()).f32(), dres, static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
                           v_begin_, Vl_);
-    grads.done(embed_unit());
+    grads->done(embed_unit());
   }
 }
 

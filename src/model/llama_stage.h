@@ -53,6 +53,10 @@ struct StageSpec {
   // each sequence: (B, T/tp, C), Ns = N/tp rows; the norm outputs are gathered to (N, C) for the
   // column-parallel GEMMs (stage_hooks.h, docs/memory.md).
   bool sequence_parallel = false;
+  // The split backward of ZB-H1 (plan/schedule.h): backward_input() and backward_weight() instead of
+  // backward(); each slot gets the norms' weight gradients (ActivationSlot::wnorm). Not with recompute =
+  // full or sequence parallelism (the plan refuses both).
+  bool split_backward = false;
   DType precision = DType::kF32;      // kF32, kBF16 or kF16 (model/precision.h: Precision::compute)
   kernels::Gemm16* gemm16 = nullptr;  // the 16-bit GEMM backend, of dtype `precision`; required when 16-bit
 };
@@ -89,6 +93,11 @@ struct ActivationSlot {
   Tensor sumexp;                         // (N)
   Tensor tlogit;                         // (N)
   Tensor losses;                         // (N)
+  // Split backward only: the norms' weight gradients, formed by B (rmsnorm's backward gives them with dx),
+  // added into the leaves by W: (2·n_local + last, C) fp32, rows 2i / 2i + 1 = layer i's ln1 / ln2, then
+  // the final norm. Between B and W the slot's dead buffers hold the linears' output gradients
+  // (llama_stage_wgrad.cc).
+  Tensor wnorm;
   float* input() { return res.front().f32(); }  // (Ns, C) receive buffer of a non-first stage
   float* output() { return res.back().f32(); }  // (Ns, C) send buffer of a non-last stage
 };
@@ -134,6 +143,14 @@ class LlamaStage {
   // Afterwards a non-first stage's grad_input() holds dL/d(slot.input()). loss_scale multiplies the
   // per-token loss gradients (1 / global target-token count: the loss is the mean over the global batch).
   void backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp, float loss_scale);
+  // The two halves of backward() under a split backward (StageSpec::split_backward), which together leave
+  // the same gradients, bit for bit, and the same grad_input(): backward_input() (B) forms every input
+  // gradient (same inputs, communication and grad_input() as backward()) and keeps in the slot what the
+  // weight gradients need; backward_weight() (W), later and with no communication, forms the weight
+  // gradients into the GradSink's leaves, with backward()'s leaf()/done() calls in backward()'s order. The
+  // slot is busy until its W.
+  void backward_input(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp, float loss_scale);
+  void backward_weight(ActivationSlot& slot, GradSink& grads);
   float* grad_output() { return dres_.f32(); }  // (Ns, C)
   float* grad_input() { return dres_.f32(); }   // (Ns, C)
 
@@ -149,6 +166,16 @@ class LlamaStage {
   void head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp);
   void head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
                      TensorParallelOps& tp, float loss_scale);
+  // backward() (grads set) or backward_input() (grads null: every dw below is null).
+  void backward_pass(ActivationSlot& slot, ParamSource& params, GradSink* grads, TensorParallelOps& tp,
+                     float loss_scale);
+  // The W bodies (llama_stage_wgrad.cc): the weight gradients of block i / of the head from what B kept.
+  void block_weight_grad(int local, ActivationSlot& slot, BlockActivations& a, float* dw);
+  void head_weight_grad(ActivationSlot& slot, float* dw, float* dw_lm);
+  // B's destination of a norm's weight gradient: row `row` of slot.wnorm; and B's copy of an output
+  // gradient into a buffer of the slot that B no longer reads (bytes of `dst`).
+  float* wnorm_row(ActivationSlot& slot, int row) const { return slot.wnorm.f32() + row * C_; }
+  static void keep_for_weight_pass(Tensor& dst, const void* src);
   // The LM head's weights inside the head unit's (or the tied embedding's, acquired by the caller).
   int64_t lm_head_offset() const;
   // Cross-entropy of slot.logits (fp32 in every precision), vocabulary-parallel.

@@ -123,11 +123,13 @@ void LlamaStage::head_backward_mixed(ActivationSlot& s, const uint16_t* w16, con
   uint16_t* dlogits16 = grad16_.float16();
   float16_from_f32(dlogits16, dlogits, N_ * Vl_, t);
   k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, gathered_norm(tp, s.xf).float16(), w_lm16, N_, C_, Vl_, false,
-                       *spec_.gemm16, ws);
-  column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
+                       *spec_.gemm16, ws);  // B: the fp32 dlogits stay in s.logits; W rounds them again
+  column_parallel_dgrad(tp);                // xf entered the vocab-parallel head replicated
   std::fill_n(dres_.f32(), Ns_ * C_, 0.0f);
-  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), s.rstdf.f32(), Ns_, C_);
-  norm_weight_grad(tp, dw);
+  float* dnorm = dw != nullptr ? dw : wnorm_row(s, 2 * n_local_);
+  k::rmsnorm_backward(dres_.f32(), dnorm, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), s.rstdf.f32(), Ns_,
+                      C_);
+  norm_weight_grad(tp, dnorm);
 }
 
 void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
@@ -139,29 +141,38 @@ void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivati
   const float* x = slot.res[static_cast<size_t>(i)].f32();
   float* dres = dres_.f32();          // (Ns, C) fp32; in: dL/d(block output); out: dL/d(block input)
   uint16_t* g16 = grad16_.float16();  // the rounded gradient entering the next GEMM backward
+  // B of a split backward (dw null; llama_stage_f32.cc): the fp32 dres are kept and rounded again by W; the
+  // rounded dgu and dqkv are kept as they are.
+  const bool b_only = dw == nullptr;
+  auto dW = [&](int64_t off) { return b_only ? nullptr : dw + off; };
+  float* dln1 = b_only ? wnorm_row(slot, 2 * i) : dw + o.ln1;
+  float* dln2 = b_only ? wnorm_row(slot, 2 * i + 1) : dw + o.ln2;
   // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
-  k::linear16_backward(dh_.f32(), dw + o.down, gathered_dres16(tp), a.h.float16(), w16 + o.down, N_, Fl_, C_, false, g,
+  if (b_only) keep_for_weight_pass(slot.res[static_cast<size_t>(i + 1)], dres);
+  k::linear16_backward(dh_.f32(), dW(o.down), gathered_dres16(tp), a.h.float16(), w16 + o.down, N_, Fl_, C_, false, g,
                        ws);
   k::swiglu16_backward(g16, dh_.f32(), a.gu.float16(), N_, Fl_, t);  // dgu, rounded
-  k::linear16_backward(dxn_.f32(), dw + o.gu, g16, gathered_norm(tp, a.xn2).float16(), w16 + o.gu, N_, C_, 2 * Fl_,
+  if (b_only) keep_for_weight_pass(a.gu, g16);
+  k::linear16_backward(dxn_.f32(), dW(o.gu), g16, gathered_norm(tp, a.xn2).float16(), w16 + o.gu, N_, C_, 2 * Fl_,
                        false, g, ws);
   column_parallel_dgrad(tp);  // gate/up are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), a.rstd2.f32(), Ns_,
-                      C_);
-  norm_weight_grad(tp, dw + o.ln2);
+  k::rmsnorm_backward(dres, dln2, dxn_.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), a.rstd2.f32(), Ns_, C_);
+  norm_weight_grad(tp, dln2);
   // Attention: mid = x + o(attn).
-  k::linear16_backward(dattn_.f32(), dw + o.o, gathered_dres16(tp), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_,
-                       false, g, ws);
+  if (b_only) keep_for_weight_pass(a.mid, dres);
+  k::linear16_backward(dattn_.f32(), dW(o.o), gathered_dres16(tp), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, false,
+                       g, ws);
   float16_from_f32(g16, dattn_.f32(), N_ * Hl_ * D_, t);
   k::attention16_backward(dqkv_.f32(), g16, a.qkv.float16(), probs_of(a).float16(), B_, T_, Hl_, KVl_, D_, g,
                           att_scratch_.f32(), ws);
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
   float16_from_f32(g16, dqkv_.f32(), N_ * Wqkv_, t);
-  k::linear16_backward(dxn_.f32(), dw + o.qkv, g16, gathered_norm(tp, a.xn1).float16(), w16 + o.qkv, N_, C_, Wqkv_,
+  if (b_only) keep_for_weight_pass(a.qkv, g16);
+  k::linear16_backward(dxn_.f32(), dW(o.qkv), g16, gathered_norm(tp, a.xn1).float16(), w16 + o.qkv, N_, C_, Wqkv_,
                        false, g, ws);
   column_parallel_dgrad(tp);  // q/k/v are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, widen_norm_weight(w16 + o.ln1), a.rstd1.f32(), Ns_, C_);
-  norm_weight_grad(tp, dw + o.ln1);
+  k::rmsnorm_backward(dres, dln1, dxn_.f32(), x, widen_norm_weight(w16 + o.ln1), a.rstd1.f32(), Ns_, C_);
+  norm_weight_grad(tp, dln1);
 }
 
 }  // namespace sp::model

@@ -1,6 +1,9 @@
 // LlamaStage in fp32 (llama_stage.h): the bodies of the block and head steps, every tensor fp32. The
 // reference precision: the mixed-precision bodies (llama_stage16.cc) are these steps with casts added.
 // Accumulation rule: parameter gradients +=, activation gradients =, residual-stream gradients +=.
+// A null dw in a backward body is the B pass of a split backward (llama_stage.h): every weight-gradient
+// product is left out, the norms' weight gradients go to slot.wnorm and each linear's output gradient is
+// kept for W (llama_stage_wgrad.cc) in a buffer of the slot that nothing reads after this point.
 #include <cstring>
 
 #include "kernels/attention.h"
@@ -51,11 +54,12 @@ void LlamaStage::head_backward_f32(ActivationSlot& s, const float* w, const floa
   k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
                             loss_scale);
   k::linear_backward(dxn_.f32(), dw_lm, dlogits, gathered_norm(tp, s.xf).f32(), w_lm, N_, C_, Vl_,
-                     /*accumulate_dx=*/false);
-  column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
+                     /*accumulate_dx=*/false);  // B: dlogits stay in s.logits for W
+  column_parallel_dgrad(tp);                    // xf entered the vocab-parallel head replicated
   std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(Ns_ * C_));
-  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), Ns_, C_);
-  norm_weight_grad(tp, dw);
+  float* dnorm = dw != nullptr ? dw : wnorm_row(s, 2 * n_local_);
+  k::rmsnorm_backward(dres_.f32(), dnorm, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), Ns_, C_);
+  norm_weight_grad(tp, dnorm);
 }
 
 void LlamaStage::block_backward_f32(int i, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,
@@ -63,24 +67,32 @@ void LlamaStage::block_backward_f32(int i, ActivationSlot& slot, BlockActivation
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const float* x = slot.res[static_cast<size_t>(i)].f32();
   float* dres = dres_.f32();  // (Ns, C) in: dL/d(block output); out: dL/d(block input)
+  const bool b_only = dw == nullptr;
+  auto dW = [&](int64_t off) { return b_only ? nullptr : dw + off; };
+  float* dln1 = b_only ? wnorm_row(slot, 2 * i) : dw + o.ln1;
+  float* dln2 = b_only ? wnorm_row(slot, 2 * i + 1) : dw + o.ln2;
   // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
-  k::linear_backward(dh_.f32(), dw + o.down, gathered_dres(tp), a.h.f32(), w + o.down, N_, Fl_, C_, false);
+  if (b_only) keep_for_weight_pass(slot.res[static_cast<size_t>(i + 1)], dres);  // down's dy (block output read)
+  k::linear_backward(dh_.f32(), dW(o.down), gathered_dres(tp), a.h.f32(), w + o.down, N_, Fl_, C_, false);
   k::swiglu_backward(dgu_.f32(), dh_.f32(), a.gu.f32(), N_, Fl_);
-  k::linear_backward(dxn_.f32(), dw + o.gu, dgu_.f32(), gathered_norm(tp, a.xn2).f32(), w + o.gu, N_, C_, 2 * Fl_,
+  if (b_only) keep_for_weight_pass(a.gu, dgu_.raw());  // gate/up's dy (gu read)
+  k::linear_backward(dxn_.f32(), dW(o.gu), dgu_.f32(), gathered_norm(tp, a.xn2).f32(), w + o.gu, N_, C_, 2 * Fl_,
                      false);
   column_parallel_dgrad(tp);  // gate/up are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), Ns_, C_);
-  norm_weight_grad(tp, dw + o.ln2);
+  k::rmsnorm_backward(dres, dln2, dxn_.f32(), a.mid.f32(), w + o.ln2, a.rstd2.f32(), Ns_, C_);
+  norm_weight_grad(tp, dln2);
   // Attention: mid = x + o(attn).
-  k::linear_backward(dattn_.f32(), dw + o.o, gathered_dres(tp), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_, false);
+  if (b_only) keep_for_weight_pass(a.mid, dres);  // o's dy (mid read)
+  k::linear_backward(dattn_.f32(), dW(o.o), gathered_dres(tp), a.attn.f32(), w + o.o, N_, Hl_ * D_, C_, false);
   k::attention_backward(dqkv_.f32(), att_scratch_.f32(), dattn_.f32(), a.qkv.f32(), probs_of(a).f32(), B_, T_, Hl_,
                         KVl_, D_);
   k::rope_backward(dqkv_.f32(), dqkv_.f32(), rope_cos_.f32(), rope_sin_.f32(), B_, T_, Hl_ + KVl_, D_, Wqkv_);
-  k::linear_backward(dxn_.f32(), dw + o.qkv, dqkv_.f32(), gathered_norm(tp, a.xn1).f32(), w + o.qkv, N_, C_, Wqkv_,
+  if (b_only) keep_for_weight_pass(a.qkv, dqkv_.raw());  // q/k/v's dy (qkv read)
+  k::linear_backward(dxn_.f32(), dW(o.qkv), dqkv_.f32(), gathered_norm(tp, a.xn1).f32(), w + o.qkv, N_, C_, Wqkv_,
                      false);
   column_parallel_dgrad(tp);  // q/k/v are column-parallel
-  k::rmsnorm_backward(dres, dw + o.ln1, dxn_.f32(), x, w + o.ln1, a.rstd1.f32(), Ns_, C_);
-  norm_weight_grad(tp, dw + o.ln1);
+  k::rmsnorm_backward(dres, dln1, dxn_.f32(), x, w + o.ln1, a.rstd1.f32(), Ns_, C_);
+  norm_weight_grad(tp, dln1);
 }
 
 }  // namespace sp::model

@@ -66,6 +66,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
     spec.micro_batch_size = c.train.micro_batch_size;
     spec.seq_len = c.train.seq_len;
     spec.recompute = c.train.recompute;
+    spec.split_backward = c.parallel.schedule == config::Schedule::kZbH1;
     spec.sequence_parallel = c.parallel.sequence_parallel;
     spec.precision = precision.compute;
     spec.gemm16 = gemm16_.get();

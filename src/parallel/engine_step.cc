@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/timer.h"
+#include "evidence/bubble.h"
 #include "kernels/clip.h"
 #include "parallel/engine.h"
 #include "parallel/parameter_server.h"
@@ -69,6 +70,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   io.first_micro_batch = plan_.first_micro_batch(coords_.dp);
   io.micro_batches = plan_.local_micro_batches;
   io.tokens = [&](int64_t mb, int32_t* buf) { faults_.tokens(mb, io.first_micro_batch, buf, batches_); };
+  io.weight_passes = [&](int64_t mb) { return faults_.weight_passes(mb, io.first_micro_batch); };
   io.loss = [&](int64_t mb, double v) {
     if (coords_.tp == 0) mb_loss[static_cast<size_t>(mb)] = v;
   };
@@ -135,7 +137,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   if (timeline_) {
     timeline_->end_step();
     for (const Interval& iv : timeline_->last_step())
-      if (iv.kind == "forward" || iv.kind == "backward")
+      if (evidence::timeline_compute_kind(iv.kind))
         r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
   }
   r.seconds = watch.seconds();

@@ -175,6 +175,12 @@ void FaultInjector::tokens(int64_t mb, int64_t first, int32_t* buf, const BatchS
     load(step_, mb, buf);
 }
 
+int FaultInjector::weight_passes(int64_t mb, int64_t first) const {
+  if (mb != first) return 1;
+  if (fires(FaultKind::kZbDropW, step_)) return 0;
+  return fires(FaultKind::kZbRepeatW, step_) ? 2 : 1;
+}
+
 float FaultInjector::loss_scale(float scale) const {
   if (!fires(FaultKind::kWrongLossScale, step_)) return scale;
   return static_cast<float>(1.0 / static_cast<double>(t_.micro_batch_tokens));

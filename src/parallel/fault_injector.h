@@ -64,6 +64,9 @@ class FaultInjector {
   // The tokens of the rank's micro-batch `mb` (global index; `first` is the rank's first): loaded by
   // `load`, unless the fault substitutes another micro-batch or another data order.
   void tokens(int64_t mb, int64_t first, int32_t* buf, const BatchSource& load) const;
+  // How many times the W pass of the rank's micro-batch `mb` (global; `first` is the rank's first) runs under
+  // ZB-H1: 1, or for zb-drop-w 0 and for zb-repeat-w 2 on the rank's first micro-batch.
+  int weight_passes(int64_t mb, int64_t first) const;
   // The factor every micro-batch's loss sum is scaled by (1 / global target tokens).
   float loss_scale(float scale) const;
   // Every micro-batch's forward and backward ran; the loss sum (an evidence collective) comes next.

@@ -1,8 +1,34 @@
 #include "parallel/pipeline.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/timer.h"
 
 namespace sp::parallel {
+namespace {
+
+// The GradSink a faulty W pass sees (zb-drop-w, zb-repeat-w): each leaf reaches the real sink's done() once,
+// zeroed (`zero`: the W pass dropped) or, while `hold` is set, not yet (the first of two W passes).
+class FaultyWeightSink final : public model::GradSink {
+ public:
+  explicit FaultyWeightSink(model::GradSink& real) : real_(real) {}
+  BufView leaf(int unit) override { return real_.leaf(unit); }
+  void done(int unit) override {
+    if (hold) return;
+    if (zero) {
+      const BufView l = real_.leaf(unit);
+      std::memset(l.data, 0, l.bytes());
+    }
+    real_.done(unit);
+  }
+  bool zero = false, hold = false;
+
+ private:
+  model::GradSink& real_;
+};
+
+}  // namespace
 
 PipelineRunner::PipelineRunner(std::vector<Chunk> chunks, comm::Communicator& pp, MemoryLedger& ledger,
                                comm::TraceContext& trace, Timeline* timeline)
@@ -39,8 +65,10 @@ void PipelineRunner::run(const std::vector<plan::PipeAction>& actions, const Ste
     ChunkState& c = chunks_[static_cast<size_t>(a.virtual_stage)];
     if (a.forward)
       forward(c, a.micro_batch, io);
+    else if (io.grads != nullptr && a.weight())
+      weight(c, a.micro_batch, io);
     else if (io.grads != nullptr)
-      backward(c, a.micro_batch, io);
+      backward(c, a.micro_batch, a.pass == plan::BackwardPass::kInput, io);
   }
   for (ChunkState& c : chunks_) {
     if (io.grads == nullptr) {
@@ -99,7 +127,7 @@ void PipelineRunner::forward(ChunkState& c, int64_t mb, const StepIO& io) {
   }
 }
 
-void PipelineRunner::backward(ChunkState& c, int64_t mb, const StepIO& io) {
+void PipelineRunner::backward(ChunkState& c, int64_t mb, bool input_only, const StepIO& io) {
   model::LlamaStage& stage = *c.chunk.stage;
   const plan::ChunkPlacement& pl = c.chunk.placement;
   const int64_t global_mb = io.first_micro_batch + mb;
@@ -120,17 +148,51 @@ void PipelineRunner::backward(ChunkState& c, int64_t mb, const StepIO& io) {
     pp_.recv(stage.grad_output(), n, DType::kF32, (pl.pp_rank + 1) % pp, tag(pl.chunk, 1, mb, io.micro_batches));
     if (timeline_) timeline_->record("recv", pl.virtual_stage, global_mb, t0);
   }
+  if (input_only) {  // B keeps dL/d(output) in the slot's output: its forward isend must be complete
+    auto out = c.pending_out.find(slot);
+    if (out != c.pending_out.end()) {
+      out->second->wait();
+      c.pending_out.erase(out);
+    }
+  }
   const int64_t t0 = now_ns();
-  stage.backward(*slot, *io.params, *io.grads, *io.tp, io.loss_scale);
-  if (timeline_) timeline_->record("backward", pl.virtual_stage, global_mb, t0);
+  if (input_only)
+    stage.backward_input(*slot, *io.params, *io.tp, io.loss_scale);
+  else
+    stage.backward(*slot, *io.params, *io.grads, *io.tp, io.loss_scale);
+  if (timeline_) timeline_->record(input_only ? "backward_input" : "backward", pl.virtual_stage, global_mb, t0);
   if (!pl.first) {  // send_backward
     const int64_t t1 = now_ns();
     c.pending_grad = pp_.isend(stage.grad_input(), n, DType::kF32, (pl.pp_rank - 1 + pp) % pp,
                                tag(pl.chunk - 1, 1, mb, io.micro_batches));
     if (timeline_) timeline_->record("send", pl.virtual_stage, global_mb, t1);
   }
+  if (input_only) return;  // the slot is busy until its W
   c.busy.erase(it);
   c.free.push_back(slot);  // its forward isend (if any) is waited for before reuse
+}
+
+void PipelineRunner::weight(ChunkState& c, int64_t mb, const StepIO& io) {
+  const int64_t global_mb = io.first_micro_batch + mb;
+  auto it = c.busy.find(mb);
+  SP_CHECK(it != c.busy.end(), "W pass of micro-batch {} before its forward on chunk {}", global_mb,
+           c.chunk.placement.chunk);
+  comm::ScopedPhase phase(trace_, comm::Phase::kBackward, io.step, global_mb);
+  const int64_t t0 = now_ns();
+  const int passes = io.weight_passes ? io.weight_passes(global_mb) : 1;
+  if (passes == 1) {
+    c.chunk.stage->backward_weight(*it->second, *io.grads);
+  } else {  // a fault: the W pass dropped (its leaves zeroed) or run twice into the same leaves
+    FaultyWeightSink sink(*io.grads);
+    sink.zero = passes == 0;
+    for (int i = 0; i < std::max(passes, 1); ++i) {
+      sink.hold = i + 1 < passes;
+      c.chunk.stage->backward_weight(*it->second, sink);
+    }
+  }
+  if (timeline_) timeline_->record("backward_weight", c.chunk.placement.virtual_stage, global_mb, t0);
+  c.free.push_back(it->second);
+  c.busy.erase(it);
 }
 
 }  // namespace sp::parallel

@@ -6,7 +6,8 @@
 // deadlock-free: every receive's matching send is posted without waiting on the receiver. A send's
 // buffer (a slot's output, or the stage's gradient scratch) is not reused before its request is
 // complete. At pp = 1 there is one chunk that is first and last: no transfer ever happens.
-// The runner records a timeline of compute / send / recv intervals per micro-batch (timeline.h).
+// The runner records a timeline of compute / send / recv intervals per micro-batch (timeline.h); under
+// ZB-H1 the compute of a backward is two intervals, "backward_input" (B) and "backward_weight" (W).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,9 @@ class PipelineRunner {
     model::TensorParallelOps* tp = nullptr;
     model::ActivationObserver* observer = nullptr;
     float loss_scale = 1.0f;
+    // ZB-H1: how many times global micro-batch mb's W pass runs (unset: once); 0 and 2 are the fault
+    // injector's zb-drop-w and zb-repeat-w (the leaves still reach done() once, zeroed or with W added twice).
+    std::function<int(int64_t global_mb)> weight_passes;
     comm::Phase forward_phase = comm::Phase::kForward;
   };
   // Runs `actions` (all forwards only when io.grads is null).
@@ -62,7 +66,10 @@ class PipelineRunner {
     std::unique_ptr<comm::Request> pending_grad;                                   // backward isend of grad_input()
   };
   void forward(ChunkState& c, int64_t mb, const StepIO& io);
-  void backward(ChunkState& c, int64_t mb, const StepIO& io);
+  // A full backward, or (input_only) the B pass of a split one, which keeps the slot busy until weight().
+  void backward(ChunkState& c, int64_t mb, bool input_only, const StepIO& io);
+  // The W pass of a split backward (ZB-H1): weight gradients only, no transfer; frees the slot.
+  void weight(ChunkState& c, int64_t mb, const StepIO& io);
   int tag(int chunk, int direction, int64_t mb, int64_t m) const;
 
   std::vector<ChunkState> chunks_;

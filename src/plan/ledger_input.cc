@@ -33,12 +33,13 @@ LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coo
     in.chunks.push_back({p.layer_begin, p.layer_end, p.first, p.last});
   for (const PipeAction& a :
        schedule_actions(pc.schedule, coords.pp, pc.pp, pc.virtual_stages, plan.local_micro_batches))
-    in.train_actions.push_back({a.forward, a.virtual_stage, a.micro_batch});
+    in.train_actions.push_back(a);
+  in.split_backward = pc.schedule == config::Schedule::kZbH1;
   in.local_micro_batches = plan.local_micro_batches;
   const int64_t mine = eval_batches > coords.dp ? (eval_batches - coords.dp + pc.dp - 1) / pc.dp : 0;
   if (mine > 0)
     for (const PipeAction& a : schedule_actions(pc.schedule, coords.pp, pc.pp, pc.virtual_stages, mine))
-      if (a.forward) in.eval_actions.push_back({a.forward, a.virtual_stage, a.micro_batch});
+      if (a.forward) in.eval_actions.push_back(a);
   in.steps = c.train.steps;
   in.eval_every = c.train.eval_every;
   return in;

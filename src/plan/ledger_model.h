@@ -17,6 +17,7 @@
 #include "model/llama_config.h"
 #include "model/llama_stage.h"
 #include "plan/run_plan.h"
+#include "plan/schedule.h"
 #include "tensor/memory_ledger.h"
 
 namespace sp::plan {
@@ -45,11 +46,9 @@ struct LedgerModelInput {
     bool first = false, last = false;
   };
   std::vector<Chunk> chunks;  // by virtual stage
-  struct Action {
-    bool forward = true;
-    int virtual_stage = 0;
-    int64_t micro_batch = 0;
-  };
+  // ZB-H1's split backward: each slot also holds the norms' weight gradients between B and W ("act.s<i>.wnorm").
+  bool split_backward = false;
+  using Action = PipeAction;          // the schedule's own actions (plan/schedule.h)
   std::vector<Action> train_actions;  // one step
   int64_t local_micro_batches = 1;    // k
   std::vector<Action> eval_actions;   // forward only; empty when there is no eval set on this rank

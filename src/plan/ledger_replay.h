@@ -39,8 +39,8 @@ class Replay {
     for (const auto& a : in_.eval_actions) forward(a, false);
   }
   void step(bool eval_after) {
-    for (const auto& a : in_.train_actions) a.forward ? forward(a, true) : backward(a);
-    if (widened_ > 0) sim_.free("grad.widened", Category::kGrad, widened_);  // after the optimizer step
+    for (const auto& a : in_.train_actions) a.forward ? forward(a, true) : backward(a);  // B, W or both
+    if (widened_ > 0) sim_.free("grad.widened", Category::kGrad, widened_);              // after the optimizer step
     widened_ = 0;
     synced_ = 0;
     if (eval_after) evaluation();
@@ -223,6 +223,8 @@ class Replay {
       sim_.alloc(key(p, ".logits"), A, N() * Vl * kF);
       for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(key(p, s), A, N() * kF);
     }
+    if (in_.split_backward)
+      sim_.alloc(p + ".wnorm", A, (2 * (ch.layer_end - ch.layer_begin) + (ch.last ? 1 : 0)) * C * kF);
     ++pool_size_[static_cast<size_t>(v)];
   }
   void take_slot(int v) {
@@ -313,31 +315,34 @@ class Replay {
     }
     if (!train) ++pool_free_[static_cast<size_t>(a.virtual_stage)];  // forward only frees at once
   }
+  // A full backward (the weights' acquire/release and the leaves' leaf/done), or ZB-H1's B (the acquires
+  // only) or W (the leaves only, with the slot freed after it: LlamaStage::backward_input / backward_weight).
   void backward(const LedgerModelInput::Action& a) {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
     const int embed = model::embed_unit(), head = model::head_unit(m_);
+    const bool weights = a.pass != BackwardPass::kWeight, grads = a.pass != BackwardPass::kInput;
     if (ch.last) {
-      acquire(head);
-      leaf(head);
+      if (weights) acquire(head);
+      if (grads) leaf(head);
       if (m_.tie_embeddings) {
-        acquire(embed);
-        leaf(embed);
+        if (weights) acquire(embed);
+        if (grads) leaf(embed);
       }
-      release(head);
-      if (m_.tie_embeddings) release(embed);
-      done(head);
+      if (weights) release(head);
+      if (m_.tie_embeddings && weights) release(embed);
+      if (grads) done(head);
     }
     for (int l = ch.layer_end - 1; l >= ch.layer_begin; --l) {
-      acquire(model::block_unit(l));
-      leaf(model::block_unit(l));
-      release(model::block_unit(l));
-      done(model::block_unit(l));
+      if (weights) acquire(model::block_unit(l));
+      if (grads) leaf(model::block_unit(l));
+      if (weights) release(model::block_unit(l));
+      if (grads) done(model::block_unit(l));
     }
-    if (ch.first) {
+    if (ch.first && grads) {
       leaf(embed);
       done(embed);
     }
-    ++pool_free_[static_cast<size_t>(a.virtual_stage)];
+    if (a.frees_slot()) ++pool_free_[static_cast<size_t>(a.virtual_stage)];
   }
 
   const LedgerModelInput& in_;

@@ -291,6 +291,40 @@ void run_rules(const config::RunConfig& c, std::vector<RuleViolation>& errs) {
   }
 }
 
+// ZB-H1 (plan/schedule.h) splits each backward into B and W; what the split backward (model/llama_stage.h)
+// does not cover yet is refused.
+void zero_bubble_rules(const config::RunConfig& c, std::vector<RuleViolation>& errs) {
+  const config::ParallelConfig& p = c.parallel;
+  if (p.schedule != config::Schedule::kZbH1) return;
+  const std::string s = "parallel.schedule = \"zb-h1\"";
+  if (p.pp < 2)
+    errs.push_back(s +
+                   " needs parallel.pp ≥ 2 (it fills the pipeline's bubble; at pp = 1 there is none); hint: "
+                   "set parallel.pp ≥ 2 or schedule = \"1f1b\"");
+  if (p.virtual_stages > 1)
+    errs.push_back(
+        fmt::format("{} with parallel.virtual_stages = {}: ZB-H1 has one chunk per rank (ZB-V is not "
+                    "built); hint: virtual_stages = 1",
+                    s, p.virtual_stages));
+  if (p.sequence_parallel)
+    errs.push_back(s +
+                   " with parallel.sequence_parallel = true is not supported yet (the W pass would reduce the "
+                   "norms' weight gradients over tp); hint: sequence_parallel = false or schedule = \"1f1b\"");
+  if (c.train.recompute == model::Recompute::kFull)
+    errs.push_back(s +
+                   " with train.recompute = \"full\": the W pass needs each micro-batch's saved activations, "
+                   "which full recomputation does not keep; hint: recompute = \"none\" or \"selective\"");
+  if (p.reduction == config::Reduction::kFast)
+    errs.push_back(s +
+                   " with parallel.reduction = \"fast\" is not supported: its one accumulation buffer would "
+                   "take the norms' weight gradients in another order than 1F1B; hint: reduction = "
+                   "\"deterministic\"");
+  if (p.parameter_server() || p.replay_workers > 0)
+    errs.push_back(s +
+                   " with a parameter-server architecture is not supported; hint: architecture = "
+                   "\"allreduce\" or schedule = \"1f1b\"");
+}
+
 }  // namespace
 
 std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, int world) {
@@ -300,6 +334,7 @@ std::vector<RuleViolation> RunPlan::rule_violations(const config::RunConfig& c, 
   precision_rules(c, gemm16, errs);
   batch_rules(c, world, errs);
   shard_rules(c, errs);
+  zero_bubble_rules(c, errs);
   run_rules(c, errs);
   return errs;
 }
@@ -363,7 +398,8 @@ evidence::FaultTarget RunPlan::fault_target() const {
           .steps = config.train.steps,
           .micro_batches = micro_batches,
           .checkpoint_every = config.evidence.checkpoint_every,
-          .sequence_parallel = pc.sequence_parallel};
+          .sequence_parallel = pc.sequence_parallel,
+          .split_backward = pc.schedule == config::Schedule::kZbH1};
 }
 
 std::string gemm16_backend_name(const RunPlan& plan) {

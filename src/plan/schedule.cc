@@ -31,6 +31,24 @@ std::vector<PipeAction> one_f_one_b(int r, int p, int64_t m) {
   return a;
 }
 
+// ZB-H1: 1F1B's list with every backward as B; rank r runs W(k − r) right after B(k), then the r
+// deferred W passes after the last B (they fill the cool-down, where rank r waits for gradients).
+std::vector<PipeAction> zb_h1(int r, int p, int64_t m) {
+  std::vector<PipeAction> a;
+  int64_t inputs = 0, weights = 0;
+  for (PipeAction x : one_f_one_b(r, p, m)) {
+    if (x.forward) {
+      a.push_back(x);
+      continue;
+    }
+    x.pass = BackwardPass::kInput;
+    a.push_back(x);
+    if (++inputs > r) a.push_back({false, 0, weights++, BackwardPass::kWeight});
+  }
+  while (weights < m) a.push_back({false, 0, weights++, BackwardPass::kWeight});
+  return a;
+}
+
 std::vector<PipeAction> interleaved(int r, int p, int v, int64_t m) {
   const int64_t total = m * v;
   const int64_t group = static_cast<int64_t>(p) * v;
@@ -70,6 +88,8 @@ std::vector<PipeAction> schedule_actions(config::Schedule s, int r, int p, int v
       return one_f_one_b(r, p, m);
     case config::Schedule::kInterleaved:
       return interleaved(r, p, v, m);
+    case config::Schedule::kZbH1:
+      return zb_h1(r, p, m);
   }
   return {};
 }
@@ -77,7 +97,8 @@ std::vector<PipeAction> schedule_actions(config::Schedule s, int r, int p, int v
 std::string schedule_string(const std::vector<PipeAction>& actions) {
   std::string s;
   for (const PipeAction& a : actions)
-    s += fmt::format("{}{}{}.{}", s.empty() ? "" : " ", a.forward ? 'F' : 'B', a.virtual_stage, a.micro_batch);
+    s += fmt::format("{}{}{}.{}", s.empty() ? "" : " ", a.forward ? 'F' : (a.weight() ? 'W' : 'B'), a.virtual_stage,
+                     a.micro_batch);
   return s;
 }
 
@@ -85,7 +106,7 @@ std::vector<int64_t> peak_in_flight(const std::vector<PipeAction>& actions, int 
   std::vector<int64_t> live(static_cast<size_t>(v), 0), peak(static_cast<size_t>(v), 0);
   for (const PipeAction& a : actions) {
     auto& l = live[static_cast<size_t>(a.virtual_stage)];
-    l += a.forward ? 1 : -1;
+    l += a.forward ? 1 : (a.frees_slot() ? -1 : 0);
     peak[static_cast<size_t>(a.virtual_stage)] = std::max(peak[static_cast<size_t>(a.virtual_stage)], l);
   }
   return peak;

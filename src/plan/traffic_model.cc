@@ -221,7 +221,8 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   // The training step.
   for (const PipeAction& a : schedule_actions(rc.parallel.schedule, x.c.pp, rc.parallel.pp, rc.parallel.virtual_stages,
                                               plan.local_micro_batches))
-    if (!server) pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
+    if (!server && !a.weight())  // ZB-H1's W passes communicate nothing
+      pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
   if (ps)
     add_ps_traffic(x, plan, rank);
   else if (dp > 1)

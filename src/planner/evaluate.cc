@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "evidence/bubble.h"
 #include "kernels/reduce.h"
 #include "model/precision.h"
 #include "model/weights.h"
@@ -222,6 +223,9 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
     compute[p] += step;
     pt.forward_s.push_back(t.forward.total() + pass.forward[p] / passes);
     pt.backward_s.push_back(t.backward.total() + pass.backward[p] / passes);
+    // ZB-H1's W: the weight-gradient half of every linear's backward products (dW costs what dX does); the
+    // attention's backward, the memory-bound kernels and the pass's communication belong to B.
+    pt.weight_s.push_back(t.backward.gemm / 2);
   }
   if (e.measured_rates)  // after the pipeline, the optimizer on the busiest evaluated rank
     for (const RankEvaluation& r : e.ranks)
@@ -231,8 +235,10 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
       pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pl.pp_link) : 0;
   pt.record = q.pipeline_actions && pc.pp > 1;
   e.pipeline = simulate_pipeline(pt);
-  e.closed_form_bubble =
-      pc.pp > 1 ? (pc.pp - 1.0) / (v * static_cast<double>(plan.local_micro_batches) + pc.pp - 1.0) : 0.0;
+  e.closed_form_bubble = evidence::bubble_theory({.pp = pc.pp,
+                                                  .schedule = config::schedule_name(pc.schedule),
+                                                  .virtual_stages = v,
+                                                  .micro_batches = plan.local_micro_batches});
   for (int p = 0; p < pc.pp; ++p) {
     const auto i = static_cast<size_t>(p);
     if (compute[i].total() > e.compute_seconds) {

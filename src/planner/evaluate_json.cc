@@ -77,7 +77,8 @@ json pipeline_json(const PlanEvaluation& e, int pp) {
   json actions = json::array();
   for (size_t i = 0; i < std::min(e.pipeline.actions.size(), kMaxPipelineActions); ++i) {
     const SimulatedAction& a = e.pipeline.actions[i];
-    actions.push_back({a.rank, a.virtual_stage, a.micro_batch, a.forward ? "forward" : "backward", a.start_s, a.end_s});
+    actions.push_back({a.rank, a.virtual_stage, a.micro_batch,
+                       a.forward ? "forward" : (a.weight ? "backward_weight" : "backward"), a.start_s, a.end_s});
   }
   const size_t omitted = e.pipeline.actions.size() - actions.size();
   return {{"stages", stages}, {"actions", actions}, {"omitted", omitted}};

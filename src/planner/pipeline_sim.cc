@@ -8,6 +8,13 @@
 #include "plan/schedule.h"
 
 namespace sp::planner {
+namespace {
+
+double weight_seconds(const PipelineTimes& t, size_t chunk) {
+  return t.weight_s.empty() ? t.backward_s[chunk] / 2 : t.weight_s[chunk];
+}
+
+}  // namespace
 
 PipelineSimulation simulate_pipeline(const PipelineTimes& t) {
   const int p = t.pp, v = t.virtual_stages, chunks = p * v;
@@ -37,12 +44,17 @@ PipelineSimulation simulate_pipeline(const PipelineTimes& t) {
         const auto ci = static_cast<size_t>(c), mb = static_cast<size_t>(a.micro_batch);
         double ready = 0;
         if (a.forward && c > 0) ready = fwd_end[ci - 1][mb] + t.transfer_s;
-        if (!a.forward) ready = c + 1 < chunks ? bwd_end[ci + 1][mb] + t.transfer_s : fwd_end[ci][mb];
-        if (ready == kNotYet) break;  // its input has not been produced yet: another rank goes first
-        const double d = a.forward ? t.forward_s[ci] : t.backward_s[ci];
+        if (a.input_grad()) ready = c + 1 < chunks ? bwd_end[ci + 1][mb] + t.transfer_s : fwd_end[ci][mb];
+        if (a.weight()) ready = bwd_end[ci][mb];  // ZB-H1's W follows its own B
+        if (ready == kNotYet) break;              // its input has not been produced yet: another rank goes first
+        const double w = weight_seconds(t, ci);
+        const double d = a.forward                              ? t.forward_s[ci]
+                         : a.weight()                           ? w
+                         : a.pass == plan::BackwardPass::kInput ? t.backward_s[ci] - w
+                                                                : t.backward_s[ci];
         const double start = std::max(free_at[ri], ready), end = start + d;
-        if (t.record) out.actions.push_back({r, a.virtual_stage, a.micro_batch, a.forward, start, end});
-        (a.forward ? fwd_end : bwd_end)[ci][mb] = end;
+        if (t.record) out.actions.push_back({r, a.virtual_stage, a.micro_batch, a.forward, start, end, a.weight()});
+        if (!a.weight()) (a.forward ? fwd_end : bwd_end)[ci][mb] = end;
         free_at[ri] = end;
         out.busy_s[ri] += d;
         ++next[ri];

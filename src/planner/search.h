@@ -27,7 +27,7 @@ struct SearchSpace {
   int64_t global_batch = 1;  // sequences per step
   std::vector<int64_t> micro_batch_sizes = {1, 2, 4, 8};
   std::vector<config::Schedule> schedules = {config::Schedule::kGpipe, config::Schedule::k1F1B,
-                                             config::Schedule::kInterleaved};
+                                             config::Schedule::kInterleaved, config::Schedule::kZbH1};
   std::vector<int> zero_stages = {0, 1, 2, 3};
   std::vector<RecomputeMode> recompute = {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull};
   int max_virtual_stages = 4;      // interleaved: v ∈ [2, max_virtual_stages]

@@ -17,7 +17,8 @@ std::string recompute_label(RecomputeMode r) {
 }
 
 std::optional<config::Schedule> schedule_from_label(const std::string& s) {
-  for (config::Schedule x : {config::Schedule::kGpipe, config::Schedule::k1F1B, config::Schedule::kInterleaved})
+  for (config::Schedule x :
+       {config::Schedule::kGpipe, config::Schedule::k1F1B, config::Schedule::kInterleaved, config::Schedule::kZbH1})
     if (config::schedule_name(x) == s) return x;
   return std::nullopt;
 }

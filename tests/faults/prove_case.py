@@ -78,6 +78,12 @@ CASES = {
     # missing from the backward), and the checksums at the same step (CAUGHT_BY_CHECKSUMS_TOO).
     "sp_drop_norm_grad_reduce": ("drop-sp-norm-grad-reduce@3", ["parallel.tp=2", "parallel.sequence_parallel=true"],
                                  "trace vs predicted communication", False),
+    # ZB-H1's W pass of one micro-batch dropped on the last stage (rank 1 defers it past its next B), or run twice
+    # on the first stage: no communication changes, so the gradient checksums are the first view.
+    "zb_drop_w": ("zb-drop-w@3:1", ["parallel.pp=2", "parallel.schedule=zb-h1"],
+                  "gradient/parameter checksums vs reference", False),
+    "zb_repeat_w": ("zb-repeat-w@3:0", ["parallel.pp=2", "parallel.schedule=zb-h1"],
+                    "gradient/parameter checksums vs reference", False),
 }
 # Faults whose gradient checksums must leave the tolerance at the injected step as well (docs/faults.md).
 CAUGHT_BY_CHECKSUMS_TOO = {"sp_drop_norm_grad_reduce"}
@@ -262,6 +268,8 @@ def check_usage(args):
         (["--fault", "no-such-fault"], "unknown fault"),
         (["--fault", "drop-tp-allreduce"], "tp = 1"),
         (["--fault", "drop-sp-norm-grad-reduce"], "sequence_parallel = false"),
+        (["--fault", "zb-drop-w"], "no W pass"),
+        (["--set", "parallel.schedule=zb-h1"], "parallel.schedule = \"zb-h1\" needs parallel.pp ≥ 2"),
         (["--set", "parallel.sequence_parallel=true"], "parallel.sequence_parallel = true needs parallel.tp > 1"),
         (["--set", "parallel.dp=3"], "dp"),
         (["--set", "prove.checkpoint_step=6"], "prove.checkpoint_step"),

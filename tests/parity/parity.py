@@ -31,6 +31,7 @@ BG = BF + ["train.grad_dtype=bf16"]
 F16 = ["train.precision=fp16", "fp16.initial_scale_power=16"]
 F16O = ["train.precision=fp16", "fp16.initial_scale_power=26", "fp16.hysteresis=1", "train.steps=8"]
 SEL = ["train.recompute=selective"]
+ZB = ["parallel.schedule=zb-h1"]
 
 # name: (ranks, overrides, expected class)
 CASES = {
@@ -101,6 +102,11 @@ CASES = {
     "sel_pp2_1f1b": (2, SEL + ["parallel.pp=2"], "bitwise-equal"),
     "sel_tp2": (2, SEL + ["parallel.tp=2"], "bitwise-equal"),
     "bf16_sel_tp2": (2, BF + SEL + ["parallel.tp=2"], "bitwise-equal"),
+    # ZB-H1 (plan/schedule.h): the backward split into B and W, W deferred; bitwise equal to dp = 1 (verify) and,
+    # every checksum record, to 1F1B on the same pipeline (ALSO_BITWISE). m = 4: every rank r defers r W passes.
+    "zb_pp2": (2, ZB + ["parallel.pp=2"], "bitwise-equal"),
+    "zb_pp4": (4, ZB + ["parallel.pp=4"], "bitwise-equal"),
+    "bf16_zb_pp2": (2, BF + ZB + ["parallel.pp=2"], "bitwise-equal"),
 }
 # The reference each case is compared with (default: "ref").
 REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
@@ -109,6 +115,8 @@ REFERENCE.update({c: "ref_bf16g" for c in CASES if c.startswith("bf16g_")})
 REFERENCE.update({c: "ref_fp16" for c in CASES if c.startswith("fp16_")})
 REFERENCE.update({c: "ref_fp16o" for c in CASES if c.startswith("fp16o_")})
 REFERENCE.update({"sel_tp2": "tp2", "bf16_sel_tp2": "bf16_tp2"})
+# Cases whose every checksum record must also equal another case's (same topology, another schedule).
+ALSO_BITWISE = {"zb_pp2": "pp2_1f1b", "zb_pp4": "pp4_1f1b", "bf16_zb_pp2": "bf16_pp2_1f1b"}
 
 
 def check_loss_scaling(check, out, overflow):
@@ -169,6 +177,8 @@ def main():
         check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
     if "sel_" in args.case:
         check_every_record_bitwise(check, out, ref)
+    if args.case in ALSO_BITWISE:
+        check_every_record_bitwise(check, out, os.path.join(args.work, ALSO_BITWISE[args.case]))
     if args.case in REPEAT:
         again = T.fresh(out + "_again")
         p = T.run(T.launch(args.bin, ranks) + ["train", "--out", again] + COMMON + T.sets(overrides))

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "evidence/bubble.h"
 #include "planner/evaluate.h"
 #include "planner/pipeline_sim.h"
 #include "unity_id.h"
@@ -43,6 +44,23 @@ TEST(PipelineSim, EqualDurationsGiveTheClosedFormBubble) {
   // Interleaved: (p−1)/(v·m + p−1) with chunks of 1/v the work.
   const PipelineSimulation r = simulate_pipeline(equal_times(config::Schedule::kInterleaved, 2, 2, 4));
   EXPECT_NEAR(r.bubble_fraction, 1.0 / (2 * 4 + 1), 1e-12);
+}
+
+TEST(PipelineSim, ZbH1WithEqualPassesGivesItsClosedForm) {
+  // F = B = W = 1 (backward 2, half of it W): (p − 1)/(3m + p − 1), one third of 1F1B's idle time, over the
+  // schedule the engine runs (plan/schedule.h); the measured bubble's theory is the same formula. It holds for
+  // m ≥ p (the paper's setting): with fewer micro-batches the last W passes outlast the drain (m = 1, p = 4: 9
+  // units, not 6).
+  for (int pp : {2, 3, 4})
+    for (int64_t m : {int64_t{pp}, int64_t{4}, int64_t{8}}) {
+      const PipelineSimulation zb = simulate_pipeline(equal_times(config::Schedule::kZbH1, pp, 1, m));
+      const double closed = (pp - 1.0) / (3.0 * static_cast<double>(m) + pp - 1.0);
+      EXPECT_NEAR(zb.bubble_fraction, closed, 1e-12) << "pp " << pp << " m " << m;
+      EXPECT_NEAR(zb.makespan_s, 3.0 * static_cast<double>(m) + pp - 1, 1e-9);
+      EXPECT_NEAR(closed, evidence::bubble_theory({.pp = pp, .schedule = "zb-h1", .micro_batches = m}), 1e-15);
+      const double one_f_one_b = simulate_pipeline(equal_times(config::Schedule::k1F1B, pp, 1, m)).makespan_s;
+      EXPECT_NEAR(one_f_one_b - 3.0 * static_cast<double>(m), 3 * (zb.makespan_s - 3.0 * static_cast<double>(m)), 1e-9);
+    }
 }
 
 TEST(PipelineSim, TransfersLengthenTheStep) {

@@ -70,9 +70,9 @@ TEST(PlanSearch, EnumerationIsTheWholeCrossProduct) {
   space.world = 8;
   space.global_batch = 16;
   // (tp, pp) with tp·pp | 8: 10 pairs; 4 of them have pp = 1 (1 schedule), 6 have pp > 1
-  // (gpipe, 1f1b, interleaved v = 2, 3, 4: 5); × 4 ZeRO stages × 3 recompute modes × 4 micro-batch sizes.
+  // (gpipe, 1f1b, interleaved v = 2, 3, 4, zb-h1: 6); × 4 ZeRO stages × 3 recompute modes × 4 micro-batch sizes.
   const auto all = enumerate_strategies(space);
-  EXPECT_EQ(all.size(), static_cast<size_t>((4 * 1 + 6 * 5) * 4 * 3 * 4));
+  EXPECT_EQ(all.size(), static_cast<size_t>((4 * 1 + 6 * 6) * 4 * 3 * 4));
   std::set<std::string> names;
   for (const Strategy& s : all) {
     EXPECT_EQ(s.world(), 8);

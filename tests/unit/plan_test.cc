@@ -77,6 +77,29 @@ TEST(RunPlan, SequenceParallelRules) {
   EXPECT_TRUE(plan::RunPlan::make(c, 2).ok());
 }
 
+TEST(RunPlan, ZeroBubbleRules) {
+  // What ZB-H1's split backward does not cover is refused by name, with a hint; pp = 2 alone is accepted.
+  config::RunConfig c = tiny();
+  c.parallel.schedule = config::Schedule::kZbH1;
+  EXPECT_NE(error_of(c, 1).find("parallel.schedule = \"zb-h1\" needs parallel.pp ≥ 2"), std::string::npos);
+  c.parallel.pp = 2;
+  EXPECT_TRUE(plan::RunPlan::make(c, 2).ok());
+  auto refused = [&](auto edit, int world, const std::string& want) {
+    config::RunConfig x = c;
+    edit(x);
+    EXPECT_NE(error_of(x, world).find(want), std::string::npos) << want;
+  };
+  refused([](config::RunConfig& x) { x.parallel.virtual_stages = 2; }, 2, "virtual_stages = 2: ZB-H1 has one chunk");
+  refused([](config::RunConfig& x) { x.train.recompute = model::Recompute::kFull; }, 2, "recompute = \"full\"");
+  refused(
+      [](config::RunConfig& x) {
+        x.parallel.tp = 2;
+        x.parallel.sequence_parallel = true;
+      },
+      4, "sequence_parallel = true is not supported yet");
+  refused([](config::RunConfig& x) { x.parallel.reduction = config::Reduction::kFast; }, 2, "reduction = \"fast\"");
+}
+
 TEST(RunPlan, PipelineRules) {
   config::RunConfig c = tiny();
   c.parallel.pp = 3;

@@ -70,6 +70,44 @@ TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
   }
 }
 
+TEST(Schedule, ZbH1DefersRWeightPassesOnRankR) {
+  // p = 2, m = 4: rank 0 (lag 0) runs each W right after its B; rank 1 (lag 1) one micro-batch later, its last
+  // W after the cool-down (Qi et al. 2023, Fig. 3 pattern).
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(config::Schedule::kZbH1, 0, 2, 1, 4)),
+            "F0.0 F0.1 B0.0 W0.0 F0.2 B0.1 W0.1 F0.3 B0.2 W0.2 B0.3 W0.3");
+  EXPECT_EQ(plan::schedule_string(plan::schedule_actions(config::Schedule::kZbH1, 1, 2, 1, 4)),
+            "F0.0 B0.0 F0.1 B0.1 W0.0 F0.2 B0.2 W0.1 F0.3 B0.3 W0.2 W0.3");
+}
+
+TEST(Schedule, ZbH1IsOneFOneBWithEachBackwardSplit) {
+  // Forwards and B passes in 1F1B's order; every micro-batch's W after its B, W in micro-batch order (the
+  // gradient leaves' order, as 1F1B's backwards); at most min(p, m) micro-batches between F and W.
+  for (const auto& [p, m] : std::vector<std::pair<int, int64_t>>{{2, 4}, {4, 4}, {4, 8}, {3, 2}, {4, 1}}) {
+    for (int r = 0; r < p; ++r) {
+      const auto zb = plan::schedule_actions(config::Schedule::kZbH1, r, p, 1, m);
+      std::vector<plan::PipeAction> fb;
+      std::set<int64_t> b_done;
+      int64_t next_w = 0;
+      for (plan::PipeAction a : zb) {
+        if (a.weight()) {
+          EXPECT_TRUE(b_done.count(a.micro_batch)) << "W before its B";
+          EXPECT_EQ(a.micro_batch, next_w++) << "W passes out of micro-batch order";
+          continue;
+        }
+        if (!a.forward) {
+          EXPECT_EQ(a.pass, plan::BackwardPass::kInput);
+          b_done.insert(a.micro_batch);
+          a.pass = plan::BackwardPass::kFull;
+        }
+        fb.push_back(a);
+      }
+      EXPECT_EQ(next_w, m);
+      EXPECT_EQ(fb, plan::schedule_actions(config::Schedule::k1F1B, r, p, 1, m)) << "p " << p << " r " << r;
+      EXPECT_EQ(plan::peak_in_flight(zb, 1)[0], std::min<int64_t>(p, m)) << "p " << p << " r " << r;
+    }
+  }
+}
+
 }  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::parallel

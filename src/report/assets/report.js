@@ -7,8 +7,9 @@
   const data = JSON.parse(document.getElementById('sp-data').textContent);
   const PALETTE = ['#0969da', '#cf222e', '#1a7f37', '#8250df', '#bc4c00', '#1b7c83', '#bf3989', '#6e7781',
                    '#4d2d00', '#0550ae', '#a40e26', '#116329'];
-  const KIND_COLORS = {forward: '#0969da', backward: '#8250df', send: '#bc4c00', recv: '#e09b2d', wait: '#bf3989',
-                       idle: '#d0d7de'};
+  // backward_input / backward_weight: ZB-H1's B and W passes (docs/formats/timeline.md).
+  const KIND_COLORS = {forward: '#0969da', backward: '#8250df', backward_input: '#8250df', backward_weight: '#1a7f37',
+                       send: '#bc4c00', recv: '#e09b2d', wait: '#bf3989', idle: '#d0d7de'};
   const CATEGORY_COLORS = {param: '#0969da', grad: '#8250df', optim: '#1a7f37', activation: '#bc4c00',
                            comm: '#bf3989', workspace: '#1b7c83', io: '#6e7781'};
   const RUN_COLORS = {reference: '#1f2328', parallel: '#0969da', fault: '#cf222e', recovery: '#1a7f37', run: '#0969da'};
@@ -303,7 +304,7 @@
       sec.append(el('p', {class: 'sp-notes'}, d.steps_omitted + ' later steps are not drawn (the Gantt keeps at most ' +
                                                   'its first ' + d.max_intervals + ' intervals); the bubble table covers every step.'));
     function draw(step) {
-      const kinds = ['forward', 'backward', 'send', 'recv', 'wait', 'idle'];
+      const kinds = ['forward', 'backward', 'backward_input', 'backward_weight', 'send', 'recv', 'wait', 'idle'];
       const labels = d.ranks.map((r) => 'rank ' + r.rank + ' · stage ' + r.stage);
       const datasets = kinds.map((k) => ({label: k, data: [], backgroundColor: KIND_COLORS[k], grouped: false,
                                           borderWidth: k === 'idle' ? 0 : 0.5, borderColor: '#fff', barPercentage: 0.8,
@@ -743,7 +744,7 @@
       sec.append(el('p', {class: 'sp-notes'}, d.actions_omitted + ' later actions are not drawn (plan.json keeps the first ' +
                                                  d.actions.length + ').'));
     const labels = Array.from({length: d.pp}, (_, r) => 'pp rank ' + r);
-    const datasets = ['forward', 'backward'].map((k) => ({label: k, backgroundColor: KIND_COLORS[k], grouped: false,
+    const datasets = ['forward', 'backward', 'backward_weight'].map((k) => ({label: k, backgroundColor: KIND_COLORS[k], grouped: false,
       borderWidth: 0.5, borderColor: '#fff', barPercentage: 0.8, categoryPercentage: 1.0,
       data: d.actions.filter((a) => a[3] === k).map((a) => ({x: [a[4], a[5]], y: labels[a[0]], mb: a[2], v: a[1]}))}));
     const box = chartBox(d.pp > 8 ? 'tall' : '');

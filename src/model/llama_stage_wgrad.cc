@@ -1,0 +1,92 @@
+// LlamaStage's split backward (llama_stage.h, ZB-H1 in plan/schedule.h): the W pass, which forms a
+// micro-batch's weight gradients after its B pass (backward_input) has formed every input gradient.
+// Bitwise contract: every weight gradient is the same product of the same operands as in backward(),
+// added (+=) into the same zeroed leaf, with leaf()/done() in backward()'s order, so the gradients are
+// backward()'s bits. What B keeps for W, in slot buffers that B no longer reads once it has written them:
+//   res[i + 1] (N, C) fp32   dL/d(block i's output): down_proj's dy   (rounded again here in 16-bit)
+//   mid        (N, C) fp32   dL/d(mid):              o_proj's dy      (rounded again here in 16-bit)
+//   gu         (N, 2·Fl)     gate/up's dy, as B fed it to its GEMM (fp32, or rounded to 16 bits)
+//   qkv        (N, Wqkv)     q/k/v's dy after RoPE's backward, likewise
+//   logits     (N, Vl) fp32  dlogits (in place since always); res[0] (N, C): the embedding's dy
+//   wnorm      (2·n_local + last, C): the norms' weight gradients, which rmsnorm's backward forms with dx
+// W runs no communication: the stage refuses sequence parallelism (norm weight gradients reduced over tp)
+// and full recomputation (no per-slot activations).
+#include <cstring>
+
+#include "kernels/embedding.h"
+#include "kernels/linear16.h"
+#include "kernels/matmul.h"
+#include "model/block_offsets.h"
+#include "model/llama_stage.h"
+#include "tensor/float16.h"
+
+namespace sp::model {
+namespace k = sp::kernels;
+namespace {
+
+// dst (C) += src (C): a norm's weight gradient into its leaf (zeroed: the sum B formed, bit for bit).
+void add_norm_grad(float* dst, const float* src, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
+}
+
+}  // namespace
+
+void LlamaStage::keep_for_weight_pass(Tensor& dst, const void* src) { std::memcpy(dst.raw(), src, dst.nbytes()); }
+
+void LlamaStage::backward_weight(ActivationSlot& slot, GradSink& grads) {
+  SP_CHECK(spec_.split_backward, "backward_weight on a stage without a split backward");
+  if (spec_.last) {  // leaf() calls in backward()'s order: the head's, then the tied embedding's
+    const BufView hdw = grads.leaf(head_unit(config_));
+    const BufView dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw.slice(lm_head_offset(), Vl_ * C_);
+    head_weight_grad(slot, hdw.f32(), dw_lm.f32());
+    grads.done(head_unit(config_));
+  }
+  for (int i = n_local_ - 1; i >= 0; --i) {
+    const int unit = block_unit(spec_.layer_begin + i);
+    block_weight_grad(i, slot, slot.blocks[static_cast<size_t>(i)], grads.leaf(unit).f32());
+    grads.done(unit);
+  }
+  if (spec_.first) {
+    k::embedding_backward(grads.leaf(embed_unit()).f32(), slot.res[0].f32(),
+                          static_cast<const int32_t*>(slot.inputs.raw()), N_, C_, v_begin_, Vl_);
+    grads.done(embed_unit());
+  }
+}
+
+void LlamaStage::head_weight_grad(ActivationSlot& s, float* dw, float* dw_lm) {
+  add_norm_grad(dw, wnorm_row(s, 2 * n_local_), C_);  // the final norm's weight leads the head unit
+  if (!mixed()) {
+    k::linear_backward(nullptr, dw_lm, s.logits.f32(), s.xf.f32(), nullptr, N_, C_, Vl_, false);
+    return;
+  }
+  uint16_t* g16 = grad16_.float16();
+  float16_from_f32(g16, s.logits.f32(), N_ * Vl_, spec_.precision);
+  k::linear16_backward(nullptr, dw_lm, g16, s.xf.float16(), nullptr, N_, C_, Vl_, false, *spec_.gemm16,
+                       gemm_ws_.defined() ? gemm_ws_.f32() : nullptr);
+}
+
+void LlamaStage::block_weight_grad(int i, ActivationSlot& slot, BlockActivations& a, float* dw) {
+  const stage_detail::BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
+  const float* dy_down = slot.res[static_cast<size_t>(i + 1)].f32();
+  add_norm_grad(dw + o.ln2, wnorm_row(slot, 2 * i + 1), C_);
+  add_norm_grad(dw + o.ln1, wnorm_row(slot, 2 * i), C_);
+  if (!mixed()) {
+    k::linear_backward(nullptr, dw + o.down, dy_down, a.h.f32(), nullptr, N_, Fl_, C_, false);
+    k::linear_backward(nullptr, dw + o.gu, a.gu.f32(), a.xn2.f32(), nullptr, N_, C_, 2 * Fl_, false);
+    k::linear_backward(nullptr, dw + o.o, a.mid.f32(), a.attn.f32(), nullptr, N_, Hl_ * D_, C_, false);
+    k::linear_backward(nullptr, dw + o.qkv, a.qkv.f32(), a.xn1.f32(), nullptr, N_, C_, Wqkv_, false);
+    return;
+  }
+  const DType t = spec_.precision;
+  k::Gemm16& g = *spec_.gemm16;
+  float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
+  uint16_t* g16 = grad16_.float16();
+  float16_from_f32(g16, dy_down, N_ * C_, t);  // as B's gathered_dres16 rounded it
+  k::linear16_backward(nullptr, dw + o.down, g16, a.h.float16(), nullptr, N_, Fl_, C_, false, g, ws);
+  k::linear16_backward(nullptr, dw + o.gu, a.gu.float16(), a.xn2.float16(), nullptr, N_, C_, 2 * Fl_, false, g, ws);
+  float16_from_f32(g16, a.mid.f32(), N_ * C_, t);
+  k::linear16_backward(nullptr, dw + o.o, g16, a.attn.float16(), nullptr, N_, Hl_ * D_, C_, false, g, ws);
+  k::linear16_backward(nullptr, dw + o.qkv, a.qkv.float16(), a.xn1.float16(), nullptr, N_, C_, Wqkv_, false, g, ws);
+}
+
+}  // namespace sp::model
