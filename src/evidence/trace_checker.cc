@@ -54,7 +54,7 @@ const std::vector<Field>& collective_fields() {
 
 void Checker::add_value_mismatch(const std::string& kind, const std::string& group, const std::string& field,
                                  const std::vector<std::pair<int, std::string>>& values, int64_t seq, int64_t t_us,
-                                 const std::string& where) {
+                                 const std::string& where, const std::vector<int>& novel) {
   const std::vector<ValueGroup> vg = group_values(values);
   TraceMismatch m{.kind = kind, .group = group, .seq = seq, .field = field, .t_us = t_us};
   m.expected = fmt::format("{} on {}", vg[0].value, ranks_text(vg[0].ranks));
@@ -63,9 +63,13 @@ void Checker::add_value_mismatch(const std::string& kind, const std::string& gro
     others.push_back(fmt::format("{} on {}", vg[i].value, ranks_text(vg[i].ranks)));
     m.ranks.insert(m.ranks.end(), vg[i].ranks.begin(), vg[i].ranks.end());
   }
-  // Without a majority (e.g. two ranks that disagree) no rank can be singled out: name them all.
-  if (vg.size() > 1 && vg[0].ranks.size() == vg[1].ranks.size())
+  // Without a majority (e.g. two ranks that disagree, the others killed before they recorded the op) the
+  // group's own history decides: the ranks that issued an op the group never issued at an earlier step left
+  // the sequence. Only when history cannot tell either are they all named.
+  if (vg.size() > 1 && vg[0].ranks.size() == vg[1].ranks.size()) {
     m.ranks.insert(m.ranks.end(), vg[0].ranks.begin(), vg[0].ranks.end());
+    if (!novel.empty() && novel.size() < values.size()) m.ranks = novel;
+  }
   std::sort(m.ranks.begin(), m.ranks.end());
   m.actual = fmt::format("{}", fmt::join(others, "; "));
   m.message = fmt::format("group '{}' seq {}{}: {} differs: {} vs {}", group, seq, where, field, m.expected, m.actual);
