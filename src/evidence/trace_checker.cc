@@ -4,6 +4,7 @@
 #include "evidence/trace_checker.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "comm/topology.h"
 
@@ -240,8 +241,14 @@ void Checker::run(const json* topology) {
     check_p2p(name, g);
   }
   report_failures();
+  // What the members disagree on comes before how the job ended: an op a rank failed inside or waited in
+  // when the job was stopped follows from a disagreement, in whatever order the ranks died (issue 33: a rank
+  // killed inside an op that the others completed was named before the rank that issued an extra one).
+  const auto failure = [](const TraceMismatch& m) { return m.kind == "timed_out" || m.kind == "aborted"; };
   std::stable_sort(report_.mismatches.begin(), report_.mismatches.end(),
-                   [](const TraceMismatch& a, const TraceMismatch& b) { return a.t_us < b.t_us; });
+                   [&](const TraceMismatch& a, const TraceMismatch& b) {
+                     return std::make_tuple(failure(a), a.t_us) < std::make_tuple(failure(b), b.t_us);
+                   });
 }
 
 // Ops the watchdog stopped, and ops a rank failed inside.

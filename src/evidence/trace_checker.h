@@ -97,9 +97,9 @@ class Checker {
                           const std::vector<std::pair<int, std::string>>& values, int64_t seq, int64_t t_us,
                           const std::string& where, const std::vector<int>& novel = {});
   // Whether `w`, lacking the group's collective #i, only failed to record it: the job was stopped and killed
-  // `w` in that step (its last record is of that step), and every member that recorded the op completed it (neither
-  // aborted nor timed out) although the op completes only once all members have joined; so `w` joined it too and was
-  // killed before its record.
+  // `w` in that step (its last record is of that step), a member completed the op, which completes only once
+  // all members have joined, and every member that recorded it recorded that op (some may have failed inside
+  // it as the job went down; none waited it out). So `w` joined it too and was killed before its record.
   bool recorded_by_others_only(int w, const std::vector<std::pair<int, OpList>>& parts, size_t i) const;
 
   // A job stopped by a failed check or the watchdog (a record marked aborted or timed_out): its ranks were

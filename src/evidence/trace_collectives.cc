@@ -45,14 +45,16 @@ std::vector<int> novel_ranks(const std::vector<std::pair<int, std::vector<const 
 }  // namespace
 
 bool Checker::recorded_by_others_only(int w, const std::vector<std::pair<int, OpList>>& parts, size_t i) const {
-  bool any = false;
-  for (const auto& [v, colls] : parts) {
-    if (i >= colls.size()) continue;
-    const TraceRecord& r = *colls[i];
-    if (r.aborted || r.timed_out || !completes_after_all_join(r.op) || !killed_in_step(w, r.step)) return false;
-    any = true;
-  }
-  return any;
+  const TraceRecord* completed = nullptr;
+  for (const auto& [v, colls] : parts)
+    if (i < colls.size() && !colls[i]->aborted && !colls[i]->timed_out) completed = colls[i];
+  if (completed == nullptr || !completes_after_all_join(completed->op) || !killed_in_step(w, completed->step))
+    return false;
+  // Every copy is that op (a member may have failed inside it as the job went down, never waited it out).
+  const std::string sig = op_signature(*completed);
+  for (const auto& [v, colls] : parts)
+    if (i < colls.size() && (colls[i]->timed_out || op_signature(*colls[i]) != sig)) return false;
+  return true;
 }
 
 void Checker::check_collectives(const std::string& name, const Group& g) {

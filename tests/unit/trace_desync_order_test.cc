@@ -4,7 +4,8 @@
 // the dp group, then an fp64 all_reduce on the world group (evidence); at step 2 rank 2 first issues one extra
 // int64 all_reduce on the world group, which the others' fp64 all_reduce meets, and rank 2 fails inside it.
 // Every way the job can end is written: each of ranks 0, 1, 3 killed inside its last dp op (recorded by the
-// others, not by itself), inside the world op, or after recording it; with each rank first to start step 2. The
+// others, not by itself) or failing inside it, the same in the world op, or after recording it; with each rank
+// first to start step 2. The
 // first mismatch must name rank 2 alone, every time.
 #include <gtest/gtest.h>
 
@@ -28,9 +29,10 @@ using comm::TraceRecord;
 constexpr int kWorld = 4, kDeviant = 2, kSteps = 3;
 const std::vector<int> kMembers = {0, 1, 2, 3};
 
-// How a rank other than the deviant ended: killed inside step 2's dp all_gather (which the others completed),
-// killed inside the world all_reduce, or after recording that all_reduce.
-enum class End { kInDp, kInWorld, kRecorded };
+// How a rank other than the deviant ended: killed inside step 2's dp all_gather (which the others completed)
+// before recording it, failed inside it (an aborted record: the job was failing around it), the same two in
+// the world all_reduce, or after recording that all_reduce.
+enum class End { kInDp, kAbortedInDp, kInWorld, kAbortedInWorld, kRecorded };
 
 struct Writer {
   int rank;
@@ -71,13 +73,16 @@ void write_rank(const std::string& dir, int rank, End end, int order) {
     const bool last = step == kSteps - 1;
     w.add("dp[tp0.pp0]", OpKind::kAllToAll, DType::kF32, 64, Phase::kGradSync, step, t);
     if (last && rank != kDeviant && end == End::kInDp) break;
-    w.add("dp[tp0.pp0]", OpKind::kAllGather, DType::kF32, 64, Phase::kGradSync, step, t + 1);
+    w.add("dp[tp0.pp0]", OpKind::kAllGather, DType::kF32, 64, Phase::kGradSync, step, t + 1,
+          last && end == End::kAbortedInDp);
+    if (last && end == End::kAbortedInDp) break;
     if (last && rank == kDeviant) {  // the extra collective, in which rank 2 fails
       w.add("world", OpKind::kAllReduce, DType::kI64, 1, Phase::kEvidence, step, t + 2, true);
       break;
     }
     if (last && end == End::kInWorld) break;
-    w.add("world", OpKind::kAllReduce, DType::kF64, 4, Phase::kEvidence, step, t + 3);
+    w.add("world", OpKind::kAllReduce, DType::kF64, 4, Phase::kEvidence, step, t + 3,
+          last && end == End::kAbortedInWorld);
   }
   Result<std::unique_ptr<comm::TraceWriter>> out = comm::TraceWriter::open(dir, rank);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -86,7 +91,7 @@ void write_rank(const std::string& dir, int rank, End end, int order) {
 }
 
 TEST(TraceDesyncOrder, TheRankThatIssuedTheExtraCollectiveIsNamedWhateverTheOrder) {
-  const std::array<End, 3> ends = {End::kInDp, End::kInWorld, End::kRecorded};
+  const std::array<End, 5> ends = {End::kInDp, End::kAbortedInDp, End::kInWorld, End::kAbortedInWorld, End::kRecorded};
   int cases = 0;
   for (End e0 : ends)
     for (End e1 : ends)
@@ -111,7 +116,7 @@ TEST(TraceDesyncOrder, TheRankThatIssuedTheExtraCollectiveIsNamedWhateverTheOrde
           ++cases;
         }
       }
-  EXPECT_EQ(cases, 27 * 4);
+  EXPECT_EQ(cases, 125 * 4);
 }
 
 // The negative twin: the same missing dp record in a job that was not stopped (no rank failed inside an op) is
