@@ -472,26 +472,26 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
   expect_refused(edit_lab(good, "LSL-D", "title = \"Data parallelism\"", "title = \"\""),
                  {"lab LSL-D", "'title' is empty"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 0"), {"lab LSL-D", "'world' is 0"});
-  // Variations: a bad name, a name used twice, no sets, an implausible world; not in a plan lab.
+  // Variations: a bad name, a name used twice, no sets, an implausible world, an unknown key.
   const std::string v = "{ name = \"x\", sets = [\"parallel.zero=1\"], observe = [{ text = \"t\", check = [\"c\"] }] }";
   const auto with_variations = [&](const std::string& list) {
-    return edit_lab(good, "LSL-D", "world = 2", "world = 2\nvariations = [" + list + "]");
+    return edit_lab(good, "LSL-B", "world = 2", "world = 2\nvariations = [" + list + "]");
   };
   {
     const sp::test::TempDir dir;
     ASSERT_TRUE(write_file(dir.file("catalogue.toml"), with_variations(v)).ok());
     Result<LabCatalogue> c = load_lab_catalogue(dir.file("catalogue.toml"));
     ASSERT_TRUE(c.ok()) << c.status().to_string();
-    EXPECT_EQ((*c->find("LSL-D"))->variations.at(0).sets, std::vector<std::string>{"parallel.zero=1"});
+    EXPECT_EQ((*c->find("LSL-B"))->variations.at(0).sets, std::vector<std::string>{"parallel.zero=1"});
   }
   expect_refused(with_variations(std::string(v).replace(v.find("\"x\""), 3, "\"X y\"")),
-                 {"lab LSL-D.variations[1]", "'name' must be lowercase"});
+                 {"lab LSL-B.variations[1]", "'name' must be lowercase"});
   expect_refused(with_variations(v + ", " + v), {"variation 'x' is defined twice"});
   expect_refused(with_variations(std::string(v).replace(v.find("[\"parallel"), 19, "[]")),
-                 {"lab LSL-D.variations[1] needs at least one --set"});
+                 {"lab LSL-B.variations[1] needs at least one --set"});
   expect_refused(with_variations(std::string(v).replace(v.find("sets"), 4, "world = 0, sets")), {"'world' is 0"});
   expect_refused(with_variations(std::string(v).replace(v.find("name"), 4, "colour = 1, name")),
-                 {"unknown key lab LSL-D.variations[1].colour"});
+                 {"unknown key lab LSL-B.variations[1].colour"});
   // Not this format, not this version, not TOML.
   expect_refused(std::string(good).replace(good.find("version = 1"), 11, "version = 2"),
                  {"'version' is 2; this build reads version 1"});
