@@ -55,7 +55,8 @@ Result<int64_t> default_step(const Selected& s) {
   return latest->step;
 }
 
-std::string megabytes(uint64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
+// Sizes in MiB, the unit of every other figure (ledger, report, plan).
+std::string megabytes(uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0); }
 
 Status run_verify(const std::string& dir, int64_t step_option, int& rc) {
   SP_ASSIGN_OR_RETURN(const Selected s, select(dir, step_option));

@@ -32,6 +32,7 @@ struct LabOptions {
   std::string cache;
   std::string against;    // lab run --against DIR: the lab's own bundle to compare the variation with
   std::string catalogue;  // lab check --catalogue: another catalogue file (a planted wrong claim, in tests)
+  std::string variation;  // lab run / check --variation NAME: one of the lab's variations, with its own claims
   bool quiet = false;
 };
 
@@ -60,9 +61,28 @@ const Lab* lab_or_report(const LabCatalogue& catalogue, const std::string& key, 
   return nullptr;
 }
 
+// The lab as `o` asks for it: itself, the variation --variation names, or the variation whose sets equal the
+// --set list (then the list is the variation's, not the learner's). Unknown names are usage errors (exit 2).
+std::optional<Lab> varied_lab(const Lab& lab, LabOptions& o, CommandResult& result) {
+  if (o.variation.empty()) {
+    const Variation* v = o.source.sets.empty() ? nullptr : lab.variation_of_sets(o.source.sets);
+    if (v == nullptr) return lab;
+    o.source.sets.clear();
+    return lab_variation(lab, *v);
+  }
+  Result<const Variation*> v = lab.find_variation(o.variation);
+  if (!v.ok()) {
+    report_status(v.status());
+    result.exit_code = 2;
+    return std::nullopt;
+  }
+  return lab_variation(lab, **v);
+}
+
 // Every observation with its claims evaluated against the bundle just written. A claim that does not hold
-// on the lab's own run means the notes contradict the engine: the run fails (exit 1) even if the proof passed.
-// Under a learner's --set variation the claims describe the lab's run, not theirs: reported, not failed.
+// on the lab's own run (or on one of its catalogued variations, whose claims these are) means the notes
+// contradict the engine: the run fails (exit 1) even if the proof passed. Under a learner's own --set the
+// claims describe the lab's run, not theirs: reported, not failed.
 int with_claims(const Lab& lab, const std::string& out, bool varied, int rc) {
   if (rc == 2) return rc;  // usage: no bundle was written
   int failed = 0, total = 0;
@@ -102,8 +122,9 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
     if (Status s = check_against_dir(o.against); !s.ok()) return report_status(s);
   ProveOptions p = lab_prove_options(
       lab, LabRunOptions{.out = o.out, .root = root, .cache = o.cache, .extra_sets = o.source.sets, .quiet = o.quiet});
-  print(lab.key + " §" + lab.section + " " + lab.title + ": " + std::to_string(lab.world) + " ranks, fault " +
-        lab.fault + (o.source.sets.empty() ? "" : " (with your --set overrides: not the lab's preset)") + "\n");
+  print(lab.key + " §" + lab.section + " " + lab.title + (lab.variation.empty() ? "" : ", variation " + lab.variation) +
+        ": " + std::to_string(lab.world) + " ranks, fault " + lab.fault +
+        (o.source.sets.empty() ? "" : " (with your --set overrides: not the lab's preset)") + "\n");
   const int rc = run_prove(p);
   // The lab's point: where to look next (printed with --quiet too; it is not progress output).
   print(
@@ -156,9 +177,12 @@ void register_lab(CLI::App& app, CommandResult& result) {
   run->add_option("--against", o->against,
                   "the lab's own bundle (lab run KEY --out DIR): print what your --set variation changed (memory "
                   "per category, bytes per group, bubble, tokens/s)");
+  run->add_option("--variation", o->variation,
+                  "one of the lab's variations (lab show KEY lists them): its --sets, checked by its own claims");
   run->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
-      if (const Lab* l = lab_or_report(*c, o->key, result)) result.exit_code = run_lab(*c, *l, *o);
+      if (const Lab* l = lab_or_report(*c, o->key, result))
+        if (std::optional<Lab> v = varied_lab(*l, *o, result)) result.exit_code = run_lab(*c, *v, *o);
   });
 
   CLI::App* check = lab->add_subcommand(
@@ -167,16 +191,21 @@ void register_lab(CLI::App& app, CommandResult& result) {
   check->add_option("DIR", o->out, "the directory `lab run KEY --out DIR` wrote")->required();
   check->add_option("--root", o->source.root, root_help);
   check->add_option("--catalogue", o->catalogue, "a lab catalogue file (default: <root>/configs/labs/catalogue.toml)");
+  check->add_option("--variation", o->variation, "DIR is this variation's bundle: its claims, not the lab's");
   check->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
-      if (const Lab* l = lab_or_report(*c, o->key, result)) {
+      if (const Lab* base = lab_or_report(*c, o->key, result)) {
+        const std::optional<Lab> v = varied_lab(*base, *o, result);
+        if (!v) return;
+        const Lab* l = &*v;
         if (!l->available) {
           result.exit_code = report_status(invalid_argument("lab {} is not available: it has no claims", l->key));
           return;
         }
         int failed = 0, total = 0;
         print(lab_claims_text(*l, o->out, failed, total));
-        print(fmt::format("{}: {} of {} claims hold\n", l->key, total - failed, total));
+        print(fmt::format("{}{}: {} of {} claims hold\n", l->key,
+                          l->variation.empty() ? "" : " variation " + l->variation, total - failed, total));
         result.exit_code = failed == 0 ? 0 : 1;
       }
   });

@@ -31,7 +31,8 @@ std::string where(const std::string& path, const toml::node& n) {
 }
 
 // The run fields of each kind; a lab of one kind (or an unavailable lab) may not carry the other's.
-const std::vector<std::string_view> kProveKeys = {"preset", "model_config", "deepspeed", "sets", "world", "fault"};
+const std::vector<std::string_view> kProveKeys = {"preset", "model_config", "deepspeed", "sets",
+                                                  "world",  "fault",        "variations"};
 const std::vector<std::string_view> kPlanKeys = {"model",    "strategy",   "nodes",          "global_batch",
                                                  "clusters", "placements", "fault_placement"};
 
@@ -166,16 +167,45 @@ Status misplaced_field(const std::string& path, const toml::table& t, const std:
 }
 
 // One observation, `{ text = "...", check = ["CLAIM", ...] }`: its prose and at least one claim.
-void read_observation(const std::string& path, const toml::table& t, const std::string& owner, Lab& lab,
-                      std::vector<std::string>& errors) {
-  config::TomlFields f(&t, fmt::format("{}.observe[{}]", owner, lab.observe.size() + 1), path, &errors);
+void read_observation(const std::string& path, const toml::table& t, const std::string& owner,
+                      std::vector<Observation>& observe, std::vector<std::string>& errors) {
+  config::TomlFields f(&t, fmt::format("{}.observe[{}]", owner, observe.size() + 1), path, &errors);
   Observation o{.text = f.string("text").value_or(""),
                 .checks = f.strings("check").value_or(std::vector<std::string>{})};
   f.finish();
   if (o.text.empty() || o.checks.empty())
     errors.push_back(fmt::format("{}: {}.observe[{}] needs a non-empty text and at least one claim in check",
-                                 where(path, t), owner, lab.observe.size() + 1));
-  lab.observe.push_back(std::move(o));
+                                 where(path, t), owner, observe.size() + 1));
+  observe.push_back(std::move(o));
+}
+
+bool is_variation_name(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+}
+
+// One variation, `{ name, sets, [world], [fault], observe }`: a name of its own, at least one --set and at least
+// one observation; problems go to `errors` like the lab's own fields.
+void read_variation(const std::string& path, const toml::table& t, const std::string& owner, Lab& lab,
+                    std::vector<std::string>& errors) {
+  const std::string at = fmt::format("{}.variations[{}]", owner, lab.variations.size() + 1);
+  config::TomlFields f(&t, at, path, &errors);
+  Variation v{.name = f.string("name").value_or(""), .sets = f.strings("sets").value_or(std::vector<std::string>{})};
+  v.world = static_cast<int>(f.integer("world", false).value_or(0));
+  v.fault = f.string("fault", false).value_or("");
+  for (const toml::table* o : f.tables("observe")) read_observation(path, *o, at, v.observe, errors);
+  f.finish();
+  if (!is_variation_name(v.name))
+    errors.push_back(
+        fmt::format("{}: {}: 'name' must be lowercase letters, digits and '-', not '{}'", where(path, t), at, v.name));
+  if (v.sets.empty() || v.observe.empty())
+    errors.push_back(fmt::format("{}: {} needs at least one --set in sets and one observation", where(path, t), at));
+  if (t.get("world") != nullptr && (v.world < 1 || v.world > 1024))
+    errors.push_back(fmt::format("{}: {}: 'world' is {}; it must be 1 to 1024", where(path, t), at, v.world));
+  for (const Variation& other : lab.variations)
+    if (other.name == v.name)
+      errors.push_back(fmt::format("{}: {}: variation '{}' is defined twice", where(path, t), at, v.name));
+  lab.variations.push_back(std::move(v));
 }
 
 // The fields of one [[lab]] of its kind, read with their types checked; every type problem of the table at once.
@@ -197,7 +227,7 @@ Status read_lab_fields(const std::string& path, const toml::table& t, const std:
   lab.available = f.boolean("available", false).value_or(true);
   // A runnable lab has a run and what to read; an unavailable one has a reason and a pointer instead.
   const bool runs = lab.available, proves = runs && !lab.is_plan(), plans = runs && lab.is_plan();
-  for (const toml::table* o : f.tables("observe", runs)) read_observation(path, *o, owner, lab, errors);
+  for (const toml::table* o : f.tables("observe", runs)) read_observation(path, *o, owner, lab.observe, errors);
   lab.cannot_extrapolate = f.strings("cannot_extrapolate", runs).value_or(std::vector<std::string>{});
   lab.unavailable_reason = f.string("unavailable_reason", !runs).value_or("");
   lab.closest = f.strings("closest", !runs).value_or(std::vector<std::string>{});
@@ -208,6 +238,7 @@ Status read_lab_fields(const std::string& path, const toml::table& t, const std:
     lab.sets = f.strings("sets", false).value_or(std::vector<std::string>{});
     world = f.integer("world", true).value_or(0);
     lab.fault = f.string("fault").value_or("");
+    for (const toml::table* v : f.tables("variations", false)) read_variation(path, *v, owner, lab, errors);
   }
   if (plans) read_plan_fields(f, lab, nodes);
   if (errors.empty()) SP_RETURN_IF_ERROR(misplaced_field(path, t, owner, lab, kind));
@@ -286,6 +317,38 @@ Result<const Lab*> LabCatalogue::find(std::string_view key) const {
     keys += (keys.empty() ? "" : ", ") + lab.key;
   }
   return not_found("no lab '{}'", key).with_hint("the labs are " + keys + " (`shardproof lab list`)");
+}
+
+Result<const Variation*> Lab::find_variation(std::string_view name) const {
+  std::string names;
+  for (const Variation& v : variations) {
+    if (v.name == name) return &v;
+    names += (names.empty() ? "" : ", ") + v.name;
+  }
+  return not_found("lab {} has no variation '{}'", key, name)
+      .with_hint(names.empty() ? "this lab has no variations" : "its variations are " + names);
+}
+
+const Variation* Lab::variation_of_sets(const std::vector<std::string>& given) const {
+  std::vector<std::string> a = given;
+  std::sort(a.begin(), a.end());
+  for (const Variation& v : variations) {
+    std::vector<std::string> b = v.sets;
+    std::sort(b.begin(), b.end());
+    if (a == b) return &v;
+  }
+  return nullptr;
+}
+
+Lab lab_variation(const Lab& lab, const Variation& v) {
+  Lab out = lab;
+  out.sets.insert(out.sets.end(), v.sets.begin(), v.sets.end());
+  if (v.world > 0) out.world = v.world;
+  if (!v.fault.empty()) out.fault = v.fault;
+  out.observe = v.observe;
+  out.variations.clear();
+  out.variation = v.name;
+  return out;
 }
 
 std::string lab_catalogue_path(const std::string& root) { return root + "/configs/labs/catalogue.toml"; }

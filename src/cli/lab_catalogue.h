@@ -28,6 +28,17 @@ struct Observation {
   std::vector<std::string> checks{};
 };
 
+// A variation of a proof lab: more --set overrides on the lab's run and the observations of that run, with
+// claims of their own (`lab run KEY --variation NAME`, or --set equal to its sets; `lab check KEY DIR
+// --variation NAME`). Its world and fault are the lab's unless it names its own.
+struct Variation {
+  std::string name{};                  // "sp": lowercase letters, digits and '-', unique in its lab
+  std::vector<std::string> sets{};     // applied after the lab's sets
+  int world = 0;                       // ranks of the varied run (0: the lab's)
+  std::string fault{};                 // the varied run's fault (empty: the lab's)
+  std::vector<Observation> observe{};  // what the varied bundle shows, with its claims
+};
+
 // One lab: a run (preset + --set overrides), one catalogue fault, and what a learner reads next to the
 // bundle; or, for a plan lab, the planner's contrast (`plan`). Unavailable labs (a section this engine cannot
 // demonstrate) have no run, a reason and the closest runnable labs.
@@ -48,9 +59,20 @@ struct Lab {
   std::vector<std::string> cannot_extrapolate{};  // lab-specific limits (common_limits hold for all)
   bool available = true;
   bool is_plan() const { return kind == LabKind::kPlan; }
-  std::string unavailable_reason{};    // why the section cannot be demonstrated here
-  std::vector<std::string> closest{};  // unavailable labs: the runnable labs nearest to the section
+  std::string unavailable_reason{};     // why the section cannot be demonstrated here
+  std::vector<std::string> closest{};   // unavailable labs: the runnable labs nearest to the section
+  std::vector<Variation> variations{};  // proof labs: variations with their own claims
+  std::string variation{};              // the variation this record is (lab_variation), empty for the lab itself
+
+  // The variation called `name`; kNotFound listing the lab's variations.
+  Result<const Variation*> find_variation(std::string_view name) const;
+  // The variation whose sets are exactly `sets` (any order), or null.
+  const Variation* variation_of_sets(const std::vector<std::string>& sets) const;
 };
+
+// The lab as the variation runs it: its sets appended, its world and fault if it names them, its observations
+// in place of the lab's, `variation` set to its name and no variations of its own.
+Lab lab_variation(const Lab& lab, const Variation& v);
 
 struct LabCatalogue {
   std::string path{};                        // the file it was read from

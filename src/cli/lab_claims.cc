@@ -31,10 +31,15 @@ std::vector<std::string> split_words(const std::string& s) {
   return out;
 }
 
-// A JSON value as filters and messages show it: a string bare, anything else as JSON text.
+// A JSON value as filters and messages show it: a string bare, a whole number (a byte sum) in full, other
+// numbers to 6 significant digits, anything else as JSON text.
 std::string shown(const json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return fmt::format("{:.6g}", v.get<double>());
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::fabs(d) < 9.007199254740992e15 && d == std::trunc(d)) return fmt::format("{:.0f}", d);
+    return fmt::format("{:.6g}", d);
+  }
   return v.dump();
 }
 

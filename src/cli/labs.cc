@@ -76,7 +76,8 @@ ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options) {
   p.fault = lab.fault;
   p.out = options.out;
   p.cache = options.cache;
-  p.title = fmt::format("{} §{} {}", lab.key, lab.section, lab.title);
+  p.title = fmt::format("{} §{} {}{}", lab.key, lab.section, lab.title,
+                        lab.variation.empty() ? "" : " (variation " + lab.variation + ")");
   p.quiet = options.quiet;
   p.lab = lab_bundle_json(lab);
   return p;
@@ -101,12 +102,15 @@ nlohmann::json lab_bundle_json(const Lab& lab) {
   nlohmann::json observations = nlohmann::json::array();
   for (const Observation& o : lab.observe)
     observations.push_back({{"text", o.text}, {"view", observation_view(o.text)}, {"claims", o.checks}});
-  return {{"key", lab.key},
-          {"section", lab.section},
-          {"title", lab.title},
-          {"mechanism", lab.mechanism},
-          {"check", fmt::format("shardproof lab check {} DIR", lab.key)},
-          {"observations", observations}};
+  nlohmann::json j = {{"key", lab.key},
+                      {"section", lab.section},
+                      {"title", lab.title},
+                      {"mechanism", lab.mechanism},
+                      {"check", fmt::format("shardproof lab check {} DIR{}", lab.key,
+                                            lab.variation.empty() ? "" : " --variation " + lab.variation)},
+                      {"observations", observations}};
+  if (!lab.variation.empty()) j["variation"] = {{"name", lab.variation}, {"sets", lab.sets}};
+  return j;
 }
 
 namespace {
@@ -209,12 +213,23 @@ std::string unavailable_body(const LabCatalogue& catalogue, const Lab& lab) {
   return out;
 }
 
-// What to observe (each observation with its claims) and the lab's own limits, as `lab show` prints them.
-std::string notes_text(const Lab& lab) {
-  std::string out = "\n\nwhat to observe:\n";
-  for (const Observation& o : lab.observe) {
+// Each observation with its claims.
+std::string observations_text(const std::vector<Observation>& observe) {
+  std::string out;
+  for (const Observation& o : observe) {
     out += wrap(o.text, "  - ", "    ");
     for (const std::string& c : o.checks) out += "      claim: " + c + "\n";
+  }
+  return out;
+}
+
+// What to observe, the variations with theirs, and the lab's own limits, as `lab show` prints them.
+std::string notes_text(const Lab& lab) {
+  std::string out = "\n\nwhat to observe:\n" + observations_text(lab.observe);
+  for (const Variation& v : lab.variations) {
+    out += fmt::format("\nvariation {} (shardproof lab run {} --variation {} --out DIR; the same as --set {}):\n",
+                       v.name, lab.key, v.name, fmt::join(v.sets, " --set "));
+    out += observations_text(v.observe);
   }
   out += "\nwhat it cannot be extrapolated to:\n";
   for (const std::string& line : lab.cannot_extrapolate) out += wrap(line, "  - ", "    ");

@@ -69,7 +69,7 @@ void print_evaluation(const nlohmann::json& j) {
                         st.value("optimizer_seconds", 0.0))
           : fmt::format("GEMMs {:.4g} s", st["compute_seconds"].get<double>());
   std::printf(
-      "step %.4g s (%s, collectives inside the passes %.4g s, after the pipeline %.4g s); %.4g tokens/s; "
+      "step %.4g s (%s, collectives inside the passes %.4g s, after the pipeline %.4g s); %.0f tokens/s; "
       "MFU %.1f %%, HFU %.1f %%; dominant communication: %s\n",
       st["seconds"].get<double>(), split.c_str(), st["pass_comm_seconds"].get<double>(),
       st["after_pipeline_seconds"].get<double>(), st["tokens_per_second"].get<double>(), 100 * st["mfu"].get<double>(),
@@ -86,7 +86,7 @@ void print_search(const nlohmann::json& j) {
   for (const auto& r : j["ranked"]) {
     if (r["rank"].get<int>() > 20) break;
     const auto& d = r["time"]["detail"];
-    std::printf("  %4d  %-52s %10.4g %12.4g %6.1f%% %10.3f  %s\n", r["rank"].get<int>(),
+    std::printf("  %4d  %-52s %10.4g %12.0f %6.1f%% %10.3f  %s\n", r["rank"].get<int>(),
                 r["strategy"]["name"].get<std::string>().c_str(), r["time"]["step_seconds"].get<double>(),
                 d["tokens_per_second"].get<double>(), 100 * d["mfu"].get<double>(),
                 r["memory"]["peak_bytes"].get<double>() / 1073741824.0, d["dominant"].get<std::string>().c_str());

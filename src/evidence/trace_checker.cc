@@ -4,6 +4,7 @@
 #include "evidence/trace_checker.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "comm/topology.h"
 
@@ -54,7 +55,7 @@ const std::vector<Field>& collective_fields() {
 
 void Checker::add_value_mismatch(const std::string& kind, const std::string& group, const std::string& field,
                                  const std::vector<std::pair<int, std::string>>& values, int64_t seq, int64_t t_us,
-                                 const std::string& where) {
+                                 const std::string& where, const std::vector<int>& novel) {
   const std::vector<ValueGroup> vg = group_values(values);
   TraceMismatch m{.kind = kind, .group = group, .seq = seq, .field = field, .t_us = t_us};
   m.expected = fmt::format("{} on {}", vg[0].value, ranks_text(vg[0].ranks));
@@ -63,9 +64,13 @@ void Checker::add_value_mismatch(const std::string& kind, const std::string& gro
     others.push_back(fmt::format("{} on {}", vg[i].value, ranks_text(vg[i].ranks)));
     m.ranks.insert(m.ranks.end(), vg[i].ranks.begin(), vg[i].ranks.end());
   }
-  // Without a majority (e.g. two ranks that disagree) no rank can be singled out: name them all.
-  if (vg.size() > 1 && vg[0].ranks.size() == vg[1].ranks.size())
+  // Without a majority (e.g. two ranks that disagree, the others killed before they recorded the op) the
+  // group's own history decides: the ranks that issued an op the group never issued at an earlier step left
+  // the sequence. Only when history cannot tell either are they all named.
+  if (vg.size() > 1 && vg[0].ranks.size() == vg[1].ranks.size()) {
     m.ranks.insert(m.ranks.end(), vg[0].ranks.begin(), vg[0].ranks.end());
+    if (!novel.empty() && novel.size() < values.size()) m.ranks = novel;
+  }
   std::sort(m.ranks.begin(), m.ranks.end());
   m.actual = fmt::format("{}", fmt::join(others, "; "));
   m.message = fmt::format("group '{}' seq {}{}: {} differs: {} vs {}", group, seq, where, field, m.expected, m.actual);
@@ -236,8 +241,14 @@ void Checker::run(const json* topology) {
     check_p2p(name, g);
   }
   report_failures();
+  // What the members disagree on comes before how the job ended: an op a rank failed inside or waited in
+  // when the job was stopped follows from a disagreement, in whatever order the ranks died (issue 33: a rank
+  // killed inside an op that the others completed was named before the rank that issued an extra one).
+  const auto failure = [](const TraceMismatch& m) { return m.kind == "timed_out" || m.kind == "aborted"; };
   std::stable_sort(report_.mismatches.begin(), report_.mismatches.end(),
-                   [](const TraceMismatch& a, const TraceMismatch& b) { return a.t_us < b.t_us; });
+                   [&](const TraceMismatch& a, const TraceMismatch& b) {
+                     return std::make_tuple(failure(a), a.t_us) < std::make_tuple(failure(b), b.t_us);
+                   });
 }
 
 // Ops the watchdog stopped, and ops a rank failed inside.

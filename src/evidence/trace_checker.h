@@ -91,9 +91,16 @@ class Checker {
   void check_collectives(const std::string& name, const Group& g);
   void check_p2p(const std::string& name, const Group& g);
   void report_failures();
+  // `novel`: the ranks whose op at this position the group never issued at an earlier step (novel_ranks);
+  // it decides between value groups of equal size, where no majority can.
   void add_value_mismatch(const std::string& kind, const std::string& group, const std::string& field,
                           const std::vector<std::pair<int, std::string>>& values, int64_t seq, int64_t t_us,
-                          const std::string& where);
+                          const std::string& where, const std::vector<int>& novel = {});
+  // Whether `w`, lacking the group's collective #i, only failed to record it: the job was stopped and killed
+  // `w` in that step (its last record is of that step), a member completed the op, which completes only once
+  // all members have joined, and every member that recorded it recorded that op (some may have failed inside
+  // it as the job went down; none waited it out). So `w` joined it too and was killed before its record.
+  bool recorded_by_others_only(int w, const std::vector<std::pair<int, OpList>>& parts, size_t i) const;
 
   // A job stopped by a failed check or the watchdog (a record marked aborted or timed_out): its ranks were
   // killed in the middle of a step, and a nonblocking op in flight then was never recorded (a record is
@@ -101,6 +108,11 @@ class Checker {
   bool in_flight_at_stop(int world_rank, int64_t step) const {
     const auto it = last_step_.find(world_rank);
     return stopped_ && it != last_step_.end() && step >= it->second;
+  }
+  // The stopped job killed `world_rank` in `step` itself: its last record is of that step.
+  bool killed_in_step(int world_rank, int64_t step) const {
+    const auto it = last_step_.find(world_rank);
+    return stopped_ && it != last_step_.end() && step == it->second;
   }
 
   TraceReport& report_;

@@ -10,6 +10,53 @@ namespace sp::evidence::trace_detail {
 using comm::OpKind;
 using comm::TraceRecord;
 
+namespace {
+
+// An op as the group issues it, step aside: what recurs from step to step at the same point.
+std::string op_signature(const TraceRecord& r) {
+  std::string s;
+  for (const Field& f : collective_fields())
+    if (std::string_view(f.name) != "step") s += f.value(r) + "|";
+  return s;
+}
+
+// Collectives that complete on a member only after every member joined (a rooted broadcast or reduce may
+// complete on one member before another has joined).
+bool completes_after_all_join(OpKind op) {
+  return op == OpKind::kAllReduce || op == OpKind::kAllGather || op == OpKind::kAllToAll ||
+         op == OpKind::kReduceScatter || op == OpKind::kBarrier;
+}
+
+// The ranks whose collective #i has a signature that no member issued at an earlier step.
+std::vector<int> novel_ranks(const std::vector<std::pair<int, std::vector<const TraceRecord*>>>& parts, size_t i) {
+  std::vector<int> out;
+  for (const auto& [w, colls] : parts) {
+    if (i >= colls.size()) continue;
+    const std::string sig = op_signature(*colls[i]);
+    bool seen = false;
+    for (const auto& [v, other] : parts)
+      for (size_t j = 0; j < std::min(i, other.size()) && !seen; ++j)
+        seen = other[j]->step < colls[i]->step && op_signature(*other[j]) == sig;
+    if (!seen) out.push_back(w);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool Checker::recorded_by_others_only(int w, const std::vector<std::pair<int, OpList>>& parts, size_t i) const {
+  const TraceRecord* completed = nullptr;
+  for (const auto& [v, colls] : parts)
+    if (i < colls.size() && !colls[i]->aborted && !colls[i]->timed_out) completed = colls[i];
+  if (completed == nullptr || !completes_after_all_join(completed->op) || !killed_in_step(w, completed->step))
+    return false;
+  // Every copy is that op (a member may have failed inside it as the job went down, never waited it out).
+  const std::string sig = op_signature(*completed);
+  for (const auto& [v, colls] : parts)
+    if (i < colls.size() && (colls[i]->timed_out || op_signature(*colls[i]) != sig)) return false;
+  return true;
+}
+
 void Checker::check_collectives(const std::string& name, const Group& g) {
   // Participants: members whose trace file was read (a missing file is reported once, elsewhere).
   std::vector<std::pair<int, OpList>> parts;
@@ -23,6 +70,7 @@ void Checker::check_collectives(const std::string& name, const Group& g) {
   }
   size_t longest = 0;
   for (const auto& [w, colls] : parts) longest = std::max(longest, colls.size());
+  std::set<int> killed_in;  // members whose missing tail is an op they joined but never recorded
   for (size_t i = 0; i < longest; ++i) {
     const TraceRecord* first = nullptr;
     std::vector<std::pair<int, std::string>> ops;
@@ -40,12 +88,22 @@ void Checker::check_collectives(const std::string& name, const Group& g) {
       for (const auto& [w, colls] : parts)
         if (i < colls.size()) values.emplace_back(w, f.value(*colls[i]));
       if (group_values(values).size() > 1) {
-        add_value_mismatch("field", name, f.name, values, first->seq, first->t_start_us, where);
+        add_value_mismatch("field", name, f.name, values, first->seq, first->t_start_us, where, novel_ranks(parts, i));
         return;  // later positions are unreliable once the sequences diverge
       }
     }
     for (const auto& [w, colls] : parts) {
-      if (i < colls.size()) continue;
+      if (i < colls.size() || killed_in.count(w) > 0) continue;
+      if (recorded_by_others_only(w, parts, i)) {
+        // Not the desync: the stopped job killed `w` inside this op (issue 33: LSL-K named dp rank 0
+        // instead of the rank that issued an extra collective when rank 0 was the slowest to write).
+        killed_in.insert(w);
+        report_.warnings.push_back(fmt::format(
+            "rank {}, group '{}': collective #{} (seq {}, step {}) completed on every member that recorded it, "
+            "so rank {} joined it; the stopped job killed it before its record (not a mismatch)",
+            w, name, i, first->seq, first->step, w));
+        continue;
+      }
       add_value_mismatch("missing_op", name, "op", ops, first->seq, first->t_start_us, where);
       report_.mismatches.back().message +=
           fmt::format("; rank {} issued {} collectives on this group", w, colls.size());
@@ -55,6 +113,7 @@ void Checker::check_collectives(const std::string& name, const Group& g) {
       // send_counts[b] on rank a must equal recv_counts[a] on rank b (group ranks).
       for (const auto& [wa, ca] : parts) {
         for (const auto& [wb, cb] : parts) {
+          if (i >= ca.size() || i >= cb.size()) continue;  // a member killed inside it (killed_in)
           const int a = ca[i]->group_rank, b = cb[i]->group_rank;
           const int64_t sent = ca[i]->counts[static_cast<size_t>(b)], got = cb[i]->recv_counts[static_cast<size_t>(a)];
           if (sent == got) continue;
@@ -77,7 +136,7 @@ void Checker::check_collectives(const std::string& name, const Group& g) {
       // Every member receives the same bytes: their output digests must agree.
       std::vector<std::pair<int, std::string>> digests;
       for (const auto& [w, colls] : parts)
-        if (colls[i]->out_digest) digests.emplace_back(w, colls[i]->out_digest->hex());
+        if (i < colls.size() && colls[i]->out_digest) digests.emplace_back(w, colls[i]->out_digest->hex());
       if (group_values(digests).size() > 1)
         add_value_mismatch("payload", name, "out_digest", digests, first->seq, first->t_start_us, where);
     }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every runnable lab end to end (label long: about 15 minutes on 2 cores, outside `make test`): `lab run KEY`
 # must PASS with every claim of its observations holding on its bundle, and each claim, negated in a copy of
-# the catalogue, must fail `lab check` (tests/support/lab_claims.py). Prints the claims checked per lab.
-# Then LSL-G's bf16 variation with --against the lab's own run.
+# the catalogue, must fail `lab check` (tests/support/lab_claims.py). Then every variation of each lab
+# (`lab show KEY` lists them) the same way: `lab run KEY --variation NAME` must PASS with its own claims holding,
+# each negated in a copy of the catalogue failing. Prints the claims checked per lab and variation. LSL-G's bf16
+# variation runs with --against the lab's own run.
 # Usage: all_labs_test.sh SHARDPROOF WORKDIR
 set -u
 BIN=$1
@@ -25,12 +27,22 @@ for k in $keys; do
   /usr/bin/python3 "$(dirname "$0")/../support/lab_claims.py" --bin "$BIN" --work "$WORK/claims" "$k" "$WORK/$k" "${plants[@]}" |
     tail -1 || fail "$k's claims"
   [ "${PIPESTATUS[0]}" = 0 ] || fail "$k's claims"
+  for v in $("$BIN" lab show "$k" | awk '/^variation / {print $2}'); do
+    against=()
+    [ "$k/$v" = LSL-G/bf16 ] && against=(--against "$WORK/$k")
+    start=$(date +%s)
+    "$BIN" lab run "$k" --variation "$v" --out "$WORK/$k-$v" "${against[@]}" --quiet > "$WORK/$k-$v.txt" 2>&1
+    rc=$?
+    echo "$k variation $v: exit $rc in $(($(date +%s) - start)) s"
+    [ $rc = 0 ] || { cat "$WORK/$k-$v.txt"; fail "lab run $k --variation $v exited $rc"; }
+    grep -q "^every claim of the notes holds on this bundle" "$WORK/$k-$v.txt" || fail "$k $v: claims not checked"
+    /usr/bin/python3 "$(dirname "$0")/../support/lab_claims.py" --bin "$BIN" --work "$WORK/claims" --variation "$v" \
+      "$k" "$WORK/$k-$v" | tail -1 || fail "$k variation $v's claims"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "$k variation $v's claims"
+  done
 done
-# LSL-G's bf16 variation against the lab's own run: the claims that differ are reported, not failed, and
-# --against shows the parameters halved and the fp32 masters added to the optimizer state.
-"$BIN" lab run LSL-G --out "$WORK/g-bf16" --set train.precision=bf16 --against "$WORK/LSL-G" --quiet > "$WORK/g-bf16.txt" 2>&1 ||
-  { cat "$WORK/g-bf16.txt"; fail "lab run LSL-G --set train.precision=bf16 exited $?"; }
-grep -q "claims differ under your --set variation" "$WORK/g-bf16.txt" || fail "the variation's claims were not reported"
-grep -q "memory param (MiB, rank 0 peak) .*(-50.0 %)" "$WORK/g-bf16.txt" || fail "--against does not show the halved parameters"
-grep -q "memory optim (MiB, rank 0 peak) .*(+50.0 %)" "$WORK/g-bf16.txt" || fail "--against does not show the fp32 masters"
+# LSL-G's bf16 variation against the lab's own run: --against shows the parameters halved and the fp32 masters
+# added to the optimizer state.
+grep -q "memory param (MiB, rank 0 peak) .*(-50.0 %)" "$WORK/LSL-G-bf16.txt" || fail "--against does not show the halved parameters"
+grep -q "memory optim (MiB, rank 0 peak) .*(+50.0 %)" "$WORK/LSL-G-bf16.txt" || fail "--against does not show the fp32 masters"
 echo "PASS"

@@ -264,6 +264,33 @@ TEST(Labs, ValidatorRefusesBrokenVariants) {
   EXPECT_TRUE(validate_lab(d, root(), {"parallel.dp=4"}).ok());
 }
 
+// A variation is a valid run too: its sets on the lab's, at its world, with the lab's (or its own) fault; it
+// carries claims of its own, found by name or by its exact sets, and its bundle names it.
+TEST(Labs, EveryVariationValidatesAndCarriesItsOwnClaims) {
+  int variations = 0;
+  for (const Lab& lab : catalogue().labs)
+    for (const Variation& v : lab.variations) {
+      ++variations;
+      SCOPED_TRACE(lab.key + " variation " + v.name);
+      const Lab varied = lab_variation(lab, v);
+      Status valid = validate_lab(varied, root());
+      EXPECT_TRUE(valid.ok()) << valid.to_string();
+      EXPECT_EQ(varied.observe.size(), v.observe.size());
+      EXPECT_EQ(varied.sets.size(), lab.sets.size() + v.sets.size());
+      ASSERT_TRUE(lab.find_variation(v.name).ok());
+      std::vector<std::string> reversed(v.sets.rbegin(), v.sets.rend());
+      EXPECT_EQ(lab.variation_of_sets(reversed), &v);
+      const nlohmann::json j = lab_bundle_json(varied);
+      EXPECT_EQ(j["variation"]["name"], v.name);
+      EXPECT_TRUE(contains(j["check"].get<std::string>(), "--variation " + v.name));
+      EXPECT_TRUE(contains(lab_show_text(catalogue(), lab), "--variation " + v.name));
+    }
+  EXPECT_GE(variations, 4);
+  const Lab& d = **catalogue().find("LSL-D");
+  EXPECT_FALSE(d.find_variation("nope").ok());
+  EXPECT_EQ(d.variation_of_sets({"parallel.dp=4"}), nullptr);
+}
+
 TEST(Labs, ProveOptionsCarryTheLab) {
   const Lab& g = **catalogue().find("LSL-G");
   ProveOptions p = lab_prove_options(
@@ -445,6 +472,26 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
   expect_refused(edit_lab(good, "LSL-D", "title = \"Data parallelism\"", "title = \"\""),
                  {"lab LSL-D", "'title' is empty"});
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 0"), {"lab LSL-D", "'world' is 0"});
+  // Variations: a bad name, a name used twice, no sets, an implausible world, an unknown key.
+  const std::string v = "{ name = \"x\", sets = [\"parallel.zero=1\"], observe = [{ text = \"t\", check = [\"c\"] }] }";
+  const auto with_variations = [&](const std::string& list) {
+    return edit_lab(good, "LSL-B", "world = 2", "world = 2\nvariations = [" + list + "]");
+  };
+  {
+    const sp::test::TempDir dir;
+    ASSERT_TRUE(write_file(dir.file("catalogue.toml"), with_variations(v)).ok());
+    Result<LabCatalogue> c = load_lab_catalogue(dir.file("catalogue.toml"));
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ((*c->find("LSL-B"))->variations.at(0).sets, std::vector<std::string>{"parallel.zero=1"});
+  }
+  expect_refused(with_variations(std::string(v).replace(v.find("\"x\""), 3, "\"X y\"")),
+                 {"lab LSL-B.variations[1]", "'name' must be lowercase"});
+  expect_refused(with_variations(v + ", " + v), {"variation 'x' is defined twice"});
+  expect_refused(with_variations(std::string(v).replace(v.find("[\"parallel"), 19, "[]")),
+                 {"lab LSL-B.variations[1] needs at least one --set"});
+  expect_refused(with_variations(std::string(v).replace(v.find("sets"), 4, "world = 0, sets")), {"'world' is 0"});
+  expect_refused(with_variations(std::string(v).replace(v.find("name"), 4, "colour = 1, name")),
+                 {"unknown key lab LSL-B.variations[1].colour"});
   // Not this format, not this version, not TOML.
   expect_refused(std::string(good).replace(good.find("version = 1"), 11, "version = 2"),
                  {"'version' is 2; this build reads version 1"});
