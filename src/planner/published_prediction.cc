@@ -61,6 +61,17 @@ void attribute_error(PublishedPrediction& p, double efficiency) {
   }
 }
 
+// One candidate of a row, priced as every plan is (no per-name memory, no recorded pipeline actions).
+Result<PlanEvaluation> evaluate_candidate(const ClusterSpec& cluster, const config::RunConfig& c,
+                                          const PublishedPredictionOptions& o) {
+  return evaluate_plan(PlanQuery{.cluster = cluster,
+                                 .config = c,
+                                 .dtype = o.dtype,
+                                 .efficiency = o.efficiency,
+                                 .named_memory = false,
+                                 .pipeline_actions = false});
+}
+
 // The chosen candidate with Megatron's 16-bit tensor-parallel sums (published_prediction.h: tp16_*): half the
 // bytes on the tp link is its bandwidth doubled. Exact when the node's link carries nothing else that sets a
 // time: with the ranks numbered tp fastest, every dp and pp group then spans several nodes (tp · dp above a
@@ -71,12 +82,7 @@ Status price_tp16(const ClusterSpec& cluster, const config::RunConfig& c, const 
   if (!p.tp16_applies) return Status();
   ClusterSpec tp16 = cluster;
   tp16.intra.bandwidth_bytes_per_s *= 2;
-  auto e = evaluate_plan(PlanQuery{.cluster = tp16,
-                                   .config = c,
-                                   .dtype = o.dtype,
-                                   .efficiency = o.efficiency,
-                                   .named_memory = false,
-                                   .pipeline_actions = false});
+  auto e = evaluate_candidate(tp16, c, o);
   if (!e.ok()) return e.status().with_context(fmt::format("{} with 16-bit tp sums", p.run.model));
   p.tp16_seconds = e->step_seconds;
   p.tp16_error = p.tp16_seconds / p.implied_seconds - 1;
@@ -118,12 +124,7 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
     const config::RunConfig c = config_for_strategy(base, s);
     if (!plan::RunPlan::violations(c, s.world()).empty()) continue;
     ++p.candidates;
-    auto e = evaluate_plan(PlanQuery{.cluster = cluster,
-                                     .config = c,
-                                     .dtype = o.dtype,
-                                     .efficiency = o.efficiency,
-                                     .named_memory = false,
-                                     .pipeline_actions = false});
+    auto e = evaluate_candidate(cluster, c, o);
     if (!e.ok()) return e.status().with_context(fmt::format("{} {}", r.model, strategy_name(s)));
     if (e->fits()) ++p.fitting;
     // Fitting first, then the study's plain data parallelism (ZeRO 0) before ZeRO-1, then the step time.
