@@ -20,10 +20,12 @@ command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get instal
 [ -n "$deb" ] && [ -f "$deb" ] || die "no package: run 'make package' first or name the .deb"
 
 root=$(mktemp -d /var/tmp/shardproof-bookworm.XXXXXX)
+chmod 755 "$root"  # the chroot's /: apt's _apt user and every other user must traverse it
 mounted=()
 cleanup() {
   local i
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
+  rm -f "$root.debootstrap.log"
   if [ "${SP_CHROOT_KEEP:-0}" = 1 ]; then
     echo "fresh_debian12: chroot kept at $root"
   else
@@ -32,6 +34,7 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP  # a signal exits through the EXIT trap: nothing stays mounted or on disk
 mnt() { mount "$@"; mounted+=("${!#}"); }
 
 start=$(date +%s)
@@ -39,8 +42,7 @@ stamp() { echo "[$(($(date +%s) - start)) s] $*"; }
 
 stamp "debootstrap bookworm (minbase) into $root from $mirror"
 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.debootstrap.log" 2>&1 ||
-  { tail -n 20 "$root.debootstrap.log"; rm -f "$root.debootstrap.log"; die "debootstrap failed"; }
-rm -f "$root.debootstrap.log"
+  { tail -n 20 "$root.debootstrap.log"; die "debootstrap failed"; }
 
 mnt -t proc proc "$root/proc"
 mnt -t sysfs sysfs "$root/sys"
@@ -66,7 +68,7 @@ in_root dpkg -s shardproof | grep -E '^(Version|Depends):'
 
 in_root shardproof --version
 # No source or build tree in the chroot: everything the demo reads comes from the package.
-[ ! -e "$root$here" ] || die "the source tree is visible in the chroot ($here)"
+[ ! -f "$here/CMakeLists.txt" ] || [ ! -e "$root$here" ] || die "the source tree is visible in the chroot ($here)"
 
 prove_from() { # DIR: cd there (inside the chroot) and prove the demo; its out dir is relative to DIR
   local dir=$1 log=$root/tmp/prove.$2.log
