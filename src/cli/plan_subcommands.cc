@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -178,10 +179,11 @@ int run_published(const PublishedArgs& a) {
                 100 * p.gemm_efficiency_to_close,
                 p.tp16_applies ? fmt::format("{:8.2f} {:+5.0f}%", p.tp16_seconds, 100 * p.tp16_error).c_str() : "n/a");
   std::printf("\n%d of %zu rows within ±15 %% of the published time\n", predicted->within_15_percent, rows->size());
+  const auto applies = std::count_if(rows->begin(), rows->end(), [](const auto& p) { return p.tp16_applies; });
   std::printf(
-      "%d of %zu with the tp sums at 16 bits as Megatron all-reduces them (the engine sums fp32; a fact about "
-      "Megatron, nothing fitted)\n",
-      predicted->tp16_within_15_percent, rows->size());
+      "%d of %td rows (where it applies) with the tp sums at 16 bits as Megatron all-reduces them (the engine sums "
+      "fp32; a fact about Megatron, nothing fitted)\n",
+      predicted->tp16_within_15_percent, applies);
   return 0;
 }
 
