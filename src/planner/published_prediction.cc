@@ -75,10 +75,12 @@ Result<PlanEvaluation> evaluate_candidate(const ClusterSpec& cluster, const conf
 // The chosen candidate with Megatron's 16-bit tensor-parallel sums (published_prediction.h: tp16_*): half the
 // bytes on the tp link is its bandwidth doubled. Exact when the node's link carries nothing else that sets a
 // time: with the ranks numbered tp fastest, every dp and pp group then spans several nodes (tp · dp above a
-// node's devices), so their rings are priced at a NIC's share, which the doubled link does not change.
+// node's devices), and a hop leaving a node (at most all of the node's NICs) is slower than one inside it, so
+// their rings are priced at the NIC hop, which the doubled link does not change.
 Status price_tp16(const ClusterSpec& cluster, const config::RunConfig& c, const PublishedPredictionOptions& o,
                   PublishedPrediction& p) {
-  p.tp16_applies = cluster.axis_order == "tp-dp-pp" && p.run.tp * p.run.dp() > cluster.devices_per_node;
+  p.tp16_applies = cluster.axis_order == "tp-dp-pp" && p.run.tp * p.run.dp() > cluster.devices_per_node &&
+                   cluster.inter && cluster.inter->node_bandwidth_bytes_per_s() <= cluster.intra.bandwidth_bytes_per_s;
   if (!p.tp16_applies) return Status();
   ClusterSpec tp16 = cluster;
   tp16.intra.bandwidth_bytes_per_s *= 2;

@@ -50,9 +50,9 @@ struct PublishedPrediction {
   double gemm_efficiency_to_close = 0;
   // A fact about Megatron, not a fit: it all-reduces the tensor-parallel activations in the compute dtype
   // (fp16, 2 bytes) where the engine sums them in fp32 (plan/traffic_model.cc). The chosen candidate evaluated
-  // again with those sums at 16 bits (the tp link's bandwidth doubled, which is the same for a row whose other
-  // groups cross nodes; the latency unchanged) and its error. Absent (tp16_applies false) for a row where the
-  // doubled link would also carry dp or pp traffic.
+  // again with those sums at 16 bits (the tp link's bandwidth doubled, the latency unchanged: the same thing for
+  // a row whose dp and pp groups all cross nodes over NICs slower than the link inside a node) and its error.
+  // Absent (tp16_applies false) for a row where the doubled link could also speed up dp or pp traffic.
   bool tp16_applies = false;
   double tp16_seconds = 0, tp16_error = 0;
 };
