@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -141,6 +142,7 @@ int run_published(const PublishedArgs& a) {
                       {"efficiency", predicted->efficiency},
                       {"fitted_on", predicted->fit_row.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fit_row)},
                       {"within_15_percent", predicted->within_15_percent},
+                      {"tp16_within_15_percent", predicted->tp16_within_15_percent},
                       {"flops_definition", table->flops_definition},
                       {"assumptions", planner::time_model_assumptions()},
                       {"rows", nlohmann::json::array()}};
@@ -169,13 +171,19 @@ int run_published(const PublishedArgs& a) {
                 p.peak_bytes / double(1 << 30),
                 p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());
   std::printf("\nthe predicted step's terms and the term that dominates the error (docs/plan.md §6):\n");
-  std::printf("%-16s %8s %8s %8s %8s  %-24s %14s %14s\n", "model", "GEMMs s", "tp s", "idle s", "dp s",
-              "dominant term of error", "error under it", "GEMM eff. to close");
+  std::printf("%-16s %8s %8s %8s %8s  %-24s %14s %14s  %s\n", "model", "GEMMs s", "tp s", "idle s", "dp s",
+              "dominant term of error", "error under it", "GEMM eff. to close", "16-bit tp sums: s, error");
   for (const auto& p : *rows)
-    std::printf("%-16s %8.2f %8.2f %8.2f %8.2f  %-24s %+13.0f%% %13.1f%%\n", p.run.model.c_str(), p.gemm_s,
+    std::printf("%-16s %8.2f %8.2f %8.2f %8.2f  %-24s %+13.0f%% %13.1f%%  %s\n", p.run.model.c_str(), p.gemm_s,
                 p.pass_comm_s, p.pipeline_idle_s, p.after_pipeline_s, p.error_term.c_str(), 100 * p.error_under_term,
-                100 * p.gemm_efficiency_to_close);
+                100 * p.gemm_efficiency_to_close,
+                p.tp16_applies ? fmt::format("{:8.2f} {:+5.0f}%", p.tp16_seconds, 100 * p.tp16_error).c_str() : "n/a");
   std::printf("\n%d of %zu rows within ±15 %% of the published time\n", predicted->within_15_percent, rows->size());
+  const auto applies = std::count_if(rows->begin(), rows->end(), [](const auto& p) { return p.tp16_applies; });
+  std::printf(
+      "%d of %td rows (where it applies) with the tp sums at 16 bits as Megatron all-reduces them (the engine sums "
+      "fp32; a fact about Megatron, nothing fitted)\n",
+      predicted->tp16_within_15_percent, applies);
   return 0;
 }
 

@@ -61,6 +61,36 @@ void attribute_error(PublishedPrediction& p, double efficiency) {
   }
 }
 
+// One candidate of a row, priced as every plan is (no per-name memory, no recorded pipeline actions).
+Result<PlanEvaluation> evaluate_candidate(const ClusterSpec& cluster, const config::RunConfig& c,
+                                          const PublishedPredictionOptions& o) {
+  return evaluate_plan(PlanQuery{.cluster = cluster,
+                                 .config = c,
+                                 .dtype = o.dtype,
+                                 .efficiency = o.efficiency,
+                                 .named_memory = false,
+                                 .pipeline_actions = false});
+}
+
+// The chosen candidate with Megatron's 16-bit tensor-parallel sums (published_prediction.h: tp16_*): half the
+// bytes on the tp link is its bandwidth doubled. Exact when the node's link carries nothing else that sets a
+// time: with the ranks numbered tp fastest, every dp and pp group then spans several nodes (tp · dp above a
+// node's devices), and a hop leaving a node (at most all of the node's NICs) is slower than one inside it, so
+// their rings are priced at the NIC hop, which the doubled link does not change.
+Status price_tp16(const ClusterSpec& cluster, const config::RunConfig& c, const PublishedPredictionOptions& o,
+                  PublishedPrediction& p) {
+  p.tp16_applies = cluster.axis_order == "tp-dp-pp" && p.run.tp * p.run.dp() > cluster.devices_per_node &&
+                   cluster.inter && cluster.inter->node_bandwidth_bytes_per_s() <= cluster.intra.bandwidth_bytes_per_s;
+  if (!p.tp16_applies) return Status();
+  ClusterSpec tp16 = cluster;
+  tp16.intra.bandwidth_bytes_per_s *= 2;
+  auto e = evaluate_candidate(tp16, c, o);
+  if (!e.ok()) return e.status().with_context(fmt::format("{} with 16-bit tp sums", p.run.model));
+  p.tp16_seconds = e->step_seconds;
+  p.tp16_error = p.tp16_seconds / p.implied_seconds - 1;
+  return Status();
+}
+
 Result<PublishedPrediction> predict_row(const PublishedTable& t, const PublishedRun& r, const ClusterSpec& node_type,
                                         const PublishedPredictionOptions& o) {
   PublishedPrediction p;
@@ -90,17 +120,13 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   space.max_virtual_stages = o.max_virtual_stages;
   // The fastest candidate that fits, ZeRO 0 preferred; when none fits, the fastest of all, reported as such.
   std::optional<PlanEvaluation> best;
+  config::RunConfig best_config;
   for (const Strategy& s : candidates_of(r, o)) {
     if (!shape_rules(p.counterpart, space, s).empty()) continue;
     const config::RunConfig c = config_for_strategy(base, s);
     if (!plan::RunPlan::violations(c, s.world()).empty()) continue;
     ++p.candidates;
-    auto e = evaluate_plan(PlanQuery{.cluster = cluster,
-                                     .config = c,
-                                     .dtype = o.dtype,
-                                     .efficiency = o.efficiency,
-                                     .named_memory = false,
-                                     .pipeline_actions = false});
+    auto e = evaluate_candidate(cluster, c, o);
     if (!e.ok()) return e.status().with_context(fmt::format("{} {}", r.model, strategy_name(s)));
     if (e->fits()) ++p.fitting;
     // Fitting first, then the study's plain data parallelism (ZeRO 0) before ZeRO-1, then the step time.
@@ -110,6 +136,7 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
     const bool better = !best || key(*e, s) < key(*best, p.chosen);
     if (better) {
       best = std::move(*e);
+      best_config = c;
       p.chosen = s;
     }
   }
@@ -129,6 +156,7 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   p.pipeline_idle_s = std::max(0.0, best->pipeline.makespan_s - best->compute_seconds - best->pass_comm_seconds);
   p.after_pipeline_s = best->after_pipeline_seconds + best->optimizer_seconds;
   attribute_error(p, o.efficiency);
+  SP_RETURN_IF_ERROR(price_tp16(cluster, best_config, o, p));
   return p;
 }
 
@@ -157,6 +185,7 @@ Result<PublishedPredictions> predict_published(const PublishedTable& table, cons
   for (const PublishedRun& r : table.runs) {
     SP_ASSIGN_OR_RETURN(PublishedPrediction p, predict_row(table, r, node_type, o));
     if (std::abs(p.error) <= 0.15) ++out.within_15_percent;
+    if (p.tp16_applies && std::abs(p.tp16_error) <= 0.15) ++out.tp16_within_15_percent;
     out.rows.push_back(std::move(p));
   }
   return out;
@@ -193,7 +222,9 @@ nlohmann::json published_prediction_to_json(const PublishedPrediction& p) {
             {"after_pipeline", p.after_pipeline_s}}},
           {"error_term", p.error_term},
           {"error_under_term", p.error_under_term},
-          {"gemm_efficiency_to_close", p.gemm_efficiency_to_close}};
+          {"gemm_efficiency_to_close", p.gemm_efficiency_to_close},
+          {"tp16", p.tp16_applies ? nlohmann::json{{"predicted_seconds", p.tp16_seconds}, {"error", p.tp16_error}}
+                                  : nlohmann::json(nullptr)}};
 }
 
 }  // namespace sp::planner

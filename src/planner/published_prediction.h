@@ -48,6 +48,13 @@ struct PublishedPrediction {
   std::string error_term;
   double error_under_term = 0;
   double gemm_efficiency_to_close = 0;
+  // A fact about Megatron, not a fit: it all-reduces the tensor-parallel activations in the compute dtype
+  // (fp16, 2 bytes) where the engine sums them in fp32 (plan/traffic_model.cc). The chosen candidate evaluated
+  // again with those sums at 16 bits (the tp link's bandwidth doubled, the latency unchanged: the same thing for
+  // a row whose dp and pp groups all cross nodes over NICs slower than the link inside a node) and its error.
+  // Absent (tp16_applies false) for a row where the doubled link could also speed up dp or pp traffic.
+  bool tp16_applies = false;
+  double tp16_seconds = 0, tp16_error = 0;
 };
 
 struct PublishedPredictionOptions {
@@ -69,6 +76,7 @@ struct PublishedPredictions {
   double efficiency = 0;  // the efficiency used: stated, or fitted on `fit_row`
   std::string fit_row;    // empty: stated
   int within_15_percent = 0;
+  int tp16_within_15_percent = 0;  // rows within ±15 % with Megatron's 16-bit tp sums (tp16_error)
 };
 Result<PublishedPredictions> predict_published(const PublishedTable& table, const ClusterSpec& node_type,
                                                const PublishedPredictionOptions& options);
