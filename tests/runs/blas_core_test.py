@@ -15,7 +15,6 @@ Each case takes a few seconds on 2 cores. Usage: blas_core_test.py CASE --bin sh
 import os
 import re
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import sp_test as T  # noqa: E402
@@ -101,14 +100,10 @@ CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case
 
 
 def main():
-    global ARGS
-    ARGS = T.case_args(sorted(CASES))
-    os.makedirs(ARGS.work, exist_ok=True)
-    os.environ.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    t0 = time.time()
-    rc = T.run_case(ARGS.case, CASES[ARGS.case])
-    print(f"{ARGS.case}: {time.time() - t0:.1f} s")
-    sys.exit(rc)
+    def keep(args):
+        global ARGS
+        ARGS = args
+    T.drive(CASES, keep)
 
 
 if __name__ == "__main__":
