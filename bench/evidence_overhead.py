@@ -62,16 +62,18 @@ def spread(ratios):
     return f"{100 * statistics.median(ratios):+.1f} % [{100 * min(ratios):+.1f}, {100 * max(ratios):+.1f}]"
 
 
-def host_line():
+def host_line(build):
     model, flags = "?", set()
     for line in open("/proc/cpuinfo"):
         if line.startswith("model name"):
             model = line.split(":", 1)[1].strip()
         if line.startswith("flags"):
             flags = {f for f in line.split(":", 1)[1].split() if f.startswith(("avx512", "amx"))}
-    core = subprocess.run(["python3", "-c", "import ctypes;l=ctypes.CDLL('libopenblas.so.0');"
-                           "l.openblas_get_corename.restype=ctypes.c_char_p;print(l.openblas_get_corename().decode())"],
-                          capture_output=True, text=True).stdout.strip() or "?"
+    # The core the engine runs, as its --version says (it may differ from OpenBLAS's own choice:
+    # docs/performance.md §"The OpenBLAS core").
+    version = subprocess.run([os.path.join(build, "bin", "shardproof"), "--version"], capture_output=True,
+                             text=True).stdout
+    core = next((ln.split(":", 1)[1].strip() for ln in version.splitlines() if ln.startswith("blas core:")), "?")
     return f"{model}, {os.cpu_count()} CPUs; {' '.join(sorted(flags)) or 'no AVX-512/AMX'}; OpenBLAS core {core}"
 
 
@@ -113,7 +115,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     extra = " ".join("--set " + s for s in a.set)
-    print(host_line())
+    print(host_line(a.build))
     print(f"load average (1, 5, 15 min) before {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}, "
           f"after {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"preset {a.preset}, dp={a.np}, {a.rounds} rounds x {a.steps} steps {extra}".rstrip())

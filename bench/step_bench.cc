@@ -2,7 +2,9 @@
 // of the whole batch, AdamW, clipping) and the OpenBLAS sgemm peak of this machine, single-threaded.
 // Run by bench/train_vs_torch.py, which times PyTorch eager on the same shapes in the same run.
 //   step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate]
-// Prints one JSON line: {"tokens_per_s", "step_s", "flops_per_token", "gflops", "sgemm_gflops", ...}.
+// Prints one JSON line: {"tokens_per_s", "step_s", "cpu_s", "flops_per_token", "gflops", "sgemm_gflops",
+// "blas_core", ...}: cpu_s is the median thread-CPU time of a step (what a loaded host does not inflate);
+// the OpenBLAS core is chosen as `shardproof` chooses it (cli/blas_select.h; OPENBLAS_CORETYPE overrides).
 // --alternate: the checksums (both digest lanes, the parameter statistics) on in every other step of the
 // same process, so that a busy host disturbs both halves alike; adds the medians of the wall and thread-CPU
 // time of the steps with and without them and the median over adjacent pairs of on / off − 1.
@@ -14,11 +16,13 @@
 #include <random>
 #include <vector>
 
+#include "cli/blas_select.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
 #include "comm/trace_writer.h"
 #include "comm/traced_communicator.h"
 #include "core/timer.h"
+#include "kernels/blas_core.h"
 #include "parallel/engine.h"
 
 using namespace sp;
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate]\n");
     return 2;
   }
+  cli::select_blas_core(argv);  // before MPI and before any BLAS call, as in shardproof's main()
   openblas_set_num_threads(1);
   comm::MpiScope mpi(&argc, &argv);
   auto j = config::read_toml(argv[1]);
@@ -92,7 +97,7 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < B * (T + 1); ++i) tok[i] = static_cast<int32_t>(rng() % V);
   });
   engine.step(0, checksums || alternate);  // warm-up (first-touch of every buffer)
-  std::vector<double> times, wall[2], cpu[2], pair_wall, pair_cpu;
+  std::vector<double> times, cpus, wall[2], cpu[2], pair_wall, pair_cpu;
   for (int64_t s = 1; s <= steps; ++s) {
     const bool on = alternate ? s % 2 == 1 : checksums;
     Stopwatch w;
@@ -101,6 +106,7 @@ int main(int argc, char** argv) {
     times.push_back(w.seconds());
     wall[on].push_back(times.back());
     cpu[on].push_back(thread_cpu_seconds() - c0);
+    cpus.push_back(cpu[on].back());
     if (alternate && !on) {  // (on, off) pairs of adjacent steps
       pair_wall.push_back(wall[1].back() / wall[0].back() - 1);
       pair_cpu.push_back(cpu[1].back() / cpu[0].back() - 1);
@@ -123,8 +129,9 @@ int main(int argc, char** argv) {
   const double flops_per_token = 6.0 * matmul_params + 6.0 * m.n_layers * static_cast<double>(T) * m.n_heads * D;
   const double tps = static_cast<double>(B * T) / median;
   std::printf(
-      "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
-      "\"sgemm_gflops\": %.2f, \"params\": %lld}\n",
-      tps, median, flops_per_token, tps * flops_per_token * 1e-9, peak, static_cast<long long>(m.param_count()));
+      "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"cpu_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
+      "\"sgemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\"}\n",
+      tps, median, median_of(cpus), flops_per_token, tps * flops_per_token * 1e-9, peak,
+      static_cast<long long>(m.param_count()), kernels::blas_core().c_str());
   return 0;
 }

@@ -5,7 +5,9 @@ shared/reference/published-numbers.md) it runs step_bench (shardproof: forward, 
 clipping, AdamW; evidence off) and a plain PyTorch eager LLaMA (tests/oracle/llama_torch.py math) with
 torch.optim.AdamW and clip_grad_norm_, alternating the two so that machine noise hits both, and
 reports the medians, the ratio and achieved GFLOP/s as a fraction of the sgemm peak measured in the
-same run. Usage: train_vs_torch.py BUILD_DIR [--steps N] [--rounds R]
+same run. PyTorch (Debian's, on the same OpenBLAS) runs the OpenBLAS core shardproof selects (its
+--version; docs/performance.md §"The OpenBLAS core"), unless OPENBLAS_CORETYPE is already set: both sides
+use the same kernels. Usage: train_vs_torch.py BUILD_DIR [--steps N] [--rounds R]
 """
 import argparse
 import json
@@ -55,12 +57,23 @@ def ours(build, preset, steps, extra=()):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def engine_blas_core(build):
+    """The OpenBLAS core shardproof runs on this host ('blas core:' of its --version), or None."""
+    out = subprocess.run([os.path.join(build, "bin", "shardproof"), "--version"], capture_output=True, text=True)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("blas core:")), None)
+    return line.split()[2] if line else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    # Before torch is imported (OpenBLAS reads the variable when it loads): the engine's core for PyTorch too.
+    core = os.environ.get("OPENBLAS_CORETYPE") or engine_blas_core(args.build)
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
     rows = []
     for preset in ("tiny", "small"):
         sp, tp = [], []
@@ -70,6 +83,7 @@ def main():
         r = sorted(sp, key=lambda x: x["tokens_per_s"])[len(sp) // 2]
         t = sorted(tp)[len(tp) // 2]
         rows.append((preset, r, t))
+    print(f"OpenBLAS core: shardproof {rows[0][1].get('blas_core', '?')}, PyTorch {core or 'its own choice'}")
     print("| preset | params | shardproof tok/s | PyTorch tok/s | ratio | GFLOP/s | sgemm peak | % of peak |")
     print("|---|---|---|---|---|---|---|---|")
     for preset, r, t in rows:

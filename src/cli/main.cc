@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/blas_select.h"
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "core/revision.h"
@@ -48,13 +49,15 @@ bool refuse_unknown_command(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sp::cli::select_blas_core(argv);  // first: it may re-execute this process before MPI or BLAS start
   CLI::App app{
       "shardproof: train LLaMA-style models across MPI ranks and prove each parallel strategy "
       "computes the same training as one device"};
   app.require_subcommand(1);
-  // The version, and where configs/ and data/ come from (an installed binary: ../share/shardproof).
-  app.set_version_flag("--version",
-                       std::string("shardproof ") + sp::git_revision() + "\ndata: " + sp::cli::default_root_origin());
+  // The version, where configs/ and data/ come from (an installed binary: ../share/shardproof), and the
+  // OpenBLAS core that runs (it changes fp32 bits; the contract's engine.blas names it too).
+  app.set_version_flag("--version", std::string("shardproof ") + sp::git_revision() + "\ndata: " +
+                                        sp::cli::default_root_origin() + "\nblas core: " + sp::cli::blas_core_origin());
   sp::cli::CommandResult result;
   sp::cli::register_train(app, result);
   sp::cli::register_grads(app, result);

@@ -7,6 +7,7 @@
 
 #include "comm/agree.h"
 #include "core/file_io.h"
+#include "kernels/blas_core.h"
 
 namespace sp::comm {
 namespace {
@@ -14,6 +15,7 @@ using nlohmann::json;
 
 json rank_info_json(const RankInfo& r) {
   json j = {{"world_rank", r.world_rank}, {"host", r.host}, {"pid", r.pid}, {"cpu_affinity", r.cpu_affinity}};
+  if (!r.blas_core.empty()) j["blas_core"] = r.blas_core;
   if (r.server >= 0) {
     j["role"] = role_name(Role::kServer);
     j["server"] = r.server;
@@ -83,6 +85,7 @@ RankInfo local_rank_info(const ProcessGrid& grid, int world_rank, const RoleMap*
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
       if (CPU_ISSET(cpu, &set)) info.cpu_affinity.push_back(cpu);
   }
+  info.blas_core = kernels::blas_core();
   return info;
 }
 
@@ -156,6 +159,7 @@ Status write_topology(Communicator& world, const ProcessGrid& grid, const std::s
       info.host = j["host"].get<std::string>();
       info.pid = j["pid"].get<int64_t>();
       info.cpu_affinity = j["cpu_affinity"].get<std::vector<int>>();
+      info.blas_core = j.value("blas_core", std::string());
       ranks.push_back(std::move(info));
     }
     const json doc = topology_json(grid, ranks, ps);

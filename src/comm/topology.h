@@ -31,6 +31,7 @@ struct RankInfo {
   std::string host = {};
   int64_t pid = 0;
   std::vector<int> cpu_affinity = {};  // sched_getaffinity, ascending CPU ids
+  std::string blas_core = {};          // openblas_get_corename() (it changes fp32 bits); "" when not recorded
 };
 
 // The parameter-server part of the document: the roles and every server's key range.

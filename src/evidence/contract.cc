@@ -14,6 +14,14 @@ std::string engine_revision() { return git_revision(); }
 std::string compiler_version() { return fmt::format("g++ {}", __VERSION__); }
 std::string blas_version() { return openblas_get_config(); }
 
+std::string blas_core_hint(const std::vector<std::string>& diffs) {
+  for (const std::string& d : diffs)
+    if (d.rfind("engine.blas:", 0) == 0)
+      return "; engine.blas names the OpenBLAS core, which changes fp32 bits: set OPENBLAS_CORETYPE to the "
+             "recorded core (e.g. OPENBLAS_CORETYPE=Prescott) to run that one (docs/performance.md)";
+  return "";
+}
+
 std::string contract_hash(const nlohmann::json& c) { return sha256_hex(c.dump()); }
 
 nlohmann::json make_contract(const ContractInputs& in) {
@@ -107,7 +115,8 @@ Status check_expected_contract(const std::string& path, const nlohmann::json& co
                              lines)
       .with_hint(
           "a proof's stages must share one contract: same build, config, data and seed; rerun the whole "
-          "protocol if any of them changed");
+          "protocol if any of them changed" +
+          blas_core_hint(diffs));
 }
 
 }  // namespace sp::evidence

@@ -43,6 +43,10 @@ const std::vector<std::string>& comparable_contract_differences();
 // --expect-contract: `contract` must be the frozen contract at `path` up to stage_contract_differences().
 Status check_expected_contract(const std::string& path, const nlohmann::json& contract);
 
+// " (engine.blas differs: …)" when `diffs` (contract_diff lines) include engine.blas, else "": the OpenBLAS
+// core is part of the contract, and OPENBLAS_CORETYPE reproduces the recorded one. Appended to hints.
+std::string blas_core_hint(const std::vector<std::string>& diffs);
+
 std::string engine_revision();
 std::string compiler_version();
 std::string blas_version();

@@ -82,7 +82,8 @@ Status check_checkpoint_contract(const ResumePlan& plan, const json& contract, b
                              plan.dir, lines)
       .with_hint(
           "resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
-          "change), or train into another --out directory");
+          "change), or train into another --out directory" +
+          evidence::blas_core_hint(diffs));
 }
 
 }  // namespace

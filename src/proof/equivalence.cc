@@ -38,7 +38,8 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
                              diffs.size() > 1 ? fmt::format(" (and {} more)", diffs.size() - 1) : "")
       .with_hint(
           "a run is compared with the reference of the same configuration, data, build and seed; only the "
-          "topology (config.parallel), recomputation, evaluation and evidence settings may differ");
+          "topology (config.parallel), recomputation, evaluation and evidence settings may differ" +
+          evidence::blas_core_hint(diffs));
 }
 
 std::optional<std::pair<int, int>> stale_schedule(const config::RunConfig& config) {

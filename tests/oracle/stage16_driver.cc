@@ -15,6 +15,7 @@
 #include <map>
 
 #include "ckpt/safetensors.h"
+#include "cli/blas_select.h"
 #include "cli/token_batch.h"
 #include "core/file_io.h"
 #include "kernels/gemm16.h"
@@ -112,6 +113,7 @@ Status run(const nlohmann::json& job) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cli::select_blas_core(argv);  // the OpenBLAS core shardproof runs (cli/blas_select.h), before any BLAS call
   if (argc != 2) return fail(invalid_argument("usage: stage16_driver JOB.json"));
   auto text = read_file(argv[1]);
   if (!text.ok()) return fail(text.status());

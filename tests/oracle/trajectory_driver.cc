@@ -11,6 +11,7 @@
 #include <map>
 
 #include "ckpt/safetensors.h"
+#include "cli/blas_select.h"
 #include "cli/token_batch.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
@@ -25,6 +26,7 @@ static int fail(const Status& s) {
 }
 
 int main(int argc, char** argv) {
+  cli::select_blas_core(argv);  // the OpenBLAS core shardproof runs (cli/blas_select.h), before any BLAS call
   if (argc != 2) return fail(invalid_argument("usage: trajectory_driver JOB.json"));
   comm::MpiScope mpi(&argc, &argv);
   auto text = read_file(argv[1]);

@@ -114,6 +114,20 @@ def run_case(name, body):
     return 0
 
 
+def drive(cases, keep_args):
+    """The main of a driver whose cases are {name: body}: `CASE --bin --work` (case_args), --work created, mpirun
+    allowed to oversubscribe; keep_args(args) hands the arguments to the driver before its case runs; prints the
+    case's time and exits with its status."""
+    args = case_args(sorted(cases))
+    keep_args(args)
+    os.makedirs(args.work, exist_ok=True)
+    os.environ.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    t0 = time.time()
+    rc = run_case(args.case, cases[args.case])
+    print(f"{args.case}: {time.time() - t0:.1f} s")
+    sys.exit(rc)
+
+
 class Checks:
     """Soft checks: every failed expectation is printed and counted, the case goes on to report the rest."""
 
