@@ -190,11 +190,40 @@ extern "C" void forward_to_job(int sig) {
   if (g_job_pgid > 0) ::kill(-g_job_pgid, sig);  // mpirun ends its ranks on SIGINT, SIGTERM and SIGHUP
 }
 
+// OpenMPI 4's mpirun keeps its session files under <orte_tmpdir_base>/ompi.<host>.<uid>, one directory
+// shared by every job of the user on the host: two jobs starting and ending at once race on creating and
+// removing it, and the loser exits before any rank runs ("A call to mkdir was unable to create the desired
+// directory ... File exists", open-mpi/ompi#8510; seen at ctest -j 2). Each launch gets a base of its own,
+// removed when the job ends. The environment's own OMPI_MCA_orte_tmpdir_base wins.
+class SessionBase {
+ public:
+  SessionBase() {
+    if (std::getenv("OMPI_MCA_orte_tmpdir_base") != nullptr) return;
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/sp-mpi-XXXXXX";
+    if (::mkdtemp(dir.data()) != nullptr) path_ = dir;  // else mpirun's default base, as before
+  }
+  SessionBase(const SessionBase&) = delete;
+  SessionBase& operator=(const SessionBase&) = delete;
+  ~SessionBase() { remove(); }
+  const std::string& path() const { return path_; }
+  void remove() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+    path_.clear();
+  }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
 
 int run_with_mpirun(int np, const std::vector<std::string>& args, const std::string& log_path) {
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none"};
   if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  SessionBase session;
+  if (!session.path().empty()) argv.insert(argv.end(), {"--mca", "orte_tmpdir_base", session.path()});
   // The ranks launched here share this host's cores, with each other and with whatever else runs: a rank
   // waiting in MPI yields its core instead of spinning on it (OpenMPI's mpi_yield_when_idle; 27 checkpoint
   // tests at ctest -j 2 on 2 cores: 46 → 31 s). No result depends on it; the environment's own setting wins.
@@ -262,6 +291,7 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
     // Interrupted: the job has ended; end this process the way the signal asked.
     log_error("interrupted by {}: mpirun (process group {}) and its ranks were stopped", strsignal(sig), pid);
     std::fflush(stderr);
+    session.remove();
     ::signal(sig, SIG_DFL);
     ::raise(sig);
   }

@@ -135,8 +135,7 @@ def cli(args):
         fail(f"compare --deepspeed exited {p.returncode}: {p.stderr[-3000:]}")
     out = os.path.join(args.work, "train_np2")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
-           "mpi_yield_when_idle", "1", args.bin, "train",
+    cmd = T.mpirun(2) + [args.bin, "train",
            "--preset", "tiny", "--deepspeed", ds, "--out", out, "--quiet"] + sum((["--set", s] for s in SMALL), [])
     p = run(cmd)
     if p.returncode != 0:
@@ -163,8 +162,7 @@ def bad_input(args):
         open(path, "w").write(text)
         out = os.path.join(args.work, f"bad_{name}_out")
         shutil.rmtree(out, ignore_errors=True)
-        cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca",
-           "mpi_yield_when_idle", "1", args.bin, "train",
+        cmd = T.mpirun(2) + [args.bin, "train",
                "--preset", "tiny", "--deepspeed", path, "--out", out, "--quiet"]
         p = run(cmd, timeout=300)
         text = p.stdout + p.stderr

@@ -253,7 +253,7 @@ def check_repeat(args):
     for i in range(2):
         out = os.path.join(args.work, f"repeat_{i}")
         shutil.rmtree(out, ignore_errors=True)
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-np", "2", args.bin, "train", "--quiet",
+        cmd = T.mpirun(2) + [args.bin, "train", "--quiet",
                "--out", out] + sum((["--set", s] for s in SMALL + DP2 + ["parallel.zero=1"]), [])
         subprocess.run(cmd, check=True, timeout=600, capture_output=True)
         runs.append(out)

@@ -9,11 +9,13 @@ A driver imports it with
     import sp_test as T
 """
 import argparse
+import atexit
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 # The repository root: $SP_SOURCE_DIR when set, else the tree this file is in (tests/support/../..).
@@ -40,10 +42,16 @@ def case_args(choices=None, description=None):
 # ------------------------------------------------------------------------------------ running
 
 def mpirun(n):
-    """`mpirun -np N` with the flags every multi-rank test uses (more ranks than cores, no binding, root)."""
+    """`mpirun -np N` with the flags every multi-rank test uses (more ranks than cores, no binding, root),
+    and a session directory of its own: OpenMPI 4's shared one races between jobs that start and end at
+    once (cli/run_setup.cc SessionBase; removed when the driver exits)."""
     cmd = ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
+    if "OMPI_MCA_orte_tmpdir_base" not in os.environ:
+        base = tempfile.mkdtemp(prefix="sp-mpi-")
+        atexit.register(shutil.rmtree, base, True)
+        cmd += ["--mca", "orte_tmpdir_base", base]
     return cmd
 
 
