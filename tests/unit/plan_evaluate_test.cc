@@ -26,7 +26,13 @@ ClusterSpec dgx_a100(int nodes) {
 }
 
 PipelineTimes equal_times(config::Schedule s, int pp, int v, int64_t m) {
-  PipelineTimes t{.schedule = s, .pp = pp, .virtual_stages = v, .micro_batches = m, .forward_s = {}, .backward_s = {}};
+  PipelineTimes t{.schedule = s,
+                  .pp = pp,
+                  .virtual_stages = v,
+                  .micro_batches = m,
+                  .forward_s = {},
+                  .backward_s = {},
+                  .weight_s = {}};
   t.forward_s.assign(static_cast<size_t>(pp * v), 1.0 / v);
   t.backward_s.assign(static_cast<size_t>(pp * v), 2.0 / v);
   return t;
