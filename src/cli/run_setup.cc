@@ -203,6 +203,10 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
   std::error_code ec;
   argv.push_back(std::filesystem::canonical("/proc/self/exe", ec).string());
   argv.insert(argv.end(), args.begin(), args.end());
+  return run_job(argv, log_path);
+}
+
+int run_job(std::vector<std::string> argv, const std::string& log_path) {
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -242,8 +246,8 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
         ::close(fd);
       }
     }
-    ::execvp("mpirun", cargv.data());
-    std::perror("shardproof: cannot run mpirun");
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "shardproof: cannot run %s: %s\n", cargv[0], std::strerror(errno));
     std::_Exit(127);
   }
   if (pid > 0) {
@@ -260,7 +264,7 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
   if (pid < 0) return 127;
   if (const int sig = g_job_signal; sig != 0) {
     // Interrupted: the job has ended; end this process the way the signal asked.
-    log_error("interrupted by {}: mpirun (process group {}) and its ranks were stopped", strsignal(sig), pid);
+    log_error("interrupted by {}: {} (process group {}) and its processes were stopped", strsignal(sig), argv[0], pid);
     std::fflush(stderr);
     ::signal(sig, SIG_DFL);
     ::raise(sig);
