@@ -73,6 +73,8 @@ int run_judge_lab(const Lab& lab, const std::string& root, const std::string& ou
         invalid_argument("lab {} records a PyTorch run, and {} cannot import torch", lab.key, python)
             .with_hint("install PyTorch for Debian's Python 3: apt-get install python3-torch (scripts/install-deps.sh "
                        "installs it), or set SHARDPROOF_PYTHON to a Python that imports torch"));
+  // No __pycache__ next to the script: an installed root is read-only by intent (cli/run_setup.h).
+  ::setenv("PYTHONDONTWRITEBYTECODE", "1", 0);
   if (Status s = make_directories(out); !s.ok()) return report_status(s);
   const nlohmann::json lab_json = lab_bundle_json(lab);
   if (Status s = write_file_atomic(out + "/lab.json", lab_json.dump(2) + "\n"); !s.ok()) return report_status(s);
