@@ -1,5 +1,6 @@
 # Install and package (README §Install, docs/install.md).
-#   cmake --install build --prefix PREFIX      PREFIX/bin/shardproof and PREFIX/share/shardproof/{configs,data}
+#   cmake --install build --prefix PREFIX      PREFIX/bin/shardproof and PREFIX/share/shardproof/{configs,data,
+#                                              examples,python}
 #   make install [PREFIX=/usr/local]           the same through the Makefile
 #   make package                               build/shardproof_<version>_<arch>.deb (CPack, DEB generator)
 # The binary finds its data relative to itself, bin/../share/shardproof (src/cli/run_setup.h default_root),
@@ -14,6 +15,10 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/configs/ DESTINATION share/shardproof/conf
 # The bundled corpus with its sources file, licences and origin (data/SOURCES.md), the planted test
 # material and the published tables; data/tools rebuilds the corpus from Debian packages and is not needed.
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/data/ DESTINATION share/shardproof/data PATTERN tools EXCLUDE)
+# The labs' own inputs: the DeepSpeed and Hugging Face files of LSL-L/M/N and the PyTorch example with its
+# recorder that LSL-P runs (examples/torch/train_llama.py finds python/ as ../../python).
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/examples/ DESTINATION share/shardproof/examples PATTERN __pycache__ EXCLUDE)
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/ DESTINATION share/shardproof/python PATTERN __pycache__ EXCLUDE)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION share/doc/shardproof)
 
 # The Debian package. Its library dependencies are computed by dpkg-shlibdeps from the binary itself

@@ -1,7 +1,8 @@
-// `shardproof lab list | show KEY | run KEY --out DIR | verify KEY DIR`: the learning labs LSL-A … LSL-O
+// `shardproof lab list | show KEY | run KEY --out DIR | verify KEY DIR`: the learning labs LSL-A … LSL-P
 // (docs/labs.md). A driver process like `prove`, not an MPI rank: `run` validates the lab (config, topology,
 // fault) and hands a proof lab to the proof protocol (cli/prove.h), which launches its own mpirun stages,
-// and a plan lab to the planner (cli/plan_lab.h; no MPI). `verify` re-derives a plan lab's gate.
+// a plan lab to the planner (cli/plan_lab.h; no MPI) and a judge lab to cli/judge_lab.h (a PyTorch script
+// recorded twice, each recording judged by `shardproof judge`). `verify` re-derives a plan lab's gate.
 // The catalogue is read from <root>/configs/labs/catalogue.toml (cli/lab_catalogue.h) on every call.
 // Exit codes: list/show 0, unknown key or a broken catalogue file 2; run and verify: 0 PASS, 1 FAIL,
 // 2 usage (prove's for a proof lab), and 2 for a lab this engine cannot demonstrate (it prints why and the closest
@@ -13,6 +14,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/judge_lab.h"
 #include "cli/lab_against.h"
 #include "cli/lab_claims.h"
 #include "cli/labs.h"
@@ -114,6 +116,13 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
         invalid_argument("lab {} is a plan lab: --set, --cache and --against apply to a proof lab's runs", lab.key)
             .with_hint("vary the plan with the `shardproof plan` commands that `lab show " + lab.key + "` prints"));
   if (lab.is_plan()) return with_claims(lab, o.out, false, run_plan_lab(lab, root, o.out));
+  if (lab.is_judge()) {
+    if (!o.cache.empty() || !o.against.empty())
+      return report_status(
+          invalid_argument("lab {} is a judge lab: --cache and --against apply to a proof lab's runs", lab.key));
+    if (Status s = validate_lab(lab, root, o.source.sets); !s.ok()) return report_status(s);
+    return with_claims(lab, o.out, false, run_judge_lab(lab, root, o.out));
+  }
   if (Status s = validate_lab(lab, root, o.source.sets); !s.ok()) {
     report_status(s);
     return 2;
@@ -141,7 +150,7 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
 void register_lab(CLI::App& app, CommandResult& result) {
   auto o = std::make_shared<LabOptions>();
   CLI::App* lab = app.add_subcommand("lab",
-                                     "learning labs LSL-A … LSL-O, one per section of chapter 4 "
+                                     "learning labs LSL-A … LSL-P, one per section of chapter 4 "
                                      "(distributed training): list, show, run, verify");
   lab->require_subcommand(1);
 
@@ -219,9 +228,11 @@ void register_lab(CLI::App& app, CommandResult& result) {
     if (auto c = catalogue_or_report(*o, result))
       if (const Lab* l = lab_or_report(*c, o->key, result)) {
         if (!l->is_plan() || !l->available) {
-          result.exit_code =
-              report_status(invalid_argument("lab {} is not a plan lab; its bundle is a proof", l->key)
-                                .with_hint("shardproof verify " + o->out + " derives a proof bundle's gate again"));
+          result.exit_code = report_status(
+              invalid_argument("lab {} is not a plan lab; its bundle is {}", l->key,
+                               l->is_judge() ? "two judged recordings" : "a proof")
+                  .with_hint(l->is_judge() ? "shardproof judge " + o->out + "/run (and /fault) judges them again"
+                                           : "shardproof verify " + o->out + " derives a proof bundle's gate again"));
           return;
         }
         result.exit_code = verify_plan_lab(*l, o->out);

@@ -35,6 +35,7 @@ const std::vector<std::string_view> kProveKeys = {"preset", "model_config", "dee
                                                   "world",  "fault",        "variations"};
 const std::vector<std::string_view> kPlanKeys = {"model",    "strategy",   "nodes",          "global_batch",
                                                  "clusters", "placements", "fault_placement"};
+const std::vector<std::string_view> kJudgeKeys = {"script", "args", "world", "fault"};
 
 // Every problem the field reader found in one table, as one error naming the file (exit 2).
 Status read_problems(const std::string& path, const std::vector<std::string>& errors) {
@@ -139,21 +140,24 @@ Status check_plan_fields(const std::string& path, const toml::table& t, const st
   return Status();
 }
 
-// A field of the other kind (or a run in an unavailable lab, or a reason in a runnable one), named as such
+// A field of another kind (or a run in an unavailable lab, or a reason in a runnable one), named as such
 // rather than as an unknown key.
 Status misplaced_field(const std::string& path, const toml::table& t, const std::string& owner, const Lab& lab,
                        const std::string& kind) {
-  const bool runs = lab.available, plans = runs && lab.is_plan(), proves = runs && !lab.is_plan();
+  const bool runs = lab.available;
+  const std::vector<std::string_view>& own = lab.is_plan() ? kPlanKeys : (lab.is_judge() ? kJudgeKeys : kProveKeys);
   std::vector<std::string_view> misplaced;
-  if (!proves) misplaced.insert(misplaced.end(), kProveKeys.begin(), kProveKeys.end());
-  if (!plans) misplaced.insert(misplaced.end(), kPlanKeys.begin(), kPlanKeys.end());
+  for (const auto* keys : {&kProveKeys, &kPlanKeys, &kJudgeKeys})
+    for (std::string_view k : *keys)
+      if (!runs || std::find(own.begin(), own.end(), k) == own.end()) misplaced.push_back(k);
   if (runs) misplaced.insert(misplaced.end(), {"unavailable_reason", "closest"});
   if (!runs) misplaced.insert(misplaced.end(), {"observe", "cannot_extrapolate"});
   for (std::string_view k : misplaced) {
     if (t.get(k) == nullptr) continue;
     const bool unavailable_field = k == "unavailable_reason" || k == "closest";
-    const std::string_view what =
-        !runs ? "an unavailable" : (unavailable_field ? "an available" : (plans ? "a plan" : "a proof"));
+    const std::string what = !runs               ? "an unavailable"
+                             : unavailable_field ? "an available"
+                                                 : (kind == "prove" ? "a proof" : "a " + kind);
     return invalid_argument("{}: {}: '{}' does not belong to {} lab", where(path, *t.get(k)), owner, k, what)
         .with_hint(!runs ? "an unavailable lab has no run: remove it, or drop available = false"
                    : unavailable_field
@@ -219,14 +223,17 @@ Status read_lab_fields(const std::string& path, const toml::table& t, const std:
   lab.mechanism = f.string("mechanism").value_or("");
   kind = f.string("kind", false).value_or("prove");
   // The kind decides which fields the lab has: an unknown kind is refused before they are read.
-  if (kind != "prove" && kind != "plan")
-    return invalid_argument("{}: {}: 'kind' is '{}'; it must be \"prove\" or \"plan\"", where(path, *t.get("kind")),
-                            owner, kind)
-        .with_hint("prove: the proof protocol on a preset with one fault; plan: the planner on clusters × placements");
-  lab.kind = kind == "plan" ? LabKind::kPlan : LabKind::kProve;
+  if (kind != "prove" && kind != "plan" && kind != "judge")
+    return invalid_argument("{}: {}: 'kind' is '{}'; it must be \"prove\", \"plan\" or \"judge\"",
+                            where(path, *t.get("kind")), owner, kind)
+        .with_hint(
+            "prove: the proof protocol on a preset with one fault; plan: the planner on clusters × "
+            "placements; judge: a PyTorch script recorded with and without a planted bug, each judged");
+  lab.kind = kind == "plan" ? LabKind::kPlan : (kind == "judge" ? LabKind::kJudge : LabKind::kProve);
   lab.available = f.boolean("available", false).value_or(true);
   // A runnable lab has a run and what to read; an unavailable one has a reason and a pointer instead.
-  const bool runs = lab.available, proves = runs && !lab.is_plan(), plans = runs && lab.is_plan();
+  const bool runs = lab.available, plans = runs && lab.is_plan(), judges = runs && lab.is_judge();
+  const bool proves = runs && !plans && !judges;
   for (const toml::table* o : f.tables("observe", runs)) read_observation(path, *o, owner, lab.observe, errors);
   lab.cannot_extrapolate = f.strings("cannot_extrapolate", runs).value_or(std::vector<std::string>{});
   lab.unavailable_reason = f.string("unavailable_reason", !runs).value_or("");
@@ -241,6 +248,12 @@ Status read_lab_fields(const std::string& path, const toml::table& t, const std:
     for (const toml::table* v : f.tables("variations", false)) read_variation(path, *v, owner, lab, errors);
   }
   if (plans) read_plan_fields(f, lab, nodes);
+  if (judges) {
+    lab.script = f.string("script").value_or("");
+    lab.script_args = f.strings("args", false).value_or(std::vector<std::string>{});
+    world = f.integer("world", true).value_or(0);
+    lab.fault = f.string("fault").value_or("");
+  }
   if (errors.empty()) SP_RETURN_IF_ERROR(misplaced_field(path, t, owner, lab, kind));
   f.finish();
   return errors.empty() ? Status() : read_problems(path, errors);
@@ -270,7 +283,7 @@ Result<Lab> read_lab(const std::string& path, const toml::table& t, size_t index
                                 {"unavailable_reason", !runs && lab.unavailable_reason.empty()},
                                 {"closest", !runs && lab.closest.empty()}}));
   if (runs && !lab.is_plan()) {
-    SP_RETURN_IF_ERROR(non_empty(path, t, owner, {{"fault", lab.fault.empty()}}));
+    SP_RETURN_IF_ERROR(non_empty(path, t, owner, {{"fault", lab.fault.empty()}, {"script", lab.script.empty()}}));
     if (world < 1 || world > 1024)
       return invalid_argument("{}: {}: 'world' is {}; it must be the run's rank count dp·tp·pp (1 to 1024)",
                               where(path, *t.get("world")), owner, world)

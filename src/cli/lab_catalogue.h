@@ -3,8 +3,9 @@
 // is unavailable without a reason, or a `closest` that names no runnable lab is an error naming the
 // file, the line, the lab and the field (exit 2 from `lab list` / `lab show` / `lab run`).
 // Two kinds of lab: a proof lab (kind "prove", the default) runs the proof protocol on a preset with one
-// fault; a plan lab (kind "plan") evaluates one strategy with the planner on clusters × placements. Each
-// kind has its own fields; a field of the other kind is an error.
+// fault; a plan lab (kind "plan") evaluates one strategy with the planner on clusters × placements; a judge
+// lab (kind "judge") records a PyTorch training script twice, as it is and with one planted bug, and judges
+// both (`shardproof judge`, docs/judge.md). Each kind has its own fields; a field of another kind is an error.
 // Not the labs' meaning: whether a lab's run and fault are valid is labs.h (validate_lab), checked by
 // tests/unit/labs_test.cc for every lab of the file.
 #pragma once
@@ -19,7 +20,7 @@
 
 namespace sp::cli {
 
-enum class LabKind { kProve, kPlan };
+enum class LabKind { kProve, kPlan, kJudge };
 
 // One "what to observe" line: its prose and the claims that make it checkable against the lab's bundle
 // (cli/lab_claims.h evaluates them; `shardproof lab check KEY DIR`). At least one claim per observation.
@@ -53,12 +54,15 @@ struct Lab {
   std::string deepspeed{};                        // a DeepSpeed ds_config.json relative to the root, or ""
   std::vector<std::string> sets{};                // --set overrides, in order, applied to the preset
   int world = 0;                                  // ranks: dp·tp·pp of the run (0 when unavailable)
-  std::string fault{};                            // catalogue fault NAME@step:rank (empty unless a proof lab)
+  std::string fault{};                            // catalogue fault NAME@step:rank; a judge lab: the script's bug
   proof::PlanLabSpec plan{};                      // plan labs only (its grid parsed from its strategy)
+  std::string script{};                           // judge labs: the recording script, relative to the root
+  std::vector<std::string> script_args{};         // judge labs: its arguments in both runs (`args`)
   std::vector<Observation> observe{};             // which evidence to read, what it shows, its claims
   std::vector<std::string> cannot_extrapolate{};  // lab-specific limits (common_limits hold for all)
   bool available = true;
   bool is_plan() const { return kind == LabKind::kPlan; }
+  bool is_judge() const { return kind == LabKind::kJudge; }
   std::string unavailable_reason{};     // why the section cannot be demonstrated here
   std::vector<std::string> closest{};   // unavailable labs: the runnable labs nearest to the section
   std::vector<Variation> variations{};  // proof labs: variations with their own claims

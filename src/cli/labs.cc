@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "cli/judge_lab.h"
 #include "cli/plan_lab.h"
 #include "cli/run_setup.h"
 #include "cli/strategy_spec.h"
@@ -48,6 +49,7 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
           .with_hint("vary a plan with `shardproof plan` (the commands `lab show " + lab.key + "` prints)");
     return validate_plan_lab(lab, root);
   }
+  if (lab.is_judge()) return validate_judge_lab(lab, root, extra_sets);
   SP_ASSIGN_OR_RETURN(const config::RunConfig config, lab_config(lab, root, extra_sets));
   const auto context = [&](const Status& s) { return s.with_context(fmt::format("lab {}", lab.key)); };
   // The declared world is the catalogue's promise; a learner's --set may change the topology.
@@ -190,13 +192,16 @@ std::string lab_list_text(const LabCatalogue& catalogue) {
   std::string out = fmt::format("{:<6} {:<6} {:>5}  {:<28} {}\n", "key", "§", "ranks", "fault", "title");
   for (const Lab& lab : catalogue.labs) {
     const std::string ranks = lab.available ? std::to_string(lab.world) : "-";
-    const std::string fault =
-        !lab.available ? "(unavailable)" : (lab.is_plan() ? "plan: flag " + lab.plan.fault_placement : lab.fault);
+    const std::string fault = !lab.available   ? "(unavailable)"
+                              : lab.is_plan()  ? "plan: flag " + lab.plan.fault_placement
+                              : lab.is_judge() ? "judge: " + lab.fault
+                                               : lab.fault;
     out += fmt::format("{:<6} {:<6} {:>5}  {:<28} {}\n", lab.key, lab.section, ranks, fault, lab.title);
   }
   out +=
       "\nshardproof lab show KEY   what a lab runs, what to observe, what it cannot be extrapolated to\nshardproof lab "
-      "run KEY --out DIR   run it (the proof protocol, or the planner for a plan lab; docs/labs.md)\n";
+      "run KEY --out DIR   run it (the proof protocol; the planner for a plan lab; a PyTorch run and `shardproof "
+      "judge` for a judge lab; docs/labs.md)\n";
   return out;
 }
 
@@ -257,6 +262,32 @@ std::string plan_lab_show_text(const Lab& lab) {
   return out;
 }
 
+// The run part of `lab show` for a judge lab: the two recordings, what the lab requires, the commands.
+std::string judge_lab_show_text(const Lab& lab) {
+  std::string out =
+      "\nrun (a PyTorch script recorded with python/shardproof_torch, judged by `shardproof judge`, "
+      "docs/judge.md):\n";
+  out += fmt::format("  script: {} {}   processes: {}\n", lab.script, fmt::join(lab.script_args, " "), lab.world);
+  out += wrap(fmt::format("{}: the script's planted bug (its --bug), recorded into DIR/fault/; the run as it is is "
+                          "recorded into DIR/run/",
+                          lab.fault),
+              "  fault: ", "    ");
+  out += wrap(
+      "DIR/run/ is judged PASS and DIR/fault/ FAIL (each directory holds the judge's gate.json, summary.md, "
+      "first_divergence.json, checksums.jsonl and report.html); PyTorch for Python 3 is needed "
+      "(python3-torch, scripts/install-deps.sh)",
+      "  gate: ", "    ");
+  out += "  command: " + command_of(lab) + "\n  (the same as:\n";
+  for (const char* name : {"run", "fault"}) {
+    std::vector<std::string> argv =
+        judge_lab_command(lab, ".", std::string("DIR/") + name, std::string(name) == "run" ? "" : lab.fault);
+    argv[1] = lab.script;  // as typed in the source tree
+    out += fmt::format("    {}\n    shardproof judge DIR/{}\n", fmt::join(argv, " "), name);  // one line: to copy
+  }
+  out.back() = ')';
+  return out + notes_text(lab);
+}
+
 }  // namespace
 
 std::string lab_unavailable_text(const LabCatalogue& catalogue, const Lab& lab) {
@@ -269,6 +300,7 @@ std::string lab_show_text(const LabCatalogue& catalogue, const Lab& lab) {
   out += wrap(lab.mechanism, "", "");
   if (!lab.available) return out + "\nnot available in shardproof:\n" + unavailable_body(catalogue, lab);
   if (lab.is_plan()) return out + plan_lab_show_text(lab);
+  if (lab.is_judge()) return out + judge_lab_show_text(lab);
   out += "\nrun:\n";
   out += fmt::format("  ranks: {}   preset: {}   overrides: ", lab.world, lab.preset);
   for (size_t i = 0; i < lab.sets.size(); ++i) out += (i ? " " : "") + lab.sets[i];

@@ -1,4 +1,4 @@
-// The learning labs LSL-A … LSL-O (docs/labs.md): one per section of chapter 4 (distributed training)
+// The learning labs LSL-A … LSL-P (docs/labs.md): one per section of chapter 4 (distributed training)
 // of the textbook 大规模语言模型：从理论到实践, 1st ed. A lab is data, not code: configs/labs/catalogue.toml
 // (read by cli/lab_catalogue.h) gives each a run (preset + --set overrides), one catalogue fault, and
 // the lines a learner reads next to the bundle. This file checks a lab's run, hands it to the proof

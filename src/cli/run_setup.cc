@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <utility>
 
 #include "config/ds_config.h"
 #include "config/hf_config.h"
@@ -194,7 +195,8 @@ extern "C" void forward_to_job(int sig) {
 // shared by every job of the user on the host: two jobs starting and ending at once race on creating and
 // removing it, and the loser exits before any rank runs ("A call to mkdir was unable to create the desired
 // directory ... File exists", open-mpi/ompi#8510; seen at ctest -j 2). Each launch gets a base of its own,
-// removed when the job ends. The environment's own OMPI_MCA_orte_tmpdir_base wins.
+// removed when the job ends (a launcher killed by SIGKILL leaves it behind, empty: mpirun removes its own
+// files). The environment's own OMPI_MCA_orte_tmpdir_base wins.
 class SessionBase {
  public:
   SessionBase() {
@@ -217,6 +219,9 @@ class SessionBase {
   std::string path_;
 };
 
+// run_job's body; `session` (or null) is removed before an interrupted launcher re-raises its signal.
+int run_forwarding_signals(std::vector<std::string> argv, const std::string& log_path, SessionBase* session);
+
 }  // namespace
 
 int run_with_mpirun(int np, const std::vector<std::string>& args, const std::string& log_path) {
@@ -232,6 +237,16 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
   std::error_code ec;
   argv.push_back(std::filesystem::canonical("/proc/self/exe", ec).string());
   argv.insert(argv.end(), args.begin(), args.end());
+  return run_forwarding_signals(std::move(argv), log_path, &session);
+}
+
+int run_job(std::vector<std::string> argv, const std::string& log_path) {
+  return run_forwarding_signals(std::move(argv), log_path, nullptr);
+}
+
+namespace {
+
+int run_forwarding_signals(std::vector<std::string> argv, const std::string& log_path, SessionBase* session) {
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -271,8 +286,8 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
         ::close(fd);
       }
     }
-    ::execvp("mpirun", cargv.data());
-    std::perror("shardproof: cannot run mpirun");
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "shardproof: cannot run %s: %s\n", cargv[0], std::strerror(errno));
     std::_Exit(127);
   }
   if (pid > 0) {
@@ -289,14 +304,16 @@ int run_with_mpirun(int np, const std::vector<std::string>& args, const std::str
   if (pid < 0) return 127;
   if (const int sig = g_job_signal; sig != 0) {
     // Interrupted: the job has ended; end this process the way the signal asked.
-    log_error("interrupted by {}: mpirun (process group {}) and its ranks were stopped", strsignal(sig), pid);
+    log_error("interrupted by {}: {} (process group {}) and its processes were stopped", strsignal(sig), argv[0], pid);
     std::fflush(stderr);
-    session.remove();
+    if (session != nullptr) session->remove();
     ::signal(sig, SIG_DFL);
     ::raise(sig);
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
+
+}  // namespace
 
 }  // namespace sp::cli

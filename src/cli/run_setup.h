@@ -66,5 +66,8 @@ int relaunch_with_mpirun(int np, const std::vector<std::string>& args);
 // ends its ranks), and after the job has ended this process dies of the same signal. If this process
 // is killed outright (SIGKILL), mpirun receives SIGTERM (PR_SET_PDEATHSIG).
 int run_with_mpirun(int np, const std::vector<std::string>& args, const std::string& log_path);
+// The same for any command: `argv[0]` (looked up on PATH) with its arguments, run as that job is run (its own
+// process group, signals forwarded, stdout and stderr to `log_path` or inherited). 127 when it cannot start.
+int run_job(std::vector<std::string> argv, const std::string& log_path);
 
 }  // namespace sp::cli

@@ -11,7 +11,7 @@ BIN=$1
 WORK=$2
 . "$(dirname "$0")/../support/sp_test.sh"  # fail
 rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot create $WORK"
-keys=$("$BIN" lab list | awk '/^LSL-[A-O] / && !/unavailable/ {print $1}')
+keys=$("$BIN" lab list | awk '/^LSL-[A-P] / && !/unavailable/ {print $1}')
 [ -n "$keys" ] || fail "lab list shows no runnable lab"
 for k in $keys; do
   start=$(date +%s)

@@ -13,7 +13,7 @@ WORK=$2
 rm -rf "$WORK" && mkdir -p "$WORK" || fail "cannot create $WORK"
 
 "$BIN" lab list > "$WORK/list.txt" || fail "lab list exited $?"
-[ "$(grep -c '^LSL-[A-O] ' "$WORK/list.txt")" = 15 ] || fail "lab list does not show 15 labs: $(cat "$WORK/list.txt")"
+[ "$(grep -c '^LSL-[A-P] ' "$WORK/list.txt")" = 16 ] || fail "lab list does not show 16 labs: $(cat "$WORK/list.txt")"
 
 "$BIN" lab show LSL-Z > /dev/null 2>&1
 [ $? = 2 ] || fail "lab show of an unknown key must exit 2"

@@ -1,18 +1,21 @@
 // The lab catalogue (configs/labs/catalogue.toml read by cli/lab_catalogue.h; cli/labs.h; docs/labs.md):
-// 15 labs LSL-A … LSL-O in the order of chapter 4's sections; every available proof lab's run is a valid
+// 16 labs LSL-A … LSL-P in the order of chapter 4's sections; every available proof lab's run is a valid
 // plan at its declared world size (RunPlan::make) and its fault can act on that run (proof::plan_protocol);
 // every plan lab's cases evaluate with the planner, its fault placement flagged and its sound ones not;
-// unavailable labs say why and name a runnable lab. The validator and the file reader are tested on
+// a judge lab's script exists and its planted bug is one of the script's; unavailable labs say why and name a
+// runnable lab. The validator and the file reader are tested on
 // broken variants (of a lab, of the file), so neither is a rubber stamp.
 // Independent of the catalogue: the expected keys and sections are written out here from the book.
 #include "cli/labs.h"
 
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "cli/judge_lab.h"
 #include "cli/plan_lab.h"
 #include "cli_run.h"
 #include "core/file_io.h"
@@ -51,11 +54,12 @@ TEST(Labs, TheCatalogueFileReads) {
   EXPECT_EQ(c->path, root() + "/configs/labs/catalogue.toml");
 }
 
-TEST(Labs, FifteenKeysInSectionOrder) {
+TEST(Labs, KeysInSectionOrder) {
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"LSL-A", "4"},     {"LSL-B", "4.1"},   {"LSL-C", "4.2"},   {"LSL-D", "4.2.1"}, {"LSL-E", "4.2.2"},
-      {"LSL-F", "4.2.3"}, {"LSL-G", "4.2.4"}, {"LSL-H", "4.3"},   {"LSL-I", "4.3.1"}, {"LSL-J", "4.3.2"},
-      {"LSL-K", "4.3.3"}, {"LSL-L", "4.4"},   {"LSL-M", "4.4.1"}, {"LSL-N", "4.4.2"}, {"LSL-O", "4.5"}};
+      {"LSL-A", "4"},     {"LSL-B", "4.1"},   {"LSL-C", "4.2"},   {"LSL-D", "4.2.1"},
+      {"LSL-E", "4.2.2"}, {"LSL-F", "4.2.3"}, {"LSL-G", "4.2.4"}, {"LSL-H", "4.3"},
+      {"LSL-I", "4.3.1"}, {"LSL-J", "4.3.2"}, {"LSL-K", "4.3.3"}, {"LSL-L", "4.4"},
+      {"LSL-M", "4.4.1"}, {"LSL-N", "4.4.2"}, {"LSL-P", "4.4.2"}, {"LSL-O", "4.5"}};
   const std::vector<Lab>& labs = catalogue().labs;
   ASSERT_EQ(labs.size(), expected.size());
   for (size_t i = 0; i < labs.size(); ++i) {
@@ -87,7 +91,7 @@ TEST(Labs, AvailableLabsAreCompleteAndSmall) {
 TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
   int available = 0;
   for (const Lab& lab : catalogue().labs) {
-    if (!lab.available || lab.is_plan()) continue;
+    if (!lab.available || lab.is_plan() || lab.is_judge()) continue;
     ++available;
     SCOPED_TRACE(lab.key);
     Result<config::RunConfig> config = lab_config(lab, root());
@@ -169,7 +173,7 @@ TEST(Labs, PlanLabValidatorRefusesBrokenVariants) {
 TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
   std::multiset<std::string> used;
   for (const Lab& lab : catalogue().labs)
-    if (lab.available && !lab.is_plan()) {
+    if (lab.available && !lab.is_plan() && !lab.is_judge()) {
       Result<evidence::FaultSpec> f = evidence::parse_fault(lab.fault);
       ASSERT_TRUE(f.ok()) << lab.key;
       used.insert(std::string(evidence::fault_info(f->kind).name));
@@ -177,6 +181,32 @@ TEST(Labs, EachCatalogueFaultIsTaughtAtMostOnce) {
   for (const evidence::FaultInfo& info : evidence::fault_catalogue())
     EXPECT_LE(used.count(std::string(info.name)), 1u) << info.name;
   EXPECT_EQ(used.size(), 14u);
+}
+
+// A judge lab (kind "judge"): its script exists, its planted bug is one the script offers (its BUGS table),
+// its world is the script's --world; --set is refused; `lab show` prints the two recordings and the judge.
+TEST(Labs, JudgeLabRecordsTheExampleScript) {
+  const Lab& p = **catalogue().find("LSL-P");
+  ASSERT_TRUE(p.is_judge());
+  EXPECT_TRUE(validate_lab(p, root()).ok()) << validate_lab(p, root()).to_string();
+  Result<std::string> script = read_file(root() + "/" + p.script);
+  ASSERT_TRUE(script.ok()) << script.status().to_string();
+  EXPECT_TRUE(contains(*script, "\"" + p.fault + "\": (")) << p.fault << " is no bug of " << p.script;
+  EXPECT_FALSE(validate_lab(p, root(), {"parallel.dp=2"}).ok());
+  Lab missing = p;
+  missing.script = "examples/torch/no_such_script.py";
+  EXPECT_TRUE(contains(validate_lab(missing, root()).message(), "no_such_script.py"));
+  const std::vector<std::string> fault = judge_lab_command(p, root(), "D/fault", p.fault);
+  EXPECT_EQ(fault[1], root() + "/examples/torch/train_llama.py");
+  EXPECT_TRUE(
+      contains(fmt::format("{}", fmt::join(fault, " ")), "--world 2 --out D/fault --quiet --bug tp-norm-unreduced"));
+  const std::string show = lab_show_text(catalogue(), p);
+  EXPECT_TRUE(contains(show, "shardproof lab run LSL-P --out runs/lsl-p"));
+  EXPECT_TRUE(contains(show, "examples/torch/train_llama.py --strategy tp --steps 3 --world 2 --out DIR/run --quiet"));
+  EXPECT_TRUE(contains(show, "--out DIR/fault --quiet --bug tp-norm-unreduced"));
+  EXPECT_TRUE(contains(show, "shardproof judge DIR/fault"));
+  EXPECT_TRUE(contains(show, "python3-torch"));
+  EXPECT_TRUE(contains(lab_list_text(catalogue()), "judge: tp-norm-unreduced"));
 }
 
 // No section is unavailable today; the mechanism stays for one that is: a lab with a reason and the closest
@@ -530,6 +560,14 @@ TEST(LabCatalogueFile, RefusesBrokenPlanLabs) {
   expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nclusters = [\"dgx-a100\"]"),
                  {"lab LSL-D", "'clusters' does not belong to a proof lab"});
   expect_refused(i("kind = \"plan\"", "kind = \"prove\""), {"lab LSL-I.world: missing field"});
+  // The judge kind: its own fields only, its script required.
+  expect_refused(edit_lab(good, "LSL-P", "world = 2", "world = 2\npreset = \"tiny\""),
+                 {"lab LSL-P", "'preset' does not belong to a judge lab"});
+  expect_refused(edit_lab(good, "LSL-D", "world = 2", "world = 2\nscript = \"x.py\""),
+                 {"lab LSL-D", "'script' does not belong to a proof lab"});
+  expect_refused(edit_lab(good, "LSL-P", "script = ", "scripts = "), {"lab LSL-P.script: missing field"});
+  expect_refused(edit_lab(good, "LSL-P", "kind = \"judge\"", "kind = \"judges\""),
+                 {"lab LSL-P", "\"prove\", \"plan\" or \"judge\""});
 }
 
 TEST(LabCatalogueFile, MissingFileIsNotFound) {
