@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "planner/search.h"
@@ -81,12 +82,17 @@ void print_evaluation(const nlohmann::json& j) {
 void print_search(const nlohmann::json& j) {
   std::printf("%lld strategies enumerated: %zu ranked, %zu excluded\n",
               static_cast<long long>(j["enumerated"].get<int64_t>()), j["ranked"].size(), j["excluded"].size());
-  std::printf("  %4s  %-52s %10s %12s %7s %10s  %s\n", "rank", "strategy", "step s", "tokens/s", "MFU", "peak GiB",
-              "dominant communication");
+  // The best 20; the strategy column as wide as its longest name, step times to 4 significant digits.
+  int width = 8;
+  for (const auto& r : j["ranked"])
+    if (r["rank"].get<int>() <= 20)
+      width = std::max(width, static_cast<int>(r["strategy"]["name"].get<std::string>().size()));
+  std::printf("  %4s  %-*s %10s %12s %7s %10s  %s\n", "rank", width, "strategy", "step s", "tokens/s", "MFU",
+              "peak GiB", "dominant communication");
   for (const auto& r : j["ranked"]) {
     if (r["rank"].get<int>() > 20) break;
     const auto& d = r["time"]["detail"];
-    std::printf("  %4d  %-52s %10.4g %12.0f %6.1f%% %10.3f  %s\n", r["rank"].get<int>(),
+    std::printf("  %4d  %-*s %#10.4g %12.0f %6.1f%% %10.3f  %s\n", r["rank"].get<int>(), width,
                 r["strategy"]["name"].get<std::string>().c_str(), r["time"]["step_seconds"].get<double>(),
                 d["tokens_per_second"].get<double>(), 100 * d["mfu"].get<double>(),
                 r["memory"]["peak_bytes"].get<double>() / 1073741824.0, d["dominant"].get<std::string>().c_str());
