@@ -180,6 +180,19 @@ void read_observation(const std::string& path, const toml::table& t, const std::
   if (o.text.empty() || o.checks.empty())
     errors.push_back(fmt::format("{}: {}.observe[{}] needs a non-empty text and at least one claim in check",
                                  where(path, t), owner, observe.size() + 1));
+  // A claim once per lab (or variation): a copy would hold wherever the other does, so it checks nothing
+  // new, and the negation test cannot plant a wrong value into one copy (tests/support/lab_claims.py).
+  for (size_t i = 0; i < o.checks.size(); ++i) {
+    auto seen = [&](const std::vector<std::string>& cs, size_t n) {
+      return std::find(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(n), o.checks[i]) !=
+             cs.begin() + static_cast<std::ptrdiff_t>(n);
+    };
+    bool twice = seen(o.checks, i);
+    for (const Observation& other : observe) twice = twice || seen(other.checks, other.checks.size());
+    if (twice)
+      errors.push_back(fmt::format("{}: {}.observe[{}]: the claim '{}' is written twice in {}; write it once",
+                                   where(path, t), owner, observe.size() + 1, o.checks[i], owner));
+  }
   observe.push_back(std::move(o));
 }
 

@@ -522,6 +522,11 @@ TEST(LabCatalogueFile, RefusesBrokenFiles) {
   expect_refused(with_variations(std::string(v).replace(v.find("sets"), 4, "world = 0, sets")), {"'world' is 0"});
   expect_refused(with_variations(std::string(v).replace(v.find("name"), 4, "colour = 1, name")),
                  {"unknown key lab LSL-B.variations[1].colour"});
+  // A claim written twice: in one observation, across a variation's observations.
+  expect_refused(with_variations(std::string(v).replace(v.find("[\"c\"]"), 5, "[\"c\", \"c\"]")),
+                 {"lab LSL-B.variations[1].observe[1]: the claim 'c' is written twice"});
+  expect_refused(with_variations(std::string(v).replace(v.find("] }"), 3, "] }, { text = \"u\", check = [\"c\"] }")),
+                 {"lab LSL-B.variations[1].observe[2]: the claim 'c' is written twice"});
   // Not this format, not this version, not TOML.
   expect_refused(std::string(good).replace(good.find("version = 1"), 11, "version = 2"),
                  {"'version' is 2; this build reads version 1"});
