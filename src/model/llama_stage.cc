@@ -66,6 +66,7 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   if (mixed()) allocate_mixed_workspace();
   if (spec.sequence_parallel && (n_local_ > 0 || spec.last))
     xn_full_ = Tensor(m, "scratch.xn_full", W, {N_, C_}, spec.precision);
+  if (spec.split_backward && spec.last) head_ = make_head_activations("act.head");
 }
 
 const UnitLayout& LlamaStage::layout(int unit) const {
@@ -105,6 +106,20 @@ BlockActivations LlamaStage::make_block_activations(const std::string& p, bool w
   return a;
 }
 
+HeadActivations LlamaStage::make_head_activations(const std::string& p) const {
+  MemoryLedger& m = *ledger_;
+  const auto A = Category::kActivation;
+  HeadActivations h;
+  h.xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
+  h.rstdf = Tensor(m, p + ".rstdf", A, {Ns_});
+  h.logits = Tensor(m, p + ".logits", A, {N_, Vl_});
+  h.rowmax = Tensor(m, p + ".rowmax", A, {N_});
+  h.sumexp = Tensor(m, p + ".sumexp", A, {N_});
+  h.tlogit = Tensor(m, p + ".tlogit", A, {N_});
+  h.losses = Tensor(m, p + ".losses", A, {N_});
+  return h;
+}
+
 std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
   MemoryLedger& m = *ledger_;
   const auto A = Category::kActivation;
@@ -118,16 +133,8 @@ std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
     for (int i = 0; i < n_local_; ++i)
       s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i),
                                                  /*with_probs=*/spec_.recompute == Recompute::kNone));
-  if (spec_.last) {
-    s->xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
-    s->rstdf = Tensor(m, p + ".rstdf", A, {Ns_});
-    s->logits = Tensor(m, p + ".logits", A, {N_, Vl_});
-    s->rowmax = Tensor(m, p + ".rowmax", A, {N_});
-    s->sumexp = Tensor(m, p + ".sumexp", A, {N_});
-    s->tlogit = Tensor(m, p + ".tlogit", A, {N_});
-    s->losses = Tensor(m, p + ".losses", A, {N_});
-  }
-  if (spec_.split_backward) s->wnorm = Tensor(m, p + ".wnorm", A, {2 * n_local_ + (spec_.last ? 1 : 0), C_});
+  if (spec_.last && !spec_.split_backward) s->head = make_head_activations(p);
+  if (spec_.split_backward && n_local_ > 0) s->wnorm = Tensor(m, p + ".wnorm", A, {2 * n_local_, C_});
   return s;
 }
 
@@ -262,10 +269,9 @@ void LlamaStage::recompute_probs(BlockActivations& a) {
     k::attention_probs_forward(probs_.f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
 }
 
-void LlamaStage::head_loss(ActivationSlot& s, TensorParallelOps& tp) {
+void LlamaStage::head_loss(HeadActivations& s, const int32_t* targets, TensorParallelOps& tp) {
   // Vocabulary-parallel cross-entropy (Megatron): global max, global Σexp and the target logit from
   // whichever rank holds it, each one all-reduce over the tp group; no rank ever holds (N, V).
-  const auto* targets = static_cast<const int32_t*>(s.targets.raw());
   k::cross_entropy_row_max(s.rowmax.f32(), s.logits.f32(), N_, Vl_);
   tp.all_reduce_max(s.rowmax.view());
   k::cross_entropy_row_sumexp(s.sumexp.f32(), s.logits.f32(), s.rowmax.f32(), N_, Vl_);
@@ -300,51 +306,60 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
                         slot.res[static_cast<size_t>(i + 1)].f32(), N_ * C_);
   }
   if (!spec_.last) return 0.0;
+  HeadActivations& h = head_of(slot);
+  head_owner_ = slot.micro_batch;
   const ConstBufView hw = params.acquire(head_unit(config_));
   const int64_t lm = Vl_ * C_;  // the LM head's local (Vl, C) weights
   head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(lm_head_offset(), lm), tp);
   if (observer) {
-    ConstBufView xf = sp() ? xn_full_.view() : slot.xf.view();  // under SP: gathered by head_forward
+    ConstBufView xf = sp() ? xn_full_.view() : h.xf.view();  // under SP: gathered by head_forward
     if (xf.dtype != DType::kF32) {  // mixed precision: the observer sees the stored 16-bit values, widened
       convert(dxn_.view(), xf);     // (dxn_ is free here)
       xf = dxn_.view();
     }
     observer->observe("final_norm", slot.micro_batch, xf.f32(), N_ * C_);
-    observer->observe("logits", slot.micro_batch, slot.logits.f32(), N_ * Vl_);
+    observer->observe("logits", slot.micro_batch, h.logits.f32(), N_ * Vl_);
   }
   params.release(head_unit(config_));
   if (config_.tie_embeddings) params.release(embed_unit());
   double sum = 0.0;
-  const float* losses = slot.losses.f32();
+  const float* losses = h.losses.f32();
   for (int64_t n = 0; n < N_; ++n) sum += losses[n];
   return sum;
 }
 
 void LlamaStage::backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                           float loss_scale) {
-  backward_pass(slot, params, &grads, tp, loss_scale);
+  backward_pass(slot, params, grads, tp, loss_scale, /*full=*/true);
 }
 
-void LlamaStage::backward_input(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp, float loss_scale) {
+void LlamaStage::backward_input(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
+                                float loss_scale) {
   SP_CHECK(spec_.split_backward && !sp() && spec_.recompute != Recompute::kFull,
            "backward_input needs a split-backward stage without sequence parallelism or full recomputation");
-  std::memset(slot.wnorm.raw(), 0, slot.wnorm.nbytes());  // rmsnorm's backward adds (+=) the weight gradients
-  backward_pass(slot, params, nullptr, tp, loss_scale);
+  // The stage's one set of head activations holds the last forward's micro-batch: F and B back to back.
+  SP_CHECK(!spec_.last || head_owner_ == slot.micro_batch,
+           "B of micro-batch {} on the last stage, but its head activations hold micro-batch {}", slot.micro_batch,
+           head_owner_);
+  if (slot.wnorm.defined()) std::memset(slot.wnorm.raw(), 0, slot.wnorm.nbytes());  // rmsnorm's backward adds (+=)
+  backward_pass(slot, params, grads, tp, loss_scale, /*full=*/false);
 }
 
-void LlamaStage::backward_pass(ActivationSlot& slot, ParamSource& params, GradSink* grads, TensorParallelOps& tp,
-                               float loss_scale) {
+void LlamaStage::backward_pass(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
+                               float loss_scale, bool full) {
   if (spec_.last) {
-    // Order of acquire and leaf calls as always: the head's weights, its leaf, then the tied embedding's.
+    // Order of acquire and leaf calls as always: the head's weights, its leaf, then the tied embedding's. The
+    // head's weight gradients are formed here in B too (backward_input), the same calls as in backward().
     const int64_t off = lm_head_offset(), lm = Vl_ * C_;
     const ConstBufView hw = params.acquire(head_unit(config_));
-    const BufView hdw = grads ? grads->leaf(head_unit(config_)) : BufView{};
+    const BufView hdw = grads.leaf(head_unit(config_));
     const ConstBufView w_lm = config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(off, lm);
-    const BufView dw_lm = !grads ? BufView{} : config_.tie_embeddings ? grads->leaf(embed_unit()) : hdw.slice(off, lm);
+    const BufView dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw.slice(off, lm);
     head_backward(slot, hw, w_lm, hdw, dw_lm, tp, loss_scale);
     params.release(head_unit(config_));
     if (config_.tie_embeddings) params.release(embed_unit());
-    if (grads) grads->done(head_unit(config_));
+    grads.done(head_unit(config_));
+    head_owner_ = -1;
   }
   for (int i = n_local_ - 1; i >= 0; --i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
@@ -354,19 +369,19 @@ void LlamaStage::backward_pass(ActivationSlot& slot, ParamSource& params, GradSi
     // under selective, only its probabilities from its saved qkv (no weights, no communication).
     if (spec_.recompute == Recompute::kFull) block_forward(i, slot, *a, w, tp, /*write_output=*/false);
     if (spec_.recompute == Recompute::kSelective) recompute_probs(*a);
-    block_backward(i, slot, *a, w, grads ? grads->leaf(unit) : BufView{}, tp);
+    block_backward(i, slot, *a, w, full ? grads.leaf(unit) : BufView{}, tp);
     params.release(unit);
-    if (grads) grads->done(unit);
+    if (full) grads.done(unit);
   }
-  if (spec_.first && !grads) {  // B: W's embedding gradient reads dL/d(res[0]), kept in res[0]
+  if (spec_.first && !full) {  // B: W's embedding gradient reads dL/d(res[0]), kept in res[0]
     keep_for_weight_pass(slot.res[0], dres_.raw());
   } else if (spec_.first) {
     // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity
     // (reduce_scatter_to_sp's is an all-gather).
     const float* dres = gathered_dres(tp);
-    k::embedding_backward(grads->leaf(embed_unit()).f32(), dres, static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
+    k::embedding_backward(grads.leaf(embed_unit()).f32(), dres, static_cast<const int32_t*>(slot.inputs.raw()), N_, C_,
                           v_begin_, Vl_);
-    grads->done(embed_unit());
+    grads.done(embed_unit());
   }
 }
 

@@ -54,8 +54,9 @@ struct StageSpec {
   // column-parallel GEMMs (stage_hooks.h, docs/memory.md).
   bool sequence_parallel = false;
   // The split backward of ZB-H1 (plan/schedule.h): backward_input() and backward_weight() instead of
-  // backward(); each slot gets the norms' weight gradients (ActivationSlot::wnorm). Not with recompute =
-  // full or sequence parallelism (the plan refuses both).
+  // backward(); each slot gets the blocks' norms' weight gradients (ActivationSlot::wnorm), and a last stage
+  // holds one HeadActivations for all slots. Not with recompute = full or sequence parallelism (the plan
+  // refuses both).
   bool split_backward = false;
   DType precision = DType::kF32;      // kF32, kBF16 or kF16 (model/precision.h: Precision::compute)
   kernels::Gemm16* gemm16 = nullptr;  // the 16-bit GEMM backend, of dtype `precision`; required when 16-bit
@@ -78,6 +79,20 @@ struct BlockActivations {
   Tensor h;      // (N, Fl)        silu(gate)·up (down_proj input)         16
 };
 
+// The final norm's, the LM head's and the loss's activations of one micro-batch (last stage). Each slot has
+// its own set, except under a split backward, where the stage holds ONE set (LlamaStage::head_of): the last
+// stage runs every micro-batch's F and B back to back (plan/schedule.h), and B forms the head's weight
+// gradients itself, so nothing here is read after B.
+struct HeadActivations {
+  Tensor xf;      // (Ns, C) final norm output (16-bit in mixed precision)
+  Tensor rstdf;   // (Ns)
+  Tensor logits;  // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
+  Tensor rowmax;  // (N)
+  Tensor sumexp;  // (N)
+  Tensor tlogit;  // (N)
+  Tensor losses;  // (N)
+};
+
 struct ActivationSlot {
   int index = 0;
   int64_t micro_batch = -1;  // the micro-batch that occupies the slot
@@ -86,16 +101,10 @@ struct ActivationSlot {
   std::vector<Tensor> res;   // n_local + 1 of (Ns, C): res[i] enters local layer i; res.back() leaves the stage
   std::vector<BlockActivations> blocks;  // one per local layer; empty under recompute = full, without probs
                                          // under recompute = selective
-  Tensor xf;                             // (Ns, C) final norm output (16-bit in mixed precision)
-  Tensor rstdf;                          // (Ns)
-  Tensor logits;                         // (N, Vl) local vocabulary shard; overwritten in place by dlogits in backward
-  Tensor rowmax;                         // (N)
-  Tensor sumexp;                         // (N)
-  Tensor tlogit;                         // (N)
-  Tensor losses;                         // (N)
-  // Split backward only: the norms' weight gradients, formed by B (rmsnorm's backward gives them with dx),
-  // added into the leaves by W: (2·n_local + last, C) fp32, rows 2i / 2i + 1 = layer i's ln1 / ln2, then
-  // the final norm. Between B and W the slot's dead buffers hold the linears' output gradients
+  HeadActivations head;                  // last stage; empty under a split backward (the stage's one set)
+  // Split backward only: the blocks' norms' weight gradients, formed by B (rmsnorm's backward gives them with
+  // dx), added into the leaves by W: (2·n_local, C) fp32, rows 2i / 2i + 1 = layer i's ln1 / ln2 (undefined
+  // without layers). Between B and W the slot's dead buffers hold the linears' output gradients
   // (llama_stage_wgrad.cc).
   Tensor wnorm;
   float* input() { return res.front().f32(); }  // (Ns, C) receive buffer of a non-first stage
@@ -145,11 +154,14 @@ class LlamaStage {
   void backward(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp, float loss_scale);
   // The two halves of backward() under a split backward (StageSpec::split_backward), which together leave
   // the same gradients, bit for bit, and the same grad_input(): backward_input() (B) forms every input
-  // gradient (same inputs, communication and grad_input() as backward()) and keeps in the slot what the
-  // weight gradients need; backward_weight() (W), later and with no communication, forms the weight
-  // gradients into the GradSink's leaves, with backward()'s leaf()/done() calls in backward()'s order. The
-  // slot is busy until its W.
-  void backward_input(ActivationSlot& slot, ParamSource& params, TensorParallelOps& tp, float loss_scale);
+  // gradient (same inputs, communication and grad_input() as backward()), and on the last stage also the
+  // head unit's weight gradients exactly as backward() does (its leaf()/done() first, as there), so the
+  // stage's one HeadActivations is free after B; it keeps in the slot what the blocks' and the embedding's
+  // weight gradients need. backward_weight() (W), later and with no communication, forms those into the
+  // GradSink's leaves, with backward()'s leaf()/done() calls in backward()'s order. The slot is busy until
+  // its W. Per unit, leaves still arrive in micro-batch order.
+  void backward_input(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
+                      float loss_scale);
   void backward_weight(ActivationSlot& slot, GradSink& grads);
   float* grad_output() { return dres_.f32(); }  // (Ns, C)
   float* grad_input() { return dres_.f32(); }   // (Ns, C)
@@ -166,20 +178,24 @@ class LlamaStage {
   void head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp);
   void head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
                      TensorParallelOps& tp, float loss_scale);
-  // backward() (grads set) or backward_input() (grads null: every dw below is null).
-  void backward_pass(ActivationSlot& slot, ParamSource& params, GradSink* grads, TensorParallelOps& tp,
-                     float loss_scale);
-  // The W bodies (llama_stage_wgrad.cc): the weight gradients of block i / of the head from what B kept.
+  // backward() (full) or backward_input() (not full: the blocks' dw below are null; the head's are its
+  // leaves, as in backward()).
+  void backward_pass(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
+                     float loss_scale, bool full);
+  // The W body (llama_stage_wgrad.cc): the weight gradients of block i from what B kept.
   void block_weight_grad(int local, ActivationSlot& slot, BlockActivations& a, float* dw);
-  void head_weight_grad(ActivationSlot& slot, float* dw, float* dw_lm);
   // B's destination of a norm's weight gradient: row `row` of slot.wnorm; and B's copy of an output
   // gradient into a buffer of the slot that B no longer reads (bytes of `dst`).
   float* wnorm_row(ActivationSlot& slot, int row) const { return slot.wnorm.f32() + row * C_; }
   static void keep_for_weight_pass(Tensor& dst, const void* src);
   // The LM head's weights inside the head unit's (or the tied embedding's, acquired by the caller).
   int64_t lm_head_offset() const;
-  // Cross-entropy of slot.logits (fp32 in every precision), vocabulary-parallel.
-  void head_loss(ActivationSlot& slot, TensorParallelOps& tp);
+  // The head activations of a slot: its own, or under a split backward the stage's one set, which holds
+  // the micro-batch of the last forward (head_owner_) until its B.
+  HeadActivations& head_of(ActivationSlot& s) { return s.head.logits.defined() ? s.head : head_; }
+  HeadActivations make_head_activations(const std::string& prefix) const;
+  // Cross-entropy of h.logits (fp32 in every precision), vocabulary-parallel; targets (N) int32.
+  void head_loss(HeadActivations& h, const int32_t* targets, TensorParallelOps& tp);
   BlockActivations make_block_activations(const std::string& prefix, bool with_probs = true) const;
   // The probabilities block i reads and writes: its own, or under recompute = selective the stage's shared
   // buffer, which recompute_probs() refills from the saved qkv before the block's backward.
@@ -242,6 +258,10 @@ class LlamaStage {
   Tensor att_scratch_;
   std::vector<BlockActivations> recompute_;  // one shared set under recompute = full
   Tensor probs_;  // (B, Hl, T, T) the shared probabilities under recompute = selective ("recompute.probs")
+  // Split backward, last stage only: the one set of head activations ("head.*", category activation), and
+  // the micro-batch whose forward last wrote it (B checks it is its own: F and B back to back).
+  HeadActivations head_;
+  int64_t head_owner_ = -1;
   // Mixed precision only (workspace): the widened norm weight (C), the 16-bit copy of whichever
   // gradient feeds the next GEMM (max over dres, dgu, dattn, dqkv, dlogits of this stage), and the
   // Gemm16 backend's workspace (the fallback's widened operands; none for oneDNN).

@@ -100,13 +100,14 @@ void LlamaStage::block_forward_mixed(int i, ActivationSlot& slot, BlockActivatio
 
 void LlamaStage::head_forward_mixed(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16,
                                     TensorParallelOps& tp) {
+  HeadActivations& h = head_of(s);
   const float* x = s.res.back().f32();
-  k::rmsnorm16_forward(s.xf.float16(), s.rstdf.f32(), x, widen_norm_weight(w16), Ns_, C_, config_.norm_eps,
+  k::rmsnorm16_forward(h.xf.float16(), h.rstdf.f32(), x, widen_norm_weight(w16), Ns_, C_, config_.norm_eps,
                        spec_.precision);
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
-  k::linear16_forward(s.logits.f32(), gathered_norm(tp, s.xf).float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16,
+  k::linear16_forward(h.logits.f32(), gathered_norm(tp, h.xf).float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16,
                       ws);  // fp32 (N, Vl)
-  head_loss(s, tp);
+  head_loss(h, static_cast<const int32_t*>(s.targets.raw()), tp);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -114,22 +115,21 @@ void LlamaStage::head_forward_mixed(ActivationSlot& s, const uint16_t* w16, cons
 
 void LlamaStage::head_backward_mixed(ActivationSlot& s, const uint16_t* w16, const uint16_t* w_lm16, float* dw,
                                      float* dw_lm, TensorParallelOps& tp, float loss_scale) {
+  HeadActivations& h = head_of(s);
   const DType t = spec_.precision;
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
   const auto* targets = static_cast<const int32_t*>(s.targets.raw());
-  float* dlogits = s.logits.f32();  // fp32, in place
-  k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
+  float* dlogits = h.logits.f32();  // fp32, in place
+  k::cross_entropy_backward(dlogits, h.logits.f32(), h.rowmax.f32(), h.sumexp.f32(), targets, N_, Vl_, v_begin_,
                             loss_scale);
   uint16_t* dlogits16 = grad16_.float16();
   float16_from_f32(dlogits16, dlogits, N_ * Vl_, t);
-  k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, gathered_norm(tp, s.xf).float16(), w_lm16, N_, C_, Vl_, false,
-                       *spec_.gemm16, ws);  // B: the fp32 dlogits stay in s.logits; W rounds them again
-  column_parallel_dgrad(tp);                // xf entered the vocab-parallel head replicated
+  k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, gathered_norm(tp, h.xf).float16(), w_lm16, N_, C_, Vl_, false,
+                       *spec_.gemm16, ws);
+  column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
   std::fill_n(dres_.f32(), Ns_ * C_, 0.0f);
-  float* dnorm = dw != nullptr ? dw : wnorm_row(s, 2 * n_local_);
-  k::rmsnorm_backward(dres_.f32(), dnorm, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), s.rstdf.f32(), Ns_,
-                      C_);
-  norm_weight_grad(tp, dnorm);
+  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), widen_norm_weight(w16), h.rstdf.f32(), Ns_, C_);
+  norm_weight_grad(tp, dw);
 }
 
 void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,

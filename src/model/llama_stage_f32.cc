@@ -1,9 +1,10 @@
 // LlamaStage in fp32 (llama_stage.h): the bodies of the block and head steps, every tensor fp32. The
 // reference precision: the mixed-precision bodies (llama_stage16.cc) are these steps with casts added.
 // Accumulation rule: parameter gradients +=, activation gradients =, residual-stream gradients +=.
-// A null dw in a backward body is the B pass of a split backward (llama_stage.h): every weight-gradient
-// product is left out, the norms' weight gradients go to slot.wnorm and each linear's output gradient is
-// kept for W (llama_stage_wgrad.cc) in a buffer of the slot that nothing reads after this point.
+// A null dw in a block's backward body is the B pass of a split backward (llama_stage.h): every
+// weight-gradient product is left out, the norms' weight gradients go to slot.wnorm and each linear's output
+// gradient is kept for W (llama_stage_wgrad.cc) in a buffer of the slot that nothing reads after this point.
+// The head's backward always forms its weight gradients (in B too: llama_stage.h, backward_input).
 #include <cstring>
 
 #include "kernels/attention.h"
@@ -41,25 +42,26 @@ void LlamaStage::block_forward_f32(int i, ActivationSlot& slot, BlockActivations
 }
 
 void LlamaStage::head_forward_f32(ActivationSlot& s, const float* w, const float* w_lm, TensorParallelOps& tp) {
+  HeadActivations& h = head_of(s);
   const float* x = s.res.back().f32();
-  k::rmsnorm_forward(s.xf.f32(), s.rstdf.f32(), x, w, Ns_, C_, config_.norm_eps);
-  k::linear_forward(s.logits.f32(), gathered_norm(tp, s.xf).f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
-  head_loss(s, tp);
+  k::rmsnorm_forward(h.xf.f32(), h.rstdf.f32(), x, w, Ns_, C_, config_.norm_eps);
+  k::linear_forward(h.logits.f32(), gathered_norm(tp, h.xf).f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
+  head_loss(h, static_cast<const int32_t*>(s.targets.raw()), tp);
 }
 
 void LlamaStage::head_backward_f32(ActivationSlot& s, const float* w, const float* w_lm, float* dw, float* dw_lm,
                                    TensorParallelOps& tp, float loss_scale) {
+  HeadActivations& h = head_of(s);
   const auto* targets = static_cast<const int32_t*>(s.targets.raw());
-  float* dlogits = s.logits.f32();  // in place: logits are not needed after this
-  k::cross_entropy_backward(dlogits, s.logits.f32(), s.rowmax.f32(), s.sumexp.f32(), targets, N_, Vl_, v_begin_,
+  float* dlogits = h.logits.f32();  // in place: logits are not needed after this
+  k::cross_entropy_backward(dlogits, h.logits.f32(), h.rowmax.f32(), h.sumexp.f32(), targets, N_, Vl_, v_begin_,
                             loss_scale);
-  k::linear_backward(dxn_.f32(), dw_lm, dlogits, gathered_norm(tp, s.xf).f32(), w_lm, N_, C_, Vl_,
-                     /*accumulate_dx=*/false);  // B: dlogits stay in s.logits for W
-  column_parallel_dgrad(tp);                    // xf entered the vocab-parallel head replicated
+  k::linear_backward(dxn_.f32(), dw_lm, dlogits, gathered_norm(tp, h.xf).f32(), w_lm, N_, C_, Vl_,
+                     /*accumulate_dx=*/false);
+  column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
   std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(Ns_ * C_));
-  float* dnorm = dw != nullptr ? dw : wnorm_row(s, 2 * n_local_);
-  k::rmsnorm_backward(dres_.f32(), dnorm, dxn_.f32(), s.res.back().f32(), w, s.rstdf.f32(), Ns_, C_);
-  norm_weight_grad(tp, dnorm);
+  k::rmsnorm_backward(dres_.f32(), dw, dxn_.f32(), s.res.back().f32(), w, h.rstdf.f32(), Ns_, C_);
+  norm_weight_grad(tp, dw);
 }
 
 void LlamaStage::block_backward_f32(int i, ActivationSlot& slot, BlockActivations& a, const float* w, float* dw,

@@ -1,5 +1,7 @@
 // LlamaStage's split backward (llama_stage.h, ZB-H1 in plan/schedule.h): the W pass, which forms a
-// micro-batch's weight gradients after its B pass (backward_input) has formed every input gradient.
+// micro-batch's block and embedding weight gradients after its B pass (backward_input) has formed every
+// input gradient and, on the last stage, the head unit's weight gradients (final norm, LM head), as backward()
+// does, so that nothing of the head outlives B (one HeadActivations per stage).
 // Bitwise contract: every weight gradient is the same product of the same operands as in backward(),
 // added (+=) into the same zeroed leaf, with leaf()/done() in backward()'s order, so the gradients are
 // backward()'s bits. What B keeps for W, in slot buffers that B no longer reads once it has written them:
@@ -7,8 +9,8 @@
 //   mid        (N, C) fp32   dL/d(mid):              o_proj's dy      (rounded again here in 16-bit)
 //   gu         (N, 2·Fl)     gate/up's dy, as B fed it to its GEMM (fp32, or rounded to 16 bits)
 //   qkv        (N, Wqkv)     q/k/v's dy after RoPE's backward, likewise
-//   logits     (N, Vl) fp32  dlogits (in place since always); res[0] (N, C): the embedding's dy
-//   wnorm      (2·n_local + last, C): the norms' weight gradients, which rmsnorm's backward forms with dx
+//   res[0]     (N, C) fp32   the embedding's dy (first stage)
+//   wnorm      (2·n_local, C): the blocks' norms' weight gradients, which rmsnorm's backward forms with dx
 // W runs no communication: the stage refuses sequence parallelism (norm weight gradients reduced over tp)
 // and full recomputation (no per-slot activations).
 #include <cstring>
@@ -35,12 +37,7 @@ void LlamaStage::keep_for_weight_pass(Tensor& dst, const void* src) { std::memcp
 
 void LlamaStage::backward_weight(ActivationSlot& slot, GradSink& grads) {
   SP_CHECK(spec_.split_backward, "backward_weight on a stage without a split backward");
-  if (spec_.last) {  // leaf() calls in backward()'s order: the head's, then the tied embedding's
-    const BufView hdw = grads.leaf(head_unit(config_));
-    const BufView dw_lm = config_.tie_embeddings ? grads.leaf(embed_unit()) : hdw.slice(lm_head_offset(), Vl_ * C_);
-    head_weight_grad(slot, hdw.f32(), dw_lm.f32());
-    grads.done(head_unit(config_));
-  }
+  // The head unit (last stage) was done in B, first, as in backward(); the blocks follow in its order.
   for (int i = n_local_ - 1; i >= 0; --i) {
     const int unit = block_unit(spec_.layer_begin + i);
     block_weight_grad(i, slot, slot.blocks[static_cast<size_t>(i)], grads.leaf(unit).f32());
@@ -51,18 +48,6 @@ void LlamaStage::backward_weight(ActivationSlot& slot, GradSink& grads) {
                           static_cast<const int32_t*>(slot.inputs.raw()), N_, C_, v_begin_, Vl_);
     grads.done(embed_unit());
   }
-}
-
-void LlamaStage::head_weight_grad(ActivationSlot& s, float* dw, float* dw_lm) {
-  add_norm_grad(dw, wnorm_row(s, 2 * n_local_), C_);  // the final norm's weight leads the head unit
-  if (!mixed()) {
-    k::linear_backward(nullptr, dw_lm, s.logits.f32(), s.xf.f32(), nullptr, N_, C_, Vl_, false);
-    return;
-  }
-  uint16_t* g16 = grad16_.float16();
-  float16_from_f32(g16, s.logits.f32(), N_ * Vl_, spec_.precision);
-  k::linear16_backward(nullptr, dw_lm, g16, s.xf.float16(), nullptr, N_, C_, Vl_, false, *spec_.gemm16,
-                       gemm_ws_.defined() ? gemm_ws_.f32() : nullptr);
 }
 
 void LlamaStage::block_weight_grad(int i, ActivationSlot& slot, BlockActivations& a, float* dw) {

@@ -157,7 +157,7 @@ void PipelineRunner::backward(ChunkState& c, int64_t mb, bool input_only, const 
   }
   const int64_t t0 = now_ns();
   if (input_only)
-    stage.backward_input(*slot, *io.params, *io.tp, io.loss_scale);
+    stage.backward_input(*slot, *io.params, *io.grads, *io.tp, io.loss_scale);
   else
     stage.backward(*slot, *io.params, *io.grads, *io.tp, io.loss_scale);
   if (timeline_) timeline_->record(input_only ? "backward_input" : "backward", pl.virtual_stage, global_mb, t0);

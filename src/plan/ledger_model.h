@@ -46,7 +46,8 @@ struct LedgerModelInput {
     bool first = false, last = false;
   };
   std::vector<Chunk> chunks;  // by virtual stage
-  // ZB-H1's split backward: each slot also holds the norms' weight gradients between B and W ("act.s<i>.wnorm").
+  // ZB-H1's split backward: each slot also holds its blocks' norms' weight gradients between B and W
+  // ("act.s<i>.wnorm"); a last chunk holds one set of head activations ("act.head.*") instead of one per slot.
   bool split_backward = false;
   using Action = PipeAction;          // the schedule's own actions (plan/schedule.h)
   std::vector<Action> train_actions;  // one step

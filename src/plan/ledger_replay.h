@@ -123,6 +123,16 @@ class Replay {
       if (s != ".probs" || in_.recompute != model::Recompute::kSelective)
         sim_.alloc(key(p, s), Category::kActivation, n * bytes);
   }
+  // The final norm's, LM head's and loss's activations (model::HeadActivations): per slot, or under ZB-H1's
+  // split backward once per last chunk ("act.head.*", allocated with the stage), reused by each F after the B.
+  void head_set(const std::string& p) {
+    const int64_t C = m_.dim, Vl = m_.vocab_size / in_.tp;
+    const auto A = Category::kActivation;
+    sim_.alloc(key(p, ".xf"), A, Ns() * C * in_.param_bytes);
+    sim_.alloc(key(p, ".rstdf"), A, Ns() * kF);
+    sim_.alloc(key(p, ".logits"), A, N() * Vl * kF);
+    for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(key(p, s), A, N() * kF);
+  }
   // Selective recomputation: the chunk's one probabilities buffer, refilled before each block's backward.
   void selective_probs() {
     const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
@@ -163,6 +173,7 @@ class Replay {
       }
       if (in_.sequence_parallel && (n_local > 0 || ch.last))  // the gathered norm output
         sim_.alloc("scratch.xn_full", W, N() * C * in_.param_bytes);
+      if (in_.split_backward && ch.last) head_set("act.head");
       const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
       for (int id : ids) unit_numel_[id] = model::unit_numel(m_, id, in_.tp);
       chunk_units.push_back(ids);
@@ -206,25 +217,20 @@ class Replay {
   // Activation slots: a pool per virtual stage, indices numbered across the rank in allocation order.
   void slot_alloc(int v) {
     const auto& ch = in_.chunks[static_cast<size_t>(v)];
-    const int64_t C = m_.dim, Vl = m_.vocab_size / in_.tp;
+    const int64_t C = m_.dim;
     const auto A = Category::kActivation;
+    const int n_local = ch.layer_end - ch.layer_begin;
     const std::string p = sim_.named ? fmt::format("act.s{}", next_slot_) : std::string();
     ++next_slot_;
     if (ch.first) sim_.alloc(key(p, ".inputs"), Category::kIo, N() * kF);
     if (ch.last) sim_.alloc(key(p, ".targets"), Category::kIo, N() * kF);
-    for (int i = 0; i <= ch.layer_end - ch.layer_begin; ++i)
+    for (int i = 0; i <= n_local; ++i)
       sim_.alloc(sim_.named ? fmt::format("{}.res{}", p, i) : std::string(), A, Ns() * C * kF);
     if (in_.recompute != model::Recompute::kFull)
       for (int l = ch.layer_begin; l < ch.layer_end; ++l)
         block_set(sim_.named ? fmt::format("{}.layers.{}", p, l) : std::string());
-    if (ch.last) {
-      sim_.alloc(key(p, ".xf"), A, Ns() * C * in_.param_bytes);
-      sim_.alloc(key(p, ".rstdf"), A, Ns() * kF);
-      sim_.alloc(key(p, ".logits"), A, N() * Vl * kF);
-      for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(key(p, s), A, N() * kF);
-    }
-    if (in_.split_backward)
-      sim_.alloc(p + ".wnorm", A, (2 * (ch.layer_end - ch.layer_begin) + (ch.last ? 1 : 0)) * C * kF);
+    if (ch.last && !in_.split_backward) head_set(p);
+    if (in_.split_backward && n_local > 0) sim_.alloc(key(p, ".wnorm"), A, 2 * n_local * C * kF);
     ++pool_size_[static_cast<size_t>(v)];
   }
   void take_slot(int v) {
@@ -315,22 +321,23 @@ class Replay {
     }
     if (!train) ++pool_free_[static_cast<size_t>(a.virtual_stage)];  // forward only frees at once
   }
-  // A full backward (the weights' acquire/release and the leaves' leaf/done), or ZB-H1's B (the acquires
-  // only) or W (the leaves only, with the slot freed after it: LlamaStage::backward_input / backward_weight).
+  // A full backward (the weights' acquire/release and the leaves' leaf/done), or ZB-H1's B (the acquires,
+  // and the head unit's leaves: B forms them as a full backward does) or W (the blocks' and the embedding's
+  // leaves, with the slot freed after it: LlamaStage::backward_input / backward_weight).
   void backward(const LedgerModelInput::Action& a) {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
     const int embed = model::embed_unit(), head = model::head_unit(m_);
     const bool weights = a.pass != BackwardPass::kWeight, grads = a.pass != BackwardPass::kInput;
-    if (ch.last) {
-      if (weights) acquire(head);
-      if (grads) leaf(head);
+    if (ch.last && weights) {
+      acquire(head);
+      leaf(head);
       if (m_.tie_embeddings) {
-        if (weights) acquire(embed);
-        if (grads) leaf(embed);
+        acquire(embed);
+        leaf(embed);
       }
-      if (weights) release(head);
-      if (m_.tie_embeddings && weights) release(embed);
-      if (grads) done(head);
+      release(head);
+      if (m_.tie_embeddings) release(embed);
+      done(head);
     }
     for (int l = ch.layer_end - 1; l >= ch.layer_begin; --l) {
       if (weights) acquire(model::block_unit(l));

@@ -104,6 +104,14 @@ TEST(Schedule, ZbH1IsOneFOneBWithEachBackwardSplit) {
       EXPECT_EQ(next_w, m);
       EXPECT_EQ(fb, plan::schedule_actions(config::Schedule::k1F1B, r, p, 1, m)) << "p " << p << " r " << r;
       EXPECT_EQ(plan::peak_in_flight(zb, 1)[0], std::min<int64_t>(p, m)) << "p " << p << " r " << r;
+      // The last rank runs every F(k) and B(k) back to back: its one set of head activations (llama_stage.h,
+      // HeadActivations) holds micro-batch k from F(k) until B(k) has formed the head's gradients.
+      for (size_t j = 0; r == p - 1 && j < zb.size(); ++j)
+        if (zb[j].forward) {
+          ASSERT_LT(j + 1, zb.size());
+          EXPECT_EQ(zb[j + 1], (plan::PipeAction{false, 0, zb[j].micro_batch, plan::BackwardPass::kInput}))
+              << "p " << p << " m " << m << ": F" << zb[j].micro_batch << " not followed by its B";
+        }
     }
   }
 }
