@@ -88,19 +88,19 @@ const char* recompute_name(Recompute r) {
   return "?";
 }
 
-BlockActivations LlamaStage::make_block_activations(const std::string& p, bool with_probs) const {
+BlockActivations LlamaStage::make_block_activations(const std::string& p, bool with_probs, bool with_rstd) const {
   MemoryLedger& m = *ledger_;
   const auto A = Category::kActivation;
   const DType h = spec_.precision;  // the stored dtype of GEMM inputs and probabilities (F32 in fp32 mode)
   BlockActivations a;
   a.xn1 = Tensor(m, p + ".xn1", A, {Ns_, C_}, h);
-  a.rstd1 = Tensor(m, p + ".rstd1", A, {Ns_});
+  if (with_rstd) a.rstd1 = Tensor(m, p + ".rstd1", A, {Ns_});
   a.qkv = Tensor(m, p + ".qkv", A, {N_, Wqkv_}, h);
   if (with_probs) a.probs = Tensor(m, p + ".probs", A, {B_, Hl_, T_, T_}, h);
   a.attn = Tensor(m, p + ".attn", A, {N_, Hl_ * D_}, h);
   a.mid = Tensor(m, p + ".mid", A, {Ns_, C_});
   a.xn2 = Tensor(m, p + ".xn2", A, {Ns_, C_}, h);
-  a.rstd2 = Tensor(m, p + ".rstd2", A, {Ns_});
+  if (with_rstd) a.rstd2 = Tensor(m, p + ".rstd2", A, {Ns_});
   a.gu = Tensor(m, p + ".gu", A, {N_, 2 * Fl_}, h);
   a.h = Tensor(m, p + ".h", A, {N_, Fl_}, h);
   return a;
@@ -128,11 +128,16 @@ std::unique_ptr<ActivationSlot> LlamaStage::make_slot(int index) const {
   s->index = index;
   if (spec_.first) s->inputs = Tensor(m, p + ".inputs", Category::kIo, {N_}, DType::kI32);
   if (spec_.last) s->targets = Tensor(m, p + ".targets", Category::kIo, {N_}, DType::kI32);
-  for (int i = 0; i <= n_local_; ++i) s->res.emplace_back(m, fmt::format("{}.res{}", p, i), A, Shape{Ns_, C_});
+  // Under a split backward what only F → B reads is in the stage's pool (attach_forward_set).
+  const bool split = spec_.split_backward;
+  s->res.resize(static_cast<size_t>(n_local_ + 1));
+  for (int i = pools_res0() ? 1 : 0; i <= n_local_; ++i)
+    s->res[static_cast<size_t>(i)] = Tensor(m, fmt::format("{}.res{}", p, i), A, Shape{Ns_, C_});
   if (spec_.recompute != Recompute::kFull)
     for (int i = 0; i < n_local_; ++i)
       s->blocks.push_back(make_block_activations(fmt::format("{}.layers.{}", p, spec_.layer_begin + i),
-                                                 /*with_probs=*/spec_.recompute == Recompute::kNone));
+                                                 /*with_probs=*/!split && spec_.recompute == Recompute::kNone,
+                                                 /*with_rstd=*/!split));
   if (spec_.last && !spec_.split_backward) s->head = make_head_activations(p);
   if (spec_.split_backward && n_local_ > 0) s->wnorm = Tensor(m, p + ".wnorm", A, {2 * n_local_, C_});
   return s;
@@ -341,6 +346,10 @@ void LlamaStage::backward_input(ActivationSlot& slot, ParamSource& params, GradS
   SP_CHECK(!spec_.last || head_owner_ == slot.micro_batch,
            "B of micro-batch {} on the last stage, but its head activations hold micro-batch {}", slot.micro_batch,
            head_owner_);
+  SP_CHECK(
+      slot.forward_set >= 0 && forward_sets_[static_cast<size_t>(slot.forward_set)]->micro_batch == slot.micro_batch,
+      "B of micro-batch {}, but its F → B set {} holds micro-batch {}", slot.micro_batch, slot.forward_set,
+      slot.forward_set >= 0 ? forward_sets_[static_cast<size_t>(slot.forward_set)]->micro_batch : -1);
   if (slot.wnorm.defined()) std::memset(slot.wnorm.raw(), 0, slot.wnorm.nbytes());  // rmsnorm's backward adds (+=)
   backward_pass(slot, params, grads, tp, loss_scale, /*full=*/false);
 }

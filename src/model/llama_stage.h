@@ -107,6 +107,10 @@ struct ActivationSlot {
   // without layers). Between B and W the slot's dead buffers hold the linears' output gradients
   // (llama_stage_wgrad.cc).
   Tensor wnorm;
+  // Split backward only: the stage's pooled set (LlamaStage::ForwardSet) this slot holds from its F to its B,
+  // -1 when none; its tensors sit in the slot's fields (rstd1, rstd2, probs, and res[0] of a non-first stage
+  // with layers) while attached, undefined otherwise.
+  int forward_set = -1;
   float* input() { return res.front().f32(); }  // (Ns, C) receive buffer of a non-first stage
   float* output() { return res.back().f32(); }  // (Ns, C) send buffer of a non-last stage
 };
@@ -163,6 +167,14 @@ class LlamaStage {
   void backward_input(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                       float loss_scale);
   void backward_weight(ActivationSlot& slot, GradSink& grads);
+  // Split backward only (docs/memory.md §"ZB-H1"): what only F → B reads (each block's rstd1, rstd2, probs,
+  // and res[0] of a non-first stage with layers) is not in the slot but in a pool of sets ("act.fb<j>.*"),
+  // one taken at each F (allocated when none is free) and returned after its B, so the pool holds as many
+  // sets as micro-batches are between F and B (1F1B's slot count), not between F and W. The runner attaches
+  // one before the slot's receive and forward (slot.micro_batch set) and releases it after B, or after the
+  // forward of an evaluation; B checks (SP_CHECK) the set still holds its slot's micro-batch.
+  void attach_forward_set(ActivationSlot& slot);
+  void release_forward_set(ActivationSlot& slot);
   float* grad_output() { return dres_.f32(); }  // (Ns, C)
   float* grad_input() { return dres_.f32(); }   // (Ns, C)
 
@@ -196,7 +208,8 @@ class LlamaStage {
   HeadActivations make_head_activations(const std::string& prefix) const;
   // Cross-entropy of h.logits (fp32 in every precision), vocabulary-parallel; targets (N) int32.
   void head_loss(HeadActivations& h, const int32_t* targets, TensorParallelOps& tp);
-  BlockActivations make_block_activations(const std::string& prefix, bool with_probs = true) const;
+  BlockActivations make_block_activations(const std::string& prefix, bool with_probs = true,
+                                          bool with_rstd = true) const;
   // The probabilities block i reads and writes: its own, or under recompute = selective the stage's shared
   // buffer, which recompute_probs() refills from the saved qkv before the block's backward.
   Tensor& probs_of(BlockActivations& a) { return a.probs.defined() ? a.probs : probs_; }
@@ -262,6 +275,16 @@ class LlamaStage {
   // the micro-batch whose forward last wrote it (B checks it is its own: F and B back to back).
   HeadActivations head_;
   int64_t head_owner_ = -1;
+  // Split backward: the pool of F → B sets (attach_forward_set); per set the micro-batch it holds (-1: free).
+  struct ForwardSet {
+    int64_t micro_batch = -1;
+    std::vector<Tensor> rstd1, rstd2, probs;  // per local layer; probs empty under recompute = selective
+    Tensor res0;                              // non-first stage with layers: the received input
+  };
+  bool pools_res0() const { return spec_.split_backward && !spec_.first && n_local_ > 0; }
+  void swap_forward_set(ActivationSlot& slot, ForwardSet& set);
+  std::vector<std::unique_ptr<ForwardSet>> forward_sets_;
+  std::vector<int> free_forward_sets_;
   // Mixed precision only (workspace): the widened norm weight (C), the 16-bit copy of whichever
   // gradient feeds the next GEMM (max over dres, dgu, dattn, dqkv, dlogits of this stage), and the
   // Gemm16 backend's workspace (the fallback's widened operands; none for oneDNN).

@@ -13,7 +13,10 @@
 //   wnorm      (2·n_local, C): the blocks' norms' weight gradients, which rmsnorm's backward forms with dx
 // W runs no communication: the stage refuses sequence parallelism (norm weight gradients reduced over tp)
 // and full recomputation (no per-slot activations).
+#include <fmt/format.h>
+
 #include <cstring>
+#include <utility>
 
 #include "kernels/embedding.h"
 #include "kernels/linear16.h"
@@ -32,6 +35,52 @@ void add_norm_grad(float* dst, const float* src, int64_t C) {
 }
 
 }  // namespace
+
+void LlamaStage::swap_forward_set(ActivationSlot& slot, ForwardSet& set) {
+  for (size_t i = 0; i < set.rstd1.size(); ++i) {
+    BlockActivations& a = slot.blocks[i];
+    std::swap(a.rstd1, set.rstd1[i]);
+    std::swap(a.rstd2, set.rstd2[i]);
+    if (!set.probs.empty()) std::swap(a.probs, set.probs[i]);
+  }
+  if (pools_res0()) std::swap(slot.res[0], set.res0);
+}
+
+void LlamaStage::attach_forward_set(ActivationSlot& slot) {
+  SP_CHECK(spec_.split_backward && slot.forward_set < 0, "attach_forward_set: no split backward, or slot {} holds one",
+           slot.index);
+  if (free_forward_sets_.empty()) {  // a new set: the pool grows to the most micro-batches between F and B
+    const int j = static_cast<int>(forward_sets_.size());
+    auto set = std::make_unique<ForwardSet>();
+    MemoryLedger& m = *ledger_;
+    const auto A = Category::kActivation;
+    const std::string p = fmt::format("act.fb{}", j);
+    if (pools_res0()) set->res0 = Tensor(m, p + ".res0", A, {Ns_, C_});
+    for (int i = 0; i < n_local_ && spec_.recompute != Recompute::kFull; ++i) {
+      const std::string l = fmt::format("{}.layers.{}", p, spec_.layer_begin + i);
+      set->rstd1.emplace_back(m, l + ".rstd1", A, Shape{Ns_});
+      set->rstd2.emplace_back(m, l + ".rstd2", A, Shape{Ns_});
+      if (spec_.recompute == Recompute::kNone)
+        set->probs.emplace_back(m, l + ".probs", A, Shape{B_, Hl_, T_, T_}, spec_.precision);
+    }
+    forward_sets_.push_back(std::move(set));
+    free_forward_sets_.push_back(j);
+  }
+  slot.forward_set = free_forward_sets_.back();
+  free_forward_sets_.pop_back();
+  ForwardSet& set = *forward_sets_[static_cast<size_t>(slot.forward_set)];
+  set.micro_batch = slot.micro_batch;
+  swap_forward_set(slot, set);
+}
+
+void LlamaStage::release_forward_set(ActivationSlot& slot) {
+  SP_CHECK(slot.forward_set >= 0, "release_forward_set: slot {} holds no set", slot.index);
+  ForwardSet& set = *forward_sets_[static_cast<size_t>(slot.forward_set)];
+  swap_forward_set(slot, set);
+  set.micro_batch = -1;
+  free_forward_sets_.push_back(slot.forward_set);
+  slot.forward_set = -1;
+}
 
 void LlamaStage::keep_for_weight_pass(Tensor& dst, const void* src) { std::memcpy(dst.raw(), src, dst.nbytes()); }
 

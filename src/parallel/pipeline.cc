@@ -99,6 +99,8 @@ void PipelineRunner::forward(ChunkState& c, int64_t mb, const StepIO& io) {
   }
   slot->micro_batch = global_mb;
   c.busy[mb] = slot;
+  const bool split = stage.spec().split_backward;
+  if (split) stage.attach_forward_set(*slot);  // what only F → B reads, res[0] included: before the receive
   if (pl.first || pl.last) {
     io.tokens(global_mb, static_cast<int32_t*>(tokens_.raw()));
     stage.load_tokens(*slot, static_cast<const int32_t*>(tokens_.raw()));
@@ -122,6 +124,7 @@ void PipelineRunner::forward(ChunkState& c, int64_t mb, const StepIO& io) {
     if (timeline_) timeline_->record("send", pl.virtual_stage, global_mb, t1);
   }
   if (io.grads == nullptr) {  // forward only: the slot is done once its output is sent
+    if (split) stage.release_forward_set(*slot);
     c.busy.erase(mb);
     c.free.push_back(slot);
   }
@@ -167,7 +170,10 @@ void PipelineRunner::backward(ChunkState& c, int64_t mb, bool input_only, const 
                                tag(pl.chunk - 1, 1, mb, io.micro_batches));
     if (timeline_) timeline_->record("send", pl.virtual_stage, global_mb, t1);
   }
-  if (input_only) return;  // the slot is busy until its W
+  if (input_only) {  // the slot is busy until its W; what only F → B read goes back to the pool
+    stage.release_forward_set(*slot);
+    return;
+  }
   c.busy.erase(it);
   c.free.push_back(slot);  // its forward isend (if any) is waited for before reuse
 }

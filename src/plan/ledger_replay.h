@@ -59,7 +59,8 @@ class Replay {
           i->second.category != j->second.category)
         return false;
     return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ && refs_ == o.refs_ &&
-           grads_ == o.grads_ && synced_ == o.synced_ && widened_ == o.widened_;
+           fb_free_ == o.fb_free_ && next_fb_ == o.next_fb_ && grads_ == o.grads_ && synced_ == o.synced_ &&
+           widened_ == o.widened_;
   }
   int64_t allocations(const std::string& name) const { return sim_.p.entries.at(name).allocations; }
   LedgerPrediction result() const { return sim_.p; }
@@ -111,7 +112,9 @@ class Replay {
 
   // One block's saved activations (model::BlockActivations); under recompute = selective without the
   // probabilities, which live once per chunk (selective_probs).
-  void block_set(const std::string& p) {
+  // Under ZB-H1's split backward (`split`) without rstd1, rstd2 and probs, which live in the F → B pool
+  // (forward_set).
+  void block_set(const std::string& p, bool split = false) {
     const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
     const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
     const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
@@ -120,8 +123,35 @@ class Replay {
         {".attn", N() * Hl * D, h}, {".mid", Ns() * C, kF}, {".xn2", Ns() * C, h},   {".rstd2", Ns(), kF},
         {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
     for (const auto& [s, n, bytes] : t)
-      if (s != ".probs" || in_.recompute != model::Recompute::kSelective)
+      if ((s != ".probs" || in_.recompute != model::Recompute::kSelective) && !(split && f_to_b(s)))
         sim_.alloc(key(p, s), Category::kActivation, n * bytes);
+  }
+  static bool f_to_b(std::string_view s) { return s == ".rstd1" || s == ".rstd2" || s == ".probs"; }
+  // ZB-H1: what only F → B reads (LlamaStage::attach_forward_set), one set per micro-batch between its F and
+  // its B, pooled per chunk ("act.fb<j>"): each block's rstd1, rstd2 and probs, and res0 of a non-first chunk
+  // with layers (pools_res0).
+  bool pools_res0(const LedgerModelInput::Chunk& ch) const {
+    return in_.split_backward && !ch.first && ch.layer_end > ch.layer_begin;
+  }
+  void take_forward_set(int v) {
+    auto& free = fb_free_[static_cast<size_t>(v)];
+    if (free > 0) {
+      --free;
+      return;
+    }
+    const auto& ch = in_.chunks[static_cast<size_t>(v)];
+    const BlockShapes sh = block_shapes(m_, in_.tp, in_.micro_batch_size, in_.seq_len);
+    const auto A = Category::kActivation;
+    const std::string p = sim_.named ? fmt::format("act.fb{}", next_fb_) : std::string();
+    ++next_fb_;
+    if (pools_res0(ch)) sim_.alloc(key(p, ".res0"), A, Ns() * sh.C * kF);
+    for (int l = ch.layer_begin; l < ch.layer_end && in_.recompute != model::Recompute::kFull; ++l) {
+      const std::string q = sim_.named ? fmt::format("{}.layers.{}", p, l) : std::string();
+      sim_.alloc(key(q, ".rstd1"), A, Ns() * kF);
+      sim_.alloc(key(q, ".rstd2"), A, Ns() * kF);
+      if (in_.recompute == model::Recompute::kNone)
+        sim_.alloc(key(q, ".probs"), A, sh.B * sh.Hl * sh.T * sh.T * in_.param_bytes);
+    }
   }
   // The final norm's, LM head's and loss's activations (model::HeadActivations): per slot, or under ZB-H1's
   // split backward once per last chunk ("act.head.*", allocated with the stage), reused by each F after the B.
@@ -212,6 +242,7 @@ class Replay {
     sim_.alloc("io.tokens", Category::kIo, in_.micro_batch_size * (T + 1) * kF);
     pool_size_.assign(in_.chunks.size(), 0);
     pool_free_.assign(in_.chunks.size(), 0);
+    fb_free_.assign(in_.chunks.size(), 0);
   }
 
   // Activation slots: a pool per virtual stage, indices numbered across the rank in allocation order.
@@ -224,11 +255,11 @@ class Replay {
     ++next_slot_;
     if (ch.first) sim_.alloc(key(p, ".inputs"), Category::kIo, N() * kF);
     if (ch.last) sim_.alloc(key(p, ".targets"), Category::kIo, N() * kF);
-    for (int i = 0; i <= n_local; ++i)
+    for (int i = pools_res0(ch) ? 1 : 0; i <= n_local; ++i)
       sim_.alloc(sim_.named ? fmt::format("{}.res{}", p, i) : std::string(), A, Ns() * C * kF);
     if (in_.recompute != model::Recompute::kFull)
       for (int l = ch.layer_begin; l < ch.layer_end; ++l)
-        block_set(sim_.named ? fmt::format("{}.layers.{}", p, l) : std::string());
+        block_set(sim_.named ? fmt::format("{}.layers.{}", p, l) : std::string(), in_.split_backward);
     if (ch.last && !in_.split_backward) head_set(p);
     if (in_.split_backward && n_local > 0) sim_.alloc(key(p, ".wnorm"), A, 2 * n_local * C * kF);
     ++pool_size_[static_cast<size_t>(v)];
@@ -305,6 +336,7 @@ class Replay {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
     const int embed = model::embed_unit(), head = model::head_unit(m_);
     take_slot(a.virtual_stage);
+    if (in_.split_backward) take_forward_set(a.virtual_stage);
     if (ch.first) {
       acquire(embed);
       release(embed);
@@ -320,6 +352,7 @@ class Replay {
       if (m_.tie_embeddings) release(embed);
     }
     if (!train) ++pool_free_[static_cast<size_t>(a.virtual_stage)];  // forward only frees at once
+    if (!train && in_.split_backward) ++fb_free_[static_cast<size_t>(a.virtual_stage)];
   }
   // A full backward (the weights' acquire/release and the leaves' leaf/done), or ZB-H1's B (the acquires,
   // and the head unit's leaves: B forms them as a full backward does) or W (the blocks' and the embedding's
@@ -350,6 +383,7 @@ class Replay {
       done(embed);
     }
     if (a.frees_slot()) ++pool_free_[static_cast<size_t>(a.virtual_stage)];
+    if (a.pass == BackwardPass::kInput) ++fb_free_[static_cast<size_t>(a.virtual_stage)];  // after B
   }
 
   const LedgerModelInput& in_;
@@ -357,7 +391,8 @@ class Replay {
   Simulator sim_;
   std::map<int, int64_t> unit_numel_;
   std::vector<int64_t> pool_size_, pool_free_;
-  int next_slot_ = 0;
+  std::vector<int64_t> fb_free_;  // ZB-H1: free F → B sets per chunk
+  int next_slot_ = 0, next_fb_ = 0;
   std::map<int, int> refs_;
   std::map<int, GradUnit> grads_;
   int64_t synced_ = 0;   // units synchronized this step
