@@ -11,6 +11,8 @@
 //   qkv        (N, Wqkv)     q/k/v's dy after RoPE's backward, likewise
 //   res[0]     (N, C) fp32   the embedding's dy (first stage)
 //   wnorm      (2·n_local, C): the blocks' norms' weight gradients, which rmsnorm's backward forms with dx
+// What only B reads (rstd1, rstd2, probs, a non-first stage's res[0]) is not kept for W: it lives in the
+// stage's pool of F → B sets (attach_forward_set below), returned after B.
 // W runs no communication: the stage refuses sequence parallelism (norm weight gradients reduced over tp)
 // and full recomputation (no per-slot activations).
 #include <fmt/format.h>
