@@ -1,7 +1,9 @@
 // step_bench: tokens/s of one shardproof training step (the Engine at dp = tp = pp = 1, one micro-batch
 // of the whole batch, AdamW, clipping) and the OpenBLAS sgemm peak of this machine, single-threaded.
 // Run by bench/train_vs_torch.py, which times PyTorch eager on the same shapes in the same run.
-//   step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate]
+//   step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate] [--set KEY=VALUE ...]
+// --set: a run-configuration override as `shardproof --set` takes it (train.precision=bf16,
+// train.grad_dtype=bf16; the value is read as JSON, else as a string).
 // Prints one JSON line: {"tokens_per_s", "step_s", "cpu_s", "flops_per_token", "gflops", "sgemm_gflops",
 // "blas_core", ...}: cpu_s is the median thread-CPU time of a step (what a loaded host does not inflate);
 // the OpenBLAS core is chosen as `shardproof` chooses it (cli/blas_select.h; OPENBLAS_CORETYPE overrides).
@@ -23,6 +25,7 @@
 #include "comm/traced_communicator.h"
 #include "core/timer.h"
 #include "kernels/blas_core.h"
+#include "kernels/gemm16.h"
 #include "parallel/engine.h"
 
 using namespace sp;
@@ -51,9 +54,25 @@ static double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// --set KEY=VALUE into the configuration's JSON: KEY is a dotted path, VALUE JSON or else a string.
+static bool set_override(nlohmann::json& j, const std::string& kv) {
+  const auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  nlohmann::json* node = &j;
+  std::string key = kv.substr(0, eq);
+  for (size_t dot; (dot = key.find('.')) != std::string::npos; key = key.substr(dot + 1))
+    node = &(*node)[key.substr(0, dot)];
+  const std::string value = kv.substr(eq + 1);
+  nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
+  (*node)[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+  return true;
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate]\n");
+    std::fprintf(stderr,
+                 "usage: step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate] "
+                 "[--set KEY=VALUE ...]\n");
     return 2;
   }
   cli::select_blas_core(argv);  // before MPI and before any BLAS call, as in shardproof's main()
@@ -68,6 +87,8 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--checksums") checksums = true;
     if (std::string(argv[i]) == "--alternate") alternate = true;
     if (std::string(argv[i]) == "--trace" && i + 1 < argc) trace_dir = argv[++i];
+    if (std::string(argv[i]) == "--set" && i + 1 < argc && !set_override(*j, argv[++i]))
+      return std::fprintf(stderr, "step_bench: --set %s: expected KEY=VALUE\n", argv[i]), 2;
   }
   (*j)["train"]["micro_batch_size"] = B;
   (*j)["train"]["global_batch"] = B;
@@ -130,8 +151,9 @@ int main(int argc, char** argv) {
   const double tps = static_cast<double>(B * T) / median;
   std::printf(
       "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"cpu_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
-      "\"sgemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\"}\n",
+      "\"sgemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\", \"onednn_isa\": \"%s\"}\n",
       tps, median, median_of(cpus), flops_per_token, tps * flops_per_token * 1e-9, peak,
-      static_cast<long long>(m.param_count()), kernels::blas_core().c_str());
+      static_cast<long long>(m.param_count()), kernels::blas_core().c_str(),
+      kernels::gemm16_capability().onednn_isa.c_str());
   return 0;
 }
