@@ -1,6 +1,9 @@
 #include "tensor/memory_ledger.h"
 
+#include <malloc.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,7 +22,29 @@ MemoryLedger::~MemoryLedger() {
   SP_CHECK_EQ(live_allocations_, 0, "tensors still alive when their MemoryLedger is destroyed");
 }
 
+namespace {
+
+// Freed tensor memory stays in the process for the next allocation instead of going back to the kernel.
+// glibc serves a block above its mmap threshold (at most 32 MiB) with its own mmap and unmaps it on free,
+// so a buffer that a step allocates and frees (16-bit gradients' "grad.widened", a micro-batch's fp32
+// leaf, activation slots) comes back as fresh pages, each faulted in and cleared by the kernel before
+// our memset: with 16-bit gradients that was a third of a small-preset step's CPU (docs/performance.md
+// §"Freed memory is kept"). With mmap off and no trimming, every block comes from the heap and a freed
+// one is reused, as a caching allocator does; the ledger still counts live bytes (what it predicts), and
+// the process's resident memory stays at its high-water mark, the ledger's peak plus fragmentation.
+void keep_freed_memory() {
+  static const bool once = [] {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace
+
 void* MemoryLedger::allocate(std::string_view name, Category category, size_t bytes) {
+  keep_freed_memory();
   const size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, padded);
   SP_CHECK(p != nullptr, "out of memory allocating {} bytes for '{}'", bytes, name);
