@@ -19,3 +19,5 @@ CORES=$(nproc)
 NP=$(( CORES >= 4 ? 4 : (CORES >= 2 ? 2 : 1) ))
 echo "== evidence on vs off, deterministic vs fast reduction (tiny, dp=$NP) =="
 /usr/bin/python3 "$(dirname "$0")/evidence_overhead.py" "$BUILD" --np "$NP" --rounds 8 --steps 16
+echo "== where the time goes: each rank's step by kind (small, dp1/dp2/tp2/pp2, fp32 and bf16) =="
+/usr/bin/python3 "$(dirname "$0")/time_split.py" --bin "$BUILD/bin/shardproof" --preset small --steps 4

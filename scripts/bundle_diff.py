@@ -8,15 +8,16 @@ Normalized: JSON/JSONL keys that hold times or ids (TIME_KEYS) and the contract'
 depend on it (REVISION_KEYS); the setup exchange of every rank's host and pid (its lengths' digests, the texts'
 sizes and digests); text that contains either bundle's path; the pid in a directory lock (.shardproof.lock:
 "pid N on host H"); report.html: the page around its data is compared byte for byte and its data document (the
-sp-data element, a pure function of the bundle's files) with the same rules, its pipeline view's clock readings
-(CLOCK_VIEW_KEYS: the Gantt intervals and the bubble and step splits measured from timeline/) as times. Skipped: logs/ (free text with
+sp-data element, a pure function of the bundle's files) with the same rules, its pipeline and time views' clock
+readings (CLOCK_VIEW_KEYS: the Gantt intervals, the bubble and the step splits measured from timeline/) as times. Skipped: logs/ (free text with
 times), the seal (a hash of everything) and LATEST (names a manifest digest, which covers the contract hash)."""
 import json
 import os
 import re
 import sys
 
-TIME_KEYS = {"t_start_us", "t_end_us", "t0_us", "t1_us", "step_s", "compute_s", "tokens_per_s", "seconds", "pid"}
+TIME_KEYS = {"t_start_us", "t_end_us", "t0_us", "t1_us", "step_s", "compute_s", "tokens_per_s", "seconds", "pid",
+             "step_us", "split_us", "time_split_s"}
 REVISION_KEYS = {"revision", "hash", "contract_hash", "digest"}
 SKIP = ("logs/", "bundle.sha256")
 SKIP_SUFFIX = ("LATEST",)
@@ -25,10 +26,13 @@ REPORT_FILE = "report.html"  # evidence/bundle_paths.h kReportFile
 REPORT_DATA = '<script type="application/json" id="sp-data">'  # report/render.cc kDataOpen
 # The report's pipeline view (report/run_views.cc) is measured from timeline/*.jsonl, whose t0_us/t1_us are times:
 # every interval and every bubble, span and compute/comm split in it is a clock reading.
-CLOCK_VIEW = "pipeline"
-CLOCK_VIEW_KEYS = {"intervals", "bubble", "bubble_max", "bubble_min", "model_bubble", "measured", "measured_max",
-                   "measured_min", "comm_us", "compute_us", "idle_us", "span_us", "span_ms", "comm_ms", "compute_ms",
-                   "comm_fraction", "compute_fraction"}
+# The time view (report/time_view.cc) is the timeline's split lines: its per-step parts and means are clock readings.
+CLOCK_VIEW_KEYS = {
+    "pipeline": {"intervals", "bubble", "bubble_max", "bubble_min", "model_bubble", "measured", "measured_max",
+                 "measured_min", "comm_us", "compute_us", "idle_us", "span_us", "span_ms", "comm_ms", "compute_ms",
+                 "comm_fraction", "compute_fraction"},
+    "time": {"us", "step_us", "mean_us", "mean_step_us"},
+}
 
 
 def normalize(value, root):
@@ -65,11 +69,11 @@ def normalize(value, root):
     return value
 
 
-def clock_normalized(value):
+def clock_normalized(value, keys):
     if isinstance(value, dict):
-        return {k: "<clock>" if k in CLOCK_VIEW_KEYS else clock_normalized(v) for k, v in value.items()}
+        return {k: "<clock>" if k in keys else clock_normalized(v, keys) for k, v in value.items()}
     if isinstance(value, list):
-        return [clock_normalized(v) for v in value]
+        return [clock_normalized(v, keys) for v in value]
     return value
 
 
@@ -86,8 +90,8 @@ def load_report(text, root):
         return text
     views = data.get("views") if isinstance(data, dict) else None
     for i, view in enumerate(views if isinstance(views, list) else []):
-        if isinstance(view, dict) and view.get("id") == CLOCK_VIEW:
-            views[i] = clock_normalized(view)
+        if isinstance(view, dict) and view.get("id") in CLOCK_VIEW_KEYS:
+            views[i] = clock_normalized(view, CLOCK_VIEW_KEYS[view["id"]])
     return text[:start], data, text[end:]
 
 

@@ -5,12 +5,37 @@
 #include "comm/trace_writer.h"
 #include "comm/watchdog.h"
 #include "core/check.h"
+#include "core/time_split.h"
 #include "core/timer.h"
 
 namespace sp::comm {
 namespace {
 int64_t sum(std::span<const int64_t> counts) { return std::accumulate(counts.begin(), counts.end(), int64_t{0}); }
 int64_t nbytes(int64_t count, DType dtype) { return count * static_cast<int64_t>(dtype_size(dtype)); }
+
+// An untraced request whose completion is counted as waiting (core/time_split.h), as a traced one's is.
+class TimedRequest final : public Request {
+ public:
+  explicit TimedRequest(std::unique_ptr<Request> inner) : inner_(std::move(inner)) {}
+  ~TimedRequest() override { wait(); }
+  void wait() override {
+    if (done_) return;
+    const TimeScope timed(TimeKind::kWait);
+    inner_->wait();
+    done_ = true;
+  }
+  bool test() override {
+    if (done_) return true;
+    const TimeScope timed(TimeKind::kComm);
+    done_ = inner_->test();
+    return done_;
+  }
+
+ private:
+  std::unique_ptr<Request> inner_;
+  bool done_ = false;
+};
+
 }  // namespace
 
 // Completes the wrapped request under the watchdog and writes the record with its digests.
@@ -22,6 +47,7 @@ class TracedCommunicator::TracedRequest final : public Request {
 
   void wait() override {
     if (done_) return;
+    const TimeScope timed(TimeKind::kWait);
     const uint64_t ticket =
         owner_.watchdog_ != nullptr ? owner_.watchdog_->begin(record_, owner_.inner_->world_ranks()) : 0;
     inner_->wait();
@@ -32,6 +58,7 @@ class TracedCommunicator::TracedRequest final : public Request {
   // the owner decides when to wait.
   bool test() override {
     if (done_) return true;
+    const TimeScope timed(TimeKind::kComm);
     if (!inner_->test()) return false;
     complete();
     return true;
@@ -42,6 +69,7 @@ class TracedCommunicator::TracedRequest final : public Request {
     done_ = true;
     if (owner_.writer_ == nullptr) return;
     record_.t_end_us = wall_us();
+    const TimeScope digest(TimeKind::kEvidence);
     const Digest128 d = xxh3_128(payload_, static_cast<size_t>(record_.bytes));
     (record_.op == OpKind::kIsend ? record_.in_digest : record_.out_digest) = d;
     owner_.finish(record_);
@@ -86,13 +114,17 @@ TraceRecord TracedCommunicator::start_record(OpKind op, DType dtype, int64_t cou
 template <typename Call>
 void TracedCommunicator::run(TraceRecord& r, const void* in, int64_t in_bytes, Call&& call, const void* out,
                              int64_t out_bytes) {
-  if (writer_ != nullptr && in != nullptr) r.in_digest = xxh3_128(in, static_cast<size_t>(in_bytes));
+  if (writer_ != nullptr && in != nullptr) {
+    const TimeScope digest(TimeKind::kEvidence);
+    r.in_digest = xxh3_128(in, static_cast<size_t>(in_bytes));
+  }
   r.t_start_us = wall_us();
   const uint64_t ticket = watchdog_ != nullptr ? watchdog_->begin(r, inner_->world_ranks()) : 0;
   call();
   r.t_end_us = wall_us();
   if (watchdog_ != nullptr) watchdog_->end(ticket);
   if (writer_ == nullptr) return;
+  const TimeScope digest(TimeKind::kEvidence);
   if (out != nullptr) r.out_digest = xxh3_128(out, static_cast<size_t>(out_bytes));
   finish(r);
 }
@@ -106,6 +138,7 @@ void TracedCommunicator::finish(TraceRecord& r) {
 }
 
 void TracedCommunicator::all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->all_reduce(data, count, dtype, op);
@@ -118,6 +151,7 @@ void TracedCommunicator::all_reduce(void* data, int64_t count, DType dtype, Redu
 
 void TracedCommunicator::reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
                                         ReduceOp op) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->reduce_scatter(send, recv, counts, dtype, op);
@@ -132,6 +166,7 @@ void TracedCommunicator::reduce_scatter(const void* send, void* recv, std::span<
 }
 
 void TracedCommunicator::all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType dtype) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->all_gather(send, recv, counts, dtype);
@@ -146,6 +181,7 @@ void TracedCommunicator::all_gather(const void* send, void* recv, std::span<cons
 
 void TracedCommunicator::all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
                                     std::span<const int64_t> recv_counts, DType dtype) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->all_to_all(send, send_counts, recv, recv_counts, dtype);
@@ -161,6 +197,7 @@ void TracedCommunicator::all_to_all(const void* send, std::span<const int64_t> s
 }
 
 void TracedCommunicator::broadcast(void* data, int64_t count, DType dtype, int root) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->broadcast(data, count, dtype, root);
@@ -176,6 +213,7 @@ void TracedCommunicator::broadcast(void* data, int64_t count, DType dtype, int r
 
 void TracedCommunicator::gather(const void* send, int64_t count, void* recv, std::span<const int64_t> counts,
                                 DType dtype, int root) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->gather(send, count, recv, counts, dtype, root);
@@ -192,6 +230,7 @@ void TracedCommunicator::gather(const void* send, int64_t count, void* recv, std
 }
 
 void TracedCommunicator::send(const void* data, int64_t count, DType dtype, int peer, int tag) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->send(data, count, dtype, peer, tag);
@@ -206,6 +245,7 @@ void TracedCommunicator::send(const void* data, int64_t count, DType dtype, int 
 }
 
 void TracedCommunicator::recv(void* data, int64_t count, DType dtype, int peer, int tag) {
+  const TimeScope timed(TimeKind::kWait);
   if (!needs_record()) {
     ++seq_;
     return inner_->recv(data, count, dtype, peer, tag);
@@ -220,9 +260,10 @@ void TracedCommunicator::recv(void* data, int64_t count, DType dtype, int peer, 
 }
 
 std::unique_ptr<Request> TracedCommunicator::isend(const void* data, int64_t count, DType dtype, int peer, int tag) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
-    return inner_->isend(data, count, dtype, peer, tag);
+    return std::make_unique<TimedRequest>(inner_->isend(data, count, dtype, peer, tag));
   }
   SP_CHECK(peer >= 0 && peer < size(), "isend peer {} is not a rank of '{}'", peer, name());
   TraceRecord r = start_record(OpKind::kIsend, dtype, count);
@@ -235,9 +276,10 @@ std::unique_ptr<Request> TracedCommunicator::isend(const void* data, int64_t cou
 }
 
 std::unique_ptr<Request> TracedCommunicator::irecv(void* data, int64_t count, DType dtype, int peer, int tag) {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
-    return inner_->irecv(data, count, dtype, peer, tag);
+    return std::make_unique<TimedRequest>(inner_->irecv(data, count, dtype, peer, tag));
   }
   SP_CHECK(peer >= 0 && peer < size(), "irecv peer {} is not a rank of '{}'", peer, name());
   TraceRecord r = start_record(OpKind::kIrecv, dtype, count);
@@ -250,6 +292,7 @@ std::unique_ptr<Request> TracedCommunicator::irecv(void* data, int64_t count, DT
 }
 
 void TracedCommunicator::barrier() {
+  const TimeScope timed(TimeKind::kComm);
   if (!needs_record()) {
     ++seq_;
     return inner_->barrier();

@@ -14,6 +14,7 @@
 #include "core/file_io.h"
 #include "core/hash.h"
 #include "core/json_io.h"
+#include "core/time_split.h"
 #include "evidence/bundle_paths.h"
 
 namespace sp::evidence {
@@ -144,6 +145,7 @@ Result<std::unique_ptr<ActivationRecorder>> ActivationRecorder::open(const std::
 
 void ActivationRecorder::observe(const char* point, int64_t micro_batch, const float* data, int64_t n) {
   if (!writes_ || step_ < 0) return;
+  const TimeScope timed(TimeKind::kEvidence);
   const std::string_view p(point);
   if (p == "logits" && !logits_) return;
   out_.write_line(make_activation_record(step_, micro_batch, p, rank_, data, n).to_line());

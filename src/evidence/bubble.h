@@ -13,6 +13,7 @@
 // span ≈ Σ_i c_i + (m−1)·max_i c_i, bubble_i = 1 − m·c_i / span (GPipe and 1F1B only).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/time_split.h"
 
 namespace sp::evidence {
 
@@ -33,8 +35,18 @@ struct TimelineInterval {
   int64_t t1_us = 0;
 };
 
-// Parses one rank's file. Errors name `path`:line and the field; t1 < t0 is corrupt.
-Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, const std::string& path);
+// One step's split of a rank's time (the timeline's split line: core/time_split.h, docs/formats/timeline.md).
+struct StepTimeSplit {
+  int64_t step = 0;
+  int64_t step_us = 0;
+  std::array<int64_t, kTimeKinds + 1> us{};  // in kTimeKindNames order, then kOtherTime; Σ = step_us
+};
+
+// Parses one rank's file: its intervals, and its split lines into `splits` when given. Errors name
+// `path`:line and the field; t1 < t0 is corrupt, and so is a split with a missing, unknown or negative
+// kind or whose parts do not sum to step_us.
+Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, const std::string& path,
+                                                     std::vector<StepTimeSplit>* splits = nullptr);
 
 // The schedule facts the theory needs, from contract.json's config.
 struct PipelineShape {
@@ -106,6 +118,7 @@ struct RunTimelines {
   PipelineShape shape;
   std::vector<PipelinePlace> places;
   std::vector<std::vector<TimelineInterval>> timelines;
+  std::vector<std::vector<StepTimeSplit>> splits;  // splits[r]: world rank r's, in file order
 };
 // Reads DIR/contract.json, DIR/topology.json and DIR/timeline/rank-*.jsonl. Errors: a missing or
 // corrupt file (named), a missing rank file, a rank file with no intervals.

@@ -32,14 +32,39 @@ Result<const json*> path_of(const json& j, std::initializer_list<const char*> ke
   return cur;
 }
 
+// A split line: {"step", "step_us", "split_us": {kind: µs, …, "other": µs}} with every kind, nothing else.
+Result<StepTimeSplit> parse_split(const json& j, const std::string& where) {
+  StepTimeSplit s;
+  SP_ASSIGN_OR_RETURN(s.step, int_field(j, "step", where));
+  SP_ASSIGN_OR_RETURN(s.step_us, int_field(j, "step_us", where));
+  const json& parts = j["split_us"];
+  if (!parts.is_object() || parts.size() != kTimeKinds + 1)
+    return corrupt("{}: 'split_us' is not an object of the {} kinds and '{}'", where, kTimeKinds, kOtherTime);
+  int64_t sum = 0;
+  for (size_t k = 0; k <= kTimeKinds; ++k) {
+    const char* name = k < kTimeKinds ? kTimeKindNames[k].data() : kOtherTime.data();
+    SP_ASSIGN_OR_RETURN(s.us[k], int_field(parts, name, where + ": split_us"));
+    if (s.us[k] < 0) return corrupt("{}: split_us.{} is negative ({})", where, name, s.us[k]);
+    sum += s.us[k];
+  }
+  if (sum != s.step_us) return corrupt("{}: split_us sums to {} µs, step_us is {}", where, sum, s.step_us);
+  return s;
+}
+
 }  // namespace
 
-Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, const std::string& path) {
+Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, const std::string& path,
+                                                     std::vector<StepTimeSplit>* splits) {
   std::vector<TimelineInterval> out;
   SP_ASSIGN_OR_RETURN(const JsonlDocument doc, parse_jsonl(text, path));
   for (size_t i = 0; i < doc.records.size(); ++i) {
     const json& j = doc.records[i];
     const std::string where = fmt::format("{}:{}", path, doc.line_numbers[i]);
+    if (j.is_object() && j.contains("split_us")) {
+      SP_ASSIGN_OR_RETURN(StepTimeSplit s, parse_split(j, where));
+      if (splits != nullptr) splits->push_back(s);
+      continue;
+    }
     TimelineInterval iv;
     SP_ASSIGN_OR_RETURN(iv.step, int_field(j, "step", where));
     SP_ASSIGN_OR_RETURN(iv.micro_batch, int_field(j, "micro_batch", where));
@@ -135,9 +160,10 @@ Result<RunTimelines> read_run_timelines(const std::string& dir) {
   if (static_cast<int64_t>(world) != static_cast<int64_t>(shape->dp) * shape->tp * shape->pp)
     return corrupt("{}: topology.json world size {} ≠ dp {} × tp {} × pp {} in contract.json", dir, world, shape->dp,
                    shape->tp, shape->pp);
-  RunTimelines run{.shape = *shape, .places = std::move(*places), .timelines = {}};
+  RunTimelines run{.shape = *shape, .places = std::move(*places), .timelines = {}, .splits = {}};
   std::vector<std::vector<TimelineInterval>>& timelines = run.timelines;
   timelines.resize(world);
+  run.splits.resize(world);
   for (size_t r = 0; r < world; ++r) {
     const std::string path = paths.timeline(static_cast<int>(r));
     std::error_code ec;
@@ -145,7 +171,7 @@ Result<RunTimelines> read_run_timelines(const std::string& dir) {
       return not_found("timeline file '{}' is missing (world size {})", path, world)
           .with_hint("the run did not finish or was written by an older shardproof; re-run it");
     SP_ASSIGN_OR_RETURN(std::string text, read_file(path, uint64_t{1} << 32));
-    SP_ASSIGN_OR_RETURN(timelines[r], parse_timeline(text, path));
+    SP_ASSIGN_OR_RETURN(timelines[r], parse_timeline(text, path, &run.splits[r]));
     if (timelines[r].empty()) return corrupt("timeline file '{}' holds no intervals", path);
   }
   return run;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/time_split.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
 
@@ -49,6 +50,7 @@ int64_t attention_scratch_floats(int64_t T) { return T * T; }
 
 void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
                        int64_t D) {
+  const OwnerTimeScope timed(TimeKind::kAttention);
   check_shapes(T, H, KV, D);
   const int64_t ld = (H + 2 * KV) * D;  // qkv row stride
   const int64_t ldo = H * D;            // out row stride
@@ -74,6 +76,7 @@ void attention_forward(float* out, float* probs, const float* qkv, int64_t B, in
 }
 
 void attention_probs_forward(float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t D) {
+  const OwnerTimeScope timed(TimeKind::kAttention);
   check_shapes(T, H, KV, D);
   const int64_t ld = (H + 2 * KV) * D;
   const int64_t group = H / KV;
@@ -89,6 +92,7 @@ void attention_probs_forward(float* probs, const float* qkv, int64_t B, int64_t 
 
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* probs, int64_t B,
                         int64_t T, int64_t H, int64_t KV, int64_t D) {
+  const OwnerTimeScope timed(TimeKind::kAttention);
   check_shapes(T, H, KV, D);
   const int64_t ld = (H + 2 * KV) * D;
   const int64_t ldo = H * D;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/time_split.h"
 #include "kernels/vec_math.h"
 #include "tensor/float16.h"
 
@@ -62,6 +63,7 @@ int64_t attention16_workspace_floats(const Gemm16& g, int64_t T, int64_t D) {
 
 void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
                          int64_t KV, int64_t D, Gemm16& gemm, float* scratch, float* ws) {
+  const OwnerTimeScope timed(TimeKind::kAttention);
   check_attention16_shapes(T, H, KV, D);
   const DType t = gemm.dtype();
   const int64_t ld = (H + 2 * KV) * D;  // qkv row stride
@@ -92,6 +94,7 @@ void attention16_forward(uint16_t* out, uint16_t* probs, const uint16_t* qkv, in
 
 void attention16_probs_forward(uint16_t* probs, const uint16_t* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
                                int64_t D, Gemm16& gemm, float* scratch, float* ws) {
+  const OwnerTimeScope timed(TimeKind::kAttention);
   check_attention16_shapes(T, H, KV, D);
   const int64_t ld = (H + 2 * KV) * D;
   const int64_t group = H / KV;
@@ -108,6 +111,7 @@ void attention16_probs_forward(uint16_t* probs, const uint16_t* qkv, int64_t B, 
 
 void attention16_backward(float* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* probs, int64_t B,
                           int64_t T, int64_t H, int64_t KV, int64_t D, Gemm16& gemm, float* scratch, float* ws) {
+  const OwnerTimeScope timed(TimeKind::kAttention);
   check_attention16_shapes(T, H, KV, D);
   const DType t = gemm.dtype();
   const int64_t ld = (H + 2 * KV) * D;

@@ -7,20 +7,24 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/time_split.h"
 #include "kernels/vec_math.h"
 
 namespace sp::kernels {
 
 void cross_entropy_row_max(float* rowmax, const float* logits, int64_t N, int64_t Vl) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) rowmax[n] = max_of(logits + n * Vl, Vl);
 }
 
 void cross_entropy_row_sumexp(float* sumexp, const float* logits, const float* rowmax, int64_t N, int64_t Vl) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) sumexp[n] = static_cast<float>(exp_shifted_sum(logits + n * Vl, rowmax[n], Vl));
 }
 
 void cross_entropy_target_logit(float* tlogit, const float* logits, const int32_t* targets, int64_t N, int64_t Vl,
                                 int64_t v_begin) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t local = static_cast<int64_t>(targets[n]) - v_begin;
     tlogit[n] = targets[n] >= 0 && local >= 0 && local < Vl ? logits[n * Vl + local] : 0.0f;
@@ -29,6 +33,7 @@ void cross_entropy_target_logit(float* tlogit, const float* logits, const int32_
 
 void cross_entropy_losses(float* losses, const float* rowmax, const float* sumexp, const float* tlogit,
                           const int32_t* targets, int64_t N) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const double loss =
         std::log(static_cast<double>(sumexp[n])) + static_cast<double>(rowmax[n]) - static_cast<double>(tlogit[n]);
@@ -38,6 +43,7 @@ void cross_entropy_losses(float* losses, const float* rowmax, const float* sumex
 
 void cross_entropy_backward(float* dlogits, const float* logits, const float* rowmax, const float* sumexp,
                             const int32_t* targets, int64_t N, int64_t Vl, int64_t v_begin, float scale) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const float* l = logits + n * Vl;  // (Vl)
     float* d = dlogits + n * Vl;       // (Vl), may be l
@@ -57,6 +63,7 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ro
 
 double cross_entropy_forward(float* losses, float* rowmax, float* sumexp, const float* logits, const int32_t* targets,
                              int64_t N, int64_t V) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n)
     SP_CHECK_LT(static_cast<int64_t>(targets[n]), V, "cross_entropy_forward: target of token {} outside the vocabulary",
                 n);

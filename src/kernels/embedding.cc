@@ -6,10 +6,13 @@
 
 #include <cstring>
 
+#include "core/time_split.h"
+
 namespace sp::kernels {
 
 void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C, int64_t v_begin,
                        int64_t v_count) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t row = static_cast<int64_t>(tokens[n]) - v_begin;
     float* o = out + n * C;  // (C)
@@ -23,6 +26,7 @@ void embedding_forward(float* out, const int32_t* tokens, const float* table, in
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t N, int64_t C, int64_t v_begin,
                         int64_t v_count) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t row = static_cast<int64_t>(tokens[n]) - v_begin;
     if (row < 0 || row >= v_count) continue;

@@ -4,16 +4,20 @@
 
 #include <algorithm>
 
+#include "core/time_split.h"
+
 namespace sp::kernels {
 
 void linear16_forward(float* y, const uint16_t* x, const uint16_t* w, int64_t N, int64_t IC, int64_t OC, Gemm16& gemm,
                       float* ws) {
+  const OwnerTimeScope timed(TimeKind::kGemm);
   // y (N, OC) = x (N, IC) · wᵀ
   gemm.gemm(y, x, w, N, OC, IC, false, true, IC, IC, OC, 1.0f, 0.0f, ws);
 }
 
 void linear16_backward(float* dx, float* dw, const uint16_t* dy, const uint16_t* x, const uint16_t* w, int64_t N,
                        int64_t IC, int64_t OC, bool accumulate_dx, Gemm16& gemm, float* ws) {
+  const OwnerTimeScope timed(TimeKind::kGemm);
   // dx (N, IC) = dy (N, OC) · w (OC, IC)
   if (dx != nullptr) gemm.gemm(dx, dy, w, N, IC, OC, false, false, OC, IC, IC, 1.0f, accumulate_dx ? 1.0f : 0.0f, ws);
   // dw (OC, IC) += dyᵀ (OC, N) · x (N, IC)

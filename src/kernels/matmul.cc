@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/time_split.h"
 
 namespace sp::kernels {
 
@@ -39,12 +40,14 @@ void gemm(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_
 }
 
 void linear_forward(float* y, const float* x, const float* w, int64_t N, int64_t IC, int64_t OC) {
+  const OwnerTimeScope timed(TimeKind::kGemm);
   // y (N, OC) = x (N, IC) · wᵀ
   gemm(y, x, w, N, OC, IC, false, true, IC, IC, OC, 1.0f, 0.0f);
 }
 
 void linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t IC,
                      int64_t OC, bool accumulate_dx) {
+  const OwnerTimeScope timed(TimeKind::kGemm);
   // dx (N, IC) = dy (N, OC) · w (OC, IC)
   if (dx != nullptr) gemm(dx, dy, w, N, IC, OC, false, false, OC, IC, IC, 1.0f, accumulate_dx ? 1.0f : 0.0f);
   // dw (OC, IC) += dyᵀ (OC, N) · x (N, IC)

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/time_split.h"
 #include "kernels/vec_math.h"
 #include "tensor/float16.h"
 
@@ -70,6 +71,7 @@ void swiglu16_backward_t(uint16_t* dgu, const float* dout, const uint16_t* gu, i
 
 void rmsnorm16_forward(uint16_t* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps,
                        DType t) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK(is_float16(t), "rmsnorm16_forward: {} is not a 16-bit float dtype", dtype_name(t));
   if (t == DType::kBF16)
     rmsnorm16_forward_t<DType::kBF16>(out, rstd, x, w, N, C, eps);
@@ -78,6 +80,7 @@ void rmsnorm16_forward(uint16_t* out, float* rstd, const float* x, const float* 
 }
 
 void swiglu16_forward(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F, DType t) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK(is_float16(t), "swiglu16_forward: {} is not a 16-bit float dtype", dtype_name(t));
   if (t == DType::kBF16)
     swiglu16_forward_t<DType::kBF16>(out, gu, N, F);
@@ -86,6 +89,7 @@ void swiglu16_forward(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F, D
 }
 
 void swiglu16_backward(uint16_t* dgu, const float* dout, const uint16_t* gu, int64_t N, int64_t F, DType t) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK(is_float16(t), "swiglu16_backward: {} is not a 16-bit float dtype", dtype_name(t));
   if (t == DType::kBF16)
     swiglu16_backward_t<DType::kBF16>(dgu, dout, gu, N, F);
@@ -95,6 +99,7 @@ void swiglu16_backward(uint16_t* dgu, const float* dout, const uint16_t* gu, int
 
 void embedding16_forward(float* out, const int32_t* tokens, const uint16_t* table, int64_t N, int64_t C,
                          int64_t v_begin, int64_t v_count, DType t) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t row = static_cast<int64_t>(tokens[n]) - v_begin;
     float* o = out + n * C;  // (C)

@@ -3,6 +3,7 @@
 #include <bit>
 
 #include "core/check.h"
+#include "core/time_split.h"
 #include "tensor/float16.h"
 
 namespace sp::kernels {
@@ -38,6 +39,7 @@ void tree_sum(std::span<const BufView> leaves, size_t lo, size_t hi) {
 }  // namespace
 
 void add_into(BufView out, ConstBufView a, ConstBufView b) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK(out.count == a.count && out.count == b.count, "add_into of {}, {} and {} elements", out.count, a.count,
            b.count);
   SP_CHECK(out.dtype == a.dtype && out.dtype == b.dtype, "add_into of {}, {} and {}", dtype_name(out.dtype),
@@ -55,6 +57,7 @@ void add_into(BufView out, ConstBufView a, ConstBufView b) {
 }
 
 void canonical_tree_sum_inplace(std::span<const BufView> leaves) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK(!leaves.empty(), "canonical sum of no leaves");
   tree_sum(leaves, 0, leaves.size());
 }

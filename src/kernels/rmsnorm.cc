@@ -6,11 +6,13 @@
 
 #include <cmath>
 
+#include "core/time_split.h"
 #include "kernels/vec_math.h"
 
 namespace sp::kernels {
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;  // (C)
     float* o = out + n * C;       // (C)
@@ -23,6 +25,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, in
 
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                       int64_t N, int64_t C) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;    // (C)
     const float* g = dout + n * C;  // (C)

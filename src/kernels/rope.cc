@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/time_split.h"
 
 namespace sp::kernels {
 
@@ -57,11 +58,13 @@ void rope_tables(float* cos, float* sin, int64_t T, int64_t D, double theta) {
 
 void rope_forward(float* out, const float* x, const float* cos, const float* sin, int64_t B, int64_t T, int64_t n_heads,
                   int64_t D, int64_t row_stride) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   rope_apply(out, x, cos, sin, B, T, n_heads, D, row_stride, 1.0f);
 }
 
 void rope_backward(float* dx, const float* dout, const float* cos, const float* sin, int64_t B, int64_t T,
                    int64_t n_heads, int64_t D, int64_t row_stride) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   rope_apply(dx, dout, cos, sin, B, T, n_heads, D, row_stride, -1.0f);
 }
 

@@ -3,11 +3,13 @@
 // Reference: HF LlamaMLP act_fn = SiLU; docs/kernels.md §swiglu.
 #include "kernels/swiglu.h"
 
+#include "core/time_split.h"
 #include "kernels/vec_math.h"
 
 namespace sp::kernels {
 
 void swiglu_forward(float* out, const float* gu, int64_t N, int64_t F) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = gu + n * 2 * F;  // (F)
     const float* up = gate + F;          // (F)
@@ -21,6 +23,7 @@ void swiglu_forward(float* out, const float* gu, int64_t N, int64_t F) {
 }
 
 void swiglu_backward(float* dgu, const float* dout, const float* gu, int64_t N, int64_t F) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t n = 0; n < N; ++n) {
     const float* gate = gu + n * 2 * F;  // (F)
     const float* up = gate + F;          // (F)

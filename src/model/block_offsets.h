@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/time_split.h"
 #include "model/weights.h"
 
 namespace sp::model::stage_detail {
@@ -22,6 +23,7 @@ struct BlockOffsets {
 
 // out (n) = a + b (the residual stream, fp32); out may alias a or b.
 inline void add(float* out, const float* a, const float* b, int64_t n) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 

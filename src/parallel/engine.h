@@ -24,6 +24,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "comm/trace_context.h"
+#include "core/time_split.h"
 #include "data/loader.h"
 #include "evidence/activations.h"
 #include "evidence/checksums.h"
@@ -57,7 +58,11 @@ struct StepResult {
   double loss_scale = 0.0;
   Status status;
   double seconds = 0.0;
-  double compute_seconds = 0.0;                // forward + backward intervals on this rank
+  double compute_seconds = 0.0;  // forward + backward intervals on this rank
+  // Where this rank's step went (core/time_split.h): nanoseconds by kind, whose sum is at most step_ns (the
+  // same wall time as `seconds`); the remainder is "other" (docs/formats/timeline.md).
+  int64_t step_ns = 0;
+  TimeSplit time_split;
   std::vector<evidence::TensorSummary> grads;  // when checksums were taken (all tensors, canonical order)
   std::vector<evidence::TensorSummary> params;
   // Replica check: per world rank, its dp group's verdict.

@@ -53,6 +53,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   SP_CHECK(batches_ != nullptr, "Engine::step needs a training dataset or a batch source");
   const config::RunConfig& c = plan_.config;
   Stopwatch watch;
+  const TimeSplit times_before = thread_time_split();
   StepResult r;
   r.step = s;
   faults_.before_step(s);
@@ -101,6 +102,7 @@ StepResult Engine::step(int64_t s, bool checksums) {
   //    topology), and the clipping coefficient it gives.
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
+    const OwnerTimeScope timed(TimeKind::kOptimizer);
     std::vector<evidence::TensorSummary> g = summarize(update_->gradient_pieces(), checksums);
     const evidence::TensorSummary total = evidence::merge_all(g);
     r.grad_norm = total.stats.l2_norm();
@@ -122,11 +124,13 @@ StepResult Engine::step(int64_t s, bool checksums) {
   r.skipped = !r.finite;
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kOptimizer, s);
+    const OwnerTimeScope timed(TimeKind::kOptimizer);
     update_->update(s, r.lr, static_cast<float>(r.clip / scale), !r.skipped, [this] { faults_.before_update(); });
   }
   // 5. Evidence: parameter checksums and the dp-replica digest check.
   {
     comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, s);
+    const OwnerTimeScope timed(TimeKind::kEvidence);
     if (checksums) r.params = summarize(update_->parameter_pieces(), true);
     if (c.parallel.parameter_server() && c.parallel.staleness > 0)
       r.diverging_ranks = stale_replica_check(s, r.versions);
@@ -135,12 +139,16 @@ StepResult Engine::step(int64_t s, bool checksums) {
   }
   if (replay_) replay_->after_update(s);
   if (timeline_) {
+    const OwnerTimeScope timed(TimeKind::kEvidence);  // writing the step's intervals
     timeline_->end_step();
     for (const Interval& iv : timeline_->last_step())
       if (evidence::timeline_compute_kind(iv.kind))
         r.compute_seconds += static_cast<double>(iv.t1_us - iv.t0_us) * 1e-6;
   }
-  r.seconds = watch.seconds();
+  // The split first, then the clock: every scope counted ended before the step's end is read.
+  r.time_split = thread_time_split() - times_before;
+  r.step_ns = watch.nanoseconds();
+  r.seconds = static_cast<double>(r.step_ns) * 1e-9;
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "core/file_io.h"
 #include "core/timer.h"
 #include "evidence/bundle_paths.h"
@@ -37,6 +38,22 @@ void Timeline::end_step() {
   (void)out_.flush();  // an error is kept: the trainer's finish checks status()
   last_ = std::move(current_);
   current_.clear();
+}
+
+void Timeline::write_split(int64_t step, int64_t step_ns, const TimeSplit& split) {
+  SP_CHECK(split.sum() <= step_ns, "step {}: the split's kinds sum to {} ns, more than the step's {} ns", step,
+           split.sum(), step_ns);
+  nlohmann::json parts = nlohmann::json::object();
+  const int64_t step_us = step_ns / 1000;
+  int64_t counted = 0;
+  for (size_t k = 0; k < kTimeKinds; ++k) {
+    SP_CHECK_GE(split.ns[k], int64_t{0}, "step {}: time of kind {}", step, kTimeKindNames[k]);
+    parts[std::string(kTimeKindNames[k])] = split.ns[k] / 1000;
+    counted += split.ns[k] / 1000;
+  }
+  parts[std::string(kOtherTime)] = step_us - counted;
+  out_.write({{"step", step}, {"step_us", step_us}, {"split_us", std::move(parts)}});
+  (void)out_.flush();  // an error is kept: the trainer's finish checks status()
 }
 
 }  // namespace sp::parallel

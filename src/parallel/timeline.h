@@ -1,5 +1,6 @@
 // Timeline: per-rank intervals of compute, send, recv and idle per micro-batch
-// (timeline/rank-NNNNN.jsonl, docs/formats/timeline.md), from which the pipeline bubble is measured.
+// (timeline/rank-NNNNN.jsonl, docs/formats/timeline.md), from which the pipeline bubble is measured,
+// and after them the step's split by kind (core/time_split.h): where the rank's step time went.
 // An interval is [t0, t1) in microseconds of the steady clock relative to the step start.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include "core/json_io.h"
 #include "core/status.h"
+#include "core/time_split.h"
 
 namespace sp::parallel {
 
@@ -31,6 +33,9 @@ class Timeline {
   // Writes the step's intervals; returns the step's busy (compute) fraction data for the bubble.
   void end_step();
   const std::vector<Interval>& last_step() const { return last_; }
+  // Writes the step's split after its intervals: {"step", "step_us", "split_us": {kind: µs, …, "other": µs}},
+  // each kind rounded down and "other" the rest of step_us, so that the parts sum to step_us exactly.
+  void write_split(int64_t step, int64_t step_ns, const TimeSplit& split);
   // The first write error, or ok; close() flushes and closes the file.
   const Status& status() const { return out_.status(); }
   Status close() { return out_.close(); }

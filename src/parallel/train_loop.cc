@@ -36,6 +36,29 @@ void write_step_records(Run& run, const StepResult& r, bool take) {
   (void)run.checksums->flush();  // an error is kept and reported by finish()
 }
 
+// The step's end on this rank: its checksum records (`records`), whose writing is part of the step's time
+// (step_s) and of its evidence, then the step's split in the timeline.
+void finish_step(Run& run, StepResult& r, bool take, bool records) {
+  if (records) {
+    Stopwatch clock;
+    write_step_records(run, r, take);
+    const int64_t ns = clock.nanoseconds();
+    r.step_ns += ns;
+    r.time_split[TimeKind::kEvidence] += ns;
+    r.seconds = static_cast<double>(r.step_ns) * 1e-9;
+  }
+  run.timeline->write_split(r.step, r.step_ns, r.time_split);
+}
+
+// metrics.jsonl's time_split_s: rank 0's step by kind in seconds, "other" the rest of step_s.
+nlohmann::json time_split_seconds(const StepResult& r) {
+  nlohmann::json parts = nlohmann::json::object();
+  for (size_t k = 0; k < kTimeKinds; ++k)
+    parts[std::string(kTimeKindNames[k])] = static_cast<double>(r.time_split.ns[k]) * 1e-9;
+  parts[std::string(kOtherTime)] = static_cast<double>(r.step_ns - r.time_split.sum()) * 1e-9;
+  return parts;
+}
+
 nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
   nlohmann::json m = {{"step", r.step},
                       {"loss", r.loss},
@@ -46,7 +69,8 @@ nlohmann::json step_metrics(const StepResult& r, double tokens_per_step) {
                       {"skipped", r.skipped},
                       {"step_s", r.seconds},
                       {"compute_s", r.compute_seconds},
-                      {"tokens_per_s", tokens_per_step / r.seconds}};
+                      {"tokens_per_s", tokens_per_step / r.seconds},
+                      {"time_split_s", time_split_seconds(r)}};
   if (!r.diverging_ranks.empty()) m["diverging_ranks"] = r.diverging_ranks;
   if (!r.versions.empty()) {  // SSP: the version each worker's gradient was computed on, and its staleness
     m["versions"] = r.versions;
@@ -88,8 +112,8 @@ Status anchored_loop(Run& run, TrainSummary& summary) {
       const int64_t every = run.config.evidence.checksum_every;
       const bool take = s == a && every > 0 && s % every == 0;  // the reference's cadence
       StepResult r = run.engine->step(s, take);
+      finish_step(run, r, take, /*records=*/s == a);
       if (s < a) continue;  // warm-up: this topology's own step from the reference's state
-      write_step_records(run, r, take);
       nlohmann::json m = step_metrics(r, tokens_per_step);
       m["anchor"] = start;
       run.write_metrics(m);
@@ -146,9 +170,7 @@ Status train_loop(Run& run, TrainSummary& summary) {
     const bool take = schedule.checksums(s);
     StepResult r = engine.step(s, take);
     tokens_seen += tokens_per_step;
-    Stopwatch record_clock;  // step_s includes writing this step's checksum records
-    write_step_records(run, r, take);
-    r.seconds += record_clock.seconds();
+    finish_step(run, r, take, /*records=*/true);
     nlohmann::json m = step_metrics(r, tokens_per_step);
     if (!r.versions.empty()) {
       comm::add_staleness(staleness, s, r.versions);

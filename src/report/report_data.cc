@@ -192,6 +192,7 @@ void proof_views(const std::string& dir, json& d, std::vector<View>& views) {
   const RunDir* par = find(evidence::kParallelStage);
   if (par != nullptr) {
     views.push_back(guarded("pipeline", [&] { return pipeline_view(*par); }));
+    views.push_back(guarded("time", [&] { return time_view(*par); }));
     views.push_back(guarded("memory", [&] { return memory_view(*par); }));
   }
   std::vector<RunDir> traced, curves, saved;
@@ -229,6 +230,7 @@ void run_views(const std::string& dir, json& d, std::vector<View>& views) {
   d["title"] = fmt::format("Run: {}, {}", cfg.value("name", "?"), grid_text(cfg));
   d["summary"] = cfg;
   views.push_back(guarded("pipeline", [&] { return pipeline_view(run); }));
+  views.push_back(guarded("time", [&] { return time_view(run); }));
   views.push_back(guarded("memory", [&] { return memory_view(run); }));
   if (traced) views.push_back(guarded("traffic", [&] { return traffic_view({run}); }));
   views.push_back(guarded("curves", [&] { return curves_view({run}, json::object()); }));

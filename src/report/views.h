@@ -44,6 +44,8 @@ struct View {
 
 // Intervals kept in the Gantt chart at most; a longer timeline keeps its first steps (docs/report.md).
 inline constexpr int64_t kMaxGanttIntervals = 10000;
+// Steps per rank whose split the time view keeps (its mean covers every step).
+inline constexpr size_t kMaxSplitSteps = 64;
 // Values kept in the divergence view per run at most; beyond it tensors are merged per unit (layer).
 inline constexpr int64_t kMaxDivergenceValues = 40000;
 // Bars of the traffic chart at most: beyond it consecutive steps are summed into one bar.
@@ -54,6 +56,8 @@ inline constexpr int kMaxMatrixRanks = 128;
 inline constexpr size_t kMaxCurvePoints = 2000;
 
 View pipeline_view(const RunDir& run);
+// Where each rank's step time went, by kind (time_view.cc; core/time_split.h), from timeline/'s split lines.
+View time_view(const RunDir& run);
 View memory_view(const RunDir& run);
 View traffic_view(const std::vector<RunDir>& runs);
 // `marks`: steps the chart marks, e.g. {"fault": 4, "checkpoint": 4} (an empty object for none).

@@ -3,11 +3,13 @@
 
 #include <cstring>
 
+#include "core/time_split.h"
 #include "tensor/float16.h"
 
 namespace sp {
 
 void convert(BufView dst, ConstBufView src) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK_EQ(dst.count, src.count, "convert {} into {}: element counts differ", dtype_name(src.dtype),
               dtype_name(dst.dtype));
   if (dst.dtype == src.dtype) {

@@ -5,6 +5,7 @@
 #include "tensor/float16.h"
 
 #include "core/check.h"
+#include "core/time_split.h"
 
 namespace sp {
 namespace float16_detail {
@@ -20,6 +21,7 @@ bool cpu_has_f16c() {
 }  // namespace
 
 void float16_from_f32(uint16_t* dst, const float* src, int64_t n, DType t) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK(is_float16(t), "float16_from_f32: {} is not a 16-bit float dtype", dtype_name(t));
   if (t == DType::kBF16) {
     for (int64_t i = 0; i < n; ++i) dst[i] = bf16_from_f32(src[i]);
@@ -31,6 +33,7 @@ void float16_from_f32(uint16_t* dst, const float* src, int64_t n, DType t) {
 }
 
 void f32_from_float16(float* dst, const uint16_t* src, int64_t n, DType t) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
   SP_CHECK(is_float16(t), "f32_from_float16: {} is not a 16-bit float dtype", dtype_name(t));
   if (t == DType::kBF16) {
     for (int64_t i = 0; i < n; ++i) dst[i] = f32_from_bf16(src[i]);

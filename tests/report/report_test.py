@@ -44,7 +44,9 @@ from headless import CHROMIUM, Browser  # noqa: E402
 SMALL = ["model.dim=128", "model.ffn_dim=344", "model.n_layers=4", "model.max_seq=64", "train.seq_len=64",
          "train.steps=6", "train.eval_every=3", "train.eval_batches=2", "train.warmup_steps=1", "train.lr=5e-3",
          "prove.checkpoint_step=3", "prove.eval_margin=0.25"]
-PROOF_VIEWS = {"gate", "divergence", "pipeline", "memory", "traffic", "curves", "checkpoints"}
+PROOF_VIEWS = {"gate", "divergence", "pipeline", "time", "memory", "traffic", "curves", "checkpoints"}
+# The kinds of a step's split in timeline/ (core/time_split.h kTimeKindNames, then "other").
+TIME_KINDS = ["gemm", "attention", "memory_bound", "comm", "wait", "optimizer", "evidence", "other"]
 check = T.Checks()  # soft checks: every failed expectation printed, the verdict at the end
 failures = check.failures
 load, jsonl, sets = T.read_json, T.read_jsonl, T.sets
@@ -281,7 +283,7 @@ def check_pipeline(page, run_dir):
     got = float(page.eval("document.querySelector('[data-bubble-theory]').getAttribute('data-bubble-theory')"))
     check(close(got, theory), f"bubble theory {got}, (p-1)/(m+p-1) = {theory}")
     step = int(page.eval("document.querySelector('#pipeline-step').value"))
-    timelines = {int(re.search(r"rank-(\d+)", f).group(1)): [r for r in jsonl(f) if r["step"] == step]
+    timelines = {int(re.search(r"rank-(\d+)", f).group(1)): [r for r in jsonl(f) if r["step"] == step and "kind" in r]
                  for f in glob.glob(os.path.join(run_dir, "timeline", "rank-*.jsonl"))}
     group_of = {r: i for i, g in enumerate(topo["groups"]["pp"]) for r in g}
     shown = rows(page, "#pipeline-ranks tr[data-rank]", ["data-rank"])
@@ -298,6 +300,42 @@ def check_pipeline(page, run_dir):
     fwd = sum(len(d["data"]) for d in ds if d["label"] == "forward")
     want = sum(1 for r in timelines.values() for iv in r if iv["kind"] == "forward")
     check(fwd == want, f"Gantt draws {fwd} forward intervals at step {step}, the timeline holds {want}")
+
+
+def time_splits(run_dir):
+    """world rank → [(step, step_us, [µs per kind in KINDS order])] from the timeline's split lines."""
+    out = {}
+    for f in glob.glob(os.path.join(run_dir, "timeline", "rank-*.jsonl")):
+        rank = int(re.search(r"rank-(\d+)", f).group(1))
+        out[rank] = [(r["step"], r["step_us"], [r["split_us"][k] for k in TIME_KINDS]) for r in jsonl(f) if "split_us" in r]
+    return out
+
+
+def check_time(page, run_dir):
+    """The time view shows each rank's split as the timeline holds it: the mean of the steps >= 1, and one step."""
+    kinds = page.eval("[...document.querySelectorAll('#time-ranks tr[data-rank]')][0] ? "
+                      "[...document.querySelectorAll('#time-ranks tr[data-rank]')][0].querySelectorAll('[data-kind]').length : 0")
+    check(kinds == len(TIME_KINDS), f"time table shows {kinds} kinds, expected {TIME_KINDS}")
+    splits = time_splits(run_dir)
+    for r, lines in sorted(splits.items()):
+        check(lines, f"rank {r}: no split line in its timeline")
+        used = [x for x in lines if x[0] >= 1] or lines
+        mean = [sum(x[2][k] for x in used) / len(used) for k in range(len(TIME_KINDS))]
+        cells = rows(page, f'#time-ranks tr[data-rank="{r}"] [data-kind]', ["data-kind", "data-us"])
+        got = {c["data-kind"]: float(c["data-us"]) for c in cells}
+        for k, name in enumerate(TIME_KINDS):
+            check(name in got and close(got[name], mean[k], 1e-9), f"rank {r} {name}: page {got.get(name)}, timeline mean {mean[k]}")
+        check(mean[0] > 0, f"rank {r}: no GEMM time in its timeline")
+    step = max(x[0] for lines in splits.values() for x in lines)
+    page.eval(f"""(() => {{ const s = document.querySelector('#time-step'); s.value = '{step}';
+        s.dispatchEvent(new Event('change')); }})()""")
+    for r, lines in sorted(splits.items()):
+        want = next(x for x in lines if x[0] == step)
+        cells = rows(page, f'#time-ranks tr[data-rank="{r}"] [data-kind]', ["data-kind", "data-us"])
+        got = [int(float(c["data-us"])) for c in cells]
+        check(got == want[2], f"rank {r} step {step}: page {got}, timeline {want[2]}")
+    ds = chart_datasets(page, "#view-time canvas") or []
+    check([d["label"] for d in ds] == TIME_KINDS, f"time chart datasets {[d['label'] for d in ds]}")
 
 
 def check_memory(page, run_dir):
@@ -405,6 +443,7 @@ def case_proof_pass(args):
         check_gate(page, out)
         check_divergence(page, out, prove_json)
         check_pipeline(page, os.path.join(out, "parallel"))
+        check_time(page, os.path.join(out, "parallel"))
         check_memory(page, os.path.join(out, "parallel"))
         check_traffic(page, os.path.join(out, "parallel"), prove_json["world_size"])
         check_curves(page, {n: os.path.join(out, n) for n in ("reference", "parallel", "fault", "recovery")})

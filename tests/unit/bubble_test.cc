@@ -168,6 +168,36 @@ TEST(BubbleFiles, ParseTimelineNamesTheLineAndField) {
   EXPECT_FALSE(parse_timeline("not json\n", "v.jsonl").ok());
 }
 
+// A split line (docs/formats/timeline.md): returned apart from the intervals; its kinds must all be there,
+// non-negative, and sum to step_us.
+TEST(BubbleFiles, ParseTimelineSplitLines) {
+  const std::string iv =
+      "{\"step\":1,\"kind\":\"forward\",\"virtual_stage\":0,\"micro_batch\":0,\"t0_us\":0,\"t1_us\":9}\n";
+  auto split = [](int gemm, int other, int step_us) {
+    return fmt::format(
+        "{{\"step\":1,\"step_us\":{},\"split_us\":{{\"gemm\":{},\"attention\":1,\"memory_bound\":1,\"comm\":1,"
+        "\"wait\":0,\"optimizer\":1,\"evidence\":1,\"other\":{}}}}}\n",
+        step_us, gemm, other);
+  };
+  std::vector<StepTimeSplit> splits;
+  auto ok = parse_timeline(iv + split(5, 2, 12), "t.jsonl", &splits);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->size(), 1u);  // the split is not an interval
+  ASSERT_EQ(splits.size(), 1u);
+  EXPECT_EQ(splits[0].step_us, 12);
+  EXPECT_EQ(splits[0].us[0], 5);                                      // gemm first (kTimeKindNames order)
+  EXPECT_EQ(splits[0].us[kTimeKinds], 2);                             // other last
+  EXPECT_TRUE(parse_timeline(iv + split(5, 2, 12), "t.jsonl").ok());  // splits not wanted: checked, skipped
+  for (const std::string& bad : {split(5, 2, 13), split(-1, 8, 12)}) {
+    auto r = parse_timeline(iv + bad, "t.jsonl");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("t.jsonl:2"), std::string::npos) << r.status().message();
+  }
+  auto missing = parse_timeline("{\"step\":1,\"step_us\":1,\"split_us\":{\"gemm\":1}}\n", "t.jsonl");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("split_us"), std::string::npos) << missing.status().message();
+}
+
 TEST(BubbleFiles, ShapeAndPlacesFromContractAndTopology) {
   const nlohmann::json contract = {
       {"config",

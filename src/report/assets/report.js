@@ -339,6 +339,59 @@
     draw(d.steps[0]);
   };
 
+  // Where each rank's step went, by kind (timeline/'s split lines, core/time_split.h): one stacked bar per
+  // rank, for the mean of the steps ≥ 1 or for one step, and the same numbers in a table.
+  const TIME_COLORS = {gemm: '#0969da', attention: '#8250df', memory_bound: '#1b7c83', comm: '#bc4c00',
+                       wait: '#e09b2d', optimizer: '#1a7f37', evidence: '#bf3989', other: '#d0d7de'};
+  views.time = function (sec, d) {
+    sec.append(el('p', {}, 'Run ', el('b', {}, d.run), ': each rank\'s step by kind, timed at the kernels\' entry ',
+                  'points (gemm: the linear layers; attention: all of it, its own products included; memory_bound: ',
+                  'norms, SwiGLU, RoPE, cross-entropy, embedding, casts, residual and gradient sums), in the traced ',
+                  'communicator (comm: collectives and sends, waiting for the slowest member included; wait: ',
+                  'blocking receives and completions) and around the optimizer and evidence; other is the rest of ',
+                  'the step. Each part is measured once, so the parts add up to the step.'));
+    const steps = [...new Set(d.ranks.flatMap((r) => r.steps.map((s) => s.step)))].sort((a, b) => a - b);
+    if (!steps.length) {
+      sec.append(el('p', {class: 'sp-notes'}, 'The timeline holds no split line.'));
+      return;
+    }
+    const controls = el('div', {class: 'sp-controls'});
+    sec.append(controls);
+    const box = chartBox(d.ranks.length > 8 ? 'tall' : 'short');
+    sec.append(box.box);
+    const tableBox = el('div', {});
+    sec.append(tableBox);
+    function partsOf(r, which) {  // [step µs, µs per kind] of the mean or of one step; null if the rank lacks it
+      if (which === 'mean') return r.steps_averaged > 0 ? [r.mean_step_us, r.mean_us] : null;
+      const st = r.steps.find((s) => s.step === Number(which));
+      return st ? [st.step_us, st.us] : null;
+    }
+    function draw(which) {
+      const labels = d.ranks.map((r) => 'rank ' + r.rank + ' · stage ' + r.stage);
+      const datasets = d.kinds.map((k, i) => ({label: k, backgroundColor: TIME_COLORS[k] || color(i),
+        data: d.ranks.map((r) => { const p = partsOf(r, which); return p ? p[1][i] / 1000 : 0; })}));
+      makeChart(box.canvas, {type: 'bar', data: {labels: labels, datasets: datasets},
+        options: {indexAxis: 'y', scales: {x: {stacked: true, title: {display: true, text: 'ms'}}, y: {stacked: true}},
+                  plugins: {title: {display: true, text: (which === 'mean' ? 'mean of the steps ≥ 1' : 'step ' + which) +
+                                                         ': where each rank\'s step went'}}}});
+      const rows = [];
+      for (const r of d.ranks) {
+        const p = partsOf(r, which);
+        if (!p) continue;
+        rows.push(el('tr', {'data-rank': r.rank, 'data-step-us': p[0]}, numCell(r.rank), numCell(r.stage),
+          numCell(fmtNum(p[0] / 1000, 2)),
+          d.kinds.map((k, i) => numCell(fmtNum(p[1][i] / 1000, 2) + ' (' + pct(p[0] > 0 ? p[1][i] / p[0] : null) + ')',
+                                        {'data-kind': k, 'data-us': p[1][i]}))));
+      }
+      tableBox.replaceChildren(table(['rank', 'stage', 'step ms'].concat(d.kinds.map((k) => k + ' ms (share)')), rows,
+                                     {id: 'time-ranks'}));
+    }
+    const s = select('steps', [['mean', 'mean of the steps ≥ 1']].concat(steps.map((x) => [String(x), 'step ' + x])),
+                     draw, 'time-step');
+    controls.append(s.label);
+    draw('mean');
+  };
+
   views.memory = function (sec, d) {
     sec.append(el('p', {}, 'Run ', el('b', {}, d.run), ': measured = predicted on every rank, category and tensor: ',
                   el('b', {'data-ledger-equal': d.equal, class: d.equal ? '' : 'sp-error'}, d.equal ? 'yes' : 'NO'),
