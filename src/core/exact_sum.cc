@@ -14,7 +14,7 @@ namespace sp {
 
 // One finite value into its bin (no count, no absmax; the caller sets binned_). Subnormals
 // (exponent field 0) share bin 1 with mantissa M = m, no hidden bit.
-inline void ExactSum::bin_one(uint32_t u) {
+void ExactSum::bin_one(uint32_t u) {
   const uint32_t e = (u >> 23) & 0xFFu;
   const uint32_t m = u & 0x7FFFFFu;
   const uint32_t b = e == 0 ? 1u : e;
@@ -200,82 +200,61 @@ double to_double(const std::array<uint64_t, K>& limbs, int unit_exp) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SP_HAVE_EXACT_SUM_AVX512 1
+namespace {
+const bool kUseAvx512 = __builtin_cpu_supports("avx512f") != 0;
+// The block kernel with AVX512-DQ's conversions and AVX512-IFMA's 52-bit multiply-adds (exact_sum_avx512.cc).
+const bool kUseIfma = kUseAvx512 && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512ifma");
+}  // namespace
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// The same exact sums without a histogram, sixteen values at a time. Per block of kBlock values:
-// pass 1 finds the largest exponent field E (a block holding an Inf or NaN goes to the histogram);
-// pass 2 writes every value with bin b ≥ B = max(E − kWindow, 1) as a fixed-point integer in units
-// of 2^(B−150): a = M·2^(b−B) < 2^(24+kWindow) = 2^48, and its square M²·2^(2(b−B)) < 2^96 as
-// lo = low 48 bits and hi = the rest (< 2^48). Σa of positive and of negative values, Σlo and Σhi
-// go to 64-bit lanes: each lane takes kBlock/8 = 2^10 terms < 2^48, far from 2^64. The block's four
-// lane totals are then added into the fixed-point limbs (the same units settled() uses for bins).
-// A non-zero value below the window (bin < B: smaller than 2^−24 of the block's largest, rare in
-// weights and gradients) goes to its bin instead. All integer arithmetic: the result is the exact
-// sum, so it equals the histogram's bit for bit after settling (tests/unit/exact_sum_test.cc).
-__attribute__((target("avx512f"))) void ExactSum::add_window_avx512(const float* x, size_t n) {
-  constexpr size_t kBlock = 8192;
-  constexpr int kWindow = 24;
-  const __m512i exp_mask = _mm512_set1_epi32(0x7F800000), man_mask = _mm512_set1_epi32(0x7FFFFF),
-                hidden = _mm512_set1_epi32(0x800000), abs_mask = _mm512_set1_epi32(0x7FFFFFFF),
-                sign = _mm512_set1_epi32(static_cast<int>(0x80000000u)), one = _mm512_set1_epi32(1),
-                byte = _mm512_set1_epi32(0xFF), zero = _mm512_setzero_si512(),
-                low48 = _mm512_set1_epi64((int64_t{1} << 48) - 1), s48 = _mm512_set1_epi64(48);
-  __m512i vmax = _mm512_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(absmax_)));
-  for (size_t b0 = 0; b0 < n; b0 += kBlock) {
-    const size_t len = std::min(kBlock, n - b0);
+// The same exact sums without a histogram, sixteen values at a time. Per block of kWindowBlock values:
+// pass 1 finds the largest magnitude, hence the largest exponent field E (a block holding an Inf or NaN
+// goes to the histogram) and the absmax; pass 2 (exact_sum_avx512.cc) writes every value with bin
+// b ≥ B = max(E − kWindow, 1) as a fixed-point integer in units of 2^(B−150): a = M·2^(b−B) <
+// 2^(24+kWindow) = 2^48, and sums a of the positive and of the negative values and a² < 2^96 (as its low
+// and high parts) in 64-bit lanes: each lane takes kWindowBlock/8 = 2^10 terms < 2^52, far from 2^64.
+// The block's four lane totals are then added into the fixed-point limbs (the same units settled() uses
+// for bins). A non-zero value below the window (bin < B: smaller than 2^−24 of the block's largest, rare
+// in weights and gradients) goes to its bin instead. Integer arithmetic or exact floating point: the
+// result is the exact sum, so it equals the histogram's bit for bit after settling, and the two pass-2
+// kernels give the same words (tests/unit/exact_sum_test.cc).
+__attribute__((target("avx512f"))) void ExactSum::add_window_avx512(const float* x, size_t n, bool allow_ifma) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), zero = _mm512_setzero_si512();
+  for (size_t b0 = 0; b0 < n; b0 += kWindowBlock) {
+    const size_t len = std::min(kWindowBlock, n - b0);
     const float* xb = x + b0;
-    const __mmask16 tail = static_cast<__mmask16>((1u << (len % 16)) - 1);
-    __m512i em = zero;
+    // Pass 1: the largest |x| bit pattern (orders as the magnitude), four chains of maxima in flight.
+    __m512i m0 = zero, m1 = zero, m2 = zero, m3 = zero;
     size_t i = 0;
-    for (; i + 16 <= len; i += 16) em = _mm512_max_epu32(em, _mm512_and_si512(_mm512_loadu_si512(xb + i), exp_mask));
-    if (i < len) em = _mm512_max_epu32(em, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail, xb + i), exp_mask));
-    const uint32_t emax = _mm512_reduce_max_epu32(em) >> 23;
+    for (; i + 64 <= len; i += 64) {
+      m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(xb + i), abs_mask));
+      m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(xb + i + 16), abs_mask));
+      m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(xb + i + 32), abs_mask));
+      m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_loadu_si512(xb + i + 48), abs_mask));
+    }
+    for (; i + 16 <= len; i += 16) m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(xb + i), abs_mask));
+    if (i < len) {
+      const auto tail = static_cast<__mmask16>((1u << (len - i)) - 1);
+      m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail, xb + i), abs_mask));
+    }
+    const uint32_t maxbits =
+        _mm512_reduce_max_epu32(_mm512_max_epu32(_mm512_max_epu32(m0, m1), _mm512_max_epu32(m2, m3)));
+    const uint32_t emax = maxbits >> 23;
     if (emax == 0xFFu) {  // an Inf or NaN: count it in the histogram
       add_short(xb, len);
       continue;
     }
+    absmax_ = std::max(absmax_, std::bit_cast<float>(maxbits));
     const int base = std::max(static_cast<int>(emax) - kWindow, 1);
-    const __m512i vbase = _mm512_set1_epi32(base);
-    __m512i pos = zero, neg = zero, sq_lo = zero, sq_hi = zero;
-    for (i = 0; i < len; i += 16) {
-      const __m512i u = i + 16 <= len ? _mm512_loadu_si512(xb + i) : _mm512_maskz_loadu_epi32(tail, xb + i);
-      const __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), byte);
-      const __m512i m = _mm512_and_si512(u, man_mask);
-      __m512i mant = _mm512_mask_or_epi32(m, _mm512_test_epi32_mask(e, e), m, hidden);
-      __m512i d = _mm512_sub_epi32(_mm512_max_epu32(e, one), vbase);
-      const __mmask16 in_window = _mm512_cmpge_epi32_mask(d, zero);
-      const __mmask16 below = static_cast<__mmask16>(~in_window & _mm512_test_epi32_mask(mant, mant));
-      if (below != 0) [[unlikely]] {
-        binned_ = true;
-        alignas(64) uint32_t us[16];
-        _mm512_store_si512(us, u);
-        for (unsigned k = 0; k < 16; ++k)
-          if ((below >> k) & 1u) bin_one(us[k]);
-      }
-      mant = _mm512_maskz_mov_epi32(in_window, mant);
-      d = _mm512_maskz_mov_epi32(in_window, d);
-      vmax = _mm512_max_epu32(vmax, _mm512_and_si512(u, abs_mask));
-      const __mmask16 negative = _mm512_test_epi32_mask(u, sign);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i m64 =
-            _mm512_cvtepu32_epi64(h == 0 ? _mm512_castsi512_si256(mant) : _mm512_extracti64x4_epi64(mant, 1));
-        const __m512i d64 = _mm512_cvtepu32_epi64(h == 0 ? _mm512_castsi512_si256(d) : _mm512_extracti64x4_epi64(d, 1));
-        const auto ng = static_cast<__mmask8>(h == 0 ? negative : negative >> 8);
-        const __m512i a = _mm512_sllv_epi64(m64, d64);
-        pos = _mm512_mask_add_epi64(pos, static_cast<__mmask8>(~ng), pos, a);
-        neg = _mm512_mask_add_epi64(neg, ng, neg, a);
-        const __m512i sq = _mm512_mul_epu32(m64, m64);
-        const __m512i d2 = _mm512_add_epi64(d64, d64);
-        sq_lo = _mm512_add_epi64(sq_lo, _mm512_and_si512(_mm512_sllv_epi64(sq, d2), low48));
-        sq_hi = _mm512_add_epi64(sq_hi, _mm512_srlv_epi64(sq, _mm512_sub_epi64(s48, d2)));
-      }
-    }
     alignas(64) uint64_t lanes[4][8];
-    _mm512_store_si512(lanes[0], pos);
-    _mm512_store_si512(lanes[1], neg);
-    _mm512_store_si512(lanes[2], sq_lo);
-    _mm512_store_si512(lanes[3], sq_hi);
+    // IFMA splits a² at bit 52, the integer kernel at bit 48; base 1 (subnormals in the window) stays integer.
+    const bool ifma = allow_ifma && kUseIfma && base >= 2;
+    if (ifma)
+      window_ifma(xb, len, base, lanes);
+    else
+      window_integer(xb, len, base, lanes);
     unsigned __int128 t[4] = {0, 0, 0, 0};
     for (int k = 0; k < 4; ++k)
       for (int l = 0; l < 8; ++l) t[k] += lanes[k][l];
@@ -283,30 +262,25 @@ __attribute__((target("avx512f"))) void ExactSum::add_window_avx512(const float*
     add_shifted(fixed_.pos, t[0], base - 1);
     add_shifted(fixed_.neg, t[1], base - 1);
     add_shifted(fixed_.sq, t[2], 2 * base - 2);
-    add_shifted(fixed_.sq, t[3], 2 * base - 2 + 48);
+    add_shifted(fixed_.sq, t[3], 2 * base - 2 + (ifma ? 52 : 48));
     count_ += len;
   }
-  absmax_ = std::max(absmax_, std::bit_cast<float>(_mm512_reduce_max_epu32(vmax)));
 }
 #pragma GCC diagnostic pop
-#endif
-
-namespace {
-const bool kUseAvx512 = [] {
-#ifdef SP_HAVE_EXACT_SUM_AVX512
-  return __builtin_cpu_supports("avx512f") != 0;
 #else
-  return false;
-#endif
-}();
+namespace {
+constexpr bool kUseAvx512 = false, kUseIfma = false;
 }  // namespace
+#endif
 
 bool ExactSum::simd_available() { return kUseAvx512; }
+bool ExactSum::ifma_available() { return kUseIfma; }
 
-void ExactSum::add(const float* x, size_t n, bool allow_simd) {
+void ExactSum::add(const float* x, size_t n, bool allow_simd, bool allow_ifma) {
 #ifdef SP_HAVE_EXACT_SUM_AVX512
-  if (allow_simd && kUseAvx512 && n >= 64) return add_window_avx512(x, n);
+  if (allow_simd && kUseAvx512 && n >= 64) return add_window_avx512(x, n, allow_ifma);
 #endif
+  (void)allow_ifma;
   add_histogram(x, n);
 }
 

@@ -28,10 +28,12 @@ class ExactSum {
   static constexpr int kSumLimbs = 12;  // 384 bits: |Σx| / 2^−149 < 2^24 · 2^253 · 2^(count bits)
   static constexpr int kSqLimbs = 21;   // 672 bits: Σx² / 2^−298 < 2^48 · 2^506 · 2^(count bits)
 
-  // allow_simd = false forces the portable histogram (tests compare both paths bit for bit).
-  void add(const float* x, size_t n, bool allow_simd = true);
+  // allow_simd = false forces the portable histogram, allow_ifma = false the AVX-512F window kernel where
+  // the AVX512-IFMA one would run (tests compare the paths bit for bit).
+  void add(const float* x, size_t n, bool allow_simd = true, bool allow_ifma = true);
   void merge(const ExactSum& other);
   static bool simd_available();  // add() has an AVX-512F path on this CPU
+  static bool ifma_available();  // ... and its AVX512-DQ/IFMA block kernel
 
   double sum() const;                       // Σ x, rounded once
   double sum_squares() const;               // Σ x², rounded once
@@ -59,7 +61,13 @@ class ExactSum {
   };
   void add_short(const float* x, size_t n);
   void add_histogram(const float* x, size_t n);
-  void add_window_avx512(const float* x, size_t n);
+  void add_window_avx512(const float* x, size_t n, bool allow_ifma);
+  // Pass 2 of a window block (exact_sum_avx512.cc): lanes = [Σa of positive values, Σa of negative ones,
+  // low and high parts of Σa²] of the values with bin ≥ base; values below it go to their bins.
+  static constexpr size_t kWindowBlock = 8192;
+  static constexpr int kWindow = 24;
+  void window_integer(const float* x, size_t len, int base, uint64_t (&lanes)[4][8]);  // a² split at bit 48
+  void window_ifma(const float* x, size_t len, int base, uint64_t (&lanes)[4][8]);     // a² split at bit 52
   void bin_one(uint32_t u);  // one finite value into its bin (no count, absmax or binned_)
   Settled settled() const;   // bins folded into the fixed-point part, limbs normalized
 

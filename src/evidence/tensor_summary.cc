@@ -46,23 +46,26 @@ void mix_lanes_scalar(const float* x, int64_t n, int64_t first, uint64_t& a, uin
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // The same sums, eight elements at a time with AVX-512DQ's 64-bit multiply. The lanes are sums mod
 // 2^64, so the vector order gives the scalar result bit for bit (tests/unit/tensor_summary_test.cc).
+// Each lane keeps its own running j·prime + seed (one add per lane and 8 values, no separate seed add),
+// and the three-way xor (j·prime + seed) ^ (b << 17) ^ b is one vpternlogq per lane.
 __attribute__((target("avx512f,avx512dq"))) void mix_lanes_avx512(const float* x, int64_t n, int64_t first, uint64_t& a,
                                                                   uint64_t& b) {
   const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xff51afd7ed558ccdULL));
   const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0xc4ceb9fe1a85ec53ULL));
   const __m512i step = _mm512_set1_epi64(static_cast<long long>(8 * 0x100000001b3ULL));
-  const __m512i seed0 = _mm512_set1_epi64(static_cast<long long>(kLaneSeed[0]));
-  const __m512i seed1 = _mm512_set1_epi64(static_cast<long long>(kLaneSeed[1]));
   // jp = j · FNV prime for j = first + [0, 8), advanced by 8 · prime (mod 2^64, as the scalar product).
-  __m512i jp = _mm512_mullo_epi64(_mm512_add_epi64(_mm512_set1_epi64(first), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0)),
-                                  _mm512_set1_epi64(static_cast<long long>(0x100000001b3ULL)));
+  const __m512i jp =
+      _mm512_mullo_epi64(_mm512_add_epi64(_mm512_set1_epi64(first), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0)),
+                         _mm512_set1_epi64(static_cast<long long>(0x100000001b3ULL)));
+  __m512i ja = _mm512_add_epi64(jp, _mm512_set1_epi64(static_cast<long long>(kLaneSeed[0])));
+  __m512i jb = _mm512_add_epi64(jp, _mm512_set1_epi64(static_cast<long long>(kLaneSeed[1])));
   __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
   int64_t k = 0;
   for (; k + 8 <= n; k += 8) {
     const __m512i bits = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)));
-    const __m512i v = _mm512_xor_si512(_mm512_slli_epi64(bits, 17), bits);
-    __m512i ka = _mm512_xor_si512(_mm512_add_epi64(jp, seed0), v);
-    __m512i kb = _mm512_xor_si512(_mm512_add_epi64(jp, seed1), v);
+    const __m512i shifted = _mm512_slli_epi64(bits, 17);
+    __m512i ka = _mm512_ternarylogic_epi64(ja, shifted, bits, 0x96);  // 0x96: a ^ b ^ c
+    __m512i kb = _mm512_ternarylogic_epi64(jb, shifted, bits, 0x96);
     // fmix64 on both lanes, interleaved
     ka = _mm512_xor_si512(ka, _mm512_srli_epi64(ka, 33));
     kb = _mm512_xor_si512(kb, _mm512_srli_epi64(kb, 33));
@@ -74,7 +77,8 @@ __attribute__((target("avx512f,avx512dq"))) void mix_lanes_avx512(const float* x
     kb = _mm512_mullo_epi64(kb, c2);
     sa = _mm512_add_epi64(sa, _mm512_xor_si512(ka, _mm512_srli_epi64(ka, 33)));
     sb = _mm512_add_epi64(sb, _mm512_xor_si512(kb, _mm512_srli_epi64(kb, 33)));
-    jp = _mm512_add_epi64(jp, step);
+    ja = _mm512_add_epi64(ja, step);
+    jb = _mm512_add_epi64(jb, step);
   }
   // Horizontal sums in unsigned arithmetic (_mm512_reduce_add_epi64 adds as signed long long: UB on wrap).
   alignas(64) uint64_t la[8], lb[8];

@@ -67,6 +67,27 @@ TEST(ExactSum, OrderAndSplitDoNotChangeBits) {
   }
 }
 
+// Kind k of the long-run data below, n values: narrow blocks (Gaussian weights), wide, mixed with zeros,
+// subnormals, values far below the block's largest (inside and below the window), NaN and infinities.
+std::vector<float> long_run(int kind, size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> gauss(0.0f, 0.02f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  const uint32_t specials[] = {0x00000001u, 0x807FFFFFu, 0x00800000u, 0x80000000u,
+                               0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u};
+  std::vector<float> v = kind == 1 ? wide_values(n, 7 + static_cast<uint32_t>(n)) : std::vector<float>(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (kind == 1) continue;
+    float x = gauss(rng);
+    if (kind == 2 && pick(rng) < 20) x = 0.0f;                                      // zeros
+    if (kind == 3 && pick(rng) < 10) x = std::ldexp(x, -20);                        // far below the block max
+    if (kind == 4 && pick(rng) < 5) x = std::bit_cast<float>(specials[i % 5]);      // subnormals, extremes
+    if (kind == 5 && pick(rng) < 1) x = std::bit_cast<float>(specials[5 + i % 3]);  // inf, nan
+    if (kind == 6 && pick(rng) < 3) x = std::ldexp(x, -30);                         // below any 24-bit window
+    v[i] = x;
+  }
+  return v;
+}
+
 // add() of a long run (the AVX-512 fixed-point window where the CPU has it, and the portable four
 // interleaved histograms folded per block) gives exactly what adding the values a few at a time (the
 // direct path, one value per bin) gives: the same Σx and Σx² bits, count, absmax
@@ -77,23 +98,9 @@ TEST(ExactSum, OrderAndSplitDoNotChangeBits) {
 TEST(ExactSum, LongRunsEqualValueByValueBins) {
   if (!ExactSum::simd_available()) std::cout << "no AVX-512F on this CPU: both runs below take the portable path\n";
   std::mt19937 rng(11);
-  std::normal_distribution<float> gauss(0.0f, 0.02f);
-  std::uniform_int_distribution<int> pick(0, 99);
-  const uint32_t specials[] = {0x00000001u, 0x807FFFFFu, 0x00800000u, 0x80000000u,
-                               0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u};
   for (int kind = 0; kind < 7; ++kind)
     for (size_t n : {size_t{256}, size_t{4096}, size_t{12345}, size_t{8192 * 3 + 5}}) {
-      std::vector<float> v = kind == 1 ? wide_values(n, 7 + static_cast<uint32_t>(n)) : std::vector<float>(n);
-      for (size_t i = 0; i < n; ++i) {
-        if (kind == 1) continue;
-        float x = gauss(rng);
-        if (kind == 2 && pick(rng) < 20) x = 0.0f;                                      // zeros
-        if (kind == 3 && pick(rng) < 10) x = std::ldexp(x, -20);                        // far below the block max
-        if (kind == 4 && pick(rng) < 5) x = std::bit_cast<float>(specials[i % 5]);      // subnormals, extremes
-        if (kind == 5 && pick(rng) < 1) x = std::bit_cast<float>(specials[5 + i % 3]);  // inf, nan
-        if (kind == 6 && pick(rng) < 3) x = std::ldexp(x, -30);                         // below any 24-bit window
-        v[i] = x;
-      }
+      const std::vector<float> v = long_run(kind, n, rng);
       ExactSum direct;
       for (size_t i = 0; i < n; i += 7) direct.add(v.data() + i, std::min<size_t>(7, n - i));
       std::vector<float> neg(v);
@@ -118,6 +125,26 @@ TEST(ExactSum, LongRunsEqualValueByValueBins) {
         EXPECT_EQ(std::bit_cast<uint32_t>(whole.absmax()), std::bit_cast<uint32_t>(direct.absmax())) << what;
         EXPECT_EQ(whole.nan_count(), direct.nan_count()) << what;
         EXPECT_EQ(whole.inf_count(), direct.inf_count()) << what;
+      }
+    }
+}
+
+// The AVX512-IFMA block kernel and the AVX-512F integer one give the same words, every one of them: the
+// positive and negative parts of Σx too, which are not canonical (above) but travel in the checksum
+// all-reduce, hence in the trace's payload digests. A faster kernel must not move a byte of evidence.
+TEST(ExactSum, IfmaKernelGivesTheIntegerKernelsWords) {
+  if (!ExactSum::ifma_available()) GTEST_SKIP() << "no AVX512-IFMA on this CPU";
+  std::mt19937 rng(13);
+  for (int kind = 0; kind < 7; ++kind)
+    for (size_t n : {size_t{64}, size_t{4096}, size_t{12345}, size_t{8192 * 3 + 5}}) {
+      const std::vector<float> v = long_run(kind, n, rng);
+      for (float scale : {1.0f, 0x1p-100f, 0x1p-120f, 0x1p100f}) {  // windows of every base, base 1 (subnormals) too
+        std::vector<float> w(v);
+        for (float& x : w) x *= scale;
+        ExactSum ifma, integer;
+        ifma.add(w.data(), n);
+        integer.add(w.data(), n, true, false);
+        EXPECT_EQ(ifma.to_words(), integer.to_words()) << fmt::format("kind {} n {} scale {}", kind, n, scale);
       }
     }
 }
