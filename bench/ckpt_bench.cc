@@ -15,9 +15,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "../tests/ckpt/ckpt_test_util.h"
 #include "ckpt/load.h"
 #include "ckpt/reshard.h"
+#include "ckpt_test_util.h"  // tests/support, on the benches' include path
 #include "config/run_config.h"
 #include "core/threads.h"
 
@@ -163,7 +163,7 @@ void BM_CheckpointSave(benchmark::State& state) {
   Fixture& f = fixture();
   test::LocalCommunicator world;
   for (auto _ : state) {
-    auto out = save_checkpoint(world, test::local_agree(), f.request(f.next_step++));
+    auto out = save_checkpoint(world, f.request(f.next_step++));
     SP_CHECK(out.ok(), "{}", out.status().message());
   }
   set_rate(state, f.bytes);
