@@ -87,6 +87,8 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
     o.gemm_seconds = 0.05;
     o.repetitions = 5;
     o.kernels.gemm_sizes = {32, 128};
+    o.kernels.gemm_tokens = {32, 128};
+    o.kernels.gemm_widths = {32, 64};
     o.kernels.attention_seq = {64, 128};
     o.kernels.activation_bytes = {1 << 16, 1 << 18};
     o.kernels.parameter_bytes = {1 << 16, 1 << 18};

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 
 namespace sp {
 
@@ -16,6 +17,24 @@ inline int64_t wall_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+
+// CPU time of the calling thread in nanoseconds (CLOCK_THREAD_CPUTIME_ID): excludes the time the thread was
+// descheduled, so a kernel timed by it on a busy machine reads what it costs when it has the core.
+inline int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Seconds of the calling thread's CPU time since construction (thread_cpu_ns).
+class ThreadCpuStopwatch {
+ public:
+  ThreadCpuStopwatch() : start_(thread_cpu_ns()) {}
+  double seconds() const { return static_cast<double>(thread_cpu_ns() - start_) * 1e-9; }
+
+ private:
+  int64_t start_;
+};
 
 class Stopwatch {
  public:

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 
@@ -152,6 +153,8 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
       for (double& x : v) x /= n;
     };
     for (auto& [d, v] : c.kernels.gemm_flops_per_s) mean(v);
+    for (auto& [d, forms] : c.kernels.gemm_form_flops_per_s)
+      for (auto& [f, v] : forms) mean(v);
     for (auto& [d, v] : c.kernels.attention_forward_s) mean(v);
     for (auto& [d, v] : c.kernels.attention_backward_s) mean(v);
     for (auto& [f, v] : c.kernels.memory_bytes_per_s) mean(v);
@@ -178,10 +181,15 @@ ClusterSpec this_host_cluster(const Calibration& c, const std::string& when) {
   if (c.kernels_measured) {  // the peak of each dtype is the largest rate measured for it
     for (const auto& [d, rates] : c.kernels.gemm_flops_per_s)
       if (!rates.empty()) s.peak_flops[d] = *std::max_element(rates.begin(), rates.end());
+    for (const auto& [d, forms] : c.kernels.gemm_form_flops_per_s)
+      for (const auto& [f, rates] : forms)
+        for (double x : rates) s.peak_flops[d] = std::max(s.peak_flops[d], x);
     s.measured = device_rates_of(c.kernels, s.peak_flops);
     s.measured.notes = {
         "measured by plan calibrate with the engine's kernels, every rank at once, median of the repetitions",
         "gemm_efficiency: rate / device.peak_tflops of the dtype (its largest measured rate) at 2n^3 FLOPs per call",
+        "gemm_{forward,dgrad,wgrad}_efficiency: a linear's products as the engine calls them (y = x.w^T, dx = dy.w, "
+        "dw += dy^T.x) at gemm_tokens x gemm_weights (n x n), tokens-major; they price the engine's GEMMs",
         "attention_*_us: one (sequence, head) at attention_head_dim; memory: bytes per call (kernel_costs.h formulas)"};
   }
   s.intra.kind = LinkKind::kSharedMemory;
@@ -221,6 +229,16 @@ std::vector<std::string> calibration_comment(const Calibration& c, const std::st
     for (size_t i = 0; i < rates.size(); ++i) row += fmt::format(" {:.3g}:{:.1f}", k.gemm_flops[i], rates[i] / 1e9);
     lines.push_back(row);
   }
+  for (const auto& [d, forms] : k.gemm_form_flops_per_s)
+    for (const auto& [f, rates] : forms) {
+      std::string row = fmt::format("GEMM {} {}, GFLOP/s at tokens x n =", d, gemm_form_name(f));
+      for (size_t i = 0; i < rates.size(); ++i) {
+        const size_t nw = k.gemm_weights.size();
+        row += fmt::format(" {:.0f}x{:.0f}:{:.1f}", k.gemm_tokens[i / nw], std::sqrt(k.gemm_weights[i % nw]),
+                           rates[i] / 1e9);
+      }
+      lines.push_back(row);
+    }
   for (const auto& [d, s] : k.attention_forward_s) {
     std::string row =
         fmt::format("attention {} (D = {}), forward / backward us per head at T =", d, k.attention_head_dim);

@@ -11,6 +11,7 @@
 #include "kernels/attention16.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/gemm16.h"
+#include "kernels/linear16.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
 #include "kernels/rmsnorm.h"
@@ -23,18 +24,23 @@
 namespace sp::planner {
 namespace {
 
-// The median seconds of each probe. The probes are measured in kRounds interleaved rounds (every probe a
-// little, then every probe again), so that a change of the machine's load during the calibration moves every
-// size alike instead of bending the curve; per round a probe runs at least once and min_seconds / kRounds.
+// The median seconds of each probe, in the calling thread's CPU time (the kernels run on it: OpenBLAS and
+// oneDNN pinned to one thread), so that the time the thread waits for the core while other processes share
+// it is not counted: a loaded machine otherwise charges a long call (a 2048-wide GEMM, several ms, longer
+// than a scheduler slice) with its neighbours' time and a short one not, which bends the curves by size
+// (docs/plan.md §10). On an idle core CPU time and wall time agree. The probes are measured in kRounds
+// interleaved rounds (every probe a little, then every probe again), so that a change of the machine's load
+// during the calibration (its caches and memory bandwidth, which CPU time does count) moves every size
+// alike; per round a probe runs at least once and min_seconds / kRounds.
 constexpr int kRounds = 3;
 std::vector<double> median_seconds(const std::vector<std::function<void()>>& probes, double min_seconds) {
   std::vector<std::vector<double>> t(probes.size());
   for (const auto& fn : probes) fn();  // warm-up
   for (int round = 0; round < kRounds; ++round)
     for (size_t i = 0; i < probes.size(); ++i) {
-      Stopwatch total;
+      ThreadCpuStopwatch total;
       do {
-        Stopwatch one;
+        ThreadCpuStopwatch one;
         probes[i]();
         t[i].push_back(one.seconds());
       } while (total.seconds() < min_seconds / kRounds);
@@ -93,6 +99,67 @@ void calibrate_gemms(const KernelCalibrationOptions& o, KernelCalibration& k) {
     }
     const std::vector<double> s16 = median_seconds(p16, o.min_seconds);
     for (size_t i = 0; i < s16.size(); ++i) k.gemm_flops_per_s[d].push_back(k.gemm_flops[i] / s16[i]);
+  }
+}
+
+// A linear layer's three products as the engine calls them (kernels/matmul.h, linear16.h) over token rows ×
+// square weights, per dtype; the points of one dtype measured interleaved (median_seconds).
+void calibrate_linear_forms(const KernelCalibrationOptions& o, KernelCalibration& k) {
+  for (int64_t t : o.gemm_tokens) k.gemm_tokens.push_back(static_cast<double>(t));
+  for (int64_t n : o.gemm_widths) k.gemm_weights.push_back(static_cast<double>(n * n));
+  struct Bufs {
+    std::vector<float> x, w, y, dy, dw, ws;
+    std::vector<uint16_t> x16, w16, dy16;
+  };
+  std::vector<std::unique_ptr<kernels::Gemm16>> gemms;
+  std::vector<std::pair<std::string, kernels::Gemm16*>> dtypes = {{"fp32", nullptr}};
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    auto g = kernels::make_gemm16(kernels::Gemm16Kind::kAuto, t);
+    if (!g.ok()) continue;
+    gemms.push_back(std::move(g).value());
+    dtypes.emplace_back(std::string(model::precision_name(t)), gemms.back().get());
+  }
+  for (const auto& [d, g] : dtypes) {
+    std::vector<std::unique_ptr<Bufs>> keep;
+    std::vector<std::function<void()>> probes;  // per point: forward, dgrad, wgrad
+    std::vector<double> flops;
+    for (int64_t t : o.gemm_tokens)
+      for (int64_t n : o.gemm_widths) {
+        auto b = std::make_unique<Bufs>();
+        b->x = filled(t * n, 0.25f), b->w = filled(n * n, 0.5f), b->y = filled(t * n, 0.f);
+        b->dy = filled(t * n, 0.125f), b->dw = filled(n * n, 0.f);
+        Bufs* p = b.get();
+        if (g == nullptr) {
+          probes.push_back([p, t, n] { kernels::linear_forward(p->y.data(), p->x.data(), p->w.data(), t, n, n); });
+          probes.push_back([p, t, n] {
+            kernels::linear_backward(p->y.data(), nullptr, p->dy.data(), p->x.data(), p->w.data(), t, n, n, false);
+          });
+          probes.push_back([p, t, n] {
+            kernels::linear_backward(nullptr, p->dw.data(), p->dy.data(), p->x.data(), nullptr, t, n, n, false);
+          });
+        } else {
+          const DType dt = g->dtype();
+          p->x16 = filled16(t * n, dt), p->w16 = filled16(n * n, dt), p->dy16 = filled16(t * n, dt);
+          p->ws = filled(kernels::linear16_workspace_floats(*g, t, n, n), 0.f);
+          kernels::Gemm16* gm = g;
+          probes.push_back([p, gm, t, n] {
+            kernels::linear16_forward(p->y.data(), p->x16.data(), p->w16.data(), t, n, n, *gm, p->ws.data());
+          });
+          probes.push_back([p, gm, t, n] {
+            kernels::linear16_backward(p->y.data(), nullptr, p->dy16.data(), p->x16.data(), p->w16.data(), t, n, n,
+                                       false, *gm, p->ws.data());
+          });
+          probes.push_back([p, gm, t, n] {
+            kernels::linear16_backward(nullptr, p->dw.data(), p->dy16.data(), p->x16.data(), nullptr, t, n, n, false,
+                                       *gm, p->ws.data());
+          });
+        }
+        flops.push_back(2.0 * static_cast<double>(t * n * n));
+        keep.push_back(std::move(b));
+      }
+    const std::vector<double> s = median_seconds(probes, o.min_seconds);
+    for (size_t i = 0; i < flops.size(); ++i)
+      for (size_t f = 0; f < 3; ++f) k.gemm_form_flops_per_s[d][kGemmForms[f]].push_back(flops[i] / s[3 * i + f]);
   }
 }
 
@@ -279,6 +346,7 @@ void calibrate_memory(const KernelCalibrationOptions& o, KernelCalibration& k) {
 KernelCalibration calibrate_kernels(const KernelCalibrationOptions& o) {
   KernelCalibration k;
   calibrate_gemms(o, k);
+  calibrate_linear_forms(o, k);
   calibrate_attention(o, k);
   calibrate_memory(o, k);
   return k;
@@ -292,6 +360,15 @@ DeviceRates device_rates_of(const KernelCalibration& k, const std::map<std::stri
     Curve c{k.gemm_flops, {}};
     for (double x : rates) c.y.push_back(std::min(1.0, x / p->second));
     r.gemm_efficiency[d] = c;
+  }
+  for (const auto& [d, forms] : k.gemm_form_flops_per_s) {
+    const auto p = peak.find(d);
+    if (p == peak.end()) continue;
+    for (const auto& [f, rates] : forms) {
+      Grid g{k.gemm_tokens, k.gemm_weights, {}};
+      for (double x : rates) g.z.push_back(std::min(1.0, x / p->second));
+      r.gemm_form_efficiency[d][f] = std::move(g);
+    }
   }
   r.gemm_backend = k.gemm_backend;
   r.attention_head_dim = k.attention_head_dim;

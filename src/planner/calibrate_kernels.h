@@ -20,6 +20,10 @@ namespace sp::planner {
 
 struct KernelCalibrationOptions {
   std::vector<int64_t> gemm_sizes = {32, 64, 128, 256, 512, 1024, 2048};  // n of n×n×n products
+  // A linear layer's three products (GemmForm) at token rows × a square weight (n, n): the grid of shapes
+  // that prices the engine's calls (device_rates.h).
+  std::vector<int64_t> gemm_tokens = {64, 256, 1024, 4096};
+  std::vector<int64_t> gemm_widths = {256, 512, 1024, 2048};
   std::vector<int64_t> attention_seq = {64, 128, 256, 512, 1024, 2048};
   int64_t attention_head_dim = 64;
   // Bytes one call moves: activation-sized kernels up to 64 MiB, parameter-sized ones (add, AdamW, casts)
@@ -35,6 +39,9 @@ struct KernelCalibration {
   std::vector<double> gemm_flops;                               // 2n³ per point
   std::map<std::string, std::vector<double>> gemm_flops_per_s;  // dtype → FLOP/s per point
   std::map<std::string, std::string> gemm_backend;              // dtype → what ran
+  std::vector<double> gemm_tokens, gemm_weights;                // the grid of the linear products (t, n²)
+  // dtype → form → FLOP/s per grid point, tokens-major
+  std::map<std::string, std::map<GemmForm, std::vector<double>>> gemm_form_flops_per_s;
   std::vector<double> attention_seq;
   int64_t attention_head_dim = 64;
   std::map<std::string, std::vector<double>> attention_forward_s, attention_backward_s;  // dtype → per point
@@ -44,7 +51,7 @@ struct KernelCalibration {
 KernelCalibration calibrate_kernels(const KernelCalibrationOptions& o);
 
 // The rates the cluster file records: efficiency = FLOP/s ÷ `peak[dtype]` (the largest rate measured, per
-// dtype), the rest as measured.
+// dtype, over the n×n×n products and the linear products), the rest as measured.
 DeviceRates device_rates_of(const KernelCalibration& k, const std::map<std::string, double>& peak);
 
 }  // namespace sp::planner

@@ -141,6 +141,10 @@ Result<ClusterSpec> parse_cluster(const std::string& text, const std::string& or
     if (!c.peak_flops.count(dtype))
       device.error(fmt::format("{}: device.measured.gemm_efficiency.{} without device.peak_tflops.{}",
                                device.where("measured"), dtype, dtype));
+  for (const auto& [dtype, forms] : c.measured.gemm_form_efficiency)
+    if (!c.peak_flops.count(dtype))
+      device.error(fmt::format("{}: device.measured.gemm_{}_efficiency.{} without device.peak_tflops.{}",
+                               device.where("measured"), gemm_form_name(forms.begin()->first), dtype, dtype));
   device.finish();
 
   config::TomlFields intra(top.table("intra_node"), "intra_node", origin, &errs);

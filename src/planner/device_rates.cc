@@ -18,6 +18,37 @@ double Curve::at(double v) const {
   return std::exp(std::log(y[i - 1]) + t * (std::log(y[i]) - std::log(y[i - 1])));
 }
 
+namespace {
+// The bracket of v in ascending xs, clamped: lower index and the weight of the upper one in log space.
+std::pair<size_t, double> bracket(const std::vector<double>& xs, double v) {
+  if (xs.size() < 2 || v <= xs.front()) return {0, 0};
+  if (v >= xs.back()) return {xs.size() - 2, 1};
+  const size_t i = static_cast<size_t>(std::upper_bound(xs.begin(), xs.end(), v) - xs.begin());
+  return {i - 1, (std::log(v) - std::log(xs[i - 1])) / (std::log(xs[i]) - std::log(xs[i - 1]))};
+}
+}  // namespace
+
+double Grid::at(double xv, double yv) const {
+  if (z.empty()) return 0;
+  const auto [i, t] = bracket(x, xv);
+  const auto [j, u] = bracket(y, yv);
+  const size_t ny = y.size(), i1 = std::min(i + 1, x.size() - 1), j1 = std::min(j + 1, ny - 1);
+  auto lz = [&](size_t a, size_t b) { return std::log(z[a * ny + b]); };
+  return std::exp((1 - t) * ((1 - u) * lz(i, j) + u * lz(i, j1)) + t * ((1 - u) * lz(i1, j) + u * lz(i1, j1)));
+}
+
+std::string gemm_form_name(GemmForm f) {
+  switch (f) {
+    case GemmForm::kForward:
+      return "forward";
+    case GemmForm::kDgrad:
+      return "dgrad";
+    case GemmForm::kWgrad:
+      return "wgrad";
+  }
+  return "?";
+}
+
 std::string memory_family_name(MemoryFamily f) {
   switch (f) {
     case MemoryFamily::kNorm:
@@ -42,6 +73,9 @@ nlohmann::json DeviceRates::to_json() const {
   auto curve = [](const Curve& c) { return nlohmann::json{{"x", c.x}, {"y", c.y}}; };
   nlohmann::json j = {{"attention_head_dim", attention_head_dim}, {"notes", notes}};
   for (const auto& [d, c] : gemm_efficiency) j["gemm_efficiency"][d] = curve(c);
+  for (const auto& [d, forms] : gemm_form_efficiency)
+    for (const auto& [f, g] : forms)
+      j["gemm_form_efficiency"][d][gemm_form_name(f)] = {{"tokens", g.x}, {"weights", g.y}, {"efficiency", g.z}};
   for (const auto& [d, b] : gemm_backend) j["gemm_backend"][d] = b;
   for (const auto& [d, c] : attention_forward_s) j["attention_forward_s"][d] = curve(c);
   for (const auto& [d, c] : attention_backward_s) j["attention_backward_s"][d] = curve(c);
@@ -107,9 +141,21 @@ void read_device_rates(config::TomlFields& device, const std::string& origin, st
   if (!t) return;
   config::TomlFields m(t, "device.measured", origin, errs);
   // The arrays are read from the table directly: every key is marked read here and checked against the list.
-  static const std::vector<std::string> kKnown = {
-      "notes",        "gemm_flops",           "attention_seq",         "attention_head_dim", "gemm_efficiency",
-      "gemm_backend", "attention_forward_us", "attention_backward_us", "memory_bytes",       "memory_gbytes_per_s"};
+  static const std::vector<std::string> kKnown = {"notes",
+                                                  "gemm_flops",
+                                                  "attention_seq",
+                                                  "attention_head_dim",
+                                                  "gemm_efficiency",
+                                                  "gemm_backend",
+                                                  "attention_forward_us",
+                                                  "attention_backward_us",
+                                                  "memory_bytes",
+                                                  "memory_gbytes_per_s",
+                                                  "gemm_tokens",
+                                                  "gemm_weights",
+                                                  "gemm_forward_efficiency",
+                                                  "gemm_dgrad_efficiency",
+                                                  "gemm_wgrad_efficiency"};
   for (const std::string& k : m.keys())
     if (std::find(kKnown.begin(), kKnown.end(), k) == kKnown.end())
       m.error(fmt::format("{}: unknown key in [device.measured]", m.where(k.c_str())));
@@ -133,6 +179,23 @@ void read_device_rates(config::TomlFields& device, const std::string& origin, st
     out.gemm_efficiency[k] = std::move(c);
     return true;
   });
+  // Per form: a grid over gemm_tokens × gemm_weights, tokens-major.
+  std::vector<double> tokens, weights;
+  for (GemmForm form : kGemmForms) {
+    const std::string name = "gemm_" + gemm_form_name(form) + "_efficiency";
+    if (!t->contains(name)) continue;
+    if (tokens.empty()) {
+      tokens = read_numbers(m, t, "gemm_tokens", true);
+      weights = read_numbers(m, t, "gemm_weights", true);
+    }
+    const std::vector<double> cells(tokens.size() * weights.size(), 1.0);
+    read_curves(m, origin, errs, name.c_str(), cells, 1.0, [&](const std::string& k, Curve c) {
+      for (double e : c.y)
+        if (e > 1) return false;
+      out.gemm_form_efficiency[k][form] = Grid{tokens, weights, std::move(c.y)};
+      return true;
+    });
+  }
   if (const toml::table* b = m.table("gemm_backend", false)) {
     config::TomlFields f(b, "device.measured.gemm_backend", origin, errs);
     for (const std::string& k : f.keys())
@@ -188,6 +251,10 @@ std::string device_rates_to_toml(const DeviceRates& r) {
     t += "]\n";
   }
   if (!flops.empty()) t += fmt::format("gemm_flops = {}\n", numbers(flops, 1));
+  const Grid* grid = nullptr;
+  for (const auto& [d, forms] : r.gemm_form_efficiency)
+    if (!forms.empty()) grid = &forms.begin()->second;
+  if (grid) t += fmt::format("gemm_tokens = {}\ngemm_weights = {}\n", numbers(grid->x, 1), numbers(grid->y, 1));
   if (!seq.empty())
     t += fmt::format("attention_seq = {}\nattention_head_dim = {}\n", numbers(seq, 1), r.attention_head_dim);
   auto table = [&](const char* name, const auto& curves, double scale, auto key_name) {
@@ -197,6 +264,12 @@ std::string device_rates_to_toml(const DeviceRates& r) {
   };
   auto same = [](const std::string& k) { return k; };
   table("gemm_efficiency", r.gemm_efficiency, 1.0, same);
+  for (GemmForm form : kGemmForms) {
+    std::map<std::string, Curve> cells;  // as curves, for `table`
+    for (const auto& [d, forms] : r.gemm_form_efficiency)
+      if (auto g = forms.find(form); g != forms.end()) cells[d] = Curve{{}, g->second.z};
+    table(("gemm_" + gemm_form_name(form) + "_efficiency").c_str(), cells, 1.0, same);
+  }
   if (!r.gemm_backend.empty()) {
     t += "\n[device.measured.gemm_backend]\n";
     for (const auto& [k, b] : r.gemm_backend) t += fmt::format("{} = \"{}\"\n", k, b);

@@ -5,7 +5,13 @@
 // engine's own kernels, every rank at once as in training); a cluster file may state them (docs/formats/
 // cluster.md [device.measured]); absent, the plan falls back to the stated single GEMM efficiency and prices
 // nothing but GEMMs — what the published GPU presets do, and say.
-// Interpolation: piecewise linear in (log x, log y) between measured points, constant beyond the ends.
+// The GEMMs are measured twice: n×n×n products (the dtype's peak and a curve over FLOPs per call, what a
+// cluster file without shapes states), and each of a linear layer's three products as the engine calls it
+// (GemmForm) over a grid of token rows × weight elements — on a CPU the same FLOPs run at different rates
+// by form and shape (oneDNN's bf16 dW with the gradient-accumulating β = 1 at 256 tokens: about 0.6× its
+// forward, docs/plan.md §10), so a form's measured grid prices its calls where present.
+// Interpolation: piecewise linear in (log x, log y) between measured points, constant beyond the ends
+// (bilinear in the logs for a grid).
 #pragma once
 
 #include <map>
@@ -21,6 +27,20 @@ struct Curve {
   double at(double v) const;
 };
 
+// A grid of values z over (x, y), both ascending and > 0; z row-major in x: z[i · y.size() + j].
+struct Grid {
+  std::vector<double> x, y, z;
+  bool empty() const { return z.empty(); }
+  double at(double xv, double yv) const;
+};
+
+// The three products of a linear layer (kernels/matmul.h linear_forward/backward, linear16.h), for tokens t,
+// weight w (OC, IC): forward y = x·wᵀ (t, OC, IC; B transposed, β = 0), dgrad dx = dy·w (t, IC, OC; β = 0),
+// wgrad dw += dyᵀ·x (OC, IC, t; A transposed, β = 1: the engine accumulates parameter gradients).
+enum class GemmForm { kForward, kDgrad, kWgrad };
+inline constexpr GemmForm kGemmForms[] = {GemmForm::kForward, GemmForm::kDgrad, GemmForm::kWgrad};
+std::string gemm_form_name(GemmForm f);  // "forward", "dgrad", "wgrad"
+
 // The memory-bound kernel families the engine runs (kernel_costs.h says which call is which).
 enum class MemoryFamily { kNorm, kSwiglu, kRope, kCrossEntropy, kAdd, kAdamw, kCast };
 inline constexpr MemoryFamily kMemoryFamilies[] = {
@@ -30,6 +50,8 @@ std::string memory_family_name(MemoryFamily f);  // "norm", "swiglu", "rope", "c
 
 struct DeviceRates {
   std::map<std::string, Curve> gemm_efficiency;  // dtype → fraction of peak_flops[dtype] vs FLOPs per call
+  // dtype → form → fraction of peak_flops[dtype] over (token rows, weight elements IC·OC) of one call.
+  std::map<std::string, std::map<GemmForm, Grid>> gemm_form_efficiency;
   std::map<std::string, std::string>
       gemm_backend;                 // dtype → what ran ("openblas sgemm", "onednn-2.6.3/avx512_core_bf16")
   int64_t attention_head_dim = 64;  // D at which the attention curves were measured
@@ -38,7 +60,9 @@ struct DeviceRates {
   std::map<MemoryFamily, Curve> bandwidth;            // bytes/s vs bytes one call moves
   std::vector<std::string> notes;                     // how they were measured (for the report)
 
-  bool empty() const { return gemm_efficiency.empty() && attention_forward_s.empty() && bandwidth.empty(); }
+  bool empty() const {
+    return gemm_efficiency.empty() && gemm_form_efficiency.empty() && attention_forward_s.empty() && bandwidth.empty();
+  }
   nlohmann::json to_json() const;
 };
 

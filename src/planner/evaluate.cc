@@ -58,6 +58,7 @@ ChunkTimes chunk_times(const PlanQuery& q, const plan::RunPlan& plan, const plan
                                      c.train.seq_len, c.parallel.tp, recompute_mode(c.train.recompute));
     t.forward.gemm = f.forward / (peak * q.efficiency);
     t.backward.gemm = f.backward / (peak * q.efficiency);
+    t.backward.wgrad = t.backward.gemm / 2;  // dW costs what dX does at one stated efficiency
     return t;
   }
   ChunkKernelsInput in;
@@ -223,9 +224,9 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
     compute[p] += step;
     pt.forward_s.push_back(t.forward.total() + pass.forward[p] / passes);
     pt.backward_s.push_back(t.backward.total() + pass.backward[p] / passes);
-    // ZB-H1's W: the weight-gradient half of every linear's backward products (dW costs what dX does); the
-    // attention's backward, the memory-bound kernels and the pass's communication belong to B.
-    pt.weight_s.push_back(t.backward.gemm / 2);
+    // ZB-H1's W: every linear's weight-gradient product, priced as such (kernel_costs.h); the attention's
+    // backward, the memory-bound kernels and the pass's communication belong to B.
+    pt.weight_s.push_back(t.backward.wgrad);
   }
   if (e.measured_rates)  // after the pipeline, the optimizer on the busiest evaluated rank
     for (const RankEvaluation& r : e.ranks)

@@ -25,14 +25,16 @@ KernelTimes& KernelTimes::operator+=(const KernelTimes& o) {
   gemm += o.gemm;
   attention += o.attention;
   memory += o.memory;
+  wgrad += o.wgrad;
   return *this;
 }
 
 namespace {
 
-KernelCall gemm(double m, double n, double k) {
+KernelCall gemm(double m, double n, double k, GemmForm form = GemmForm::kForward) {
   KernelCall c;
   c.kind = KernelCall::Kind::kGemm;
+  c.form = form;
   c.m = m, c.n = n, c.k = k;
   return c;
 }
@@ -71,8 +73,8 @@ void block_forward(const plan::BlockShapes& s, bool mixed, std::vector<KernelCal
 
 // A linear layer's backward (kernels/matmul.h linear_backward): dX (N, in) = dY · W, dW (out, in) += dYᵀ · X.
 void linear_backward(double N, double in, double outf, std::vector<KernelCall>& out) {
-  out.push_back(gemm(N, in, outf));
-  out.push_back(gemm(outf, in, N));
+  out.push_back(gemm(N, in, outf, GemmForm::kDgrad));
+  out.push_back(gemm(outf, in, N, GemmForm::kWgrad));
 }
 
 void block_backward(const plan::BlockShapes& s, bool mixed, std::vector<KernelCall>& out) {
@@ -137,10 +139,14 @@ std::vector<KernelCall> optimizer_kernels(int64_t local_params, int64_t owned_pa
   return out;
 }
 
+double gemm_tokens(const KernelCall& c) { return c.form == GemmForm::kWgrad ? c.k : c.m; }
+double gemm_weights(const KernelCall& c) { return c.form == GemmForm::kWgrad ? c.m * c.n : c.n * c.k; }
+
 KernelTimes price_kernels(const std::vector<KernelCall>& calls, const DeviceRates& rates, const std::string& dtype,
                           double peak, double stated_efficiency) {
   KernelTimes t;
   const auto curve = rates.gemm_efficiency.find(dtype);
+  const auto forms = rates.gemm_form_efficiency.find(dtype);
   // `flops` at the efficiency of a call of `call_flops`.
   auto gemm_seconds = [&](double flops, double call_flops) {
     const double e = curve != rates.gemm_efficiency.end() ? curve->second.at(call_flops) : stated_efficiency;
@@ -148,9 +154,17 @@ KernelTimes price_kernels(const std::vector<KernelCall>& calls, const DeviceRate
   };
   for (const KernelCall& c : calls) {
     switch (c.kind) {
-      case KernelCall::Kind::kGemm:
-        t.gemm += c.count * gemm_seconds(2 * c.m * c.n * c.k, 2 * c.m * c.n * c.k);
+      case KernelCall::Kind::kGemm: {
+        const double flops = 2 * c.m * c.n * c.k;
+        const Grid* grid = nullptr;
+        if (forms != rates.gemm_form_efficiency.end())
+          if (auto g = forms->second.find(c.form); g != forms->second.end()) grid = &g->second;
+        const double s =
+            c.count * (grid ? flops / (peak * grid->at(gemm_tokens(c), gemm_weights(c))) : gemm_seconds(flops, flops));
+        t.gemm += s;
+        if (c.form == GemmForm::kWgrad) t.wgrad += s;
         break;
+      }
       case KernelCall::Kind::kAttentionForward:
       case KernelCall::Kind::kAttentionBackward: {
         const bool forward = c.kind == KernelCall::Kind::kAttentionForward;

@@ -25,6 +25,7 @@ struct KernelCall {
   enum class Kind { kGemm, kAttentionForward, kAttentionBackward, kMemory };
   Kind kind = Kind::kGemm;
   MemoryFamily family = MemoryFamily::kAdd;  // kMemory
+  GemmForm form = GemmForm::kForward;        // kGemm: which of a linear's products (device_rates.h)
   double m = 0, n = 0, k = 0;                // kGemm: C (m, n) = A (m, k) · B (k, n)
   double seq = 0, head_dim = 0;              // attention: one (sequence, head)
   double bytes = 0;                          // kMemory: bytes one call moves
@@ -69,11 +70,17 @@ std::vector<KernelCall> optimizer_kernels(int64_t local_params, int64_t owned_pa
 
 struct KernelTimes {
   double gemm = 0, attention = 0, memory = 0;
+  double wgrad = 0;  // the part of `gemm` spent in weight-gradient products (ZB-H1's W pass)
   double total() const { return gemm + attention + memory; }
   KernelTimes& operator+=(const KernelTimes& o);
 };
+// A GEMM call's token rows and weight elements: (m, n·k) for forward and dgrad, (k, m·n) for wgrad.
+double gemm_tokens(const KernelCall& c);
+double gemm_weights(const KernelCall& c);
+
 // Prices `calls` at the device's rates for `dtype` (peak FLOP/s `peak`): GEMMs at peak × the measured
-// efficiency at their FLOPs when `rates` has a curve for the dtype, else × `stated_efficiency`; attention at
+// efficiency of their form at (token rows, weight elements) when `rates` has that grid for the dtype, else
+// at their FLOPs on the dtype's n×n×n curve, else × `stated_efficiency`; attention at
 // the measured seconds (scaled by head_dim / the measured head dim) or, without them, as GEMM FLOPs of the
 // causal half the engine computes; memory-bound kernels at the measured bandwidth of their family, else free.
 KernelTimes price_kernels(const std::vector<KernelCall>& calls, const DeviceRates& rates, const std::string& dtype,

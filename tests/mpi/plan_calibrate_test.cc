@@ -8,6 +8,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "planner/calibrate.h"
+#include "planner/kernel_costs.h"
 
 namespace sp::planner {
 namespace {
@@ -19,6 +20,8 @@ TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
   o.gemm_seconds = 0.05;
   o.repetitions = 5;
   o.kernels.gemm_sizes = {32, 128};
+  o.kernels.gemm_tokens = {32, 128};
+  o.kernels.gemm_widths = {32, 64};
   o.kernels.attention_seq = {64, 128};
   o.kernels.activation_bytes = {1 << 16, 1 << 18};
   o.kernels.parameter_bytes = {1 << 16, 1 << 18};
@@ -70,6 +73,31 @@ TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
   const Curve& e = back->measured.gemm_efficiency.at("fp32");
   EXPECT_EQ(e.x.size(), 2u);
   EXPECT_NEAR(*std::max_element(e.y.begin(), e.y.end()), 1.0, 1e-5);
+  // A linear's three products per dtype over tokens × weights, read back as written; the peak is the largest
+  // rate of the n×n×n products and the linear products together, so no efficiency exceeds 1 and one is 1.
+  ASSERT_TRUE(back->measured.gemm_form_efficiency.count("fp32"));
+  double largest = *std::max_element(e.y.begin(), e.y.end());
+  for (const auto& [d, forms] : back->measured.gemm_form_efficiency) {
+    ASSERT_EQ(forms.size(), std::size(kGemmForms)) << d;
+    for (const auto& [f, g] : forms) {
+      EXPECT_EQ(g.x, (std::vector<double>{32, 128})) << d;
+      EXPECT_EQ(g.y, (std::vector<double>{32 * 32, 64 * 64})) << d;
+      ASSERT_EQ(g.z.size(), 4u) << d << " " << gemm_form_name(f);
+      for (double v : g.z) EXPECT_LE(v, 1.0) << d << " " << gemm_form_name(f);
+      if (d == "fp32") largest = std::max(largest, *std::max_element(g.z.begin(), g.z.end()));
+      const Grid& written = s.measured.gemm_form_efficiency.at(d).at(f);
+      for (size_t i = 0; i < g.z.size(); ++i) EXPECT_NEAR(g.z[i] / written.z[i], 1.0, 1e-5);
+    }
+  }
+  EXPECT_NEAR(largest, 1.0, 1e-5);
+  // The planner prices a linear's products each at its own form's measured grid (kernel_costs.h), not at the
+  // n×n×n curve: the wgrad dW (64, 32) += dYᵀ (64, 128) · X (128, 32) at (128 tokens, 64·32 weights).
+  const double peak = back->peak_flops.at("fp32");
+  const Grid& wgrad = back->measured.gemm_form_efficiency.at("fp32").at(GemmForm::kWgrad);
+  const KernelCall dw{.kind = KernelCall::Kind::kGemm, .form = GemmForm::kWgrad, .m = 64, .n = 32, .k = 128};
+  const KernelTimes t = price_kernels({dw}, back->measured, "fp32", peak, 0.5);
+  EXPECT_NEAR(t.gemm / (2.0 * 64 * 32 * 128 / (peak * wgrad.at(128, 64 * 32))), 1.0, 1e-12);
+  EXPECT_EQ(t.wgrad, t.gemm);
   EXPECT_TRUE(back->measured.attention_forward_s.count("fp32"));
   EXPECT_EQ(back->measured.bandwidth.size(), std::size(kMemoryFamilies));
   for (const auto& [f, curve] : back->measured.bandwidth)

@@ -1,7 +1,7 @@
 // The time model's compute side (planner/kernel_costs.h, planner/device_rates.h): the kernels of a micro-batch
 // against the FLOP count of planner/flops.h (an independent formula: Narayanan et al. eq. 2's terms), the
-// backward's GEMMs twice the forward's, curves interpolated in log-log and clamped, and pricing that reduces to
-// the stated efficiency when a curve is flat.
+// backward's GEMMs twice the forward's, curves and grids interpolated in log-log and clamped, pricing that
+// reduces to the stated efficiency when a curve is flat, and every GEMM priced at its own form's grid.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +94,48 @@ TEST(PlanKernelCosts, PricingFollowsTheRates) {
   ChunkKernelsInput mixed = small(1);
   mixed.mixed = true;
   EXPECT_LT(price_kernels(chunk_kernels(mixed).forward, flat, "fp32", 1e11, 0.9).memory, measured.memory);
+}
+
+TEST(PlanKernelCosts, GridsInterpolateBilinearlyInLogsAndClamp) {
+  const Grid g{{1e2, 1e4}, {1e3, 1e5}, {1.0, 10.0, 100.0, 1000.0}};  // z = x · y / 1e5 on the corners
+  EXPECT_DOUBLE_EQ(g.at(1e2, 1e3), 1.0);
+  EXPECT_NEAR(g.at(1e4, 1e5), 1000.0, 1e-9);
+  EXPECT_NEAR(g.at(1e3, 1e4), 31.6227766016838, 1e-9);  // the centre: the geometric mean of the corners
+  EXPECT_NEAR(g.at(1e3, 1e3), 10.0, 1e-9);              // halfway in log x along y's first row
+  EXPECT_NEAR(g.at(1, 1e9), 10.0, 1e-9);                // clamped to the corner (x first, y last)
+}
+
+// The engine's three products per linear (kernels/matmul.h): forward (N, out, in), dgrad (N, in, out) and
+// wgrad (out, in, N), each with its form, so that a grid per form prices each; ZB-H1's W is the wgrad part.
+TEST(PlanKernelCosts, EveryLinearProductCarriesItsForm) {
+  const ChunkKernels k = chunk_kernels(small(2));
+  double forward = 0, dgrad = 0, wgrad = 0;
+  for (const KernelCall& c : k.forward)
+    if (c.kind == KernelCall::Kind::kGemm) {
+      EXPECT_EQ(c.form, GemmForm::kForward);
+      EXPECT_EQ(gemm_tokens(c), 512.0);  // N = B·T = 2·256 rows
+      forward += 2 * c.m * c.n * c.k;
+    }
+  for (const KernelCall& c : k.backward)
+    if (c.kind == KernelCall::Kind::kGemm) {
+      ASSERT_NE(c.form, GemmForm::kForward);
+      EXPECT_EQ(gemm_tokens(c), 512.0);  // M of dgrad, K of wgrad
+      (c.form == GemmForm::kDgrad ? dgrad : wgrad) += 2 * c.m * c.n * c.k;
+    }
+  EXPECT_GT(forward, 0.0);
+  EXPECT_DOUBLE_EQ(dgrad, forward);
+  EXPECT_DOUBLE_EQ(wgrad, forward);
+  // Priced: a wgrad grid at half the efficiency of the others doubles the wgrad time only.
+  DeviceRates r;
+  const Grid flat{{1, 1e9}, {1, 1e12}, {0.8, 0.8, 0.8, 0.8}}, slow{{1, 1e9}, {1, 1e12}, {0.4, 0.4, 0.4, 0.4}};
+  r.gemm_form_efficiency["bf16"] = {{GemmForm::kForward, flat}, {GemmForm::kDgrad, flat}, {GemmForm::kWgrad, slow}};
+  r.gemm_efficiency["bf16"] = Curve{{1, 1e12}, {1.0, 1.0}};  // not used where the form has a grid
+  const KernelTimes f = price_kernels(k.forward, r, "bf16", 1e12, 0.5);
+  const KernelTimes b = price_kernels(k.backward, r, "bf16", 1e12, 0.5);
+  EXPECT_NEAR(f.gemm, forward / 0.8e12, 1e-15);
+  EXPECT_EQ(f.wgrad, 0.0);
+  EXPECT_NEAR(b.wgrad, wgrad / 0.4e12, 1e-15);
+  EXPECT_NEAR(b.gemm, dgrad / 0.8e12 + wgrad / 0.4e12, 1e-15);
 }
 
 }  // namespace SP_TEST_ID
