@@ -62,8 +62,8 @@ def main():
     print("GEMM backends measured: " + ", ".join(f"{d}: {b}" for d, b in backends))
     print()
     print(f"| precision | strategy | measured s (median of steps 1..{a.steps - 1}) | predicted s | error | "
-          "GEMMs s | attention s | memory-bound s | optimizer s | comm s | bubble |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "GEMMs s | attention s | memory-bound s | optimizer s | evidence s | comm s | bubble |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for precision in a.precisions.split(","):
         out = work / f"compare-{precision}"
@@ -79,7 +79,7 @@ def main():
                                capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"| {precision} | {r['label']} | {measured:.4g} | (not planned: "
-                      f"{p.stderr.strip().splitlines()[0]}) | | | | | | | |")
+                      f"{p.stderr.strip().splitlines()[0]}) | | | | | | | | |")
                 continue
             j = json.loads(p.stdout)
             st, cp = j["step"], j["compute"]
@@ -88,7 +88,7 @@ def main():
             comm = st["pass_comm_seconds"] + st["after_pipeline_seconds"]
             print(f"| {precision} | {r['label']} | {measured:.4g} | {st['seconds']:.4g} | {100 * err:+.1f} % | "
                   f"{cp['gemm_seconds']:.4g} | {cp['attention_seconds']:.4g} | {cp['memory_seconds']:.4g} | "
-                  f"{st['optimizer_seconds']:.4g} | {comm:.4g} | {100 * j['pipeline']['bubble_fraction']:.0f} % |")
+                  f"{st['optimizer_seconds']:.4g} | {st.get('evidence_seconds', 0):.4g} | {comm:.4g} | {100 * j['pipeline']['bubble_fraction']:.0f} % |")
     print()
     print(f"load average at the end: {load()}; largest |error|: {100 * worst:.1f} %")
     return 0

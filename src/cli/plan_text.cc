@@ -64,10 +64,12 @@ void print_evaluation(const nlohmann::json& j) {
   const auto& cp = j["compute"];
   const std::string split =
       cp.value("measured_rates", false)
-          ? fmt::format("compute {:.4g} s = GEMMs {:.4g} + attention {:.4g} + memory-bound {:.4g}; optimizer {:.4g} s",
-                        st["compute_seconds"].get<double>(), cp["gemm_seconds"].get<double>(),
-                        cp["attention_seconds"].get<double>(), cp["memory_seconds"].get<double>(),
-                        st.value("optimizer_seconds", 0.0))
+          ? fmt::format(
+                "compute {:.4g} s = GEMMs {:.4g} + attention {:.4g} + memory-bound {:.4g}; optimizer {:.4g} s; "
+                "evidence {:.4g} s",
+                st["compute_seconds"].get<double>(), cp["gemm_seconds"].get<double>(),
+                cp["attention_seconds"].get<double>(), cp["memory_seconds"].get<double>(),
+                st.value("optimizer_seconds", 0.0), st.value("evidence_seconds", 0.0))
           : fmt::format("GEMMs {:.4g} s", st["compute_seconds"].get<double>());
   std::printf(
       "step %.4g s (%s, collectives inside the passes %.4g s, after the pipeline %.4g s); %.0f tokens/s; "

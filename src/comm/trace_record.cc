@@ -120,6 +120,27 @@ int64_t wire_bytes_of(OpKind op, int64_t bytes, int group_size) {
   return 0;
 }
 
+int64_t digested_bytes_of(OpKind op, int64_t bytes, int group_size) {
+  switch (op) {
+    case OpKind::kAllReduce:
+    case OpKind::kAllToAll:
+    case OpKind::kBroadcast:
+      return 2 * bytes;
+    case OpKind::kReduceScatter:
+    case OpKind::kAllGather:
+    case OpKind::kGather:
+      return bytes + bytes / group_size;
+    case OpKind::kSend:
+    case OpKind::kRecv:
+    case OpKind::kIsend:
+    case OpKind::kIrecv:
+      return bytes;
+    case OpKind::kBarrier:
+      return 0;
+  }
+  return 0;
+}
+
 std::string trace_record_to_json(const TraceRecord& r) {
   nlohmann::ordered_json j;
   j["group"] = r.group;

@@ -64,6 +64,11 @@ struct TraceRecord {
 // all_reduce ⌊2(n−1)·bytes/n⌋; reduce_scatter, all_gather, all_to_all, broadcast, gather
 // ⌊(n−1)·bytes/n⌋; p2p bytes; barrier 0.
 int64_t wire_bytes_of(OpKind op, int64_t bytes, int group_size);
+// Bytes TracedCommunicator digests (XXH3-128, with the trace on) for one record on one rank: its input and its
+// output payload — all_reduce 2·bytes; reduce_scatter and all_gather bytes + bytes/n (the full buffer and the
+// shard); all_to_all 2·bytes (equal counts); broadcast 2·bytes and gather bytes + bytes/n (the root's, the
+// larger); a p2p transfer bytes; barrier 0.
+int64_t digested_bytes_of(OpKind op, int64_t bytes, int group_size);
 
 // One JSON object, no newline. Fields in the documented order; absent optionals are omitted.
 std::string trace_record_to_json(const TraceRecord& record);

@@ -65,6 +65,12 @@ std::string memory_family_name(MemoryFamily f) {
       return "adamw";
     case MemoryFamily::kCast:
       return "cast";
+    case MemoryFamily::kExactSum:
+      return "exact_sum";
+    case MemoryFamily::kChecksum:
+      return "checksum";
+    case MemoryFamily::kDigest:
+      return "digest";
   }
   return "?";
 }
@@ -225,8 +231,10 @@ void read_device_rates(config::TomlFields& device, const std::string& origin, st
       const auto family = std::find_if(std::begin(kMemoryFamilies), std::end(kMemoryFamilies),
                                        [&](MemoryFamily fam) { return memory_family_name(fam) == k; });
       if (family == std::end(kMemoryFamilies)) {
-        f.error(fmt::format("{}: unknown family (known: norm, swiglu, rope, cross_entropy, add, adamw, cast)",
-                            f.where(k.c_str())));
+        f.error(
+            fmt::format("{}: unknown family (known: norm, swiglu, rope, cross_entropy, add, adamw, cast, exact_sum, "
+                        "checksum, digest)",
+                        f.where(k.c_str())));
       } else if (x == bytes.end() || x->second.size() != y.size()) {
         f.error(fmt::format("{}: needs device.measured.memory_bytes.{} with as many sizes", f.where(k.c_str()), k));
       } else if (!y.empty()) {

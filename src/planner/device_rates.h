@@ -41,12 +41,17 @@ enum class GemmForm { kForward, kDgrad, kWgrad };
 inline constexpr GemmForm kGemmForms[] = {GemmForm::kForward, GemmForm::kDgrad, GemmForm::kWgrad};
 std::string gemm_form_name(GemmForm f);  // "forward", "dgrad", "wgrad"
 
-// The memory-bound kernel families the engine runs (kernel_costs.h says which call is which).
-enum class MemoryFamily { kNorm, kSwiglu, kRope, kCrossEntropy, kAdd, kAdamw, kCast };
+// The memory-bound kernel families the engine runs (kernel_costs.h says which call is which). The evidence's
+// three (evidence/tensor_summary.h, core/hash.h): `exact_sum` (a TensorSummary's exact sums of fp32 values, the
+// gradient norm of every step), `checksum` (the same with the checksum lanes: a checksum record) and `digest`
+// (XXH3-128 over bytes: the trace's payload digests, the dp replica check).
+enum class MemoryFamily { kNorm, kSwiglu, kRope, kCrossEntropy, kAdd, kAdamw, kCast, kExactSum, kChecksum, kDigest };
 inline constexpr MemoryFamily kMemoryFamilies[] = {
-    MemoryFamily::kNorm, MemoryFamily::kSwiglu, MemoryFamily::kRope, MemoryFamily::kCrossEntropy,
-    MemoryFamily::kAdd,  MemoryFamily::kAdamw,  MemoryFamily::kCast};
-std::string memory_family_name(MemoryFamily f);  // "norm", "swiglu", "rope", "cross_entropy", "add", "adamw", "cast"
+    MemoryFamily::kNorm,     MemoryFamily::kSwiglu, MemoryFamily::kRope, MemoryFamily::kCrossEntropy,
+    MemoryFamily::kAdd,      MemoryFamily::kAdamw,  MemoryFamily::kCast, MemoryFamily::kExactSum,
+    MemoryFamily::kChecksum, MemoryFamily::kDigest};
+// "norm", "swiglu", "rope", "cross_entropy", "add", "adamw", "cast", "exact_sum", "checksum", "digest"
+std::string memory_family_name(MemoryFamily f);
 
 struct DeviceRates {
   std::map<std::string, Curve> gemm_efficiency;  // dtype → fraction of peak_flops[dtype] vs FLOPs per call

@@ -6,17 +6,22 @@
 #include <map>
 #include <memory>
 
+#include "comm/trace_record.h"
 #include "evidence/bubble.h"
 #include "kernels/reduce.h"
 #include "model/precision.h"
 #include "model/weights.h"
 #include "planner/collective_time.h"
+#include "planner/evaluate_after.h"
 #include "planner/flops.h"
 
 namespace sp::planner {
 namespace {
 
-std::string axis_of_group(const std::string& group) { return group.substr(0, group.find('[')); }
+using evaluate_detail::axis_of_group;
+using evaluate_detail::evidence_times;
+using evaluate_detail::group_size;
+using evaluate_detail::optimizer_times;
 
 Collective collective_of(const std::string& op) {
   if (op == "all_reduce") return Collective::kAllReduce;
@@ -32,6 +37,17 @@ double priced_seconds(const std::string& op, int64_t ops, int64_t bytes, const G
   const Collective c = collective_of(op);
   const double latency = collective_seconds(c, 0, link);
   return static_cast<double>(ops) * latency + collective_seconds(c, static_cast<double>(bytes), link) - latency;
+}
+
+// The local canonical sum of a deterministic reduction (comm/deterministic.h: all-to-all, the sum of the n
+// received chunks in rank order, all-gather) after each of its `ops` all-to-alls moving `bytes` in all: n − 1
+// adds of a chunk (bytes / n), each reading two and writing one, at the measured `add` bandwidth (free
+// without it, as every memory-bound kernel of a datasheet preset).
+double local_sum_seconds(int64_t ops, int64_t bytes, int n, const DeviceRates& rates) {
+  const auto add = rates.bandwidth.find(MemoryFamily::kAdd);
+  if (ops == 0 || n < 2 || add == rates.bandwidth.end()) return 0;
+  const double moved = 3.0 * (n - 1) * static_cast<double>(bytes) / n;
+  return moved / add->second.at(moved / static_cast<double>(ops));
 }
 
 bool is_pass_phase(const std::string& phase) { return phase == "forward" || phase == "backward"; }
@@ -78,24 +94,6 @@ ChunkTimes chunk_times(const PlanQuery& q, const plan::RunPlan& plan, const plan
   t.forward = price_kernels(k.forward, q.cluster.measured, q.dtype, peak, q.efficiency);
   t.backward = price_kernels(k.backward, q.cluster.measured, q.dtype, peak, q.efficiency);
   return t;
-}
-
-// The optimizer step of the rank at `coords` (every chunk it holds): the parameters it holds and those it
-// owns (a 1/dp shard under ZeRO, dp rank 0's being the largest).
-KernelTimes optimizer_times(const PlanQuery& q, const plan::RunPlan& plan, const comm::Coords& coords, double peak) {
-  const config::RunConfig& c = q.config;
-  int64_t local = 0, owned = 0;
-  for (int ci = 0; ci < plan.chunk_count(); ++ci) {
-    const plan::ChunkPlacement ch = plan.chunk(ci);
-    if (ch.pp_rank != coords.pp) continue;
-    for (int id : model::chunk_units(c.model, ch.layer_begin, ch.layer_end, ch.first, ch.last)) {
-      const int64_t n = model::unit_numel(c.model, id, c.parallel.tp);
-      local += n;
-      owned += c.parallel.zero == 0 ? n : (n + c.parallel.dp - 1) / c.parallel.dp;
-    }
-  }
-  return price_kernels(optimizer_kernels(local, owned, c.train.precision.mixed()), q.cluster.measured, q.dtype, peak,
-                       q.efficiency);
 }
 
 // The plan placed on the cluster: its grid, the run plan and the link each group's collectives run on.
@@ -178,7 +176,9 @@ PassComm evaluate_ranks(const PlanQuery& q, const Placement& pl, PlanEvaluation&
       const auto& [group, phase, op] = key;
       const std::string axis = axis_of_group(group);
       const GroupLink& link = *link_of.at(axis == "ps" ? "world" : axis);
-      const double s = priced_seconds(op, t.ops, t.bytes, link);
+      double s = priced_seconds(op, t.ops, t.bytes, link);
+      if (op == "all_to_all" && pc.reduction == config::Reduction::kDeterministic && q.use_measured)
+        s += local_sum_seconds(t.ops, t.bytes, group_size(pc, axis), q.cluster.measured);
       PricedTraffic& b = busiest[{axis, phase, op}];
       if (t.bytes >= b.bytes) b = {axis, phase, op, t.ops, t.bytes, s, link.link};
       if (axis == "pp") continue;  // the pipeline simulation carries the transfers
@@ -228,9 +228,11 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
     // backward, the memory-bound kernels and the pass's communication belong to B.
     pt.weight_s.push_back(t.backward.wgrad);
   }
-  if (e.measured_rates)  // after the pipeline, the optimizer on the busiest evaluated rank
-    for (const RankEvaluation& r : e.ranks)
+  if (e.measured_rates)  // after the pipeline, the optimizer and the evidence on the busiest evaluated rank
+    for (const RankEvaluation& r : e.ranks) {
       e.optimizer_seconds = std::max(e.optimizer_seconds, optimizer_times(q, plan, r.coords, peak).total());
+      e.evidence_seconds = std::max(e.evidence_seconds, evidence_times(q, plan, r, peak).total());
+    }
   const int64_t activation_bytes = 4 * c.train.micro_batch_size * c.train.seq_len * c.model.dim;
   pt.transfer_s =
       pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pl.pp_link) : 0;
@@ -248,7 +250,7 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
     }
     e.pass_comm_seconds = std::max(e.pass_comm_seconds, pass.forward[i] + pass.backward[i]);
   }
-  e.step_seconds = e.pipeline.makespan_s + e.after_pipeline_seconds + e.optimizer_seconds;
+  e.step_seconds = e.pipeline.makespan_s + e.after_pipeline_seconds + e.optimizer_seconds + e.evidence_seconds;
 }
 
 // The step's FLOPs and utilizations, the dominant communication (the (axis, phase) taking the most time on the

@@ -88,7 +88,9 @@ struct PlanEvaluation {
   bool measured_rates = false;        // the cluster's measured rates priced the compute
   double pass_comm_seconds = 0;       // tp and ZeRO-3 collectives inside the passes, busiest pp rank
   double after_pipeline_seconds = 0;  // grad_sync, optimizer and evidence phases (no overlap)
-  double step_seconds = 0;            // pipeline makespan + after_pipeline_seconds + optimizer_seconds
+  // The evidence (checksums, the replica digest, the trace's payload digests), with measured rates; 0 without.
+  double evidence_seconds = 0;
+  double step_seconds = 0;  // pipeline makespan + after_pipeline_seconds + optimizer_seconds + evidence_seconds
   double tokens_per_second = 0, mfu = 0, hfu = 0;
   std::string dominant;  // the largest communication part: "dp grad_sync on inter-node infiniband"
   std::vector<std::string> assumptions;

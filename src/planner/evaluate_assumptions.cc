@@ -53,7 +53,8 @@ std::vector<std::string> evaluation_assumptions(const PlanQuery& q, const PlanEv
         "compute priced with the cluster's measured rates ({} peak {:.4g} TFLOP/s per device; planner/kernel_costs.h): "
         "every GEMM of the step at the measured efficiency for its FLOPs, attention at the measured seconds per "
         "(sequence, head), the memory-bound kernels (norms, SwiGLU, RoPE, cross-entropy, residual adds, the gradient "
-        "tree, casts, AdamW) at the bandwidth measured for their family and size",
+        "tree, casts, AdamW) and the evidence (the checksums' exact sums, the trace's and the replica check's XXH3 "
+        "digests of the bytes they read) at the bandwidth measured for their family and size",
         q.dtype, peak / 1e12));
   else
     out.push_back(fmt::format(

@@ -148,6 +148,7 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
             {"pass_comm_seconds", e.pass_comm_seconds},
             {"after_pipeline_seconds", e.after_pipeline_seconds},
             {"optimizer_seconds", e.optimizer_seconds},
+            {"evidence_seconds", e.evidence_seconds},
             {"tokens_per_second", e.tokens_per_second},
             {"mfu", e.mfu},
             {"hfu", e.hfu},

@@ -20,6 +20,8 @@ double add_bytes(double n) { return 3 * kF * n; }
 double zero_bytes(double n) { return kF * n; }
 double adamw_bytes(double n) { return 7 * kF * n; }
 double cast_bytes(double n) { return (kF + 2) * n; }
+double summary_bytes(double n) { return kF * n; }
+double digest_bytes(double bytes) { return bytes; }
 
 KernelTimes& KernelTimes::operator+=(const KernelTimes& o) {
   gemm += o.gemm;
@@ -130,12 +132,26 @@ ChunkKernels chunk_kernels(const ChunkKernelsInput& in) {
   return k;
 }
 
-std::vector<KernelCall> optimizer_kernels(int64_t local_params, int64_t owned_params, bool mixed) {
+std::vector<KernelCall> optimizer_kernels(int64_t local_params, int64_t owned_params, int64_t summarized_params,
+                                          double checksum_share, bool mixed) {
   const double owned = static_cast<double>(owned_params);
-  std::vector<KernelCall> out = {memory(MemoryFamily::kAdd, kF * owned),      // the norm reads every gradient
-                                 memory(MemoryFamily::kAdd, 2 * kF * owned),  // the clipping scale
-                                 memory(MemoryFamily::kAdamw, adamw_bytes(owned))};
+  const double norm = summary_bytes(static_cast<double>(summarized_params));
+  std::vector<KernelCall> out;
+  if (checksum_share < 1) out.push_back(memory(MemoryFamily::kExactSum, norm, 1 - checksum_share));
+  if (checksum_share > 0) out.push_back(memory(MemoryFamily::kChecksum, norm, checksum_share));
+  out.push_back(memory(MemoryFamily::kAdd, 2 * kF * owned));  // the clipping scale
+  out.push_back(memory(MemoryFamily::kAdamw, adamw_bytes(owned)));
   if (mixed) out.push_back(memory(MemoryFamily::kCast, cast_bytes(static_cast<double>(local_params))));
+  return out;
+}
+
+std::vector<KernelCall> evidence_kernels(const EvidenceKernelsInput& in) {
+  std::vector<KernelCall> out;
+  if (in.summarized_params > 0 && in.checksum_share > 0)
+    out.push_back(
+        memory(MemoryFamily::kChecksum, summary_bytes(static_cast<double>(in.summarized_params)), in.checksum_share));
+  if (in.replica_bytes > 0) out.push_back(memory(MemoryFamily::kDigest, digest_bytes(in.replica_bytes)));
+  if (in.digested_bytes > 0) out.push_back(memory(MemoryFamily::kDigest, digest_bytes(in.digested_bytes)));
   return out;
 }
 

@@ -41,10 +41,12 @@ double swiglu_backward_bytes(double rows, double f, double h);
 double rope_bytes(double rows, double heads, double head_dim);
 double cross_entropy_forward_bytes(double rows, double vocab);
 double cross_entropy_backward_bytes(double rows, double vocab);
-double add_bytes(double n);    // c = a + b, fp32
-double zero_bytes(double n);   // memset of n floats
-double adamw_bytes(double n);  // p, m, v, g read; p, m, v written (fp32)
-double cast_bytes(double n);   // fp32 ↔ 16-bit
+double add_bytes(double n);         // c = a + b, fp32
+double zero_bytes(double n);        // memset of n floats
+double adamw_bytes(double n);       // p, m, v, g read; p, m, v written (fp32)
+double cast_bytes(double n);        // fp32 ↔ 16-bit
+double summary_bytes(double n);     // evidence::TensorSummary over n fp32 values (a read)
+double digest_bytes(double bytes);  // XXH3-128 over `bytes` (a read)
 
 struct ChunkKernelsInput {
   model::LlamaConfig model;
@@ -64,9 +66,25 @@ struct ChunkKernels {
 };
 ChunkKernels chunk_kernels(const ChunkKernelsInput& in);
 
-// After the pipeline, once per step: the gradient norm (a read of the owned gradients), the clipping scale,
-// AdamW over the owned parameters, and in mixed precision the 16-bit working copies of the rank's parameters.
-std::vector<KernelCall> optimizer_kernels(int64_t local_params, int64_t owned_params, bool mixed);
+// After the pipeline, once per step: the gradient norm (evidence::TensorSummary over the rank's dp range of its
+// gradients, `summarized_params`: exact sums, with the checksum lanes on a checksum step, `checksum_share` of
+// the steps), the clipping scale and AdamW over the owned parameters, and in mixed precision the 16-bit
+// working copies of the rank's parameters.
+std::vector<KernelCall> optimizer_kernels(int64_t local_params, int64_t owned_params, int64_t summarized_params,
+                                          double checksum_share, bool mixed);
+
+// The evidence of one step on one rank (parallel/engine_step.cc, comm/traced_communicator.cc): the parameter
+// checksums over its dp range (`summarized_params`, on a checksum step: `checksum_share` = 1 / checksum_every
+// prices the average step), the dp replica check's digest of the parameters it holds (`replica_bytes`, 0
+// without replicas) and the trace's digests of every payload it sends and receives (`digested_bytes`,
+// comm::digested_bytes_of over the step's traffic; 0 with the trace off).
+struct EvidenceKernelsInput {
+  int64_t summarized_params = 0;
+  double checksum_share = 1;
+  double replica_bytes = 0;
+  double digested_bytes = 0;
+};
+std::vector<KernelCall> evidence_kernels(const EvidenceKernelsInput& in);
 
 struct KernelTimes {
   double gemm = 0, attention = 0, memory = 0;

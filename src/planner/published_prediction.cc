@@ -154,7 +154,7 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   p.gemm_s = best->compute_seconds;
   p.pass_comm_s = best->pass_comm_seconds;
   p.pipeline_idle_s = std::max(0.0, best->pipeline.makespan_s - best->compute_seconds - best->pass_comm_seconds);
-  p.after_pipeline_s = best->after_pipeline_seconds + best->optimizer_seconds;
+  p.after_pipeline_s = best->after_pipeline_seconds + best->optimizer_seconds + best->evidence_seconds;
   attribute_error(p, o.efficiency);
   SP_RETURN_IF_ERROR(price_tp16(cluster, best_config, o, p));
   return p;

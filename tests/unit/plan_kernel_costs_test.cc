@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "comm/trace_record.h"
 #include "planner/flops.h"
 #include "planner/kernel_costs.h"
 #include "planner/model_shape.h"
@@ -136,6 +137,45 @@ TEST(PlanKernelCosts, EveryLinearProductCarriesItsForm) {
   EXPECT_EQ(f.wgrad, 0.0);
   EXPECT_NEAR(b.wgrad, wgrad / 0.4e12, 1e-15);
   EXPECT_NEAR(b.gemm, dgrad / 0.8e12 + wgrad / 0.4e12, 1e-15);
+}
+
+// The evidence of a step (kernel_costs.h evidence_kernels): the checksums over the rank's dp range (a share of
+// the steps), the replica digest and the trace's payload digests, each priced at its family's bandwidth; and
+// the bytes the trace digests per record (comm::digested_bytes_of), op by op as TracedCommunicator hashes them.
+TEST(PlanKernelCosts, EvidenceIsPricedFromWhatItReads) {
+  DeviceRates r;
+  r.bandwidth[MemoryFamily::kChecksum] = Curve{{1, 1e12}, {4e9, 4e9}};
+  r.bandwidth[MemoryFamily::kDigest] = Curve{{1, 1e12}, {2e10, 2e10}};
+  EvidenceKernelsInput in;
+  in.summarized_params = 1'000'000;  // 4 MB of fp32 at 4 GB/s: 1 ms
+  in.replica_bytes = 2e8;            // 10 ms at 20 GB/s
+  in.digested_bytes = 4e8;           // 20 ms
+  EXPECT_NEAR(price_kernels(evidence_kernels(in), r, "fp32", 1e11, 0.5).memory, 0.031, 1e-12);
+  in.checksum_share = 0.25;  // checksums every 4th step: a quarter of their cost per step
+  EXPECT_NEAR(price_kernels(evidence_kernels(in), r, "fp32", 1e11, 0.5).memory, 0.03025, 1e-12);
+  EXPECT_TRUE(evidence_kernels(EvidenceKernelsInput{.summarized_params = 0, .checksum_share = 1}).empty());
+  // Without measured families the evidence is free, as every memory-bound kernel of a datasheet preset.
+  EXPECT_EQ(price_kernels(evidence_kernels(in), DeviceRates{}, "fp32", 1e11, 0.5).memory, 0.0);
+
+  // The gradient norm of every step: exact sums, and the lanes too on a checksum step.
+  DeviceRates sums;
+  sums.bandwidth[MemoryFamily::kExactSum] = Curve{{1, 1e12}, {1e10, 1e10}};
+  sums.bandwidth[MemoryFamily::kChecksum] = Curve{{1, 1e12}, {5e9, 5e9}};
+  EXPECT_NEAR(price_kernels(optimizer_kernels(0, 0, 1'000'000, 0.0, false), sums, "fp32", 1e11, 0.5).memory, 4e-4,
+              1e-15);
+  EXPECT_NEAR(price_kernels(optimizer_kernels(0, 0, 1'000'000, 1.0, false), sums, "fp32", 1e11, 0.5).memory, 8e-4,
+              1e-15);
+  EXPECT_NEAR(price_kernels(optimizer_kernels(0, 0, 1'000'000, 0.5, false), sums, "fp32", 1e11, 0.5).memory, 6e-4,
+              1e-15);
+
+  using comm::OpKind;
+  EXPECT_EQ(comm::digested_bytes_of(OpKind::kAllReduce, 800, 4), 1600);      // in and out, in place
+  EXPECT_EQ(comm::digested_bytes_of(OpKind::kAllToAll, 800, 4), 1600);       // send and receive buffers
+  EXPECT_EQ(comm::digested_bytes_of(OpKind::kAllGather, 800, 4), 1000);      // the shard in, the whole out
+  EXPECT_EQ(comm::digested_bytes_of(OpKind::kReduceScatter, 800, 4), 1000);  // the whole in, the shard out
+  EXPECT_EQ(comm::digested_bytes_of(OpKind::kSend, 800, 4), 800);
+  EXPECT_EQ(comm::digested_bytes_of(OpKind::kIrecv, 800, 4), 800);
+  EXPECT_EQ(comm::digested_bytes_of(OpKind::kBarrier, 0, 4), 0);
 }
 
 }  // namespace SP_TEST_ID
