@@ -90,6 +90,35 @@ std::vector<TransferSample> measure_ping_pong(comm::Communicator& world, const s
   return out;
 }
 
+std::vector<TransferSample> measure_exchange(comm::Communicator& world, const std::vector<int64_t>& sizes,
+                                             int repetitions) {
+  SP_CHECK(world.size() >= 2, "an exchange needs two ranks, the world has {}", world.size());
+  SP_CHECK(repetitions >= 1, "exchange with {} repetitions", repetitions);
+  const int64_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  std::vector<uint8_t> out_buf(static_cast<size_t>(std::max<int64_t>(largest, 1)), 1);
+  std::vector<uint8_t> in_buf(out_buf.size(), 0);
+  std::vector<TransferSample> out;
+  constexpr int kTag = 8;
+  for (int64_t bytes : sizes) {
+    double best = std::numeric_limits<double>::infinity();
+    const int reps = bytes <= kBandwidthFrom ? 10 * repetitions : repetitions;
+    for (int rep = -1; rep < reps; ++rep) {  // rep −1: warm-up, not timed
+      world.barrier();
+      if (world.rank() > 1) continue;
+      const int peer = 1 - world.rank();
+      Stopwatch t;
+      auto in = world.irecv(in_buf.data(), bytes, DType::kU8, peer, kTag);
+      auto sent = world.isend(out_buf.data(), bytes, DType::kU8, peer, kTag);
+      in->wait();
+      sent->wait();
+      if (rep >= 0) best = std::min(best, t.seconds());
+    }
+    world.all_reduce(&best, 1, DType::kF64, comm::ReduceOp::kMin);  // ranks 0 and 1 timed; the best of both
+    out.push_back({bytes, best});
+  }
+  return out;
+}
+
 Result<AlphaBeta> fit_alpha_beta(const std::vector<TransferSample>& samples) {
   std::vector<const TransferSample*> big;
   for (const auto& s : samples)
@@ -143,6 +172,8 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
   world.all_gather(&mine, c.gflops_per_rank.data(), ones, DType::kF64);
   c.samples = measure_ping_pong(world, o.sizes, o.repetitions);
   SP_ASSIGN_OR_RETURN(c.link, fit_alpha_beta(c.samples));
+  c.exchange_samples = measure_exchange(world, o.sizes, o.repetitions);
+  SP_ASSIGN_OR_RETURN(c.exchange, fit_alpha_beta(c.exchange_samples));
   if (o.measure_kernels) {
     world.barrier();
     c.kernels = calibrate_kernels(o.kernels);
@@ -193,7 +224,7 @@ ClusterSpec this_host_cluster(const Calibration& c, const std::string& when) {
         "attention_*_us: one (sequence, head) at attention_head_dim; memory: bytes per call (kernel_costs.h formulas)"};
   }
   s.intra.kind = LinkKind::kSharedMemory;
-  s.intra.bandwidth_bytes_per_s = c.link.bandwidth_bytes_per_s;
+  s.intra.bandwidth_bytes_per_s = c.exchange.bandwidth_bytes_per_s;
   s.intra.latency_s = c.link.latency_s;
   return s;
 }
@@ -221,6 +252,13 @@ std::vector<std::string> calibration_comment(const Calibration& c, const std::st
       fmt::format("fit: bandwidth = least-squares slope over messages >= 64 KiB = {:.3f} GB/s; latency = "
                   "smallest message's time - bytes/bandwidth = {:.3f} us",
                   c.link.bandwidth_bytes_per_s / 1e9, c.link.latency_s * 1e6));
+  lines.push_back("MPI exchange between ranks 0 and 1 (both isend + irecv at once), best time for both:");
+  for (const auto& s : c.exchange_samples)
+    lines.push_back(fmt::format("  {:>9} bytes: {:.3f} us", s.bytes, s.one_way_seconds * 1e6));
+  lines.push_back(fmt::format(
+      "fit: bandwidth = {:.3f} GB/s per direction while both run: intra.gbytes_per_s (the collectives' steps are "
+      "exchanges); intra.latency_us is the ping-pong's",
+      c.exchange.bandwidth_bytes_per_s / 1e9));
   if (!c.kernels_measured) return lines;
   const KernelCalibration& k = c.kernels;
   for (const auto& [d, rates] : k.gemm_flops_per_s) {

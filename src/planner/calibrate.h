@@ -35,6 +35,13 @@ struct TransferSample {
 // (SP_CHECK); ranks other than 0 and 1 wait. Every rank returns the same samples.
 std::vector<TransferSample> measure_ping_pong(comm::Communicator& world, const std::vector<int64_t>& sizes,
                                               int repetitions);
+// Exchange between world ranks 0 and 1: both send `bytes` to the other and receive as much at once (isend +
+// irecv), as every step of a ring or pairwise collective does; one_way_seconds = the best time for both
+// transfers to complete. On shared memory a core copies its own send and its own receive, so a direction
+// runs at about half the ping-pong's rate when both run (the AMD EPYC: 2.9–4.3 against 4.3–5.1 GB/s under
+// load); the collectives are priced with this bandwidth (docs/plan.md §9).
+std::vector<TransferSample> measure_exchange(comm::Communicator& world, const std::vector<int64_t>& sizes,
+                                             int repetitions);
 
 struct AlphaBeta {
   double latency_s = 0;
@@ -64,9 +71,11 @@ struct Calibration {
   double load_average = 0;  // 1-minute load average when the measurement started (/proc/loadavg)
   int cores = 0;            // online CPUs
   int64_t gemm_n = 0;
-  std::vector<double> gflops_per_rank;  // by world rank, measured concurrently
-  std::vector<TransferSample> samples;
-  AlphaBeta link;
+  std::vector<double> gflops_per_rank;           // by world rank, measured concurrently
+  std::vector<TransferSample> samples;           // ping-pong
+  AlphaBeta link;                                // its fit: the latency α
+  std::vector<TransferSample> exchange_samples;  // exchange
+  AlphaBeta exchange;                            // its fit: the bandwidth B of the collectives
   bool kernels_measured = false;
   KernelCalibration kernels;  // every figure the mean over the ranks
 };
@@ -75,7 +84,8 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
                                         const CalibrationOptions& options);
 
 // The cluster file for `c`: one node of c.ranks "devices" (CPU cores running one rank each), device
-// memory = host memory / ranks, intra-node link "shm" with the fitted α and B, no inter-node network; with
+// memory = host memory / ranks, intra-node link "shm" with the ping-pong's α and the exchange's B (what a
+// collective's steps see), no inter-node network; with
 // the kernels measured, peak_tflops per dtype = the largest GEMM rate measured for it and [device.measured] =
 // the rates (efficiency = rate / that peak), else fp32 peak = the mean sgemm rate per rank at gemm_n.
 // `when` is the date written into the sources.

@@ -66,7 +66,13 @@ TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
   EXPECT_EQ(back->intra.kind, LinkKind::kSharedMemory);
   EXPECT_FALSE(back->inter.has_value());
   EXPECT_GT(back->peak_flops.at("fp32"), 0.5e9);
-  EXPECT_NEAR(back->intra.bandwidth_bytes_per_s / c->link.bandwidth_bytes_per_s, 1.0, 1e-12);
+  // The link's bandwidth is the exchange's (both directions at once, as a collective's steps run); its
+  // latency the ping-pong's.
+  ASSERT_EQ(c->exchange_samples.size(), o.sizes.size());
+  EXPECT_GT(c->exchange_samples.back().one_way_seconds, c->exchange_samples.front().one_way_seconds);
+  EXPECT_GT(c->exchange.bandwidth_bytes_per_s, 1e7);
+  EXPECT_NEAR(back->intra.bandwidth_bytes_per_s / c->exchange.bandwidth_bytes_per_s, 1.0, 1e-12);
+  EXPECT_NEAR(back->intra.latency_s, c->link.latency_s, 1e-12);
   // The time model's rates: an fp32 GEMM curve whose largest point is the fp32 peak, attention and every
   // memory family, read back as written.
   ASSERT_TRUE(back->measured.gemm_efficiency.count("fp32"));
