@@ -16,12 +16,12 @@ void linear16_forward(float* y, const uint16_t* x, const uint16_t* w, int64_t N,
 }
 
 void linear16_backward(float* dx, float* dw, const uint16_t* dy, const uint16_t* x, const uint16_t* w, int64_t N,
-                       int64_t IC, int64_t OC, bool accumulate_dx, Gemm16& gemm, float* ws) {
+                       int64_t IC, int64_t OC, bool accumulate_dx, Gemm16& gemm, float* ws, bool overwrite_dw) {
   const OwnerTimeScope timed(TimeKind::kGemm);
   // dx (N, IC) = dy (N, OC) · w (OC, IC)
   if (dx != nullptr) gemm.gemm(dx, dy, w, N, IC, OC, false, false, OC, IC, IC, 1.0f, accumulate_dx ? 1.0f : 0.0f, ws);
-  // dw (OC, IC) += dyᵀ (OC, N) · x (N, IC)
-  if (dw != nullptr) gemm.gemm(dw, dy, x, OC, IC, N, true, false, OC, IC, IC, 1.0f, 1.0f, ws);
+  // dw (OC, IC) += dyᵀ (OC, N) · x (N, IC), or := where the caller's dw is zero and this is its only writer
+  if (dw != nullptr) gemm.gemm(dw, dy, x, OC, IC, N, true, false, OC, IC, IC, 1.0f, overwrite_dw ? 0.0f : 1.0f, ws);
 }
 
 int64_t linear16_workspace_floats(Gemm16Kind resolved, int64_t N, int64_t IC, int64_t OC) {

@@ -236,11 +236,11 @@ void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a,
 }
 
 void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw,
-                                TensorParallelOps& tp) {
+                                bool dw_zero, TensorParallelOps& tp) {
   check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
   float* d = dw.data == nullptr ? nullptr : dw.f32();  // null: B of a split backward
   if (mixed())
-    block_backward_mixed(i, slot, a, w.float16(), d, tp);
+    block_backward_mixed(i, slot, a, w.float16(), d, dw_zero, tp);
   else
     block_backward_f32(i, slot, a, w.f32(), d, tp);
 }
@@ -378,7 +378,8 @@ void LlamaStage::backward_pass(ActivationSlot& slot, ParamSource& params, GradSi
     // under selective, only its probabilities from its saved qkv (no weights, no communication).
     if (spec_.recompute == Recompute::kFull) block_forward(i, slot, *a, w, tp, /*write_output=*/false);
     if (spec_.recompute == Recompute::kSelective) recompute_probs(*a);
-    block_backward(i, slot, *a, w, full ? grads.leaf(unit) : BufView{}, tp);
+    const BufView dw = full ? grads.leaf(unit) : BufView{};
+    block_backward(i, slot, *a, w, dw, full && grads.leaf_is_zero(unit), tp);
     params.release(unit);
     if (full) grads.done(unit);
   }

@@ -185,7 +185,8 @@ class LlamaStage {
   void embed_forward(ActivationSlot& slot, ConstBufView table);
   void block_forward(int local, ActivationSlot& slot, BlockActivations& a, ConstBufView w, TensorParallelOps& tp,
                      bool write_output);
-  void block_backward(int local, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw,
+  // dw_zero: dw is a fresh leaf (GradSink::leaf_is_zero), so the 16-bit products may overwrite their ranges.
+  void block_backward(int local, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw, bool dw_zero,
                       TensorParallelOps& tp);
   void head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp);
   void head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
@@ -195,7 +196,7 @@ class LlamaStage {
   void backward_pass(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                      float loss_scale, bool full);
   // The W body (llama_stage_wgrad.cc): the weight gradients of block i from what B kept.
-  void block_weight_grad(int local, ActivationSlot& slot, BlockActivations& a, float* dw);
+  void block_weight_grad(int local, ActivationSlot& slot, BlockActivations& a, float* dw, bool dw_zero);
   // B's destination of a norm's weight gradient: row `row` of slot.wnorm; and B's copy of an output
   // gradient into a buffer of the slot that B no longer reads (bytes of `dst`).
   float* wnorm_row(ActivationSlot& slot, int row) const { return slot.wnorm.f32() + row * C_; }
@@ -226,7 +227,7 @@ class LlamaStage {
   void block_forward_mixed(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16,
                            TensorParallelOps& tp, bool write_output);
   void block_backward_mixed(int local, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
-                            TensorParallelOps& tp);
+                            bool dw_zero, TensorParallelOps& tp);
   void head_forward_mixed(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, TensorParallelOps& tp);
   void head_backward_mixed(ActivationSlot& slot, const uint16_t* w16, const uint16_t* w_lm16, float* dw, float* dw_lm,
                            TensorParallelOps& tp, float loss_scale);

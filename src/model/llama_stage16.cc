@@ -133,7 +133,7 @@ void LlamaStage::head_backward_mixed(ActivationSlot& s, const uint16_t* w16, con
 }
 
 void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivations& a, const uint16_t* w16, float* dw,
-                                      TensorParallelOps& tp) {
+                                      bool dw_zero, TensorParallelOps& tp) {
   const BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const DType t = spec_.precision;
   k::Gemm16& g = *spec_.gemm16;
@@ -150,18 +150,18 @@ void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivati
   // MLP: out = mid + down(h). The residual passes dres through unchanged to mid.
   if (b_only) keep_for_weight_pass(slot.res[static_cast<size_t>(i + 1)], dres);
   k::linear16_backward(dh_.f32(), dW(o.down), gathered_dres16(tp), a.h.float16(), w16 + o.down, N_, Fl_, C_, false, g,
-                       ws);
+                       ws, dw_zero);
   k::swiglu16_backward(g16, dh_.f32(), a.gu.float16(), N_, Fl_, t);  // dgu, rounded
   if (b_only) keep_for_weight_pass(a.gu, g16);
   k::linear16_backward(dxn_.f32(), dW(o.gu), g16, gathered_norm(tp, a.xn2).float16(), w16 + o.gu, N_, C_, 2 * Fl_,
-                       false, g, ws);
+                       false, g, ws, dw_zero);
   column_parallel_dgrad(tp);  // gate/up are column-parallel
   k::rmsnorm_backward(dres, dln2, dxn_.f32(), a.mid.f32(), widen_norm_weight(w16 + o.ln2), a.rstd2.f32(), Ns_, C_);
   norm_weight_grad(tp, dln2);
   // Attention: mid = x + o(attn).
   if (b_only) keep_for_weight_pass(a.mid, dres);
   k::linear16_backward(dattn_.f32(), dW(o.o), gathered_dres16(tp), a.attn.float16(), w16 + o.o, N_, Hl_ * D_, C_, false,
-                       g, ws);
+                       g, ws, dw_zero);
   float16_from_f32(g16, dattn_.f32(), N_ * Hl_ * D_, t);
   k::attention16_backward(dqkv_.f32(), g16, a.qkv.float16(), probs_of(a).float16(), B_, T_, Hl_, KVl_, D_, g,
                           att_scratch_.f32(), ws);
@@ -169,7 +169,7 @@ void LlamaStage::block_backward_mixed(int i, ActivationSlot& slot, BlockActivati
   float16_from_f32(g16, dqkv_.f32(), N_ * Wqkv_, t);
   if (b_only) keep_for_weight_pass(a.qkv, g16);
   k::linear16_backward(dxn_.f32(), dW(o.qkv), g16, gathered_norm(tp, a.xn1).float16(), w16 + o.qkv, N_, C_, Wqkv_,
-                       false, g, ws);
+                       false, g, ws, dw_zero);
   column_parallel_dgrad(tp);  // q/k/v are column-parallel
   k::rmsnorm_backward(dres, dln1, dxn_.f32(), x, widen_norm_weight(w16 + o.ln1), a.rstd1.f32(), Ns_, C_);
   norm_weight_grad(tp, dln1);

@@ -91,7 +91,8 @@ void LlamaStage::backward_weight(ActivationSlot& slot, GradSink& grads) {
   // The head unit (last stage) was done in B, first, as in backward(); the blocks follow in its order.
   for (int i = n_local_ - 1; i >= 0; --i) {
     const int unit = block_unit(spec_.layer_begin + i);
-    block_weight_grad(i, slot, slot.blocks[static_cast<size_t>(i)], grads.leaf(unit).f32());
+    float* dw = grads.leaf(unit).f32();
+    block_weight_grad(i, slot, slot.blocks[static_cast<size_t>(i)], dw, grads.leaf_is_zero(unit));
     grads.done(unit);
   }
   if (spec_.first) {
@@ -101,7 +102,7 @@ void LlamaStage::backward_weight(ActivationSlot& slot, GradSink& grads) {
   }
 }
 
-void LlamaStage::block_weight_grad(int i, ActivationSlot& slot, BlockActivations& a, float* dw) {
+void LlamaStage::block_weight_grad(int i, ActivationSlot& slot, BlockActivations& a, float* dw, bool dw_zero) {
   const stage_detail::BlockOffsets o(layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))]);
   const float* dy_down = slot.res[static_cast<size_t>(i + 1)].f32();
   add_norm_grad(dw + o.ln2, wnorm_row(slot, 2 * i + 1), C_);
@@ -118,11 +119,13 @@ void LlamaStage::block_weight_grad(int i, ActivationSlot& slot, BlockActivations
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
   uint16_t* g16 = grad16_.float16();
   float16_from_f32(g16, dy_down, N_ * C_, t);  // as B's gathered_dres16 rounded it
-  k::linear16_backward(nullptr, dw + o.down, g16, a.h.float16(), nullptr, N_, Fl_, C_, false, g, ws);
-  k::linear16_backward(nullptr, dw + o.gu, a.gu.float16(), a.xn2.float16(), nullptr, N_, C_, 2 * Fl_, false, g, ws);
+  k::linear16_backward(nullptr, dw + o.down, g16, a.h.float16(), nullptr, N_, Fl_, C_, false, g, ws, dw_zero);
+  k::linear16_backward(nullptr, dw + o.gu, a.gu.float16(), a.xn2.float16(), nullptr, N_, C_, 2 * Fl_, false, g, ws,
+                       dw_zero);
   float16_from_f32(g16, a.mid.f32(), N_ * C_, t);
-  k::linear16_backward(nullptr, dw + o.o, g16, a.attn.float16(), nullptr, N_, Hl_ * D_, C_, false, g, ws);
-  k::linear16_backward(nullptr, dw + o.qkv, a.qkv.float16(), a.xn1.float16(), nullptr, N_, C_, Wqkv_, false, g, ws);
+  k::linear16_backward(nullptr, dw + o.o, g16, a.attn.float16(), nullptr, N_, Hl_ * D_, C_, false, g, ws, dw_zero);
+  k::linear16_backward(nullptr, dw + o.qkv, a.qkv.float16(), a.xn1.float16(), nullptr, N_, C_, Wqkv_, false, g, ws,
+                       dw_zero);
 }
 
 }  // namespace sp::model

@@ -32,6 +32,13 @@ class GradSink {
   virtual ~GradSink() = default;
   virtual BufView leaf(int unit) = 0;  // the unit's numel elements, F32
   virtual void done(int unit) = 0;
+  // True when the unit's open leaf holds only zeros (asked right after leaf(), before any write): a product
+  // that is the only writer of its range may then overwrite it (β = 0) for the same sum without reading it.
+  // False (the default, and whenever a leaf accumulates onto earlier values) keeps +=.
+  virtual bool leaf_is_zero(int unit) const {
+    (void)unit;
+    return false;
+  }
 };
 
 // The conjugate pair of Megatron-style tensor parallelism (Shoeybi et al. 2019, §3):

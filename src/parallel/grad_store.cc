@@ -61,21 +61,36 @@ std::pair<BufView, bool> GradStore::take_buffer(Unit& u) {
 
 BufView GradStore::leaf(int id) {
   Unit& u = unit(id);
-  if (u.current.data != nullptr) return u.current;
+  if (u.current.data != nullptr) {  // handed out again: it may hold what the first holder wrote
+    u.current_zero = false;
+    return u.current;
+  }
   SP_CHECK(!u.synced, "unit {} asked for a leaf after its sync in step {}", u.layout->name, step_);
   if (mixed()) {  // a fresh fp32 leaf, rounded into a 16-bit buffer by done()
     u.leaf32 = Tensor(ledger_, "grad." + u.layout->name + ".leaf", Category::kGrad, {u.layout->numel});
     u.current = u.leaf32.view();  // fresh from the ledger: already zero
+    u.current_zero = true;
     return u.current;
   }
   u.current = accumulation_leaf(u);  // fp32: the leaf is the accumulation buffer itself
   return u.current;
 }
 
+bool GradStore::leaf_is_zero(int id) const {
+  for (const Unit& u : units_)
+    if (u.layout->id == id) return u.current.data != nullptr && u.current_zero;
+  return false;
+}
+
 BufView GradStore::accumulation_leaf(Unit& u) {
+  u.current_zero = false;
   if (one_buffer_ && u.leaves > 0) return u.total;  // fast: later micro-batches add into the running sum
   const auto [b, reused] = take_buffer(u);
-  if (reused && (!hooks_.zero_reused || hooks_.zero_reused(u.layout->id))) std::memset(b.data, 0, b.bytes());
+  u.current_zero = !reused;  // a new buffer is fresh from the ledger: zero
+  if (reused && (!hooks_.zero_reused || hooks_.zero_reused(u.layout->id))) {
+    std::memset(b.data, 0, b.bytes());
+    u.current_zero = true;
+  }
   if (one_buffer_) u.total = b;
   return b;
 }

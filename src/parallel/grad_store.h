@@ -44,6 +44,9 @@ class GradStore final : public model::GradSink {
 
   BufView leaf(int unit) override;
   void done(int unit) override;
+  // True for a leaf just opened and zero: every 16-bit leaf; an fp32 tree buffer (new, or reused and zeroed);
+  // not fast mode's running sum after the step's first micro-batch, nor a leaf handed out a second time.
+  bool leaf_is_zero(int unit) const override;
 
   void begin_step(int64_t step);
   // True once every unit has been synchronized this step.
@@ -84,6 +87,7 @@ class GradStore final : public model::GradSink {
     std::vector<Tensor> buffers;  // every full-size buffer allocated for this unit (gradient dtype)
     std::vector<BufView> free;    // buffers not on the accumulator stack
     BufView current;              // fp32 leaf of the micro-batch in progress (data null: none)
+    bool current_zero = false;    // `current` held only zeros when leaf() handed it out (leaf_is_zero)
     BufView total;                // the sum over the rank's leaves, after the last one (zero 0: synchronized)
     int64_t leaves = 0;
     Tensor shard;  // zero ≥ 1, (range.size()) of the gradient dtype

@@ -116,9 +116,10 @@ void calibrate_linear_forms(const KernelCalibrationOptions& o, KernelCalibration
             kernels::linear16_backward(out->take(t * n), nullptr, h->take(t * n), nullptr, h->take(n * n), t, n, n,
                                        false, *gm, w);
           });
+          // The weight gradient as the engine's block products write a fresh leaf: β = 0 (linear16.h).
           probes.push_back([=] {
             kernels::linear16_backward(nullptr, out->take(n * n), h->take(t * n), h->take(t * n), nullptr, t, n, n,
-                                       false, *gm, w);
+                                       false, *gm, w, /*overwrite_dw=*/true);
           });
         }
         flops.push_back(2.0 * static_cast<double>(t * n * n));

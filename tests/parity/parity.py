@@ -82,6 +82,9 @@ CASES = {
     "bf16_pp2_1f1b": (2, BF + ["parallel.pp=2"], "bitwise-equal"),
     "bf16_dp2_pp2": (4, BF + ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
     "bf16_tp2": (2, BF + ["parallel.tp=2"], "within-tolerance"),
+    # bf16 compute with fp32 gradients in fast mode: the second micro-batch of a rank adds into the running sum,
+    # which the 16-bit block products must not overwrite (GradSink::leaf_is_zero false there).
+    "bf16_fast_dp2": (2, BF + ["parallel.dp=2", "parallel.reduction=fast"], "within-tolerance|bitwise-equal"),
     "bf16_sp_tp2": (2, BF + SP + ["parallel.tp=2"], "within-tolerance"),
     "ref_bf16g": (1, BG, "bitwise-equal"),
     "bf16g_dp2": (2, BG + ["parallel.dp=2"], "bitwise-equal"),

@@ -140,6 +140,28 @@ TEST(Kernels16, LinearAgainstFp32OnWidenedInputs) {
   }
 }
 
+// overwrite_dw (β = 0, a fresh leaf's block products): the same values as += into a zero dw, on every backend, and
+// nothing of dw's old contents read — where dw held garbage it is gone; without it dw accumulates.
+TEST(Kernels16, WeightGradientOverwriteIsAccumulateIntoZero) {
+  set_blas_threads(1);
+  const int64_t N = 67, IC = 77, OC = 50;
+  for (DType t : kTypes) {
+    const auto x = narrow(normal("x", N * IC, 1.0), t);
+    const auto dy = narrow(normal("dy", N * OC, 0.1), t);
+    for (Gemm16Kind kind : available(t)) {
+      auto g = std::move(make_gemm16(kind, t)).value();
+      std::vector<float> ws(static_cast<size_t>(linear16_workspace_floats(*g, N, IC, OC)) + 1);
+      std::vector<float> acc(OC * IC, 0.0f), over(OC * IC, std::nanf("")), twice(OC * IC, 0.0f);
+      linear16_backward(nullptr, acc.data(), dy.data(), x.data(), nullptr, N, IC, OC, false, *g, ws.data());
+      linear16_backward(nullptr, over.data(), dy.data(), x.data(), nullptr, N, IC, OC, false, *g, ws.data(), true);
+      for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], over[i]) << g->name() << " " << i;  // +0 == −0
+      linear16_backward(nullptr, twice.data(), dy.data(), x.data(), nullptr, N, IC, OC, false, *g, ws.data(), true);
+      linear16_backward(nullptr, twice.data(), dy.data(), x.data(), nullptr, N, IC, OC, false, *g, ws.data());
+      for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(twice[i], acc[i] + acc[i]) << g->name() << " " << i;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // attention16 against a naive twin in double with the same rounding points.
 
