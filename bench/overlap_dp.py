@@ -73,8 +73,8 @@ def main():
             order = overlaps if r % 2 == 0 else list(reversed(overlaps))
             for o in order:
                 times[(d, pr, o)].append(run(args, d, pr, o))
-            print(f"round {r + 1} dp{d} {pr}: " + ", ".join(f"overlap {o} {times[(d, pr, o)][-1]:.3f} s" for o in overlaps),
-                  flush=True)
+            last = ", ".join(f"overlap {o} {times[(d, pr, o)][-1]:.3f} s" for o in overlaps)
+            print(f"round {r + 1} dp{d} {pr}: {last}", flush=True)
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
     print(f"\n| dp | precision | " + " | ".join(f"overlap {o} (s, median)" for o in overlaps) + " | "
           + " | ".join(f"0 / {o} per round" for o in overlaps if o > 0) + " |")
