@@ -2,8 +2,9 @@
 // §"DP sync overlapped with the backward"), on the dp = world group, without the model: three units of odd
 // sizes, k = 3 micro-batches per rank, each micro-batch's backward visiting the units last to first as the
 // model does. Proven, for both reductions, ZeRO 0/1/2 and 0 to 3 syncs in flight:
-//   * overlap happens: after a unit's last done() its sync is in flight (posted on the dp group, not complete)
-//     while the next unit's backward (leaf, done) runs, and the store is not complete until finish_sync();
+//   * overlap happens: after a unit's last done() its sync is posted on the dp group and left in flight (the
+//     deterministic all-reduce: its all_to_all posted, its all_gather not yet, where the blocking sync has run
+//     both) while the next unit's backward (leaf, done) runs; the store is not complete until finish_sync();
 //   * the result is independent of it: with integer-valued leaves every order gives the closed form
 //     Σ_r Σ_mb f(r, mb, unit, i) exactly; with fractional leaves deterministic mode is bitwise the blocking
 //     sync's (overlap 0), and the fast mode's within the bound of a re-associated sum;
@@ -60,6 +61,11 @@ Outcome run(const comm::Communicator& dp, config::Reduction mode, int zero, int 
       // Unit 2's total is final: its sync was posted (a no-op only at dp = 1) ...
       if (dp.size() > 1) {
         EXPECT_GT(traced.ops_issued(), posted) << "unit 2's sync was not posted at its done()";
+        // Deterministic all-reduce: blocking runs its all_to_all and all_gather inside done(); overlapped, only
+        // the all_to_all is posted there, the all_gather waits for the next unit's sync (or finish_sync).
+        if (mode == config::Reduction::kDeterministic && zero == 0) {
+          EXPECT_EQ(traced.ops_issued() - posted, overlap > 0 ? 1 : 2) << "ops posted by unit 2's done()";
+        }
       }
       out.grad_bytes_after_first_sync = ledger.category(Category::kGrad).live;
       // ... and, with overlap, left in flight (not waited for) while units 1 and 0 run their backward.
