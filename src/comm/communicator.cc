@@ -27,6 +27,29 @@ std::optional<OpKind> op_kind_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::unique_ptr<Request> Communicator::iall_reduce(void* data, int64_t count, DType dtype, ReduceOp op) {
+  all_reduce(data, count, dtype, op);
+  return std::make_unique<DoneRequest>();
+}
+
+std::unique_ptr<Request> Communicator::ireduce_scatter(const void* send, void* recv, std::span<const int64_t> counts,
+                                                       DType dtype, ReduceOp op) {
+  reduce_scatter(send, recv, counts, dtype, op);
+  return std::make_unique<DoneRequest>();
+}
+
+std::unique_ptr<Request> Communicator::iall_gather(const void* send, void* recv, std::span<const int64_t> counts,
+                                                   DType dtype) {
+  all_gather(send, recv, counts, dtype);
+  return std::make_unique<DoneRequest>();
+}
+
+std::unique_ptr<Request> Communicator::iall_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
+                                                   std::span<const int64_t> recv_counts, DType dtype) {
+  all_to_all(send, send_counts, recv, recv_counts, dtype);
+  return std::make_unique<DoneRequest>();
+}
+
 bool op_is_p2p(OpKind op) {
   return op == OpKind::kSend || op == OpKind::kRecv || op == OpKind::kIsend || op == OpKind::kIrecv;
 }

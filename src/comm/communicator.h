@@ -91,6 +91,27 @@ class Communicator {
   virtual std::unique_ptr<Request> isend(const void* data, int64_t count, DType dtype, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(void* data, int64_t count, DType dtype, int peer, int tag) = 0;
   virtual void barrier() = 0;
+
+  // Non-blocking collectives (MPI-3 MPI_Iallreduce, MPI_Ireduce_scatter, MPI_Iallgatherv, and all_to_all's
+  // own isend/irecv exchange): the same contract, counts and results as the blocking op above, issued now and
+  // completed by the Request's wait() (or a test() that returns true). Every member posts a group's
+  // collectives, blocking or not, in the same order; buffers (and `counts`, copied inside) stay untouched
+  // until completion. An implementation that cannot overlap completes the op before returning (these
+  // defaults, and MpiCommunicator above max_count): still correct, only not overlapped.
+  virtual std::unique_ptr<Request> iall_reduce(void* data, int64_t count, DType dtype, ReduceOp op);
+  virtual std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const int64_t> counts,
+                                                   DType dtype, ReduceOp op);
+  virtual std::unique_ptr<Request> iall_gather(const void* send, void* recv, std::span<const int64_t> counts,
+                                               DType dtype);
+  virtual std::unique_ptr<Request> iall_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
+                                               std::span<const int64_t> recv_counts, DType dtype);
+};
+
+// A Request that is already complete (an op finished before it was returned).
+class DoneRequest final : public Request {
+ public:
+  void wait() override {}
+  bool test() override { return true; }
 };
 
 inline constexpr int kMaxTag = 32767;

@@ -73,9 +73,12 @@ const char* at(const void* base, int64_t elements, DType t) {
   return static_cast<const char*>(base) + elements * static_cast<int64_t>(dtype_size(t));
 }
 
+// Completes a set of MPI requests. `arrays` keeps the count and displacement arrays of a non-blocking
+// v-collective alive until completion, as MPI requires.
 class MpiRequest final : public Request {
  public:
-  explicit MpiRequest(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  explicit MpiRequest(std::vector<MPI_Request> requests, std::vector<std::vector<int>> arrays = {})
+      : requests_(std::move(requests)), arrays_(std::move(arrays)) {}
   ~MpiRequest() override { wait(); }
   void wait() override {
     if (requests_.empty()) return;
@@ -92,6 +95,7 @@ class MpiRequest final : public Request {
 
  private:
   std::vector<MPI_Request> requests_;
+  std::vector<std::vector<int>> arrays_;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -177,36 +181,56 @@ class MpiCommunicator final : public Communicator {
 
   void all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
                   std::span<const int64_t> recv_counts, DType dtype) override {
-    check_counts(send_counts, "all_to_all send");
-    check_counts(recv_counts, "all_to_all recv");
-    SP_CHECK_EQ(send_counts[static_cast<size_t>(rank_)], recv_counts[static_cast<size_t>(rank_)],
-                "all_to_all on '{}': the block a rank sends to itself must equal the block it receives", name_);
-    // Linear exchange: post every receive, then every send, then wait. Valid for any count.
-    std::vector<MPI_Request> requests;
-    int64_t send_displ = 0, recv_displ = 0;
-    for (int q = 0; q < size_; ++q) {
-      const int64_t ns = send_counts[static_cast<size_t>(q)], nr = recv_counts[static_cast<size_t>(q)];
-      if (q == rank_) {
-        if (ns > 0)
-          std::memcpy(at(recv, recv_displ, dtype), at(send, send_displ, dtype),
-                      static_cast<size_t>(ns) * dtype_size(dtype));
-      } else {
-        for_each_chunk(nr, [&](int64_t off, int n) {
-          requests.emplace_back();
-          SP_MPI_CHECK(
-              MPI_Irecv(at(recv, recv_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
-        });
-        for_each_chunk(ns, [&](int64_t off, int n) {
-          requests.emplace_back();
-          SP_MPI_CHECK(
-              MPI_Isend(at(send, send_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
-        });
-      }
-      send_displ += ns;
-      recv_displ += nr;
-    }
+    std::vector<MPI_Request> requests = post_all_to_all(send, send_counts, recv, recv_counts, dtype);
     if (!requests.empty())
       SP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  }
+
+  // Non-blocking collectives: one MPI-3 call each where the counts fit one call; above max_count the
+  // blocking split path runs and the request returned is complete (all_reduce and all_to_all split into
+  // several requests instead, so they overlap at any size).
+  std::unique_ptr<Request> iall_reduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
+    check_reduce(count, dtype, "iall_reduce");
+    std::vector<MPI_Request> requests;
+    for_each_chunk(count, [&](int64_t off, int n) {
+      requests.emplace_back();
+      SP_MPI_CHECK(
+          MPI_Iallreduce(MPI_IN_PLACE, at(data, off, dtype), n, mpi_type(dtype), mpi_op(op), comm_, &requests.back()));
+    });
+    return std::make_unique<MpiRequest>(std::move(requests));
+  }
+
+  std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
+                                           ReduceOp op) override {
+    const int64_t total = check_counts(counts, "ireduce_scatter");
+    check_reduce(total, dtype, "ireduce_scatter");
+    if (total > max_count_) return Communicator::ireduce_scatter(send, recv, counts, dtype, op);
+    std::vector<int> c = to_int(counts);
+    std::vector<MPI_Request> requests(1);
+    SP_MPI_CHECK(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(dtype), mpi_op(op), comm_, &requests[0]));
+    std::vector<std::vector<int>> arrays;
+    arrays.push_back(std::move(c));
+    return std::make_unique<MpiRequest>(std::move(requests), std::move(arrays));
+  }
+
+  std::unique_ptr<Request> iall_gather(const void* send, void* recv, std::span<const int64_t> counts,
+                                       DType dtype) override {
+    const int64_t total = check_counts(counts, "iall_gather");
+    if (total > max_count_) return Communicator::iall_gather(send, recv, counts, dtype);
+    std::vector<int> c = to_int(counts);
+    std::vector<int> d = displacements(c);
+    std::vector<MPI_Request> requests(1);
+    SP_MPI_CHECK(MPI_Iallgatherv(send, c[static_cast<size_t>(rank_)], mpi_type(dtype), recv, c.data(), d.data(),
+                                 mpi_type(dtype), comm_, &requests[0]));
+    std::vector<std::vector<int>> arrays;
+    arrays.push_back(std::move(c));
+    arrays.push_back(std::move(d));
+    return std::make_unique<MpiRequest>(std::move(requests), std::move(arrays));
+  }
+
+  std::unique_ptr<Request> iall_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
+                                       std::span<const int64_t> recv_counts, DType dtype) override {
+    return std::make_unique<MpiRequest>(post_all_to_all(send, send_counts, recv, recv_counts, dtype));
   }
 
   void broadcast(void* data, int64_t count, DType dtype, int root) override {
@@ -295,6 +319,41 @@ class MpiCommunicator final : public Communicator {
   void barrier() override { SP_MPI_CHECK(MPI_Barrier(comm_)); }
 
  private:
+  // Linear exchange: copies the block to itself, posts every receive, then every send (valid for any count);
+  // the caller waits. On the private duplicate, tag 0: MPI matches a pair's messages in posting order, so
+  // exchanges in flight together (blocking or not) never mix, as every member posts them in the same order.
+  std::vector<MPI_Request> post_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
+                                           std::span<const int64_t> recv_counts, DType dtype) {
+    check_counts(send_counts, "all_to_all send");
+    check_counts(recv_counts, "all_to_all recv");
+    SP_CHECK_EQ(send_counts[static_cast<size_t>(rank_)], recv_counts[static_cast<size_t>(rank_)],
+                "all_to_all on '{}': the block a rank sends to itself must equal the block it receives", name_);
+    std::vector<MPI_Request> requests;
+    int64_t send_displ = 0, recv_displ = 0;
+    for (int q = 0; q < size_; ++q) {
+      const int64_t ns = send_counts[static_cast<size_t>(q)], nr = recv_counts[static_cast<size_t>(q)];
+      if (q == rank_) {
+        if (ns > 0)
+          std::memcpy(at(recv, recv_displ, dtype), at(send, send_displ, dtype),
+                      static_cast<size_t>(ns) * dtype_size(dtype));
+      } else {
+        for_each_chunk(nr, [&](int64_t off, int n) {
+          requests.emplace_back();
+          SP_MPI_CHECK(
+              MPI_Irecv(at(recv, recv_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
+        });
+        for_each_chunk(ns, [&](int64_t off, int n) {
+          requests.emplace_back();
+          SP_MPI_CHECK(
+              MPI_Isend(at(send, send_displ + off, dtype), n, mpi_type(dtype), q, 0, internal_, &requests.back()));
+        });
+      }
+      send_displ += ns;
+      recv_displ += nr;
+    }
+    return requests;
+  }
+
   template <typename F>
   void for_each_chunk(int64_t count, F&& f) const {
     for (int64_t off = 0; off < count; off += max_count_) f(off, static_cast<int>(std::min(max_count_, count - off)));

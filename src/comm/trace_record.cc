@@ -174,6 +174,7 @@ std::string trace_record_to_json(const TraceRecord& r) {
   if (r.out_digest) j["out_digest"] = r.out_digest->hex();
   if (r.timed_out) j["timed_out"] = true;
   if (r.aborted) j["aborted"] = true;
+  if (r.nonblocking) j["nonblocking"] = true;
   return j.dump();
 }
 
@@ -238,6 +239,10 @@ Result<TraceRecord> trace_record_from_json(const json& j) {
   if (f.has("aborted")) {
     if (!j["aborted"].is_boolean()) return corrupt("field 'aborted' is not a boolean");
     r.aborted = j["aborted"].get<bool>();
+  }
+  if (f.has("nonblocking")) {
+    if (!j["nonblocking"].is_boolean()) return corrupt("field 'nonblocking' is not a boolean");
+    r.nonblocking = j["nonblocking"].get<bool>();
   }
   if (!f.status().ok()) return f.status();
   // Cross-field invariants: a record that contradicts itself is corrupt, not a desync.

@@ -56,8 +56,9 @@ struct TraceRecord {
   int64_t t_end_us = 0;  // 0 in a timed_out record
   std::optional<Digest128> in_digest;
   std::optional<Digest128> out_digest;
-  bool timed_out = false;  // written by the watchdog: the op was still waiting when the job was stopped
-  bool aborted = false;    // the op was in flight when this rank failed a check (an MPI error, a desync)
+  bool timed_out = false;    // written by the watchdog: the op was still waiting when the job was stopped
+  bool aborted = false;      // the op was in flight when this rank failed a check (an MPI error, a desync)
+  bool nonblocking = false;  // a collective posted without blocking (iall_reduce, ...), written at completion
 };
 
 // Ideal per-rank traffic of a ring / pairwise algorithm, rounded down to whole bytes:

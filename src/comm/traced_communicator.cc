@@ -38,11 +38,18 @@ class TimedRequest final : public Request {
 
 }  // namespace
 
-// Completes the wrapped request under the watchdog and writes the record with its digests.
+// Completes the wrapped request under the watchdog and writes the record with its digests: of `in_at_end`
+// (an isend's payload, unchanged while in flight) and of `out` (what the op wrote) at completion.
 class TracedCommunicator::TracedRequest final : public Request {
  public:
-  TracedRequest(TracedCommunicator& owner, std::unique_ptr<Request> inner, TraceRecord record, const void* payload)
-      : owner_(owner), inner_(std::move(inner)), record_(std::move(record)), payload_(payload) {}
+  TracedRequest(TracedCommunicator& owner, std::unique_ptr<Request> inner, TraceRecord record, const void* in_at_end,
+                const void* out, int64_t out_bytes)
+      : owner_(owner),
+        inner_(std::move(inner)),
+        record_(std::move(record)),
+        in_at_end_(in_at_end),
+        out_(out),
+        out_bytes_(out_bytes) {}
   ~TracedRequest() override { wait(); }
 
   void wait() override {
@@ -70,15 +77,17 @@ class TracedCommunicator::TracedRequest final : public Request {
     if (owner_.writer_ == nullptr) return;
     record_.t_end_us = wall_us();
     const TimeScope digest(TimeKind::kEvidence);
-    const Digest128 d = xxh3_128(payload_, static_cast<size_t>(record_.bytes));
-    (record_.op == OpKind::kIsend ? record_.in_digest : record_.out_digest) = d;
+    if (in_at_end_ != nullptr) record_.in_digest = xxh3_128(in_at_end_, static_cast<size_t>(record_.bytes));
+    if (out_ != nullptr) record_.out_digest = xxh3_128(out_, static_cast<size_t>(out_bytes_));
     owner_.finish(record_);
   }
 
   TracedCommunicator& owner_;
   std::unique_ptr<Request> inner_;
   TraceRecord record_;
-  const void* payload_;
+  const void* in_at_end_;
+  const void* out_;
+  int64_t out_bytes_;
   bool done_ = false;
 };
 
@@ -272,7 +281,7 @@ std::unique_ptr<Request> TracedCommunicator::isend(const void* data, int64_t cou
   r.tag = tag;
   r.t_start_us = wall_us();
   std::unique_ptr<Request> inner = inner_->isend(data, count, dtype, peer, tag);
-  return std::make_unique<TracedRequest>(*this, std::move(inner), std::move(r), data);
+  return std::make_unique<TracedRequest>(*this, std::move(inner), std::move(r), data, nullptr, 0);
 }
 
 std::unique_ptr<Request> TracedCommunicator::irecv(void* data, int64_t count, DType dtype, int peer, int tag) {
@@ -288,7 +297,7 @@ std::unique_ptr<Request> TracedCommunicator::irecv(void* data, int64_t count, DT
   r.tag = tag;
   r.t_start_us = wall_us();
   std::unique_ptr<Request> inner = inner_->irecv(data, count, dtype, peer, tag);
-  return std::make_unique<TracedRequest>(*this, std::move(inner), std::move(r), data);
+  return std::make_unique<TracedRequest>(*this, std::move(inner), std::move(r), nullptr, data, r.bytes);
 }
 
 void TracedCommunicator::barrier() {
@@ -300,6 +309,85 @@ void TracedCommunicator::barrier() {
   TraceRecord r = start_record(OpKind::kBarrier, DType::kU8, 0);
   run(
       r, nullptr, 0, [&] { inner_->barrier(); }, nullptr, 0);
+}
+
+template <typename Post>
+std::unique_ptr<Request> TracedCommunicator::post(TraceRecord& r, const void* in, int64_t in_bytes, Post&& call,
+                                                  const void* out, int64_t out_bytes) {
+  if (writer_ != nullptr && in != nullptr) {
+    const TimeScope digest(TimeKind::kEvidence);
+    r.in_digest = xxh3_128(in, static_cast<size_t>(in_bytes));
+  }
+  r.nonblocking = true;
+  r.t_start_us = wall_us();
+  // Watched while posting too: an implementation may complete the op before it returns (Communicator's
+  // defaults, MPI's split paths above max_count).
+  const uint64_t ticket = watchdog_ != nullptr ? watchdog_->begin(r, inner_->world_ranks()) : 0;
+  std::unique_ptr<Request> inner = call();
+  if (watchdog_ != nullptr) watchdog_->end(ticket);
+  return std::make_unique<TracedRequest>(*this, std::move(inner), std::move(r), nullptr, out, out_bytes);
+}
+
+std::unique_ptr<Request> TracedCommunicator::iall_reduce(void* data, int64_t count, DType dtype, ReduceOp op) {
+  const TimeScope timed(TimeKind::kComm);
+  if (!needs_record()) {
+    ++seq_;
+    return std::make_unique<TimedRequest>(inner_->iall_reduce(data, count, dtype, op));
+  }
+  TraceRecord r = start_record(OpKind::kAllReduce, dtype, count);
+  r.reduce = op;
+  return post(
+      r, data, r.bytes, [&] { return inner_->iall_reduce(data, count, dtype, op); }, data, r.bytes);
+}
+
+std::unique_ptr<Request> TracedCommunicator::ireduce_scatter(const void* send, void* recv,
+                                                             std::span<const int64_t> counts, DType dtype,
+                                                             ReduceOp op) {
+  const TimeScope timed(TimeKind::kComm);
+  if (!needs_record()) {
+    ++seq_;
+    return std::make_unique<TimedRequest>(inner_->ireduce_scatter(send, recv, counts, dtype, op));
+  }
+  SP_CHECK_EQ(static_cast<int64_t>(counts.size()), static_cast<int64_t>(size()), "ireduce_scatter on '{}'", name());
+  TraceRecord r = start_record(OpKind::kReduceScatter, dtype, sum(counts));
+  r.counts.assign(counts.begin(), counts.end());
+  r.reduce = op;
+  return post(
+      r, send, r.bytes, [&] { return inner_->ireduce_scatter(send, recv, counts, dtype, op); }, recv,
+      nbytes(counts[static_cast<size_t>(rank())], dtype));
+}
+
+std::unique_ptr<Request> TracedCommunicator::iall_gather(const void* send, void* recv, std::span<const int64_t> counts,
+                                                         DType dtype) {
+  const TimeScope timed(TimeKind::kComm);
+  if (!needs_record()) {
+    ++seq_;
+    return std::make_unique<TimedRequest>(inner_->iall_gather(send, recv, counts, dtype));
+  }
+  SP_CHECK_EQ(static_cast<int64_t>(counts.size()), static_cast<int64_t>(size()), "iall_gather on '{}'", name());
+  TraceRecord r = start_record(OpKind::kAllGather, dtype, sum(counts));
+  r.counts.assign(counts.begin(), counts.end());
+  return post(
+      r, send, nbytes(counts[static_cast<size_t>(rank())], dtype),
+      [&] { return inner_->iall_gather(send, recv, counts, dtype); }, recv, r.bytes);
+}
+
+std::unique_ptr<Request> TracedCommunicator::iall_to_all(const void* send, std::span<const int64_t> send_counts,
+                                                         void* recv, std::span<const int64_t> recv_counts,
+                                                         DType dtype) {
+  const TimeScope timed(TimeKind::kComm);
+  if (!needs_record()) {
+    ++seq_;
+    return std::make_unique<TimedRequest>(inner_->iall_to_all(send, send_counts, recv, recv_counts, dtype));
+  }
+  SP_CHECK(static_cast<int>(send_counts.size()) == size() && static_cast<int>(recv_counts.size()) == size(),
+           "iall_to_all on '{}': one send and one recv count per rank", name());
+  TraceRecord r = start_record(OpKind::kAllToAll, dtype, sum(send_counts));
+  r.counts.assign(send_counts.begin(), send_counts.end());
+  r.recv_counts.assign(recv_counts.begin(), recv_counts.end());
+  return post(
+      r, send, r.bytes, [&] { return inner_->iall_to_all(send, send_counts, recv, recv_counts, dtype); }, recv,
+      nbytes(sum(recv_counts), dtype));
 }
 
 void trace_communicators(GridCommunicators& comms, const TraceContext& context, TraceWriter* writer,

@@ -5,8 +5,9 @@
 // and output payloads. It adds no communication and never changes the data.
 // Without a writer, tracing is off: no file, no digests, no record unless the watchdog needs one.
 // Invariant: one TracedCommunicator per group per rank, so `seq` numbers every op this rank issued
-// on the group, from 0, without gaps. Non-blocking ops take their seq when posted and are written
-// (with digests) when wait() completes them. Like the MPI communicator below it, one thread issues
+// on the group, from 0, without gaps. Non-blocking ops (isend, irecv and the i-collectives) take their seq
+// when posted and are written (with digests) when wait() completes them, so a file is in completion order
+// (readers sort a group's records by seq). Like the MPI communicator below it, one thread issues
 // a given communicator's ops. Reference: docs/formats/trace.md.
 #pragma once
 
@@ -53,6 +54,15 @@ class TracedCommunicator final : public Communicator {
   std::unique_ptr<Request> isend(const void* data, int64_t count, DType dtype, int peer, int tag) override;
   std::unique_ptr<Request> irecv(void* data, int64_t count, DType dtype, int peer, int tag) override;
   void barrier() override;
+  // Traced like isend/irecv: seq and input digest when posted, the record (op name of the blocking op,
+  // "nonblocking": true) with its output digest when completed; the watchdog watches the post and each wait().
+  std::unique_ptr<Request> iall_reduce(void* data, int64_t count, DType dtype, ReduceOp op) override;
+  std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
+                                           ReduceOp op) override;
+  std::unique_ptr<Request> iall_gather(const void* send, void* recv, std::span<const int64_t> counts,
+                                       DType dtype) override;
+  std::unique_ptr<Request> iall_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
+                                       std::span<const int64_t> recv_counts, DType dtype) override;
 
  private:
   class TracedRequest;
@@ -63,6 +73,10 @@ class TracedCommunicator final : public Communicator {
   // Watchdog begin, timing, inner call, digests, write.
   template <typename Call>
   void run(TraceRecord& record, const void* in, int64_t in_bytes, Call&& call, const void* out, int64_t out_bytes);
+  // Input digest, watchdog around the post, a TracedRequest that writes the record at completion.
+  template <typename Post>
+  std::unique_ptr<Request> post(TraceRecord& record, const void* in, int64_t in_bytes, Post&& call, const void* out,
+                                int64_t out_bytes);
   void finish(TraceRecord& record);
   bool needs_record() const;
 

@@ -114,6 +114,9 @@ json RunConfig::to_json() const {
   if (!deepspeed.is_null()) j["deepspeed"] = deepspeed;
   // Sequence parallelism appears only when it is on, so a contract without it is unchanged.
   if (parallel.sequence_parallel) j["parallel"]["sequence_parallel"] = true;
+  // The overlap appears only when it is not the default, so a contract that leaves it alone is unchanged.
+  if (parallel.overlap_buckets != ParallelConfig::kDefaultOverlapBuckets)
+    j["parallel"]["overlap_buckets"] = parallel.overlap_buckets;
   // The parameter-server keys appear only when they are on, so an all-reduce contract is unchanged.
   if (parallel.parameter_server()) {
     j["parallel"]["architecture"] = architecture_name(parallel.architecture);

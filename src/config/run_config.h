@@ -74,6 +74,11 @@ struct ParallelConfig {
   // and the head's input hold 1/tp of the tokens; the TP all-reduces become reduce-scatter + all-gather.
   bool sequence_parallel = false;
   Reduction reduction = Reduction::kDeterministic;
+  // DP gradient syncs in flight at once while the backward goes on (GradStore; docs/performance.md §"DP sync
+  // overlapped with the backward"); 0: each unit's sync blocks at its last micro-batch. Timing only: the bits
+  // are the same. Each in-flight deterministic sync has its own staging buffer.
+  int overlap_buckets = kDefaultOverlapBuckets;
+  static constexpr int kDefaultOverlapBuckets = 1;
   std::string axis_order = "tp-dp-pp";  // fastest-varying axis first
   int blas_threads = 1;                 // OpenBLAS threads per rank; results depend on it, so it is pinned
   // Parameter server (docs/ps.md): dp is then the number of worker ranks W, `servers` the server ranks S.

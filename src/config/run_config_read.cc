@@ -113,6 +113,7 @@ Status read_parallel(const json& root, ParallelConfig& p) {
   set(f.read_integer("virtual_stages", 1, 1 << 10), p.virtual_stages);
   set(f.read_boolean("sequence_parallel"), p.sequence_parallel);
   choose(f, "reduction", {{"deterministic", Reduction::kDeterministic}, {"fast", Reduction::kFast}}, p.reduction);
+  set(f.read_integer("overlap_buckets", 0, 1 << 10), p.overlap_buckets);
   set(f.read_string("axis_order"), p.axis_order);
   set(f.read_integer("blas_threads", 1, 1024), p.blas_threads);
   choose(f, "architecture", {{"allreduce", Architecture::kAllReduce}, {"ps", Architecture::kParameterServer}},

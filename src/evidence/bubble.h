@@ -33,6 +33,7 @@ struct TimelineInterval {
   int64_t micro_batch = -1;
   int64_t t0_us = 0;
   int64_t t1_us = 0;
+  int unit = -1;  // grad_sync: the unit synchronized (optional field "unit")
 };
 
 // One step's split of a rank's time (the timeline's split line: core/time_split.h, docs/formats/timeline.md).

@@ -75,6 +75,10 @@ Result<std::vector<TimelineInterval>> parse_timeline(std::string_view text, cons
     auto kind = j.find("kind");
     if (kind == j.end() || !kind->is_string()) return corrupt("{}: missing or non-string field 'kind'", where);
     iv.kind = kind->get<std::string>();
+    if (j.contains("unit")) {
+      SP_ASSIGN_OR_RETURN(const int64_t unit, int_field(j, "unit", where));
+      iv.unit = static_cast<int>(unit);
+    }
     if (iv.t1_us < iv.t0_us)
       return corrupt("{}: interval ends (t1_us {}) before it starts (t0_us {})", where, iv.t1_us, iv.t0_us);
     out.push_back(std::move(iv));

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/deterministic.h"
 #include "config/run_config.h"
 #include "tensor/tensor.h"
 
@@ -26,10 +28,30 @@ struct ShardRange {
 std::vector<int64_t> shard_counts(int64_t n, int parts);
 ShardRange shard_range_of(int64_t n, int parts, int index);
 
+// A synchronization in flight (GradientSync::start_*): test() progresses it without posting anything and says
+// whether it is complete; advance() posts what remains to post (the deterministic all-reduce's all_gather,
+// after waiting for its all_to_all); wait() completes it. The owner calls advance() and wait() only at points
+// that are the same on every dp rank, in the same order (comm/deterministic.h: why test() never posts).
+class PendingSync {
+ public:
+  PendingSync() = default;  // complete (dp = 1, or a sync a fault skipped)
+  explicit PendingSync(std::unique_ptr<comm::Request> fast) : fast_(std::move(fast)) {}
+  explicit PendingSync(std::unique_ptr<comm::PendingReduction> det) : det_(std::move(det)) {}
+  bool test();
+  void advance();
+  void wait();
+
+ private:
+  std::unique_ptr<comm::Request> fast_;
+  std::unique_ptr<comm::PendingReduction> det_;
+};
+
 class GradientSync {
  public:
-  // max_numel: the largest buffer ever synchronized (sizes the staging buffer, category comm).
-  GradientSync(comm::Communicator& dp, config::Reduction mode, MemoryLedger& ledger, int64_t max_numel);
+  // max_numel: the largest buffer ever synchronized (sizes the staging buffers, category comm).
+  // slots: syncs that may be in flight at once (start_*'s `slot` < slots); deterministic mode stages each in
+  // its own buffer: "comm.dp_staging", then "comm.dp_staging.<i>" for slot i ≥ 1.
+  GradientSync(comm::Communicator& dp, config::Reduction mode, MemoryLedger& ledger, int64_t max_numel, int slots = 1);
 
   int dp_rank() const { return dp_.rank(); }
   int dp_size() const { return dp_.size(); }
@@ -43,13 +65,17 @@ class GradientSync {
   void reduce_scatter(ConstBufView full, BufView shard);
   // full := concatenation of every rank's shard (the owned ranges of full.count elements).
   void all_gather(ConstBufView shard, BufView full);
+  // Non-blocking twins of all_reduce and reduce_scatter (same bits, same trace ops), staged in slot `slot`.
+  // The buffers stay untouched until the sync completes.
+  PendingSync start_all_reduce(BufView data, int slot);
+  PendingSync start_reduce_scatter(ConstBufView full, BufView shard, int slot);
   static int64_t staging_floats(config::Reduction mode, int dp, int64_t max_numel);
 
  private:
   comm::Communicator& dp_;
   config::Reduction mode_;
-  BufView staging(DType dtype);  // the staging buffer as `dtype` elements (as many as it has floats)
-  Tensor staging_;               // (staging_floats) category comm, deterministic mode only
+  BufView staging(DType dtype, int slot = 0);  // a staging buffer as `dtype` elements (as many as it has floats)
+  std::vector<Tensor> staging_;                // slots × (staging_floats) category comm, deterministic mode only
 };
 
 }  // namespace sp::parallel

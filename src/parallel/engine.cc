@@ -75,13 +75,16 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   const std::vector<const model::UnitLayout*> us = units();
   int64_t max_unit = 0;
   for (const model::UnitLayout* u : us) max_unit = std::max(max_unit, u->numel);
-  dp_sync_ = std::make_unique<GradientSync>(comms_.axis(comm::Axis::kDp), c.parallel.reduction, ledger_, max_unit);
+  // Overlapped syncs each stage in their own slot (GradStore); at dp = 1 there is nothing to overlap.
+  const int overlap = comms_.axis(comm::Axis::kDp).size() > 1 ? c.parallel.overlap_buckets : 0;
+  dp_sync_ = std::make_unique<GradientSync>(comms_.axis(comm::Axis::kDp), c.parallel.reduction, ledger_, max_unit,
+                                            std::max(1, overlap));
   tp_ops_ = std::make_unique<TensorParallel>(comms_.axis(comm::Axis::kTp), c.parallel.reduction, ledger_,
                                              c.train.micro_batch_size * c.train.seq_len * c.model.dim,
                                              c.parallel.sequence_parallel ? c.train.micro_batch_size : 0);
   params_ = std::make_unique<ParamStore>(us, c.parallel.zero, *dp_sync_, ledger_, precision.compute);
   grads_ = std::make_unique<GradStore>(us, plan_.local_micro_batches, c.parallel.zero, *dp_sync_, ledger_, trace_,
-                                       precision.grad, c.parallel.reduction);
+                                       precision.grad, c.parallel.reduction, overlap);
   if (roles_.parameter_server())
     update_ = std::make_unique<PsWorkerUpdate>(*params_, *grads_, *comms_.ps, roles_, plan::PsKeySpace(us, roles_),
                                                trace_, ledger_, c.parallel.staleness);

@@ -89,6 +89,7 @@ double Engine::compute_gradients(const int32_t* tokens, std::vector<double>* mic
   io.tp = tp_ops_.get();
   io.loss_scale = static_cast<float>(1.0 / count);
   runner_->run(actions_, io);
+  grads_->finish_sync();
   comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, 0);
   comms_.world->all_reduce(sums.data(), M, DType::kF64, comm::ReduceOp::kSum);
   double loss = 0.0;

@@ -85,6 +85,10 @@ StepResult Engine::step(int64_t s, bool checksums) {
   io.loss_scale = faults_.loss_scale(static_cast<float>(scale / tokens));
   if (replay_) r.versions = replay_->versions();
   run_micro_batches(io);
+  if (grads_) grads_->finish_sync();  // the syncs still in flight after the backward (parallel.overlap_buckets)
+  if (timeline_ && grads_)
+    for (const GradStore::SyncSpan& g : grads_->sync_spans())
+      timeline_->record_span("grad_sync", 0, -1, g.start_ns, g.end_ns, g.unit);
   faults_.after_backward();
   update_->exchange(s);
   SP_CHECK(update_->gradients_complete(), "step {}: not every unit's gradients were synchronized", s);

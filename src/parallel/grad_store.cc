@@ -4,19 +4,23 @@
 
 #include <cstring>
 
+#include "core/timer.h"
 #include "tensor/float16.h"
 
 namespace sp::parallel {
 
 GradStore::GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp,
-                     MemoryLedger& ledger, comm::TraceContext& trace, DType dtype, config::Reduction reduction)
+                     MemoryLedger& ledger, comm::TraceContext& trace, DType dtype, config::Reduction reduction,
+                     int overlap)
     : k_(k),
       zero_(zero),
       dp_(dp),
       ledger_(ledger),
       trace_(trace),
       dtype_(dtype),
-      one_buffer_(reduction == config::Reduction::kFast) {
+      one_buffer_(reduction == config::Reduction::kFast),
+      overlap_(dp.dp_size() > 1 ? overlap : 0) {
+  SP_CHECK_GE(overlap, 0, "overlap_buckets");
   SP_CHECK(dtype == DType::kF32 || is_float16(dtype), "GradStore dtype {}", dtype_name(dtype));
   SP_CHECK(!one_buffer_ || dtype == DType::kF32, "fast reduction with {} gradients (the plan refuses it)",
            dtype_name(dtype));
@@ -35,8 +39,12 @@ GradStore::Unit& GradStore::unit(int id) {
 }
 
 void GradStore::begin_step(int64_t step) {
+  SP_CHECK(in_flight_.empty(), "step {} begins with {} gradient syncs of step {} in flight", step, in_flight_.size(),
+           step_);
   step_ = step;
   widened_.reset();
+  started_ = 0;
+  spans_.clear();
   for (Unit& u : units_) {
     SP_CHECK(u.current.data == nullptr && u.acc.depth() == 0, "unit {} has a pending leaf at step start",
              u.layout->name);
@@ -60,6 +68,7 @@ std::pair<BufView, bool> GradStore::take_buffer(Unit& u) {
 }
 
 BufView GradStore::leaf(int id) {
+  progress();
   Unit& u = unit(id);
   if (u.current.data != nullptr) {  // handed out again: it may hold what the first holder wrote
     u.current_zero = false;
@@ -112,6 +121,7 @@ BufView GradStore::round_leaf(Unit& u) {
 }
 
 void GradStore::done(int id) {
+  progress();
   Unit& u = unit(id);
   SP_CHECK(u.current.data != nullptr, "done() for unit {} without a leaf", u.layout->name);
   if (hooks_.leaf_done) hooks_.leaf_done(id, u.current);
@@ -132,6 +142,9 @@ void GradStore::done(int id) {
 void GradStore::sync(Unit& u) {
   comm::ScopedPhase phase(trace_, comm::Phase::kGradSync, step_);
   const bool run = !hooks_.sync || hooks_.sync(u.layout->id, u.total);
+  u.synced = true;
+  if (overlap_ > 0) return start_sync(u, run);
+  const int64_t t0 = now_ns();
   if (zero_ == 0) {
     if (run) dp_.all_reduce(u.total);
   } else {
@@ -139,13 +152,50 @@ void GradStore::sync(Unit& u) {
       dp_.reduce_scatter(u.total, u.shard.view());
     else
       convert(u.shard.view(), u.total.slice(u.range.begin, u.range.size()));
-    if (zero_ >= 2) {
-      u.buffers.clear();  // frees every full-size buffer of the unit
-      u.free.clear();
-      u.total = {};
-    }
   }
-  u.synced = true;
+  spans_.push_back({u.layout->id, t0, now_ns()});
+  release_full(u);
+}
+
+void GradStore::start_sync(Unit& u, bool run) {
+  // Points equal on every dp rank (this unit's last done()): advance the syncs in flight, free a slot, post.
+  for (InFlight& f : in_flight_) f.sync.advance();
+  if (static_cast<int>(in_flight_.size()) == overlap_) retire();
+  const int slot = static_cast<int>(started_++ % overlap_);  // FIFO with ≤ overlap_ in flight: slot is free
+  spans_.push_back({u.layout->id, now_ns(), 0});
+  PendingSync p;
+  if (run)
+    p = zero_ == 0 ? dp_.start_all_reduce(u.total, slot) : dp_.start_reduce_scatter(u.total, u.shard.view(), slot);
+  else if (zero_ >= 1)
+    convert(u.shard.view(), u.total.slice(u.range.begin, u.range.size()));
+  in_flight_.push_back({&u, std::move(p), slot, spans_.size() - 1});
+}
+
+void GradStore::progress() {
+  for (InFlight& f : in_flight_)
+    if (spans_[f.span].end_ns == 0 && f.sync.test()) spans_[f.span].end_ns = now_ns();
+}
+
+void GradStore::retire() {
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  f.sync.wait();
+  if (spans_[f.span].end_ns == 0) spans_[f.span].end_ns = now_ns();
+  release_full(*f.unit);
+}
+
+void GradStore::release_full(Unit& u) {
+  if (zero_ < 2) return;
+  u.buffers.clear();  // frees every full-size buffer of the unit
+  u.free.clear();
+  u.total = {};
+}
+
+void GradStore::finish_sync() {
+  if (in_flight_.empty()) return;
+  comm::ScopedPhase phase(trace_, comm::Phase::kGradSync, step_);
+  while (!in_flight_.empty()) retire();
+  if (mixed() && complete()) widen_synced();
 }
 
 void GradStore::widen_synced() {
@@ -161,6 +211,7 @@ void GradStore::widen_synced() {
 }
 
 bool GradStore::complete() const {
+  if (!in_flight_.empty()) return false;
   for (const Unit& u : units_)
     if (!u.synced) return false;
   return true;

@@ -17,9 +17,19 @@
 // into a 16-bit buffer b<i>, which the canonical tree sums with a rounding per node; the dp sync and
 // the shards are 16-bit. For the evidence (the norm, checksums) the synchronized pieces are widened into
 // one fp32 buffer "grad.widened" (Σ of the pieces' sizes ·4) from the last sync until release_widened().
+// Overlap (parallel.overlap_buckets = n ≥ 1, dp > 1): a unit's sync is started, not completed, at its last
+// done(); up to n syncs are in flight while the backward goes on, progressed (test) at every later leaf()
+// and done(), since MPI progresses only inside MPI calls. Posting follows points equal on every dp rank:
+// starting a sync first advances the earlier ones (the deterministic all-reduce's all_gather is posted, so
+// at most one all_to_all is in flight), then completes the oldest if n are in flight (slot reuse; ZeRO-2/3
+// free its full-size buffers only then), then posts. finish_sync() completes the rest in unit order; it runs
+// after the backward, before complete(), owned_grads() and the optimizer. The bits are those of the
+// blocking sync; only the timing, and at ZeRO-2/3 when the full buffers are freed, move (the ledger model
+// replays the same order: plan/ledger_replay.h).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -38,9 +48,11 @@ class GradStore final : public model::GradSink {
   // k: micro-batches this rank runs per step (its leaves per unit).
   // dtype: the gradient dtype (kF32, or the 16-bit compute dtype).
   // reduction: kDeterministic sums the leaves over the canonical tree; kFast into one buffer (kF32 only).
+  // overlap: syncs in flight at once (parallel.overlap_buckets; 0 = blocking; ignored at dp = 1, where the
+  // sync is a no-op); the GradientSync needs that many staging slots.
   GradStore(std::vector<const model::UnitLayout*> units, int64_t k, int zero, GradientSync& dp, MemoryLedger& ledger,
             comm::TraceContext& trace, DType dtype = DType::kF32,
-            config::Reduction reduction = config::Reduction::kDeterministic);
+            config::Reduction reduction = config::Reduction::kDeterministic, int overlap = 0);
 
   BufView leaf(int unit) override;
   void done(int unit) override;
@@ -49,8 +61,20 @@ class GradStore final : public model::GradSink {
   bool leaf_is_zero(int unit) const override;
 
   void begin_step(int64_t step);
-  // True once every unit has been synchronized this step.
+  // Completes every sync still in flight, in unit order (a no-op without overlap); before the gradients are read.
+  void finish_sync();
+  // True once every unit has been synchronized this step and no sync is in flight.
   bool complete() const;
+  // Where each unit's sync of the last step started and completed (steady-clock ns; completed = when this rank
+  // saw it complete), in start order: the timeline's "grad_sync" intervals.
+  struct SyncSpan {
+    int unit = 0;
+    int64_t start_ns = 0, end_ns = 0;
+  };
+  const std::vector<SyncSpan>& sync_spans() const { return spans_; }
+  int overlap() const { return overlap_; }
+  // Syncs started and not yet completed by finish_sync() or a later start (test() may have seen them done).
+  int in_flight() const { return static_cast<int>(in_flight_.size()); }
   // The synchronized gradient of the pieces ParamStore::owned() names, in the same order, as views of
   // dtype() (the whole unit at zero 0, the owned shard otherwise).
   std::vector<ConstBufView> owned_grads() const;
@@ -100,7 +124,18 @@ class GradStore final : public model::GradSink {
   // 16-bit gradients: the fp32 leaf rounded once into a buffer of the gradient dtype; frees the leaf.
   BufView round_leaf(Unit& u);
   void sync(Unit& u);
-  void widen_synced();  // once every unit is synced: fills "grad.widened"
+  // Overlap: a sync in flight, its staging slot and the index of its span.
+  struct InFlight {
+    Unit* unit;
+    PendingSync sync;
+    int slot;
+    size_t span;
+  };
+  void start_sync(Unit& u, bool run);
+  void progress();             // test() every sync in flight (records when each completes)
+  void retire();               // completes the oldest sync in flight
+  void release_full(Unit& u);  // the unit's sync is complete: ZeRO-2/3 free its full-size buffers
+  void widen_synced();         // once every unit is synced: fills "grad.widened"
   bool mixed() const { return dtype_ != DType::kF32; }
   // The leaf of a micro-batch as the accumulation buffer (fp32): the canonical tree's next buffer, or in
   // fast mode the unit's one buffer, zeroed only for the step's first micro-batch.
@@ -117,6 +152,10 @@ class GradStore final : public model::GradSink {
   DType dtype_;
   bool one_buffer_;  // reduction fast: one accumulation buffer per unit
   Tensor widened_;   // 16-bit gradients: (Σ range sizes) fp32, the evidence pieces widened
+  int overlap_;      // syncs in flight at most (0: blocking)
+  std::deque<InFlight> in_flight_;
+  int64_t started_ = 0;  // syncs started this step (slot = started % overlap)
+  std::vector<SyncSpan> spans_;
 };
 
 }  // namespace sp::parallel

@@ -25,14 +25,21 @@ void Timeline::begin_step(int64_t step) {
 void Timeline::record(const char* kind, int virtual_stage, int64_t micro_batch, int64_t start_ns) {
   const int64_t end = now_ns();
   current_.push_back(
-      {step_, kind, virtual_stage, micro_batch, (start_ns - step_start_ns_) / 1000, (end - step_start_ns_) / 1000});
+      {step_, kind, virtual_stage, micro_batch, (start_ns - step_start_ns_) / 1000, (end - step_start_ns_) / 1000, -1});
+}
+
+void Timeline::record_span(const char* kind, int virtual_stage, int64_t micro_batch, int64_t start_ns, int64_t end_ns,
+                           int unit) {
+  current_.push_back({step_, kind, virtual_stage, micro_batch, (start_ns - step_start_ns_) / 1000,
+                      (end_ns - step_start_ns_) / 1000, unit});
 }
 
 void Timeline::end_step() {
   for (const Interval& iv : current_) {
-    const nlohmann::json j = {
+    nlohmann::json j = {
         {"step", iv.step},   {"kind", iv.kind},  {"virtual_stage", iv.virtual_stage}, {"micro_batch", iv.micro_batch},
         {"t0_us", iv.t0_us}, {"t1_us", iv.t1_us}};
+    if (iv.unit >= 0) j["unit"] = iv.unit;
     out_.write(j);
   }
   (void)out_.flush();  // an error is kept: the trainer's finish checks status()

@@ -21,6 +21,7 @@ struct Interval {
   int64_t micro_batch = -1;
   int64_t t0_us = 0;
   int64_t t1_us = 0;
+  int unit = -1;  // grad_sync: the unit whose gradient was synchronized (written only then)
 };
 
 class Timeline {
@@ -30,6 +31,9 @@ class Timeline {
   void begin_step(int64_t step);
   // Records [start_ns, now) as `kind`.
   void record(const char* kind, int virtual_stage, int64_t micro_batch, int64_t start_ns);
+  // Records [start_ns, end_ns) as `kind` (a span measured elsewhere: a unit's gradient sync, `unit` ≥ 0).
+  void record_span(const char* kind, int virtual_stage, int64_t micro_batch, int64_t start_ns, int64_t end_ns,
+                   int unit = -1);
   // Writes the step's intervals; returns the step's busy (compute) fraction data for the bubble.
   void end_step();
   const std::vector<Interval>& last_step() const { return last_; }

@@ -22,6 +22,7 @@ LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coo
   in.tp_rank = coords.tp;
   in.zero = pc.zero;
   in.deterministic = pc.reduction == config::Reduction::kDeterministic;
+  in.overlap_buckets = in.dp > 1 ? pc.overlap_buckets : 0;  // as the engine: nothing to overlap at dp = 1
   in.micro_batch_size = c.train.micro_batch_size;
   in.seq_len = c.train.seq_len;
   in.recompute = c.train.recompute;

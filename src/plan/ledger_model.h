@@ -28,6 +28,9 @@ struct LedgerModelInput {
   int dp_rank = 0, tp_rank = 0;
   int zero = 0;
   bool deterministic = true;
+  // DP syncs in flight at once (parallel.overlap_buckets; 0 at dp = 1, where nothing is synchronized): one
+  // staging buffer per slot, and ZeRO-2/3 free a unit's full buffers when its sync completes (GradStore).
+  int overlap_buckets = 0;
   int64_t micro_batch_size = 1;  // B
   int64_t seq_len = 1;           // T
   model::Recompute recompute = model::Recompute::kNone;

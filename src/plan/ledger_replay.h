@@ -40,7 +40,8 @@ class Replay {
   }
   void step(bool eval_after) {
     for (const auto& a : in_.train_actions) a.forward ? forward(a, true) : backward(a);  // B, W or both
-    if (widened_ > 0) sim_.free("grad.widened", Category::kGrad, widened_);              // after the optimizer step
+    finish_sync();
+    if (widened_ > 0) sim_.free("grad.widened", Category::kGrad, widened_);  // after the optimizer step
     widened_ = 0;
     synced_ = 0;
     if (eval_after) evaluation();
@@ -60,7 +61,7 @@ class Replay {
         return false;
     return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ && refs_ == o.refs_ &&
            fb_free_ == o.fb_free_ && next_fb_ == o.next_fb_ && grads_ == o.grads_ && synced_ == o.synced_ &&
-           widened_ == o.widened_;
+           widened_ == o.widened_ && in_flight_ == o.in_flight_;
   }
   int64_t allocations(const std::string& name) const { return sim_.p.entries.at(name).allocations; }
   LedgerPrediction result() const { return sim_.p; }
@@ -213,8 +214,9 @@ class Replay {
       max_unit = std::max(max_unit, n);
       max_shard = std::max(max_shard, shard_of(id));
     }
-    if (in_.deterministic && in_.dp > 1)
-      sim_.alloc("comm.dp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(max_unit, in_.dp) * kF);
+    for (int i = 0; in_.deterministic && in_.dp > 1 && i < std::max(1, in_.overlap_buckets); ++i)
+      sim_.alloc(i == 0 ? std::string("comm.dp_staging") : fmt::format("comm.dp_staging.{}", i), Category::kComm,
+                 comm::deterministic_all_reduce_scratch(max_unit, in_.dp) * kF);
     if (in_.sequence_parallel && in_.tp > 1)  // the rank-major copy and the reduce-scatter's scratch
       sim_.alloc("comm.tp_staging", Category::kComm, 2 * N() * C * kF);
     else if (in_.deterministic && in_.tp > 1)
@@ -315,22 +317,43 @@ class Replay {
       --u.in_use;
     }
     if (++u.leaves == in_.local_micro_batches) {
-      u.in_use = 1;  // the fold leaves one buffer holding the total
       u.stack.clear();
-      if (in_.zero >= 2) {
-        for (int64_t i = 0; i < u.allocated; ++i)
-          sim_.free(sim_.named ? fmt::format("grad.{}.b{}", name_of(id), i) : std::string(), Category::kGrad,
-                    unit_numel_[id] * in_.grad_bytes);
-        u.allocated = 0;
-      }
       u.in_use = 0;
       u.leaves = 0;
-      // 16-bit gradients: once every unit is synchronized its pieces are widened for the evidence.
-      if (grad16() && ++synced_ == static_cast<int64_t>(unit_numel_.size())) {
-        for (const auto& [uid, n] : unit_numel_) widened_ += shard_of(uid) * kF;
-        sim_.alloc("grad.widened", Category::kGrad, widened_);
+      ++synced_;
+      if (in_.overlap_buckets == 0) {
+        release_full(id);
+        widen();
+        return;
       }
+      // Overlap: the sync is started; the oldest of overlap_buckets in flight completes first (GradStore).
+      if (static_cast<int>(in_flight_.size()) == in_.overlap_buckets) {
+        release_full(in_flight_.front());
+        in_flight_.erase(in_flight_.begin());
+      }
+      in_flight_.push_back(id);
     }
+  }
+  // A unit's sync completed: ZeRO-2/3 free its full-size buffers.
+  void release_full(int id) {
+    GradUnit& u = grads_[id];
+    if (in_.zero < 2) return;
+    for (int64_t i = 0; i < u.allocated; ++i)
+      sim_.free(sim_.named ? fmt::format("grad.{}.b{}", name_of(id), i) : std::string(), Category::kGrad,
+                unit_numel_[id] * in_.grad_bytes);
+    u.allocated = 0;
+  }
+  // 16-bit gradients: once every unit is synchronized its pieces are widened for the evidence.
+  void widen() {
+    if (!grad16() || synced_ != static_cast<int64_t>(unit_numel_.size()) || !in_flight_.empty() || widened_ > 0) return;
+    for (const auto& [uid, n] : unit_numel_) widened_ += shard_of(uid) * kF;
+    sim_.alloc("grad.widened", Category::kGrad, widened_);
+  }
+  // After the backward: the syncs still in flight complete in order (GradStore::finish_sync).
+  void finish_sync() {
+    for (int id : in_flight_) release_full(id);
+    in_flight_.clear();
+    widen();
   }
   void forward(const LedgerModelInput::Action& a, bool train) {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
@@ -395,8 +418,9 @@ class Replay {
   int next_slot_ = 0, next_fb_ = 0;
   std::map<int, int> refs_;
   std::map<int, GradUnit> grads_;
-  int64_t synced_ = 0;   // units synchronized this step
-  int64_t widened_ = 0;  // bytes of "grad.widened" while it lives
+  int64_t synced_ = 0;          // units synchronized this step
+  std::vector<int> in_flight_;  // overlap: units whose sync is in flight, oldest first
+  int64_t widened_ = 0;         // bytes of "grad.widened" while it lives
 };
 
 }  // namespace sp::plan::ledger_detail

@@ -104,7 +104,8 @@ View pipeline_view(const RunDir& run) {
       const auto it = times.find({static_cast<int>(r), s});
       if (it == times.end()) continue;
       const evidence::RankStepTime& t = *it->second;
-      // [kind, t0_us, t1_us, micro_batch, virtual_stage], in time order, idle gaps included.
+      // [kind, t0_us, t1_us, micro_batch, virtual_stage, unit], in time order, idle gaps included (unit: the
+      // grad_sync intervals' unit, else −1).
       const std::vector<const evidence::TimelineInterval*>& mine = by_step[s];
       std::vector<std::pair<int64_t, int64_t>> busy;
       for (const evidence::TimelineInterval* iv : mine) busy.push_back({iv->t0_us, iv->t1_us});
@@ -113,8 +114,8 @@ View pipeline_view(const RunDir& run) {
       for (const auto& [a, b] : gaps) idle += b - a;
       std::vector<json> all;
       for (const evidence::TimelineInterval* iv : mine)
-        all.push_back(json::array({iv->kind, iv->t0_us, iv->t1_us, iv->micro_batch, iv->virtual_stage}));
-      for (const auto& [a, b] : gaps) all.push_back(json::array({"idle", a, b, -1, -1}));
+        all.push_back(json::array({iv->kind, iv->t0_us, iv->t1_us, iv->micro_batch, iv->virtual_stage, iv->unit}));
+      for (const auto& [a, b] : gaps) all.push_back(json::array({"idle", a, b, -1, -1, -1}));
       std::stable_sort(all.begin(), all.end(), [](const json& a, const json& b) { return a[1] < b[1]; });
       steps.push_back({{"step", s},
                        {"span_us", t.span_us},

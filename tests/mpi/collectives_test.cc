@@ -4,6 +4,8 @@
 // with MPI's int limit and with max_count = 3, which forces every op through its split path (the
 // one counts above 2^31 − 1 take) without allocating gigabytes. Also: the grid communicators'
 // names, ranks and members equal ProcessGrid's, and write_topology produces a valid topology.json.
+// The non-blocking collectives (iall_reduce, ireduce_scatter, iall_gather, iall_to_all) are posted together,
+// several in flight at once, and must give the blocking ops' closed forms.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -108,6 +110,39 @@ void exercise(Communicator& c) {
       for (int q = 0; q < n; ++q)
         for (int k = 0; k <= q; ++k) EXPECT_EQ(all[static_cast<size_t>(gd[static_cast<size_t>(q)] + k)], 10 * q + k);
     }
+  }
+
+  // Non-blocking collectives: the same four ops posted together (all in flight at once, two all_reduces
+  // among them), completed in reverse order, one by test() polling: the same closed forms as above.
+  {
+    std::vector<float> xa(7), xb(5);
+    for (int i = 0; i < 7; ++i) xa[static_cast<size_t>(i)] = static_cast<float>((r + 1) * (i + 1));
+    for (int i = 0; i < 5; ++i) xb[static_cast<size_t>(i)] = static_cast<float>(r + 1);
+    std::vector<double> rs(static_cast<size_t>(counts[static_cast<size_t>(r)]) + 1, -1.0);
+    std::vector<int32_t> ag(static_cast<size_t>(total), -1);
+    std::vector<float> a2a(a2a_recv.size(), -1.0f);
+    auto q1 = c.iall_reduce(xa.data(), 7, DType::kF32, ReduceOp::kSum);
+    auto q2 = c.ireduce_scatter(send.data(), rs.data(), counts, DType::kF64, ReduceOp::kSum);
+    auto q3 = c.iall_gather(block.data(), ag.data(), counts, DType::kI32);
+    auto q4 = c.iall_to_all(a2a_send.data(), sc, a2a.data(), rc, DType::kF32);
+    auto q5 = c.iall_reduce(xb.data(), 5, DType::kF32, ReduceOp::kMax);
+    while (!q5->test()) {
+    }
+    EXPECT_TRUE(q5->test());  // complete stays complete
+    q4->wait();
+    q3->wait();
+    q2->wait();
+    q1->wait();
+    q1->wait();  // idempotent
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ(xa[static_cast<size_t>(i)], static_cast<float>(n * (n + 1) / 2 * (i + 1))) << "iall_reduce i=" << i;
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(xb[static_cast<size_t>(i)], static_cast<float>(n)) << "iall_reduce max";
+    for (int64_t k = 0; k < counts[static_cast<size_t>(r)]; ++k)
+      EXPECT_EQ(rs[static_cast<size_t>(k)],
+                n * (n + 1) / 2.0 * static_cast<double>(displ[static_cast<size_t>(r)] + k + 1));
+    EXPECT_EQ(rs.back(), -1.0) << "ireduce_scatter wrote past counts[rank]";
+    EXPECT_EQ(ag, gathered) << "iall_gather";
+    EXPECT_EQ(a2a, a2a_recv) << "iall_to_all";
   }
 
   // Non-blocking ring (works for n = 1: a message to oneself).

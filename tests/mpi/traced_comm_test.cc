@@ -51,6 +51,19 @@ void mini_step(GridCommunicators& comms, TraceContext& ctx, bool extra) {
     ScopedPhase phase(ctx, Phase::kGradSync, 0);
     std::vector<float> g(10, 1.0f), scratch(static_cast<size_t>(deterministic_all_reduce_scratch(10, dp.size())));
     deterministic_all_reduce(dp, f32_view(g.data(), 10), f32_view(scratch.data(), std::ssize(scratch)));
+    // The same reduction twice more, non-blocking and both in flight (comm/deterministic.h PendingReduction):
+    // posted, polled, advanced in order, completed; traced as the same ops, written at completion.
+    std::vector<float> h(10, 1.0f), k(10, 1.0f), s2(scratch.size()), s3(scratch.size());
+    auto a = PendingReduction::start_all_reduce(dp, f32_view(h.data(), 10), f32_view(s2.data(), std::ssize(s2)));
+    auto b = PendingReduction::start_all_reduce(dp, f32_view(k.data(), 10), f32_view(s3.data(), std::ssize(s3)));
+    (void)a->test();
+    a->advance();
+    b->advance();
+    b->wait();
+    a->wait();
+    EXPECT_TRUE(a->done() && b->done());
+    EXPECT_EQ(h, g);
+    EXPECT_EQ(k, g);
   }
   {
     ScopedPhase phase(ctx, Phase::kOptimizer, 0);
@@ -104,13 +117,13 @@ TEST(TracedRun, HonestRunIsConsistentWithClosedFormTraffic) {
       for (int first_rank = 0; first_rank < grid.world_size(); ++first_rank) {
         const Coords c = grid.coords_of(first_rank);
         if (c.dp == 0) {
-          // Deterministic all-reduce of 10 F32 over D ranks: all_to_all (40 B in) + all_gather (40 B out),
-          // each ⌊(D−1)·40/D⌋ on the wire, per rank.
+          // Three deterministic all-reduces of 10 F32 over D ranks (one blocking, two not): all_to_all (40 B in)
+          // + all_gather (40 B out), each ⌊(D−1)·40/D⌋ on the wire, per rank.
           const int64_t d = dp;
           const evidence::Traffic t = traffic(grid.group_name(Axis::kDp, first_rank), 0, Phase::kGradSync);
-          EXPECT_EQ(t.ops, 2 * d);
-          EXPECT_EQ(t.bytes, d * 80);
-          EXPECT_EQ(t.wire_bytes, d * 2 * ((d - 1) * 40 / d));
+          EXPECT_EQ(t.ops, 3 * 2 * d);
+          EXPECT_EQ(t.bytes, 3 * d * 80);
+          EXPECT_EQ(t.wire_bytes, 3 * d * 2 * ((d - 1) * 40 / d));
         }
         if (c.tp == 0) {
           // Two micro-batches × all_reduce of 12 F32 (48 B, wire ⌊2(T−1)·48/T⌋) per rank.

@@ -110,6 +110,18 @@ CASES = {
     "zb_pp2": (2, ZB + ["parallel.pp=2"], "bitwise-equal"),
     "zb_pp4": (4, ZB + ["parallel.pp=4"], "bitwise-equal"),
     "bf16_zb_pp2": (2, BF + ZB + ["parallel.pp=2"], "bitwise-equal"),
+    # DP sync overlapped with the backward (parallel.overlap_buckets, default 1; docs/performance.md): the
+    # blocking sync (0) and deeper overlaps are bitwise the default's run on every checksum record
+    # (ALSO_BITWISE) and dp = 1's; the fast mode within its tolerance; the ledger exact in each.
+    "ovl0_dp2": (2, ["parallel.dp=2", "parallel.overlap_buckets=0"], "bitwise-equal"),
+    "ovl3_zero2_dp4": (4, ["parallel.dp=4", "parallel.zero=2", "parallel.overlap_buckets=3"], "bitwise-equal"),
+    "ovl2_zero3_dp2": (2, ["parallel.dp=2", "parallel.zero=3", "parallel.overlap_buckets=2"], "bitwise-equal"),
+    "ovl2_fast_dp4": (4, ["parallel.dp=4", "parallel.reduction=fast", "parallel.overlap_buckets=2"],
+                      "within-tolerance|bitwise-equal"),
+    "ovl2_dp2_pp2": (4, ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1", "parallel.overlap_buckets=2"],
+                     "bitwise-equal"),
+    "bf16g_ovl2_zero2_dp4": (4, BG + ["parallel.dp=4", "parallel.zero=2", "parallel.overlap_buckets=2"],
+                             "bitwise-equal"),
 }
 # The reference each case is compared with (default: "ref").
 REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
@@ -119,7 +131,29 @@ REFERENCE.update({c: "ref_fp16" for c in CASES if c.startswith("fp16_")})
 REFERENCE.update({c: "ref_fp16o" for c in CASES if c.startswith("fp16o_")})
 REFERENCE.update({"sel_tp2": "tp2", "bf16_sel_tp2": "bf16_tp2"})
 # Cases whose every checksum record must also equal another case's (same topology, another schedule).
-ALSO_BITWISE = {"zb_pp2": "pp2_1f1b", "zb_pp4": "pp4_1f1b", "bf16_zb_pp2": "bf16_pp2_1f1b"}
+ALSO_BITWISE = {"zb_pp2": "pp2_1f1b", "zb_pp4": "pp4_1f1b", "bf16_zb_pp2": "bf16_pp2_1f1b",
+                "ovl0_dp2": "dp2", "ovl3_zero2_dp4": "zero2_dp4", "ovl2_zero3_dp2": "zero3_dp2",
+                "ovl2_dp2_pp2": "dp2_pp2", "bf16g_ovl2_zero2_dp4": "bf16g_zero2_dp4"}
+
+
+def check_sync_timeline(check, out, overrides):
+    """timeline/rank-00000.jsonl of a dp > 1 run: every step records one grad_sync interval per unit this rank
+    holds, each with its unit. With overlap (the default, overlap_buckets ≥ 1) the first sync of a step starts
+    before that step's last backward interval ends: it was posted while the backward went on."""
+    if not any(o.startswith("parallel.dp=") and o != "parallel.dp=1" for o in overrides):
+        return
+    overlap = next((int(o.split("=")[1]) for o in overrides if o.startswith("parallel.overlap_buckets=")), 1)
+    rows = T.read_jsonl(os.path.join(out, "timeline", "rank-00000.jsonl"))
+    steps = sorted({r["step"] for r in rows if "kind" in r})
+    for s in steps:
+        syncs = [r for r in rows if r.get("step") == s and r.get("kind") == "grad_sync"]
+        back = [r for r in rows if r.get("step") == s and r.get("kind", "").startswith("backward")]
+        check(syncs and all("unit" in r for r in syncs), f"step {s}: no grad_sync interval with its unit")
+        check(len({r["unit"] for r in syncs}) == len(syncs), f"step {s}: a unit synchronized twice")
+        if overlap > 0 and syncs and back:
+            first, last = min(r["t0_us"] for r in syncs), max(r["t1_us"] for r in back)
+            check(first < last, f"step {s}: the first sync starts at {first} µs, after the backward ({last} µs)")
+    print(f"timeline: grad_sync intervals in {len(steps)} steps (overlap_buckets {overlap})")
 
 
 def check_loss_scaling(check, out, overflow):
@@ -178,6 +212,7 @@ def main():
         print(v.stdout)
         verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"
         check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
+    check_sync_timeline(check, out, overrides)
     if "sel_" in args.case:
         check_every_record_bitwise(check, out, ref)
     if args.case in ALSO_BITWISE:

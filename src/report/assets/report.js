@@ -9,7 +9,7 @@
                    '#4d2d00', '#0550ae', '#a40e26', '#116329'];
   // backward_input / backward_weight: ZB-H1's B and W passes (docs/formats/timeline.md).
   const KIND_COLORS = {forward: '#0969da', backward: '#8250df', backward_input: '#8250df', backward_weight: '#1a7f37',
-                       send: '#bc4c00', recv: '#e09b2d', wait: '#bf3989', idle: '#d0d7de'};
+                       send: '#bc4c00', recv: '#e09b2d', wait: '#bf3989', idle: '#d0d7de', grad_sync: '#1b7c83'};
   const CATEGORY_COLORS = {param: '#0969da', grad: '#8250df', optim: '#1a7f37', activation: '#bc4c00',
                            comm: '#bf3989', workspace: '#1b7c83', io: '#6e7781'};
   const RUN_COLORS = {reference: '#1f2328', parallel: '#0969da', fault: '#cf222e', recovery: '#1a7f37', run: '#0969da'};
@@ -304,8 +304,15 @@
       sec.append(el('p', {class: 'sp-notes'}, d.steps_omitted + ' later steps are not drawn (the Gantt keeps at most ' +
                                                   'its first ' + d.max_intervals + ' intervals); the bubble table covers every step.'));
     function draw(step) {
-      const kinds = ['forward', 'backward', 'backward_input', 'backward_weight', 'send', 'recv', 'wait', 'idle'];
-      const labels = d.ranks.map((r) => 'rank ' + r.rank + ' · stage ' + r.stage);
+      const kinds = ['forward', 'backward', 'backward_input', 'backward_weight', 'send', 'recv', 'wait', 'idle',
+                     'grad_sync'];
+      // A rank's dp gradient syncs (grad_sync: started at a unit's last backward, completed later when they
+      // overlap it) get their own row under the rank's, so they never hide its compute.
+      const rankLabel = (r) => 'rank ' + r.rank + ' · stage ' + r.stage;
+      const syncLabel = (r) => 'rank ' + r.rank + ' · dp sync';
+      const hasSync = d.ranks.some((r) => r.steps.some((s) => s.intervals.some((iv) => iv[0] === 'grad_sync')));
+      const labels = [];
+      d.ranks.forEach((r) => { labels.push(rankLabel(r)); if (hasSync) labels.push(syncLabel(r)); });
       const datasets = kinds.map((k) => ({label: k, data: [], backgroundColor: KIND_COLORS[k], grouped: false,
                                           borderWidth: k === 'idle' ? 0 : 0.5, borderColor: '#fff', barPercentage: 0.8,
                                           categoryPercentage: 1.0}));
@@ -316,7 +323,9 @@
         for (const iv of st.intervals) {
           const k = kinds.indexOf(iv[0]);
           if (k < 0) continue;
-          datasets[k].data.push({x: [iv[1] / 1000, iv[2] / 1000], y: labels[i], mb: iv[3]});
+          const sync = iv[0] === 'grad_sync';
+          datasets[k].data.push({x: [iv[1] / 1000, iv[2] / 1000], y: sync ? syncLabel(r) : rankLabel(r),
+                                 mb: sync ? -1 : iv[3], unit: sync ? iv[5] : -1});
         }
         rows.push(el('tr', {'data-rank': r.rank, 'data-step': step},
           numCell(r.rank), numCell(r.stage), numCell(fmtNum(st.span_us / 1000, 2), {'data-span-us': st.span_us}),
@@ -328,8 +337,10 @@
       makeChart(box.canvas, {type: 'bar', data: {labels: labels, datasets: datasets},
         options: {indexAxis: 'y', scales: {x: {type: 'linear', min: 0, title: {display: true, text: 'ms since the step began on the rank'}},
                                            y: {stacked: false}},
-                  plugins: {title: {display: true, text: 'step ' + step + ': forward, backward, send, recv, wait and idle per rank'},
-                            tooltip: {callbacks: {label: (c) => c.dataset.label + (c.raw.mb >= 0 ? ' mb ' + c.raw.mb : '') + ': ' +
+                  plugins: {title: {display: true, text: 'step ' + step + ': forward, backward, send, recv, wait and idle per rank' +
+                                                                  (hasSync ? '; each unit\'s dp gradient sync' : '')},
+                            tooltip: {callbacks: {label: (c) => c.dataset.label + (c.raw.mb >= 0 ? ' mb ' + c.raw.mb : '') +
+                                                                (c.raw.unit >= 0 ? ' unit ' + c.raw.unit : '') + ': ' +
                                                                 fmtNum(c.raw.x[0], 2) + '–' + fmtNum(c.raw.x[1], 2) + ' ms'}}}}});
       rankBox.replaceChildren(table(['rank', 'stage', 'span ms', 'compute ms', 'p2p ms', 'idle ms', 'bubble'], rows,
                                     {id: 'pipeline-ranks'}));
