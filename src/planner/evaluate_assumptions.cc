@@ -63,8 +63,10 @@ std::vector<std::string> evaluation_assumptions(const PlanQuery& q, const PlanEv
         100 * q.efficiency, q.dtype, peak / 1e12));
   for (std::string& line : state_assumptions(q.config, e.plan, q.dtype)) out.push_back(std::move(line));
   out.push_back(
-      "no overlap, as the engine runs: tensor-parallel and ZeRO-3 collectives inside each pass (spread evenly over a "
-      "rank's passes), then the pipeline, then the gradient sync, the optimizer's collectives and the evidence");
+      "no overlap: tensor-parallel and ZeRO-3 collectives inside each pass (spread evenly over a rank's passes), then "
+      "the pipeline, then the gradient sync, the optimizer's collectives and the evidence; the engine starts each "
+      "unit's dp sync during the backward (parallel.overlap_buckets), but with MPI over shared memory the cores copy "
+      "the bytes inside its calls, so the sync is priced after the pipeline");
   out.push_back(
       "the pipeline is simulated over the engine's schedule with asynchronous sends (the engine's blocking sends can "
       "only be slower)");
