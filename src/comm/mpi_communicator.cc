@@ -15,63 +15,16 @@
 #include "comm/mpi_check.h"
 #include "comm/mpi_comm_wrap.h"
 #include "comm/mpi_scope.h"
+#include "comm/mpi_types.h"
 #include "core/check.h"
 
 namespace sp::comm {
 namespace {
 
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return MPI_FLOAT;
-    case DType::kF64:
-      return MPI_DOUBLE;
-    case DType::kI64:
-      return MPI_INT64_T;
-    case DType::kI32:
-      return MPI_INT32_T;
-    case DType::kI16:
-      return MPI_INT16_T;
-    case DType::kI8:
-      return MPI_INT8_T;
-    case DType::kU8:
-      return MPI_UINT8_T;
-    case DType::kU16:
-      return MPI_UINT16_T;
-    case DType::kU32:
-      return MPI_UINT32_T;
-    case DType::kU64:
-      return MPI_UINT64_T;
-    // Moved as raw bits; reductions on them are rejected in reducible().
-    case DType::kBF16:
-    case DType::kF16:
-      return MPI_UINT16_T;
-    case DType::kBool:
-      return MPI_UINT8_T;
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-bool reducible(DType t) { return t != DType::kBF16 && t != DType::kF16 && t != DType::kBool; }
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return MPI_SUM;
-    case ReduceOp::kMax:
-      return MPI_MAX;
-    case ReduceOp::kMin:
-      return MPI_MIN;
-  }
-  return MPI_OP_NULL;
-}
-
-char* at(void* base, int64_t elements, DType t) {
-  return static_cast<char*>(base) + elements * static_cast<int64_t>(dtype_size(t));
-}
-const char* at(const void* base, int64_t elements, DType t) {
-  return static_cast<const char*>(base) + elements * static_cast<int64_t>(dtype_size(t));
-}
+using mpi_detail::at;
+using mpi_detail::mpi_op;
+using mpi_detail::mpi_type;
+using mpi_detail::reducible;
 
 // Completes a set of MPI requests. `arrays` keeps the count and displacement arrays of a non-blocking
 // v-collective alive until completion, as MPI requires.
