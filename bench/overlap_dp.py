@@ -15,25 +15,14 @@ usage: overlap_dp.py --bin build/bin/shardproof [--preset small] [--dps 2,4] [--
 import argparse
 import json
 import os
-import pathlib
-import re
 import statistics
 import subprocess
 import tempfile
 
+from bench_host import cpu
+
 SHAPES = {"tiny": (8, 128), "small": (4, 256)}
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-
-
-def cpu():
-    model, flags = "unknown CPU", set()
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and model == "unknown CPU":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags"):
-            flags |= set(line.split(":", 1)[1].split())
-    keep = sorted(f for f in flags if re.match(r"^(avx512|amx)", f))
-    return f"{model}, {os.cpu_count()} cores; flags: {' '.join(keep)}"
 
 
 def run(args, dp, precision, overlap):
@@ -63,7 +52,8 @@ def main():
     p.add_argument("--work", default=None)
     args = p.parse_args()
     args.work = args.work or tempfile.mkdtemp(prefix="overlap_dp_")
-    print(cpu())
+    model, flags = cpu()
+    print(f"{model}, {os.cpu_count()} cores; flags: {' '.join(flags)}")
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}", flush=True)
     overlaps = [int(o) for o in args.overlaps.split(",")]
     cells = [(int(d), pr) for d in args.dps.split(",") for pr in args.precisions.split(",")]

@@ -22,20 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def cpu():
-    model, flags = "unknown CPU", set()
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and model == "unknown CPU":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags"):
-            flags |= set(line.split(":", 1)[1].split())
-    keep = sorted(f for f in flags if re.match(r"^(avx|amx|fma|f16c)", f))
-    return model, keep
-
-
-def load():
-    return pathlib.Path("/proc/loadavg").read_text().split()[0]
+from bench_host import cpu, load
 
 
 def main():

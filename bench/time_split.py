@@ -16,23 +16,10 @@ import re
 import subprocess
 import tempfile
 
+from bench_host import cpu, load
+
 KINDS = ["gemm", "attention", "memory_bound", "comm", "wait", "optimizer", "evidence", "other"]
 STRATEGIES = {"dp1": [], "dp2": ["parallel.dp=2"], "tp2": ["parallel.tp=2"], "pp2": ["parallel.pp=2"]}
-
-
-def cpu():
-    model, flags = "unknown CPU", set()
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and model == "unknown CPU":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags"):
-            flags |= set(line.split(":", 1)[1].split())
-    keep = sorted(f for f in flags if re.match(r"^(avx|amx|fma|f16c)", f))
-    return model, keep
-
-
-def load():
-    return pathlib.Path("/proc/loadavg").read_text().split()[0]
 
 
 def splits(run_dir):
