@@ -20,6 +20,7 @@
 #include "kernels/reduce.h"
 #include "model/weights.h"
 #include "plan/block_shapes.h"
+#include "plan/counting_ledger.h"
 #include "plan/ledger_model.h"
 
 namespace sp::plan::ledger_detail {
@@ -67,27 +68,6 @@ class Replay {
   LedgerPrediction result() const { return sim_.p; }
 
  private:
-  // A ledger that only counts: the same bookkeeping rules as MemoryLedger, no memory.
-  struct Simulator {
-    LedgerPrediction p;
-    bool named = true;  // keep per-name entries (LedgerModelInput::named)
-    void alloc(const std::string& name, Category c, int64_t bytes) { bump(name, c, bytes, true); }
-    void free(const std::string& name, Category c, int64_t bytes) { bump(name, c, -bytes, false); }
-    void bump(const std::string& name, Category c, int64_t b, bool count) {
-      auto up = [b](MemoryLedger::Bytes& x) {
-        x.live += b;
-        x.peak = std::max(x.peak, x.live);
-      };
-      up(p.total);
-      up(p.by_category[static_cast<size_t>(c)]);
-      if (!named) return;
-      auto& e = p.entries[name];
-      e.category = c;
-      e.live += b;
-      e.peak = std::max(e.peak, e.live);
-      if (count) ++e.allocations;
-    }
-  };
   // Gradient leaves of one unit: buffers allocated when the canonical tree's stack needs more than exist.
   struct GradUnit {
     int64_t allocated = 0, in_use = 0, leaves = 0;
@@ -411,7 +391,7 @@ class Replay {
 
   const LedgerModelInput& in_;
   const model::LlamaConfig& m_;
-  Simulator sim_;
+  CountingLedger sim_;
   std::map<int, int64_t> unit_numel_;
   std::vector<int64_t> pool_size_, pool_free_;
   std::vector<int64_t> fb_free_;  // ZB-H1: free F → B sets per chunk
