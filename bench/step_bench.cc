@@ -5,6 +5,7 @@
 // --set: a run-configuration override as `shardproof --set` takes it (train.precision=bf16,
 // train.grad_dtype=bf16; the value is read as JSON, else as a string).
 // Prints one JSON line: {"tokens_per_s", "step_s", "cpu_s", "flops_per_token", "gflops", "sgemm_gflops",
+// "bf16_gemm_gflops" (the 16-bit GEMM backend's peak on the same 1024³ product),
 // "blas_core", ...}: cpu_s is the median thread-CPU time of a step (what a loaded host does not inflate);
 // the OpenBLAS core is chosen as `shardproof` chooses it (cli/blas_select.h; OPENBLAS_CORETYPE overrides).
 // --alternate: the checksums (both digest lanes, the parameter statistics) on in every other step of the
@@ -37,6 +38,23 @@ static double sgemm_peak() {
   for (int rep = 0; rep < 5; ++rep) {
     Stopwatch w;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::max(best, 2.0 * n * n * n / w.seconds() * 1e-9);
+  }
+  return best;
+}
+
+// The 16-bit GEMM peak of the backend the engine uses for bf16 (kernels::make_gemm16, "auto"), on the same
+// 1024³ product as sgemm_peak; 0 where no bf16 backend can be made.
+static double bf16_gemm_peak() {
+  auto g = kernels::make_gemm16(kernels::Gemm16Kind::kAuto, DType::kBF16);
+  if (!g.ok()) return 0.0;
+  const int n = 1024;
+  std::vector<uint16_t> a(n * n, 0x3f80), b(n * n, 0x3f00);  // bf16 1.0 and 0.5
+  std::vector<float> c(n * n), ws(static_cast<size_t>((*g)->workspace_floats(n, n, n)));
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    Stopwatch w;
+    (*g)->gemm(c.data(), a.data(), b.data(), n, n, n, false, true, n, n, n, 1.0f, 0.0f, ws.empty() ? nullptr : ws.data());
     best = std::max(best, 2.0 * n * n * n / w.seconds() * 1e-9);
   }
   return best;
@@ -110,6 +128,7 @@ int main(int argc, char** argv) {
   }
   MemoryLedger ledger;
   const double peak = sgemm_peak();
+  const double peak16 = bf16_gemm_peak();
   parallel::Engine engine(*plan, *grid, comms, trace, ledger, nullptr, nullptr, nullptr);
   engine.initialize();
   const int64_t V = rc->model.vocab_size;
@@ -151,8 +170,8 @@ int main(int argc, char** argv) {
   const double tps = static_cast<double>(B * T) / median;
   std::printf(
       "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"cpu_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
-      "\"sgemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\", \"onednn_isa\": \"%s\"}\n",
-      tps, median, median_of(cpus), flops_per_token, tps * flops_per_token * 1e-9, peak,
+      "\"sgemm_gflops\": %.2f, \"bf16_gemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\", \"onednn_isa\": \"%s\"}\n",
+      tps, median, median_of(cpus), flops_per_token, tps * flops_per_token * 1e-9, peak, peak16,
       static_cast<long long>(m.param_count()), kernels::blas_core().c_str(),
       kernels::gemm16_capability().onednn_isa.c_str());
   return 0;

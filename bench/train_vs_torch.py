@@ -17,7 +17,9 @@ shared/reference/published-numbers.md), one micro-batch of the whole batch per r
 Ratios, each computed within a round and then given as median [min, max] over rounds: sp bf16 / torch bf16,
 sp fp32 / torch fp32, evidence cost (sp fp32 / sp fp32 evidence − 1, thread-CPU and wall), bf16 gradients /
 fp32 gradients, sp dp2 / torch ddp2, and fp32's model FLOPs per second over the sgemm peak measured in the
-same process (step_bench's 1024³ sgemm). The CPU, its AVX-512/AMX flags, OpenBLAS's core and oneDNN's ISA
+same process (step_bench's 1024³ sgemm); bf16's over the 16-bit GEMM backend's peak on the same product, and for
+each precision the ceiling: PyTorch's step over the model FLOPs at that peak (what the ratio would be if every
+other part of the step cost nothing). The CPU, its AVX-512/AMX flags, OpenBLAS's core and oneDNN's ISA
 head the table. PyTorch (Debian's, on the same OpenBLAS) gets the engine's OpenBLAS core unless
 OPENBLAS_CORETYPE is set (docs/performance.md §"The OpenBLAS core").
 
@@ -201,6 +203,10 @@ def main():
     core = os.environ.get("OPENBLAS_CORETYPE") or engine_core
     if core:
         os.environ["OPENBLAS_CORETYPE"] = core
+    # One thread for PyTorch too, before torch loads: torch.set_num_threads(1) bounds its OpenMP pool (oneDNN's
+    # bf16 products) but not Debian's pthread OpenBLAS, which otherwise runs PyTorch's fp32 products on every
+    # core (and each DDP worker's on both), while every shardproof rank runs on one.
+    os.environ.update(ONE_THREAD)
     work = tempfile.mkdtemp(prefix="train-vs-torch-")
     table = variants(args.build, args.preset, args.steps, work)
     names = [n for n in table if not args.only or n in args.only.split(",")]
@@ -236,6 +242,20 @@ def main():
         v = [x["sp fp32"]["gflops"] / x["sp fp32"]["sgemm_gflops"] for x in rounds]
         print(f"| sp fp32 model FLOP/s / sgemm peak (same process) | {100 * statistics.median(v):.0f} % "
               f"[{100 * min(v):.0f}, {100 * max(v):.0f}] | {', '.join(f'{100 * x:.0f} %' for x in v)} |")
+    if "sp bf16" in names and rounds[0]["sp bf16"].get("bf16_gemm_gflops", 0) > 0:
+        v = [x["sp bf16"]["gflops"] / x["sp bf16"]["bf16_gemm_gflops"] for x in rounds]
+        print(f"| sp bf16 model FLOP/s / bf16 GEMM peak (same process) | {100 * statistics.median(v):.0f} % "
+              f"[{100 * min(v):.0f}, {100 * max(v):.0f}] | {', '.join(f'{100 * x:.0f} %' for x in v)} |")
+    # The ceiling: the speed over PyTorch a step would reach if its model FLOPs ran at the GEMM peak measured in
+    # the same process and everything else (attention's softmax, norms, casts, optimizer, evidence) cost nothing.
+    for sp_name, torch_name, peak in (("sp fp32", "torch fp32", "sgemm_gflops"),
+                                      ("sp bf16", "torch bf16", "bf16_gemm_gflops")):
+        if sp_name not in names or torch_name not in names or rounds[0][sp_name].get(peak, 0) <= 0:
+            continue
+        v = [x[torch_name]["step_s"] / (x[sp_name]["flops_per_token"] * B * T / (x[sp_name][peak] * 1e9))
+             for x in rounds]
+        print(f"| ceiling of {sp_name} / {torch_name} (model FLOPs at the {peak.split('_')[0]} peak, the rest free) | "
+              f"{statistics.median(v):.2f}x [{min(v):.2f}x, {max(v):.2f}x] | {', '.join(f'{x:.2f}x' for x in v)} |")
 
 
 if __name__ == "__main__":
