@@ -66,7 +66,7 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   if (mixed()) allocate_mixed_workspace();
   if (spec.sequence_parallel && (n_local_ > 0 || spec.last))
     xn_full_ = Tensor(m, "scratch.xn_full", W, {N_, C_}, spec.precision);
-  if (spec.split_backward && spec.last) head_ = make_head_activations("act.head");
+  if (spec.split_backward && spec.last) head_ = make_head_activations("act.head", /*with_xf=*/false);
 }
 
 const UnitLayout& LlamaStage::layout(int unit) const {
@@ -106,11 +106,11 @@ BlockActivations LlamaStage::make_block_activations(const std::string& p, bool w
   return a;
 }
 
-HeadActivations LlamaStage::make_head_activations(const std::string& p) const {
+HeadActivations LlamaStage::make_head_activations(const std::string& p, bool with_xf) const {
   MemoryLedger& m = *ledger_;
   const auto A = Category::kActivation;
   HeadActivations h;
-  h.xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
+  if (with_xf) h.xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
   h.rstdf = Tensor(m, p + ".rstdf", A, {Ns_});
   h.logits = Tensor(m, p + ".logits", A, {N_, Vl_});
   h.rowmax = Tensor(m, p + ".rowmax", A, {N_});
@@ -317,7 +317,7 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   const int64_t lm = Vl_ * C_;  // the LM head's local (Vl, C) weights
   head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(lm_head_offset(), lm), tp);
   if (observer) {
-    ConstBufView xf = sp() ? xn_full_.view() : h.xf.view();  // under SP: gathered by head_forward
+    ConstBufView xf = sp() ? xn_full_.view() : ConstBufView(head_xf(h));  // under SP: gathered by head_forward
     if (xf.dtype != DType::kF32) {  // mixed precision: the observer sees the stored 16-bit values, widened
       convert(dxn_.view(), xf);     // (dxn_ is free here)
       xf = dxn_.view();
