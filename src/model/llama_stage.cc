@@ -40,6 +40,9 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   SP_CHECK(!spec.sequence_parallel || (tp > 1 && T_ % tp == 0), "sequence parallelism with tp = {}, seq_len = {}", tp,
            T_);
   Ns_ = spec.sequence_parallel ? N_ / tp : N_;
+  SP_CHECK(!spec.split_backward || !spec.first,
+           "a split backward on a first stage: its W would directly follow its B, the full backward "
+           "(plan::splits_backward)");
 
   unit_ids_ = chunk_units(config, spec.layer_begin, spec.layer_end, spec.first, spec.last);
   for (int id : unit_ids_) layouts_.push_back(unit_layout(config, id, spec.tp_rank, tp));
@@ -383,9 +386,7 @@ void LlamaStage::backward_pass(ActivationSlot& slot, ParamSource& params, GradSi
     params.release(unit);
     if (full) grads.done(unit);
   }
-  if (spec_.first && !full) {  // B: W's embedding gradient reads dL/d(res[0]), kept in res[0]
-    keep_for_weight_pass(slot.res[0], dres_.raw());
-  } else if (spec_.first) {
+  if (spec_.first) {  // a first stage never splits (constructor)
     // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity
     // (reduce_scatter_to_sp's is an all-gather).
     const float* dres = gathered_dres(tp);

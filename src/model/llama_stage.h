@@ -161,10 +161,10 @@ class LlamaStage {
   // the same gradients, bit for bit, and the same grad_input(): backward_input() (B) forms every input
   // gradient (same inputs, communication and grad_input() as backward()), and on the last stage also the
   // head unit's weight gradients exactly as backward() does (its leaf()/done() first, as there), so the
-  // stage's one HeadActivations is free after B; it keeps in the slot what the blocks' and the embedding's
-  // weight gradients need. backward_weight() (W), later and with no communication, forms those into the
-  // GradSink's leaves, with backward()'s leaf()/done() calls in backward()'s order. The slot is busy until
-  // its W. Per unit, leaves still arrive in micro-batch order.
+  // stage's one HeadActivations is free after B; it keeps in the slot what the blocks' weight gradients
+  // need (a first stage never splits: its W would directly follow its B). backward_weight() (W), later and with no
+  // communication, forms those into the GradSink's leaves, with backward()'s leaf()/done() calls in backward()'s order.
+  // The slot is busy until its W. Per unit, leaves still arrive in micro-batch order.
   void backward_input(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                       float loss_scale);
   void backward_weight(ActivationSlot& slot, GradSink& grads);

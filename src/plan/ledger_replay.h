@@ -359,8 +359,9 @@ class Replay {
     if (!train && in_.split_backward) ++fb_free_[static_cast<size_t>(a.virtual_stage)];
   }
   // A full backward (the weights' acquire/release and the leaves' leaf/done), or ZB-H1's B (the acquires,
-  // and the head unit's leaves: B forms them as a full backward does) or W (the blocks' and the embedding's
-  // leaves, with the slot freed after it: LlamaStage::backward_input / backward_weight).
+  // and the head unit's leaves: B forms them as a full backward does) or W (the blocks'
+  // leaves (a first chunk never splits, so never the embedding's), with the slot freed after it:
+  // LlamaStage::backward_input / backward_weight).
   void backward(const LedgerModelInput::Action& a) {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
     const int embed = model::embed_unit(), head = model::head_unit(m_);
