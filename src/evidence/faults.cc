@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <functional>
@@ -102,12 +103,12 @@ const std::vector<FaultInfo>& fault_catalogue() {
        "under ZB-H1 one pipeline rank drops the W pass of its first micro-batch: that micro-batch's weight gradients "
        "are missing from the sum",
        View::kChecksums, "grad digests of that stage's parameters differ from the reference at that step",
-       "parallel.schedule = \"zb-h1\""},
+       "parallel.schedule = \"zb-h1\" and a rank on pipeline stage ≥ 1 (the first stage runs full backwards)"},
       {FaultKind::kZbRepeatW, "zb-repeat-w",
        "under ZB-H1 one pipeline rank runs the W pass of its first micro-batch twice: its weight gradients are "
        "added twice",
        View::kChecksums, "grad digests of that stage's parameters differ from the reference at that step",
-       "parallel.schedule = \"zb-h1\""},
+       "parallel.schedule = \"zb-h1\" and a rank on pipeline stage ≥ 1 (the first stage runs full backwards)"},
   };
   return k;
 }
@@ -172,6 +173,10 @@ int default_fault_rank(FaultKind kind, const FaultTarget& run) {
   if (run.servers > 0 && (kind == FaultKind::kPsDropPush || kind == FaultKind::kPsApplyTwice))
     return run.world - run.servers;
   if (kind == FaultKind::kPsStalePull) return 1;
+  if (kind == FaultKind::kZbDropW || kind == FaultKind::kZbRepeatW) {
+    const auto w = std::find(run.weight_passes.begin(), run.weight_passes.end(), true);
+    return w == run.weight_passes.end() ? 0 : static_cast<int>(w - run.weight_passes.begin());
+  }
   return 0;
 }
 
@@ -236,7 +241,7 @@ Status check_on_parameter_server(const FaultSpec& f, const FaultTarget& run, con
 // micro-batches, a previous step.
 Status check_mechanism_present(const FaultSpec& f, const FaultTarget& run, const Refuse& refuse) {
   const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel,
-              split_backward] = run;
+              weight_passes] = run;
   switch (f.kind) {
     case FaultKind::kSkipGradAllreduce:
       if (dp < 2) return refuse("dp = 1");
@@ -257,7 +262,14 @@ Status check_mechanism_present(const FaultSpec& f, const FaultTarget& run, const
       break;
     case FaultKind::kZbDropW:
     case FaultKind::kZbRepeatW:
-      if (!split_backward) return refuse("parallel.schedule is not \"zb-h1\" (no W pass)");
+      if (std::find(weight_passes.begin(), weight_passes.end(), true) == weight_passes.end())
+        return refuse("parallel.schedule is not \"zb-h1\" (no W pass)");
+      if (!weight_passes[static_cast<size_t>(f.rank)])
+        return refuse(
+            fmt::format("rank {} is on the first pipeline stage, which runs W(k) right after B(k) as one "
+                        "full backward (no W pass of its own); the ranks with W passes are the pipeline "
+                        "ranks ≥ 1",
+                        f.rank));
       break;
     case FaultKind::kPpMicrobatchSwap:
       if (pp < 2) return refuse("pp = 1");
@@ -282,7 +294,7 @@ Status check_mechanism_present(const FaultSpec& f, const FaultTarget& run, const
 Status check_fault_applicable(const FaultSpec& f, const FaultTarget& run) {
   if (!f.any()) return Status();
   const auto [dp, tp, pp, zero, world, servers, staleness, steps, micro_batches, every, sequence_parallel,
-              split_backward] = run;
+              weight_passes] = run;
   const FaultInfo& i = fault_info(f.kind);
   const Refuse refuse = [&](const std::string& why) -> Status {
     return invalid_argument("fault {} cannot act on this run: {}", f.to_string(), why)

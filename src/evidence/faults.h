@@ -109,10 +109,13 @@ struct FaultTarget {
   int64_t micro_batches = 1;       // M per step
   int64_t checkpoint_every = 0;    // evidence.checkpoint_every
   bool sequence_parallel = false;  // parallel.sequence_parallel
-  bool split_backward = false;     // parallel.schedule = "zb-h1": B and W passes
+  // Per world rank: whether it runs W passes (plan::splits_backward: under parallel.schedule = "zb-h1" the
+  // pipeline ranks ≥ 1; pipeline rank 0 runs W(k) right after B(k), i.e. full backwards). Every rank false: no W pass.
+  std::vector<bool> weight_passes;
 };
 // The rank a fault acts on when `--fault` names none: the first server for the server faults, worker 1 for
-// ps-stale-pull (worker 0 is the replicas' reference), else 0.
+// ps-stale-pull (worker 0 is the replicas' reference), the first rank with W passes for zb-drop-w and
+// zb-repeat-w, else 0.
 int default_fault_rank(FaultKind kind, const FaultTarget& run);
 // Refuses a fault the run cannot express ("drop-tp-allreduce needs tp > 1; this run has tp = 1"),
 // identically on every rank before any communication.

@@ -36,6 +36,16 @@ void rmsnorm16_forward_t(uint16_t* out, float* rstd, const float* x, const float
 }
 
 template <DType T>
+void rmsnorm16_apply_t(uint16_t* out, const float* rstd, const float* x, const float* w, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * C;  // (C)
+    uint16_t* o = out + n * C;    // (C)
+    const float r = rstd[n];
+    for (int64_t c = 0; c < C; ++c) o[c] = narrow16<T>((xr[c] * r) * w[c]);  // rmsnorm16_forward_t's
+  }
+}
+
+template <DType T>
 void swiglu16_forward_t(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F) {
   for (int64_t n = 0; n < N; ++n) {
     const uint16_t* gate = gu + n * 2 * F;  // (F)
@@ -77,6 +87,15 @@ void rmsnorm16_forward(uint16_t* out, float* rstd, const float* x, const float* 
     rmsnorm16_forward_t<DType::kBF16>(out, rstd, x, w, N, C, eps);
   else
     rmsnorm16_forward_t<DType::kF16>(out, rstd, x, w, N, C, eps);
+}
+
+void rmsnorm16_apply(uint16_t* out, const float* rstd, const float* x, const float* w, int64_t N, int64_t C, DType t) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
+  SP_CHECK(is_float16(t), "rmsnorm16_apply: {} is not a 16-bit float dtype", dtype_name(t));
+  if (t == DType::kBF16)
+    rmsnorm16_apply_t<DType::kBF16>(out, rstd, x, w, N, C);
+  else
+    rmsnorm16_apply_t<DType::kF16>(out, rstd, x, w, N, C);
 }
 
 void swiglu16_forward(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F, DType t) {

@@ -18,6 +18,9 @@ namespace sp::kernels {
 void rmsnorm16_forward(uint16_t* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps,
                        DType t);
 
+// out (N, C) 16-bit = round(x · rstd[n] · w): rmsnorm16_forward's output from its saved rstd (rmsnorm_apply).
+void rmsnorm16_apply(uint16_t* out, const float* rstd, const float* x, const float* w, int64_t N, int64_t C, DType t);
+
 // gu (N, 2F) 16-bit [gate | up];  out (N, F) 16-bit = round(silu(gate) · up).
 void swiglu16_forward(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F, DType t);
 

@@ -23,6 +23,16 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, in
   }
 }
 
+void rmsnorm_apply(float* out, const float* rstd, const float* x, const float* w, int64_t N, int64_t C) {
+  const OwnerTimeScope timed(TimeKind::kMemoryBound);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * C;  // (C)
+    float* o = out + n * C;       // (C)
+    const float r = rstd[n];
+    for (int64_t c = 0; c < C; ++c) o[c] = (xr[c] * r) * w[c];  // rmsnorm_forward's expression
+  }
+}
+
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                       int64_t N, int64_t C) {
   const OwnerTimeScope timed(TimeKind::kMemoryBound);

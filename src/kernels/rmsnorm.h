@@ -13,6 +13,11 @@ namespace sp::kernels {
 // out (N, C), rstd (N) saved for the backward, x (N, C), w (C).
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);
 
+// out (N, C) = (x · rstd[n]) · w, rmsnorm_forward's output from its saved rstd (N): the same per-element
+// expression, so the same bits (tests/unit kernels_semantics_test.cc). A backward that recomputes the output
+// instead of keeping it (ZB-H1's last stage: docs/memory.md §"ZB-H1").
+void rmsnorm_apply(float* out, const float* rstd, const float* x, const float* w, int64_t N, int64_t C);
+
 // With r = rstd[n] and x̂ = x·r:  dx (N, C) += r·(w⊙dout) − (r³/C)·x·Σ_c(w·dout·x);  dw (C) += Σ_n dout⊙x̂.
 // dw accumulates rows in order n = 0..N−1.
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,

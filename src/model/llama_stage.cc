@@ -40,6 +40,9 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   SP_CHECK(!spec.sequence_parallel || (tp > 1 && T_ % tp == 0), "sequence parallelism with tp = {}, seq_len = {}", tp,
            T_);
   Ns_ = spec.sequence_parallel ? N_ / tp : N_;
+  SP_CHECK(!spec.split_backward || !spec.first,
+           "a split backward on a first stage: its W would directly follow its B, the full backward "
+           "(plan::splits_backward)");
 
   unit_ids_ = chunk_units(config, spec.layer_begin, spec.layer_end, spec.first, spec.last);
   for (int id : unit_ids_) layouts_.push_back(unit_layout(config, id, spec.tp_rank, tp));
@@ -66,7 +69,7 @@ LlamaStage::LlamaStage(const LlamaConfig& config, const StageSpec& spec, MemoryL
   if (mixed()) allocate_mixed_workspace();
   if (spec.sequence_parallel && (n_local_ > 0 || spec.last))
     xn_full_ = Tensor(m, "scratch.xn_full", W, {N_, C_}, spec.precision);
-  if (spec.split_backward && spec.last) head_ = make_head_activations("act.head");
+  if (spec.split_backward && spec.last) head_ = make_head_activations("act.head", /*with_xf=*/false);
 }
 
 const UnitLayout& LlamaStage::layout(int unit) const {
@@ -106,11 +109,11 @@ BlockActivations LlamaStage::make_block_activations(const std::string& p, bool w
   return a;
 }
 
-HeadActivations LlamaStage::make_head_activations(const std::string& p) const {
+HeadActivations LlamaStage::make_head_activations(const std::string& p, bool with_xf) const {
   MemoryLedger& m = *ledger_;
   const auto A = Category::kActivation;
   HeadActivations h;
-  h.xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
+  if (with_xf) h.xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
   h.rstdf = Tensor(m, p + ".rstdf", A, {Ns_});
   h.logits = Tensor(m, p + ".logits", A, {N_, Vl_});
   h.rowmax = Tensor(m, p + ".rowmax", A, {N_});
@@ -317,7 +320,7 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   const int64_t lm = Vl_ * C_;  // the LM head's local (Vl, C) weights
   head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(lm_head_offset(), lm), tp);
   if (observer) {
-    ConstBufView xf = sp() ? xn_full_.view() : h.xf.view();  // under SP: gathered by head_forward
+    ConstBufView xf = sp() ? xn_full_.view() : ConstBufView(head_xf(h));  // under SP: gathered by head_forward
     if (xf.dtype != DType::kF32) {  // mixed precision: the observer sees the stored 16-bit values, widened
       convert(dxn_.view(), xf);     // (dxn_ is free here)
       xf = dxn_.view();
@@ -383,9 +386,7 @@ void LlamaStage::backward_pass(ActivationSlot& slot, ParamSource& params, GradSi
     params.release(unit);
     if (full) grads.done(unit);
   }
-  if (spec_.first && !full) {  // B: W's embedding gradient reads dL/d(res[0]), kept in res[0]
-    keep_for_weight_pass(slot.res[0], dres_.raw());
-  } else if (spec_.first) {
+  if (spec_.first) {  // a first stage never splits (constructor)
     // The lookup's gradient is a scatter-add of dres rows; reduce_from_tp's backward is the identity
     // (reduce_scatter_to_sp's is an all-gather).
     const float* dres = gathered_dres(tp);

@@ -55,8 +55,9 @@ struct StageSpec {
   bool sequence_parallel = false;
   // The split backward of ZB-H1 (plan/schedule.h): backward_input() and backward_weight() instead of
   // backward(); each slot gets the blocks' norms' weight gradients (ActivationSlot::wnorm), and a last stage
-  // holds one HeadActivations for all slots. Not with recompute = full or sequence parallelism (the plan
-  // refuses both).
+  // holds one HeadActivations for all slots, without xf (B recomputes it: head_xf). Set where the schedule
+  // splits the backward (plan::splits_backward: ZB-H1's pipeline ranks ≥ 1). Not with recompute = full or sequence
+  // parallelism (the plan refuses both).
   bool split_backward = false;
   DType precision = DType::kF32;      // kF32, kBF16 or kF16 (model/precision.h: Precision::compute)
   kernels::Gemm16* gemm16 = nullptr;  // the 16-bit GEMM backend, of dtype `precision`; required when 16-bit
@@ -160,10 +161,10 @@ class LlamaStage {
   // the same gradients, bit for bit, and the same grad_input(): backward_input() (B) forms every input
   // gradient (same inputs, communication and grad_input() as backward()), and on the last stage also the
   // head unit's weight gradients exactly as backward() does (its leaf()/done() first, as there), so the
-  // stage's one HeadActivations is free after B; it keeps in the slot what the blocks' and the embedding's
-  // weight gradients need. backward_weight() (W), later and with no communication, forms those into the
-  // GradSink's leaves, with backward()'s leaf()/done() calls in backward()'s order. The slot is busy until
-  // its W. Per unit, leaves still arrive in micro-batch order.
+  // stage's one HeadActivations is free after B; it keeps in the slot what the blocks' weight gradients
+  // need (a first stage never splits: its W would directly follow its B). backward_weight() (W), later and with no
+  // communication, forms those into the GradSink's leaves, with backward()'s leaf()/done() calls in backward()'s order.
+  // The slot is busy until its W. Per unit, leaves still arrive in micro-batch order.
   void backward_input(ActivationSlot& slot, ParamSource& params, GradSink& grads, TensorParallelOps& tp,
                       float loss_scale);
   void backward_weight(ActivationSlot& slot, GradSink& grads);
@@ -206,7 +207,19 @@ class LlamaStage {
   // The head activations of a slot: its own, or under a split backward the stage's one set, which holds
   // the micro-batch of the last forward (head_owner_) until its B.
   HeadActivations& head_of(ActivationSlot& s) { return s.head.logits.defined() ? s.head : head_; }
-  HeadActivations make_head_activations(const std::string& prefix) const;
+  // with_xf false: the split backward's set, which keeps no xf (head_xf).
+  HeadActivations make_head_activations(const std::string& prefix, bool with_xf = true) const;
+  // The final norm's output xf (Ns, C) of the compute dtype: the set's own, or, in the split backward's set,
+  // tmp_, where the head's forward writes it and B recomputes it bit for bit from res.back() and rstdf
+  // (rmsnorm_apply) just before the LM head's weight gradient reads it: tmp_ is free at both points (the
+  // blocks' row-parallel sums are done; no sequence parallelism under a split backward). docs/memory.md §"ZB-H1".
+  BufView head_xf(HeadActivations& h) {
+    return h.xf.defined() ? h.xf.view() : BufView{tmp_.raw(), Ns_ * C_, spec_.precision};
+  }
+  // xf as the LM head's (N, C) input: head_xf, gathered under sequence parallelism.
+  ConstBufView head_input(TensorParallelOps& tp, HeadActivations& h) {
+    return h.xf.defined() ? gathered_norm(tp, h.xf) : ConstBufView(head_xf(h));
+  }
   // Cross-entropy of h.logits (fp32 in every precision), vocabulary-parallel; targets (N) int32.
   void head_loss(HeadActivations& h, const int32_t* targets, TensorParallelOps& tp);
   BlockActivations make_block_activations(const std::string& prefix, bool with_probs = true,

@@ -102,10 +102,10 @@ void LlamaStage::head_forward_mixed(ActivationSlot& s, const uint16_t* w16, cons
                                     TensorParallelOps& tp) {
   HeadActivations& h = head_of(s);
   const float* x = s.res.back().f32();
-  k::rmsnorm16_forward(h.xf.float16(), h.rstdf.f32(), x, widen_norm_weight(w16), Ns_, C_, config_.norm_eps,
+  k::rmsnorm16_forward(head_xf(h).float16(), h.rstdf.f32(), x, widen_norm_weight(w16), Ns_, C_, config_.norm_eps,
                        spec_.precision);
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
-  k::linear16_forward(h.logits.f32(), gathered_norm(tp, h.xf).float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16,
+  k::linear16_forward(h.logits.f32(), head_input(tp, h).float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16,
                       ws);  // fp32 (N, Vl)
   head_loss(h, static_cast<const int32_t*>(s.targets.raw()), tp);
 }
@@ -124,7 +124,9 @@ void LlamaStage::head_backward_mixed(ActivationSlot& s, const uint16_t* w16, con
                             loss_scale);
   uint16_t* dlogits16 = grad16_.float16();
   float16_from_f32(dlogits16, dlogits, N_ * Vl_, t);
-  k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, gathered_norm(tp, h.xf).float16(), w_lm16, N_, C_, Vl_, false,
+  if (!h.xf.defined())
+    k::rmsnorm16_apply(head_xf(h).float16(), h.rstdf.f32(), s.res.back().f32(), widen_norm_weight(w16), Ns_, C_, t);
+  k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, head_input(tp, h).float16(), w_lm16, N_, C_, Vl_, false,
                        *spec_.gemm16, ws);
   column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
   std::fill_n(dres_.f32(), Ns_ * C_, 0.0f);

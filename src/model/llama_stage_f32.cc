@@ -44,8 +44,8 @@ void LlamaStage::block_forward_f32(int i, ActivationSlot& slot, BlockActivations
 void LlamaStage::head_forward_f32(ActivationSlot& s, const float* w, const float* w_lm, TensorParallelOps& tp) {
   HeadActivations& h = head_of(s);
   const float* x = s.res.back().f32();
-  k::rmsnorm_forward(h.xf.f32(), h.rstdf.f32(), x, w, Ns_, C_, config_.norm_eps);
-  k::linear_forward(h.logits.f32(), gathered_norm(tp, h.xf).f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
+  k::rmsnorm_forward(head_xf(h).f32(), h.rstdf.f32(), x, w, Ns_, C_, config_.norm_eps);
+  k::linear_forward(h.logits.f32(), head_input(tp, h).f32(), w_lm, N_, C_, Vl_);  // vocab-parallel: (N, Vl)
   head_loss(h, static_cast<const int32_t*>(s.targets.raw()), tp);
 }
 
@@ -56,7 +56,8 @@ void LlamaStage::head_backward_f32(ActivationSlot& s, const float* w, const floa
   float* dlogits = h.logits.f32();  // in place: logits are not needed after this
   k::cross_entropy_backward(dlogits, h.logits.f32(), h.rowmax.f32(), h.sumexp.f32(), targets, N_, Vl_, v_begin_,
                             loss_scale);
-  k::linear_backward(dxn_.f32(), dw_lm, dlogits, gathered_norm(tp, h.xf).f32(), w_lm, N_, C_, Vl_,
+  if (!h.xf.defined()) k::rmsnorm_apply(head_xf(h).f32(), h.rstdf.f32(), s.res.back().f32(), w, Ns_, C_);
+  k::linear_backward(dxn_.f32(), dw_lm, dlogits, head_input(tp, h).f32(), w_lm, N_, C_, Vl_,
                      /*accumulate_dx=*/false);
   column_parallel_dgrad(tp);  // xf entered the vocab-parallel head replicated
   std::memset(dres_.f32(), 0, sizeof(float) * static_cast<size_t>(Ns_ * C_));

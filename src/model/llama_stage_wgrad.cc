@@ -1,5 +1,5 @@
 // LlamaStage's split backward (llama_stage.h, ZB-H1 in plan/schedule.h): the W pass, which forms a
-// micro-batch's block and embedding weight gradients after its B pass (backward_input) has formed every
+// micro-batch's block weight gradients after its B pass (backward_input) has formed every
 // input gradient and, on the last stage, the head unit's weight gradients (final norm, LM head), as backward()
 // does, so that nothing of the head outlives B (one HeadActivations per stage).
 // Bitwise contract: every weight gradient is the same product of the same operands as in backward(),
@@ -9,9 +9,10 @@
 //   mid        (N, C) fp32   dL/d(mid):              o_proj's dy      (rounded again here in 16-bit)
 //   gu         (N, 2·Fl)     gate/up's dy, as B fed it to its GEMM (fp32, or rounded to 16 bits)
 //   qkv        (N, Wqkv)     q/k/v's dy after RoPE's backward, likewise
-//   res[0]     (N, C) fp32   the embedding's dy (first stage)
 //   wnorm      (2·n_local, C): the blocks' norms' weight gradients, which rmsnorm's backward forms with dx
-// What only B reads (rstd1, rstd2, probs, a non-first stage's res[0]) is not kept for W: it lives in the
+// A first stage never splits (its W would directly follow its B: the full backward, plan::splits_backward), so
+// the embedding's weight gradient is always backward()'s. What only B reads (rstd1, rstd2, probs, res[0])
+// is not kept for W: it lives in the
 // stage's pool of F → B sets (attach_forward_set below), returned after B.
 // W runs no communication: the stage refuses sequence parallelism (norm weight gradients reduced over tp)
 // and full recomputation (no per-slot activations).
@@ -20,7 +21,6 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/embedding.h"
 #include "kernels/linear16.h"
 #include "kernels/matmul.h"
 #include "model/block_offsets.h"
@@ -94,11 +94,6 @@ void LlamaStage::backward_weight(ActivationSlot& slot, GradSink& grads) {
     float* dw = grads.leaf(unit).f32();
     block_weight_grad(i, slot, slot.blocks[static_cast<size_t>(i)], dw, grads.leaf_is_zero(unit));
     grads.done(unit);
-  }
-  if (spec_.first) {
-    k::embedding_backward(grads.leaf(embed_unit()).f32(), slot.res[0].f32(),
-                          static_cast<const int32_t*>(slot.inputs.raw()), N_, C_, v_begin_, Vl_);
-    grads.done(embed_unit());
   }
 }
 

@@ -55,6 +55,8 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
     gemm16_ = std::move(g).value();
   }
   placements_ = plan_.chunks_of(coords_.pp);
+  actions_ = plan::schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
+                                    plan_.local_micro_batches);
   for (const plan::ChunkPlacement& pl : placements_) {
     model::StageSpec spec;
     spec.layer_begin = pl.layer_begin;
@@ -66,7 +68,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
     spec.micro_batch_size = c.train.micro_batch_size;
     spec.seq_len = c.train.seq_len;
     spec.recompute = c.train.recompute;
-    spec.split_backward = c.parallel.schedule == config::Schedule::kZbH1;
+    spec.split_backward = plan::splits_backward(actions_);  // ZB-H1's ranks ≥ 1 (rank 0: full backwards)
     spec.sequence_parallel = c.parallel.sequence_parallel;
     spec.precision = precision.compute;
     spec.gemm16 = gemm16_.get();
@@ -93,8 +95,6 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   std::vector<PipelineRunner::Chunk> chunks;
   for (size_t j = 0; j < stages_.size(); ++j) chunks.push_back({stages_[j].get(), placements_[j]});
   runner_ = std::make_unique<PipelineRunner>(chunks, comms_.axis(comm::Axis::kPp), ledger_, trace_, timeline_);
-  actions_ = plan::schedule_actions(c.parallel.schedule, coords_.pp, c.parallel.pp, c.parallel.virtual_stages,
-                                    plan_.local_micro_batches);
   if (const int W = c.parallel.replay_workers; W > 0) {
     replay_ = std::make_unique<SspReplay>(us, *params_, W, c.parallel.staleness, ledger_);
     replay_actions_ = plan::schedule_actions(c.parallel.schedule, 0, 1, 1, plan_.local_micro_batches / W);

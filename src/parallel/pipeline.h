@@ -7,7 +7,8 @@
 // buffer (a slot's output, or the stage's gradient scratch) is not reused before its request is
 // complete. At pp = 1 there is one chunk that is first and last: no transfer ever happens.
 // The runner records a timeline of compute / send / recv intervals per micro-batch (timeline.h); under
-// ZB-H1 the compute of a backward is two intervals, "backward_input" (B) and "backward_weight" (W).
+// ZB-H1 the compute of a backward is two intervals, "backward_input" (B) and "backward_weight" (W), on the
+// pipeline ranks ≥ 1 (plan::splits_backward; rank 0's schedule has full backwards, as 1F1B's).
 #pragma once
 
 #include <cstdint>

@@ -35,7 +35,7 @@ LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coo
   for (const PipeAction& a :
        schedule_actions(pc.schedule, coords.pp, pc.pp, pc.virtual_stages, plan.local_micro_batches))
     in.train_actions.push_back(a);
-  in.split_backward = pc.schedule == config::Schedule::kZbH1;
+  in.split_backward = splits_backward(in.train_actions);  // as the engine's stages (ZB-H1's ranks ≥ 1)
   in.local_micro_batches = plan.local_micro_batches;
   const int64_t mine = eval_batches > coords.dp ? (eval_batches - coords.dp + pc.dp - 1) / pc.dp : 0;
   if (mine > 0)

@@ -135,11 +135,12 @@ class Replay {
     }
   }
   // The final norm's, LM head's and loss's activations (model::HeadActivations): per slot, or under ZB-H1's
-  // split backward once per last chunk ("act.head.*", allocated with the stage), reused by each F after the B.
-  void head_set(const std::string& p) {
+  // split backward once per last chunk ("act.head.*", allocated with the stage), reused by each F after the B,
+  // and without xf, which B recomputes (LlamaStage::head_xf).
+  void head_set(const std::string& p, bool with_xf = true) {
     const int64_t C = m_.dim, Vl = m_.vocab_size / in_.tp;
     const auto A = Category::kActivation;
-    sim_.alloc(key(p, ".xf"), A, Ns() * C * in_.param_bytes);
+    if (with_xf) sim_.alloc(key(p, ".xf"), A, Ns() * C * in_.param_bytes);
     sim_.alloc(key(p, ".rstdf"), A, Ns() * kF);
     sim_.alloc(key(p, ".logits"), A, N() * Vl * kF);
     for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(key(p, s), A, N() * kF);
@@ -184,7 +185,7 @@ class Replay {
       }
       if (in_.sequence_parallel && (n_local > 0 || ch.last))  // the gathered norm output
         sim_.alloc("scratch.xn_full", W, N() * C * in_.param_bytes);
-      if (in_.split_backward && ch.last) head_set("act.head");
+      if (in_.split_backward && ch.last) head_set("act.head", /*with_xf=*/false);
       const std::vector<int> ids = model::chunk_units(m_, ch.layer_begin, ch.layer_end, ch.first, ch.last);
       for (int id : ids) unit_numel_[id] = model::unit_numel(m_, id, in_.tp);
       chunk_units.push_back(ids);
@@ -358,8 +359,9 @@ class Replay {
     if (!train && in_.split_backward) ++fb_free_[static_cast<size_t>(a.virtual_stage)];
   }
   // A full backward (the weights' acquire/release and the leaves' leaf/done), or ZB-H1's B (the acquires,
-  // and the head unit's leaves: B forms them as a full backward does) or W (the blocks' and the embedding's
-  // leaves, with the slot freed after it: LlamaStage::backward_input / backward_weight).
+  // and the head unit's leaves: B forms them as a full backward does) or W (the blocks'
+  // leaves (a first chunk never splits, so never the embedding's), with the slot freed after it:
+  // LlamaStage::backward_input / backward_weight).
   void backward(const LedgerModelInput::Action& a) {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
     const int embed = model::embed_unit(), head = model::head_unit(m_);

@@ -65,6 +65,8 @@ struct RunPlan {
   comm::RoleMap roles() const;
   // What a catalogue fault needs to know of this run (evidence::check_fault_applicable).
   evidence::FaultTarget fault_target() const;
+  // Per world rank: whether it runs W passes (plan::splits_backward of its schedule; servers run none).
+  std::vector<bool> weight_passes_by_rank() const;
 };
 
 // The name of the 16-bit GEMM backend the plan runs (kernels::Gemm16::name(), for the contract's

@@ -33,7 +33,11 @@ std::vector<PipeAction> one_f_one_b(int r, int p, int64_t m) {
 
 // ZB-H1: 1F1B's list with every backward as B; rank r runs W(k − r) right after B(k), then the r
 // deferred W passes after the last B (they fill the cool-down, where rank r waits for gradients).
+// Rank 0 defers nothing: its W(k) directly follows its B(k), and having no upstream stage it sends nothing
+// between them, so B(k)·W(k) is the full backward (the same products and leaf order, llama_stage_wgrad.cc)
+// and its list is 1F1B's rank 0's: it keeps no split-backward state (docs/memory.md §"ZB-H1").
 std::vector<PipeAction> zb_h1(int r, int p, int64_t m) {
+  if (r == 0) return one_f_one_b(r, p, m);
   std::vector<PipeAction> a;
   int64_t inputs = 0, weights = 0;
   for (PipeAction x : one_f_one_b(r, p, m)) {
@@ -100,6 +104,10 @@ std::string schedule_string(const std::vector<PipeAction>& actions) {
     s += fmt::format("{}{}{}.{}", s.empty() ? "" : " ", a.forward ? 'F' : (a.weight() ? 'W' : 'B'), a.virtual_stage,
                      a.micro_batch);
   return s;
+}
+
+bool splits_backward(const std::vector<PipeAction>& actions) {
+  return std::any_of(actions.begin(), actions.end(), [](const PipeAction& a) { return a.weight(); });
 }
 
 std::vector<int64_t> peak_in_flight(const std::vector<PipeAction>& actions, int v) {

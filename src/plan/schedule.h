@@ -9,7 +9,8 @@
 //   ZB-H1 (zero bubble, Qi et al. 2023 §3.1): each backward split into B (input gradient) and W (weight
 //     gradient); 1F1B's order of F and B, with rank r deferring its W passes by r micro-batches: W of
 //     micro-batch k − r follows B of k, the last r run after the cool-down, where they fill 1F1B's drain
-//     bubble. Every rank holds at most min(p, m) micro-batches between F and W (1F1B's rank 0 peak); with
+//     bubble. Rank 0 (lag 0, nothing sent upstream) runs B(k)·W(k) as one full backward: 1F1B's rank 0.
+//     Every rank holds at most min(p, m) micro-batches between F and W (1F1B's rank 0 peak); with
 //     equal F, B and W times and m ≥ p the bubble is (p − 1)/(3m + p − 1) (docs/compare.md §Bubble).
 // Invariant (needed for bitwise equivalence): on every chunk, backwards (under ZB-H1: W passes, which
 // alone touch the gradients) run in micro-batch order 0..m−1, so gradient leaves reach the canonical
@@ -42,6 +43,10 @@ struct PipeAction {
 };
 
 std::vector<PipeAction> schedule_actions(config::Schedule schedule, int pp_rank, int pp, int virtual_stages, int64_t m);
+// Whether a rank running `actions` splits its backward into B and W passes (ZB-H1's ranks ≥ 1): the one
+// predicate by which the engine builds its stages (StageSpec::split_backward), the ledger model replays them
+// and a fault on W passes (zb-drop-w, zb-repeat-w) finds a rank to act on.
+bool splits_backward(const std::vector<PipeAction>& actions);
 // "F0.0 F0.1 B0.0 ... W0.0" (F<stage>.<mb>) for logs and tests.
 std::string schedule_string(const std::vector<PipeAction>& actions);
 // Most activation slots live at once on each virtual stage while running `actions` (a slot lives from

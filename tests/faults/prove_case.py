@@ -78,11 +78,12 @@ CASES = {
     # missing from the backward), and the checksums at the same step (CAUGHT_BY_CHECKSUMS_TOO).
     "sp_drop_norm_grad_reduce": ("drop-sp-norm-grad-reduce@3", ["parallel.tp=2", "parallel.sequence_parallel=true"],
                                  "trace vs predicted communication", False),
-    # ZB-H1's W pass of one micro-batch dropped on the last stage (rank 1 defers it past its next B), or run twice
-    # on the first stage: no communication changes, so the gradient checksums are the first view.
+    # ZB-H1's W pass of one micro-batch dropped, or run twice, on the last stage (rank 1 defers it past its next
+    # B; the first stage runs full backwards and has no W pass: check_usage): no communication changes, so the
+    # gradient checksums are the first view.
     "zb_drop_w": ("zb-drop-w@3:1", ["parallel.pp=2", "parallel.schedule=zb-h1"],
                   "gradient/parameter checksums vs reference", False),
-    "zb_repeat_w": ("zb-repeat-w@3:0", ["parallel.pp=2", "parallel.schedule=zb-h1"],
+    "zb_repeat_w": ("zb-repeat-w@3:1", ["parallel.pp=2", "parallel.schedule=zb-h1"],
                     "gradient/parameter checksums vs reference", False),
 }
 # Faults whose gradient checksums must leave the tolerance at the injected step as well (docs/faults.md).
@@ -269,6 +270,9 @@ def check_usage(args):
         (["--fault", "drop-tp-allreduce"], "tp = 1"),
         (["--fault", "drop-sp-norm-grad-reduce"], "sequence_parallel = false"),
         (["--fault", "zb-drop-w"], "no W pass"),
+        # dp 2 × pp 2, order tp-dp-pp: world ranks 0 and 1 hold the first stage, which runs full backwards.
+        (["--set", "parallel.pp=2", "--set", "parallel.schedule=zb-h1", "--fault", "zb-repeat-w@3:1"],
+         "rank 1 is on the first pipeline stage"),
         (["--set", "parallel.schedule=zb-h1"], "parallel.schedule = \"zb-h1\" needs parallel.pp ≥ 2"),
         (["--set", "parallel.sequence_parallel=true"], "parallel.sequence_parallel = true needs parallel.tp > 1"),
         (["--set", "parallel.dp=3"], "dp"),

@@ -64,6 +64,10 @@ TEST(Kernels16, PointwiseEqualWidenFp32Round) {
     rmsnorm_forward(out32.data(), rstd32.data(), x.data(), w.data(), N, C, 1e-5f);
     EXPECT_TRUE(same_bits(out16, narrow(out32, t))) << "rmsnorm16 " << dtype_name(t);
     EXPECT_TRUE(same_bits(rstd16, rstd32));
+    // rmsnorm16_apply: the same 16-bit output from the saved rstd (ZB-H1's last stage recomputes xf).
+    std::vector<uint16_t> again16(N * C, 0xFFFF);
+    rmsnorm16_apply(again16.data(), rstd16.data(), x.data(), w.data(), N, C, t);
+    EXPECT_TRUE(same_bits(again16, out16)) << "rmsnorm16_apply " << dtype_name(t);
     // swiglu16 forward and backward.
     const auto gu = narrow(normal("gu", N * 2 * F, 2.0), t);
     const auto gu32 = widen(gu, t);

@@ -87,6 +87,21 @@ TEST(KernelsSemantics, RmsnormBackwardAccumulatesBoth) {
   expect_near_all(dw, add(dw0, dw_fresh), 1e-6, 1e-6, "dw (+=)");
 }
 
+TEST(KernelsSemantics, RmsnormApplyEqualsTheForwardsOutputBitForBit) {
+  // ZB-H1's last stage recomputes the final norm's output from x and the saved rstd (docs/memory.md §"ZB-H1"):
+  // the recomputation must be the forward's bits, or the LM head's weight gradient would differ from 1F1B's.
+  // C = 77 leaves a vector tail; the scale spans small and large rows.
+  const int64_t N = 37, C = 77;
+  auto x = normal("x", N * C, 3.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) x[static_cast<size_t>(n * C + c)] *= std::ldexp(1.0f, static_cast<int>(n % 9) - 4);
+  const auto w = normal("w", C, 0.5);
+  std::vector<float> out(N * C), rstd(N), again(N * C, kNaN);
+  rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+  rmsnorm_apply(again.data(), rstd.data(), x.data(), w.data(), N, C);
+  EXPECT_EQ(std::memcmp(out.data(), again.data(), out.size() * sizeof(float)), 0);
+}
+
 TEST(KernelsSemantics, RmsnormOfAConstantRowIsTheWeight) {
   // x = a·1: mean(x²) = a², out = a/sqrt(a² + eps)·w ≈ sign(a)·w.
   const int64_t C = 8;

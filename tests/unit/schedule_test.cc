@@ -71,20 +71,28 @@ TEST(Schedule, EveryScheduleIsCompleteOrderedAndBounded) {
 }
 
 TEST(Schedule, ZbH1DefersRWeightPassesOnRankR) {
-  // p = 2, m = 4: rank 0 (lag 0) runs each W right after its B; rank 1 (lag 1) one micro-batch later, its last
-  // W after the cool-down (Qi et al. 2023, Fig. 3 pattern).
+  // p = 2, m = 4: rank 0 (lag 0) would run each W right after its B, which with nothing sent upstream between
+  // them is the full backward: 1F1B's list; rank 1 (lag 1) one micro-batch later, its last W after the
+  // cool-down (Qi et al. 2023, Fig. 3 pattern).
   EXPECT_EQ(plan::schedule_string(plan::schedule_actions(config::Schedule::kZbH1, 0, 2, 1, 4)),
-            "F0.0 F0.1 B0.0 W0.0 F0.2 B0.1 W0.1 F0.3 B0.2 W0.2 B0.3 W0.3");
+            "F0.0 F0.1 B0.0 F0.2 B0.1 F0.3 B0.2 B0.3");
   EXPECT_EQ(plan::schedule_string(plan::schedule_actions(config::Schedule::kZbH1, 1, 2, 1, 4)),
             "F0.0 B0.0 F0.1 B0.1 W0.0 F0.2 B0.2 W0.1 F0.3 B0.3 W0.2 W0.3");
 }
 
 TEST(Schedule, ZbH1IsOneFOneBWithEachBackwardSplit) {
-  // Forwards and B passes in 1F1B's order; every micro-batch's W after its B, W in micro-batch order (the
-  // gradient leaves' order, as 1F1B's backwards); at most min(p, m) micro-batches between F and W.
+  // Rank 0: 1F1B's list, no split (its W would directly follow its B). Ranks ≥ 1: forwards and B passes in
+  // 1F1B's order; every micro-batch's W after its B, W in micro-batch order (the gradient leaves' order, as
+  // 1F1B's backwards); at most min(p, m) micro-batches between F and W.
   for (const auto& [p, m] : std::vector<std::pair<int, int64_t>>{{2, 4}, {4, 4}, {4, 8}, {3, 2}, {4, 1}}) {
     for (int r = 0; r < p; ++r) {
       const auto zb = plan::schedule_actions(config::Schedule::kZbH1, r, p, 1, m);
+      EXPECT_EQ(plan::splits_backward(zb), r > 0) << "p " << p << " r " << r;
+      EXPECT_FALSE(plan::splits_backward(plan::schedule_actions(config::Schedule::k1F1B, r, p, 1, m)));
+      if (r == 0) {
+        EXPECT_EQ(zb, plan::schedule_actions(config::Schedule::k1F1B, r, p, 1, m)) << "p " << p;
+        continue;
+      }
       std::vector<plan::PipeAction> fb;
       std::set<int64_t> b_done;
       int64_t next_w = 0;
