@@ -86,7 +86,7 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
       for (const model::TensorSlot& t : p.unit->tensors) {
         auto& g = grads[t.spec.name];
         g.resize(static_cast<size_t>(t.numel));
-        std::memcpy(g.data(), p.data + t.offset, sizeof(float) * static_cast<size_t>(t.numel));
+        convert(f32_view(g.data(), t.numel), p.view().slice(t.offset, t.numel));  // 16-bit gradients: widened
       }
   }
   for (const model::WeightSpec& s : model::weight_table(mc))

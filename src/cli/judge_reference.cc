@@ -90,7 +90,7 @@ Result<proof::ReferenceStep> JudgeReference::operator()(int64_t step, const proo
     for (const model::TensorSlot& t : p.unit->tensors) {
       auto& g = r.grads[t.spec.name];
       g.resize(static_cast<size_t>(t.numel));
-      std::memcpy(g.data(), p.data + t.offset, sizeof(float) * static_cast<size_t>(t.numel));
+      convert(f32_view(g.data(), t.numel), p.view().slice(t.offset, t.numel));  // 16-bit gradients: widened
     }
   return r;
 }

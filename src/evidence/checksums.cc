@@ -25,7 +25,7 @@ std::vector<TensorSummary> summarize_pieces(const LogicalTensors& tensors, const
       const int64_t lo = std::max(p.begin, t.offset);
       const int64_t hi = std::min(p.end, t.offset + t.numel);
       if (lo >= hi) continue;
-      out[tensors.index_of(t.spec.name)].add_shard(p.data + (lo - p.begin), t, lo - t.offset, hi - t.offset, digest);
+      out[tensors.index_of(t.spec.name)].add_shard(p.view().slice(lo - p.begin, hi - lo), t, lo - t.offset, digest);
     }
   }
   return out;

@@ -34,6 +34,10 @@ struct TensorSummary {
   // Adds local elements [k0, k1) of a tensor shard; x points at local element k0 (logical indices via
   // the slot's slice).
   void add_shard(const float* x, const model::TensorSlot& slot, int64_t k0, int64_t k1, bool digest = true);
+  // The same for local elements [k0, k0 + x.count) held in a view of any float dtype: a 16-bit one (BF16,
+  // F16) is widened exactly, block by block into a buffer on the stack, so the summary is that of its fp32
+  // widening bit for bit (both the statistics and the lanes are order-free sums) without an fp32 copy.
+  void add_shard(ConstBufView x, const model::TensorSlot& slot, int64_t k0, bool digest = true);
   void merge(const TensorSummary& other);
 
   Digest128 digest() const { return {lane0, lane1}; }

@@ -84,12 +84,17 @@ int64_t weight_count(const LlamaConfig& c);
 
 // A contiguous piece [begin, end) of a unit's flat buffer held at `data` (pointing at element `begin`):
 // what a rank owns of a unit under ZeRO sharding, contributes to evidence or writes to a checkpoint.
+// fp32, except the synchronized gradients of train.grad_dtype bf16/fp16 (GradStore::evidence_pieces),
+// which stay 16-bit: the evidence widens them exactly as it reads them (TensorSummary::add_shard).
 struct UnitPiece {
   const UnitLayout* unit = nullptr;
   int64_t begin = 0;
   int64_t end = 0;
-  float* data = nullptr;
+  void* data = nullptr;
+  DType dtype = DType::kF32;
   int64_t size() const { return end - begin; }
+  float* f32() const { return view().f32(); }
+  BufView view() const { return {data, size(), dtype}; }
 };
 
 // Fills the unit's flat buffer with its shard of the shard-invariant initialization.

@@ -171,7 +171,8 @@ void Engine::set_parameters(const std::function<const float*(const std::string& 
       if (lo >= hi) continue;
       const float* src = logical(t.spec.name);
       SP_CHECK(src != nullptr, "no values for tensor '{}'", t.spec.name);
-      for (int64_t x = lo; x < hi; ++x) p.data[x - p.begin] = src[t.logical_index(x - t.offset)];
+      float* dst = p.f32();
+      for (int64_t x = lo; x < hi; ++x) dst[x - p.begin] = src[t.logical_index(x - t.offset)];
     }
   update_->state_loaded();
   if (replay_) replay_->reset();

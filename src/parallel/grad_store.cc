@@ -42,7 +42,6 @@ void GradStore::begin_step(int64_t step) {
   SP_CHECK(in_flight_.empty(), "step {} begins with {} gradient syncs of step {} in flight", step, in_flight_.size(),
            step_);
   step_ = step;
-  widened_.reset();
   started_ = 0;
   spans_.clear();
   for (Unit& u : units_) {
@@ -135,7 +134,6 @@ void GradStore::done(int id) {
   if (++u.leaves == k_) {
     u.total = u.acc.finish(u.free);
     sync(u);
-    if (mixed() && complete()) widen_synced();
   }
 }
 
@@ -195,19 +193,6 @@ void GradStore::finish_sync() {
   if (in_flight_.empty()) return;
   comm::ScopedPhase phase(trace_, comm::Phase::kGradSync, step_);
   while (!in_flight_.empty()) retire();
-  if (mixed() && complete()) widen_synced();
-}
-
-void GradStore::widen_synced() {
-  int64_t total = 0;
-  for (const Unit& u : units_) total += u.range.size();
-  widened_ = Tensor(ledger_, "grad.widened", Category::kGrad, {total});
-  int64_t at = 0;
-  for (Unit& u : units_) {
-    const ConstBufView src = zero_ == 0 ? u.total.slice(u.range.begin, u.range.size()) : u.shard.view();
-    convert(widened_.view().slice(at, u.range.size()), src);
-    at += u.range.size();
-  }
 }
 
 bool GradStore::complete() const {
@@ -234,21 +219,14 @@ std::vector<BufView> GradStore::spent_totals() {
 }
 
 std::vector<OwnedPiece> GradStore::evidence_pieces() {
+  // The synchronized gradients in place, in the gradient dtype: a 16-bit piece is widened (exactly) by
+  // whoever reads it, block by block (TensorSummary::add_shard), never copied whole.
+  SP_CHECK(complete(), "gradient evidence of step {} before every unit was synchronized", step_);
   std::vector<OwnedPiece> out;
-  if (mixed()) {  // the widened copy of the same ranges
-    SP_CHECK(widened_.defined(), "gradient evidence of step {} before every unit was synchronized", step_);
-    float* p = widened_.f32();
-    for (Unit& u : units_) {
-      out.push_back({u.layout, u.range.begin, u.range.end, p});
-      p += u.range.size();
-    }
-    return out;
-  }
   for (Unit& u : units_) {
-    if (zero_ == 0)  // replicas: each dp rank its 1/dp range (ParamStore::evidence_pieces)
-      out.push_back({u.layout, u.range.begin, u.range.end, u.total.f32() + u.range.begin});
-    else
-      out.push_back({u.layout, u.range.begin, u.range.end, u.shard.f32()});
+    // zero 0: replicas, each dp rank its 1/dp range (ParamStore::evidence_pieces); else the owned shard
+    const BufView g = zero_ == 0 ? u.total.slice(u.range.begin, u.range.size()) : u.shard.view();
+    out.push_back({u.layout, u.range.begin, u.range.end, g.data, dtype_});
   }
   return out;
 }

@@ -15,8 +15,8 @@
 // 16-bit gradients (train.grad_dtype bf16/fp16, docs/memory.md §"What phase 2 changes"): the model still
 // writes an fp32 leaf ("grad.<unit>.leaf", allocated by leaf(), freed by done()); done() rounds it once
 // into a 16-bit buffer b<i>, which the canonical tree sums with a rounding per node; the dp sync and
-// the shards are 16-bit. For the evidence (the norm, checksums) the synchronized pieces are widened into
-// one fp32 buffer "grad.widened" (Σ of the pieces' sizes ·4) from the last sync until release_widened().
+// the shards are 16-bit, and so are the evidence pieces: the norm and the checksums widen them exactly,
+// block by block, as they read them (no fp32 copy of the synchronized gradients).
 // Overlap (parallel.overlap_buckets = n ≥ 1, dp > 1): a unit's sync is started, not completed, at its last
 // done(); up to n syncs are in flight while the backward goes on, progressed (test) at every later leaf()
 // and done(), since MPI progresses only inside MPI calls. Posting follows points equal on every dp rank:
@@ -82,10 +82,8 @@ class GradStore final : public model::GradSink {
   // parameter-server worker after its push); valid until the next begin_step.
   std::vector<BufView> spent_totals();
   DType dtype() const { return dtype_; }
-  // 16-bit gradients: frees "grad.widened" (after the optimizer step); a no-op otherwise.
-  void release_widened() { widened_.reset(); }
-  // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage (fp32: the
-  // synchronized gradients; 16-bit: their widened copy).
+  // Pieces for logical-tensor evidence: this dp rank's range of every unit, whatever the stage: the
+  // synchronized gradients themselves, in dtype() (once complete()).
   std::vector<OwnedPiece> evidence_pieces();
 
   // Intervention points for the fault injector (parallel/fault_injector.h); each unset one is a no-op.
@@ -135,7 +133,6 @@ class GradStore final : public model::GradSink {
   void progress();             // test() every sync in flight (records when each completes)
   void retire();               // completes the oldest sync in flight
   void release_full(Unit& u);  // the unit's sync is complete: ZeRO-2/3 free its full-size buffers
-  void widen_synced();         // once every unit is synced: fills "grad.widened"
   bool mixed() const { return dtype_ != DType::kF32; }
   // The leaf of a micro-batch as the accumulation buffer (fp32): the canonical tree's next buffer, or in
   // fast mode the unit's one buffer, zeroed only for the step's first micro-batch.
@@ -151,7 +148,6 @@ class GradStore final : public model::GradSink {
   Hooks hooks_;
   DType dtype_;
   bool one_buffer_;  // reduction fast: one accumulation buffer per unit
-  Tensor widened_;   // 16-bit gradients: (Σ range sizes) fp32, the evidence pieces widened
   int overlap_;      // syncs in flight at most (0: blocking)
   std::deque<InFlight> in_flight_;
   int64_t started_ = 0;  // syncs started this step (slot = started % overlap)

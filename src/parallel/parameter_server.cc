@@ -87,7 +87,7 @@ void PsWorkerUpdate::pull(int64_t step) {
   const std::vector<model::UnitPiece> units = params_.owned();
   std::vector<BufView> into;
   if (take)
-    for (const model::UnitPiece& u : units) into.push_back(f32_view(u.data, u.size()));
+    for (const model::UnitPiece& u : units) into.push_back(u.view());
   else
     into = grads_.spent_totals();
   std::vector<std::unique_ptr<comm::Request>> received;

@@ -39,7 +39,7 @@ void SspReplay::copy_newest(int w) {
   const std::vector<model::UnitPiece> owned = newest_.owned();
   for (size_t i = 0; i < owned.size(); ++i) {
     SP_CHECK(owned[i].unit == c.units[i].first && owned[i].begin == 0, "replay cache {} unit order", w);
-    std::memcpy(c.units[i].second.f32(), owned[i].data, sizeof(float) * static_cast<size_t>(owned[i].size()));
+    std::memcpy(c.units[i].second.f32(), owned[i].f32(), sizeof(float) * static_cast<size_t>(owned[i].size()));
   }
 }
 

@@ -21,14 +21,13 @@ AllReduceUpdate::AllReduceUpdate(ParamStore& params, GradStore& grads, const opt
       dp_rank_(dp_rank) {}
 
 void AllReduceUpdate::update(int64_t, double lr, float clip, bool apply, const std::function<void()>& before) {
-  if (!apply) return grads_.release_widened();
+  if (!apply) return;
   if (before) before();
   // AdamW on the pieces this rank owns (fp32 master weights in mixed precision), then the rounding into
   // the working copy and the ZeRO-1/2 all-gather of the updated shards.
   std::vector<float*> p;
-  for (const model::UnitPiece& piece : params_.owned()) p.push_back(piece.data);
+  for (const model::UnitPiece& piece : params_.owned()) p.push_back(piece.f32());
   optimizer_.step(p, grads_.owned_grads(), lr, clip);  // fp32 or 16-bit gradients (kernels/adamw.h widens)
-  grads_.release_widened();
   params_.publish();
 }
 
@@ -36,7 +35,7 @@ std::vector<StatePiece> AllReduceUpdate::state() {
   std::vector<StatePiece> out;
   const std::vector<model::UnitPiece> owned = params_.owned();
   for (size_t i = 0; i < owned.size(); ++i)
-    out.push_back({owned[i].unit, owned[i].begin, owned[i].end, owned[i].data, optimizer_.exp_avg(i).f32(),
+    out.push_back({owned[i].unit, owned[i].begin, owned[i].end, owned[i].f32(), optimizer_.exp_avg(i).f32(),
                    optimizer_.exp_avg_sq(i).f32()});
   return out;
 }

@@ -42,9 +42,6 @@ class Replay {
   void step(bool eval_after) {
     for (const auto& a : in_.train_actions) a.forward ? forward(a, true) : backward(a);  // B, W or both
     finish_sync();
-    if (widened_ > 0) sim_.free("grad.widened", Category::kGrad, widened_);  // after the optimizer step
-    widened_ = 0;
-    synced_ = 0;
     if (eval_after) evaluation();
   }
   // Same live bytes, peaks, pools, gathers and gradient buffers: only allocation counts may differ.
@@ -61,8 +58,7 @@ class Replay {
           i->second.category != j->second.category)
         return false;
     return pool_size_ == o.pool_size_ && pool_free_ == o.pool_free_ && next_slot_ == o.next_slot_ && refs_ == o.refs_ &&
-           fb_free_ == o.fb_free_ && next_fb_ == o.next_fb_ && grads_ == o.grads_ && synced_ == o.synced_ &&
-           widened_ == o.widened_ && in_flight_ == o.in_flight_;
+           fb_free_ == o.fb_free_ && next_fb_ == o.next_fb_ && grads_ == o.grads_ && in_flight_ == o.in_flight_;
   }
   int64_t allocations(const std::string& name) const { return sim_.p.entries.at(name).allocations; }
   LedgerPrediction result() const { return sim_.p; }
@@ -301,10 +297,8 @@ class Replay {
       u.stack.clear();
       u.in_use = 0;
       u.leaves = 0;
-      ++synced_;
       if (in_.overlap_buckets == 0) {
         release_full(id);
-        widen();
         return;
       }
       // Overlap: the sync is started; the oldest of overlap_buckets in flight completes first (GradStore).
@@ -324,17 +318,10 @@ class Replay {
                 unit_numel_[id] * in_.grad_bytes);
     u.allocated = 0;
   }
-  // 16-bit gradients: once every unit is synchronized its pieces are widened for the evidence.
-  void widen() {
-    if (!grad16() || synced_ != static_cast<int64_t>(unit_numel_.size()) || !in_flight_.empty() || widened_ > 0) return;
-    for (const auto& [uid, n] : unit_numel_) widened_ += shard_of(uid) * kF;
-    sim_.alloc("grad.widened", Category::kGrad, widened_);
-  }
   // After the backward: the syncs still in flight complete in order (GradStore::finish_sync).
   void finish_sync() {
     for (int id : in_flight_) release_full(id);
     in_flight_.clear();
-    widen();
   }
   void forward(const LedgerModelInput::Action& a, bool train) {
     const auto& ch = in_.chunks[static_cast<size_t>(a.virtual_stage)];
@@ -400,9 +387,7 @@ class Replay {
   int next_slot_ = 0, next_fb_ = 0;
   std::map<int, int> refs_;
   std::map<int, GradUnit> grads_;
-  int64_t synced_ = 0;          // units synchronized this step
   std::vector<int> in_flight_;  // overlap: units whose sync is in flight, oldest first
-  int64_t widened_ = 0;         // bytes of "grad.widened" while it lives
 };
 
 }  // namespace sp::plan::ledger_detail

@@ -26,12 +26,12 @@ namespace {
 
 // Freed tensor memory stays in the process for the next allocation instead of going back to the kernel.
 // glibc serves a block above its mmap threshold (at most 32 MiB) with its own mmap and unmaps it on free,
-// so a buffer that a step allocates and frees (16-bit gradients' "grad.widened", a micro-batch's fp32
-// leaf, activation slots) comes back as fresh pages, each faulted in and cleared by the kernel before
-// our memset: with 16-bit gradients that was a third of a small-preset step's CPU (docs/performance.md
-// §"Freed memory is kept"). With mmap off and no trimming, every block comes from the heap and a freed
-// one is reused, as a caching allocator does; the ledger still counts live bytes (what it predicts), and
-// the process's resident memory stays at its high-water mark, the ledger's peak plus fragmentation.
+// so a buffer that a step allocates and frees (a micro-batch's fp32 leaf under 16-bit gradients,
+// activation slots; until 2026-12-06 also their "grad.widened") comes back as fresh pages, each faulted in and cleared
+// by the kernel before our memset: with 16-bit gradients that was a third of a small-preset step's CPU
+// (docs/performance.md §"Freed memory is kept"). With mmap off and no trimming, every block comes from the heap and a
+// freed one is reused, as a caching allocator does; the ledger still counts live bytes (what it predicts), and the
+// process's resident memory stays at its high-water mark, the ledger's peak plus fragmentation.
 void keep_freed_memory() {
   static const bool once = [] {
     mallopt(M_MMAP_MAX, 0);

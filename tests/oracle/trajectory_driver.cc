@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     }
     for (const model::UnitPiece& p : engine.parameter_pieces())
       for (const model::TensorSlot& t : p.unit->tensors)
-        final_w[t.spec.name].assign(p.data + t.offset, p.data + t.offset + t.numel);
+        final_w[t.spec.name].assign(p.f32() + t.offset, p.f32() + t.offset + t.numel);
   }
   for (const model::WeightSpec& s : model::weight_table(rc->model))
     writer.add(s.name, DType::kF32, s.shape, final_w.at(s.name).data());

@@ -3,6 +3,7 @@
 // bit changes it, and the integer transport sums exactly over "ranks".
 #include "evidence/tensor_summary.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -13,6 +14,7 @@
 
 #include "evidence/checksums.h"
 #include "model/weights.h"
+#include "tensor/float16.h"
 #include "unity_id.h"
 
 namespace sp::evidence {
@@ -174,6 +176,44 @@ TEST(TensorSummary, OnePassEqualsTwoSweeps) {
   EXPECT_EQ(fused.stats.to_words(), swept.stats.to_words());
   EXPECT_EQ(stats_only.stats.to_words(), swept.stats.to_words());
   EXPECT_EQ(stats_only.lane0, 0u);
+}
+
+// 16-bit gradient pieces (GradStore::evidence_pieces with train.grad_dtype bf16/fp16) are summarized in
+// place, widened block by block: every logical tensor's summary must be that of the same pieces widened to
+// fp32 first (the path of fp32 gradients), digest and statistics, row and column (tp 2) shards, pieces cut
+// inside a tensor and blocks ending inside a row (q/k/v: 51,200 elements; o_proj's tp shard: rows of 80).
+TEST(TensorSummary, SixteenBitPiecesEqualTheirWidening) {
+  model::LlamaConfig c = cfg();
+  c.dim = 160;  // head_dim 40
+  c.ffn_dim = 200;
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (int tp : {1, 2}) {
+      const model::UnitLayout u = model::unit_layout(c, 1, tp - 1, tp);
+      std::vector<float> v = logical_values(u.numel);
+      for (int64_t i = 0; i < u.numel; i += 997) v[static_cast<size_t>(i)] = i % 2 ? 0.0f : -1e-7f;  // fp16 subnormals
+      std::vector<uint16_t> h(v.size());
+      float16_from_f32(h.data(), v.data(), u.numel, t);
+      std::vector<float> wide(v.size());
+      f32_from_float16(wide.data(), h.data(), u.numel, t);
+      const int64_t cut = u.numel / 3 + 7;
+      const std::vector<model::UnitPiece> p16 = {{&u, 0, cut, h.data(), t}, {&u, cut, u.numel, h.data() + cut, t}},
+                                          p32 = {{&u, 0, cut, wide.data()}, {&u, cut, u.numel, wide.data() + cut}};
+      const LogicalTensors tensors(c);
+      for (bool digest : {true, false}) {
+        const std::vector<TensorSummary> a = summarize_pieces(tensors, p16, true, digest),
+                                         b = summarize_pieces(tensors, p32, true, digest);
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          const std::string what =
+              fmt::format("{} tp {} digest {} {}", dtype_name(t), tp, digest, tensors.spec(i).name);
+          EXPECT_EQ(a[i].lane0, b[i].lane0) << what;
+          EXPECT_EQ(a[i].lane1, b[i].lane1) << what;
+          EXPECT_EQ(a[i].stats.to_words(), b[i].stats.to_words()) << what;
+          EXPECT_EQ(a[i].stats.absmax(), b[i].stats.absmax()) << what;
+        }
+        EXPECT_GT(merge_all(a).stats.count(), 0u);
+      }
+    }
 }
 
 }  // namespace SP_TEST_ID
