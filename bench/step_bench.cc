@@ -54,7 +54,8 @@ static double bf16_gemm_peak() {
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     Stopwatch w;
-    (*g)->gemm(c.data(), a.data(), b.data(), n, n, n, false, true, n, n, n, 1.0f, 0.0f, ws.empty() ? nullptr : ws.data());
+    (*g)->gemm(c.data(), a.data(), b.data(), n, n, n, false, true, n, n, n, 1.0f, 0.0f,
+               ws.empty() ? nullptr : ws.data());
     best = std::max(best, 2.0 * n * n * n / w.seconds() * 1e-9);
   }
   return best;
@@ -170,7 +171,8 @@ int main(int argc, char** argv) {
   const double tps = static_cast<double>(B * T) / median;
   std::printf(
       "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"cpu_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
-      "\"sgemm_gflops\": %.2f, \"bf16_gemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\", \"onednn_isa\": \"%s\"}\n",
+      "\"sgemm_gflops\": %.2f, \"bf16_gemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\", \"onednn_isa\": "
+      "\"%s\"}\n",
       tps, median, median_of(cpus), flops_per_token, tps * flops_per_token * 1e-9, peak, peak16,
       static_cast<long long>(m.param_count()), kernels::blas_core().c_str(),
       kernels::gemm16_capability().onednn_isa.c_str());
