@@ -5,9 +5,6 @@
 #include <algorithm>
 #include <bit>
 
-#include "comm/process_grid.h"
-#include "plan/schedule.h"
-
 namespace sp::plan {
 namespace {
 
@@ -387,33 +384,6 @@ comm::RoleMap RunPlan::roles() const {
   auto r = comm::RoleMap::create(pc.workers(), pc.parameter_server() ? pc.servers : 0, world);
   SP_CHECK(r.ok(), "the plan's roles: {}", r.status().message());
   return *r;
-}
-
-evidence::FaultTarget RunPlan::fault_target() const {
-  const config::ParallelConfig& pc = config.parallel;
-  return {.dp = pc.dp,
-          .tp = pc.tp,
-          .pp = pc.pp,
-          .zero = pc.zero,
-          .world = pc.world(),
-          .servers = pc.parameter_server() ? pc.servers : 0,
-          .staleness = pc.staleness,
-          .steps = config.train.steps,
-          .micro_batches = micro_batches,
-          .checkpoint_every = config.evidence.checkpoint_every,
-          .sequence_parallel = pc.sequence_parallel,
-          .weight_passes = weight_passes_by_rank()};
-}
-
-std::vector<bool> RunPlan::weight_passes_by_rank() const {
-  const config::ParallelConfig& pc = config.parallel;
-  std::vector<bool> out(static_cast<size_t>(world), false);
-  auto grid = comm::ProcessGrid::create(pc.dp, pc.tp, pc.pp, pc.axis_order, pc.workers());
-  SP_CHECK(grid.ok(), "the plan's grid: {}", grid.status().message());
-  for (int rank = 0; rank < pc.workers(); ++rank)
-    out[static_cast<size_t>(rank)] = splits_backward(
-        schedule_actions(pc.schedule, grid->coords_of(rank).pp, pc.pp, pc.virtual_stages, local_micro_batches));
-  return out;
 }
 
 std::string gemm16_backend_name(const RunPlan& plan) {
