@@ -49,6 +49,17 @@ Digest128 xxh3_128(const void* data, size_t bytes, uint64_t seed) {
   return {h.high64, h.low64};
 }
 
+struct Xxh3Stream::Impl {
+  XXH3_state_t state;
+};
+Xxh3Stream::Xxh3Stream() : impl_(std::make_unique<Impl>()) { XXH3_128bits_reset(&impl_->state); }
+Xxh3Stream::~Xxh3Stream() = default;
+void Xxh3Stream::update(const void* data, size_t bytes) { XXH3_128bits_update(&impl_->state, data, bytes); }
+Digest128 Xxh3Stream::digest() const {
+  const XXH128_hash_t h = XXH3_128bits_digest(&impl_->state);
+  return {h.high64, h.low64};
+}
+
 uint64_t xxh3_64(const void* data, size_t bytes, uint64_t seed) { return XXH3_64bits_withSeed(data, bytes, seed); }
 
 struct Sha256::Impl {

@@ -24,6 +24,20 @@ struct Digest128 {
 };
 
 Digest128 xxh3_128(const void* data, size_t bytes, uint64_t seed = 0);
+// Incremental XXH3-128: the digest of the concatenated updates equals xxh3_128 of the whole (seed 0).
+class Xxh3Stream {
+ public:
+  Xxh3Stream();
+  ~Xxh3Stream();
+  Xxh3Stream(const Xxh3Stream&) = delete;
+  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
+  void update(const void* data, size_t bytes);
+  Digest128 digest() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 uint64_t xxh3_64(const void* data, size_t bytes, uint64_t seed = 0);
 inline uint64_t xxh3_64(std::string_view s, uint64_t seed = 0) { return xxh3_64(s.data(), s.size(), seed); }
 

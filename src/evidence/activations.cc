@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -72,16 +73,28 @@ std::string ActivationRecord::to_line() const {
 }
 
 ActivationRecord make_activation_record(int64_t step, int64_t micro_batch, std::string_view point, int rank,
-                                        const float* data, int64_t numel) {
+                                        ConstBufView data) {
   ActivationRecord r;
   r.step = step;
   r.micro_batch = micro_batch;
   r.point = std::string(point);
   r.rank = rank;
-  r.numel = numel;
-  r.digest = xxh3_128(data, sizeof(float) * static_cast<size_t>(numel)).hex();
+  r.numel = data.count;
   ExactSum sum;
-  sum.add(data, static_cast<size_t>(numel));
+  if (data.dtype == DType::kF32) {
+    r.digest = xxh3_128(data.f32(), data.bytes()).hex();
+    sum.add(data.f32(), static_cast<size_t>(data.count));
+  } else {
+    Xxh3Stream digest;
+    std::array<float, 4096> wide;
+    for (int64_t i = 0; i < data.count; i += static_cast<int64_t>(wide.size())) {
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(wide.size()), data.count - i);
+      convert(f32_view(wide.data(), n), data.slice(i, n));
+      digest.update(wide.data(), sizeof(float) * static_cast<size_t>(n));
+      sum.add(wide.data(), static_cast<size_t>(n));
+    }
+    r.digest = digest.digest().hex();
+  }
   r.l2 = sum.finite() ? sum.l2_norm() : std::nan("");
   return r;
 }
@@ -143,12 +156,12 @@ Result<std::unique_ptr<ActivationRecorder>> ActivationRecorder::open(const std::
   return std::unique_ptr<ActivationRecorder>(new ActivationRecorder(std::move(out), rank, tp_rank == 0, tp_size == 1));
 }
 
-void ActivationRecorder::observe(const char* point, int64_t micro_batch, const float* data, int64_t n) {
+void ActivationRecorder::observe(const char* point, int64_t micro_batch, ConstBufView data) {
   if (!writes_ || step_ < 0) return;
   const TimeScope timed(TimeKind::kEvidence);
   const std::string_view p(point);
   if (p == "logits" && !logits_) return;
-  out_.write_line(make_activation_record(step_, micro_batch, p, rank_, data, n).to_line());
+  out_.write_line(make_activation_record(step_, micro_batch, p, rank_, data).to_line());
   (void)out_.flush();  // one record per write(2): a killed rank leaves whole lines; an error is kept
   ++records_;
 }

@@ -34,9 +34,14 @@ struct ActivationRecord {
   std::string to_line() const;  // one JSON line, fields in the order above, no newline
 };
 
-// Hashes `data` in place (no copy, no Tensor: the memory ledger does not move).
+// Hashes `data` in place (no copy, no Tensor: the memory ledger does not move). A 16-bit view is widened
+// exactly a few thousand values at a time, so its record is that of the fp32 values it stands for.
 ActivationRecord make_activation_record(int64_t step, int64_t micro_batch, std::string_view point, int rank,
-                                        const float* data, int64_t numel);
+                                        ConstBufView data);
+inline ActivationRecord make_activation_record(int64_t step, int64_t micro_batch, std::string_view point, int rank,
+                                               const float* data, int64_t numel) {
+  return make_activation_record(step, micro_batch, point, rank, f32_view(data, numel));
+}
 
 // Position of a point in the forward pass: embed < block.0 < block.1 < … < final_norm < logits.
 // nullopt for a name that is not a point.
@@ -59,7 +64,7 @@ class ActivationRecorder final : public model::ActivationObserver {
                                                           int tp_size);
 
   void begin_step(int64_t step) { step_ = step; }
-  void observe(const char* point, int64_t micro_batch, const float* data, int64_t n) override;
+  void observe(const char* point, int64_t micro_batch, ConstBufView data) override;
   int64_t records() const { return records_; }
   const Status& status() const { return out_.status(); }  // the first write error, naming the file
   Status close() { return out_.close(); }

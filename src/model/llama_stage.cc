@@ -1,6 +1,7 @@
 // LlamaStage (llama_stage.h): construction, activation slots, the entry points that pick the fp32
-// (llama_stage_f32.cc) or mixed-precision (llama_stage16.cc) body, and the forward and backward of a
-// micro-batch, which call the hooks (stage_hooks.h) in the same order in every precision.
+// (llama_stage_f32.cc) or mixed-precision (llama_stage16.cc) body (the head's: llama_stage_head.cc), and the
+// forward and backward of a micro-batch, which call the hooks (stage_hooks.h) in the same order in every
+// precision.
 #include "model/llama_stage.h"
 
 #include <fmt/format.h>
@@ -9,7 +10,6 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention16.h"
-#include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/pointwise16.h"
 #include "kernels/rope.h"
@@ -115,7 +115,7 @@ HeadActivations LlamaStage::make_head_activations(const std::string& p, bool wit
   HeadActivations h;
   if (with_xf) h.xf = Tensor(m, p + ".xf", A, {Ns_, C_}, spec_.precision);
   h.rstdf = Tensor(m, p + ".rstdf", A, {Ns_});
-  h.logits = Tensor(m, p + ".logits", A, {N_, Vl_});
+  h.logits = Tensor(m, p + ".logits", A, {N_, Vl_}, spec_.precision);  // 16-bit in mixed precision
   h.rowmax = Tensor(m, p + ".rowmax", A, {N_});
   h.sumexp = Tensor(m, p + ".sumexp", A, {N_});
   h.tlogit = Tensor(m, p + ".tlogit", A, {N_});
@@ -248,45 +248,12 @@ void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a
     block_backward_f32(i, slot, a, w.f32(), d, tp);
 }
 
-void LlamaStage::head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp) {
-  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
-  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
-  if (mixed())
-    head_forward_mixed(slot, w.float16(), w_lm.float16(), tp);
-  else
-    head_forward_f32(slot, w.f32(), w_lm.f32(), tp);
-}
-
-void LlamaStage::head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
-                               TensorParallelOps& tp, float loss_scale) {
-  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
-  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
-  float* d = dw.data == nullptr ? nullptr : dw.f32();  // null: B of a split backward
-  float* d_lm = dw_lm.data == nullptr ? nullptr : dw_lm.f32();
-  if (mixed())
-    head_backward_mixed(slot, w.float16(), w_lm.float16(), d, d_lm, tp, loss_scale);
-  else
-    head_backward_f32(slot, w.f32(), w_lm.f32(), d, d_lm, tp, loss_scale);
-}
-
 void LlamaStage::recompute_probs(BlockActivations& a) {
   if (mixed())
     k::attention16_probs_forward(probs_.float16(), a.qkv.float16(), B_, T_, Hl_, KVl_, D_, *spec_.gemm16,
                                  att_scratch_.f32(), gemm_ws_.defined() ? gemm_ws_.f32() : nullptr);
   else
     k::attention_probs_forward(probs_.f32(), a.qkv.f32(), B_, T_, Hl_, KVl_, D_);
-}
-
-void LlamaStage::head_loss(HeadActivations& s, const int32_t* targets, TensorParallelOps& tp) {
-  // Vocabulary-parallel cross-entropy (Megatron): global max, global Σexp and the target logit from
-  // whichever rank holds it, each one all-reduce over the tp group; no rank ever holds (N, V).
-  k::cross_entropy_row_max(s.rowmax.f32(), s.logits.f32(), N_, Vl_);
-  tp.all_reduce_max(s.rowmax.view());
-  k::cross_entropy_row_sumexp(s.sumexp.f32(), s.logits.f32(), s.rowmax.f32(), N_, Vl_);
-  tp.all_reduce_sum(s.sumexp.view());
-  k::cross_entropy_target_logit(s.tlogit.f32(), s.logits.f32(), targets, N_, Vl_, v_begin_);
-  tp.all_reduce_sum(s.tlogit.view());
-  k::cross_entropy_losses(s.losses.f32(), s.rowmax.f32(), s.sumexp.f32(), s.tlogit.f32(), targets, N_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,7 +269,7 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
     else
       tp.reduce_from_tp(slot.res[0].view());
     params.release(embed_unit());
-    if (observer && !sp()) observer->observe("embed", slot.micro_batch, slot.res[0].f32(), N_ * C_);
+    if (observer && !sp()) observer->observe("embed", slot.micro_batch, slot.res[0].cview());
   }
   for (int i = 0; i < n_local_; ++i) {
     const int layer = spec_.layer_begin + i, unit = block_unit(layer);
@@ -311,7 +278,7 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
     params.release(unit);
     if (observer && !sp())
       observer->observe(fmt::format("block.{}", layer).c_str(), slot.micro_batch,
-                        slot.res[static_cast<size_t>(i + 1)].f32(), N_ * C_);
+                        slot.res[static_cast<size_t>(i + 1)].cview());
   }
   if (!spec_.last) return 0.0;
   HeadActivations& h = head_of(slot);
@@ -320,13 +287,10 @@ double LlamaStage::forward(ActivationSlot& slot, ParamSource& params, TensorPara
   const int64_t lm = Vl_ * C_;  // the LM head's local (Vl, C) weights
   head_forward(slot, hw, config_.tie_embeddings ? params.acquire(embed_unit()) : hw.slice(lm_head_offset(), lm), tp);
   if (observer) {
-    ConstBufView xf = sp() ? xn_full_.view() : ConstBufView(head_xf(h));  // under SP: gathered by head_forward
-    if (xf.dtype != DType::kF32) {  // mixed precision: the observer sees the stored 16-bit values, widened
-      convert(dxn_.view(), xf);     // (dxn_ is free here)
-      xf = dxn_.view();
-    }
-    observer->observe("final_norm", slot.micro_batch, xf.f32(), N_ * C_);
-    observer->observe("logits", slot.micro_batch, h.logits.f32(), N_ * Vl_);
+    // Under SP xf was gathered by head_forward. Mixed precision: xf and the logits are the stored 16-bit
+    // values, which the observer widens.
+    observer->observe("final_norm", slot.micro_batch, sp() ? xn_full_.cview() : ConstBufView(head_xf(h)));
+    observer->observe("logits", slot.micro_batch, h.logits.cview());
   }
   params.release(head_unit(config_));
   if (config_.tie_embeddings) params.release(embed_unit());

@@ -124,6 +124,9 @@ struct Stage16Workspace {
   int64_t norm_weight = 0;
   int64_t grad16 = 0;
   int64_t gemm16 = 0;
+  // Last stage: the LM head's fp32 product is staged in grad16's bytes, logit_rows rows at a time, and
+  // rounded into the 16-bit logits (head_forward_mixed); its rows are also the CE kernels' row scratch.
+  int64_t logit_rows = 0;
 };
 Stage16Workspace stage16_workspace(const LlamaConfig& config, int n_local, bool last, int tp, int64_t B, int64_t T,
                                    kernels::Gemm16Kind resolved);
@@ -176,6 +179,9 @@ class LlamaStage {
   // forward of an evaluation; B checks (SP_CHECK) the set still holds its slot's micro-batch.
   void attach_forward_set(ActivationSlot& slot);
   void release_forward_set(ActivationSlot& slot);
+  // The last stage's (N, Vl) logits of `slot` as stored: after forward() the logits, after the head's backward
+  // its dlogits (rounded in place in mixed precision). The PyTorch oracle reads both (stage16_driver).
+  ConstBufView logits(ActivationSlot& slot) { return head_of(slot).logits.cview(); }
   float* grad_output() { return dres_.f32(); }  // (Ns, C)
   float* grad_input() { return dres_.f32(); }   // (Ns, C)
 
@@ -300,10 +306,13 @@ class LlamaStage {
   std::vector<std::unique_ptr<ForwardSet>> forward_sets_;
   std::vector<int> free_forward_sets_;
   // Mixed precision only (workspace): the widened norm weight (C), the 16-bit copy of whichever
-  // gradient feeds the next GEMM (max over dres, dgu, dattn, dqkv, dlogits of this stage), and the
-  // Gemm16 backend's workspace (the fallback's widened operands; none for oneDNN).
+  // gradient feeds the next GEMM (max over dres, dgu, dattn, dqkv of this stage; on the last stage also the
+  // head's fp32 product, logit_rows_ rows at a time), and the Gemm16 backend's workspace (the fallback's
+  // widened operands; none for oneDNN).
   Tensor norm_w_;
   Tensor grad16_;
+  int64_t logit_rows_ = 0;
+  float* logit_staging() { return static_cast<float*>(grad16_.raw()); }  // (logit_rows_, Vl) fp32
   // Sequence parallelism only (workspace): the gathered (N, C) norm output, of the compute dtype.
   Tensor xn_full_;
   Tensor gemm_ws_;

@@ -4,15 +4,16 @@
 // of acquire/leaf/done/tp ops as the fp32 path (the entry points of llama_stage.cc call both), so
 // pipeline and ZeRO see the same events.
 // Rounding points (to the 16-bit dtype t, nearest even): the outputs of both rmsnorms and the final
-// norm; q/k/v after RoPE; P; the attention output; gate/up; silu(gate)·up; and the gradient that
-// enters each GEMM's backward (dres, dgu, dattn, dS, dqkv, dlogits). Everything listed in
+// norm; q/k/v after RoPE; P; the attention output; gate/up; silu(gate)·up; the logits; and the gradient
+// that enters each GEMM's backward (dres, dgu, dattn, dS, dqkv, dlogits). Everything listed in
 // docs/kernels.md §"Every cast"; the PyTorch oracle (tests/oracle) rounds at exactly these points.
 // Scratch reuse: dqkv_ and dgu_ (fp32, backward scratch) hold the qkv and gate/up GEMM outputs during a
-// forward, before rounding; grad16_ holds one rounded gradient at a time.
+// forward, before rounding; grad16_ holds one rounded gradient at a time, or on the last stage the
+// head's fp32 product for a few rows (logit_staging) and the cross-entropy's widened row.
 #include <algorithm>
 
 #include "kernels/attention16.h"
-#include "kernels/cross_entropy.h"
+#include "kernels/cross_entropy16.h"
 #include "kernels/embedding.h"
 #include "kernels/linear16.h"
 #include "kernels/pointwise16.h"
@@ -41,9 +42,11 @@ Stage16Workspace stage16_workspace(const LlamaConfig& config, int n_local, bool 
                          k::linear16_workspace_floats(g, N, C, 2 * Fl), k::linear16_workspace_floats(g, N, Fl, C),
                          k::attention16_workspace_floats(g, T, D)});
   }
-  if (last) {
-    w.grad16 = std::max(w.grad16, N * Vl);
-    w.gemm16 = std::max(w.gemm16, k::linear16_workspace_floats(g, N, C, Vl));
+  if (last) {  // as many fp32 rows of the head's product as grad16's bytes hold (at least N·C of them), ≥ 1
+    const int64_t bytes16 = 2 * std::max(w.grad16, N * C);
+    w.logit_rows = std::clamp<int64_t>(bytes16 / (4 * Vl), 1, N);
+    w.grad16 = std::max(w.grad16, std::max(N * C, 2 * Vl * w.logit_rows));
+    w.gemm16 = std::max(w.gemm16, k::linear16_workspace_floats(g, N, C, Vl));  // the backward's N rows
   }
   if (n_local > 0 || last) w.norm_weight = C;
   return w;
@@ -60,6 +63,7 @@ void LlamaStage::allocate_mixed_workspace() {
   const auto W = Category::kWorkspace;
   if (w.norm_weight > 0) norm_w_ = Tensor(m, "scratch.norm_weight", W, {w.norm_weight});
   if (w.grad16 > 0) grad16_ = Tensor(m, "scratch.grad16", W, {w.grad16}, spec_.precision);
+  logit_rows_ = w.logit_rows;
   if (w.gemm16 > 0) gemm_ws_ = Tensor(m, "scratch.gemm16", W, {w.gemm16});
 }
 
@@ -105,8 +109,14 @@ void LlamaStage::head_forward_mixed(ActivationSlot& s, const uint16_t* w16, cons
   k::rmsnorm16_forward(head_xf(h).float16(), h.rstdf.f32(), x, widen_norm_weight(w16), Ns_, C_, config_.norm_eps,
                        spec_.precision);
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
-  k::linear16_forward(h.logits.f32(), head_input(tp, h).float16(), w_lm16, N_, C_, Vl_, *spec_.gemm16,
-                      ws);  // fp32 (N, Vl)
+  // The (N, Vl) product in fp32, logit_rows_ rows at a time, each rounded once into the 16-bit logits.
+  const uint16_t* xf = head_input(tp, h).float16();
+  uint16_t* logits = h.logits.float16();
+  for (int64_t r0 = 0; r0 < N_; r0 += logit_rows_) {
+    const int64_t rows = std::min(logit_rows_, N_ - r0);
+    k::linear16_forward(logit_staging(), xf + r0 * C_, w_lm16, rows, C_, Vl_, *spec_.gemm16, ws);
+    float16_from_f32(logits + r0 * Vl_, logit_staging(), rows * Vl_, spec_.precision);
+  }
   head_loss(h, static_cast<const int32_t*>(s.targets.raw()), tp);
 }
 
@@ -119,11 +129,9 @@ void LlamaStage::head_backward_mixed(ActivationSlot& s, const uint16_t* w16, con
   const DType t = spec_.precision;
   float* ws = gemm_ws_.defined() ? gemm_ws_.f32() : nullptr;
   const auto* targets = static_cast<const int32_t*>(s.targets.raw());
-  float* dlogits = h.logits.f32();  // fp32, in place
-  k::cross_entropy_backward(dlogits, h.logits.f32(), h.rowmax.f32(), h.sumexp.f32(), targets, N_, Vl_, v_begin_,
-                            loss_scale);
-  uint16_t* dlogits16 = grad16_.float16();
-  float16_from_f32(dlogits16, dlogits, N_ * Vl_, t);
+  uint16_t* dlogits16 = h.logits.float16();  // rounded, in place
+  k::cross_entropy16_backward(dlogits16, dlogits16, h.rowmax.f32(), h.sumexp.f32(), targets, N_, Vl_, v_begin_,
+                              loss_scale, t, logit_staging());
   if (!h.xf.defined())
     k::rmsnorm16_apply(head_xf(h).float16(), h.rstdf.f32(), s.res.back().f32(), widen_norm_weight(w16), Ns_, C_, t);
   k::linear16_backward(dxn_.f32(), dw_lm, dlogits16, head_input(tp, h).float16(), w_lm16, N_, C_, Vl_, false,

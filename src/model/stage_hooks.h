@@ -83,10 +83,11 @@ class ActivationObserver {
  public:
   virtual ~ActivationObserver() = default;
   // point: "embed", "block.<global layer>", "final_norm", "logits"; micro_batch: the slot's global
-  // micro-batch index; data: this rank's activation, n floats: (N, C), or (N, Vl) for "logits"
-  // (the local vocabulary shard under tp > 1). Under sequence parallelism the residual stream is a
-  // token shard, so only "final_norm" (gathered) and "logits" are observed.
-  virtual void observe(const char* point, int64_t micro_batch, const float* data, int64_t n) = 0;
+  // micro-batch index; data: this rank's activation as stored, (N, C), or (N, Vl) for "logits" (the
+  // local vocabulary shard under tp > 1); fp32, or 16-bit for final_norm and logits in mixed precision
+  // (the observer widens them exactly). Under sequence parallelism the residual stream is a token
+  // shard, so only "final_norm" (gathered) and "logits" are observed.
+  virtual void observe(const char* point, int64_t micro_batch, ConstBufView data) = 0;
 };
 
 }  // namespace sp::model

@@ -50,7 +50,7 @@ class FaultInjector {
     bool mixed_precision = false;      // train.precision bf16/fp16: tp-grad-scale's factor (kTpGradFactor16)
   };
   // tp-grad-scale's wrong factor: 1 + 2^-7 in fp32; in mixed precision 1 + 2^-2, because a factor must
-  // move the gradient beyond the 16-bit envelope τ₁₆ that the anchored comparison allows (3.35e-2 on the
+  // move the gradient beyond the 16-bit envelope τ₁₆ that the anchored comparison allows (3.38e-2 on the
   // 4-layer tiny model in bf16; docs/faults.md, docs/equivalence.md §6) to be a bug rounding cannot hide.
   static constexpr float kTpGradFactor = 1.0f + 0x1p-7f;
   static constexpr float kTpGradFactor16 = 1.0f + 0x1p-2f;

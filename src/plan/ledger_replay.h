@@ -138,7 +138,7 @@ class Replay {
     const auto A = Category::kActivation;
     if (with_xf) sim_.alloc(key(p, ".xf"), A, Ns() * C * in_.param_bytes);
     sim_.alloc(key(p, ".rstdf"), A, Ns() * kF);
-    sim_.alloc(key(p, ".logits"), A, N() * Vl * kF);
+    sim_.alloc(key(p, ".logits"), A, N() * Vl * in_.param_bytes);  // 16-bit in mixed precision
     for (const char* s : {".rowmax", ".sumexp", ".tlogit", ".losses"}) sim_.alloc(key(p, s), A, N() * kF);
   }
   // Selective recomputation: the chunk's one probabilities buffer, refilled before each block's backward.

@@ -48,7 +48,7 @@ std::optional<std::pair<int, int>> stale_schedule(const config::RunConfig& confi
 // whose terms carry that relative error and whose signs cancel (its condition number is ≈ √N for
 // uncorrelated signs), so its tolerance is 2^-16·√N.
 evidence::Tolerances tolerances_for(const config::RunConfig& config);
-// The 16-bit envelope τ₁₆ = 2·√R·u/√3 (R = 13·n_layers + 3 rounding points, u = 2^-8 bf16, 2^-11 fp16;
+// The 16-bit envelope τ₁₆ = 2·√R·u/√3 (R = 13·n_layers + 4 rounding points, u = 2^-8 bf16, 2^-11 fp16;
 // docs/equivalence.md §5) of a mixed-precision run; 0 in fp32.
 double mixed_precision_envelope(const config::RunConfig& config);
 

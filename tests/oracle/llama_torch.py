@@ -235,8 +235,52 @@ class _Softmax16(torch.autograd.Function):
         return _round16(p16 * (g - (p16 * g).sum(-1, keepdim=True)), ctx.half), None
 
 
-def forward_loss_mixed(cfg, w, tokens, half):
-    """forward_loss with the engine's 16-bit casts; w holds the (already 16-bit) weights in float64."""
+def _within_rounding(computed, given, half, bound):
+    """Elementwise: is `given` the 16-bit rounding of some value within `bound` of `computed`? (Rounding to
+    nearest is monotonic, so the admissible values are those between the roundings of the two ends.) Returns
+    (all admissible, how many differ from the rounding of `computed` itself: the flips)."""
+    lo, hi = _round16(computed - bound, half), _round16(computed + bound, half)
+    ok = bool(((lo <= given) & (given <= hi)).all())
+    return ok, int((given != _round16(computed, half)).sum())
+
+
+def logits_within_gemm_bound(xf, head, logits, half):
+    """The engine's 16-bit logits against float64 on the engine's own 16-bit input xf (N, C) and head (V, C):
+    each must be the rounding of a value within the fp32 GEMM's bound gamma_K * sum_k |xf_k w_k| (K = C) of the
+    exact product. Returns (all within, flips)."""
+    xf, head = xf.double(), head.double()
+    return _within_rounding(xf @ head.T, logits.double(), half, xf.shape[-1] * 2.0 ** -24 * (xf.abs() @ head.abs().T))
+
+
+class _Given16(torch.autograd.Function):
+    """The engine's 16-bit logits and dlogits stand in for the computed ones. Why: an fp32 value and its
+    float64 twin that straddle a 16-bit rounding boundary round one 16-bit ulp apart; at the head, where the
+    rounded logits repeat the same values across a row, one such flip moves many elements at once and the casts
+    downstream amplify it, so comparing the gradients after it would measure luck, not the engine. Instead each
+    engine value is checked locally, against float64 on the engine's own inputs (the logits:
+    logits_within_gemm_bound; dlogits here, against the float64 gradient of the given logits: exp_fast's 2 ulp on
+    each term and on the sum and four roundings, 2^-19 |g| plus 2^-20 * scale on the target's entry, which alone
+    is negative), and the computation continues from the engine's values."""
+    @staticmethod
+    def forward(ctx, x, given, given_grad, half, scale, stats):
+        ctx.save_for_backward(given_grad)
+        ctx.half, ctx.scale, ctx.stats = half, scale, stats
+        return given.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (given_grad,) = ctx.saved_tensors
+        if ctx.stats is not None:
+            bound = 2.0 ** -19 * g.abs() + 2.0 ** -20 * ctx.scale * (g < 0).to(g.dtype)
+            ok, flips = _within_rounding(g, given_grad, ctx.half, bound)
+            ctx.stats["dlogits_ok"], ctx.stats["dlogits_flips"] = ok, flips
+        return given_grad.to(g.dtype), None, None, None, None, None
+
+
+def forward_loss_mixed(cfg, w, tokens, half, given=None):
+    """forward_loss with the engine's 16-bit casts; w holds the (already 16-bit) weights in float64. given
+    (optional): {"logits", "dlogits": the engine's (B, T, V) 16-bit values widened, "scale": the loss scale over
+    the target count, "stats": a dict to fill with _Given16's checks, or None not to check}."""
     R = lambda x: _R.apply(x, half)  # noqa: E731
     G = lambda x: _G.apply(x, half)  # noqa: E731
     tokens = torch.as_tensor(tokens, dtype=torch.long)
@@ -275,17 +319,25 @@ def forward_loss_mixed(cfg, w, tokens, half):
         h = h + G(act @ w[p + "mlp.down_proj.weight"].T)
     xf = R(rms_norm(h, w["model.norm.weight"], eps))
     head = w["model.embed_tokens.weight"] if cfg.get("tie_embeddings", False) else w["lm_head.weight"]
-    logits = G(xf @ head.T)  # fp32 logits; the loss is fp32
+    if given is None:
+        logits = R(G(xf @ head.T))  # 16-bit logits (their gradient rounded too); the loss is fp32 on them, widened
+    else:
+        logits = _Given16.apply(xf @ head.T, given["logits"], given["dlogits"], half, given["scale"], given["stats"])
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-1)
 
 
-def loss_and_grads_mixed(cfg, weights16, tokens, half, grad_half=None, loss_scale=1.0, dtype=torch.float64):
+def loss_and_grads_mixed(cfg, weights16, tokens, half, grad_half=None, loss_scale=1.0, dtype=torch.float64,
+                         given=None):
     """Loss and gradients of the mixed-precision model computed in `dtype` between the casts; weights16 are
     16-bit values (any float dtype). The backward starts from loss * loss_scale (fp16 loss scaling: the
     gradient casts see scaled values); grad_half rounds every (scaled) gradient once to that dtype (the
-    engine's 16-bit grad_dtype); the gradients are then divided by loss_scale."""
+    engine's 16-bit grad_dtype); the gradients are then divided by loss_scale. given: forward_loss_mixed's
+    (its "scale" is filled in here)."""
     w = {k: v.detach().to(dtype).clone().requires_grad_(True) for k, v in weights16.items()}
-    loss = forward_loss_mixed(cfg, w, tokens, half)
+    if given is not None:
+        targets = int((torch.as_tensor(tokens)[:, 1:] >= 0).sum())
+        given = dict(given, scale=loss_scale / targets)
+    loss = forward_loss_mixed(cfg, w, tokens, half, given)
     (loss * loss_scale).backward()
     grads = {k: v.grad.detach() for k, v in w.items()}
     if grad_half is not None:

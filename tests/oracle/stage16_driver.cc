@@ -7,7 +7,8 @@
 //       "fallback", "grad_dtype": "fp32"|"bf16"|"fp16", "weights": W.safetensors, "tokens": T.bin,
 //       "loss_scale": S (optional, default 1), "out": G.safetensors, "rounded_weights": R.safetensors}
 // G holds the fp32 gradients (of loss·S, rounded once to grad_dtype if that is 16-bit, then divided by S: fp16
-// loss scaling as the engine will apply it), the loss in
+// loss scaling as the engine will apply it), the head's 16-bit logits and dlogits (of loss·S) widened as
+// engine.logits and engine.dlogits (N, V) with its input as engine.xf (N, C), the loss in
 // its metadata as `shardproof grads` writes it, and the backend name; R the 16-bit weights widened to F32.
 #include <fmt/format.h>
 
@@ -32,6 +33,16 @@ namespace {
 using Params = sp::test::HostParams;
 using Grads = sp::test::HostGrads;
 using NoTp = sp::test::SingleRankTp;
+
+// Keeps the final norm's output (the LM head's 16-bit input), widened.
+struct FinalNorm final : model::ActivationObserver {
+  std::vector<float> values;
+  void observe(const char* point, int64_t, ConstBufView data) override {
+    if (std::string_view(point) != "final_norm") return;
+    values.resize(static_cast<size_t>(data.count));
+    convert(f32_view(values.data(), data.count), data);
+  }
+};
 
 int fail(const Status& s) {
   std::fprintf(stderr, "stage16_driver: %s\n", s.to_string().c_str());
@@ -82,14 +93,24 @@ Status run(const nlohmann::json& job) {
   if (targets == 0) return invalid_argument("token batch has no target");
 
   double loss = 0.0;
+  std::vector<float> xf, logits, dlogits;  // the head's 16-bit input, logits and dlogits (of loss·S), widened
   {
     MemoryLedger ledger;
     model::LlamaStage stage(mc, spec, ledger);
     auto slot = stage.make_slot(0);
     stage.load_tokens(*slot, batch.tokens.data());
     NoTp tp;
-    loss = stage.forward(*slot, params, tp) / static_cast<double>(targets);
+    auto widened = [&] {
+      std::vector<float> v(static_cast<size_t>(stage.logits(*slot).count));
+      convert(f32_view(v.data(), static_cast<int64_t>(v.size())), stage.logits(*slot));
+      return v;
+    };
+    FinalNorm final_norm;
+    loss = stage.forward(*slot, params, tp, &final_norm) / static_cast<double>(targets);
+    xf = std::move(final_norm.values);
+    logits = widened();
     stage.backward(*slot, params, grads, tp, static_cast<float>(loss_scale / static_cast<double>(targets)));
+    dlogits = widened();
   }
   for (auto& [id, g] : grads.units)
     for (float& x : g) x = static_cast<float>(x / loss_scale);
@@ -103,6 +124,10 @@ Status run(const nlohmann::json& job) {
     gw.add(s.name, DType::kF32, s.shape, grad_of.at(s.name).data());
     rw.add(s.name, DType::kF32, s.shape, rounded.at(s.name).data());
   }
+  const std::vector<int64_t> nv = {batch.rows * (batch.cols - 1), mc.vocab_size};
+  gw.add("engine.xf", DType::kF32, {nv[0], mc.dim}, xf.data());
+  gw.add("engine.logits", DType::kF32, nv, logits.data());
+  gw.add("engine.dlogits", DType::kF32, nv, dlogits.data());
   gw.set_metadata("format", "shardproof-grads");
   gw.set_metadata("loss", fmt::format("{:.17g}", loss));
   gw.set_metadata("gemm16", gemm->name());

@@ -339,9 +339,10 @@ TEST_F(ActivationsTest, RecorderWritesOnlyTpRankZeroAndLogitsOnlyAtTp1) {
   auto write_all = [&](int rank, int tp_rank, int tp) {
     auto r = ActivationRecorder::open(dir("run"), rank, tp_rank, tp);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
-    (*r)->observe("embed", 0, x.data(), 2);  // before begin_step: not a training step, nothing written
+    (*r)->observe("embed", 0, f32_view(x.data(), 2));  // before begin_step: not a training step, nothing written
     (*r)->begin_step(4);
-    for (const char* p : {"embed", "block.0", "final_norm", "logits"}) (*r)->observe(p, 1 + rank, x.data(), 2);
+    for (const char* p : {"embed", "block.0", "final_norm", "logits"})
+      (*r)->observe(p, 1 + rank, f32_view(x.data(), 2));
     EXPECT_TRUE((*r)->status().ok());
   };
   write_all(0, 0, 1);  // tp = 1: all four points

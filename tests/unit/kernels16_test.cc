@@ -1,5 +1,6 @@
-// Mixed-precision kernels (kernels/pointwise16.h, linear16.h, attention16.h) in bf16 and fp16:
-//  - rmsnorm16, swiglu16 (forward and backward), embedding16 equal "widen the 16-bit inputs, run the fp32
+// Mixed-precision kernels (kernels/pointwise16.h, linear16.h, attention16.h, cross_entropy16.h) in bf16 and fp16:
+//  - rmsnorm16, swiglu16 (forward and backward), embedding16, cross_entropy16 equal "widen the 16-bit inputs, run the
+//  fp32
 //    kernel, round the 16-bit outputs" bit for bit;
 //  - linear16 on the fallback backend equals the fp32 linear on the widened inputs bit for bit, and on
 //    oneDNN (where this CPU has it) lies within fp32's accumulation bound of it;
@@ -16,6 +17,8 @@
 
 #include "core/rng.h"
 #include "kernels/attention16.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/cross_entropy16.h"
 #include "kernels/embedding.h"
 #include "kernels/linear16.h"
 #include "kernels/matmul.h"
@@ -88,6 +91,36 @@ TEST(Kernels16, PointwiseEqualWidenFp32Round) {
     embedding16_forward(e16.data(), tok.data(), table.data(), N, C, 3, V - 5, t);
     embedding_forward(e32.data(), tok.data(), widen(table, t).data(), N, C, 3, V - 5);
     EXPECT_TRUE(same_bits(e16, e32)) << "embedding16 " << dtype_name(t);
+  }
+}
+
+// Cross-entropy over 16-bit logits: the fp32 parts on the widened logits, bit for bit, with a vocabulary
+// shard [4, 4 + V), an ignored target and targets outside the shard; the backward rounded once, in place.
+TEST(Kernels16, CrossEntropyEqualsFp32OnWidenedLogits) {
+  const int64_t N = 9, V = 53, v_begin = 4;
+  for (DType t : kTypes) {
+    const auto logits16 = narrow(normal("logits", N * V, 3.0), t);
+    const auto logits32 = widen(logits16, t);
+    std::vector<int32_t> targets(N);
+    for (int64_t n = 0; n < N; ++n) targets[static_cast<size_t>(n)] = static_cast<int32_t>((n * 11) % (V + 8));
+    targets[2] = -1;
+    std::vector<float> row(V), max16(N), max32(N), sum16(N), sum32(N), tl16(N, -1.0f), tl32(N);
+    cross_entropy16_row_max(max16.data(), logits16.data(), N, V, t, row.data());
+    cross_entropy_row_max(max32.data(), logits32.data(), N, V);
+    EXPECT_TRUE(same_bits(max16, max32)) << dtype_name(t);
+    cross_entropy16_row_sumexp(sum16.data(), logits16.data(), max32.data(), N, V, t, row.data());
+    cross_entropy_row_sumexp(sum32.data(), logits32.data(), max32.data(), N, V);
+    EXPECT_TRUE(same_bits(sum16, sum32)) << dtype_name(t);
+    cross_entropy16_target_logit(tl16.data(), logits16.data(), targets.data(), N, V, v_begin, t);
+    cross_entropy_target_logit(tl32.data(), logits32.data(), targets.data(), N, V, v_begin);
+    EXPECT_TRUE(same_bits(tl16, tl32)) << dtype_name(t);
+    auto d16 = logits16;  // in place
+    std::vector<float> d32(N * V);
+    cross_entropy16_backward(d16.data(), d16.data(), max32.data(), sum32.data(), targets.data(), N, V, v_begin, 0.125f,
+                             t, row.data());
+    cross_entropy_backward(d32.data(), logits32.data(), max32.data(), sum32.data(), targets.data(), N, V, v_begin,
+                           0.125f);
+    EXPECT_TRUE(same_bits(d16, narrow(d32, t))) << dtype_name(t);
   }
 }
 

@@ -1,8 +1,9 @@
 // ZB-H1's memory requirement on the ledger model (plan/ledger_model.h), which equals the measured ledger on
-// every rank of every parity run (docs/memory.md §"ZB-H1"): in fp32, on the tiny and the small preset at pp 2
-// and 4, the activation peak, max over the pipeline ranks, is no higher than 1F1B's, and the first stage's
-// equals 1F1B's first stage's (it runs 1F1B's list with full backwards and keeps no split-backward state:
-// plan::splits_backward). In bf16 only the latter is checked: the last stage stays above (the head's fp32 logits).
+// every rank of every parity run (docs/memory.md §"ZB-H1"): in fp32, bf16 and fp16, on the tiny and the small
+// preset at pp 2 and 4, the activation peak, max over the pipeline ranks, is no higher than 1F1B's, and the first
+// stage's equals 1F1B's first stage's (it runs 1F1B's list with full backwards and keeps no split-backward state:
+// plan::splits_backward).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,24 +42,20 @@ std::vector<int64_t> activation_peaks(const char* preset, int pp, const std::str
 
 int64_t max_of(const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); }
 
-TEST(LedgerModelZb, Fp32ActivationPeakNoHigherThanOneFOneB) {
-  for (const char* preset : {"tiny", "small"})
-    for (int pp : {2, 4}) {
-      const std::vector<int64_t> zb = activation_peaks(preset, pp, "zb-h1", "fp32");
-      const std::vector<int64_t> ofob = activation_peaks(preset, pp, "1f1b", "fp32");
-      EXPECT_LE(max_of(zb), max_of(ofob)) << preset << " pp " << pp;
-      EXPECT_EQ(zb[0], ofob[0]) << preset << " pp " << pp << ": the first stage is 1F1B's";
-      for (int r = 1; r < pp; ++r) EXPECT_GE(zb[r], ofob[r]) << preset << " pp " << pp << " rank " << r;
-    }
-}
-
-TEST(LedgerModelZb, Bf16FirstStageIsOneFOneBs) {
-  // In mixed precision the first stage is 1F1B's too; the last stage is not bounded here: the head's logits stay
-  // fp32 (docs/memory.md §"ZB-H1", what is left), so at pp 2 it exceeds 1F1B's first stage.
-  for (const char* preset : {"tiny", "small"})
-    for (int pp : {2, 4})
-      EXPECT_EQ(activation_peaks(preset, pp, "zb-h1", "bf16")[0], activation_peaks(preset, pp, "1f1b", "bf16")[0])
-          << preset << " pp " << pp;
+// ZB-H1's peak activation memory is no higher than 1F1B's (the requirement), in fp32 and in 16 bits
+// (where the head's logits are 16-bit too: with fp32 logits the bf16 last stage exceeded it at pp 2 by 6.9 % on
+// tiny and 7.8 % on small). A shape condition, not a theorem (docs/memory.md §"ZB-H1").
+TEST(LedgerModelZb, ActivationPeakNoHigherThanOneFOneB) {
+  for (const char* precision : {"fp32", "bf16", "fp16"})
+    for (const char* preset : {"tiny", "small"})
+      for (int pp : {2, 4}) {
+        const std::vector<int64_t> zb = activation_peaks(preset, pp, "zb-h1", precision);
+        const std::vector<int64_t> ofob = activation_peaks(preset, pp, "1f1b", precision);
+        const std::string what = fmt::format("{} {} pp {}", precision, preset, pp);
+        EXPECT_LE(max_of(zb), max_of(ofob)) << what;
+        EXPECT_EQ(zb[0], ofob[0]) << what << ": the first stage is 1F1B's";
+        for (int r = 1; r < pp; ++r) EXPECT_GE(zb[r], ofob[r]) << what << " rank " << r;
+      }
 }
 
 }  // namespace SP_TEST_ID
