@@ -161,15 +161,14 @@ int64_t LlamaStage::lm_head_offset() const {
   return config_.tie_embeddings ? 0 : layout(head_unit(config_)).tensor("lm_head.weight").offset;
 }
 
-// The weights a hook handed over: the stage's precision and the unit's (or the LM head's) element count.
-static void check_weights(const ConstBufView& w, DType precision, int64_t count, const char* what) {
-  SP_CHECK(w.dtype == precision, "{} weights are {}, the stage computes in {}", what, dtype_name(w.dtype),
-           dtype_name(precision));
+void LlamaStage::check_weights(const ConstBufView& w, int64_t count, const char* what) const {
+  SP_CHECK(w.dtype == spec_.precision, "{} weights are {}, the stage computes in {}", what, dtype_name(w.dtype),
+           dtype_name(spec_.precision));
   SP_CHECK_EQ(w.count, count, "{} weights: element count", what);
 }
 
 void LlamaStage::embed_forward(ActivationSlot& slot, ConstBufView table) {
-  check_weights(table, spec_.precision, layout(embed_unit()).numel, "embedding");
+  check_weights(table, layout(embed_unit()).numel, "embedding");
   const auto* inputs = static_cast<const int32_t*>(slot.inputs.raw());
   float* out = sp() ? tmp_.f32() : slot.res[0].f32();  // (N, C): under SP reduce-scattered into res[0]
   if (mixed())
@@ -231,7 +230,7 @@ const uint16_t* LlamaStage::gathered_dres16(TensorParallelOps& tp) {
 
 void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, TensorParallelOps& tp,
                                bool write_output) {
-  check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
+  check_weights(w, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
   if (mixed())
     block_forward_mixed(i, slot, a, w.float16(), tp, write_output);
   else
@@ -240,7 +239,7 @@ void LlamaStage::block_forward(int i, ActivationSlot& slot, BlockActivations& a,
 
 void LlamaStage::block_backward(int i, ActivationSlot& slot, BlockActivations& a, ConstBufView w, BufView dw,
                                 bool dw_zero, TensorParallelOps& tp) {
-  check_weights(w, spec_.precision, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
+  check_weights(w, layouts_[static_cast<size_t>(i + (spec_.first ? 1 : 0))].numel, "block");
   float* d = dw.data == nullptr ? nullptr : dw.f32();  // null: B of a split backward
   if (mixed())
     block_backward_mixed(i, slot, a, w.float16(), d, dw_zero, tp);

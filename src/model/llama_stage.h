@@ -189,6 +189,8 @@ class LlamaStage {
   // The entry points: w is the unit's flat weights (ParamSource::acquire), w_lm the LM head's (a slice of
   // the head unit, or the tied embedding), dw / dw_lm the fp32 gradient leaves. Each checks the weights'
   // dtype against the stage's precision and runs the fp32 or the mixed-precision body.
+  // The weights a hook handed over: the stage's precision and `count` elements (SP_CHECK naming `what`).
+  void check_weights(const ConstBufView& w, int64_t count, const char* what) const;
   void embed_forward(ActivationSlot& slot, ConstBufView table);
   void block_forward(int local, ActivationSlot& slot, BlockActivations& a, ConstBufView w, TensorParallelOps& tp,
                      bool write_output);

@@ -9,8 +9,8 @@ namespace sp::model {
 namespace k = sp::kernels;
 
 void LlamaStage::head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, TensorParallelOps& tp) {
-  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
-  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
+  check_weights(w, layout(head_unit(config_)).numel, "head");
+  check_weights(w_lm, Vl_ * C_, "lm_head");
   if (mixed())
     head_forward_mixed(slot, w.float16(), w_lm.float16(), tp);
   else
@@ -19,8 +19,8 @@ void LlamaStage::head_forward(ActivationSlot& slot, ConstBufView w, ConstBufView
 
 void LlamaStage::head_backward(ActivationSlot& slot, ConstBufView w, ConstBufView w_lm, BufView dw, BufView dw_lm,
                                TensorParallelOps& tp, float loss_scale) {
-  check_weights(w, spec_.precision, layout(head_unit(config_)).numel, "head");
-  check_weights(w_lm, spec_.precision, Vl_ * C_, "lm_head");
+  check_weights(w, layout(head_unit(config_)).numel, "head");
+  check_weights(w_lm, Vl_ * C_, "lm_head");
   float* d = dw.data == nullptr ? nullptr : dw.f32();  // null: B of a split backward
   float* d_lm = dw_lm.data == nullptr ? nullptr : dw_lm.f32();
   if (mixed())

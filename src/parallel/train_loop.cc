@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "comm/staleness.h"
+#include "core/file_io.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/train_run.h"

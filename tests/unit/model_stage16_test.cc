@@ -201,10 +201,10 @@ TEST(LlamaStage16, LedgerHoldsSixteenBitBuffers) {
     EXPECT_EQ(bytes("act.s0.res0"), N * C * 4);
     EXPECT_EQ(bytes("act.s0.xf"), N * C * 2);
     EXPECT_EQ(bytes("act.s0.logits"), N * V * 2);  // 16-bit, dlogits rounded in place
-    // Mixed-precision workspace. grad16 also stages the head's fp32 product, r rows at a time: as many as the
-    // blocks' largest rounded gradient holds (here N·2Fl elements of 2 bytes: 110 rows of V floats).
+    // Mixed-precision workspace. grad16 also stages the head's fp32 product, r rows at a time: as many as its
+    // bytes hold, at least N·V elements (here N·2Fl elements of 2 bytes: 110 rows of V floats).
     EXPECT_EQ(bytes("scratch.norm_weight"), C * 4);
-    const int64_t g16 = std::max({N * C, N * 2 * Fl, N * Hl * D, N * Wqkv});
+    const int64_t g16 = std::max({N * C, N * 2 * Fl, N * Hl * D, N * Wqkv, N * V});
     const int64_t rows = std::clamp<int64_t>(g16 * 2 / (V * 4), 1, N);
     EXPECT_EQ(rows, 110);
     EXPECT_EQ(bytes("scratch.grad16"), std::max(g16, 2 * V * rows) * 2);
