@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -81,20 +80,12 @@ ActivationRecord make_activation_record(int64_t step, int64_t micro_batch, std::
   r.rank = rank;
   r.numel = data.count;
   ExactSum sum;
-  if (data.dtype == DType::kF32) {
-    r.digest = xxh3_128(data.f32(), data.bytes()).hex();
-    sum.add(data.f32(), static_cast<size_t>(data.count));
-  } else {
-    Xxh3Stream digest;
-    std::array<float, 4096> wide;
-    for (int64_t i = 0; i < data.count; i += static_cast<int64_t>(wide.size())) {
-      const int64_t n = std::min<int64_t>(static_cast<int64_t>(wide.size()), data.count - i);
-      convert(f32_view(wide.data(), n), data.slice(i, n));
-      digest.update(wide.data(), sizeof(float) * static_cast<size_t>(n));
-      sum.add(wide.data(), static_cast<size_t>(n));
-    }
-    r.digest = digest.digest().hex();
-  }
+  Xxh3Stream digest;  // over the pieces: xxh3_128 of the whole fp32 array
+  for_each_f32_block(data, [&](const float* v, int64_t, int64_t n) {
+    digest.update(v, sizeof(float) * static_cast<size_t>(n));
+    sum.add(v, static_cast<size_t>(n));
+  });
+  r.digest = digest.digest().hex();
   r.l2 = sum.finite() ? sum.l2_norm() : std::nan("");
   return r;
 }

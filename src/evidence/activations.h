@@ -35,7 +35,7 @@ struct ActivationRecord {
 };
 
 // Hashes `data` in place (no copy, no Tensor: the memory ledger does not move). A 16-bit view is widened
-// exactly a few thousand values at a time, so its record is that of the fp32 values it stands for.
+// exactly a block at a time (for_each_f32_block), so its record is that of the fp32 values it stands for.
 ActivationRecord make_activation_record(int64_t step, int64_t micro_batch, std::string_view point, int rank,
                                         ConstBufView data);
 inline ActivationRecord make_activation_record(int64_t step, int64_t micro_batch, std::string_view point, int rank,

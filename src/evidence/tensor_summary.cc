@@ -4,8 +4,6 @@
 #include <bit>
 #include <cstring>
 
-#include "tensor/float16.h"
-
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -156,16 +154,9 @@ void TensorSummary::add_shard(const float* x, const model::TensorSlot& slot, int
 }
 
 void TensorSummary::add_shard(ConstBufView x, const model::TensorSlot& slot, int64_t k0, bool digest) {
-  if (x.dtype == DType::kF32) return add_shard(x.f32(), slot, k0, k0 + x.count, digest);
-  // 32 KiB: ExactSum's window block, read twice (statistics, lanes) from L1/L2 right after it is written.
-  constexpr int64_t kWidenBlock = 8192;
-  alignas(64) float block[kWidenBlock];
-  const uint16_t* h = x.float16();
-  for (int64_t k = 0; k < x.count; k += kWidenBlock) {
-    const int64_t n = std::min(kWidenBlock, x.count - k);
-    f32_from_float16(block, h + k, n, x.dtype);
-    add_shard(block, slot, k0 + k, k0 + k + n, digest);
-  }
+  // A 16-bit block (32 KiB: ExactSum's window) is read twice (statistics, lanes) from L1/L2 right after it
+  // is written.
+  for_each_f32_block(x, [&](const float* v, int64_t k, int64_t n) { add_shard(v, slot, k0 + k, k0 + k + n, digest); });
 }
 
 void TensorSummary::merge(const TensorSummary& o) {

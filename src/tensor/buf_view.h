@@ -71,4 +71,22 @@ inline ConstBufView f32_view(const float* p, int64_t n) { return {p, n, DType::k
 // dtype pairs are refused (SP_CHECK). dst and src may be the same buffer only when the dtypes are equal.
 void convert(BufView dst, ConstBufView src);
 
+// Reads x as fp32 values: f(const float* values, int64_t offset, int64_t n) over consecutive pieces of x, an
+// fp32 view in one piece, a BF16/F16 one widened exactly (convert) into an on-stack block of kWidenBlock
+// values (32 KiB, L1/L2-resident while f reads it) at a time, so no fp32 copy of x is ever held.
+inline constexpr int64_t kWidenBlock = 8192;
+template <class F>
+void for_each_f32_block(ConstBufView x, F&& f) {
+  if (x.dtype == DType::kF32) {
+    f(x.f32(), int64_t{0}, x.count);
+    return;
+  }
+  alignas(64) float block[kWidenBlock];
+  for (int64_t k = 0; k < x.count; k += kWidenBlock) {
+    const int64_t n = x.count - k < kWidenBlock ? x.count - k : kWidenBlock;
+    convert(f32_view(block, n), x.slice(k, n));
+    f(static_cast<const float*>(block), k, n);
+  }
+}
+
 }  // namespace sp

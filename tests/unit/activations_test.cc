@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "evidence/bundle_paths.h"
 #include "temp_dir.h"
+#include "tensor/float16.h"
 #include "unity_id.h"
 
 namespace sp::evidence {
@@ -100,6 +101,25 @@ TEST(ActivationRecord, DigestAndNormOfTheBytes) {
   const ActivationRecord n = make_activation_record(0, 0, "embed", 0, bad.data(), 2);
   EXPECT_TRUE(std::isnan(n.l2));
   EXPECT_TRUE(n.to_json()["l2"].is_null());
+}
+
+// A 16-bit activation (mixed precision's final_norm and logits) records as its exact fp32 widening: the same
+// digest and L2, across several widening blocks (kWidenBlock) and a partial last one.
+TEST(ActivationRecord, SixteenBitIsItsWidening) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    const int64_t n = 2 * kWidenBlock + 123;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(0.01 * static_cast<double>(i)) * 3.0;
+    std::vector<uint16_t> h(x.size());
+    float16_from_f32(h.data(), x.data(), n, t);
+    f32_from_float16(x.data(), h.data(), n, t);  // x := the widened 16-bit values
+    const ActivationRecord r16 = make_activation_record(1, 0, "logits", 0, ConstBufView(h.data(), n, t));
+    const ActivationRecord r32 = make_activation_record(1, 0, "logits", 0, x.data(), n);
+    EXPECT_EQ(r16.digest, r32.digest) << dtype_name(t);
+    EXPECT_EQ(r16.digest, xxh3_128(x.data(), sizeof(float) * x.size()).hex());
+    EXPECT_EQ(r16.l2, r32.l2);
+    EXPECT_EQ(r16.numel, n);
+  }
 }
 
 TEST(ActivationPoint, ForwardOrder) {
