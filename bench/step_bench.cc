@@ -5,7 +5,9 @@
 // --set: a run-configuration override as `shardproof --set` takes it (train.precision=bf16,
 // train.grad_dtype=bf16; the value is read as JSON, else as a string).
 // Prints one JSON line: {"tokens_per_s", "step_s", "cpu_s", "flops_per_token", "gflops", "sgemm_gflops",
-// "bf16_gemm_gflops" (the 16-bit GEMM backend's peak on the same 1024³ product),
+// "bf16_gemm_gflops" (the 16-bit GEMM backend's peak on the same 1024³ product), "fp32_fma_peak_gflops" and
+// "bf16_dot_peak_gflops" (the core's arithmetic peaks, bench/isa_peak.h), "split_s" (the median step's time by
+// kind, core/time_split.h: where the time goes at this shape),
 // "blas_core", ...}: cpu_s is the median thread-CPU time of a step (what a loaded host does not inflate);
 // the OpenBLAS core is chosen as `shardproof` chooses it (cli/blas_select.h; OPENBLAS_CORETYPE overrides).
 // --alternate: the checksums (both digest lanes, the parameter statistics) on in every other step of the
@@ -25,6 +27,7 @@
 #include "comm/trace_writer.h"
 #include "comm/traced_communicator.h"
 #include "core/timer.h"
+#include "isa_peak.h"
 #include "kernels/blas_core.h"
 #include "kernels/gemm16.h"
 #include "parallel/engine.h"
@@ -139,12 +142,14 @@ int main(int argc, char** argv) {
   });
   engine.step(0, checksums || alternate);  // warm-up (first-touch of every buffer)
   std::vector<double> times, cpus, wall[2], cpu[2], pair_wall, pair_cpu;
+  std::vector<std::pair<double, TimeSplit>> splits;  // (step s, its split), for the median step's split
   for (int64_t s = 1; s <= steps; ++s) {
     const bool on = alternate ? s % 2 == 1 : checksums;
     Stopwatch w;
     const double c0 = thread_cpu_seconds();
-    engine.step(s, on);
+    const parallel::StepResult r = engine.step(s, on);
     times.push_back(w.seconds());
+    splits.emplace_back(times.back(), r.time_split);
     wall[on].push_back(times.back());
     cpu[on].push_back(thread_cpu_seconds() - c0);
     cpus.push_back(cpu[on].back());
@@ -169,12 +174,19 @@ int main(int argc, char** argv) {
                                static_cast<double>(m.vocab_size * m.dim);
   const double flops_per_token = 6.0 * matmul_params + 6.0 * m.n_layers * static_cast<double>(T) * m.n_heads * D;
   const double tps = static_cast<double>(B * T) / median;
+  // The median step's split by kind, seconds; "other" is the rest of that step's wall time.
+  std::sort(splits.begin(), splits.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto& [mid_s, mid] = splits[splits.size() / 2];
+  nlohmann::json split;
+  for (size_t k = 0; k < kTimeKinds; ++k) split[std::string(kTimeKindNames[k])] = 1e-9 * static_cast<double>(mid.ns[k]);
+  split[std::string(kOtherTime)] = mid_s - 1e-9 * static_cast<double>(mid.sum());
   std::printf(
       "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"cpu_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
       "\"sgemm_gflops\": %.2f, \"bf16_gemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\", \"onednn_isa\": "
-      "\"%s\"}\n",
+      "\"%s\", \"fp32_fma_peak_gflops\": %.2f, \"bf16_dot_peak_gflops\": %.2f, \"split_s\": %s}\n",
       tps, median, median_of(cpus), flops_per_token, tps * flops_per_token * 1e-9, peak, peak16,
       static_cast<long long>(m.param_count()), kernels::blas_core().c_str(),
-      kernels::gemm16_capability().onednn_isa.c_str());
+      kernels::gemm16_capability().onednn_isa.c_str(), bench::fp32_fma_peak_gflops(), bench::bf16_dot_peak_gflops(),
+      split.dump().c_str());
   return 0;
 }

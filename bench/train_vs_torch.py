@@ -9,17 +9,24 @@ shared/reference/published-numbers.md), one micro-batch of the whole batch per r
   torch bf16        the same under torch.autocast("cpu", torch.bfloat16), fp32 weights and optimizer (AMP)
   sp fp32           bench/step_bench (the Engine at dp = tp = pp = 1), evidence off
   sp fp32 evidence  the same with checksums every step and the collective trace on
+  sp fp32 again     sp fp32 a second time in the round: the A/A control, what two runs of one binary differ by
+  sp fp32 onednn    sp fp32 with train.gemm32 = onednn (oneDNN's sgemm for every fp32 product)
   sp bf16           train.precision = bf16 (fp32 gradients), evidence off
   sp bf16 grads16   and train.grad_dtype = bf16
   torch ddp2        DistributedDataParallel over gloo, 2 processes, the batch per rank
   sp dp2            `shardproof train` at dp = 2 (mpirun), the batch per rank, evidence off (as DDP has none)
+  sp dp2 onednn     and train.gemm32 = onednn
 
 Ratios, each computed within a round and then given as median [min, max] over rounds: sp bf16 / torch bf16,
 sp fp32 / torch fp32, evidence cost (sp fp32 / sp fp32 evidence − 1, thread-CPU and wall), bf16 gradients /
 fp32 gradients, sp dp2 / torch ddp2, and fp32's model FLOPs per second over the sgemm peak measured in the
 same process (step_bench's 1024³ sgemm); bf16's over the 16-bit GEMM backend's peak on the same product, and for
 each precision the ceiling: PyTorch's step over the model FLOPs at that peak (what the ratio would be if every
-other part of the step cost nothing). The CPU, its AVX-512/AMX flags, OpenBLAS's core and oneDNN's ISA
+other part of the step cost nothing). Then the core's arithmetic peaks (bench/isa_peak.h: nothing but
+independent FMAs, or vdpbf16ps), each GEMM peak as a fraction of them, and the hardware ceiling: PyTorch's step
+over the model FLOPs at the arithmetic peak, which no engine on this core can pass. The evidence scopes' share
+of the "sp fp32 evidence" step (its time split) is a lower bound of the evidence cost: the gradient digests
+run inside the optimizer's norm pass and are counted there. The CPU, its AVX-512/AMX flags, OpenBLAS's core and oneDNN's ISA
 head the table. PyTorch (Debian's, on the same OpenBLAS) gets the engine's OpenBLAS core unless
 OPENBLAS_CORETYPE is set (docs/performance.md §"The OpenBLAS core").
 
@@ -38,7 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 
 SHAPES = {"tiny": (8, 128), "small": (4, 256)}
-DP2 = ("torch ddp2", "sp dp2")
+DP2 = ("torch ddp2", "sp dp2", "sp dp2 onednn")
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
@@ -131,12 +138,12 @@ def step_bench(build, preset, steps, work, *extra):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def shardproof_dp2(build, preset, steps, work):
+def shardproof_dp2(build, preset, steps, work, *extra_sets):
     B, T = SHAPES[preset]
     out = tempfile.mkdtemp(dir=work)
     sets = [f"parallel.dp=2", f"train.micro_batch_size={B}", f"train.global_batch={2 * B}", f"train.seq_len={T}",
             f"train.steps={steps + 1}", "train.eval_every=0", "train.eval_batches=0", "evidence.trace=false",
-            "evidence.checksum_every=0", "evidence.checkpoint_every=0"]
+            "evidence.checksum_every=0", "evidence.checkpoint_every=0", *extra_sets]
     cmd = [os.path.join(build, "bin", "shardproof"), "train", "--np", "2", "--preset", preset, "--out", out, "--quiet"]
     for s in sets:
         cmd += ["--set", s]
@@ -151,11 +158,14 @@ def variants(build, preset, steps, work):
         "torch bf16": lambda: torch_steps(preset, steps, autocast=True),
         "sp fp32": lambda: step_bench(build, preset, steps, work),
         "sp fp32 evidence": lambda: step_bench(build, preset, steps, work, "--checksums", "--trace", "DIR"),
+        "sp fp32 again": lambda: step_bench(build, preset, steps, work),
+        "sp fp32 onednn": lambda: step_bench(build, preset, steps, work, "--set", "train.gemm32=onednn"),
         "sp bf16": lambda: step_bench(build, preset, steps, work, "--set", "train.precision=bf16"),
         "sp bf16 grads16": lambda: step_bench(build, preset, steps, work, "--set", "train.precision=bf16", "--set",
                                               "train.grad_dtype=bf16"),
         "torch ddp2": lambda: torch_ddp(preset, steps, work),
         "sp dp2": lambda: shardproof_dp2(build, preset, steps, work),
+        "sp dp2 onednn": lambda: shardproof_dp2(build, preset, steps, work, "train.gemm32=onednn"),
     }
 
 
@@ -165,8 +175,12 @@ RATIOS = [
     ("sp fp32 / torch fp32", "sp fp32", "torch fp32", "speed"),
     ("evidence cost, wall", "sp fp32 evidence", "sp fp32", "cost"),
     ("evidence cost, thread CPU", "sp fp32 evidence", "sp fp32", "cpu cost"),
+    ("A/A control: sp fp32 again / sp fp32, wall", "sp fp32 again", "sp fp32", "cost"),
+    ("sp fp32 onednn / torch fp32", "sp fp32 onednn", "torch fp32", "speed"),
+    ("sp fp32 onednn / sp fp32", "sp fp32 onednn", "sp fp32", "speed"),
     ("bf16 gradients / fp32 gradients", "sp bf16 grads16", "sp bf16", "speed"),
     ("sp dp2 / torch ddp2", "sp dp2", "torch ddp2", "speed"),
+    ("sp dp2 onednn / torch ddp2", "sp dp2 onednn", "torch ddp2", "speed"),
 ]
 
 
@@ -256,6 +270,36 @@ def main():
              for x in rounds]
         print(f"| ceiling of {sp_name} / {torch_name} (model FLOPs at the {peak.split('_')[0]} peak, the rest free) | "
               f"{statistics.median(v):.2f}x [{min(v):.2f}x, {max(v):.2f}x] | {', '.join(f'{x:.2f}x' for x in v)} |")
+    hardware_rows(rounds, names, B * T)
+    if "sp fp32 evidence" in names:
+        v = [x["sp fp32 evidence"]["split_s"]["evidence"] / x["sp fp32 evidence"]["step_s"] for x in rounds]
+        print(f"| evidence scopes' share of the sp fp32 evidence step (time split; a lower bound) | "
+              f"{100 * statistics.median(v):.1f} % [{100 * min(v):.1f}, {100 * max(v):.1f}] | "
+              f"{', '.join(f'{100 * x:.1f} %' for x in v)} |")
+
+
+def row(label, v, fmt):
+    print(f"| {label} | {fmt(statistics.median(v))} [{fmt(min(v))}, {fmt(max(v))}] | {', '.join(fmt(x) for x in v)} |")
+
+
+def hardware_rows(rounds, names, tokens):
+    """The core's arithmetic peaks (step_bench's fp32_fma_peak_gflops, bf16_dot_peak_gflops), the GEMM peaks as a
+    fraction of them, and the hardware ceiling of each ratio against PyTorch: its step over the model FLOPs at the
+    arithmetic peak (on an AMX host the bf16 GEMM may pass vdpbf16ps, so the larger of the two is the peak)."""
+    pct, times = (lambda x: f"{100 * x:.0f} %"), (lambda x: f"{x:.2f}x")
+    for sp_name, torch_name, gemm_peak, isa_peak in (("sp fp32", "torch fp32", "sgemm_gflops", "fp32_fma_peak_gflops"),
+                                                     ("sp bf16", "torch bf16", "bf16_gemm_gflops",
+                                                      "bf16_dot_peak_gflops")):
+        if sp_name not in names or rounds[0][sp_name].get(isa_peak, 0) <= 0:
+            continue
+        x0 = rounds[0][sp_name]
+        print(f"| {isa_peak} (the core's, GFLOP/s) | {statistics.median(x[sp_name][isa_peak] for x in rounds):.1f} | |")
+        row(f"{gemm_peak} / {isa_peak}", [x[sp_name][gemm_peak] / x[sp_name][isa_peak] for x in rounds], pct)
+        if torch_name in names:
+            peak = [max(x[sp_name][isa_peak], x[sp_name][gemm_peak]) for x in rounds]
+            row(f"hardware ceiling of {sp_name} / {torch_name} (model FLOPs at the core's peak, the rest free)",
+                [x[torch_name]["step_s"] / (x0["flops_per_token"] * tokens / (p * 1e9)) for x, p in zip(rounds, peak)],
+                times)
 
 
 if __name__ == "__main__":

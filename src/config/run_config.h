@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/matmul.h"
 #include "model/llama_config.h"
 #include "model/llama_stage.h"
 #include "model/precision.h"
@@ -60,6 +61,8 @@ struct TrainConfig {
   // the 16-bit GEMM backend (kernels/gemm16.h; "auto" resolves at run time, RunPlan::gemm16).
   model::Precision precision;  // train.precision = "fp32" | "bf16" | "fp16", train.grad_dtype = "fp32" | 16-bit
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;  // train.gemm16 = "auto" | "onednn" | "fallback"
+  // The fp32 GEMM backend (kernels/matmul.h): train.gemm32 = "openblas" (default) | "onednn".
+  kernels::Gemm32Kind gemm32 = kernels::Gemm32Kind::kOpenBlas;
   int64_t micro_batches() const { return global_batch / micro_batch_size; }
   // The schedule these keys describe, as the engine runs it.
   optim::LrSchedule schedule() const;

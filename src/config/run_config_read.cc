@@ -74,6 +74,7 @@ Status read_train(const json& root, TrainConfig& t) {
   const std::string precision = f.read_string("precision").value_or("fp32");
   const std::string grad_dtype = f.read_string("grad_dtype").value_or("fp32");
   const std::string gemm16 = f.read_string("gemm16").value_or("auto");
+  const std::string gemm32 = f.read_string("gemm32").value_or("openblas");
   const std::string lr_schedule = f.read_string("lr_schedule").value_or("cosine");
   choose(f, "warmup_type", {{"linear", optim::WarmupType::kLinear}, {"log", optim::WarmupType::kLog}}, t.warmup_type);
   set(f.read_number("warmup_min_lr", 0.0, 10.0), t.warmup_min_lr);
@@ -95,6 +96,11 @@ Status read_train(const json& root, TrainConfig& t) {
     return invalid_argument("train.gemm16 = \"{}\" is not a 16-bit GEMM backend", gemm16)
         .with_hint("use \"auto\", \"onednn\" or \"fallback\" (docs/kernels.md §\"The 16-bit GEMM\")");
   t.gemm16 = *gemm16_kind;
+  auto gemm32_kind = kernels::gemm32_kind_from_name(gemm32);
+  if (!gemm32_kind.ok())
+    return invalid_argument("train.gemm32 = \"{}\" is not an fp32 GEMM backend", gemm32)
+        .with_hint(gemm32_kind.status().hint());
+  t.gemm32 = *gemm32_kind;
   return Status();
 }
 

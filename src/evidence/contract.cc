@@ -37,6 +37,7 @@ nlohmann::json make_contract(const ContractInputs& in) {
       {"world_size", in.world_size},
   };
   if (!in.gemm16.empty()) c["engine"]["gemm16"] = in.gemm16;
+  if (!in.gemm32.empty()) c["engine"]["gemm32"] = in.gemm32;
   c["hash"] = contract_hash(c);
   return c;
 }

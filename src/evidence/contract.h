@@ -20,6 +20,9 @@ struct ContractInputs {
   // The 16-bit GEMM backend that runs (kernels::Gemm16::name(), e.g. "onednn-2.6.3/avx512_core_bf16"), as
   // engine.gemm16; empty in fp32, where the field is absent (an fp32 contract is unchanged).
   std::string gemm16;
+  // The fp32 GEMM backend where it is not OpenBLAS (kernels::gemm32_backend_name, e.g.
+  // "onednn-2.6.3/avx512_core_bf16"), as engine.gemm32; empty and absent with OpenBLAS (engine.blas).
+  std::string gemm32;
 };
 
 // Builds the contract document with its "hash" (SHA-256 of the canonical dump of everything else).

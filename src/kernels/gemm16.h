@@ -52,6 +52,8 @@ struct Gemm16Capability {
   std::string onednn_isa;    // oneDNN's effective ISA, e.g. "avx512_core_bf16", "avx2"
 };
 const Gemm16Capability& gemm16_capability();
+// oneDNN's version and effective ISA on this CPU, "onednn-2.6.3/avx512_core_bf16": what decides its bits.
+std::string onednn_name();
 
 // Which implementation `kind` resolves to for `dtype` on a CPU with `cap` (a pure function, so the
 // choice is testable for CPUs other than this one): auto → onednn where it is native for the dtype,

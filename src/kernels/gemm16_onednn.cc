@@ -89,8 +89,7 @@ class OneDnnGemm16 final : public Gemm16 {
  public:
   explicit OneDnnGemm16(DType dtype) : dtype_(dtype), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     SP_CHECK(is_float16(dtype), "oneDNN 16-bit GEMM for {}", dtype_name(dtype));
-    const dnnl_version_t* v = dnnl_version();
-    name_ = fmt::format("onednn-{}.{}.{}/{}", v->major, v->minor, v->patch, isa_name(dnnl::get_effective_cpu_isa()));
+    name_ = onednn_name();
   }
   const std::string& name() const override { return name_; }
   DType dtype() const override { return dtype_; }
@@ -153,6 +152,11 @@ class OneDnnGemm16 final : public Gemm16 {
 }  // namespace
 
 std::unique_ptr<Gemm16> make_gemm16_onednn(DType dtype) { return std::make_unique<OneDnnGemm16>(dtype); }
+
+std::string onednn_name() {
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("onednn-{}.{}.{}/{}", v->major, v->minor, v->patch, isa_name(dnnl::get_effective_cpu_isa()));
+}
 
 Gemm16Capability onednn_capability() {
   Gemm16Capability cap;

@@ -1,15 +1,19 @@
-// Linear layers via cblas_sgemm (matmul.h) and the row-major gemm wrapper.
+// Linear layers via cblas_sgemm or dnnl_sgemm (matmul.h) and the row-major gemm wrapper.
 // Not a BLAS: every product is one sgemm call; the wrapper only checks sizes against BLAS's int
-// and defines the K = 0 case. Invariant: shapes passed to BLAS depend only on the op's sizes.
+// and defines the K = 0 case. Invariant: shapes passed to the backend depend only on the op's sizes.
 // Reference: llm.c matmul_forward/backward; docs/kernels.md §linear.
 #include "kernels/matmul.h"
 
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 
+#include <atomic>
 #include <limits>
 
 #include "core/check.h"
 #include "core/time_split.h"
+#include "kernels/gemm16.h"
 
 namespace sp::kernels {
 
@@ -20,7 +24,23 @@ blasint to_blas_int(int64_t v, const char* what) {
   return static_cast<blasint>(v);
 }
 
+std::atomic<Gemm32Kind> backend{Gemm32Kind::kOpenBlas};
+
 }  // namespace
+
+void set_gemm32(Gemm32Kind kind) { backend.store(kind); }
+Gemm32Kind gemm32() { return backend.load(); }
+
+Result<Gemm32Kind> gemm32_kind_from_name(std::string_view name) {
+  if (name == "openblas") return Gemm32Kind::kOpenBlas;
+  if (name == "onednn") return Gemm32Kind::kOneDnn;
+  return invalid_argument("\"{}\" is not an fp32 GEMM backend", name)
+      .with_hint("use \"openblas\" or \"onednn\" (docs/kernels.md §\"The fp32 GEMM\")");
+}
+
+std::string_view gemm32_kind_name(Gemm32Kind kind) { return kind == Gemm32Kind::kOneDnn ? "onednn" : "openblas"; }
+
+std::string gemm32_backend_name(Gemm32Kind kind) { return kind == Gemm32Kind::kOneDnn ? onednn_name() : ""; }
 
 void gemm(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
           int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
@@ -32,6 +52,14 @@ void gemm(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_
     // CBLAS would scale C by beta; define it explicitly (beta = 0 overwrites, even NaN).
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  if (backend.load(std::memory_order_relaxed) == Gemm32Kind::kOneDnn) {
+    // dnnl_sgemm is row-major, like the wrapper.
+    const dnnl_status_t st =
+        dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    SP_CHECK(st == dnnl_success, "gemm: dnnl_sgemm({}, {}, {}) failed with oneDNN status {}", M, N, K,
+             static_cast<int>(st));
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
@@ -54,7 +82,10 @@ void linear_backward(float* dx, float* dw, const float* dy, const float* x, cons
   if (dw != nullptr) gemm(dw, dy, x, OC, IC, N, true, false, OC, IC, IC, 1.0f, 1.0f);
 }
 
-void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(threads);
+  omp_set_num_threads(threads);  // oneDNN's (Debian's build threads with OpenMP)
+}
 int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace sp::kernels

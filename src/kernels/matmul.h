@@ -1,4 +1,4 @@
-// Linear layers and a strided row-major sgemm wrapper over CBLAS (OpenBLAS).
+// Linear layers and a strided row-major sgemm wrapper over CBLAS (OpenBLAS) or oneDNN's sgemm (train.gemm32).
 // Not a BLAS: no transposed storage, no bias (LLaMA has none), no threading control (the CLI sets
 // OpenBLAS threads). Weights are stored (out_features, in_features) as Hugging Face stores Linear.
 // Accumulation rule: parameter gradients +=, activation gradients = (dx here: = or += by flag, for
@@ -7,8 +7,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "core/status.h"
 
 namespace sp::kernels {
+
+// The fp32 GEMM backend every fp32 product runs on (train.gemm32): OpenBLAS's cblas_sgemm, the default, or
+// oneDNN's dnnl_sgemm, its JIT sgemm (faster per product on AVX-512 hosts: docs/performance.md §"oneDNN's
+// sgemm"). Process-wide like the thread count: the Engine sets it from the run configuration before any
+// product. The two differ in summation order, so a contract names the one that ran (engine.gemm32); each is
+// deterministic for a given shape and thread count, whatever the operands' alignment.
+enum class Gemm32Kind : uint8_t { kOpenBlas, kOneDnn };
+void set_gemm32(Gemm32Kind kind);
+Gemm32Kind gemm32();
+// "openblas" | "onednn"; anything else is an error naming the value.
+Result<Gemm32Kind> gemm32_kind_from_name(std::string_view name);
+std::string_view gemm32_kind_name(Gemm32Kind kind);
+// The contract's engine.gemm32: "" for OpenBLAS (engine.blas names it), else oneDNN's version and effective
+// ISA ("onednn-2.6.3/avx512_core_bf16"), which decide its bits.
+std::string gemm32_backend_name(Gemm32Kind kind);
 
 // C (M, N) = alpha · op(A) · op(B) + beta · C, all row-major. op(A) is (M, K): A is (M, K) with row
 // stride lda, or (K, M) if trans_a. op(B) is (K, N): B is (K, N) with row stride ldb, or (N, K) if
@@ -23,7 +41,7 @@ void linear_forward(float* y, const float* x, const float* w, int64_t N, int64_t
 void linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t IC,
                      int64_t OC, bool accumulate_dx);
 
-// OpenBLAS threads for this process. The bits of a product depend on the thread count, so the
+// OpenBLAS's and oneDNN's threads for this process. The bits of a product depend on the thread count, so the
 // run configuration pins it (parallel.blas_threads, recorded in the contract) on every rank.
 void set_blas_threads(int threads);
 int blas_threads();

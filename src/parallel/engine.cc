@@ -28,6 +28,7 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   server_ = roles_.is_server(rank);
   if (!server_) coords_ = grid_.coords_of(rank);
   kernels::set_blas_threads(c.parallel.blas_threads);
+  kernels::set_gemm32(c.train.gemm32);
   comm::ScopedPhase phase(trace_, comm::Phase::kSetup, -1);
   const optim::AdamWConfig adamw{c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay};
   if (train_ != nullptr) {

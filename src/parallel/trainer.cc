@@ -18,6 +18,7 @@
 #include "evidence/contract.h"
 #include "evidence/ledger_report.h"
 #include "evidence/run_dir.h"
+#include "kernels/matmul.h"
 #include "parallel/memory_fit.h"
 #include "parallel/parameter_server.h"
 #include "parallel/train_run.h"
@@ -161,9 +162,9 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
                                                                   "; 0 trains without evaluation)")));
   }
 
-  run.contract =
-      evidence::make_contract({config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())),
-                               mpi.library_version(), mpi.world_size(), gemm16_backend_name(run.plan)});
+  run.contract = evidence::make_contract(
+      {config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())), mpi.library_version(),
+       mpi.world_size(), gemm16_backend_name(run.plan), kernels::gemm32_backend_name(config.train.gemm32)});
   // The proof protocol's stages run under one frozen contract (docs/prove.md).
   if (!run.opt.expect_contract.empty())
     SP_RETURN_IF_ERROR(run.agree(evidence::check_expected_contract(run.opt.expect_contract, run.contract)));

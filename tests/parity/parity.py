@@ -31,6 +31,9 @@ BG = BF + ["train.grad_dtype=bf16"]
 F16 = ["train.precision=fp16", "fp16.initial_scale_power=16"]
 F16O = ["train.precision=fp16", "fp16.initial_scale_power=26", "fp16.hysteresis=1", "train.steps=8"]
 SEL = ["train.recompute=selective"]
+# fp32 products on oneDNN's sgemm instead of OpenBLAS's (train.gemm32, docs/kernels.md §"The fp32 GEMM"): other
+# bits than `ref`, so against their own reference; the same equalities on that backend.
+G32 = ["train.gemm32=onednn"]
 ZB = ["parallel.schedule=zb-h1"]
 
 # name: (ranks, overrides, expected class)
@@ -122,6 +125,10 @@ CASES = {
                      "bitwise-equal"),
     "bf16g_ovl2_zero2_dp4": (4, BG + ["parallel.dp=4", "parallel.zero=2", "parallel.overlap_buckets=2"],
                              "bitwise-equal"),
+    "ref_g32": (1, G32, "bitwise-equal"),
+    "g32_zero3_dp2": (2, G32 + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "g32_dp2_pp2": (4, G32 + ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
+    "g32_tp2": (2, G32 + ["parallel.tp=2"], "within-tolerance"),
 }
 # The reference each case is compared with (default: "ref").
 REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
@@ -129,6 +136,7 @@ REFERENCE.update({c: "ref_bf16" for c in CASES if c.startswith("bf16_")})
 REFERENCE.update({c: "ref_bf16g" for c in CASES if c.startswith("bf16g_")})
 REFERENCE.update({c: "ref_fp16" for c in CASES if c.startswith("fp16_")})
 REFERENCE.update({c: "ref_fp16o" for c in CASES if c.startswith("fp16o_")})
+REFERENCE.update({c: "ref_g32" for c in CASES if c.startswith("g32_")})
 REFERENCE.update({"sel_tp2": "tp2", "bf16_sel_tp2": "bf16_tp2"})
 # Cases whose every checksum record must also equal another case's (same topology, another schedule).
 ALSO_BITWISE = {"zb_pp2": "pp2_1f1b", "zb_pp4": "pp4_1f1b", "bf16_zb_pp2": "bf16_pp2_1f1b",
@@ -172,14 +180,27 @@ def check_loss_scaling(check, out, overflow):
         print("loss scale per step:", [(r["step"], r["loss_scale"], r["skipped"]) for r in steps])
 
 
+def checksum_records(d):
+    return [(r["step"], r["phase"], r["tensor"], r.get("digest", r.get("bits")))
+            for r in T.read_jsonl(os.path.join(d, "checksums.jsonl"))]
+
+
+def check_other_backend(check, out, ref):
+    """A run on oneDNN's sgemm (train.gemm32) names it in its contract and is not the OpenBLAS run's bits: were
+    the key ignored, the g32 cases would only compare OpenBLAS with OpenBLAS."""
+    engine = T.read_json(os.path.join(out, "contract.json"))["engine"]
+    check(engine.get("gemm32", "").startswith("onednn-"), f"contract engine.gemm32 = {engine.get('gemm32')}")
+    got, want = checksum_records(out), checksum_records(ref)
+    differ = sum(g != w for g, w in zip(got, want))
+    check(differ > 0, f"all {len(want)} checksum records equal the OpenBLAS reference's: the backend did not change")
+    print(f"{differ} of {len(want)} checksum records differ from the OpenBLAS reference's (another summation order)")
+
+
 def check_every_record_bitwise(check, out, ref):
     """checksums.jsonl of a selective-recompute run against its reference: every record (loss bits, every
     tensor's digest at every step and phase) identical. verify grades a tp run against a tp run on step 0 only
     (later steps drift freely under TP); recomputation must not change a single bit at any step."""
-    def records(d):
-        return [(r["step"], r["phase"], r["tensor"], r.get("digest", r.get("bits")))
-                for r in T.read_jsonl(os.path.join(d, "checksums.jsonl"))]
-    got, want = records(out), records(ref)
+    got, want = checksum_records(out), checksum_records(ref)
     diff = [g for g, w in zip(got, want) if g != w]
     check(len(got) == len(want) and not diff, f"{len(diff)} of {len(want)} records differ, first {diff[:1]}")
     if not diff:
@@ -187,7 +208,7 @@ def check_every_record_bitwise(check, out, ref):
 
 
 # Cases run twice: the second run must be bitwise equal to the first (determinism run to run).
-REPEAT = {"sp_tp2"}
+REPEAT = {"sp_tp2", "ref_g32"}
 
 
 def main():
@@ -213,6 +234,8 @@ def main():
         verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"
         check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
     check_sync_timeline(check, out, overrides)
+    if "g32" in args.case:
+        check_other_backend(check, out, os.path.join(args.work, "ref"))
     if "sel_" in args.case:
         check_every_record_bitwise(check, out, ref)
     if args.case in ALSO_BITWISE:

@@ -1,0 +1,159 @@
+// The fp32 GEMM backends (kernels/matmul.h, train.gemm32): OpenBLAS's sgemm and oneDNN's.
+//  - names and the error for an unknown one;
+//  - each backend for every transpose pair, strided operands, alpha and beta against the naive twin
+//    (reference::gemm, double) within fp32's accumulation bound; the padding of C untouched;
+//  - each deterministic: the same product twice, and with every operand moved to another alignment, gives
+//    the same bits (the bitwise DP/ZeRO/PP equalities rest on it);
+//  - beta = 0 overwrites a NaN-filled C; K = 0 scales C by beta (the wrapper's definition, both backends);
+//  - the run configuration's train.gemm32 is read, written only where it is not the default, and refused
+//    with the valid names when unknown.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "config/run_config.h"
+#include "core/rng.h"
+#include "kernels/matmul.h"
+#include "kernels/reference/matmul.h"
+#include "temp_dir.h"
+#include "unity_id.h"
+
+namespace sp::kernels {
+namespace {
+namespace SP_TEST_ID {
+
+constexpr Gemm32Kind kBoth[] = {Gemm32Kind::kOpenBlas, Gemm32Kind::kOneDnn};
+
+// Sets the process-wide backend for one scope, and the default back after it.
+struct Backend {
+  explicit Backend(Gemm32Kind k) {
+    set_blas_threads(1);
+    set_gemm32(k);
+  }
+  ~Backend() { set_gemm32(Gemm32Kind::kOpenBlas); }
+};
+
+std::vector<float> random_floats(const std::string& name, int64_t n, double scale) {
+  const PhiloxKey key = philox_key(32, name);
+  std::vector<float> f(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) f[static_cast<size_t>(i)] = static_cast<float>(scale * random_normal(key, i));
+  return f;
+}
+
+TEST(Gemm32, Names) {
+  EXPECT_EQ(*gemm32_kind_from_name("openblas"), Gemm32Kind::kOpenBlas);
+  EXPECT_EQ(*gemm32_kind_from_name("onednn"), Gemm32Kind::kOneDnn);
+  EXPECT_EQ(gemm32_kind_name(Gemm32Kind::kOneDnn), "onednn");
+  EXPECT_EQ(gemm32_backend_name(Gemm32Kind::kOpenBlas), "");  // engine.blas names OpenBLAS
+  EXPECT_EQ(gemm32_backend_name(Gemm32Kind::kOneDnn).rfind("onednn-", 0), 0u);
+  const auto bad = gemm32_kind_from_name("mkl");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().exit_code(), 2);
+  EXPECT_NE(bad.status().message().find("mkl"), std::string::npos);
+  EXPECT_NE(bad.status().hint().find("onednn"), std::string::npos);
+}
+
+struct Product {
+  int64_t M, N, K;
+  bool ta, tb;
+  int64_t pad;  // extra row stride on every operand
+  float alpha, beta;
+};
+
+TEST(Gemm32, EveryBackendAgainstTwinAndDeterministic) {
+  std::vector<Product> products;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      products.push_back({37, 29, 53, ta, tb, 0, 1.0f, 0.0f});
+      products.push_back({64, 130, 64, ta, tb, 5, 0.125f, 1.0f});
+      products.push_back({130, 70, 300, ta, tb, 3, 1.0f, 1.0f});
+    }
+  products.push_back({1, 1, 1, false, true, 0, 1.0f, 0.0f});
+  for (Gemm32Kind kind : kBoth) {
+    const Backend backend(kind);
+    const std::string label(gemm32_kind_name(kind));
+    for (const Product& p : products) {
+      const int64_t a_rows = p.ta ? p.K : p.M, lda = (p.ta ? p.M : p.K) + p.pad;
+      const int64_t b_rows = p.tb ? p.N : p.K, ldb = (p.tb ? p.K : p.N) + p.pad;
+      const int64_t ldc = p.N + p.pad;
+      const auto a = random_floats("a", a_rows * lda, 1.0);
+      const auto b = random_floats("b", b_rows * ldb, 1.0 / std::sqrt(static_cast<double>(p.K)));
+      std::vector<float> c0(static_cast<size_t>(p.M * ldc));
+      for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+      std::vector<float> c1 = c0, ref = c0, abs_ref = c0;
+      gemm(c1.data(), a.data(), b.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta);
+      // The same product with every operand at another alignment (offsets of 1, 3 and 5 floats): the same bits.
+      std::vector<float> a2(a.size() + 1), b2(b.size() + 3), c2(c0.size() + 5);
+      std::memcpy(a2.data() + 1, a.data(), a.size() * sizeof(float));
+      std::memcpy(b2.data() + 3, b.data(), b.size() * sizeof(float));
+      std::memcpy(c2.data() + 5, c0.data(), c0.size() * sizeof(float));
+      gemm(c2.data() + 5, a2.data() + 1, b2.data() + 3, p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta);
+      EXPECT_EQ(std::memcmp(c1.data(), c2.data() + 5, c1.size() * sizeof(float)), 0)
+          << label << " depends on the operands' alignment, M" << p.M << " N" << p.N << " K" << p.K;
+      reference::gemm(ref.data(), a.data(), b.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta);
+      std::vector<float> aa(a.size()), bb(b.size());
+      for (size_t i = 0; i < aa.size(); ++i) aa[i] = std::fabs(a[i]);
+      for (size_t i = 0; i < bb.size(); ++i) bb[i] = std::fabs(b[i]);
+      reference::gemm(abs_ref.data(), aa.data(), bb.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, 1.0f, 0.0f);
+      // K fp32 products and sums: |error| ≤ (K + 1)·u·|alpha|·Σ|a·b| + 2u·(|result| + |beta·c|), u = 2^-24.
+      double worst = 0.0;
+      for (int64_t i = 0; i < p.M; ++i) {
+        for (int64_t j = 0; j < p.N; ++j) {
+          const size_t k = static_cast<size_t>(i * ldc + j);
+          const double u = 0x1p-24;
+          const double tol = static_cast<double>(p.K + 1) * u * std::fabs(p.alpha) * abs_ref[k] +
+                             2 * u * (std::fabs(ref[k]) + std::fabs(p.beta * c0[k])) + 1e-30;
+          worst = std::max(worst, std::fabs(static_cast<double>(c1[k]) - ref[k]) / tol);
+        }
+        for (int64_t j = p.N; j < ldc; ++j)  // C's padding is never written
+          ASSERT_EQ(c1[static_cast<size_t>(i * ldc + j)], c0[static_cast<size_t>(i * ldc + j)]) << label;
+      }
+      EXPECT_LE(worst, 1.0) << label << " M" << p.M << " N" << p.N << " K" << p.K << " ta" << p.ta << " tb" << p.tb;
+    }
+  }
+}
+
+TEST(Gemm32, BetaZeroOverwritesNaNAndKZeroScales) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto a = random_floats("a", 16 * 24, 1.0), b = random_floats("b", 24 * 8, 1.0);
+  for (Gemm32Kind kind : kBoth) {
+    const Backend backend(kind);
+    std::vector<float> c(16 * 8, nan);
+    gemm(c.data(), a.data(), b.data(), 16, 8, 24, false, false, 24, 8, 8, 1.0f, 0.0f);
+    for (float v : c) ASSERT_FALSE(std::isnan(v)) << gemm32_kind_name(kind) << ": beta = 0 must overwrite NaN";
+    std::vector<float> k0(16 * 8, 2.0f);
+    gemm(k0.data(), a.data(), b.data(), 16, 8, 0, false, false, 24, 8, 8, 1.0f, 0.5f);
+    for (float v : k0) ASSERT_EQ(v, 1.0f) << gemm32_kind_name(kind);
+  }
+}
+
+// The tiny preset with `sets` (KEY=VALUE as --set takes them) applied.
+Result<config::RunConfig> tiny_with(const std::vector<std::string>& sets) {
+  auto j = config::read_preset(sp::test::source_dir() + "/configs", "tiny");
+  if (!j.ok()) return j.status();
+  for (const std::string& s : sets) SP_RETURN_IF_ERROR(config::apply_override(*j, s));
+  return config::RunConfig::from_json(*j);
+}
+
+TEST(Gemm32, RunConfigKey) {
+  auto base = tiny_with({});
+  ASSERT_TRUE(base.ok()) << base.status().to_string();
+  EXPECT_EQ(base->train.gemm32, Gemm32Kind::kOpenBlas);
+  EXPECT_FALSE(base->to_json()["train"].contains("gemm32")) << "the default keeps an fp32 contract unchanged";
+  auto onednn = tiny_with({"train.gemm32=onednn"});
+  ASSERT_TRUE(onednn.ok()) << onednn.status().to_string();
+  EXPECT_EQ(onednn->train.gemm32, Gemm32Kind::kOneDnn);
+  EXPECT_EQ(onednn->to_json()["train"]["gemm32"], "onednn");
+  const auto bad = tiny_with({"train.gemm32=cublas"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("train.gemm32 = \"cublas\""), std::string::npos) << bad.status().to_string();
+  EXPECT_NE(bad.status().hint().find("\"openblas\" or \"onednn\""), std::string::npos) << bad.status().to_string();
+}
+
+}  // namespace SP_TEST_ID
+}  // namespace
+}  // namespace sp::kernels
