@@ -1,7 +1,9 @@
 // Kernel benchmarks: forward + backward of each op at the `small` preset shapes (N = 4·256 tokens,
 // C = 512, H = KV = 8, D = 64, F = 1376, V = 8192) and an sgemm peak probe (n = 1024 square).
 // Not a test: nothing here asserts a speed. Figures and the PyTorch comparison: docs/kernels.md.
-// Run single-threaded with OPENBLAS_NUM_THREADS=1 to compare with PyTorch eager at 1 thread.
+// Run single-threaded with OPENBLAS_NUM_THREADS=1 to compare with PyTorch eager at 1 thread; the linear,
+// attention and sgemm benchmarks pin one thread themselves and run on each fp32 GEMM backend (the `onednn`
+// argument: 0 OpenBLAS, 1 oneDNN, train.gemm32).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -35,8 +37,18 @@ void set_flops(benchmark::State& state, double flops_per_iter) {
       benchmark::Counter(flops_per_iter * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// One thread, and the fp32 GEMM backend of argument `arg` (0 OpenBLAS, 1 oneDNN: train.gemm32) for one benchmark.
+struct Gemm32Arg {
+  Gemm32Arg(const benchmark::State& state, int arg) {
+    set_blas_threads(1);
+    set_gemm32(state.range(arg) == 1 ? Gemm32Kind::kOneDnn : Gemm32Kind::kOpenBlas);
+  }
+  ~Gemm32Arg() { set_gemm32(Gemm32Kind::kOpenBlas); }
+};
+
 // Linear (N, IC) → (N, OC): forward 2·N·IC·OC flops, backward twice that.
 void BM_linear(benchmark::State& state) {
+  const Gemm32Arg backend(state, 2);
   const int64_t IC = state.range(0), OC = state.range(1);
   auto x = filled(kN * IC, 1.0, "x"), w = filled(OC * IC, 0.04, "w"), dy = filled(kN * OC, 1.0, "dy");
   std::vector<float> y(kN * OC), dx(kN * IC), dw(OC * IC, 0.0f);
@@ -48,12 +60,10 @@ void BM_linear(benchmark::State& state) {
   set_flops(state, 6.0 * kN * IC * OC);
 }
 BENCHMARK(BM_linear)
-    ->Args({kC, kQkv})
-    ->Args({kC, kC})
-    ->Args({kC, 2 * kF})
-    ->Args({kF, kC})
-    ->Args({kC, kV})
-    ->ArgNames({"IC", "OC"})
+    ->ArgsProduct({{kC}, {kQkv, kC, 2 * kF, kV}, {0, 1}})
+    ->Args({kF, kC, 0})
+    ->Args({kF, kC, 1})
+    ->ArgNames({"IC", "OC", "onednn"})
     ->Unit(benchmark::kMillisecond);
 
 void BM_embedding(benchmark::State& state) {
@@ -93,6 +103,7 @@ void BM_rope(benchmark::State& state) {
 BENCHMARK(BM_rope)->Unit(benchmark::kMicrosecond);
 
 void BM_attention(benchmark::State& state) {
+  const Gemm32Arg backend(state, 0);
   auto qkv = filled(kN * kQkv, 1.0, "qkv"), dout = filled(kN * kH * kD, 1.0, "dout");
   std::vector<float> out(kN * kH * kD), probs(kB * kH * kT * kT), dqkv(kN * kQkv);
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(kT)));
@@ -104,7 +115,7 @@ void BM_attention(benchmark::State& state) {
   // Full (unmasked) products: forward 2 × 2·T²·D, backward 4 × 2·T²·D per (b, h).
   set_flops(state, 12.0 * kB * kH * kT * kT * kD);
 }
-BENCHMARK(BM_attention)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention)->Arg(0)->Arg(1)->ArgName("onednn")->Unit(benchmark::kMillisecond);
 
 void BM_swiglu(benchmark::State& state) {
   auto gu = filled(kN * 2 * kF, 1.0, "gu"), dout = filled(kN * kF, 1.0, "dout");
@@ -148,6 +159,7 @@ BENCHMARK(BM_adamw)->Unit(benchmark::kMillisecond);
 
 // Peak probe: C (n, n) = A · B, 2n³ flops.
 void BM_sgemm_peak(benchmark::State& state) {
+  const Gemm32Arg backend(state, 1);
   const int64_t n = state.range(0);
   auto a = filled(n * n, 1.0, "a"), b = filled(n * n, 1.0, "b");
   std::vector<float> c(n * n);
@@ -157,7 +169,7 @@ void BM_sgemm_peak(benchmark::State& state) {
   }
   set_flops(state, 2.0 * n * n * n);
 }
-BENCHMARK(BM_sgemm_peak)->Arg(1024)->ArgName("n")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sgemm_peak)->ArgsProduct({{1024}, {0, 1}})->ArgNames({"n", "onednn"})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sp::kernels
