@@ -15,7 +15,7 @@
 namespace sp::kernels {
 
 // The fp32 GEMM backend every fp32 product runs on (train.gemm32): OpenBLAS's cblas_sgemm, the default, or
-// oneDNN's dnnl_sgemm, its JIT sgemm (faster per product on AVX-512 hosts: docs/performance.md §"oneDNN's
+// oneDNN's dnnl_sgemm, its JIT sgemm (faster per product on the Zen 4 host measured: docs/performance.md §"oneDNN's
 // sgemm"). Process-wide like the thread count: the Engine sets it from the run configuration before any
 // product. The two differ in summation order, so a contract names the one that ran (engine.gemm32); each is
 // deterministic for a given shape and thread count, whatever the operands' alignment.
