@@ -29,7 +29,6 @@ std::atomic<Gemm32Kind> backend{Gemm32Kind::kOpenBlas};
 }  // namespace
 
 void set_gemm32(Gemm32Kind kind) { backend.store(kind); }
-Gemm32Kind gemm32() { return backend.load(); }
 
 Result<Gemm32Kind> gemm32_kind_from_name(std::string_view name) {
   if (name == "openblas") return Gemm32Kind::kOpenBlas;

@@ -21,7 +21,6 @@ namespace sp::kernels {
 // deterministic for a given shape and thread count, whatever the operands' alignment.
 enum class Gemm32Kind : uint8_t { kOpenBlas, kOneDnn };
 void set_gemm32(Gemm32Kind kind);
-Gemm32Kind gemm32();
 // "openblas" | "onednn"; anything else is an error naming the value.
 Result<Gemm32Kind> gemm32_kind_from_name(std::string_view name);
 std::string_view gemm32_kind_name(Gemm32Kind kind);

@@ -17,6 +17,7 @@
 #include "core/file_io.h"
 #include "evidence/checksums.h"
 #include "evidence/compare.h"
+#include "preset_config.h"
 #include "proof/equivalence.h"
 #include "temp_dir.h"
 #include "unity_id.h"
@@ -170,10 +171,7 @@ TEST(ChecksumsScaler, StepsNotJudgedOnlyDrift) {
 }
 
 config::RunConfig config_with(const std::vector<std::string>& sets) {
-  auto j = config::read_preset(sp::test::source_dir() + "/configs", "tiny");
-  EXPECT_TRUE(j.ok()) << j.status().message();
-  for (const std::string& s : sets) EXPECT_TRUE(config::apply_override(*j, s).ok()) << s;
-  auto rc = config::RunConfig::from_json(*j);
+  auto rc = sp::test::preset_config("tiny", sets);
   EXPECT_TRUE(rc.ok()) << rc.status().message();
   return *rc;
 }

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "gemm_check.h"
 #include "kernels/matmul.h"
-#include "kernels/reference/matmul.h"
 #include "tensor/float16.h"
 #include "unity_id.h"
 
@@ -92,13 +92,6 @@ std::vector<float> widened(const std::vector<uint16_t>& h, DType t) {
   return f;
 }
 
-struct Product {
-  int64_t M, N, K;
-  bool ta, tb;
-  int64_t pad;  // extra row stride on every operand
-  float alpha, beta;
-};
-
 // The backends available here, by kind.
 std::vector<Gemm16Kind> available(DType t) {
   std::vector<Gemm16Kind> kinds = {Gemm16Kind::kFallback};
@@ -109,55 +102,28 @@ std::vector<Gemm16Kind> available(DType t) {
 
 TEST(Gemm16, EveryBackendAgainstTwin) {
   set_blas_threads(1);
-  std::vector<Product> products;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      products.push_back({37, 29, 53, ta, tb, 0, 1.0f, 0.0f});
-      products.push_back({64, 130, 64, ta, tb, 5, 0.125f, 1.0f});
-      products.push_back({130, 70, 256, ta, tb, 3, 1.0f, 1.0f});
-    }
-  products.push_back({1, 1, 1, false, true, 0, 1.0f, 0.0f});
   for (DType t : {DType::kBF16, DType::kF16}) {
     for (Gemm16Kind kind : available(t)) {
       auto made = make_gemm16(kind, t);
       ASSERT_TRUE(made.ok()) << made.status().to_string();
       Gemm16& g = **made;
-      for (const Product& p : products) {
-        const int64_t a_rows = p.ta ? p.K : p.M, a_cols = p.ta ? p.M : p.K, lda = a_cols + p.pad;
-        const int64_t b_rows = p.tb ? p.N : p.K, b_cols = p.tb ? p.K : p.N, ldb = b_cols + p.pad;
-        const int64_t ldc = p.N + p.pad;
+      for (const test::GemmCase& p : test::gemm_cases(256)) {
+        const int64_t lda = p.lda(), ldb = p.ldb(), ldc = p.ldc();
+        const int64_t a_rows = p.a_rows(), a_cols = p.a_cols(), b_rows = p.b_rows(), b_cols = p.b_cols();
         const auto a = random16("a", a_rows * lda, 1.0, t);
         const auto b = random16("b", b_rows * ldb, 1.0 / std::sqrt(static_cast<double>(p.K)), t);
-        std::vector<float> c0(static_cast<size_t>(p.M * ldc));
-        for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+        const std::vector<float> c0 = test::gemm_initial_c(p);
         std::vector<float> ws(static_cast<size_t>(g.workspace_floats(p.M, p.N, p.K)) + 1);
-        std::vector<float> c1 = c0, c2 = c0, ref = c0;
+        std::vector<float> c1 = c0, c2 = c0;
         g.gemm(c1.data(), a.data(), b.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta, ws.data());
         g.gemm(c2.data(), a.data(), b.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta, ws.data());
         EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)), 0) << g.name() << " not deterministic";
+        // The products of 16-bit values are exact in fp32: K roundings of the accumulation.
         const auto a32 = widened(a, t), b32 = widened(b, t);
-        reference::gemm(ref.data(), a32.data(), b32.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta);
-        // fp32 accumulation of K exact products: |error| ≤ K·u·|alpha|·Σ|a·b| + 2u·|result| (u = 2^-24).
-        std::vector<float> abs_ref = c0;
-        std::vector<float> aa(a32.size()), bb(b32.size());
-        for (size_t i = 0; i < aa.size(); ++i) aa[i] = std::fabs(a32[i]);
-        for (size_t i = 0; i < bb.size(); ++i) bb[i] = std::fabs(b32[i]);
-        reference::gemm(abs_ref.data(), aa.data(), bb.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, 1.0f, 0.0f);
-        double worst = 0.0;
-        for (int64_t i = 0; i < p.M; ++i)
-          for (int64_t j = 0; j < p.N; ++j) {
-            const size_t k = static_cast<size_t>(i * ldc + j);
-            const double u = 0x1p-24;
-            const double tol = static_cast<double>(p.K) * u * std::fabs(p.alpha) * abs_ref[k] +
-                               2 * u * (std::fabs(ref[k]) + std::fabs(p.beta * c0[k])) + 1e-30;
-            worst = std::max(worst, std::fabs(static_cast<double>(c1[k]) - ref[k]) / tol);
-          }
-        EXPECT_LE(worst, 1.0) << g.name() << " " << dtype_name(t) << " M" << p.M << " N" << p.N << " K" << p.K << " ta"
-                              << p.ta << " tb" << p.tb;
-        // Rows beyond N in the padded C are never written.
-        for (int64_t i = 0; i < p.M; ++i)
-          for (int64_t j = p.N; j < ldc; ++j)
-            ASSERT_EQ(c1[static_cast<size_t>(i * ldc + j)], c0[static_cast<size_t>(i * ldc + j)]) << g.name();
+        EXPECT_LE(test::gemm_error_ratio(c1, a32.data(), b32.data(), c0, p, static_cast<double>(p.K)), 1.0)
+            << g.name() << " " << dtype_name(t) << " M" << p.M << " N" << p.N << " K" << p.K << " ta" << p.ta << " tb"
+            << p.tb;
+        ASSERT_TRUE(test::gemm_padding_untouched(c1, c0, p)) << g.name() << ": C's padding was written";
         if (kind == Gemm16Kind::kFallback) {  // bit for bit the sgemm of the widened, densely stored operands
           std::vector<float> ad(static_cast<size_t>(a_rows * a_cols)), bd(static_cast<size_t>(b_rows * b_cols));
           for (int64_t r = 0; r < a_rows; ++r)

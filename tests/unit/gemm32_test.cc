@@ -17,9 +17,9 @@
 
 #include "config/run_config.h"
 #include "core/rng.h"
+#include "gemm_check.h"
 #include "kernels/matmul.h"
-#include "kernels/reference/matmul.h"
-#include "temp_dir.h"
+#include "preset_config.h"
 #include "unity_id.h"
 
 namespace sp::kernels {
@@ -57,34 +57,16 @@ TEST(Gemm32, Names) {
   EXPECT_NE(bad.status().hint().find("onednn"), std::string::npos);
 }
 
-struct Product {
-  int64_t M, N, K;
-  bool ta, tb;
-  int64_t pad;  // extra row stride on every operand
-  float alpha, beta;
-};
-
 TEST(Gemm32, EveryBackendAgainstTwinAndDeterministic) {
-  std::vector<Product> products;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      products.push_back({37, 29, 53, ta, tb, 0, 1.0f, 0.0f});
-      products.push_back({64, 130, 64, ta, tb, 5, 0.125f, 1.0f});
-      products.push_back({130, 70, 300, ta, tb, 3, 1.0f, 1.0f});
-    }
-  products.push_back({1, 1, 1, false, true, 0, 1.0f, 0.0f});
   for (Gemm32Kind kind : kBoth) {
     const Backend backend(kind);
     const std::string label(gemm32_kind_name(kind));
-    for (const Product& p : products) {
-      const int64_t a_rows = p.ta ? p.K : p.M, lda = (p.ta ? p.M : p.K) + p.pad;
-      const int64_t b_rows = p.tb ? p.N : p.K, ldb = (p.tb ? p.K : p.N) + p.pad;
-      const int64_t ldc = p.N + p.pad;
-      const auto a = random_floats("a", a_rows * lda, 1.0);
-      const auto b = random_floats("b", b_rows * ldb, 1.0 / std::sqrt(static_cast<double>(p.K)));
-      std::vector<float> c0(static_cast<size_t>(p.M * ldc));
-      for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
-      std::vector<float> c1 = c0, ref = c0, abs_ref = c0;
+    for (const test::GemmCase& p : test::gemm_cases(300)) {
+      const int64_t lda = p.lda(), ldb = p.ldb(), ldc = p.ldc();
+      const auto a = random_floats("a", p.a_rows() * lda, 1.0);
+      const auto b = random_floats("b", p.b_rows() * ldb, 1.0 / std::sqrt(static_cast<double>(p.K)));
+      const std::vector<float> c0 = test::gemm_initial_c(p);
+      std::vector<float> c1 = c0;
       gemm(c1.data(), a.data(), b.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta);
       // The same product with every operand at another alignment (offsets of 1, 3 and 5 floats): the same bits.
       std::vector<float> a2(a.size() + 1), b2(b.size() + 3), c2(c0.size() + 5);
@@ -94,25 +76,10 @@ TEST(Gemm32, EveryBackendAgainstTwinAndDeterministic) {
       gemm(c2.data() + 5, a2.data() + 1, b2.data() + 3, p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta);
       EXPECT_EQ(std::memcmp(c1.data(), c2.data() + 5, c1.size() * sizeof(float)), 0)
           << label << " depends on the operands' alignment, M" << p.M << " N" << p.N << " K" << p.K;
-      reference::gemm(ref.data(), a.data(), b.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, p.alpha, p.beta);
-      std::vector<float> aa(a.size()), bb(b.size());
-      for (size_t i = 0; i < aa.size(); ++i) aa[i] = std::fabs(a[i]);
-      for (size_t i = 0; i < bb.size(); ++i) bb[i] = std::fabs(b[i]);
-      reference::gemm(abs_ref.data(), aa.data(), bb.data(), p.M, p.N, p.K, p.ta, p.tb, lda, ldb, ldc, 1.0f, 0.0f);
-      // K fp32 products and sums: |error| ≤ (K + 1)·u·|alpha|·Σ|a·b| + 2u·(|result| + |beta·c|), u = 2^-24.
-      double worst = 0.0;
-      for (int64_t i = 0; i < p.M; ++i) {
-        for (int64_t j = 0; j < p.N; ++j) {
-          const size_t k = static_cast<size_t>(i * ldc + j);
-          const double u = 0x1p-24;
-          const double tol = static_cast<double>(p.K + 1) * u * std::fabs(p.alpha) * abs_ref[k] +
-                             2 * u * (std::fabs(ref[k]) + std::fabs(p.beta * c0[k])) + 1e-30;
-          worst = std::max(worst, std::fabs(static_cast<double>(c1[k]) - ref[k]) / tol);
-        }
-        for (int64_t j = p.N; j < ldc; ++j)  // C's padding is never written
-          ASSERT_EQ(c1[static_cast<size_t>(i * ldc + j)], c0[static_cast<size_t>(i * ldc + j)]) << label;
-      }
-      EXPECT_LE(worst, 1.0) << label << " M" << p.M << " N" << p.N << " K" << p.K << " ta" << p.ta << " tb" << p.tb;
+      // fp32 inputs: each product rounds too, K + 1 roundings.
+      EXPECT_LE(test::gemm_error_ratio(c1, a.data(), b.data(), c0, p, static_cast<double>(p.K + 1)), 1.0)
+          << label << " M" << p.M << " N" << p.N << " K" << p.K << " ta" << p.ta << " tb" << p.tb;
+      ASSERT_TRUE(test::gemm_padding_untouched(c1, c0, p)) << label << ": C's padding was written";
     }
   }
 }
@@ -131,24 +98,16 @@ TEST(Gemm32, BetaZeroOverwritesNaNAndKZeroScales) {
   }
 }
 
-// The tiny preset with `sets` (KEY=VALUE as --set takes them) applied.
-Result<config::RunConfig> tiny_with(const std::vector<std::string>& sets) {
-  auto j = config::read_preset(sp::test::source_dir() + "/configs", "tiny");
-  if (!j.ok()) return j.status();
-  for (const std::string& s : sets) SP_RETURN_IF_ERROR(config::apply_override(*j, s));
-  return config::RunConfig::from_json(*j);
-}
-
 TEST(Gemm32, RunConfigKey) {
-  auto base = tiny_with({});
+  auto base = sp::test::preset_config("tiny", {});
   ASSERT_TRUE(base.ok()) << base.status().to_string();
   EXPECT_EQ(base->train.gemm32, Gemm32Kind::kOpenBlas);
   EXPECT_FALSE(base->to_json()["train"].contains("gemm32")) << "the default keeps an fp32 contract unchanged";
-  auto onednn = tiny_with({"train.gemm32=onednn"});
+  auto onednn = sp::test::preset_config("tiny", {"train.gemm32=onednn"});
   ASSERT_TRUE(onednn.ok()) << onednn.status().to_string();
   EXPECT_EQ(onednn->train.gemm32, Gemm32Kind::kOneDnn);
   EXPECT_EQ(onednn->to_json()["train"]["gemm32"], "onednn");
-  const auto bad = tiny_with({"train.gemm32=cublas"});
+  const auto bad = sp::test::preset_config("tiny", {"train.gemm32=cublas"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("train.gemm32 = \"cublas\""), std::string::npos) << bad.status().to_string();
   EXPECT_NE(bad.status().hint().find("\"openblas\" or \"onednn\""), std::string::npos) << bad.status().to_string();

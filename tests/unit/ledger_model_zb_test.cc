@@ -13,7 +13,7 @@
 #include "config/run_config.h"
 #include "plan/ledger_model.h"
 #include "plan/run_plan.h"
-#include "temp_dir.h"
+#include "preset_config.h"
 #include "unity_id.h"
 
 namespace sp::plan {
@@ -23,12 +23,8 @@ namespace SP_TEST_ID {
 // The activation category's peak on every pipeline rank (dp = tp = 1) of `preset` with the overrides.
 std::vector<int64_t> activation_peaks(const char* preset, int pp, const std::string& schedule,
                                       const std::string& precision) {
-  auto j = config::read_preset(sp::test::source_dir() + "/configs", preset);
-  EXPECT_TRUE(j.ok()) << j.status().message();
-  for (const std::string& s : {"parallel.pp=" + std::to_string(pp), "parallel.schedule=" + schedule,
-                               "train.precision=" + precision, std::string("train.steps=5")})
-    EXPECT_TRUE(config::apply_override(*j, s).ok()) << s;
-  auto c = config::RunConfig::from_json(*j);
+  auto c = sp::test::preset_config(preset, {"parallel.pp=" + std::to_string(pp), "parallel.schedule=" + schedule,
+                                            "train.precision=" + precision, "train.steps=5"});
   EXPECT_TRUE(c.ok()) << c.status().message();
   auto plan = RunPlan::make(*c, pp);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
