@@ -70,9 +70,10 @@ def worker(rank, args, world, port):
     model = build_model(args)
     if args.tp > 1:
         tensor_parallel(model, mesh["tp"])
-    for layer in model.model.layers:
-        fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
-    fully_shard(model, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
+    if args.zero:
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
+        fully_shard(model, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
     opt, hyper = adamw(model, args)
     rec = Recorder.attach(model, opt, args.out, steps=args.steps, name=f"fsdp2-zero{args.zero}"
                           + (f"-tp{args.tp}" if args.tp > 1 else ""), script=os.path.abspath(__file__),
@@ -89,7 +90,8 @@ def worker(rank, args, world, port):
         opt.zero_grad(set_to_none=True)
         for j, i in enumerate(range(dp_rank * k, (dp_rank + 1) * k)):
             rec.micro_batch(i, batches[i])
-            model.set_requires_gradient_sync(j == k - 1)
+            if args.zero:
+                model.set_requires_gradient_sync(j == k - 1)
             with rec.phase("forward"):
                 s = loss_sum(model, batches[i])
                 objective = s / n_global * dp
@@ -116,7 +118,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common_flags(ap)
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (the mesh is dp x tp)")
-    ap.add_argument("--zero", type=int, default=3, choices=[2, 3], help="3: reshard after forward; 2: keep")
+    ap.add_argument("--zero", type=int, default=3, choices=[0, 2, 3],
+                    help="3: reshard after forward; 2: keep; 0: no FSDP2 (--tp alone: DTensor tensor parallelism)")
     args = ap.parse_args(argv)
     if args.world % args.tp or args.micro_batches % (args.world // args.tp):
         ap.error(f"--world {args.world} must be dp x tp with --micro-batches a multiple of dp")
