@@ -8,7 +8,9 @@ all_gather_single / reduce_scatter_single, FSDP2's parameter all-gathers and gra
 functional collectives DTensor redistributes with — tensor and sequence parallelism) is wrapped while the recorder
 is installed: the wrapper writes one record (group, seq, op, dtype, count, bytes, wire_bytes, phase, step,
 micro-batch, times) and calls the original. A reduce-scatter issued during the backward pass is phase grad_sync
-(FSDP2's gradient reduction, as DDP's buckets). Not recorded: collectives PyTorch's C++ side issues
+(FSDP2's gradient reduction, as DDP's buckets). batch_isend_irecv is not wrapped itself: it calls each P2POp's
+function, the wrapped isend / irecv when the op was made while the recorder is installed (torch.distributed's
+pipelining makes them per step), with the peer given as a rank of the group. Not recorded: collectives PyTorch's C++ side issues
 by itself (DDP's initial state broadcast and bucket rebuild: set-up, before step 0). No payload digests
 (XXH3 is not in Python's standard library): the checker then skips its payload comparison.
 A group must be one the recorder was given (world, or the rank's dp/tp/pp groups); any other is refused.
@@ -29,7 +31,7 @@ PHASES = ("setup", "forward", "backward", "grad_sync", "optimizer", "checkpoint"
 _WRAPPED = ("all_reduce", "broadcast", "all_gather", "send", "recv", "isend", "irecv", "barrier",
             "all_gather_single", "reduce_scatter_single", "all_gather_into_tensor", "reduce_scatter_tensor")
 _REFUSED = ("reduce_scatter", "_reduce_scatter_base", "_all_gather_base", "all_to_all", "all_to_all_single",
-            "reduce", "gather", "scatter", "all_reduce_coalesced", "batch_isend_irecv")
+            "reduce", "gather", "scatter", "all_reduce_coalesced")
 # torch.distributed._functional_collectives (torch 2.x): what DTensor's redistribution calls, by the trace's op.
 _FUNCOL = {"all_reduce": "all_reduce", "all_gather_single": "all_gather", "all_gather_tensor": "all_gather",
            "all_gather_single_autograd": "all_gather", "all_gather_tensor_autograd": "all_gather",
@@ -229,12 +231,17 @@ class TraceRecorder:
             if self.phase == "backward":
                 fields["phase"] = "grad_sync"  # a gradient reduction (FSDP2's, ZeRO's), as DDP's buckets
             return fields
-        # p2p: send/isend(tensor, dst, group, tag), recv/irecv(tensor, src, group, tag)
-        peer = a(args, kwargs, 1, "dst" if op in ("send", "isend") else "src")
+        # p2p: send/isend(tensor, dst, group, tag, group_dst), recv/irecv(tensor, src, group, tag, group_src); the
+        # peer as a world rank, or (torch 2.x, what pipelining and batch_isend_irecv pass) as a rank of the group
+        g = self._group(a(args, kwargs, 2, "group"))
+        side = "dst" if op in ("send", "isend") else "src"
+        peer = a(args, kwargs, 1, side)
+        if peer is None and kwargs.get("group_" + side) is not None:
+            peer = g.members[kwargs["group_" + side]]
         if peer is None:
             raise UnsupportedCollective(f"{op} without a source rank cannot be traced (name the peer)")
-        return {"group": self._group(a(args, kwargs, 2, "group")), "tensor": a(args, kwargs, 0, "tensor"),
-                "peer_world": peer, "tag": a(args, kwargs, 3, "tag", 0)}
+        return {"group": g, "tensor": a(args, kwargs, 0, "tensor"), "peer_world": peer,
+                "tag": a(args, kwargs, 3, "tag", 0)}
 
     def _record(self, op, f, t0, t1):
         g = f["group"]
