@@ -36,12 +36,16 @@ std::vector<std::pair<std::string, std::string>> derived_files(const Lab& lab, c
           {std::string(evidence::kSummaryFile), proof::plan_lab_summary(context, heading, gate)}};
 }
 
-std::string verdict_text(const proof::Gate& gate) {
+// The gate's rows, then the verdict; `differing` derived files (verify) make it a FAIL whatever the gate says.
+std::string verdict_text(const proof::Gate& gate, int differing = 0) {
   std::string out;
   for (const proof::Criterion& c : gate.criteria) {
     out += fmt::format("  {:<5} {}: {}\n", !c.required ? "info" : (c.passed ? "pass" : "FAIL"), c.name, c.measured);
     if (!c.detail.empty() && c.required && !c.passed) out += "        " + c.detail + "\n";
   }
+  if (differing > 0)
+    return out + fmt::format("verdict: FAIL: {} derived file(s) differ from the gate the files give (gate: {})\n",
+                             differing, gate.passed() ? "PASS" : "FAIL");
   return out + fmt::format("verdict: {}\n", gate.passed() ? "PASS" : "FAIL");
 }
 
@@ -88,6 +92,23 @@ Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const proof::PlanLabCa
       .cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = planner::kDefaultGemmEfficiency};
 }
 
+std::map<std::string, nlohmann::json> plan_lab_derivation(const Lab& lab, const std::string& root) {
+  std::map<std::string, nlohmann::json> out;
+  for (const proof::PlanLabCase& c : proof::plan_lab_cases(lab.plan)) {
+    Result<planner::PlanQuery> q = plan_lab_query(lab, c, root);
+    if (!q.ok()) continue;
+    Result<planner::PlanEvaluation> e = planner::evaluate_plan(*q);
+    if (e.ok()) out[c.dir()] = nlohmann::json::parse(planner::plan_evaluation_to_json(*q, *e).dump(1));
+  }
+  return out;
+}
+
+std::vector<std::string> plan_lab_edited_cases(const Lab& lab, const std::string& dir, const std::string& root) {
+  const proof::PlanLabContext context = proof::PlanLabContext::make(lab.plan, dir, plan_lab_derivation(lab, root));
+  const proof::Criterion rederived = proof::plan_lab_criteria().front().check(context);
+  return rederived.passed ? std::vector<std::string>{} : std::vector<std::string>{rederived.detail};
+}
+
 Status validate_plan_lab(const Lab& lab, const std::string& root) {
   if (!lab.available)
     return failed_precondition("lab {} (§{} {}) is not available: {}", lab.key, lab.section, lab.title,
@@ -129,7 +150,7 @@ int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out
       return report_status(internal_error("{}: the plan's report lists {} problem(s)", dir, problems->size()));
   }
   // The verdict from what was written, as `lab verify` derives it again.
-  const proof::PlanLabContext context = proof::PlanLabContext::make(lab.plan, out);
+  const proof::PlanLabContext context = proof::PlanLabContext::make(lab.plan, out, plan_lab_derivation(lab, root));
   const proof::Gate gate = proof::plan_lab_gate(context);
   for (const auto& [name, bytes] : derived_files(lab, context, gate))
     if (Status s = write_file_atomic(out + "/" + name, bytes); !s.ok()) return report_status(s);
@@ -142,23 +163,23 @@ int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out
   return gate.passed() ? 0 : 1;
 }
 
-int verify_plan_lab(const Lab& lab, const std::string& dir) {
+int verify_plan_lab(const Lab& lab, const std::string& dir, const std::string& root) {
   if (!std::filesystem::is_directory(dir))
     return report_status(not_found("'{}' is not a directory", dir)
                              .with_hint(fmt::format("shardproof lab run {} --out DIR writes one", lab.key)));
-  const proof::PlanLabContext context = proof::PlanLabContext::make(lab.plan, dir);
+  const proof::PlanLabContext context = proof::PlanLabContext::make(lab.plan, dir, plan_lab_derivation(lab, root));
   const proof::Gate gate = proof::plan_lab_gate(context);
-  bool same = true;
+  int differing = 0;
   for (const auto& [name, bytes] : derived_files(lab, context, gate)) {
     Result<std::string> on_disk = read_file(dir + "/" + name);
     if (!on_disk.ok() || *on_disk != bytes) {
       print(fmt::format("{}/{}: differs from the gate derived from the files (edited, or from another lab)\n", dir,
                         name));
-      same = false;
+      ++differing;
     }
   }
-  print(verdict_text(gate));
-  return gate.passed() && same ? 0 : 1;
+  print(verdict_text(gate, differing));
+  return gate.passed() && differing == 0 ? 0 : 1;
 }
 
 }  // namespace sp::cli

@@ -7,6 +7,8 @@
 // catalogue's data, and the gate's expectations come from the catalogue, never from the files it judges.
 #pragma once
 
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,12 +29,21 @@ Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const proof::PlanLabCa
 // Everything `lab run` checks before writing: every case's query builds and evaluate_plan accepts it.
 Status validate_plan_lab(const Lab& lab, const std::string& root);
 
+// What the planner gives for every case of the lab from the lab's own inputs (the catalogue and the cluster
+// presets of `root`): case dir → plan.json's document as `lab run` writes it (written and read back, so that it
+// compares with a file's). A case whose query does not build or evaluate is absent.
+std::map<std::string, nlohmann::json> plan_lab_derivation(const Lab& lab, const std::string& root);
+
 // `lab run KEY --out DIR` for a plan lab: validates, evaluates and writes every case, then gate.json and
 // summary.md; prints the table and the verdict. Returns the exit code: 0 PASS, 1 FAIL or a write error,
 // 2 a lab that does not validate or a DIR that already holds files.
 int run_plan_lab(const Lab& lab, const std::string& root, const std::string& out);
-// `lab verify KEY DIR`: derives the gate again from DIR's files and requires DIR's gate.json and summary.md
-// to equal the derivation byte for byte. 0 when both hold and the gate passes, else 1.
-int verify_plan_lab(const Lab& lab, const std::string& dir);
+// `lab verify KEY DIR`: derives the gate again from DIR's files and the planner's evaluation of the lab's
+// inputs (every plan.json must be it), and requires DIR's gate.json and summary.md to equal the derivation byte
+// for byte. 0 when both hold and the gate passes, else 1; the last line says the same (verdict: PASS or FAIL).
+int verify_plan_lab(const Lab& lab, const std::string& dir, const std::string& root);
+// `lab check` on a plan lab: the cases whose plan.json is not the planner's evaluation of the lab's inputs
+// (the claims would be evaluated on edited figures), one line each; empty when every plan re-derives.
+std::vector<std::string> plan_lab_edited_cases(const Lab& lab, const std::string& dir, const std::string& root);
 
 }  // namespace sp::cli
