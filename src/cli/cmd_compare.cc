@@ -17,7 +17,6 @@
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "cli/run_source.h"
-#include "cli/strategy_spec.h"
 #include "core/file_io.h"
 #include "core/timer.h"
 #include "evidence/bubble.h"
@@ -25,6 +24,7 @@
 #include "evidence/run_dir.h"
 #include "evidence/strategy_table.h"
 #include "plan/run_plan.h"
+#include "plan/strategy_spec.h"
 #include "proof/equivalence.h"
 #include "report/render.h"
 
@@ -95,7 +95,7 @@ void fill_equivalence(evidence::StrategyRow& row, const std::string& dir, const 
     row.first_divergence = c.divergence.front().to_string();
 }
 
-evidence::StrategyRow error_row(const StrategySpec& spec, const std::string& dir, const std::string& error) {
+evidence::StrategyRow error_row(const plan::StrategySpec& spec, const std::string& dir, const std::string& error) {
   evidence::StrategyRow row;
   row.label = spec.label;
   row.dir = dir;
@@ -115,13 +115,13 @@ int run_compare(const CompareOpts& o) {
   if (launched_by_mpi())
     return report_status(invalid_argument("shardproof compare was started under mpirun")
                              .with_hint("run it directly: it starts one mpirun per strategy itself"));
-  auto specs = parse_strategy_list(o.strategies);
+  auto specs = plan::parse_strategy_list(o.strategies);
   if (!specs.ok()) return report_status(specs.status());
-  const std::vector<StrategySpec> list = with_reference_first(std::move(*specs));
+  const std::vector<plan::StrategySpec> list = plan::with_reference_first(std::move(*specs));
   const std::string root = o.source.root_or_default();
   // --deepspeed: the batch rule is checked at the base configuration's dp (before the strategies' overrides)
   // for every strategy, so that all of them train one batch under one contract (as prove's stages do).
-  DeepSpeedInput deepspeed{.file = o.source.deepspeed};
+  config::DeepSpeedInput deepspeed{.file = o.source.deepspeed};
   auto base = o.source.load(deepspeed);
   if (base.ok()) deepspeed.rule_dp = base->parallel.dp;
   if (!base.ok()) return report_status(base.status());
@@ -130,7 +130,7 @@ int run_compare(const CompareOpts& o) {
   std::vector<evidence::StrategyRow> rows;
   std::string ref_dir;
   for (size_t i = 0; i < list.size(); ++i) {
-    const StrategySpec& spec = list[i];
+    const plan::StrategySpec& spec = list[i];
     const std::string dir = o.out + "/" + spec.label;
     const std::string log_path = o.out + "/logs/" + spec.label + ".log";
     RunSource source = o.source;  // the base, then the strategy's overrides

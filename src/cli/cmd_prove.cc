@@ -266,7 +266,7 @@ int run_prove(const ProveOptions& options) {
   RunSource& source = o.source;
   if (!source.deepspeed.empty())
     if (Status s = check_input_file("--deepspeed", source.deepspeed); !s.ok()) return report_status(s);
-  auto config = source.load(DeepSpeedInput{.file = source.deepspeed, .world = source.np});
+  auto config = source.load(config::DeepSpeedInput{.file = source.deepspeed, .world = source.np});
   if (!config.ok()) return report_status(config.status());
   if (source.np > 0) {  // the parallel run's world: dp from it (as DeepSpeed's launcher), passed to every stage
     if (config->parallel.world() != source.np)  // a --set parallel.dp that disagrees

@@ -25,13 +25,11 @@
 
 namespace sp::cli {
 
-std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
-
 Result<planner::ClusterSpec> load_cluster_for(const std::string& root, const std::string& name_or_path) {
   const std::string user = user_clusters_dir(root);
-  if (user != clusters_dir(root) && std::filesystem::exists(user + "/" + name_or_path + ".toml"))
+  if (user != planner::clusters_dir(root) && std::filesystem::exists(user + "/" + name_or_path + ".toml"))
     return planner::load_cluster(user, name_or_path);
-  return planner::load_cluster(clusters_dir(root), name_or_path);
+  return planner::load_cluster(planner::clusters_dir(root), name_or_path);
 }
 
 namespace {
@@ -47,7 +45,7 @@ std::string utc_now() {
 
 int run_list(const std::string& root_arg) {
   const std::string root = root_arg.empty() ? default_root() : root_arg;
-  std::vector<std::string> dirs = {clusters_dir(root)};
+  std::vector<std::string> dirs = {planner::clusters_dir(root)};
   if (user_clusters_dir(root) != dirs[0] && std::filesystem::exists(user_clusters_dir(root)))
     dirs.insert(dirs.begin(), user_clusters_dir(root));
   for (const std::string& dir : dirs) {

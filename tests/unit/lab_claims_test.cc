@@ -1,17 +1,16 @@
-// The lab claims' evaluator (cli/lab_claims.h) on a small bundle written here: every quantity holds on
+// The lab claims' evaluator (labs/claims.h) on a small bundle written here: every quantity holds on
 // what the files say and fails on a value they do not say, so no quantity is a constant; a missing file, a
 // glob that matches nothing, a bad filter or pointer, a malformed claim and an ordering of strings do not
 // hold and say why. The catalogue reader refuses an observation without claims. The claims of the real
 // catalogue against real bundles: tests/labs (tests/support/lab_claims.py).
-#include "cli/lab_claims.h"
-
 #include <gtest/gtest.h>
 
 #include "core/file_io.h"
+#include "labs/claims.h"
 #include "temp_dir.h"
 #include "unity_id.h"
 
-namespace sp::cli {
+namespace sp::labs {
 namespace {
 namespace SP_TEST_ID {
 
@@ -148,4 +147,4 @@ TEST(LabClaims, TheCatalogueRefusesObservationsWithoutClaims) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::cli
+}  // namespace sp::labs

@@ -1,6 +1,6 @@
-// The `shardproof compare --strategies` grammar (cli/strategy_spec.h): every token kind, the
+// The `shardproof compare --strategies` grammar (plan/strategy_spec.h): every token kind, the
 // overrides each spec turns into, the reference placed first, and bad specs naming their token.
-#include "cli/strategy_spec.h"
+#include "plan/strategy_spec.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "unity_id.h"
 
-namespace sp::cli {
+namespace sp::plan {
 namespace {
 namespace SP_TEST_ID {
 
@@ -89,4 +89,4 @@ TEST(StrategySpec, ReferenceFirstAndDuplicatesDropped) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::cli
+}  // namespace sp::plan
