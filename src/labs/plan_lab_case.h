@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,14 @@ struct PlanLabRecord {
   std::vector<std::string> warnings;
   bool tp_crosses_nodes = false;
   std::string tp_link;
+  nlohmann::json plan;  // plan.json as read (null when unreadable), for the re-derivation
   bool ok() const { return problem.empty(); }
 };
 
 // Reads case `c` under the lab's directory `dir`: both files must exist, plan.json must be the spec's
-// (kind, cluster, nodes, model, strategy grid, axis order, global batch) and its step time finite and > 0.
+// (kind, cluster, nodes, model, strategy grid, axis order, global batch), its step time finite and > 0, every
+// time of its step finite and ≥ 0, its MFU and HFU within [0, 1] and its memory figures non-negative (an
+// impossible value is a problem, whatever the planner would say).
 PlanLabRecord read_plan_lab_case(const PlanLabSpec& spec, const PlanLabCase& c, const std::string& dir);
 
 }  // namespace sp::labs
