@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "evidence/bundle_paths.h"
 #include "labs/plan_lab_criteria.h"
-#include "plan/strategy_spec.h"
+#include "plan/strategy.h"
 #include "planner/cluster.h"
 #include "planner/model_shape.h"
 #include "report/render.h"
@@ -67,24 +67,13 @@ Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, 
   if (!cluster.ok()) return context(cluster.status());
   Result<planner::ModelShape> shape = planner::named_shape(p.model);
   if (!shape.ok()) return context(shape.status());
-  Result<plan::StrategySpec> s = plan::parse_strategy(p.strategy);
-  if (!s.ok()) return context(s.status());
-  // The engine's defaults around a named shape, as `shardproof plan` takes them (docs/plan.md §10).
+  // The engine's defaults around a named shape, as `shardproof plan` takes them (docs/plan.md §10), with the
+  // lab's strategy and the case's placement; through the config reader, so the placement is checked as in a
+  // TOML file.
   config::RunConfig rc = planner::run_config_around(shape->engine_counterpart(), c.placement);
   rc.train.global_batch = p.global_batch;
-  // The strategy and the placement through the config reader, so their values are checked as in a TOML file.
-  nlohmann::json j = rc.to_json();
-  j["parallel"]["dp"] = s->dp;
-  j["parallel"]["tp"] = s->tp;
-  j["parallel"]["pp"] = s->pp;
-  j["parallel"]["zero"] = s->zero;
-  j["parallel"]["axis_order"] = c.placement;
-  if (!s->schedule.empty()) {
-    j["parallel"]["schedule"] = s->schedule;
-    j["parallel"]["virtual_stages"] = std::max(s->virtual_stages, 1);
-  }
-  if (!s->recompute.empty()) j["train"]["recompute"] = s->recompute;
-  Result<config::RunConfig> config = config::RunConfig::from_json(j);
+  plan::apply(p.parsed, rc);
+  Result<config::RunConfig> config = config::RunConfig::from_json(rc.to_json());
   if (!config.ok()) return context(config.status());
   return planner::PlanQuery{
       .cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = planner::kDefaultGemmEfficiency};

@@ -38,8 +38,9 @@ std::string inputs_problem(const PlanLabSpec& spec, const PlanLabCase& c, const 
     if (actual[i] != expected[i].second)
       problem = fmt::format("{}: {} is '{}', the lab's case has '{}'", c.plan_file(), expected[i].first, actual[i],
                             expected[i].second);
-  if (st.at("dp").get<int>() != spec.dp || st.at("tp").get<int>() != spec.tp || st.at("pp").get<int>() != spec.pp ||
-      st.at("zero").get<int>() != spec.zero)
+  const plan::Strategy& s = spec.parsed;
+  if (st.at("dp").get<int>() != s.dp || st.at("tp").get<int>() != s.tp || st.at("pp").get<int>() != s.pp ||
+      st.at("zero").get<int>() != s.zero)
     problem = fmt::format("{}: strategy {} is not the lab's {}", c.plan_file(), st.at("name").get<std::string>(),
                           spec.strategy);
   if (in.at("cluster").at("nodes").get<int>() != spec.nodes ||

@@ -12,14 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "plan/strategy.h"
+
 namespace sp::labs {
 
 // A plan lab's contrast (kind = "plan", docs/formats/labs.md): one strategy of one model on every
 // (cluster, placement) pair; `fault_placement` is the single fault, the placement the topology check must flag.
 struct PlanLabSpec {
   std::string model{};                    // a named shape (`shardproof plan list`): "llama-7b"
-  std::string strategy{};                 // compare's grammar (plan/strategy_spec.h): "dp4-tp4-pp2-zero1"
-  int dp = 1, tp = 1, pp = 1, zero = 0;   // `strategy`'s grid, as the catalogue reader parsed it
+  std::string strategy{};                 // its name (plan/strategy.h): "dp4-tp4-pp2-zero1"
+  plan::Strategy parsed{};                // the name over the engine's defaults around `model` (catalogue reader)
   int nodes = 0;                          // nodes of every cluster (dp·tp·pp = nodes × devices per node)
   int64_t global_batch = 0;               // sequences per step
   std::vector<std::string> clusters{};    // cluster presets, configs/clusters/NAME.toml (at least two)
