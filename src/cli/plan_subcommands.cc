@@ -98,7 +98,8 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
   if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);
   if (mpi.world_rank() != 0) return 0;
   const std::string when = utc_now();
-  const planner::ClusterSpec spec = planner::this_host_cluster(*c, when);
+  planner::ClusterSpec spec = planner::this_host_cluster(*c, when);
+  spec.name = std::filesystem::path(out).stem().string();  // `plan --cluster NAME` finds it by its file name
   const std::string text = planner::cluster_to_toml(spec, planner::calibration_comment(*c, when));
   auto check = planner::parse_cluster(text, out);  // what is written must read back
   if (!check.ok()) return report_status(check.status().with_context("calibrate produced an unreadable cluster file"));

@@ -121,10 +121,12 @@ Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
   e.links = {{"tp", tp_link}, {"dp", dp_link}, {"pp", pp_link}, {"world", world_link}};
   if (pc.tp > 1 && tp_link.crosses_nodes && pc.tp <= placed.devices_per_node)
     e.placement_warnings.push_back(fmt::format(
-        "tp groups of {} ranks cross nodes (axis order {}): every tensor-parallel all-reduce runs on {} at {:.4g} "
-        "GB/s per hop instead of inside a node; a group of {} fits in one node of {} devices: put tp first "
-        "(--axis-order tp-dp-pp)",
-        pc.tp, pc.axis_order, tp_link.link, tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node));
+        "tp groups of {} ranks cross nodes ({}): every tensor-parallel all-reduce runs on {} at {:.4g} GB/s per hop "
+        "instead of inside a node; a group of {} fits in one node of {} devices: {}",
+        pc.tp, placed.rank_nodes.empty() ? "axis order " + pc.axis_order : "where the run's ranks ran", tp_link.link,
+        tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node,
+        placed.rank_nodes.empty() ? "put tp first (--axis-order tp-dp-pp)"
+                                  : "give mpirun consecutive slots per host (--map-by slot) with tp first"));
   return Placement{.placed = std::move(placed),
                    .grid = std::move(grid),
                    .plan = std::move(plan),
