@@ -58,8 +58,8 @@ TEST(PlanCalibrateHosts, TwoHostsOfTwoRanksBecomeTwoNodes) {
   EXPECT_DOUBLE_EQ(s.inter->nic_bandwidth_bytes_per_s, c->inter_exchange.bandwidth_bytes_per_s);
   EXPECT_DOUBLE_EQ(s.inter->latency_s, c->inter_link.latency_s);
   // Every rank holds the same figures, bit for bit (hexadecimal floats).
-  EXPECT_TRUE(same_on_every_rank(
-      *world, fmt::format("{:a} {:a}", s.inter->nic_bandwidth_bytes_per_s, s.inter->latency_s)));
+  EXPECT_TRUE(
+      same_on_every_rank(*world, fmt::format("{:a} {:a}", s.inter->nic_bandwidth_bytes_per_s, s.inter->latency_s)));
 }
 
 TEST(PlanCalibrateHosts, RanksNotBySlotOrAloneOnAHostAreRefused) {
