@@ -14,7 +14,8 @@ host=${1:-}
   exit 255
 }
 shift
-ip netns list | awk '{print $1}' | grep -qx "$host" || {
+namespaces=$(ip netns list | awk '{print $1}')  # read first: grep -q's early exit would fail a pipefail pipeline
+grep -qx "$host" <<<"$namespaces" || {
   echo "netns_agent: no network namespace '$host'" >&2
   echo "  hint: scripts/netns_hosts.sh up N makes them; scripts/netns_hosts.sh status lists them" >&2
   exit 255

@@ -86,11 +86,19 @@ status() {
   return 0
 }
 
+# Whether an interface of this machine has an address in A.B.C.0/24. (The addresses are read first: `ip | grep
+# -q` under pipefail fails when grep's early exit kills ip with SIGPIPE, which would read as "not in use".)
+subnet_in_use() {
+  local addrs
+  addrs=$(ip -4 -o addr show)
+  grep -q " ${1//./\\.}\." <<<"$addrs"
+}
+
 # The first 10.213.X.0/24 that no interface of this machine uses.
 free_subnet() {
   local x
   for x in $(seq 0 254); do
-    ip -4 -o addr show | grep -q " 10\.213\.$x\." || { echo "10.213.$x"; return; }
+    subnet_in_use "10.213.$x" || { echo "10.213.$x"; return; }
   done
   fail "no free 10.213.X.0/24 subnet" "pass --subnet A.B.C"
 }
@@ -151,12 +159,19 @@ up() {
   rate_bits "$inter" >/dev/null
   [[ -z $(our_namespaces) ]] || fail "namespaces of prefix '$prefix' exist already: $(our_namespaces | tr '\n' ' ')" \
     "scripts/netns_hosts.sh down --prefix $prefix, or choose another --prefix" 2
+  # Two `up`s at once (ctest -j 2) must not pick the same free subnet: choosing it and taking it (the bridge's
+  # address) happen under one lock.
+  exec 9>/tmp/shardproof-netns.lock
+  flock 9
   [[ -n $subnet ]] || subnet=$(free_subnet)
   [[ $subnet =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--subnet '$subnet' must be three octets, e.g. 10.213.0" "" 2
+  ! subnet_in_use "$subnet" || fail "subnet $subnet.0/24 is in use on this machine" \
+    "choose another --subnet, or leave it out to take the first free one" 2
   trap 'echo "netns_hosts: up failed; removing what it made" >&2; down' ERR
   ip link add "$bridge" type bridge
   ip addr add "$subnet.254/24" dev "$bridge"
   ip link set "$bridge" up
+  flock -u 9
   mkdir -p "$dir"
   : >"$dir/hosts"
   local i ns

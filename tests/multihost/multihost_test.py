@@ -55,7 +55,17 @@ def check_hosts_cleanup():
             T.check(a.returncode == 0 and a.stdout.startswith(names[1]), f"agent: {a.stdout} {a.stderr}")
             r = T.run([os.path.join(T.source_dir("scripts"), "netns_agent.sh"), "example.org", "true"])
             T.check(r.returncode == 255 and "not a namespace host" in r.stderr, f"agent took example.org: {r.stderr}")
-            T.check(env["OMPI_MCA_btl_tcp_if_include"].endswith(".0/24"), f"env {env}")
+            subnet = env["OMPI_MCA_btl_tcp_if_include"][:-len(".0/24")]
+            taken = T.run(script + ["up", "2", "--prefix", prefix + "x", "--subnet", subnet])
+            T.check(taken.returncode == 2 and "in use" in taken.stderr, f"a subnet in use was taken: {taken.stderr}")
+            # Two `up`s at once (ctest -j 2) take two subnets.
+            pair = [subprocess.Popen(script + ["up", "2", "--prefix", f"{prefix[:6]}p{i}"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+            outs = [p.communicate()[0] for p in pair]
+            for i in (0, 1):
+                T.run(script + ["down", "--prefix", f"{prefix[:6]}p{i}"])
+            nets = {o.split(" on ")[1].split()[0] for o in outs if " on " in o}
+            T.check(len(nets) == 2 and subnet + ".0/24" not in nets, f"concurrent ups took {nets} (ours {subnet})")
             raise RuntimeError("a failing body")
     except RuntimeError as e:
         T.check(str(e) == "a failing body", f"unexpected error {e}")
