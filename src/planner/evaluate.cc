@@ -110,6 +110,7 @@ Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
   placed.axis_order = pc.axis_order;
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, place_on_cluster(placed, pc.dp, pc.tp, pc.pp));
   SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(q.config, grid.world_size()));
+  plan.stream_bytes = static_cast<int64_t>(dtype_size(q.stream_dtype));
   SP_ASSIGN_OR_RETURN(const comm::ProcessGrid flat,
                       comm::ProcessGrid::create(grid.world_size(), 1, 1, "dp-tp-pp", grid.world_size()));
   const GroupLink tp_link = axis_link(placed, grid, comm::Axis::kTp, HopPattern::kRing);
@@ -121,10 +122,12 @@ Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
   e.links = {{"tp", tp_link}, {"dp", dp_link}, {"pp", pp_link}, {"world", world_link}};
   if (pc.tp > 1 && tp_link.crosses_nodes && pc.tp <= placed.devices_per_node)
     e.placement_warnings.push_back(fmt::format(
-        "tp groups of {} ranks cross nodes (axis order {}): every tensor-parallel all-reduce runs on {} at {:.4g} "
-        "GB/s per hop instead of inside a node; a group of {} fits in one node of {} devices: put tp first "
-        "(--axis-order tp-dp-pp)",
-        pc.tp, pc.axis_order, tp_link.link, tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node));
+        "tp groups of {} ranks cross nodes ({}): every tensor-parallel all-reduce runs on {} at {:.4g} GB/s per hop "
+        "instead of inside a node; a group of {} fits in one node of {} devices: {}",
+        pc.tp, placed.rank_nodes.empty() ? "axis order " + pc.axis_order : "where the run's ranks ran", tp_link.link,
+        tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node,
+        placed.rank_nodes.empty() ? "put tp first (--axis-order tp-dp-pp)"
+                                  : "give mpirun consecutive slots per host (--map-by slot) with tp first"));
   return Placement{.placed = std::move(placed),
                    .grid = std::move(grid),
                    .plan = std::move(plan),
@@ -137,6 +140,7 @@ Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
 // Per pp rank: the communication inside its forward and backward passes (seconds per step).
 struct PassComm {
   std::vector<double> forward, backward;
+  double pp_message_bytes = 0;  // one pipeline send, as the traffic model counts it (0 without pp)
 };
 
 // The ledger and the traffic of the evaluated ranks (every rank, or one per pipeline stage: dp 0, tp 0 — tp
@@ -181,6 +185,8 @@ PassComm evaluate_ranks(const PlanQuery& q, const Placement& pl, PlanEvaluation&
         s += local_sum_seconds(t.ops, t.bytes, group_size(pc, axis), q.cluster.measured);
       PricedTraffic& b = busiest[{axis, phase, op}];
       if (t.bytes >= b.bytes) b = {axis, phase, op, t.ops, t.bytes, s, link.link};
+      if (axis == "pp" && op == "send" && t.ops > 0)
+        pass.pp_message_bytes = std::max(pass.pp_message_bytes, static_cast<double>(t.bytes) / t.ops);
       if (axis == "pp") continue;  // the pipeline simulation carries the transfers
       if (phase == "forward")
         fwd += s;
@@ -233,9 +239,8 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
       e.optimizer_seconds = std::max(e.optimizer_seconds, optimizer_times(q, plan, r.coords, peak).total());
       e.evidence_seconds = std::max(e.evidence_seconds, evidence_times(q, plan, r, peak).total());
     }
-  const int64_t activation_bytes = 4 * c.train.micro_batch_size * c.train.seq_len * c.model.dim;
-  pt.transfer_s =
-      pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pl.pp_link) : 0;
+  // One pipeline message as the traffic model counts it (the boundary's rows × C at the stream's bytes).
+  pt.transfer_s = pc.pp > 1 ? collective_seconds(Collective::kSendRecv, pass.pp_message_bytes, pl.pp_link) : 0;
   pt.record = q.pipeline_actions && pc.pp > 1;
   e.pipeline = simulate_pipeline(pt);
   e.closed_form_bubble = evidence::bubble_theory({.pp = pc.pp,
