@@ -10,13 +10,27 @@ import numpy as np
 
 
 def write_atomic(path, data):
-    """Writes bytes to path through a temporary file and a rename, fsynced: a reader never sees half a file."""
+    """Writes bytes to path through a temporary file and a rename, fsynced: a reader never sees half a file
+    (a judge following the recording, `judge --follow`, reads a file once it has its name). Returns (bytes,
+    SHA-256) of what it wrote: the seal's entry, known even if the file is judged and discarded before the seal."""
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def finite_or_text(x):
+    """A float for a JSON record: itself if finite, else "nan", "inf" or "-inf" (JSON has no NaN; a diverged run's
+    loss or norm is evidence, written as text the judge reads, docs/formats/torch_recording.md)."""
+    x = float(x)
+    if x != x:
+        return "nan"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    return x
 
 
 def json_bytes(doc):
@@ -26,7 +40,7 @@ def json_bytes(doc):
 
 def jsonl_line(doc):
     """One compact JSON Lines record with sorted keys."""
-    return (json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    return (json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n").encode()
 
 
 def file_sha256(path):

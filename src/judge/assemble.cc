@@ -85,6 +85,15 @@ void compare_replicas(const std::vector<const TensorRecord*>& shares, const Reco
   }
 }
 
+// Σx² of each piece (its shares merged), credited to every rank that holds it.
+void piece_squares(const std::vector<const TensorRecord*>& shares, std::map<std::pair<std::string, int>, double>& out) {
+  std::map<int, ExactSum> piece;
+  for (const TensorRecord* t : shares)
+    piece[t->shard ? t->shard->index : 0].merge(ExactSum::from_words(t->exact_words));
+  for (const TensorRecord* t : shares)
+    out[{t->tensor, t->rank}] = piece.at(t->shard ? t->shard->index : 0).sum_squares();
+}
+
 std::string loss_line(int64_t step, double value) {
   return nlohmann::json{{"bits", fmt::format("{:016x}", std::bit_cast<uint64_t>(value))},
                         {"phase", "loss"},
@@ -130,6 +139,7 @@ Result<Assembly> assemble_checksums(const Recording& rec) {
           return invalid_argument("recording refused: {}: no rank recorded it (the model has it)", what);
         SP_ASSIGN_OR_RETURN(evidence::TensorSummary summary, merge_shares(it->second, what));
         compare_replicas(it->second, rec, out);
+        if (std::string_view(phase) == "grad") piece_squares(it->second, out.piece_squares[s]);
         nlohmann::json j = summary.to_json();
         j["step"] = s;
         j["phase"] = phase;

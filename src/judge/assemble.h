@@ -43,6 +43,9 @@ struct Assembly {
   int64_t replica_sets = 0;                   // (step, phase, tensor, piece) held by more than one rank
   int64_t replica_holders = 0;
   std::vector<ReplicaMismatch> replica_mismatches = {};  // by step, grad before param, canonical tensor order
+  // step → (tensor, rank) → Σx² of the gradient piece that rank holds (whole or its shard): a rank's local norm
+  // (judge/diagnosis.h norm_pattern).
+  std::map<int64_t, std::map<std::pair<std::string, int>, double>> piece_squares = {};
   const AssembledTensor* find(int64_t step, const std::string& phase, const std::string& tensor) const;
 };
 
