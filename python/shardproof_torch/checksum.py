@@ -227,6 +227,21 @@ def shard_indices(shape, shard, k0):
     return lambda c0, c1: base(k0 + c0, k0 + c1)
 
 
+def logical_indices(shape, shard, local):
+    """The logical indices of a piece's local element indices `local` (an int64 array), as shard_indices."""
+    local = np.asarray(local, dtype=np.int64)
+    if shard is None:
+        return local
+    dim, index, parts = shard
+    if dim == 0:
+        row_numel = 1
+        for s in shape[1:]:
+            row_numel *= s
+        return local + index * (shape[0] // parts) * row_numel
+    width = shape[1] // parts
+    return (local // width) * shape[1] + index * width + local % width
+
+
 def bytes_digest(x):
     """SHA-256 of a contiguous array's bytes: the replica comparison (bitwise) of a rank's local copy."""
     return hashlib.sha256(x.data).hexdigest()

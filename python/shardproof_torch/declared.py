@@ -129,6 +129,15 @@ def adamw_arithmetic(optimizer):
     return "torch2-lerp" if int(torch.__version__.split(".")[0]) >= 2 else "torch1-mul-add"
 
 
+def sqrt_correctly_rounded():
+    """Whether this torch's Tensor.sqrt is IEEE's correctly rounded square root (a build without MKL's vector
+    math). Where it is not, the recorder writes the square roots AdamW took that differ from it (within 1 ulp), so
+    that the judge replays the update bit for bit (docs/formats/torch_recording.md §sqrt)."""
+    import numpy as np
+    x = np.random.default_rng(0).random(1 << 16).astype(np.float32) * np.float32(1e-3)
+    return bool(np.array_equal(torch.sqrt(torch.from_numpy(x)).numpy().view(np.uint32), np.sqrt(x).view(np.uint32)))
+
+
 def check_parameter(name, p, rank):
     """A parameter the recorder records: fp32 on the CPU (bf16, fp16 and GPU tensors: not judgeable yet)."""
     if p.device.type != "cpu":
@@ -181,12 +190,15 @@ def grad_scaler_active():
             classes.append(m.GradScaler)
     if not classes:
         return False
+    import warnings
     classes = tuple(classes)
-    for o in gc.get_objects():
-        if isinstance(o, classes):
-            try:
-                if o.is_enabled():
-                    return True
-            except Exception:  # noqa: BLE001 - a half-built scaler: not one that scales
-                continue
+    with warnings.catch_warnings():  # isinstance on some of torch's deprecated module objects warns
+        warnings.simplefilter("ignore")
+        for o in gc.get_objects():
+            if isinstance(o, classes):
+                try:
+                    if o.is_enabled():
+                        return True
+                except Exception:  # noqa: BLE001 - a half-built scaler: not one that scales
+                    continue
     return False

@@ -52,7 +52,7 @@ def file_sha256(path):
 
 
 def safetensors_bytes(tensors, metadata=None):
-    """tensors: list of (name, float32 NumPy array) in file order. Layout of docs/formats/safetensors.md:
+    """tensors: list of (name, float32 or int64 NumPy array) in file order. Layout of docs/formats/safetensors.md:
     u64 header length N, N bytes of compact JSON (__metadata__ first, entries dtype/shape/data_offsets in
     insertion order), padded with spaces so that 8 + N is a multiple of 8, then the data back to back."""
     header = {}
@@ -60,9 +60,12 @@ def safetensors_bytes(tensors, metadata=None):
         header["__metadata__"] = {k: str(v) for k, v in sorted(metadata.items())}
     blobs, offset = [], 0
     for name, a in tensors:
-        a = np.asarray(a, dtype=np.float32, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
+        integer = np.asarray(a).dtype == np.int64
+        # not ascontiguousarray: it makes a 0-d array 1-d
+        a = np.asarray(a, dtype="<i8" if integer else np.float32, order="C")
         b = a.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        header[name] = {"dtype": "I64" if integer else "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(b)]}
         offset += len(b)
         blobs.append(b)
     h = json.dumps(header, separators=(",", ":")).encode()

@@ -15,6 +15,7 @@ TOKENS_DIR = "tokens"
 ANCHORS_DIR = "anchors"
 GRADS_DIR = "grads"
 STATE_DIR = "state"
+SQRT_DIR = "sqrt"
 SEAL_DIR = "seal"
 # `shardproof judge` writes only under this folder of the recording (never sealed, never a recorder's file).
 JUDGE_DIR = "judge"
@@ -47,6 +48,10 @@ def grads_path(root, step, rank):
 
 def state_path(root, step, rank):
     return os.path.join(root, STATE_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
+
+
+def sqrt_path(root, step, rank):
+    return os.path.join(root, SQRT_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
 
 
 def seal_path(root, rank):

@@ -16,7 +16,7 @@ from . import declared, files, layout
 
 # The files a rank writes whole (tokens, gradients, states, anchors): sealed as written, even if a judge
 # following the run (`judge --follow`) has judged and discarded them before the seal.
-WHOLE_DIRS = (layout.TOKENS_DIR, layout.ANCHORS_DIR, layout.GRADS_DIR, layout.STATE_DIR)
+WHOLE_DIRS = (layout.TOKENS_DIR, layout.ANCHORS_DIR, layout.GRADS_DIR, layout.STATE_DIR, layout.SQRT_DIR)
 
 
 def _sha256_bytes(data):
@@ -41,6 +41,7 @@ def contract(rec, strategy, hf_config, hyper, batch, loss_reduction, gradient_di
            "loss": {"reduction": loss_reduction, "gradient_divisor": gradient_divisor}}
     if rec.every_step:
         doc["optimizer"]["arithmetic"] = rec.arithmetic
+        doc["optimizer"]["sqrt"] = "recorded" if rec.record_sqrt else "correctly-rounded"
         doc["precision"] = {"params": "float32", "grads": "float32", "device": "cpu", "autocast": False,
                             "grad_scaler": False}
     else:
@@ -145,7 +146,8 @@ def start(rec, resume_step):
     kept = files.keep_records(layout.trace_path(rec.out, rec.rank), keep_trace)
     for s in range(k, rec.steps):
         for path in (layout.tokens_path(rec.out, rec.rank, s), layout.anchor_path(rec.out, s, rec.rank),
-                     layout.grads_path(rec.out, s, rec.rank), layout.state_path(rec.out, s, rec.rank)):
+                     layout.grads_path(rec.out, s, rec.rank), layout.state_path(rec.out, s, rec.rank),
+                     layout.sqrt_path(rec.out, s, rec.rank)):
             if os.path.exists(path):
                 os.remove(path)
     next_seq = {}

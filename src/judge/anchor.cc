@@ -153,4 +153,47 @@ Result<AnchorState> read_anchor(const Recording& rec, int64_t step) { return rea
 Result<AnchorState> read_grads(const Recording& rec, int64_t step) { return read_files(rec, step, kGradsFile); }
 Result<AnchorState> read_state(const Recording& rec, int64_t step) { return read_files(rec, step, kStateFile); }
 
+Result<RootValues> read_sqrt(const Recording& rec, int64_t step) {
+  RootValues out;
+  const auto refuse = [&](const std::string& why) {
+    return invalid_argument("recording '{}' refused: square roots of step {}: {}", rec.dir(), step, why)
+        .with_hint("judge only what a run recorded in full: rerun it (or resume it) with the recorder to the end");
+  };
+  std::map<std::string, const model::WeightSpec*> specs;
+  for (const model::WeightSpec& w : rec.weights()) specs[w.name] = &w;
+  for (int rank = 0; rank < rec.contract().world; ++rank) {
+    const std::string rel = recording_step_file(kSqrtDir, step, rank);
+    if (!path_exists(rec.path(rel))) continue;
+    auto f = ckpt::SafetensorsReader::open(rec.path(rel));
+    if (!f.ok()) return refuse(f.status().message());
+    for (const ckpt::SafetensorsEntry& e : f->tensors()) {
+      if (e.name.rfind("index/", 0) != 0) continue;
+      const std::string name = e.name.substr(6);
+      const auto spec = specs.find(name);
+      const ckpt::SafetensorsEntry* values = f->find("value/" + name);
+      if (spec == specs.end() || values == nullptr || e.dtype != DType::kI64 || values->dtype != DType::kF32 ||
+          e.shape.size() != 1 || values->shape != e.shape)
+        return refuse(fmt::format("{}: '{}' is not an I64 index/<tensor> with its F32 value/<tensor>", rel,
+                                  e.name.substr(0, 120)));
+      std::vector<int64_t> index(static_cast<size_t>(e.shape[0]));
+      std::vector<float> value(index.size());
+      if (Status s = f->read(e, index.data()); !s.ok()) return refuse(s.message());
+      if (Status s = f->read(*values, value.data()); !s.ok()) return refuse(s.message());
+      std::vector<kernels::SqrtValue>& dst = out[name];
+      const int64_t numel = shape_numel(spec->second->shape);
+      for (size_t i = 0; i < index.size(); ++i) {
+        if (index[i] < 0 || index[i] >= numel)
+          return refuse(fmt::format("{}: {} index {} is outside [0, {})", rel, name, index[i], numel));
+        dst.push_back({index[i], value[i]});
+      }
+    }
+  }
+  for (auto& [name, v] : out) {
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.index < b.index; });
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i].index == v[i - 1].index) return refuse(fmt::format("{} element {} is recorded twice", name, v[i].index));
+  }
+  return out;
+}
+
 }  // namespace sp::judge

@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "judge/recording.h"
+#include "kernels/adamw.h"
 
 namespace sp::judge {
 
@@ -37,5 +38,9 @@ struct AnchorState {
 Result<AnchorState> read_anchor(const Recording& recording, int64_t step);  // anchors/: all five kinds
 Result<AnchorState> read_grads(const Recording& recording, int64_t step);   // grads/: grad
 Result<AnchorState> read_state(const Recording& recording, int64_t step);   // state/: param, exp_avg, exp_avg_sq
+// sqrt/ (format 2, a torch whose sqrt is not correctly rounded): per tensor, the square roots AdamW took at `step`
+// that differ from the correctly rounded ones, by logical index (sorted, each index once).
+using RootValues = std::map<std::string, std::vector<kernels::SqrtValue>>;
+Result<RootValues> read_sqrt(const Recording& recording, int64_t step);
 
 }  // namespace sp::judge

@@ -164,7 +164,7 @@ Status optimizer_and_loss(const JsonFields& f, const std::string& label, Recordi
   SP_ASSIGN_OR_RETURN(const json* opt, f.object("optimizer"));
   const JsonFields of(*opt, label, "optimizer");
   SP_RETURN_IF_ERROR(v2 ? of.expect_keys({"name", "lr_schedule", "betas", "eps", "weight_decay", "no_decay",
-                                          "max_grad_norm", "implementation", "arithmetic"})
+                                          "max_grad_norm", "implementation", "arithmetic", "sqrt"})
                         : of.expect_keys({"name", "lr_schedule", "betas", "eps", "weight_decay", "no_decay",
                                           "max_grad_norm", "implementation"}));
   SP_ASSIGN_OR_RETURN(const std::string name, of.string("name"));
@@ -202,6 +202,10 @@ Status optimizer_and_loss(const JsonFields& f, const std::string& label, Recordi
     else
       return of.error("arithmetic",
                       fmt::format("= \"{}\": torch1-mul-add or torch2-lerp (kernels/adamw.h)", a.substr(0, 40)));
+    SP_ASSIGN_OR_RETURN(const std::string root, of.string("sqrt"));
+    if (root != "correctly-rounded" && root != "recorded")
+      return of.error("sqrt", fmt::format("= \"{}\": correctly-rounded or recorded", root.substr(0, 40)));
+    c.sqrt_recorded = root == "recorded";
   }
   SP_ASSIGN_OR_RETURN(const json* loss, f.object("loss"));
   const JsonFields lf(*loss, label, "loss");

@@ -33,11 +33,12 @@ inline constexpr std::string_view kRecordingFormat = "shardproof-torch";
 inline constexpr int kRecordingFormatVersion = 2;   // every step: gradients per step, the state per segment
 inline constexpr int kRecordingAnchorsVersion = 1;  // the earlier form: the full state at anchor steps only
 inline constexpr std::string_view kRecordsDir = "records", kTokensDir = "tokens", kAnchorsDir = "anchors",
-                                  kGradsDir = "grads", kStateDir = "state", kRecordingSealDir = "seal";
+                                  kGradsDir = "grads", kStateDir = "state", kSqrtDir = "sqrt",
+                                  kRecordingSealDir = "seal";
 // The recorder's folders: a file in one of them (or contract.json, topology.json) that no seal lists was added after
 // the run; any other file of the directory is the user's own, never read and never overwritten.
-inline constexpr std::array<std::string_view, 7> kRecorderDirs = {"trace", "records", "tokens", "anchors",
-                                                                  "grads", "state",   "seal"};
+inline constexpr std::array<std::string_view, 8> kRecorderDirs = {"trace", "records", "tokens", "anchors",
+                                                                  "grads", "state",   "sqrt",   "seal"};
 // Everything `judge` writes goes under this folder of the recording (never sealed, never a recorder's name).
 inline constexpr std::string_view kJudgeDir = "judge";
 // What a judge of format 1 wrote beside the recorder's files: still skipped by the seal check of such a recording.
@@ -76,6 +77,7 @@ struct RecordingContract {
   std::vector<std::string> no_decay = {};  // HF names the run declares without weight decay
   std::string implementation = {};         // of the optimizer, as declared
   kernels::AdamWArithmetic arithmetic = kernels::AdamWArithmetic::kMulAdd;  // format 2: torch's element order
+  bool sqrt_recorded = false;  // format 2: torch's sqrt is not correctly rounded; its deviations are in sqrt/
   std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
   std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)
   std::string loss_reduction = {};          // declared: "token_mean" or "micro_batch_mean"

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -122,7 +123,8 @@ std::pair<double, bool> relative_distance(const float* a, const float* b, size_t
   return {norm == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(d / norm), false};
 }
 
-bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& shape, const UpdateInputs& in) {
+bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& shape, const UpdateInputs& in,
+                   std::string* why) {
   if (in.no_step) return true;
   if (x.t + 1 + in.t_delta < 1) return false;  // a step count below 1 is no AdamW step
   const int64_t n = static_cast<int64_t>(g.size());
@@ -142,6 +144,13 @@ bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& sh
                        .arithmetic = in.arithmetic};
   // × k after the clip: (g·coef)·k, the coefficient applied first into a buffer.
   const auto run = [&](int64_t at, int64_t count, float coef) {
+    // The recorded roots of [at, at + count), relative to `at`.
+    std::vector<kernels::SqrtValue> roots;
+    const auto first = std::lower_bound(in.roots.begin(), in.roots.end(), at,
+                                        [](const kernels::SqrtValue& r, int64_t i) { return r.index < i; });
+    for (auto it = first; it != in.roots.end() && it->index < at + count; ++it)
+      roots.push_back({it->index - at, it->value});
+    h.sqrt_values = roots;
     if (in.grad_scale_after != 1.0f) {
       std::vector<float> b(static_cast<size_t>(count));
       for (int64_t i = 0; i < count; ++i) b[static_cast<size_t>(i)] = grad[at + i] * coef;
@@ -170,6 +179,18 @@ bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& sh
     }
   }
   x.t = h.t;
+  // A recorded root may only be the run's rounding of the same square root: within 1 ulp of the correct one.
+  for (const kernels::SqrtValue& r : in.roots) {
+    const float exact = std::sqrt(x.v[static_cast<size_t>(r.index)]);
+    const int64_t ulps = std::abs(static_cast<int64_t>(std::bit_cast<int32_t>(exact)) -
+                                  static_cast<int64_t>(std::bit_cast<int32_t>(r.value)));
+    if (ulps > 1) {
+      if (why != nullptr)
+        *why = fmt::format("element {}'s recorded square root {} is {} ulp from the correctly rounded {}", r.index,
+                           r.value, ulps, exact);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -256,17 +277,27 @@ Status judge_every_step(const Recording& rec, const Assembly& as, const Referenc
     // hypotheses, and the first that reproduces the recorded bits is what the run did.
     std::map<std::string, std::vector<std::string>> explained;  // says → tensors
     std::vector<std::string> unexplained;
+    RootValues roots;
+    if (c.sqrt_recorded) {
+      SP_ASSIGN_OR_RETURN(roots, read_sqrt(rec, s));
+    }
     for (const model::WeightSpec& w : rec.weights()) {
       const AnchorTensor& gt = g.tensors.at(w.name);
-      const UpdateInputs base = inputs_of(rec, s, w.name, gt);
+      UpdateInputs base = inputs_of(rec, s, w.name, gt);
+      if (const auto it = roots.find(w.name); it != roots.end()) base.roots = it->second;
       ReplayTensor next = state.at(w.name);
-      replay_update(next, gt.grad, w.shape, base);
+      std::string bad_root;
+      const bool rooted = replay_update(next, gt.grad, w.shape, base, &bad_root);
       const AssembledTensor* recorded = as.find(s, "param", w.name);
       const evidence::TensorSummary got = summary_of(next.p);
-      TensorError e{.tensor = w.name, .bitwise = same_record(recorded, got), .ranks = owners[w.name]};
+      TensorError e{.tensor = w.name, .bitwise = rooted && same_record(recorded, got), .ranks = owners[w.name]};
+      if (!rooted) {
+        explained["a recorded square root is no rounding of the replayed one (" + bad_root + ")"].push_back(w.name);
+        unexplained.push_back(w.name);
+      }
       for (int rank : gt.grad_pieces.empty() ? std::vector<int>{} : std::vector<int>{gt.grad_pieces[0].second})
         if (std::find(e.ranks.begin(), e.ranks.end(), rank) == e.ranks.end()) e.ranks.push_back(rank);
-      if (!e.bitwise && recorded != nullptr) {
+      if (!e.bitwise && recorded != nullptr && rooted) {
         const double a = recorded->summary.stats.l2_norm(), b = got.stats.l2_norm();
         e.rel = std::max(std::abs(a - b) / std::max(b, 1e-30), std::numeric_limits<double>::min());
         if (!recorded->summary.stats.finite()) e.rel = std::numeric_limits<double>::infinity();

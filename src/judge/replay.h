@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,10 +39,14 @@ struct UpdateInputs {
   float grad_scale_after = 1.0f;                                    // the gradient × k after the clip (a hypothesis)
   int64_t t_delta = 0;                                              // the step count off by this (a hypothesis)
   bool no_step = false;  // the optimizer did not step this tensor (a hypothesis)
+  // The run's square roots where its torch's are not correctly rounded (judge/anchor.h read_sqrt), sorted by
+  // logical index; each must be within 1 ulp of the correctly rounded root of the replayed exp_avg_sq.
+  std::span<const kernels::SqrtValue> roots = {};
 };
-// p, m, v, t of `x` after AdamW with `in` on gradient `g` (logical, `shape`); false (x unchanged) when `in` is no
-// AdamW step (a step count below 1).
-bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& shape, const UpdateInputs& in);
+// p, m, v, t of `x` after AdamW with `in` on gradient `g` (logical, `shape`); false when `in` is no AdamW step (a
+// step count below 1) or a recorded square root is not within 1 ulp of the correctly rounded one (its `why`).
+bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& shape, const UpdateInputs& in,
+                   std::string* why = nullptr);
 
 // Every step of a format 2 recording into `out` (one StepResult per step).
 Status judge_every_step(const Recording& rec, const Assembly& as, const ReferenceFn& reference,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "tensor/buf_view.h"
@@ -22,12 +23,21 @@ enum class AdamWArithmetic {
 };
 std::string_view adamw_arithmetic_name(AdamWArithmetic a);  // "torch1-mul-add", "torch2-lerp"
 
+// A square root the run took that is not the correctly rounded one: element `index` (relative to p) had
+// sqrt(v) = `value` there (PyTorch builds with MKL take exp_avg_sq.sqrt() through its vector math library,
+// within 1 ulp). Used by the judge's replay only; sorted by index.
+struct SqrtValue {
+  int64_t index = 0;
+  float value = 0;
+};
+
 // Every hyperparameter as the Python float (double) the optimizer holds; t is the 1-based step count.
 struct AdamWStep {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   int64_t t = 1;
   float grad_scale = 1.0f;  // the clip coefficient applied to the gradient first (1: no clipping)
   AdamWArithmetic arithmetic = AdamWArithmetic::kMulAdd;
+  std::span<const SqrtValue> sqrt_values = {};  // where sqrt(v) is the run's value, not the correctly rounded one
 };
 
 // p, m, v (n fp32 elements) and grad (n elements, grad.count): fp32, or BF16/F16 (mixed precision's 16-bit
