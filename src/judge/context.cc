@@ -109,7 +109,8 @@ std::vector<int64_t> JudgeContext::unchecked_steps() const {
   return out;
 }
 
-Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn& reference) {
+Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn& reference,
+                                        const std::map<int64_t, StepResult>* judged) {
   JudgeContext ctx;
   ctx.recording = &rec;
   const RecordingContract& c = rec.contract();
@@ -140,7 +141,7 @@ Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn&
     }
   }
   if (c.every_step()) {
-    SP_RETURN_IF_ERROR(judge_every_step(rec, ctx.assembly, reference, ctx.steps));
+    SP_RETURN_IF_ERROR(judge_every_step(rec, ctx.assembly, reference, ctx.steps, judged));
   } else {
     SP_RETURN_IF_ERROR(judge_anchors(rec, ctx.assembly, reference, ctx.steps));
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,6 +77,11 @@ struct StepResult {
   std::vector<std::string> resume_mismatch = {};       // format 2: the state loaded here ≠ the replay's
 };
 
+// A StepResult as one line of judge/steps.jsonl (judge/step_result.cc), and back: what a judge following the run
+// keeps of a step whose gradients it discarded, and the report's map (each view's ratio per tensor).
+nlohmann::json step_result_json(const StepResult& s);
+Result<StepResult> step_result_from_json(const nlohmann::json& j, const std::string& where);
+
 // A clip norm a rank used that is not the gradient norm of the logical model.
 struct NormError {
   int64_t step = 0;
@@ -92,7 +98,9 @@ struct DataRepeat {
 };
 
 struct JudgeContext {
-  static Result<JudgeContext> make(const Recording& recording, const ReferenceFn& reference);
+  // `judged`: the steps judged as they came by `judge --follow` (their gradients discarded), taken as they are.
+  static Result<JudgeContext> make(const Recording& recording, const ReferenceFn& reference,
+                                   const std::map<int64_t, StepResult>* judged = nullptr);
   const Recording* recording = nullptr;
   Assembly assembly;
   Result<evidence::TraceReport> trace = internal_error("not read");

@@ -345,6 +345,56 @@ Result<Recording> Recording::open(const std::string& given) {
   return rec;
 }
 
+Result<Recording> Recording::follow(const std::string& given) {
+  std::error_code ec;
+  if (!fs::is_directory(given, ec))
+    return invalid_argument("'{}' is not a directory", given)
+        .with_hint("pass the directory the run records into (shardproof_torch.Recorder's out)");
+  Recording rec;
+  rec.dir_ = fs::absolute(given, ec).lexically_normal().string();
+  if (rec.dir_.size() > 1 && rec.dir_.back() == '/') rec.dir_.pop_back();
+  RecordingReader reader{rec};
+  SP_RETURN_IF_ERROR(reader.kind());
+  SP_RETURN_IF_ERROR(reader.contract());
+  if (!rec.contract_.every_step())
+    return invalid_argument("recording '{}': format 1 (anchors) cannot be followed", rec.dir_)
+        .with_hint("judge it when it is finished: shardproof judge DIR");
+  rec.weights_ = model::weight_table(rec.contract_.model.model);
+  SP_RETURN_IF_ERROR(reader.topology());
+  rec.ranks_.resize(static_cast<size_t>(rec.contract_.world));
+  return rec;
+}
+
+Result<int64_t> Recording::refresh() {
+  int64_t complete = contract_.steps;
+  for (int rank = 0; rank < contract_.world; ++rank) {
+    const std::string label = recording_rank_file(kRecordsDir, rank, "jsonl");
+    RankRecords rr;
+    if (path_exists(path(label))) {
+      // A rank still writing: its last line may be half written (the recorder appends whole records).
+      auto doc = read_jsonl_file(path(label), TornTail::kAllow);
+      if (!doc.ok()) return doc.status();
+      for (size_t i = 0; i < doc->records.size(); ++i) {
+        const std::string where = fmt::format("{}:{}", label, doc->line_numbers[i]);
+        SP_RETURN_IF_ERROR(
+            parse_rank_record(doc->records[i], where, rank, doc->line_numbers[i], contract_.format_version, rr));
+      }
+    }
+    std::sort(rr.steps.begin(), rr.steps.end(), [](auto& a, auto& b) { return a.step < b.step; });
+    int64_t n = 0;
+    while (n < static_cast<int64_t>(rr.steps.size()) && rr.steps[static_cast<size_t>(n)].step == n) ++n;
+    complete = std::min(complete, n);
+    ranks_[static_cast<size_t>(rank)] = std::move(rr);
+  }
+  return complete;
+}
+
+bool Recording::sealed() const {
+  for (int rank = 0; rank < contract_.world; ++rank)
+    if (!path_exists(path(recording_rank_file(kRecordingSealDir, rank, "json")))) return false;
+  return true;
+}
+
 std::vector<Recording::TokenPiece> Recording::token_pieces(int64_t step) const {
   std::vector<TokenPiece> out;
   for (int rank = 0; rank < contract_.world; ++rank) {

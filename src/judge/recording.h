@@ -144,6 +144,14 @@ class Recording {
  public:
   // Every rule of the header; errors are kInvalidArgument (exit 2) naming the file and record.
   static Result<Recording> open(const std::string& dir);
+  // A recording still being written (`judge --follow`): its contract and topology only; refresh() reads the
+  // ranks' records as far as they are complete. Nothing is judged final on it: the last judgement opens the
+  // sealed recording with open().
+  static Result<Recording> follow(const std::string& dir);
+  // Re-reads every rank's records (a half-written last line ignored); returns how many steps, from 0, every rank
+  // has recorded in full.
+  Result<int64_t> refresh();
+  bool sealed() const;  // every rank's seal is there: the run finished recording
 
   const std::string& dir() const { return dir_; }
   std::string path(std::string_view rel) const;  // dir/rel

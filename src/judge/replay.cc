@@ -232,105 +232,121 @@ void compare_gradients(const Recording& rec, const Assembly& as, const AnchorSta
   }
 }
 
-Status judge_every_step(const Recording& rec, const Assembly& as, const ReferenceFn& reference,
-                        std::vector<StepResult>& out) {
+StepJudge::StepJudge(const Recording& rec, ReferenceFn reference) : rec_(rec), reference_(std::move(reference)) {}
+
+bool StepJudge::state_recorded(int64_t s) const {
+  for (int rank = 0; rank < rec_.contract().world; ++rank)
+    if (rec_.present(rec_.state_file(s, rank))) return true;
+  return false;
+}
+
+Status StepJudge::step(const Assembly& as, int64_t s, StepResult& r) {
+  const Recording& rec = rec_;
   const RecordingContract& c = rec.contract();
-  const std::vector<int64_t>& states = rec.state_steps();
-  ReplayState state;
-  std::map<std::string, std::vector<int>> owners;
-  std::string lost;  // why the replay no longer knows the run's state ("" while it does)
-  bool known = false;
-  std::optional<AnchorState> prev;
-  float prev_coefficient = 1.0f;
-  for (int64_t s = 0; s < c.steps; ++s) {
-    StepResult r{.step = s, .tol = foreign_tolerances(c, as.targets.at(s))};
-    if (std::find(states.begin(), states.end(), s) != states.end()) {
-      SP_ASSIGN_OR_RETURN(const AnchorState st, read_state(rec, s));
-      r.bytes += st.bytes, r.files += st.files;
-      ReplayState loaded = state_from(st, owners);
-      if (known) r.resume_mismatch = state_mismatches(state, loaded);
-      state = std::move(loaded);
-      known = true, lost.clear();
-      prev.reset();
+  r = StepResult{.step = s, .tol = foreign_tolerances(c, as.targets.at(s))};
+  if (state_recorded(s)) {
+    SP_ASSIGN_OR_RETURN(const AnchorState st, read_state(rec, s));
+    r.bytes += st.bytes, r.files += st.files;
+    ReplayState loaded = state_from(st, owners_);
+    if (known_) r.resume_mismatch = state_mismatches(state_, loaded);
+    state_ = std::move(loaded);
+    known_ = true, lost_.clear();
+    prev_.reset();
+  }
+  if (!known_) {
+    r.unchecked = lost_.empty() ? fmt::format("no recorded state before step {}", s) : lost_;
+    return Status();
+  }
+  SP_ASSIGN_OR_RETURN(AnchorState g, read_grads(rec, s));
+  r.bytes += g.bytes, r.files += g.files;
+  const ParamsFn params = [&](const std::string& name) -> const float* {
+    auto it = state_.find(name);
+    return it == state_.end() ? nullptr : it->second.p.data();
+  };
+  SP_ASSIGN_OR_RETURN(const ReferenceStep ref, reference_(s, params, -1));
+  compare_gradients(rec, as, g, ref, r);
+  r.coefficient = coefficient_of(rec, 0, s);
+  if (std::any_of(r.grads.begin(), r.grads.end(), [&](const TensorError& e) { return !(e.rel <= r.tol.grad); })) {
+    r.grad_pattern = gradient_pattern(rec, r, g, ref, prev_ ? &*prev_ : nullptr, prev_coefficient_);
+    if (r.grad_pattern.empty()) {
+      SP_ASSIGN_OR_RETURN(r.grad_pattern, missing_micro_batch(rec, s, params, reference_, g, r));
     }
-    if (!known) {
-      r.unchecked = lost.empty() ? fmt::format("no recorded state before step {}", s) : lost;
-      out.push_back(std::move(r));
-      continue;
+  }
+  // The update, tensor by tensor, against the recorded parameter checksums; a mismatch is tested against the
+  // hypotheses, and the first that reproduces the recorded bits is what the run did.
+  std::map<std::string, std::vector<std::string>> explained;  // says → tensors
+  std::vector<std::string> unexplained;
+  RootValues roots;
+  if (c.sqrt_recorded) {
+    SP_ASSIGN_OR_RETURN(roots, read_sqrt(rec, s));
+  }
+  for (const model::WeightSpec& w : rec.weights()) {
+    const AnchorTensor& gt = g.tensors.at(w.name);
+    UpdateInputs base = inputs_of(rec, s, w.name, gt);
+    if (const auto it = roots.find(w.name); it != roots.end()) base.roots = it->second;
+    ReplayTensor next = state_.at(w.name);
+    std::string bad_root;
+    const bool rooted = replay_update(next, gt.grad, w.shape, base, &bad_root);
+    const AssembledTensor* recorded = as.find(s, "param", w.name);
+    const evidence::TensorSummary got = summary_of(next.p);
+    TensorError e{.tensor = w.name, .bitwise = rooted && same_record(recorded, got), .ranks = owners_[w.name]};
+    if (!rooted) {
+      explained["a recorded square root is no rounding of the replayed one (" + bad_root + ")"].push_back(w.name);
+      unexplained.push_back(w.name);
     }
-    SP_ASSIGN_OR_RETURN(AnchorState g, read_grads(rec, s));
-    r.bytes += g.bytes, r.files += g.files;
-    const ParamsFn params = [&](const std::string& name) -> const float* {
-      auto it = state.find(name);
-      return it == state.end() ? nullptr : it->second.p.data();
-    };
-    SP_ASSIGN_OR_RETURN(const ReferenceStep ref, reference(s, params, -1));
-    compare_gradients(rec, as, g, ref, r);
-    r.coefficient = coefficient_of(rec, 0, s);
-    if (std::any_of(r.grads.begin(), r.grads.end(), [&](const TensorError& e) { return !(e.rel <= r.tol.grad); })) {
-      r.grad_pattern = gradient_pattern(rec, r, g, ref, prev ? &*prev : nullptr, prev_coefficient);
-      if (r.grad_pattern.empty()) {
-        SP_ASSIGN_OR_RETURN(r.grad_pattern, missing_micro_batch(rec, s, params, reference, g, r));
-      }
-    }
-    // The update, tensor by tensor, against the recorded parameter checksums; a mismatch is tested against the
-    // hypotheses, and the first that reproduces the recorded bits is what the run did.
-    std::map<std::string, std::vector<std::string>> explained;  // says → tensors
-    std::vector<std::string> unexplained;
-    RootValues roots;
-    if (c.sqrt_recorded) {
-      SP_ASSIGN_OR_RETURN(roots, read_sqrt(rec, s));
-    }
-    for (const model::WeightSpec& w : rec.weights()) {
-      const AnchorTensor& gt = g.tensors.at(w.name);
-      UpdateInputs base = inputs_of(rec, s, w.name, gt);
-      if (const auto it = roots.find(w.name); it != roots.end()) base.roots = it->second;
-      ReplayTensor next = state.at(w.name);
-      std::string bad_root;
-      const bool rooted = replay_update(next, gt.grad, w.shape, base, &bad_root);
-      const AssembledTensor* recorded = as.find(s, "param", w.name);
-      const evidence::TensorSummary got = summary_of(next.p);
-      TensorError e{.tensor = w.name, .bitwise = rooted && same_record(recorded, got), .ranks = owners[w.name]};
-      if (!rooted) {
-        explained["a recorded square root is no rounding of the replayed one (" + bad_root + ")"].push_back(w.name);
-        unexplained.push_back(w.name);
-      }
-      for (int rank : gt.grad_pieces.empty() ? std::vector<int>{} : std::vector<int>{gt.grad_pieces[0].second})
-        if (std::find(e.ranks.begin(), e.ranks.end(), rank) == e.ranks.end()) e.ranks.push_back(rank);
-      if (!e.bitwise && recorded != nullptr && rooted) {
-        const double a = recorded->summary.stats.l2_norm(), b = got.stats.l2_norm();
-        e.rel = std::max(std::abs(a - b) / std::max(b, 1e-30), std::numeric_limits<double>::min());
-        if (!recorded->summary.stats.finite()) e.rel = std::numeric_limits<double>::infinity();
-        bool fits = false;
-        for (const UpdateHypothesis& h : update_hypotheses(rec, s, w.name, base)) {
-          ReplayTensor alt = state.at(w.name);
-          if (!replay_update(alt, gt.grad, w.shape, h.in)) continue;
-          if (same_record(recorded, summary_of(alt.p))) {
-            explained[h.says].push_back(w.name);
-            next = std::move(alt);
-            fits = true;
-            break;
-          }
+    for (int rank : gt.grad_pieces.empty() ? std::vector<int>{} : std::vector<int>{gt.grad_pieces[0].second})
+      if (std::find(e.ranks.begin(), e.ranks.end(), rank) == e.ranks.end()) e.ranks.push_back(rank);
+    if (!e.bitwise && recorded != nullptr && rooted) {
+      const double a = recorded->summary.stats.l2_norm(), b = got.stats.l2_norm();
+      e.rel = std::max(std::abs(a - b) / std::max(b, 1e-30), std::numeric_limits<double>::min());
+      if (!recorded->summary.stats.finite()) e.rel = std::numeric_limits<double>::infinity();
+      bool fits = false;
+      for (const UpdateHypothesis& h : update_hypotheses(rec, s, w.name, base)) {
+        ReplayTensor alt = state_.at(w.name);
+        if (!replay_update(alt, gt.grad, w.shape, h.in)) continue;
+        if (same_record(recorded, summary_of(alt.p))) {
+          explained[h.says].push_back(w.name);
+          next = std::move(alt);
+          fits = true;
+          break;
         }
-        if (!fits) unexplained.push_back(w.name);
       }
-      r.update.push_back(std::move(e));
-      state[w.name] = std::move(next);
+      if (!fits) unexplained.push_back(w.name);
     }
-    for (const auto& [says, tensors] : explained)
-      r.update_pattern +=
-          fmt::format("{}{} ({} tensor{}: {}{})", r.update_pattern.empty() ? "" : "; ", says, tensors.size(),
-                      tensors.size() == 1 ? "" : "s", tensors.front(), tensors.size() > 1 ? ", ..." : "");
-    if (!unexplained.empty()) {
-      known = false;
-      lost = fmt::format(
-          "the parameters after step {} are not what any replay gives ({} and {} more): the run's "
-          "state is unknown until the next recorded state",
-          s, unexplained.front(), unexplained.size() - 1);
+    r.update.push_back(std::move(e));
+    state_[w.name] = std::move(next);
+  }
+  for (const auto& [says, tensors] : explained)
+    r.update_pattern +=
+        fmt::format("{}{} ({} tensor{}: {}{})", r.update_pattern.empty() ? "" : "; ", says, tensors.size(),
+                    tensors.size() == 1 ? "" : "s", tensors.front(), tensors.size() > 1 ? ", ..." : "");
+  if (!unexplained.empty()) {
+    known_ = false;
+    lost_ = fmt::format(
+        "the parameters after step {} are not what any replay gives ({} and {} more): the run's "
+        "state is unknown until the next recorded state",
+        s, unexplained.front(), unexplained.size() - 1);
+  }
+  r.checked = true;
+  prev_ = std::move(g);
+  prev_coefficient_ = r.coefficient;
+  return Status();
+}
+
+Status judge_every_step(const Recording& rec, const Assembly& as, const ReferenceFn& reference,
+                        std::vector<StepResult>& out, const std::map<int64_t, StepResult>* judged) {
+  StepJudge judge(rec, reference);
+  for (int64_t s = 0; s < rec.contract().steps; ++s) {
+    StepResult r;
+    if (judged != nullptr && judged->count(s)) {
+      r = judged->at(s);  // judged as it came (judge --follow); its gradients were discarded
+      judge.forget(
+          fmt::format("the steps up to {} were judged as they came and their gradients discarded; the "
+                      "replay's state was not kept",
+                      s));
+    } else {
+      SP_RETURN_IF_ERROR(judge.step(as, s, r));
     }
-    r.checked = true;
-    prev = std::move(g);
-    prev_coefficient = r.coefficient;
     out.push_back(std::move(r));
   }
   return Status();

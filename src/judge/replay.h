@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,9 +49,34 @@ struct UpdateInputs {
 bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& shape, const UpdateInputs& in,
                    std::string* why = nullptr);
 
-// Every step of a format 2 recording into `out` (one StepResult per step).
+// The every-step judgement one step at a time, in order: the replay's state (from the state recorded at a
+// segment's first step, then replayed), the previous step's gradients (the not-zeroed pattern). `judge --follow`
+// calls step() as each step's files complete.
+class StepJudge {
+ public:
+  StepJudge(const Recording& rec, ReferenceFn reference);
+  // Judges step s (its checksums assembled into `as`) into `out`; unchecked (out.unchecked says why) when the
+  // run's state before it is unknown.
+  Status step(const Assembly& as, int64_t s, StepResult& out);
+  // The run's state is no longer known (a step judged elsewhere): the next steps are unchecked until a state.
+  void forget(std::string why) { known_ = false, lost_ = std::move(why), prev_.reset(); }
+
+ private:
+  bool state_recorded(int64_t s) const;  // a state file of step s exists (each segment's first step)
+  const Recording& rec_;
+  ReferenceFn reference_;
+  ReplayState state_ = {};
+  std::map<std::string, std::vector<int>> owners_ = {};  // the ranks that recorded each tensor's moments
+  bool known_ = false;
+  std::string lost_ = {};  // why the replay no longer knows the run's state
+  std::optional<AnchorState> prev_ = {};
+  float prev_coefficient_ = 1.0f;
+};
+
+// Every step of a format 2 recording into `out` (one StepResult per step); `judged`: steps a judge following
+// the run judged as they came and whose gradients it discarded (judge/steps.jsonl), taken as they are.
 Status judge_every_step(const Recording& rec, const Assembly& as, const ReferenceFn& reference,
-                        std::vector<StepResult>& out);
+                        std::vector<StepResult>& out, const std::map<int64_t, StepResult>* judged = nullptr);
 // A format 1 recording: its anchors checked as before, every other step unchecked.
 Status judge_anchors(const Recording& rec, const Assembly& as, const ReferenceFn& reference,
                      std::vector<StepResult>& out);

@@ -12,28 +12,11 @@ namespace {
 
 nlohmann::json ratio_json(double r) { return std::isfinite(r) ? nlohmann::json(r) : nlohmann::json("inf"); }
 
-// One line per step: whether it was checked, and each view's ratio to its tolerance per tensor (update, format 2:
-// 0 for a bitwise tensor, else the lower bound of its difference over 16u) — the report's tensor × step map.
+// One line per step (judge/step_result.cc): what each view read of it, and its ratios to the tolerances per
+// tensor — the report's tensor × step map, and what `judge --follow` keeps of a step it discarded.
 std::string steps_jsonl(const JudgeContext& x) {
   std::string out;
-  for (const StepResult& s : x.steps) {
-    nlohmann::json grads = nlohmann::json::object(), upd = nlohmann::json::object();
-    for (const TensorError& e : s.grads) grads[e.tensor] = ratio_json(e.nonfinite > 0 ? INFINITY : e.rel / s.tol.grad);
-    for (const TensorError& e : s.update)
-      upd[e.tensor] = ratio_json(e.bitwise ? 0.0 : (e.rel > 0 ? e.rel / s.tol.update : INFINITY));
-    nlohmann::json j = {{"step", s.step},
-                        {"checked", s.checked},
-                        {"unchecked", s.unchecked},
-                        {"loss", s.checked ? ratio_json(std::max(s.loss_rel, s.worst_micro_batch_rel) / s.tol.loss)
-                                           : nlohmann::json(nullptr)},
-                        {"gradients", grads},
-                        {"update", upd},
-                        {"tolerances", {{"grad", s.tol.grad}, {"loss", s.tol.loss}, {"update", s.tol.update}}},
-                        {"bytes", s.bytes},
-                        {"grad_pattern", s.grad_pattern},
-                        {"update_pattern", s.update_pattern}};
-    out += j.dump() + "\n";
-  }
+  for (const StepResult& s : x.steps) out += step_result_json(s).dump() + "\n";
   return out;
 }
 

@@ -32,14 +32,18 @@ json map_data(const std::vector<json>& steps) {
     out["steps"].push_back(s.value("step", int64_t{0}));
     if (!s.value("checked", false)) out["unchecked"].push_back(s.value("step", int64_t{0}));
     out["loss"].push_back(s.value("loss", json()));
-    if (tensors.empty() && s.contains("gradients") && s["gradients"].is_object())
-      for (const auto& [name, v] : s["gradients"].items()) tensors.push_back(name);
+    const json ratios = s.value("ratios", json::object());
+    if (tensors.empty() && ratios.contains("gradients") && ratios["gradients"].is_object())
+      for (const auto& [name, v] : ratios["gradients"].items()) tensors.push_back(name);
   }
   for (const char* view : {"gradients", "update"}) {
     json rows = json::array();
     for (const std::string& t : tensors) {
       json cells = json::array();
-      for (const json& s : steps) cells.push_back(s.contains(view) && s[view].contains(t) ? s[view][t] : json());
+      for (const json& s : steps) {
+        const json ratios = s.value("ratios", json::object());
+        cells.push_back(ratios.contains(view) && ratios[view].contains(t) ? ratios[view][t] : json());
+      }
       rows.push_back({{"tensor", t}, {"ratios", cells}});
     }
     out["views"].push_back({{"name", view}, {"rows", rows}});

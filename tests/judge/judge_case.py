@@ -13,6 +13,9 @@ Cases (CASE --bin shardproof --work DIR):
                   after recording, at step 1 of 3) FAIL; recorded in the earlier anchored form (anchors every 2)
                   the same runs, and the correct one, are UNVERIFIED (exit 3) naming step 1 — never PASS
   declared        a run that declares its embedding no-decay PASSes (the judge applies the declaration)
+  follow          `judge --follow DIR` started before the run: each step judged as it is recorded and its gradients
+                  discarded (judge/consumed.jsonl), the verdict when every rank sealed; `judge DIR` again gives the same
+                  verdict from judge/steps.jsonl; a 10x lr step at step 2 FAILs there, the replay resynchronized after it
   sensitivity     a recorded gradient scaled by 1 + 4 tolerances FAILs the gradients view there; by 1 + 1/4 passes it
   desync          a rank whose trace misses a collective (resealed): FAIL at collectives naming that rank
   long            every strategy over 24 steps (and ddp resumed at 12): PASS; over 40 steps a 10x lr step and a
@@ -236,6 +239,36 @@ def case_every_step(args):
     a = J.record(os.path.join(args.work, "anchored-ok"), "ddp", 3, "--anchor-every", "2")
     unverified(args, ok, "a correct run, anchors every 2", a, 1)
     return ok.verdict("every_step")
+
+
+def case_follow(args):
+    import subprocess
+    ok = T.Checks()
+    for label, extra, code in (("ok", [], 0), ("lr-spike", ["--bug", "lr-spike", "--bug-step", "2"], 1)):
+        d = T.fresh(os.path.join(args.work, f"follow-{label}"))
+        follower = subprocess.Popen([args.bin, "judge", "--follow", d, "--follow-timeout", "300"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        J.record(d, "ddp", 4, *extra, fresh=False)
+        out, err = follower.communicate(timeout=600)
+        lines = [x for x in out.splitlines() if x.startswith("step ")]
+        ok(follower.returncode == code and len(lines) == 4,
+           f"follow {label}: exit {follower.returncode} (expected {code}), {len(lines)} step lines: {err[-500:]}")
+        left = [f for _, _, fs in os.walk(os.path.join(d, "grads")) for f in fs]
+        consumed = T.read_jsonl(J.judged(d, "consumed.jsonl"))
+        ok(left == [] and len(consumed) == 4, f"follow {label}: gradients left {left}, {len(consumed)} consumed")
+        ok(J.rows(d)["recording"]["measured"].endswith("(4 judged as they came and discarded)") or
+           "4 judged as they came and discarded" in J.rows(d)["recording"]["measured"],
+           f"follow {label}: recording row {J.rows(d)['recording']['measured']}")
+        again = J.judge(args, d)
+        ok(again.returncode == code, f"follow {label}: judged again from judge/steps.jsonl: exit {again.returncode}")
+        if label == "lr-spike":
+            f = J.first(d)
+            ok(f["view"] == "lr" and f["step"] == 2, f"follow lr-spike: first divergence {f}")
+            ok("update 21 of 21 tensors bit for bit" in lines[3], f"follow lr-spike: not resynchronized: {lines[3]}")
+    p = T.run([args.bin, "judge", "--follow", T.fresh(os.path.join(args.work, "follow-none"), create=True),
+               "--follow-timeout", "1"])
+    ok(p.returncode == 2 and "no recording started there" in p.stderr, f"follow nothing: {p.returncode} {p.stderr}")
+    return ok.verdict("follow")
 
 
 def case_declared(args):

@@ -17,9 +17,11 @@ EXAMPLE = T.source_dir("examples", "torch", "train_llama.py")
 PY = "/usr/bin/python3"
 
 
-def record(out, strategy, steps, *extra, world=None, ok=True):
-    """Records the example into a fresh `out`; returns out (or the process when ok=False: it may be refused)."""
-    T.fresh(out)
+def record(out, strategy, steps, *extra, world=None, ok=True, fresh=True):
+    """Records the example into a fresh `out` (fresh=False: as it is, e.g. followed by a judge already); returns
+    out (or the process when ok=False: it may be refused)."""
+    if fresh:
+        T.fresh(out)
     shutil.rmtree(out + ".ckpt", ignore_errors=True)
     cmd = [PY, EXAMPLE, "--strategy", strategy, "--steps", str(steps), "--out", out, "--quiet"] + list(extra)
     if world:
