@@ -90,16 +90,18 @@ Result<int> judge_finished(const std::string& dir, const std::map<int64_t, judge
 
 namespace {
 
-// One line of the step just judged: what each view saw.
-std::string step_line(const judge::StepResult& r) {
-  if (!r.checked) return fmt::format("step {}: not checked: {}", r.step, r.unchecked);
+// One line of the step just judged: what each view saw, and the seconds its judgement took.
+std::string step_line(const judge::StepResult& r, double seconds) {
+  if (!r.checked) return fmt::format("step {} ({:.2f} s): not checked: {}", r.step, seconds, r.unchecked);
   double worst = 0;
   int64_t bitwise = 0;
   for (const judge::TensorError& e : r.grads) worst = std::max(worst, e.nonfinite ? INFINITY : e.rel / r.tol.grad);
   for (const judge::TensorError& e : r.update) bitwise += e.bitwise ? 1 : 0;
-  return fmt::format("step {}: gradients worst {:.3g} of the tolerance, update {} of {} tensors bit for bit{}{}",
-                     r.step, worst, bitwise, r.update.size(), r.grad_pattern.empty() ? "" : "; " + r.grad_pattern,
-                     r.update_pattern.empty() ? "" : "; " + r.update_pattern);
+  return fmt::format(
+      "step {} ({:.2f} s): gradients worst {:.3g} of the tolerance, update {} of {} tensors bit for "
+      "bit{}{}",
+      r.step, seconds, worst, bitwise, r.update.size(), r.grad_pattern.empty() ? "" : "; " + r.grad_pattern,
+      r.update_pattern.empty() ? "" : "; " + r.update_pattern);
 }
 
 }  // namespace
@@ -140,6 +142,7 @@ Result<int> judge_follow(const std::string& dir, bool keep, double timeout_s) {
   for (;;) {
     SP_ASSIGN_OR_RETURN(const int64_t complete, rec.refresh());
     if (s < complete) {
+      const auto t0 = clock::now();
       SP_RETURN_IF_ERROR(judge::assemble_step(rec, s, as));
       judge::StepResult r;
       SP_RETURN_IF_ERROR(steps.step(as, s, r));
@@ -152,7 +155,7 @@ Result<int> judge_follow(const std::string& dir, bool keep, double timeout_s) {
           SP_RETURN_IF_ERROR(append(consumed_path, nlohmann::json{{"file", rel}, {"sha256", sha}}.dump() + "\n"));
           if (!keep) std::remove(rec.path(rel).c_str());
         }
-      std::printf("%s\n", step_line(r).c_str());
+      std::printf("%s\n", step_line(r, std::chrono::duration<double>(clock::now() - t0).count()).c_str());
       std::fflush(stdout);
       judged[s] = std::move(r);
       ++s;
