@@ -121,7 +121,7 @@ Result<int> judge_follow(const std::string& dir, bool keep, double timeout_s) {
   SP_ASSIGN_OR_RETURN(judge::Recording rec, judge::Recording::follow(dir));
   const judge::RecordingContract& c = rec.contract();
   SP_ASSIGN_OR_RETURN(std::unique_ptr<judge::JudgeReference> reference, judge::JudgeReference::make(rec));
-  judge::StepJudge steps(
+  auto steps = std::make_unique<judge::StepJudge>(
       rec, [&](int64_t step, const judge::ParamsFn& p, int64_t skip) { return (*reference)(step, p, skip); });
   SP_RETURN_IF_ERROR(make_directories(rec.path(judge::kJudgeDir)));
   const std::string rows_path = rec.path(judge::judge_file("steps.jsonl")),
@@ -145,7 +145,7 @@ Result<int> judge_follow(const std::string& dir, bool keep, double timeout_s) {
       const auto t0 = clock::now();
       SP_RETURN_IF_ERROR(judge::assemble_step(rec, s, as));
       judge::StepResult r;
-      SP_RETURN_IF_ERROR(steps.step(as, s, r));
+      SP_RETURN_IF_ERROR(steps->step(as, s, r));
       SP_RETURN_IF_ERROR(append(rows_path, judge::step_result_json(r).dump() + "\n"));
       // The step's gradients (and square roots) are judged: their SHA-256 goes on record, the files go.
       for (int rank = 0; rank < c.world; ++rank)
@@ -170,6 +170,7 @@ Result<int> judge_follow(const std::string& dir, bool keep, double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (keep) judged.clear();  // the gradients are still there: the last judgement reads them
+  steps.reset();  // the replay's state and the engine go before the last judgement makes its own
   reference.reset();
   return judge_finished(dir, keep ? nullptr : &judged);
 }
