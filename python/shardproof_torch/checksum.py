@@ -227,19 +227,38 @@ def shard_indices(shape, shard, k0):
     return lambda c0, c1: base(k0 + c0, k0 + c1)
 
 
-def logical_indices(shape, shard, local):
-    """The logical indices of a piece's local element indices `local` (an int64 array), as shard_indices."""
-    local = np.asarray(local, dtype=np.int64)
-    if shard is None:
-        return local
-    dim, index, parts = shard
-    if dim == 0:
-        row_numel = 1
+def box_indices(shape, offsets, sizes, k0):
+    """The index function of local elements k0.. of a box of the logical tensor (offsets and sizes per dim, the
+    distributed-checkpoint form; docs/formats/torch_recording.md §shards), its elements in row-major order. A box
+    of whole rows (every dim after the first complete) is contiguous; a box of a 2-D tensor's columns is not."""
+    shape, offsets, sizes = list(shape), list(offsets), list(sizes)
+    if shape[1:] == sizes[1:]:
+        row = 1
         for s in shape[1:]:
-            row_numel *= s
-        return local + index * (shape[0] // parts) * row_numel
-    width = shape[1] // parts
-    return (local // width) * shape[1] + index * width + local % width
+            row *= s
+        return contiguous_indices((offsets[0] if shape else 0) * row + k0)
+    if len(shape) != 2:
+        raise ValueError(f"a box {offsets}+{sizes} of a {len(shape)}-D tensor that does not hold whole rows: "
+                         f"only 1-D and 2-D tensors are recorded")
+    width, full, col0, row0 = sizes[1], shape[1], offsets[1], offsets[0]
+
+    def f(c0, c1):
+        k = np.arange(k0 + c0, k0 + c1, dtype=np.uint64)
+        return ((np.uint64(row0) + k // np.uint64(width)) * np.uint64(full) + np.uint64(col0) + k % np.uint64(width))
+    return f
+
+
+def logical_indices(shape, offsets, sizes, local):
+    """The logical indices (int64) of a box's local element indices `local` (an int64 array), as box_indices."""
+    local = np.asarray(local, dtype=np.int64)
+    shape, offsets, sizes = list(shape), list(offsets), list(sizes)
+    if shape[1:] == sizes[1:]:
+        row = 1
+        for s in shape[1:]:
+            row *= s
+        return local + (offsets[0] if shape else 0) * row
+    width = sizes[1]
+    return (offsets[0] + local // width) * shape[1] + offsets[1] + local % width
 
 
 def bytes_digest(x):

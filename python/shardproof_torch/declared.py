@@ -20,8 +20,9 @@ MAX_STEPS = 1 << 30
 NAME_TOKENS = {
     "single": ("world", 1), "ddp": ("dp", None), "dp": ("dp", None), "tp": ("tp", None), "megatron": ("tp", None),
     "pp": ("pp", None), "pipeline": ("pp", None), "gpipe": ("pp", None), "1f1b": ("pp", None),
-    "zero1": ("zero", 1), "zero2": ("zero", 2), "zero3": ("zero", 3), "fsdp": ("zero", 3), "fsdp2": ("zero", 3),
-    "full": ("zero", 3), "hsdp": ("zero", 3),
+    "zero1": ("zero", 1), "zero2": ("zero", 2), "zero3": ("zero", 3), "full": ("zero", 3),
+    # FSDP shards the parameters (ZeRO-3) or keeps them gathered after forward (reshard_after_forward=False: ZeRO-2)
+    "fsdp": ("sharded", 2), "fsdp2": ("sharded", 2), "hsdp": ("sharded", 2),
 }
 
 
@@ -45,6 +46,9 @@ def strategy_name_problem(name, dp, tp, pp, zero):
             return f"strategy name {name!r} says '{token}', but the grid declares {what} = 1"
         if what == "zero" and zero != value:
             return (f"strategy name {name!r} says '{token}' (ZeRO stage {value}), but the strategy declares "
+                    f"zero = {zero}")
+        if what == "sharded" and zero < 2:
+            return (f"strategy name {name!r} says '{token}' (ZeRO stage 2 or 3), but the strategy declares "
                     f"zero = {zero}")
     return None
 
@@ -195,10 +199,14 @@ def grad_scaler_active():
     with warnings.catch_warnings():  # isinstance on some of torch's deprecated module objects warns
         warnings.simplefilter("ignore")
         for o in gc.get_objects():
-            if isinstance(o, classes):
-                try:
-                    if o.is_enabled():
-                        return True
-                except Exception:  # noqa: BLE001 - a half-built scaler: not one that scales
+            try:
+                if not isinstance(o, classes):
                     continue
+            except ReferenceError:  # a weakref.proxy whose object is gone (torch.compile, transformers keep some)
+                continue
+            try:
+                if o.is_enabled():
+                    return True
+            except Exception:  # noqa: BLE001 - a half-built scaler: not one that scales
+                continue
     return False

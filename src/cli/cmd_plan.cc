@@ -244,11 +244,8 @@ int run_search(const PlanArgs& a, const planner::PlanQuery& q, const planner::Mo
                const std::string& counterpart_note) {
   const planner::ClusterSpec& cluster = q.cluster;
   const config::RunConfig& config = q.config;
-  planner::SearchSpace space;
-  space.world = cluster.devices();
-  space.global_batch = config.train.global_batch;
-  // every recompute mode of the engine: none, selective, full (SearchSpace's default)
-  space.sequence_parallel = true;  // the engine runs it: priced by its ledger and traffic models
+  const planner::SearchSpace space =
+      planner::engine_search_space(cluster.devices(), config.train.global_batch, config.parallel.reduction);
   auto r = planner::search_strategies(model, space, planner::engine_evaluators(q), search_progress());
   if (!r.ok()) return report_status(r.status());
   nlohmann::json j = planner::search_result_to_json(*r);

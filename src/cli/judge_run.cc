@@ -170,7 +170,7 @@ Result<int> judge_follow(const std::string& dir, bool keep, double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (keep) judged.clear();  // the gradients are still there: the last judgement reads them
-  steps.reset();  // the replay's state and the engine go before the last judgement makes its own
+  steps.reset();             // the replay's state and the engine go before the last judgement makes its own
   reference.reset();
   return judge_finished(dir, keep ? nullptr : &judged);
 }

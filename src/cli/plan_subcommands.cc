@@ -166,7 +166,7 @@ int run_published(const PublishedArgs& a) {
   for (const auto& p : *rows)
     std::printf("%-16s %3d %3d %3d %5d %5lld  %-34s %9.2f %9.2f %+6.0f%%  %7.0f %7.0f  %5.1f%%  %.1f GiB%s\n",
                 p.run.model.c_str(), p.run.tp, p.run.pp, p.run.dp(), p.run.gpus,
-                static_cast<long long>(p.run.global_batch), planner::strategy_name(p.chosen).c_str(), p.implied_seconds,
+                static_cast<long long>(p.run.global_batch), plan::strategy_name(p.chosen).c_str(), p.implied_seconds,
                 p.predicted_seconds, 100 * p.error, p.run.tflops_per_gpu, p.predicted_tflops_per_gpu, 100 * p.bubble,
                 p.peak_bytes / double(1 << 30),
                 p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());

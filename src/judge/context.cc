@@ -17,12 +17,10 @@ constexpr double kU = 5.9604644775390625e-08;  // 2^-24
 
 Result<plan::RunPlan> declared_plan(const RecordingContract& c) {
   config::RunConfig rc = c.single_device_config();
-  rc.parallel.dp = c.dp;
-  rc.parallel.tp = c.tp;
-  rc.parallel.pp = c.pp;
-  rc.parallel.zero = c.zero;
-  rc.parallel.schedule = config::Schedule::kGpipe;
-  rc.parallel.reduction = config::Reduction::kFast;  // a framework's all-reduce: MPI's order, not the canonical tree
+  plan::Strategy s = c.strategy;
+  s.schedule = config::Schedule::kGpipe;
+  s.reduction = config::Reduction::kFast;  // a framework's all-reduce: MPI's order, not the canonical tree
+  plan::apply(s, rc);
   return plan::RunPlan::make(rc, c.world);
 }
 
@@ -34,7 +32,7 @@ const StepRecord& step_of(const Recording& rec, int rank, int64_t step) {
 // parallel); anything else Megatron's split does not do (a matrix split along the other dim) is named as what the
 // traffic model cannot model.
 void recorded_layout(const Recording& rec, JudgeContext& ctx) {
-  if (rec.contract().tp < 2) return;
+  if (rec.contract().strategy.tp < 2) return;
   for (const RankRecords& rr : rec.ranks())
     for (const TensorRecord& t : rr.tensors) {
       if (t.step != 0 || t.phase != "grad") continue;
@@ -54,7 +52,7 @@ void recorded_layout(const Recording& rec, JudgeContext& ctx) {
 // Every micro-batch's ids by their SHA-256; a second occurrence is a repeat.
 Result<std::vector<DataRepeat>> data_repeats(const Recording& rec) {
   const RecordingContract& c = rec.contract();
-  const int64_t per = c.micro_batch * (c.seq_len + 1);
+  const int64_t per = c.strategy.micro_batch_size * (c.seq_len + 1);
   std::map<std::string, DataRepeat> first;
   std::vector<DataRepeat> out;
   for (int64_t s = 0; s < c.steps; ++s)

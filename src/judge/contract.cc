@@ -57,16 +57,18 @@ Result<LrSchedule> schedule_of(const JsonFields& of, const json& v) {
   return s;
 }
 
-// The strategy-name vocabulary (python/shardproof_torch/declared.py NAME_TOKENS): token → (what, value).
+// The strategy-name vocabulary (python/shardproof_torch/declared.py NAME_TOKENS): token → (what, value). FSDP
+// shards the parameters (ZeRO-3), or keeps them gathered after forward (FSDP2's reshard_after_forward=False,
+// FSDP1's SHARD_GRAD_OP: ZeRO-2): "sharded" is either.
 struct NameRule {
   std::string_view token, what;
   int value;
 };
 constexpr NameRule kNameRules[] = {
-    {"single", "world", 1}, {"ddp", "dp", 0},     {"dp", "dp", 0},       {"tp", "tp", 0},
-    {"megatron", "tp", 0},  {"pp", "pp", 0},      {"pipeline", "pp", 0}, {"gpipe", "pp", 0},
-    {"1f1b", "pp", 0},      {"zero1", "zero", 1}, {"zero2", "zero", 2},  {"zero3", "zero", 3},
-    {"fsdp", "zero", 3},    {"fsdp2", "zero", 3}, {"full", "zero", 3},   {"hsdp", "zero", 3}};
+    {"single", "world", 1}, {"ddp", "dp", 0},        {"dp", "dp", 0},       {"tp", "tp", 0},
+    {"megatron", "tp", 0},  {"pp", "pp", 0},         {"pipeline", "pp", 0}, {"gpipe", "pp", 0},
+    {"1f1b", "pp", 0},      {"zero1", "zero", 1},    {"zero2", "zero", 2},  {"zero3", "zero", 3},
+    {"fsdp", "sharded", 2}, {"fsdp2", "sharded", 2}, {"full", "zero", 3},   {"hsdp", "sharded", 2}};
 
 }  // namespace
 
@@ -85,6 +87,8 @@ std::string strategy_name_problem(const std::string& name, int dp, int tp, int p
         return fmt::format("says '{}', but the grid declares {} = 1", token, r.what);
       if (r.what == "zero" && zero != r.value)
         return fmt::format("says '{}' (ZeRO stage {}), but the strategy declares zero = {}", token, r.value, zero);
+      if (r.what == "sharded" && zero < 2)
+        return fmt::format("says '{}' (ZeRO stage 2 or 3), but the strategy declares zero = {}", token, zero);
     }
   }
   return {};
@@ -122,27 +126,28 @@ Status strategy_and_batch(const JsonFields& f, const json& doc, const std::strin
   SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
   const JsonFields sf(*st, label, "strategy");
   SP_RETURN_IF_ERROR(sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
-  SP_ASSIGN_OR_RETURN(c.strategy, sf.string("name"));
+  SP_ASSIGN_OR_RETURN(c.strategy_name, sf.string("name"));
   SP_ASSIGN_OR_RETURN(const int64_t dp, sf.integer("dp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t tp, sf.integer("tp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t pp, sf.integer("pp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t zero, sf.integer("zero", 0, 1));
-  c.dp = static_cast<int>(dp), c.tp = static_cast<int>(tp), c.pp = static_cast<int>(pp);
-  c.zero = static_cast<int>(zero);
-  if (const std::string why = strategy_name_problem(c.strategy, c.dp, c.tp, c.pp, c.zero); !why.empty())
-    return sf.error("name", fmt::format("\"{}\" {}", c.strategy.substr(0, 60), why));
+  plan::Strategy& s = c.strategy;
+  s.dp = static_cast<int>(dp), s.tp = static_cast<int>(tp), s.pp = static_cast<int>(pp);
+  s.zero = static_cast<int>(zero);
+  if (const std::string why = strategy_name_problem(c.strategy_name, s.dp, s.tp, s.pp, s.zero); !why.empty())
+    return sf.error("name", fmt::format("\"{}\" {}", c.strategy_name.substr(0, 60), why));
   SP_ASSIGN_OR_RETURN(const int64_t world, f.integer("world_size", 1, 1 << 20));
   c.world = static_cast<int>(world);
-  if (c.world != c.dp * c.tp * c.pp)
-    return f.error("world_size", fmt::format("= {} ≠ dp {} × tp {} × pp {}", c.world, c.dp, c.tp, c.pp));
+  if (c.world != s.workers())
+    return f.error("world_size", fmt::format("= {} ≠ dp {} × tp {} × pp {}", c.world, s.dp, s.tp, s.pp));
   SP_ASSIGN_OR_RETURN(const json* batch, f.object("batch"));
   const JsonFields bf(*batch, label, "batch");
   SP_RETURN_IF_ERROR(bf.expect_keys({"micro_batch", "micro_batches", "seq_len"}));
-  SP_ASSIGN_OR_RETURN(c.micro_batch, bf.integer("micro_batch", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(s.micro_batch_size, bf.integer("micro_batch", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(c.micro_batches, bf.integer("micro_batches", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(c.seq_len, bf.integer("seq_len", 1, 1 << 20));
-  if (c.micro_batches % c.dp != 0)
-    return f.error("batch", fmt::format("micro_batches {} is not a multiple of dp {}", c.micro_batches, c.dp));
+  if (c.micro_batches % s.dp != 0)
+    return f.error("batch", fmt::format("micro_batches {} is not a multiple of dp {}", c.micro_batches, s.dp));
   const bool v2 = c.every_step();
   SP_ASSIGN_OR_RETURN(c.steps, f.integer("steps", 1, kMaxSteps));
   SP_ASSIGN_OR_RETURN(c.checksum_every, f.integer("checksum_every", v2 ? 1 : 0, v2 ? 1 : c.steps));

@@ -56,8 +56,8 @@ Row sealed(const JudgeContext& x) {
             "seal/, contract.json, topology.json", true),
         {.view = "recording", .point = 0}};
   r.first.measured = fmt::format(
-      "{} ranks ({} dp × {} tp × {} pp, {}), {} steps, {} micro-batches per step, {}, {} files sealed{}", c.world, c.dp,
-      c.tp, c.pp, c.strategy, c.steps, c.micro_batches,
+      "{} ranks ({} dp × {} tp × {} pp, {}), {} steps, {} micro-batches per step, {}, {} files sealed{}", c.world,
+      c.strategy.dp, c.strategy.tp, c.strategy.pp, c.strategy_name, c.steps, c.micro_batches,
       c.every_step() ? fmt::format("format 2: gradients every step, the state at step{} {}",
                                    rec.state_steps().size() == 1 ? "" : "s", ranks_text([&] {
                                      std::vector<int> v;
@@ -127,7 +127,7 @@ Row traffic(const JudgeContext& x) {
     if (k.step < 0 || k.step >= c.steps) continue;
     if (k.phase == comm::Phase::kEvidence) stats_bytes += t.bytes;
     if (!compared_phase(k.phase)) continue;
-    std::string g = k.group == "world" && c.tp == 1 && c.pp == 1 ? dp0 : k.group;
+    std::string g = k.group == "world" && c.strategy.tp == 1 && c.strategy.pp == 1 ? dp0 : k.group;
     traced[{k.step, {g, std::string(comm::phase_name(k.phase))}}] += t.bytes;
     traced_ops += t.ops;
   }
@@ -167,7 +167,7 @@ Row traffic(const JudgeContext& x) {
                   .tensor = key.first,
                   .ranks = members,
                   .detail = fmt::format("step {} {} on {}: {} bytes traced, the model of {} predicts {}", s, key.second,
-                                        key.first, got, c.strategy, want),
+                                        key.first, got, c.strategy_name, want),
                   .evidence = "trace/",
                   .ratio = std::numeric_limits<double>::infinity(),
                   .pattern = got == 0 ? "nothing traced where the model has traffic: that synchronization never ran"
@@ -188,9 +188,10 @@ Row traffic(const JudgeContext& x) {
       "{} cells of {} steps {}{}; ops {} traced, {} in the model; statistics (phase evidence, not compared) {} "
       "bytes{}",
       cells, c.steps, r.first.passed ? "equal" : "differ",
-      c.tp > 1 ? fmt::format(" (embedding {}, head {})", x.layout.embedding_split ? "vocabulary-parallel" : "whole",
-                             x.layout.head_split ? "vocabulary-parallel" : "whole")
-               : "",
+      c.strategy.tp > 1
+          ? fmt::format(" (embedding {}, head {})", x.layout.embedding_split ? "vocabulary-parallel" : "whole",
+                        x.layout.head_split ? "vocabulary-parallel" : "whole")
+          : "",
       traced_ops, model_ops, stats_bytes,
       skipped > 0 ? fmt::format("; {} cells NOT compared (UNVERIFIED): {}", skipped, x.unmodelled) : "");
   return r;

@@ -50,7 +50,7 @@ std::vector<UpdateHypothesis> update_hypotheses(const Recording& rec, int64_t st
                     o < step ? "restarted or behind" : "ahead", std::abs(step - o)),
         [lr](UpdateInputs& in) { in.lr = lr; });
   }
-  const double dp = c.dp, tp = c.tp, m = static_cast<double>(c.micro_batches);
+  const double dp = c.strategy.dp, tp = c.strategy.tp, m = static_cast<double>(c.micro_batches);
   for (double k : {10.0, 0.1, 2.0, 0.5, 100.0, 0.01, dp, 1 / dp, tp, 1 / tp, m, 1 / m}) {
     if (k == 1 || lrs.contains(base.lr * k)) continue;
     lrs.insert(base.lr * k);

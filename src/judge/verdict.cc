@@ -102,8 +102,8 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
   }
   v.unverified = x.unchecked_steps();
   v.unmodelled = x.unmodelled;
-  v.title = fmt::format("shardproof judge: {} (dp {} × tp {} × pp {}{}), {} steps", c.strategy, c.dp, c.tp, c.pp,
-                        c.zero ? ", ZeRO-1" : "", c.steps);
+  v.title = fmt::format("shardproof judge: {} (dp {} × tp {} × pp {}{}), {} steps", c.strategy_name, c.strategy.dp,
+                        c.strategy.tp, c.strategy.pp, c.strategy.zero ? ", ZeRO-1" : "", c.steps);
   v.notes.push_back(v.first_line());
   if (v.first >= 0 && !v.detections[static_cast<size_t>(v.first)].pattern.empty())
     v.notes.push_back("pattern: " + v.detections[static_cast<size_t>(v.first)].pattern);
@@ -130,11 +130,11 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
                                   checked, x.steps.size(), bytes, checked > 0 ? bytes / checked : 0));
   }
   for (const std::string& n : x.notes) v.notes.push_back(n);
-  v.summary = {{"strategy", c.strategy},
-               {"dp", c.dp},
-               {"tp", c.tp},
-               {"pp", c.pp},
-               {"zero", c.zero},
+  v.summary = {{"strategy", c.strategy_name},
+               {"dp", c.strategy.dp},
+               {"tp", c.strategy.tp},
+               {"pp", c.strategy.pp},
+               {"zero", c.strategy.zero},
                {"steps", c.steps},
                {"world", c.world},
                {"checked", checked},

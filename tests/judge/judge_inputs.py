@@ -72,7 +72,7 @@ def case_recorder(args):
     refused("steps_2_64", "steps = 18446744073709551616", steps=2 ** 64)
     refused("betas_1e300", "hyper betas[0] = 1e+300", hyper=dict(hyper, betas=[1e300, 0.95]))
     refused("negative_wd", "hyper weight_decay = -0.1", hyper=dict(hyper, weight_decay=-0.1))
-    refused("name_fsdp", "says 'fsdp' (ZeRO stage 3), but the strategy declares zero = 0",
+    refused("name_fsdp", "says 'fsdp' (ZeRO stage 2 or 3), but the strategy declares zero = 0",
             strategy={"name": "fsdp-full-shard", "dp": 1, "tp": 1, "pp": 1})
     refused("attention_bias", "attention_bias = true", hf_config=dict(cfg, attention_bias=True))
     refused("bf16", "is torch.bfloat16", parameters=[("model.norm.weight",
@@ -263,7 +263,7 @@ def case_declarations(args):
             ("negative_wd", lambda c: c["optimizer"].update(weight_decay=-0.1),
              "optimizer.weight_decay = -0.1 is outside [0, 1000000]"),
             ("name_fsdp", lambda c: c["strategy"].update(name="fsdp-full-shard"),
-             "says 'fsdp' (ZeRO stage 3), but the strategy declares zero = 0"),
+             "says 'fsdp' (ZeRO stage 2 or 3), but the strategy declares zero = 0"),
             ("name_tp", lambda c: c["strategy"].update(name="ddp-tp"), "says 'tp', but the grid declares tp = 1"),
             ("schedule_kind", lambda c: c["optimizer"].update(lr_schedule={"kind": "exp"}), "optimizer.lr_schedule"),
             ("precision", lambda c: c["precision"].update(autocast=True), "mixed precision is not judgeable")):

@@ -131,7 +131,10 @@ TEST(JudgeRecords, AStrategysNameSaysNoOtherStrategy) {
   EXPECT_EQ(strategy_name_problem("my-run_7", 2, 2, 1, 0), "");  // the user's words are not read
   EXPECT_EQ(strategy_name_problem("dp-tp", 2, 2, 1, 0), "");
   EXPECT_EQ(strategy_name_problem("zero1", 2, 1, 1, 1), "");
-  EXPECT_NE(strategy_name_problem("fsdp-full-shard", 2, 1, 1, 0).find("ZeRO stage 3"), std::string::npos);
+  EXPECT_NE(strategy_name_problem("fsdp-full-shard", 2, 1, 1, 0).find("ZeRO stage 2 or 3"), std::string::npos);
+  EXPECT_EQ(strategy_name_problem("fsdp2-zero2", 2, 1, 1, 2), "");  // FSDP2, reshard_after_forward=False
+  EXPECT_EQ(strategy_name_problem("fsdp2-zero3-tp2", 2, 2, 1, 3), "");
+  EXPECT_NE(strategy_name_problem("full-shard", 2, 1, 1, 2).find("ZeRO stage 3"), std::string::npos);
   EXPECT_NE(strategy_name_problem("DDP+TP", 2, 1, 1, 0).find("tp = 1"), std::string::npos);
   EXPECT_NE(strategy_name_problem("single", 2, 1, 1, 0).find("2 ranks"), std::string::npos);
   EXPECT_NE(strategy_name_problem("pp", 2, 1, 1, 0).find("pp = 1"), std::string::npos);

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "ckpt/safetensors.h"
-#include "cli/token_batch.h"
 #include "core/exact_sum.h"
 #include "core/file_io.h"
+#include "data/token_batch.h"
 #include "evidence/tensor_summary.h"
 #include "temp_dir.h"
 #include "unity_id.h"
@@ -168,17 +168,17 @@ TEST(SharedVectors, TokenBatchBytesAreTheEnginesOwn) {
   test::TempDir dir;
   for (const json& c : v["token_batch"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    cli::TokenBatch b{.rows = c["rows"].get<int64_t>(),
-                      .cols = c["cols"].get<int64_t>(),
-                      .tokens = c["ids"].get<std::vector<int32_t>>()};
+    data::TokenBatch b{.rows = c["rows"].get<int64_t>(),
+                       .cols = c["cols"].get<int64_t>(),
+                       .tokens = c["ids"].get<std::vector<int32_t>>()};
     const std::string bytes = unhex(c["bytes"].get<std::string>());
-    EXPECT_EQ(cli::encode_token_batch(b), bytes);
+    EXPECT_EQ(data::encode_token_batch(b), bytes);
     const std::string path = dir.path() + "/" + c["name"].get<std::string>() + ".bin";
     ASSERT_TRUE(write_file(path, bytes).ok());
-    Result<cli::TokenBatch> r = cli::read_token_batch(path, 100);
+    Result<data::TokenBatch> r = data::read_token_batch(path, 100);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->tokens, b.tokens);
-    EXPECT_EQ(cli::token_batch_targets(*r), c["targets"].get<int64_t>());
+    EXPECT_EQ(data::token_batch_targets(*r), c["targets"].get<int64_t>());
   }
 }
 
