@@ -194,7 +194,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   // A parameter server runs no micro-batch and belongs to no grid axis; a worker's axes are itself.
   const bool ps = rc.parallel.parameter_server();
   const bool server = ps && plan.roles().is_server(rank);
-  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false, layout};
+  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false, 4, layout};
   if (!server) {
     x.dp = grid.group_name(comm::Axis::kDp, rank);
     x.tp = grid.group_name(comm::Axis::kTp, rank);
