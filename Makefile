@@ -1,9 +1,10 @@
 # shardproof: the two commands that do all set-up on a fresh Debian 12 machine (as root).
 #   make demo   installs missing packages, builds, runs the main job on the bundled default
-#   make test   installs missing packages, builds, runs every test: the unit tests under ASan + UBSan
+#   make test   installs missing packages and the Python environment .venv (once; docs/install.md), builds,
+#               runs every test: the unit tests under ASan + UBSan
 #               (compiled once, in the sanitizer build), the others in the optimized build
 #               (docs/performance.md has the clean-clone time on 2 cores)
-# Other targets: build, test-asan (only the sanitizer part; test-unit is the same), bench, format, clean.
+# Other targets: venv, build, test-asan (only the sanitizer part; test-unit is the same), bench, format, clean.
 JOBS    ?= $(shell nproc)
 BUILD   ?= build
 ASAN    ?= build-asan
@@ -12,10 +13,16 @@ SP      := $(BUILD)/bin/shardproof
 
 PREFIX  ?= /usr/local
 
-.PHONY: deps build build-asan demo test test-long test-asan test-unit bench format format-check clean install package
+.PHONY: deps venv build build-asan demo test test-long test-asan test-unit bench format format-check clean install package
 
 deps:
 	@bash scripts/install-deps.sh
+
+# The project's Python environment (.venv: torch 2.x, transformers, DeepSpeed, ... pinned with hashes in
+# python/requirements.txt, and python/ installed editable): what the python and integration tests run on.
+# Skipped when current (a stamp of the requirements' hash); `make demo` does not need it.
+venv: deps
+	@bash scripts/install-venv.sh
 
 # Unity build: each library compiles as a few large files, which halves a clean build on 2 cores
 # (3.7 instead of 6.3 minutes) and gives the same bits (checksums compared; docs/testing.md). The unit
@@ -54,13 +61,13 @@ package: build
 
 # Every test: oracle, mpi, parity, ckpt, faults, compare, activations, labs, ... (docs/testing.md) in the
 # optimized build, then the unit tests under AddressSanitizer and UndefinedBehaviorSanitizer (a second build).
-test: build
+test: venv build
 	cd $(BUILD) && ctest --output-on-failure -j $(CTEST_J) -LE long
 	@$(MAKE) --no-print-directory test-asan
 
 # The long suite (not part of `make test`): the anchored-equivalence matrix of issue 21 at the tiny preset's
 # full length, and the README's examples as written (docs/testing.md; about 22 minutes on 2 cores).
-test-long: build
+test-long: venv build
 	cd $(BUILD) && ctest --output-on-failure -j $(CTEST_J) -L long
 
 # Leak checking is off: MPI and OpenBLAS keep process-lifetime allocations that are not leaks.

@@ -227,6 +227,27 @@ def shard_indices(shape, shard, k0):
     return lambda c0, c1: base(k0 + c0, k0 + c1)
 
 
+def box_indices(shape, offsets, sizes, k0):
+    """The index function of local elements k0.. of a box of the logical tensor (offsets and sizes per dim, the
+    distributed-checkpoint form; docs/formats/torch_recording.md §shards), its elements in row-major order. A box
+    of whole rows (every dim after the first complete) is contiguous; a box of a 2-D tensor's columns is not."""
+    shape, offsets, sizes = list(shape), list(offsets), list(sizes)
+    if shape[1:] == sizes[1:]:
+        row = 1
+        for s in shape[1:]:
+            row *= s
+        return contiguous_indices((offsets[0] if shape else 0) * row + k0)
+    if len(shape) != 2:
+        raise ValueError(f"a box {offsets}+{sizes} of a {len(shape)}-D tensor that does not hold whole rows: "
+                         f"only 1-D and 2-D tensors are recorded")
+    width, full, col0, row0 = sizes[1], shape[1], offsets[1], offsets[0]
+
+    def f(c0, c1):
+        k = np.arange(k0 + c0, k0 + c1, dtype=np.uint64)
+        return ((np.uint64(row0) + k // np.uint64(width)) * np.uint64(full) + np.uint64(col0) + k % np.uint64(width))
+    return f
+
+
 def bytes_digest(x):
     """SHA-256 of a contiguous array's bytes: the replica comparison (bitwise) of a rank's local copy."""
     return hashlib.sha256(x.data).hexdigest()

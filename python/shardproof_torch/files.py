@@ -46,7 +46,7 @@ def safetensors_bytes(tensors, metadata=None):
         header["__metadata__"] = {k: str(v) for k, v in sorted(metadata.items())}
     blobs, offset = [], 0
     for name, a in tensors:
-        a = np.ascontiguousarray(a, dtype=np.float32)
+        a = np.asarray(a, dtype=np.float32, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
         b = a.tobytes()
         header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
         offset += len(b)

@@ -35,7 +35,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from . import checksum, files, layout
+from . import checksum, discovery, files, layout
+from .pieces import Piece, declared
+from .pieces import is_dtensor as _is_dtensor
 from .trace import PHASES, Group, TraceRecorder
 
 _STATES = ("exp_avg", "exp_avg_sq")
@@ -70,7 +72,8 @@ class Recorder:
                  groups=None, loss_reduction="token_mean", gradient_divisor=1, anchor_every=None,
                  checksum_every=1, script=None, resume_step=None):
         """parameters: [(HF name, torch parameter, shard)] of this rank's model, shard = None (the whole
-        logical tensor) or (dim, index, parts): an even split along dim 0 or 1. optimizer: the torch optimizer
+        logical tensor) or (dim, index, parts): an even split along dim 0 or 1 — or the pieces
+        Recorder.attach discovers (discovery.Piece: any box, its replicas found). optimizer: the torch optimizer
         that holds this rank's AdamW state (for ZeroRedundancyOptimizer: its .optim). hyper: {lr_schedule
         (text), betas, eps, weight_decay, no_decay: [HF names], max_grad_norm, implementation}."""
         self.out, self.rank, self.steps = out, rank, steps
@@ -79,18 +82,9 @@ class Recorder:
             raise ValueError(f"rank {rank} is outside the declared world of {self.grid.world}")
         self.coords = self.grid.coords_of(rank)
         self.zero = int(strategy.get("zero", 0))
-        self.params = [(n, p, tuple(s) if s is not None else None) for n, p, s in parameters]
         self.shapes = layout.logical_shapes(hf_config)
-        for n, p, s in self.params:
-            if n not in self.shapes:
-                raise ValueError(f"parameter {n!r} is not a tensor of a LLaMA model with this config.json "
-                                 f"(names are Hugging Face's: {', '.join(list(self.shapes)[:3])}, ...)")
-            want = list(self.shapes[n])
-            if s is not None:
-                want[s[0]] //= s[2]
-            if list(p.shape) != want:
-                raise ValueError(f"parameter {n!r} on rank {rank} has shape {list(p.shape)}; the config and its "
-                                 f"shard {s} give {want}")
+        self.pieces = [p if isinstance(p, Piece) else declared(self.grid, rank, self.shapes, *p) for p in parameters]
+        self.params = [(pc.name, pc.param, pc.shard(self.shapes[pc.name])) for pc in self.pieces]
         if sorted(hyper) != sorted(HYPER_KEYS):
             raise ValueError(f"hyper must give exactly {', '.join(HYPER_KEYS)}; missing "
                              f"{sorted(set(HYPER_KEYS) - set(hyper))}, unknown {sorted(set(hyper) - set(HYPER_KEYS))}")
@@ -115,6 +109,27 @@ class Recorder:
         self.anchor = None
         self.seconds = 0.0  # wall time spent in the recorder's per-step calls
         self.cpu_seconds = 0.0  # and the CPU time (the process's: the recorder runs on the training thread)
+
+    @classmethod
+    def attach(cls, model, optimizer, out, *, hyper, batch, steps, hf_config=None, name=None,
+               gradient_divisor=None, **options):
+        """A Recorder for `model` (a Hugging Face LLaMA, wrapped or not: DDP, torch.compile, FSDP2, DTensor tensor
+        parallelism) that finds what the constructor asks for (discovery.discover: every parameter's HF name, box
+        and replicas, the process groups and the grid they imply, the ZeRO stage, the model's config) and
+        registers DDP's traced comm hook. optimizer: the torch optimizer (a ZeroRedundancyOptimizer is read
+        through its .optim). gradient_divisor: what the framework divides gradients by when it reduces them
+        (default: dp, as DDP and FSDP2 average). Every rank calls it. Other keyword options are the constructor's
+        (anchor_every, checksum_every, script, resume_step, loss_reduction). Refuses (RefusedModel) what it
+        cannot judge, by name."""
+        found = discovery.discover(model, optimizer, hf_config, name)
+        dp = found["strategy"]["dp"]
+        rec = cls(out, rank=found["rank"], strategy=found["strategy"], hf_config=found["hf_config"],
+                  parameters=found["pieces"], optimizer=found["optimizer"], hyper=hyper, batch=batch, steps=steps,
+                  groups=found["groups"], gradient_divisor=dp if gradient_divisor is None else gradient_divisor,
+                  **options)
+        if found["ddp"] is not None:
+            rec.attach_ddp(found["ddp"])
+        return rec
 
     # ---------------------------------------------------------------- set-up
     def _contract(self, strategy, hf_config, hyper, batch, loss_reduction, gradient_divisor, script):
@@ -262,35 +277,36 @@ class Recorder:
     def _checksums_due(self):
         return self.checksum_every > 0 and self.step % self.checksum_every == 0
 
-    def _cover(self, n, shard):
-        """The local elements this rank summarizes: its share of the replicas of its shard."""
-        replicated_tp = shard is None and self.grid.tp > 1
-        count = self.grid.dp * (self.grid.tp if replicated_tp else 1)
-        i = self.coords["dp"] * (self.grid.tp if replicated_tp else 1) + (self.coords["tp"] if replicated_tp else 0)
+    def _cover(self, n, piece):
+        """The local elements this rank summarizes: its share of the replicas of its piece (replica i of R
+        summarizes [n·i/R, n·(i+1)/R))."""
+        i, count = piece.replicas.index(self.rank), len(piece.replicas)
         return n * i // count, n * (i + 1) // count
 
     def _tensor_records(self, phase, values):
         docs = []
-        for (name, p, shard), x in zip(self.params, values):
-            k0, k1 = self._cover(x.size, shard)
+        for pc, (name, p, shard), x in zip(self.pieces, self.params, values):
+            k0, k1 = self._cover(x.size, pc)
             shape = self.shapes[name]
-            part = checksum.partial_of(x[k0:k1], checksum.shard_indices(shape, shard, k0))
+            part = checksum.partial_of(x[k0:k1], checksum.box_indices(shape, pc.offsets, pc.sizes, k0))
             docs.append(dict(part.fields(), kind="tensor", step=self.step, phase=phase, tensor=name,
-                             shard=list(shard) if shard else None, numel=int(np.prod(shape)),
+                             shard=shard, numel=int(np.prod(shape)),
                              local=int(x.size), cover=[k0, k1], sha256=checksum.bytes_digest(x)))
         return docs
 
-    def _writes_anchor(self, shard, state):
-        """One writer per logical piece: dp 0 (and tp 0 for TP-replicated tensors); the optimizer's moments
-        of a ZeRO-sharded optimizer from the rank that owns them."""
-        if state and self.zero:
+    def _writes_anchor(self, piece, state):
+        """One writer per logical piece: the first of its replicas (dp 0, and tp 0 for TP-replicated tensors);
+        the optimizer's moments of a ZeRO-sharded optimizer from the rank that owns them."""
+        if state and self.zero == 1:
             return True
-        return self.coords["dp"] == 0 and (shard is not None or self.coords["tp"] == 0)
+        return piece.replicas[0] == self.rank
 
     def _opt_state(self, p):
         st = self.optimizer.state.get(p, {}) if self.optimizer is not None else {}
         held = self.optimizer is not None and any(p is q for g in self.optimizer.param_groups for q in g["params"])
         step = st.get("step", 0)
+        if _is_dtensor(step):
+            step = step.to_local()
         return held, st, int(step.item() if torch.is_tensor(step) else step)
 
     @_timed
@@ -298,24 +314,25 @@ class Recorder:
         """The gradients as the optimizer will see them (synchronized, before clipping)."""
         self.trace.phase = "optimizer"
         grads = []
-        for name, p, _ in self.params:
-            if p.grad is None:
-                raise ValueError(f"step {self.step}: {name} has no gradient on rank {self.rank}")
-            grads.append(_local(p.grad))
+        for pc in self.pieces:
+            if pc.param.grad is None:
+                raise ValueError(f"step {self.step}: {pc.name} has no gradient on rank {self.rank}")
+            grads.append(_local(pc.local(pc.param.grad)))
         if self._checksums_due():
             self.records.write_many(self._tensor_records("grad", grads))
         if self.step in self.anchor_steps:
             a, meta = [], {}
-            for (name, p, shard), g in zip(self.params, grads):
-                if self._writes_anchor(shard, False):
-                    a += [("param/" + name, _local(p).reshape(p.shape).copy()),
-                          ("grad/" + name, g.reshape(p.shape).copy())]
-                held, st, step = self._opt_state(p)
-                if held and self._writes_anchor(shard, True):
+            for pc, g in zip(self.pieces, grads):
+                name, shape = pc.name, pc.sizes
+                if self._writes_anchor(pc, False):
+                    a += [("param/" + name, _local(pc.local(pc.param)).reshape(shape).copy()),
+                          ("grad/" + name, g.reshape(shape).copy())]
+                held, st, step = self._opt_state(pc.param)
+                if held and self._writes_anchor(pc, True):
                     for s in _STATES:
                         v = st.get(s)
-                        a.append((f"{s}/{name}", (_local(v) if v is not None else np.zeros(p.numel(), np.float32))
-                                  .reshape(p.shape).copy()))
+                        a.append((f"{s}/{name}", (_local(pc.local(v)) if v is not None
+                                                  else np.zeros(g.size, np.float32)).reshape(shape).copy()))
                     meta[name] = step
             self.anchor = (a, meta)
 
@@ -326,15 +343,15 @@ class Recorder:
     @_timed
     def end_step(self):
         self.trace.phase = "optimizer"
-        values = [_local(p) for _, p, _ in self.params]
+        values = [_local(pc.local(pc.param)) for pc in self.pieces]
         if self._checksums_due():
             self.records.write_many(self._tensor_records("param", values))
         if self.anchor is not None:
             a, meta = self.anchor
-            for (name, p, shard), x in zip(self.params, values):
-                if self._writes_anchor(shard, False):
-                    a.append(("param_after/" + name, x.reshape(p.shape).copy()))
-            shards = {n: list(s) for n, _, s in self.params if s is not None}
+            for pc, x in zip(self.pieces, values):
+                if self._writes_anchor(pc, False):
+                    a.append(("param_after/" + pc.name, x.reshape(pc.sizes).copy()))
+            shards = {n: s for n, _, s in self.params if s is not None}
             os.makedirs(os.path.dirname(layout.anchor_path(self.out, self.step, self.rank)), exist_ok=True)
             if a:  # a rank that holds no piece any other rank does not write first writes nothing
                 files.write_atomic(layout.anchor_path(self.out, self.step, self.rank), files.safetensors_bytes(
@@ -352,15 +369,15 @@ class Recorder:
     # ---------------------------------------------------------------- checkpoints
     def _state_digests(self):
         out = []
-        for name, p, shard in self.params:
+        for pc, (name, p, shard) in zip(self.pieces, self.params):
             held, st, step = self._opt_state(p)
-            out.append({"tensor": name, "shard": list(shard) if shard else None, "state": "param",
-                        "sha256": checksum.bytes_digest(_local(p))})
+            out.append({"tensor": name, "shard": shard, "state": "param",
+                        "sha256": checksum.bytes_digest(_local(pc.local(p)))})
             if held:
                 for s in _STATES:
                     v = st.get(s)
-                    out.append({"tensor": name, "shard": list(shard) if shard else None, "state": s,
-                                "sha256": checksum.bytes_digest(_local(v)) if v is not None else None,
+                    out.append({"tensor": name, "shard": shard, "state": s,
+                                "sha256": checksum.bytes_digest(_local(pc.local(v))) if v is not None else None,
                                 "optimizer_step": step})
         return out
 

@@ -196,7 +196,7 @@ Status run_export(const std::string& dir, int64_t step_option, const std::string
 }
 
 Status run_import(const std::string& file, const RunSource& source) {
-  SP_ASSIGN_OR_RETURN(const config::RunConfig rc, source.load(DeepSpeedInput{}));
+  SP_ASSIGN_OR_RETURN(const config::RunConfig rc, source.load(config::DeepSpeedInput{}));
   SP_ASSIGN_OR_RETURN(const ckpt::NamedTensors w, ckpt::read_hf_weights(file, rc.model));
   int64_t n = 0;
   for (const auto& [name, v] : w) n += static_cast<int64_t>(v.size());

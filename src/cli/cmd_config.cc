@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "cli/run_source.h"
+#include "core/file_io.h"
 #include "parallel/trainer.h"
 
 namespace sp::cli {
@@ -43,7 +44,7 @@ int run_config_show(const ConfigShowOpts& options) {
   const RunSource& o = options.source;
   if (!o.deepspeed.empty())
     if (Status s = check_input_file("--deepspeed", o.deepspeed); !s.ok()) return report_status(s);
-  auto config = o.load(DeepSpeedInput{.file = o.deepspeed, .world = o.np});
+  auto config = o.load(config::DeepSpeedInput{.file = o.deepspeed, .world = o.np});
   if (!config.ok()) return report_status(config.status());
   // What `train` would say of it (exit 2 after the configuration is shown: never a silent exit 0).
   const int world = o.np > 0 ? o.np : config->parallel.world();

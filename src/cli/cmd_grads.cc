@@ -11,13 +11,13 @@
 #include "ckpt/safetensors.h"
 #include "cli/command.h"
 #include "cli/run_setup.h"
-#include "cli/token_batch.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "core/log.h"
 #include "core/revision.h"
+#include "data/token_batch.h"
 #include "parallel/engine.h"
 #include "parallel/memory_fit.h"
 
@@ -45,12 +45,12 @@ Status run_grads(const std::string& config_path, const std::string& weights, con
   SP_RETURN_IF_ERROR(check_input_file("--config", config_path));
   SP_RETURN_IF_ERROR(check_input_file("--tokens", tokens_path));
   SP_ASSIGN_OR_RETURN(model::LlamaConfig mc, read_model_config(config_path));
-  SP_ASSIGN_OR_RETURN(TokenBatch batch, read_token_batch(tokens_path, mc.vocab_size));
+  SP_ASSIGN_OR_RETURN(data::TokenBatch batch, data::read_token_batch(tokens_path, mc.vocab_size));
   if (batch.cols - 1 > mc.max_seq)
     return invalid_argument("token batch '{}' has sequences of {} tokens; model.max_seq is {}", tokens_path,
                             batch.cols - 1, mc.max_seq);
   // The loss is the mean over target tokens (columns 1.., not −1): a batch without one has no loss.
-  if (token_batch_targets(batch) == 0)
+  if (data::token_batch_targets(batch) == 0)
     return invalid_argument(
                "token batch '{}' has no target token: every token after the first of each row is −1 "
                "(padding), so the loss would be a mean over nothing",

@@ -1,7 +1,7 @@
 // `shardproof judge DIR`: judges a PyTorch run recorded with python/shardproof_torch against the single-device
-// reference (docs/judge.md). Reads the recording strictly (proof/judge_recording.h: a recording that is
+// reference (docs/judge.md). Reads the recording strictly (judge/recording.h: a recording that is
 // incomplete, from another model or edited is refused, exit 2), runs the engine at dp = tp = pp = 1 on every
-// anchor (cli/judge_reference.h), derives the gate (proof/judge_criteria.h) and writes the assembled
+// anchor (judge/reference.h), derives the gate (judge/criteria.h) and writes the assembled
 // checksums.jsonl, gate.json, summary.md, first_divergence.json and report.html into DIR.
 // Exit 0 PASS, 1 FAIL, 2 usage or a refused recording.
 // `shardproof judge --summarize FILE.safetensors` prints the engine's checksum record of every F32 tensor in
@@ -13,13 +13,13 @@
 
 #include "ckpt/safetensors.h"
 #include "cli/command.h"
-#include "cli/judge_reference.h"
 #include "comm/mpi_scope.h"
 #include "core/file_io.h"
 #include "evidence/bundle_paths.h"
 #include "evidence/compare.h"
 #include "evidence/tensor_summary.h"
-#include "proof/judge_criteria.h"
+#include "judge/criteria.h"
+#include "judge/reference.h"
 #include "report/render.h"
 
 namespace sp::cli {
@@ -43,12 +43,12 @@ int summarize(const std::string& file) {
 }
 
 Result<bool> judge(const std::string& dir) {
-  SP_ASSIGN_OR_RETURN(const proof::Recording rec, proof::Recording::open(dir));
-  SP_ASSIGN_OR_RETURN(std::unique_ptr<JudgeReference> reference, JudgeReference::make(rec));
+  SP_ASSIGN_OR_RETURN(const judge::Recording rec, judge::Recording::open(dir));
+  SP_ASSIGN_OR_RETURN(std::unique_ptr<judge::JudgeReference> reference, judge::JudgeReference::make(rec));
   SP_RETURN_IF_ERROR(reference->check_batches());
   SP_ASSIGN_OR_RETURN(
-      const proof::JudgeContext context,
-      proof::JudgeContext::make(rec, [&](int64_t step, const proof::AnchorState& a) { return (*reference)(step, a); }));
+      const judge::JudgeContext context,
+      judge::JudgeContext::make(rec, [&](int64_t step, const judge::AnchorState& a) { return (*reference)(step, a); }));
   // The assembled records first: they must be what the engine's strict reader accepts
   // (docs/formats/checksums.md), or nothing is judged.
   const std::string checksums = rec.path(evidence::kChecksumsFile);
@@ -58,8 +58,8 @@ Result<bool> judge(const std::string& dir) {
     return invalid_argument("recording '{}' refused: its assembled checksums are not valid records: {}", rec.dir(),
                             read.status().message());
   }
-  const proof::JudgeVerdict verdict = proof::derive_judgement(context);
-  for (const auto& [name, bytes] : proof::judge_derived_files(verdict, context))
+  const judge::JudgeVerdict verdict = judge::derive_judgement(context);
+  for (const auto& [name, bytes] : judge::judge_derived_files(verdict, context))
     if (name != evidence::kChecksumsFile) SP_RETURN_IF_ERROR(write_file_atomic(rec.path(name), bytes));
   auto problems = report::write_report(rec.dir());
   if (!problems.ok()) return problems.status();

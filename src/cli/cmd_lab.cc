@@ -1,31 +1,83 @@
 // `shardproof lab list | show KEY | run KEY --out DIR | verify KEY DIR`: the learning labs LSL-A … LSL-P
 // (docs/labs.md). A driver process like `prove`, not an MPI rank: `run` validates the lab (config, topology,
-// fault) and hands a proof lab to the proof protocol (cli/prove.h), which launches its own mpirun stages,
-// a plan lab to the planner (cli/plan_lab.h; no MPI) and a judge lab to cli/judge_lab.h (a PyTorch script
-// recorded twice, each recording judged by `shardproof judge`). `verify` re-derives a plan lab's gate.
-// The catalogue is read from <root>/configs/labs/catalogue.toml (cli/lab_catalogue.h) on every call.
+// fault; labs/lab_run.h) and hands a proof lab to the proof protocol (cli/prove.h), which launches its own
+// mpirun stages, a plan lab to the planner (labs/plan_lab.h; no MPI) and a judge lab to labs/judge_lab.h (a
+// PyTorch script recorded twice, each recording judged by `shardproof judge`, with this process's Python and
+// job runner). `verify` re-derives a plan lab's gate.
+// The catalogue is read from <root>/configs/labs/catalogue.toml (labs/catalogue.h) on every call.
 // Exit codes: list/show 0, unknown key or a broken catalogue file 2; run and verify: 0 PASS, 1 FAIL,
 // 2 usage (prove's for a proof lab), and 2 for a lab this engine cannot demonstrate (it prints why and the closest
 // runnable lab; it never runs a substitute).
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
 #include "cli/command.h"
-#include "cli/judge_lab.h"
-#include "cli/lab_against.h"
-#include "cli/lab_claims.h"
-#include "cli/labs.h"
-#include "cli/plan_lab.h"
 #include "cli/prove.h"
 #include "cli/run_setup.h"
 #include "cli/run_source.h"
+#include "core/file_io.h"
 #include "evidence/bundle_paths.h"
+#include "labs/against.h"
+#include "labs/claims.h"
+#include "labs/judge_lab.h"
+#include "labs/lab_run.h"
+#include "labs/plan_lab.h"
+#include "labs/show.h"
 
 namespace sp::cli {
+
+using labs::Lab;
+using labs::LabCatalogue;
+using labs::Variation;
+
+ProveOptions lab_prove_options(const Lab& lab, const LabRunOptions& options) {
+  ProveOptions p;
+  const std::string root = options.root.empty() ? default_root() : options.root;
+  p.source.preset = lab.preset;
+  p.source.model_config = labs::lab_file(root, lab.model_config);
+  p.source.deepspeed = labs::lab_file(root, lab.deepspeed);
+  // DeepSpeed's batch rule reads dp from the world, as its launcher does.
+  p.source.np = lab.deepspeed.empty() ? 0 : lab.world;
+  p.source.sets = lab.sets;
+  p.source.sets.insert(p.source.sets.end(), options.extra_sets.begin(), options.extra_sets.end());
+  p.source.root = options.root;
+  p.fault = lab.fault;
+  p.out = options.out;
+  p.cache = options.cache;
+  p.title = fmt::format("{} §{} {}{}", lab.key, lab.section, lab.title,
+                        lab.variation.empty() ? "" : " (variation " + lab.variation + ")");
+  p.quiet = options.quiet;
+  p.lab = labs::lab_bundle_json(lab);
+  return p;
+}
+
 namespace {
+
+// The Python that runs a judge lab's script: $SHARDPROOF_PYTHON, else /usr/bin/python3 (Debian's, with
+// python3-torch), else python3 on PATH.
+std::string judge_lab_python() {
+  if (const char* p = std::getenv("SHARDPROOF_PYTHON"); p != nullptr && *p != '\0') return p;
+  return path_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+// What a judge lab runs with: this process's Python, this binary and its job runner (run_setup.h run_job).
+labs::JudgeLabHost judge_lab_host() {
+  std::error_code ec;
+  return labs::JudgeLabHost{
+      .python = judge_lab_python(),
+      .self = std::filesystem::canonical("/proc/self/exe", ec).string(),
+      .run_job = [](std::vector<std::string> argv, const std::string& log) { return run_job(std::move(argv), log); }};
+}
+
+// A lab's verdict as an exit code: 0 PASS, 1 FAIL, else the error's (printed).
+int exit_code_of(const Result<bool>& passed) {
+  return passed.ok() ? (*passed ? 0 : 1) : report_status(passed.status());
+}
 
 struct LabOptions {
   std::string key;
@@ -46,8 +98,8 @@ void print(const std::string& text) {
 // The catalogue of the source tree, or nothing after reporting why not. A catalogue file that does not
 // read is a configuration error (exit 2), whatever the Status code.
 std::optional<LabCatalogue> catalogue_or_report(const LabOptions& o, CommandResult& result) {
-  Result<LabCatalogue> c =
-      load_lab_catalogue(o.catalogue.empty() ? lab_catalogue_path(o.source.root_or_default()) : o.catalogue);
+  Result<LabCatalogue> c = labs::load_lab_catalogue(
+      o.catalogue.empty() ? labs::lab_catalogue_path(o.source.root_or_default()) : o.catalogue);
   if (c.ok()) return *std::move(c);
   report_status(c.status());
   result.exit_code = 2;
@@ -70,7 +122,7 @@ std::optional<Lab> varied_lab(const Lab& lab, LabOptions& o, CommandResult& resu
     const Variation* v = o.source.sets.empty() ? nullptr : lab.variation_of_sets(o.source.sets);
     if (v == nullptr) return lab;
     o.source.sets.clear();
-    return lab_variation(lab, *v);
+    return labs::lab_variation(lab, *v);
   }
   Result<const Variation*> v = lab.find_variation(o.variation);
   if (!v.ok()) {
@@ -78,7 +130,7 @@ std::optional<Lab> varied_lab(const Lab& lab, LabOptions& o, CommandResult& resu
     result.exit_code = 2;
     return std::nullopt;
   }
-  return lab_variation(lab, **v);
+  return labs::lab_variation(lab, **v);
 }
 
 // Every observation with its claims evaluated against the bundle just written. A claim that does not hold
@@ -88,7 +140,7 @@ std::optional<Lab> varied_lab(const Lab& lab, LabOptions& o, CommandResult& resu
 int with_claims(const Lab& lab, const std::string& out, bool varied, int rc) {
   if (rc == 2) return rc;  // usage: no bundle was written
   int failed = 0, total = 0;
-  print(lab_claims_text(lab, out, failed, total));
+  print(labs::lab_claims_text(lab, out, failed, total));
   if (failed == 0) {
     print(fmt::format("every claim of the notes holds on this bundle ({} claims)\n", total));
     return rc;
@@ -107,7 +159,7 @@ int with_claims(const Lab& lab, const std::string& out, bool varied, int rc) {
 
 int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) {
   if (!lab.available) {
-    print(lab_unavailable_text(catalogue, lab));
+    print(labs::lab_unavailable_text(catalogue, lab));
     return 2;
   }
   const std::string root = o.source.root_or_default();
@@ -115,20 +167,22 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
     return report_status(
         invalid_argument("lab {} is a plan lab: --set, --cache and --against apply to a proof lab's runs", lab.key)
             .with_hint("vary the plan with the `shardproof plan` commands that `lab show " + lab.key + "` prints"));
-  if (lab.is_plan()) return with_claims(lab, o.out, false, run_plan_lab(lab, root, o.out));
+  if (lab.is_plan()) return with_claims(lab, o.out, false, exit_code_of(labs::run_plan_lab(lab, root, o.out)));
   if (lab.is_judge()) {
     if (!o.cache.empty() || !o.against.empty())
       return report_status(
           invalid_argument("lab {} is a judge lab: --cache and --against apply to a proof lab's runs", lab.key));
-    if (Status s = validate_lab(lab, root, o.source.sets); !s.ok()) return report_status(s);
-    return with_claims(lab, o.out, false, run_judge_lab(lab, root, o.out));
+    if (Status s = labs::validate_lab(lab, root, o.source.sets); !s.ok()) return report_status(s);
+    // No __pycache__ next to the script: an installed root is read-only by intent (cli/run_setup.h).
+    ::setenv("PYTHONDONTWRITEBYTECODE", "1", 0);
+    return with_claims(lab, o.out, false, exit_code_of(labs::run_judge_lab(lab, root, o.out, judge_lab_host())));
   }
-  if (Status s = validate_lab(lab, root, o.source.sets); !s.ok()) {
+  if (Status s = labs::validate_lab(lab, root, o.source.sets); !s.ok()) {
     report_status(s);
     return 2;
   }
   if (!o.against.empty())
-    if (Status s = check_against_dir(o.against); !s.ok()) return report_status(s);
+    if (Status s = labs::check_against_dir(o.against); !s.ok()) return report_status(s);
   ProveOptions p = lab_prove_options(
       lab, LabRunOptions{.out = o.out, .root = root, .cache = o.cache, .extra_sets = o.source.sets, .quiet = o.quiet});
   print(lab.key + " §" + lab.section + " " + lab.title + (lab.variation.empty() ? "" : ", variation " + lab.variation) +
@@ -141,7 +195,7 @@ int run_lab(const LabCatalogue& catalogue, const Lab& lab, const LabOptions& o) 
                   "naming its file (docs/report.md)\n",
                   o.out, lab.key, evidence::kReportFile));
   const int claims_rc = with_claims(lab, o.out, !o.source.sets.empty(), rc);
-  if (!o.against.empty() && rc != 2) print(lab_against_text(o.out, o.against));
+  if (!o.against.empty() && rc != 2) print(labs::lab_against_text(o.out, o.against));
   return claims_rc;
 }
 
@@ -159,7 +213,7 @@ void register_lab(CLI::App& app, CommandResult& result) {
   CLI::App* list = lab->add_subcommand("list", "every lab: key, section, ranks, fault, title");
   list->add_option("--root", o->source.root, root_help);
   list->callback([o, &result] {
-    if (auto c = catalogue_or_report(*o, result)) print(lab_list_text(*c));
+    if (auto c = catalogue_or_report(*o, result)) print(labs::lab_list_text(*c));
   });
 
   CLI::App* show = lab->add_subcommand("show", "what a lab runs, what to observe, what it cannot be extrapolated to");
@@ -167,7 +221,7 @@ void register_lab(CLI::App& app, CommandResult& result) {
   show->add_option("--root", o->source.root, root_help);
   show->callback([o, &result] {
     if (auto c = catalogue_or_report(*o, result))
-      if (const Lab* l = lab_or_report(*c, o->key, result)) print(lab_show_text(*c, *l));
+      if (const Lab* l = lab_or_report(*c, o->key, result)) print(labs::lab_show_text(*c, *l, judge_lab_python()));
   });
 
   CLI::App* run = lab->add_subcommand(
@@ -212,10 +266,19 @@ void register_lab(CLI::App& app, CommandResult& result) {
           return;
         }
         int failed = 0, total = 0;
-        print(lab_claims_text(*l, o->out, failed, total));
+        print(labs::lab_claims_text(*l, o->out, failed, total));
         print(fmt::format("{}{}: {} of {} claims hold\n", l->key,
                           l->variation.empty() ? "" : " variation " + l->variation, total - failed, total));
         result.exit_code = failed == 0 ? 0 : 1;
+        // A plan lab's figures are the planner's: claims that hold on edited figures prove nothing.
+        if (l->is_plan())
+          for (const std::string& edited : labs::plan_lab_edited_cases(*l, o->out, o->source.root_or_default())) {
+            print(
+                fmt::format("FAIL: {}: the claims above were evaluated on a plan the planner does not give "
+                            "(shardproof lab verify {} {} derives the gate again)\n",
+                            edited, l->key, o->out));
+            result.exit_code = 1;
+          }
       }
   });
 
@@ -235,7 +298,7 @@ void register_lab(CLI::App& app, CommandResult& result) {
                                            : "shardproof verify " + o->out + " derives a proof bundle's gate again"));
           return;
         }
-        result.exit_code = verify_plan_lab(*l, o->out);
+        result.exit_code = exit_code_of(labs::verify_plan_lab(*l, o->out, o->source.root_or_default()));
       }
   });
 }

@@ -51,13 +51,15 @@ Result<planner::ModelShape> resolve_model(const std::string& root, const std::st
   if (spec.empty()) return invalid_argument("no model");
   if (spec.ends_with(".json")) return planner::read_hf_config(spec);
   if (spec.ends_with(".toml")) {
-    SP_ASSIGN_OR_RETURN(config::RunConfig rc, load_run_config(root, "", spec, model_config, {}, DeepSpeedInput{}));
+    SP_ASSIGN_OR_RETURN(config::RunConfig rc,
+                        config::load_run_config(root, "", spec, model_config, {}, config::DeepSpeedInput{}));
     return planner::ModelShape::from_llama(rc.model, rc.name, spec);
   }
   auto named = planner::named_shape(spec);
   if (named.ok()) return named;
   if (std::filesystem::exists(root + "/configs/" + spec + ".toml")) {
-    SP_ASSIGN_OR_RETURN(config::RunConfig rc, load_run_config(root, spec, "", model_config, {}, DeepSpeedInput{}));
+    SP_ASSIGN_OR_RETURN(config::RunConfig rc,
+                        config::load_run_config(root, spec, "", model_config, {}, config::DeepSpeedInput{}));
     return planner::ModelShape::from_llama(rc.model, spec, "configs/" + spec + ".toml [model], data.vocab_size");
   }
   return named.status().with_hint(named.status().hint() + " (presets: configs/*.toml)");
@@ -91,7 +93,7 @@ Result<config::RunConfig> planned_config(const PlanArgs& a, const std::string& r
     return invalid_argument("--deepspeed and --run: a run's configuration is frozen in its contract")
         .with_hint("drop --deepspeed; the run's contract records the ds_config it was given");
   // --deepspeed (docs/deepspeed.md): DeepSpeed's batch rule uses --dp if given, else the configuration's dp.
-  const DeepSpeedInput deepspeed{.file = a.source.deepspeed, .rule_dp = a.dp > 0 ? a.dp : 0};
+  const config::DeepSpeedInput deepspeed{.file = a.source.deepspeed, .rule_dp = a.dp > 0 ? a.dp : 0};
   if (!a.run.empty()) {  // a run bundle's frozen configuration: the plan of exactly that run
     SP_ASSIGN_OR_RETURN(const nlohmann::json contract, read_json_file(evidence::RunPaths(a.run).contract()));
     if (!contract.contains("config"))
@@ -99,9 +101,10 @@ Result<config::RunConfig> planned_config(const PlanArgs& a, const std::string& r
           .with_hint("--run names a run directory written by shardproof train or compare");
     SP_ASSIGN_OR_RETURN(c, config::RunConfig::from_json(contract["config"]));
   } else if (run_config) {
-    SP_ASSIGN_OR_RETURN(c, a.model.ends_with(".toml")
-                               ? load_run_config(root, "", a.model, a.source.model_config, a.source.sets, deepspeed)
-                               : load_run_config(root, a.model, "", a.source.model_config, a.source.sets, deepspeed));
+    SP_ASSIGN_OR_RETURN(
+        c, a.model.ends_with(".toml")
+               ? config::load_run_config(root, "", a.model, a.source.model_config, a.source.sets, deepspeed)
+               : config::load_run_config(root, a.model, "", a.source.model_config, a.source.sets, deepspeed));
   } else {
     if (!a.source.sets.empty())
       return invalid_argument("--set applies to a run configuration, not to the named shape '{}'", shape.name)
@@ -258,11 +261,8 @@ int run_search(const PlanArgs& a, const planner::PlanQuery& q, const planner::Mo
                const std::string& counterpart_note) {
   const planner::ClusterSpec& cluster = q.cluster;
   const config::RunConfig& config = q.config;
-  planner::SearchSpace space;
-  space.world = cluster.devices();
-  space.global_batch = config.train.global_batch;
-  // every recompute mode of the engine: none, selective, full (SearchSpace's default)
-  space.sequence_parallel = true;  // the engine runs it: priced by its ledger and traffic models
+  const planner::SearchSpace space =
+      planner::engine_search_space(cluster.devices(), config.train.global_batch, config.parallel.reduction);
   auto r = planner::search_strategies(model, space, planner::engine_evaluators(q), search_progress());
   if (!r.ok()) return report_status(r.status());
   nlohmann::json j = planner::search_result_to_json(*r);

@@ -142,9 +142,9 @@ int run_train(const TrainOpts& o, const CLI::App& cmd) {
         invalid_argument("--overwrite clears --out, --resume required continues it").with_hint("pass one of them"));
   if (o.source.np > 0 && !launched_by_mpi()) return relaunch_with_mpirun(o.source.np, relaunch_args(cmd, {"train"}));
   const std::string root = o.source.root_or_default();
-  const DeepSpeedInput deepspeed{.file = o.source.deepspeed,
-                                 .rule_dp = o.deepspeed_dp,
-                                 .world = o.source.deepspeed.empty() ? 0 : launched_world_size()};
+  const config::DeepSpeedInput deepspeed{.file = o.source.deepspeed,
+                                         .rule_dp = o.deepspeed_dp,
+                                         .world = o.source.deepspeed.empty() ? 0 : launched_world_size()};
   auto config = o.source.load(deepspeed);
   if (!config.ok()) return report_status(config.status());
   comm::MpiScope mpi(nullptr, nullptr);

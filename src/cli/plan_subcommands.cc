@@ -25,13 +25,11 @@
 
 namespace sp::cli {
 
-std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
-
 Result<planner::ClusterSpec> load_cluster_for(const std::string& root, const std::string& name_or_path) {
   const std::string user = user_clusters_dir(root);
-  if (user != clusters_dir(root) && std::filesystem::exists(user + "/" + name_or_path + ".toml"))
+  if (user != planner::clusters_dir(root) && std::filesystem::exists(user + "/" + name_or_path + ".toml"))
     return planner::load_cluster(user, name_or_path);
-  return planner::load_cluster(clusters_dir(root), name_or_path);
+  return planner::load_cluster(planner::clusters_dir(root), name_or_path);
 }
 
 namespace {
@@ -47,7 +45,7 @@ std::string utc_now() {
 
 int run_list(const std::string& root_arg) {
   const std::string root = root_arg.empty() ? default_root() : root_arg;
-  std::vector<std::string> dirs = {clusters_dir(root)};
+  std::vector<std::string> dirs = {planner::clusters_dir(root)};
   if (user_clusters_dir(root) != dirs[0] && std::filesystem::exists(user_clusters_dir(root)))
     dirs.insert(dirs.begin(), user_clusters_dir(root));
   for (const std::string& dir : dirs) {
@@ -181,7 +179,7 @@ int run_published(const PublishedArgs& a) {
   for (const auto& p : *rows)
     std::printf("%-16s %3d %3d %3d %5d %5lld  %-34s %9.2f %9.2f %+6.0f%%  %7.0f %7.0f  %5.1f%%  %.1f GiB%s\n",
                 p.run.model.c_str(), p.run.tp, p.run.pp, p.run.dp(), p.run.gpus,
-                static_cast<long long>(p.run.global_batch), planner::strategy_name(p.chosen).c_str(), p.implied_seconds,
+                static_cast<long long>(p.run.global_batch), plan::strategy_name(p.chosen).c_str(), p.implied_seconds,
                 p.predicted_seconds, 100 * p.error, p.run.tflops_per_gpu, p.predicted_tflops_per_gpu, 100 * p.bubble,
                 p.peak_bytes / double(1 << 30),
                 p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());

@@ -16,8 +16,6 @@
 
 namespace sp::cli {
 
-// `root`/configs/clusters: where cluster presets live.
-std::string clusters_dir(const std::string& root);
 // A cluster by preset name or path: a name is looked up first in the user's clusters (run_setup.h
 // user_clusters_dir: where `plan calibrate` writes this-host.toml), then in `root`/configs/clusters.
 Result<planner::ClusterSpec> load_cluster_for(const std::string& root, const std::string& name_or_path);

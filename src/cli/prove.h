@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/run_source.h"
+#include "labs/catalogue.h"
 #include "proof/gate.h"
 
 namespace sp::cli {
@@ -36,5 +37,17 @@ int run_prove(const ProveOptions& options);
 
 // The gate table, the first-divergence line, the verdict and the bundle path, on stdout.
 void print_verdict(const proof::ProofVerdict& verdict, const std::string& bundle);
+
+// A proof lab's run as `prove` runs it (`lab run KEY --out DIR`, cmd_lab.cc; docs/labs.md).
+struct LabRunOptions {
+  std::string out{};                      // bundle directory
+  std::string root{};                     // source root (configs/, data/)
+  std::string cache{};                    // prepared-data cache (empty: prove's default)
+  std::vector<std::string> extra_sets{};  // learner's variations, applied after the lab's sets
+  bool quiet = false;
+};
+// The proof protocol's options for this lab (title "LSL-D §4.2.1 Data parallelism"), carrying the lab
+// (labs/lab_run.h lab_bundle_json).
+ProveOptions lab_prove_options(const labs::Lab& lab, const LabRunOptions& options);
 
 }  // namespace sp::cli

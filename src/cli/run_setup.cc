@@ -15,9 +15,6 @@
 #include <iterator>
 #include <utility>
 
-#include "config/ds_config.h"
-#include "config/hf_config.h"
-#include "core/hash.h"
 #include "core/log.h"
 
 namespace sp::cli {
@@ -81,83 +78,10 @@ std::string user_clusters_dir(const std::string& root) {
   return xdg_dir("XDG_CONFIG_HOME", ".config") + "/shardproof/clusters";
 }
 
-Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                          const std::string& config_file, const std::vector<std::string>& sets) {
-  return load_run_config(root, preset, config_file, "", sets, DeepSpeedInput{});
-}
-
-namespace {
-// parallel.<key> of a configuration JSON, 1 when absent or not an integer (from_json reports that).
-int axis_of(const nlohmann::json& j, const char* key) {
-  if (!j.contains("parallel") || !j["parallel"].is_object() || !j["parallel"].contains(key)) return 1;
-  const auto& v = j["parallel"][key];
-  return v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= (1 << 20) ? v.get<int>() : 1;
-}
-
-// DeepSpeed's dp: the launcher's world over the model-parallel axes tp × pp (after every --set), unless a
-// --set gives parallel.dp; then the ds_config mapped onto `j` (the preset's or --config's JSON) with its
-// provenance in j["deepspeed"].
-Status apply_deepspeed(const DeepSpeedInput& in, const std::vector<std::string>& sets, nlohmann::json& j) {
-  nlohmann::json probe = j;  // the topology the run will have, after every --set
-  for (const std::string& s : sets) SP_RETURN_IF_ERROR(config::apply_override(probe, s));
-  int dp = axis_of(probe, "dp");
-  const bool set_dp =
-      std::any_of(sets.begin(), sets.end(), [](const std::string& s) { return s.rfind("parallel.dp=", 0) == 0; });
-  if (in.world > 0 && !set_dp) {
-    const int mp = axis_of(probe, "tp") * axis_of(probe, "pp");
-    if (in.world % mp != 0)
-      return invalid_argument("world size {} is not a multiple of tp × pp = {}", in.world, mp)
-          .with_hint("launch a multiple of tp × pp ranks, or give parallel.dp with --set");
-    dp = in.world / mp;
-    j["parallel"]["dp"] = dp;
-  }
-  if (in.file.empty()) return Status();
-  SP_ASSIGN_OR_RETURN(const nlohmann::json ds, config::read_ds_config(in.file));
-  auto mapping = config::apply_ds_config(ds, in.rule_dp > 0 ? in.rule_dp : dp, j);
-  if (!mapping.ok())
-    return Status(mapping.status().code(), "--deepspeed '" + in.file + "': " + mapping.status().message(),
-                  mapping.status().hint());
-  SP_ASSIGN_OR_RETURN(const std::string sha, sha256_file(in.file));
-  // The file's name, not its path: a resume or a later stage may name the same bytes from another directory.
-  j["deepspeed"] = {
-      {"file", std::filesystem::path(in.file).filename().string()}, {"sha256", sha}, {"mapping", mapping->to_json()}};
-  return Status();
-}
-}  // namespace
-
 int launched_world_size() {
   for (const char* k : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') return std::atoi(v);
   return 0;
-}
-
-Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                          const std::string& config_file, const std::string& model_config,
-                                          const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed) {
-  nlohmann::json j;
-  if (!preset.empty() && !config_file.empty())
-    return invalid_argument("--preset and --config are mutually exclusive").with_hint("pass one of them");
-  if (!config_file.empty()) {
-    SP_ASSIGN_OR_RETURN(j, config::read_toml(config_file));
-  } else {
-    SP_ASSIGN_OR_RETURN(j, config::read_preset(root + "/configs", preset.empty() ? "tiny" : preset));
-  }
-  if (!model_config.empty()) {
-    SP_ASSIGN_OR_RETURN(const config::HfModelConfig hf, config::read_hf_model_config(model_config));
-    config::apply_hf_model_config(j, hf);
-  }
-  if (!deepspeed.file.empty() || deepspeed.world > 0) SP_RETURN_IF_ERROR(apply_deepspeed(deepspeed, sets, j));
-  for (const std::string& s : sets) SP_RETURN_IF_ERROR(config::apply_override(j, s));
-  return config::RunConfig::from_json(j);
-}
-
-Status check_input_file(std::string_view flag, const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return invalid_argument("{} '{}': no such file", flag, path).with_hint("check the path");
-  if (!std::filesystem::is_regular_file(path, ec))
-    return invalid_argument("{} '{}' is not a regular file", flag, path).with_hint("check the path");
-  return Status();
 }
 
 bool launched_by_mpi() {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/run_config.h"
+#include "config/run_sources.h"
 #include "core/status.h"
 
 namespace sp::cli {
@@ -32,27 +32,8 @@ std::string default_cache_dir(const std::string& root);
 // configs/clusters when writable, else $XDG_CONFIG_HOME/shardproof/clusters (default
 // ~/.config/shardproof/clusters).
 std::string user_clusters_dir(const std::string& root);
-// --preset NAME (configs/NAME.toml under root) or --config FILE, then every --set in order.
-Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                          const std::string& config_file, const std::vector<std::string>& sets);
-// --deepspeed FILE (docs/deepspeed.md): a ds_config.json mapped after the preset or --config and before every
-// --set, so --set still wins; its SHA-256 and per-key mapping are kept in RunConfig::deepspeed.
-struct DeepSpeedInput {
-  std::string file;  // empty: no --deepspeed
-  int rule_dp = 0;   // dp of DeepSpeed's batch rule; 0: the run's parallel.dp after every --set
-  int world = 0;     // the launcher's world size; > 0: parallel.dp = world / (tp × pp) unless a --set gives it
-                     // (also without a file: prove --np)
-};
-// Every source of a run configuration, in the order they apply: the preset or --config, --model-config
-// FILE (a Hugging Face config.json, config/hf_config.h; empty: none) replacing [model], --deepspeed, then
-// every --set.
-Result<config::RunConfig> load_run_config(const std::string& root, const std::string& preset,
-                                          const std::string& config_file, const std::string& model_config,
-                                          const std::vector<std::string>& sets, const DeepSpeedInput& deepspeed);
 // The launcher's world size (OMPI_COMM_WORLD_SIZE or PMI_SIZE) under mpirun/srun, else 0.
 int launched_world_size();
-// An input file named by `flag` must exist and be a regular file: a usage error (exit 2) naming both.
-Status check_input_file(std::string_view flag, const std::string& path);
 // True when this process was started by mpirun/srun (one rank of a job).
 bool launched_by_mpi();
 // `command` ("train", or "plan", "calibrate") followed by every option given to `cmd` as it was given,

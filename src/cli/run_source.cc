@@ -6,8 +6,8 @@ namespace sp::cli {
 
 std::string RunSource::root_or_default() const { return root.empty() ? default_root() : root; }
 
-Result<config::RunConfig> RunSource::load(const DeepSpeedInput& deepspeed_input) const {
-  return load_run_config(root_or_default(), preset, config, model_config, sets, deepspeed_input);
+Result<config::RunConfig> RunSource::load(const config::DeepSpeedInput& deepspeed_input) const {
+  return config::load_run_config(root_or_default(), preset, config, model_config, sets, deepspeed_input);
 }
 
 std::vector<std::string> RunSource::train_args(int deepspeed_dp) const {

@@ -4,7 +4,7 @@
 // registration serve every command that builds a run configuration (train, prove, compare, config show,
 // ckpt import; plan and lab run take the part that applies to them), so the options' names, checks and
 // meaning are written once; a command words only what differs in its own context (what --set applies to).
-// Not the reading itself: that is load_run_config (cli/run_setup.h) over config/.
+// Not the reading itself: that is config::load_run_config (config/run_sources.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -29,7 +29,7 @@ struct RunSource {
 
   std::string root_or_default() const;
   // The run configuration from every source, in order (load_run_config).
-  Result<config::RunConfig> load(const DeepSpeedInput& deepspeed) const;
+  Result<config::RunConfig> load(const config::DeepSpeedInput& deepspeed) const;
   // The options that hand this source to a `train` child (prove's stages, compare's runs): --config or
   // --preset as given, --model-config made absolute, every --set, and --deepspeed with the dp of its
   // batch rule (`deepspeed_dp`). --root is the caller's: it comes first on their command line.

@@ -25,6 +25,7 @@ const std::map<std::string, const char*>& ignored_keys() {
       {"eos_token_id", "a token id of the tokenizer, not of the model's math"},
       {"pad_token_id", "a token id of the tokenizer, not of the model's math"},
       {"torch_dtype", "the storage dtype of the weights; the engine keeps fp32 masters (train.precision computes)"},
+      {"dtype", "transformers 5's name of torch_dtype: the storage dtype, not the math"},
       {"transformers_version", "a version string"},
       {"use_cache", "inference-time key/value caching"},
       {"pretraining_tp", "a slicing of the projections with the same mathematical result"},
@@ -99,6 +100,40 @@ struct HfPass {
   }
 };
 
+// transformers 5 writes RoPE as "rope_parameters": {"rope_type", "rope_theta", ...} instead of rope_theta and
+// rope_scaling: read when its type is "default" (plain RoPE, the engine's), refused otherwise, and refused when it
+// contradicts a rope_theta the file also gives.
+void read_rope_parameters(HfPass& p, model::LlamaConfig& s) {
+  p.read.insert("rope_parameters");
+  if (!p.j.contains("rope_parameters") || p.j.at("rope_parameters").is_null()) return;
+  const json& r = p.j.at("rope_parameters");
+  const json type = r.is_object() ? r.value("rope_type", json("default")) : json();
+  if (!r.is_object() || type != "default") {
+    p.errs.push_back(
+        fmt::format("\"rope_parameters\" = {} is refused: a rope_type other than \"default\" (linear, "
+                    "dynamic, yarn, llama3) changes the rotary angles",
+                    r.dump()));
+    return;
+  }
+  for (const auto& [key, value] : r.items()) {
+    if (key != "rope_type" && key != "rope_theta")
+      p.errs.push_back(fmt::format("\"rope_parameters\".\"{}\" is not a key of plain RoPE: refused", key));
+  }
+  if (r.contains("rope_theta")) {
+    const json& t = r.at("rope_theta");
+    if (!(t.is_number() && t.get<double>() > 0)) {
+      p.errs.push_back(fmt::format("\"rope_parameters\".\"rope_theta\" = {} must be a positive number", t.dump()));
+      return;
+    }
+    if (p.j.contains("rope_theta") && p.j.at("rope_theta") != t)
+      p.errs.push_back(fmt::format("\"rope_theta\" = {} and \"rope_parameters\".\"rope_theta\" = {} disagree",
+                                   p.j.at("rope_theta").dump(), t.dump()));
+    s.rope_theta = t.get<double>();
+    p.mapping["rope_theta"] = {{"value", t}, {"became", "model.rope_theta"}};
+  }
+  p.mapping["rope_parameters"] = {{"value", r}, {"checked", "rope_type default: plain RoPE, its theta read"}};
+}
+
 // The keys the engine reads: the shape, the norm's eps, RoPE's theta, the init scale, tied embeddings.
 void read_shape(HfPass& p, model::LlamaConfig& s) {
   const json& j = p.j;
@@ -113,6 +148,7 @@ void read_shape(HfPass& p, model::LlamaConfig& s) {
   s.max_seq = p.integer("max_position_embeddings", "model.max_seq", true, 1);
   s.norm_eps = static_cast<float>(p.number("rms_norm_eps", "model.norm_eps", kDefaultRmsNormEps));
   s.rope_theta = p.number("rope_theta", "model.rope_theta", kDefaultRopeTheta);
+  read_rope_parameters(p, s);
   s.init_std = static_cast<float>(p.number("initializer_range", "model.init_std", kDefaultInitializerRange));
   p.read.insert("tie_word_embeddings");
   p.record("tie_word_embeddings", "model.tie_embeddings", false);

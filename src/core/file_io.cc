@@ -104,4 +104,13 @@ bool path_exists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
+Status check_input_file(std::string_view flag, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return invalid_argument("{} '{}': no such file", flag, path).with_hint("check the path");
+  if (!std::filesystem::is_regular_file(path, ec))
+    return invalid_argument("{} '{}' is not a regular file", flag, path).with_hint("check the path");
+  return Status();
+}
+
 }  // namespace sp

@@ -21,5 +21,8 @@ Status make_directories(const std::string& dir);
 // Writes all of `bytes` to the open descriptor `fd` (retrying short writes and EINTR); errors name `path`.
 Status write_all(int fd, std::string_view bytes, const std::string& path);
 bool path_exists(const std::string& path);
+// An input file named by `flag` ("--tokens", "lab LSL-P: script") must exist and be a regular file: a usage
+// error (exit 2) naming both.
+Status check_input_file(std::string_view flag, const std::string& path);
 
 }  // namespace sp

@@ -210,6 +210,8 @@ Result<ClusterSpec> read_cluster_file(const std::string& path) {
   return parse_cluster(text, path);
 }
 
+std::string clusters_dir(const std::string& root) { return root + "/configs/clusters"; }
+
 std::vector<std::string> cluster_preset_names(const std::string& presets_dir) {
   std::vector<std::string> names;
   std::error_code ec;

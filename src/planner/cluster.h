@@ -86,6 +86,8 @@ Result<ClusterSpec> read_cluster_file(const std::string& path);
 // `name_or_path`: a path (contains '/' or ends in .toml) or a preset NAME in `presets_dir`
 // (NAME.toml); an unknown name lists the presets.
 Result<ClusterSpec> load_cluster(const std::string& presets_dir, const std::string& name_or_path);
+// `root`/configs/clusters: where a source tree's cluster presets live.
+std::string clusters_dir(const std::string& root);
 // The preset names in `presets_dir`, sorted.
 std::vector<std::string> cluster_preset_names(const std::string& presets_dir);
 // The TOML text of `spec` in the file format (parse_cluster(cluster_to_toml(s)) == s up to rounding

@@ -71,7 +71,7 @@ ChunkTimes chunk_times(const PlanQuery& q, const plan::RunPlan& plan, const plan
   if (!q.use_measured || q.cluster.measured.empty()) {
     const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
     const ChunkFlops f = chunk_flops(shape, ch.layer_end - ch.layer_begin, ch.last, c.train.micro_batch_size,
-                                     c.train.seq_len, c.parallel.tp, recompute_mode(c.train.recompute));
+                                     c.train.seq_len, c.parallel.tp, c.train.recompute);
     t.forward.gemm = f.forward / (peak * q.efficiency);
     t.backward.gemm = f.backward / (peak * q.efficiency);
     t.backward.wgrad = t.backward.gemm / 2;  // dW costs what dX does at one stated efficiency
@@ -263,7 +263,7 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
 void summarize_step(const PlanQuery& q, int world, double peak, PlanEvaluation& e) {
   const config::RunConfig& c = q.config;
   const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
-  const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, recompute_mode(c.train.recompute));
+  const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, c.train.recompute);
   e.model_flops = flops.model;
   e.hardware_flops = flops.hardware;
   e.tokens_per_second = static_cast<double>(c.train.global_batch * c.train.seq_len) / e.step_seconds;
@@ -322,19 +322,14 @@ config::RunConfig run_config_around(const ModelShape& shape, const std::string& 
   return c;
 }
 
-config::RunConfig config_for_strategy(const config::RunConfig& base, const Strategy& s) {
+namespace {
+// The engine's configuration for a search strategy: `base` with the strategy applied (plan/strategy.h).
+config::RunConfig config_for_strategy(const config::RunConfig& base, const plan::Strategy& s) {
   config::RunConfig c = base;
-  c.parallel.dp = s.dp;
-  c.parallel.tp = s.tp;
-  c.parallel.pp = s.pp;
-  c.parallel.virtual_stages = s.virtual_stages;
-  c.parallel.schedule = s.schedule;
-  c.parallel.zero = s.zero;
-  c.train.micro_batch_size = s.micro_batch_size;
-  c.train.recompute = engine_recompute(s.recompute);
-  c.parallel.sequence_parallel = s.sequence_parallel;
+  plan::apply(s, c);
   return c;
 }
+}  // namespace
 
 StrategyEvaluators engine_evaluators(const PlanQuery& base) {
   // memory() and time() of one strategy come from one evaluation, kept between the two calls.
@@ -343,8 +338,8 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
     std::optional<PlanEvaluation> e;
   };
   auto cache = std::make_shared<Cache>();
-  auto evaluate = [base, cache](const Strategy& s) -> const PlanEvaluation& {
-    if (cache->name != strategy_name(s) || !cache->e) {
+  auto evaluate = [base, cache](const plan::Strategy& s) -> const PlanEvaluation& {
+    if (cache->name != plan::strategy_name(s) || !cache->e) {
       PlanQuery q = base;
       q.config = config_for_strategy(base.config, s);
       q.named_memory = false;
@@ -353,13 +348,13 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
       q.every_rank_up_to = 0;
       auto e = evaluate_plan(q);
       SP_CHECK(e.ok(), "a strategy that passed the engine's rules could not be evaluated: {}", e.status().message());
-      cache->name = strategy_name(s);
+      cache->name = plan::strategy_name(s);
       cache->e = std::move(*e);
     }
     return *cache->e;
   };
   StrategyEvaluators out;
-  out.rules = [base](const Strategy& s) {
+  out.rules = [base](const plan::Strategy& s) {
     std::vector<Exclusion> why;
     for (plan::RuleViolation& v : plan::RunPlan::rule_violations(config_for_strategy(base.config, s), s.world()))
       why.push_back({v.kind == plan::RuleViolation::Kind::kDoesNotDivide ? ExclusionKind::kDoesNotDivide
@@ -367,7 +362,7 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
                      std::move(v.message)});
     return why;
   };
-  out.memory = [evaluate](const Strategy& s) {
+  out.memory = [evaluate](const plan::Strategy& s) {
     const PlanEvaluation& e = evaluate(s);
     MemoryVerdict m;
     m.peak_bytes = e.peak_bytes;
@@ -376,7 +371,7 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
     m.detail = {{"largest_rank", e.largest_rank}, {"largest_category", e.largest_category}};
     return m;
   };
-  out.time = [evaluate](const Strategy& s) {
+  out.time = [evaluate](const plan::Strategy& s) {
     const PlanEvaluation& e = evaluate(s);
     return TimeVerdict{.step_seconds = e.step_seconds,
                        .detail = {{"tokens_per_second", e.tokens_per_second},

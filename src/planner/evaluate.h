@@ -121,9 +121,6 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& query);
 // The JSON of docs/plan.md §8 ("shardproof plan --json").
 nlohmann::json plan_evaluation_to_json(const PlanQuery& query, const PlanEvaluation& e);
 
-// The engine's configuration for a search strategy: `base` with the strategy's dp, tp, pp, v, schedule,
-// ZeRO stage, recompute (each mode the engine's own, engine_recompute) and micro-batch size.
-config::RunConfig config_for_strategy(const config::RunConfig& base, const Strategy& s);
 // The search's evaluators backed by evaluate_plan: the engine's rules (plan::RunPlan::violations), its memory
 // and its time, for the model and train shape in `base`.
 StrategyEvaluators engine_evaluators(const PlanQuery& base);

@@ -16,16 +16,19 @@ namespace sp::planner {
 namespace {
 
 // The candidates a row leaves open: ZeRO 0 (the study's plain data parallelism) or 1 (where the engine's
+// The candidates a row leaves open: ZeRO 0 (the study's plain data parallelism) or 1 (where the engine's
 // gradient buffers leave no room without it) × micro-batch × the pipeline's schedule when pp > 1 — the table's
 // (interleaved: v = 2 … max, every v whose chunks hold whole layers passing the engine's rules), or, where it
-// states none, 1F1B and interleaved — at the row's tp, pp, dp and full recompute (eq. 3 assumes it).
-std::vector<Strategy> candidates_of(const PublishedTable& t, const PublishedRun& r, int max_virtual_stages,
-                                    const PublishedPredictionOptions& o) {
-  std::vector<Strategy> out;
+// states none, 1F1B and interleaved — at the row's tp, pp, dp and full recompute (eq. 3 assumes it); the rest
+// is `around`'s.
+std::vector<plan::Strategy> candidates_of(const PublishedTable& t, const PublishedRun& r, int max_virtual_stages,
+                                          const PublishedPredictionOptions& o, const plan::Strategy& around) {
+  std::vector<plan::Strategy> out;
   for (int zero : {0, 1})
     for (int64_t b : o.micro_batch_sizes) {
-      Strategy s{
-          .dp = r.dp(), .tp = r.tp, .pp = r.pp, .zero = zero, .recompute = RecomputeMode::kFull, .micro_batch_size = b};
+      plan::Strategy s = around;
+      s.dp = r.dp(), s.tp = r.tp, s.pp = r.pp, s.zero = zero, s.recompute = model::Recompute::kFull;
+      s.micro_batch_size = b;
       if (r.pp == 1 || t.schedule != "interleaved") out.push_back(s);
       if (r.pp == 1 || t.schedule == "1f1b") continue;
       for (int v = 2; v <= max_virtual_stages; ++v) {
@@ -98,7 +101,7 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   // loss scaler at DeepSpeed's defaults (it moves no byte the plan counts).
   SP_ASSIGN_OR_RETURN(base.train.precision, model::precision_from_names(t.precision, "fp32"));
   if (base.train.precision.compute == DType::kF16) base.fp16 = optim::LossScalerConfig{};
-  p.row_flops = step_flops(p.shape, r.global_batch, t.seq_len, RecomputeMode::kFull).hardware;
+  p.row_flops = step_flops(p.shape, r.global_batch, t.seq_len, model::Recompute::kFull).hardware;
   p.implied_seconds = p.row_flops / (r.tflops_per_gpu * 1e12 * r.gpus);
   // The dtype the run kept its activations in (the table's `activations`), else the engine's fp32.
   DType stream = DType::kF32;
@@ -113,16 +116,17 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   // The fastest candidate that fits, ZeRO 0 preferred; when none fits, the fastest of all, reported as such.
   std::optional<PlanEvaluation> best;
   config::RunConfig best_config;
-  for (const Strategy& s : candidates_of(t, r, space.max_virtual_stages, o)) {
+  for (const plan::Strategy& s : candidates_of(t, r, space.max_virtual_stages, o, plan::strategy_of(base))) {
     if (!shape_rules(p.counterpart, space, s).empty()) continue;
-    const config::RunConfig c = config_for_strategy(base, s);
+    config::RunConfig c = base;
+    plan::apply(s, c);
     if (!plan::RunPlan::violations(c, s.world()).empty()) continue;
     ++p.candidates;
     auto e = evaluate_candidate(cluster, c, o, stream);
-    if (!e.ok()) return e.status().with_context(fmt::format("{} {}", r.model, strategy_name(s)));
+    if (!e.ok()) return e.status().with_context(fmt::format("{} {}", r.model, plan::strategy_name(s)));
     if (e->fits()) ++p.fitting;
     // Fitting first, then the study's plain data parallelism (ZeRO 0) before ZeRO-1, then the step time.
-    const auto key = [](const PlanEvaluation& x, const Strategy& st) {
+    const auto key = [](const PlanEvaluation& x, const plan::Strategy& st) {
       return std::tuple(!x.fits(), st.zero, x.step_seconds);
     };
     const bool better = !best || key(*e, s) < key(*best, p.chosen);
@@ -202,7 +206,7 @@ nlohmann::json published_prediction_to_json(const PublishedPrediction& p) {
           {"planned_ffn_dim", p.counterpart.ffn_dim},
           {"candidates", p.candidates},
           {"fitting", p.fitting},
-          {"chosen", strategy_to_json(p.chosen)},
+          {"chosen", plan::strategy_to_json(p.chosen)},
           {"row_flops", p.row_flops},
           {"published_tflops_per_gpu", p.run.tflops_per_gpu},
           {"predicted_tflops_per_gpu", p.predicted_tflops_per_gpu},

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "core/status.h"
+#include "plan/strategy.h"
 #include "planner/cluster.h"
 #include "planner/model_shape.h"
 #include "planner/published_runs.h"
-#include "planner/strategy.h"
 
 namespace sp::planner {
 
@@ -30,7 +30,7 @@ struct PublishedPrediction {
   ModelShape counterpart;        // what was planned
   int candidates = 0;            // micro-batch × schedule × v the engine's rules accept for the stated tp, pp, dp
   int fitting = 0;               // of those, the ones that fit in the device's memory
-  Strategy chosen;               // the fastest fitting candidate
+  plan::Strategy chosen;         // the fastest fitting candidate
   double row_flops = 0;          // per iteration, by the table's definition (Narayanan et al. eq. 3 for the GPT shape)
   double implied_seconds = 0;    // row_flops / (tflops_per_gpu · gpus)
   double predicted_seconds = 0;  // the plan's step time

@@ -17,8 +17,8 @@
 
 #include "ckpt/safetensors.h"
 #include "cli/blas_select.h"
-#include "cli/token_batch.h"
 #include "core/file_io.h"
+#include "data/token_batch.h"
 #include "kernels/gemm16.h"
 #include "kernels/matmul.h"
 #include "model/llama_stage.h"
@@ -57,7 +57,7 @@ Status run(const nlohmann::json& job) {
   SP_ASSIGN_OR_RETURN(const kernels::Gemm16Kind kind, kernels::gemm16_kind_from_name(job.value("gemm16", "auto")));
   SP_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Gemm16> gemm, kernels::make_gemm16(kind, prec.compute));
   kernels::set_blas_threads(1);
-  SP_ASSIGN_OR_RETURN(cli::TokenBatch batch, cli::read_token_batch(job.at("tokens"), mc.vocab_size));
+  SP_ASSIGN_OR_RETURN(data::TokenBatch batch, data::read_token_batch(job.at("tokens"), mc.vocab_size));
   SP_ASSIGN_OR_RETURN(ckpt::SafetensorsReader reader, ckpt::SafetensorsReader::open(job.at("weights")));
 
   model::StageSpec spec;

@@ -12,10 +12,10 @@
 
 #include "ckpt/safetensors.h"
 #include "cli/blas_select.h"
-#include "cli/token_batch.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
 #include "core/file_io.h"
+#include "data/token_batch.h"
 #include "parallel/engine.h"
 
 using namespace sp;
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   if (!rc.ok()) return fail(rc.status());
   auto plan = plan::RunPlan::make(*rc, 1);
   if (!plan.ok()) return fail(plan.status());
-  auto batches = cli::read_token_batch(job.at("batches"), rc->model.vocab_size);
+  auto batches = data::read_token_batch(job.at("batches"), rc->model.vocab_size);
   if (!batches.ok()) return fail(batches.status());
   auto reader = ckpt::SafetensorsReader::open(job.at("weights"));
   if (!reader.ok()) return fail(reader.status());

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Every example command in README.md runs as written and ends as the README says (issue 21; `make test-long`).
 
-The commands are read from README.md itself (every `$B ...`, `mpirun ... $B ...` and `/usr/bin/python3 examples/...`
-line of its ```sh blocks, in order, with `\\` continuations joined), so the README cannot drift from what is tested. They run in a scratch
-directory that holds `build/bin/shardproof`, `data/` and `examples/` as links to the real ones, so `runs/...` paths land there.
+The commands are read from README.md itself (every `$B ...`, `mpirun ... $B ...`, `/usr/bin/python3 examples/...`
+and `.venv/bin/python examples/...` line of its ```sh blocks, in order, with `\\` continuations joined), so the README cannot drift from what is tested. They run in a scratch
+directory that holds `build/bin/shardproof`, `data/`, `examples/` and `.venv/` as links to the real ones, so `runs/...` paths land there.
 Expectations come from the README's own comments: the exit status is 0 unless the comment says `exit N` (then N:
 `→ divergent-by-design, exit 1` is a documented outcome, not a failure), `→ WORD` must be printed when WORD is a
 verdict (bitwise-equal, divergent-by-design, ...), and a `prove` must end with `verdict: PASS`. `openssl` lines run
@@ -32,7 +32,7 @@ def commands(readme):
             comment = line.split("#", 1)[1].strip() if "  #" in line else ""
             if not cmd or cmd.startswith("B=") or cmd.startswith(SKIP):
                 continue
-            if "$B" in cmd or cmd.startswith("openssl ") or cmd.startswith("/usr/bin/python3 examples/"):
+            if "$B" in cmd or cmd.startswith(("openssl ", "/usr/bin/python3 examples/", ".venv/bin/python examples/")):
                 out.append((re.sub(r"\s+", " ", cmd), comment))
     return out
 
@@ -48,7 +48,8 @@ def main():
     os.symlink(os.path.dirname(os.path.abspath(args.bin)), os.path.join(args.work, "build", "bin"))
     os.symlink(os.path.join(args.source, "data"), os.path.join(args.work, "data"))
     os.symlink(os.path.join(args.source, "examples"), os.path.join(args.work, "examples"))
-    env = dict(os.environ, B="build/bin/shardproof", OMPI_MCA_rmaps_base_oversubscribe="1",
+    os.symlink(os.path.join(args.source, ".venv"), os.path.join(args.work, ".venv"))
+    env = dict(os.environ, B="build/bin/shardproof", HF_HUB_OFFLINE="1", OMPI_MCA_rmaps_base_oversubscribe="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cmds = commands(os.path.join(args.source, "README.md"))
     if len(cmds) < 10:

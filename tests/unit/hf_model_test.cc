@@ -74,6 +74,30 @@ TEST(HfConfig, AbsentKeysTakeTransformersDefaultsNotTheEngines) {
   EXPECT_EQ(c->mapping["rms_norm_eps"]["default"], 1e-6);
 }
 
+// transformers 5 writes rope_parameters (and dtype) where 4 wrote rope_theta / rope_scaling (and torch_dtype).
+TEST(HfConfig, ReadsTransformers5RopeParametersAndRefusesScaledRope) {
+  json j = small_hf();
+  j.erase("rope_theta");
+  j.erase("torch_dtype");
+  j["dtype"] = "float32";
+  j["rope_parameters"] = {{"rope_theta", 250000.0}, {"rope_type", "default"}};
+  auto c = config::hf_model_from_json(j, "x", "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->model.rope_theta, 250000.0);
+  EXPECT_EQ(c->mapping["rope_theta"]["became"], "model.rope_theta");
+  EXPECT_TRUE(c->mapping["dtype"].contains("ignored"));
+  j["rope_parameters"]["rope_type"] = "llama3";
+  auto scaled = config::hf_model_from_json(j, "x", "config.json");
+  ASSERT_FALSE(scaled.ok());
+  EXPECT_NE(scaled.status().message().find("rope_type other than \"default\""), std::string::npos)
+      << scaled.status().message();
+  j["rope_parameters"] = {{"rope_theta", 250000.0}, {"rope_type", "default"}};
+  j["rope_theta"] = 10000.0;
+  auto both = config::hf_model_from_json(j, "x", "config.json");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("disagree"), std::string::npos) << both.status().message();
+}
+
 TEST(HfConfig, WrongTypesAreAllNamedAtOnce) {
   json j = small_hf();
   j["hidden_size"] = "24";

@@ -1,9 +1,7 @@
-// A recording's records as untrusted input (proof/judge_records.h, docs/formats/torch_recording.md): the big
+// A recording's records as untrusted input (judge/records.h, docs/formats/torch_recording.md): the big
 // hex integers of the exact sums are bounded by the ExactSum limbs before anything is allocated or summed, a
 // tensor record is exactly its keys with a cover that matches its count, and a partial built by hand from a
 // tensor's exact words merges back into the engine's own summary of that tensor (the assembly's arithmetic).
-#include "proof/judge_records.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -12,9 +10,10 @@
 
 #include "core/exact_sum.h"
 #include "evidence/tensor_summary.h"
+#include "judge/records.h"
 #include "unity_id.h"
 
-namespace sp::proof {
+namespace sp::judge {
 namespace {
 namespace SP_TEST_ID {
 
@@ -101,4 +100,4 @@ TEST(JudgeRecords, PartialsMergeIntoTheEnginesSummary) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::proof
+}  // namespace sp::judge

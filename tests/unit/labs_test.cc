@@ -1,4 +1,4 @@
-// The lab catalogue (configs/labs/catalogue.toml read by cli/lab_catalogue.h; cli/labs.h; docs/labs.md):
+// The lab catalogue (configs/labs/catalogue.toml read by labs/catalogue.h; labs/show.h; docs/labs.md):
 // 16 labs LSL-A … LSL-P in the order of chapter 4's sections; every available proof lab's run is a valid
 // plan at its declared world size (RunPlan::make) and its fault can act on that run (proof::plan_protocol);
 // every plan lab's cases evaluate with the planner, its fault placement flagged and its sound ones not;
@@ -6,26 +6,30 @@
 // runnable lab. The validator and the file reader are tested on
 // broken variants (of a lab, of the file), so neither is a rubber stamp.
 // Independent of the catalogue: the expected keys and sections are written out here from the book.
-#include "cli/labs.h"
-
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 
-#include "cli/judge_lab.h"
-#include "cli/plan_lab.h"
+#include "cli/command.h"
+#include "cli/prove.h"
 #include "cli_run.h"
 #include "core/file_io.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/faults.h"
+#include "labs/judge_lab.h"
+#include "labs/lab_run.h"
+#include "labs/plan_lab.h"
+#include "labs/show.h"
 #include "plan/run_plan.h"
 #include "proof/protocol.h"
 #include "temp_dir.h"
 #include "unity_id.h"
 
-namespace sp::cli {
+namespace sp::labs {
 namespace {
 namespace SP_TEST_ID {
 
@@ -123,11 +127,11 @@ TEST(Labs, PlanLabsEvaluateEveryCase) {
     ++plan_labs;
     SCOPED_TRACE(lab.key);
     EXPECT_TRUE(validate_lab(lab, root()).ok()) << validate_lab(lab, root()).to_string();
-    const std::vector<proof::PlanLabCase> cases = proof::plan_lab_cases(lab.plan);
+    const std::vector<PlanLabCase> cases = plan_lab_cases(lab.plan);
     ASSERT_EQ(cases.size(), lab.plan.clusters.size() * lab.plan.placements.size());
     std::map<std::string, double> sound_step;  // cluster → slowest sound placement's step
     std::map<std::string, double> fault_step;
-    for (const proof::PlanLabCase& c : cases) {
+    for (const PlanLabCase& c : cases) {
       SCOPED_TRACE(c.dir());
       Result<planner::PlanQuery> q = plan_lab_query(lab, c, root());
       ASSERT_TRUE(q.ok()) << q.status().to_string();
@@ -196,11 +200,11 @@ TEST(Labs, JudgeLabRecordsTheExampleScript) {
   Lab missing = p;
   missing.script = "examples/torch/no_such_script.py";
   EXPECT_TRUE(contains(validate_lab(missing, root()).message(), "no_such_script.py"));
-  const std::vector<std::string> fault = judge_lab_command(p, root(), "D/fault", p.fault);
+  const std::vector<std::string> fault = judge_lab_command("/usr/bin/python3", p, root(), "D/fault", p.fault);
   EXPECT_EQ(fault[1], root() + "/examples/torch/train_llama.py");
   EXPECT_TRUE(
       contains(fmt::format("{}", fmt::join(fault, " ")), "--world 2 --out D/fault --quiet --bug tp-norm-unreduced"));
-  const std::string show = lab_show_text(catalogue(), p);
+  const std::string show = lab_show_text(catalogue(), p, "python3");
   EXPECT_TRUE(contains(show, "shardproof lab run LSL-P --out runs/lsl-p"));
   EXPECT_TRUE(contains(show, "examples/torch/train_llama.py --strategy tp --steps 3 --world 2 --out DIR/run --quiet"));
   EXPECT_TRUE(contains(show, "--out DIR/fault --quiet --bug tp-norm-unreduced"));
@@ -223,7 +227,7 @@ TEST(Labs, UnavailableLabsSayWhyAndPointToARunnableLab) {
   const std::string text = lab_unavailable_text(catalogue(), lab);
   EXPECT_TRUE(contains(text, "not available"));
   EXPECT_TRUE(contains(text, "lab run LSL-H"));
-  EXPECT_TRUE(contains(lab_show_text(catalogue(), lab), "not available"));
+  EXPECT_TRUE(contains(lab_show_text(catalogue(), lab, "python3"), "not available"));
   // The section this engine cannot run on, cluster hardware, is a plan lab; the parameter server (LSL-J) runs.
   EXPECT_TRUE((*catalogue().find("LSL-I"))->is_plan());
   EXPECT_TRUE((*catalogue().find("LSL-J"))->available);
@@ -313,7 +317,7 @@ TEST(Labs, EveryVariationValidatesAndCarriesItsOwnClaims) {
       const nlohmann::json j = lab_bundle_json(varied);
       EXPECT_EQ(j["variation"]["name"], v.name);
       EXPECT_TRUE(contains(j["check"].get<std::string>(), "--variation " + v.name));
-      EXPECT_TRUE(contains(lab_show_text(catalogue(), lab), "--variation " + v.name));
+      EXPECT_TRUE(contains(lab_show_text(catalogue(), lab, "python3"), "--variation " + v.name));
     }
   EXPECT_GE(variations, 4);
   const Lab& d = **catalogue().find("LSL-D");
@@ -321,10 +325,37 @@ TEST(Labs, EveryVariationValidatesAndCarriesItsOwnClaims) {
   EXPECT_EQ(d.variation_of_sets({"parallel.dp=4"}), nullptr);
 }
 
+// Every file a claim of the catalogue reads (count/sum/max/distinct/files/text/value GLOB, differ A B) is named by
+// a name of evidence/bundle_paths.h, in every lab and variation.
+TEST(Labs, ClaimsNameFilesByTheBundlesNames) {
+  int files = 0;
+  const auto check_claims = [&](const std::string& at, const std::vector<Observation>& observe) {
+    for (const Observation& o : observe)
+      for (const std::string& claim : o.checks) {
+        std::istringstream in(claim);
+        std::vector<std::string> w;
+        for (std::string s; in >> s;) w.push_back(s);
+        for (size_t i = 0; i + 1 < w.size(); ++i) {
+          const bool one = w[i] == "count" || w[i] == "sum" || w[i] == "max" || w[i] == "distinct" || w[i] == "files" ||
+                           w[i] == "text" || w[i] == "value";
+          for (size_t k = 1; k <= (w[i] == "differ" ? 2u : one ? 1u : 0u) && i + k < w.size(); ++k, ++files) {
+            const std::string file = w[i + k].substr(0, w[i + k].find('#'));
+            EXPECT_TRUE(evidence::check_bundle_name(file).ok()) << at << ": " << claim;
+          }
+        }
+      }
+  };
+  for (const Lab& lab : catalogue().labs) {
+    check_claims(lab.key, lab.observe);
+    for (const Variation& v : lab.variations) check_claims(lab.key + " variation " + v.name, v.observe);
+  }
+  EXPECT_GE(files, 250);
+}
+
 TEST(Labs, ProveOptionsCarryTheLab) {
   const Lab& g = **catalogue().find("LSL-G");
-  ProveOptions p = lab_prove_options(
-      g, LabRunOptions{
+  cli::ProveOptions p = cli::lab_prove_options(
+      g, cli::LabRunOptions{
              .out = "runs/g", .root = "/r", .cache = "/c", .extra_sets = {"train.recompute=none"}, .quiet = true});
   EXPECT_EQ(p.source.preset, "tiny");
   EXPECT_TRUE(p.source.config.empty());
@@ -345,7 +376,7 @@ TEST(Labs, ListAndShowRenderEverything) {
     EXPECT_TRUE(contains(list, lab.key));
     EXPECT_TRUE(contains(list, lab.is_plan() ? "plan: flag " + lab.plan.fault_placement : lab.fault)) << lab.key;
   }
-  const std::string show = lab_show_text(catalogue(), **catalogue().find("LSL-K"));
+  const std::string show = lab_show_text(catalogue(), **catalogue().find("LSL-K"), "python3");
   EXPECT_TRUE(contains(show, "§4.3.3"));
   EXPECT_TRUE(contains(show, "desync-extra-collective@2:2"));
   EXPECT_TRUE(contains(show, "trace consistency"));  // the fault's expected detector, from the catalogue
@@ -354,7 +385,7 @@ TEST(Labs, ListAndShowRenderEverything) {
   EXPECT_TRUE(contains(show, "shardproof lab run LSL-K --out runs/lsl-k"));
   EXPECT_TRUE(contains(show, "--set parallel.dp=4"));
   EXPECT_TRUE(contains(show, "NVLink"));  // a common limit
-  const std::string i = lab_show_text(catalogue(), **catalogue().find("LSL-I"));
+  const std::string i = lab_show_text(catalogue(), **catalogue().find("LSL-I"), "python3");
   EXPECT_FALSE(contains(i, "not available"));
   EXPECT_TRUE(contains(i, "shardproof lab run LSL-I --out runs/lsl-i"));
   EXPECT_TRUE(contains(i, "llama-7b"));
@@ -366,7 +397,7 @@ TEST(Labs, ListAndShowRenderEverything) {
       << i;
   EXPECT_TRUE(contains(i, "lab verify"));
   EXPECT_FALSE(contains(i, "NVLink, PCIe, InfiniBand or RoCE"));  // the proof labs' common limits are not its own
-  const std::string j = lab_show_text(catalogue(), **catalogue().find("LSL-J"));
+  const std::string j = lab_show_text(catalogue(), **catalogue().find("LSL-J"), "python3");
   EXPECT_TRUE(contains(j, "ps-drop-push@2:2"));
   EXPECT_TRUE(contains(j, "trace vs predicted communication"));  // the fault's expected detector
   EXPECT_TRUE(contains(j, "--set parallel.architecture=ps"));
@@ -584,7 +615,7 @@ TEST(LabCatalogueFile, MissingFileIsNotFound) {
 }
 
 // `shardproof lab list | show | run` through the real CLI11 wiring: a broken catalogue is exit 2.
-int lab_cli(const std::string& line) { return sp::test::run_command(register_lab, line); }
+int lab_cli(const std::string& line) { return sp::test::run_command(cli::register_lab, line); }
 
 TEST(LabCli, BrokenCatalogueIsAUsageError) {
   const sp::test::TempDir tree;  // a source root whose catalogue is broken
@@ -619,4 +650,4 @@ TEST(LabCli, BrokenCatalogueIsAUsageError) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::cli
+}  // namespace sp::labs

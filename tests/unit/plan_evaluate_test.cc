@@ -180,20 +180,29 @@ TEST(PlanEvaluate, A16BitStreamHalvesTheStreamsBytesAndNothingElse) {
 }
 
 TEST(PlanEvaluate, RefusalsAreTheEngines) {
-  const StrategyEvaluators ev = engine_evaluators(llama7b(2, 2, 8, "tp-dp-pp"));
+  const StrategyEvaluators ev = engine_evaluators(llama7b(2, 2, 8, "tp-dp-pp"));  // fast reductions, as the base's
   // Every recompute mode is the engine's own: selective is run, not refused.
-  EXPECT_TRUE(ev.rules(Strategy{.dp = 2, .tp = 8, .recompute = RecomputeMode::kSelective}).empty());
-  const auto tied = ev.rules(Strategy{.dp = 8, .tp = 1, .pp = 2});
+  EXPECT_TRUE(
+      ev.rules(plan::Strategy{
+                   .dp = 2, .tp = 8, .recompute = model::Recompute::kSelective, .reduction = config::Reduction::kFast})
+          .empty());
+  const auto tied = ev.rules(plan::Strategy{.dp = 8, .tp = 1, .pp = 2, .reduction = config::Reduction::kFast});
   EXPECT_TRUE(tied.empty());  // llama-7b is untied
-  const auto odd = ev.rules(Strategy{.dp = 16, .tp = 1, .pp = 1, .micro_batch_size = 3});
+  const auto odd = ev.rules(
+      plan::Strategy{.dp = 16, .tp = 1, .pp = 1, .reduction = config::Reduction::kFast, .micro_batch_size = 3});
   ASSERT_FALSE(odd.empty());
   EXPECT_EQ(odd[0].kind, ExclusionKind::kDoesNotDivide) << odd[0].rule;
   // The kind is the rule's own (plan::RuleViolation), not read from its wording.
-  const auto zero2 = ev.rules(Strategy{.dp = 8, .tp = 1, .pp = 2, .zero = 2});
+  const auto zero2 =
+      ev.rules(plan::Strategy{.dp = 8, .tp = 1, .pp = 2, .zero = 2, .reduction = config::Reduction::kFast});
   ASSERT_EQ(zero2.size(), 1u);
   EXPECT_EQ(zero2[0].kind, ExclusionKind::kRefused) << zero2[0].rule;
-  const auto layers =
-      ev.rules(Strategy{.dp = 1, .tp = 1, .pp = 16, .virtual_stages = 4, .schedule = config::Schedule::kInterleaved});
+  const auto layers = ev.rules(plan::Strategy{.dp = 1,
+                                              .tp = 1,
+                                              .pp = 16,
+                                              .schedule = config::Schedule::kInterleaved,
+                                              .virtual_stages = 4,
+                                              .reduction = config::Reduction::kFast});
   ASSERT_FALSE(layers.empty());
   for (const auto& x : layers) EXPECT_EQ(x.kind, ExclusionKind::kDoesNotDivide) << x.rule;
   auto bad = evaluate_plan([&] {

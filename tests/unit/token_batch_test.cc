@@ -1,8 +1,8 @@
-// The token batch of `shardproof grads` (cli/token_batch.h, docs/formats/token_batch.md) as untrusted
+// The token batch of `shardproof grads` (data/token_batch.h, docs/formats/token_batch.md) as untrusted
 // input: header sizes whose byte count overflows 64 bits are refused by name before any allocation
 // (rows = cols = 2^31 used to wrap to 24 bytes and abort in std::vector), lengths must match exactly,
 // ids are range-checked, and a batch whose targets are all padding has no target token to average.
-#include "cli/token_batch.h"
+#include "data/token_batch.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "core/file_io.h"
 #include "unity_id.h"
 
-namespace sp::cli {
+namespace sp::data {
 namespace {
 namespace SP_TEST_ID {
 namespace fs = std::filesystem;
@@ -70,4 +70,4 @@ TEST(TokenBatch, AllPaddingHasNoTargets) {
 
 }  // namespace SP_TEST_ID
 }  // namespace
-}  // namespace sp::cli
+}  // namespace sp::data

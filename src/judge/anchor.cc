@@ -1,0 +1,141 @@
+#include "judge/anchor.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <set>
+
+#include "ckpt/safetensors.h"
+#include "core/file_io.h"
+#include "core/json_io.h"
+
+namespace sp::judge {
+namespace {
+
+constexpr const char* kKinds[] = {"param", "grad", "exp_avg", "exp_avg_sq", "param_after"};
+
+std::vector<float>& slot(AnchorTensor& t, std::string_view kind) {
+  if (kind == "param") return t.param;
+  if (kind == "grad") return t.grad;
+  if (kind == "exp_avg") return t.exp_avg;
+  if (kind == "exp_avg_sq") return t.exp_avg_sq;
+  return t.param_after;
+}
+
+// Copies a piece (shard `s` of `shape`) into the logical tensor.
+void place(std::vector<float>& dst, const Shape& shape, const std::optional<Shard>& s, const std::vector<float>& src) {
+  if (!s) {
+    dst = src;
+    return;
+  }
+  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+  if (s->dim == 0) {
+    const int64_t r = rows / s->parts;
+    std::copy(src.begin(), src.end(), dst.begin() + s->index * r * cols);
+    return;
+  }
+  const int64_t w = cols / s->parts;
+  for (int64_t i = 0; i < rows; ++i) std::copy_n(src.begin() + i * w, w, dst.begin() + i * cols + s->index * w);
+}
+
+Result<std::map<std::string, std::optional<Shard>>> shard_map(const ckpt::SafetensorsReader& f,
+                                                              const std::string& label) {
+  std::map<std::string, std::optional<Shard>> out;
+  const auto it = f.metadata().find("shards");
+  if (it == f.metadata().end()) return invalid_argument("{}: no \"shards\" in its metadata", label);
+  auto j = parse_json_strict(it->second, label + " metadata shards");
+  if (!j.ok() || !j->is_object()) return invalid_argument("{}: metadata \"shards\" is not a JSON object", label);
+  for (const auto& [name, v] : j->items()) {
+    if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+        !v[2].is_number_integer())
+      return invalid_argument("{}: metadata shards[{}] is not [dim, index, parts]", label, name);
+    const Shard s{v[0].get<int>(), v[1].get<int>(), v[2].get<int>()};
+    if ((s.dim != 0 && s.dim != 1) || s.parts < 1 || s.index < 0 || s.index >= s.parts)
+      return invalid_argument("{}: metadata shards[{}] = {} is not a shard", label, name, v.dump());
+    out[name] = s;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<AnchorState> read_anchor(const Recording& rec, int64_t step) {
+  AnchorState a{.step = step};
+  const auto refuse = [&](const std::string& why) {
+    return invalid_argument("recording '{}' refused: anchor step {}: {}", rec.dir(), step, why);
+  };
+  std::map<std::string, const model::WeightSpec*> specs;
+  for (const model::WeightSpec& w : rec.weights()) specs[w.name] = &w;
+  // (tensor, kind) → pieces seen (index → rank)
+  std::map<std::pair<std::string, std::string>, std::map<int, int>> seen;
+  std::map<std::string, int> parts_of;
+  for (int rank = 0; rank < rec.contract().world; ++rank) {
+    const std::string rel = rec.anchor_file(step, rank);
+    if (!path_exists(rec.path(rel))) continue;
+    auto f = ckpt::SafetensorsReader::open(rec.path(rel));
+    if (!f.ok()) return refuse(f.status().message());
+    ++a.files;
+    std::error_code ec;
+    a.bytes += static_cast<int64_t>(std::filesystem::file_size(rec.path(rel), ec));
+    const auto& md = f->metadata();
+    if (md.count("step") == 0 || md.at("step") != std::to_string(step) || md.count("rank") == 0 ||
+        md.at("rank") != std::to_string(rank))
+      return refuse(fmt::format("{}: its metadata names another step or rank", rel));
+    SP_ASSIGN_OR_RETURN(const auto shards, shard_map(*f, rel));
+    nlohmann::json steps = nlohmann::json::object();
+    if (md.count("optimizer_steps")) {
+      auto j = parse_json_strict(md.at("optimizer_steps"), rel + " metadata optimizer_steps");
+      if (!j.ok() || !j->is_object()) return refuse(fmt::format("{}: metadata optimizer_steps is not an object", rel));
+      steps = *j;
+    }
+    for (const ckpt::SafetensorsEntry& e : f->tensors()) {
+      const size_t slash = e.name.find('/');
+      const std::string kind = e.name.substr(0, slash),
+                        name = slash == std::string::npos ? "" : e.name.substr(slash + 1);
+      const auto spec = specs.find(name);
+      if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds) || spec == specs.end())
+        return refuse(
+            fmt::format("{}: tensor '{}' is not <param|grad|exp_avg|exp_avg_sq|param_after>/<a tensor of the "
+                        "model>",
+                        rel, e.name.substr(0, 120)));
+      const Shape& shape = spec->second->shape;
+      const auto sh = shards.count(name) ? shards.at(name) : std::optional<Shard>();
+      Shape local = shape;
+      if (sh) {
+        if (sh->dim >= static_cast<int>(shape.size()) || shape[static_cast<size_t>(sh->dim)] % sh->parts != 0)
+          return refuse(fmt::format("{}: {} cannot be split {}", rel, name, sh->to_string()));
+        local[static_cast<size_t>(sh->dim)] /= sh->parts;
+      }
+      std::vector<float> values(static_cast<size_t>(shape_numel(local)));
+      if (Status s = f->read_f32(e.name, local, values.data()); !s.ok()) return refuse(s.message());
+      const int parts = sh ? sh->parts : 1, index = sh ? sh->index : 0;
+      if (auto [it, added] = parts_of.emplace(name, parts); !added && it->second != parts)
+        return refuse(fmt::format("{}: {} is split in {} pieces here and {} elsewhere", rel, name, parts, it->second));
+      if (auto [it, added] = seen[{name, kind}].emplace(index, rank); !added)
+        return refuse(fmt::format("{} of {} ({}) is recorded by rank {} and rank {}", kind, name,
+                                  sh ? sh->to_string() : "whole", it->second, rank));
+      AnchorTensor& t = a.tensors[name];
+      std::vector<float>& dst = slot(t, kind);
+      if (dst.empty()) dst.assign(static_cast<size_t>(shape_numel(shape)), 0.0f);
+      place(dst, shape, sh, values);
+      if (kind == "exp_avg") {
+        t.moment_ranks.push_back(rank);
+        if (!steps.contains(name) || !steps[name].is_number_integer())
+          return refuse(fmt::format("{}: no optimizer step count for {} (metadata optimizer_steps)", rel, name));
+        t.optimizer_step = steps[name].get<int64_t>();
+      }
+      if (kind == "param_after") t.after_ranks.push_back(rank);
+    }
+  }
+  for (const model::WeightSpec& w : rec.weights())
+    for (const char* kind : kKinds) {
+      const auto it = seen.find({w.name, kind});
+      const int parts = parts_of.count(w.name) ? parts_of.at(w.name) : 1;
+      for (int i = 0; i < parts; ++i)
+        if (it == seen.end() || !it->second.count(i))
+          return refuse(fmt::format("{} of {} (piece {}/{}) is in no rank's anchor file", kind, w.name, i, parts));
+    }
+  return a;
+}
+
+}  // namespace sp::judge

@@ -1,0 +1,145 @@
+#include "judge/assemble.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <set>
+
+namespace sp::judge {
+namespace {
+
+std::string piece_name(const std::optional<Shard>& s) { return s ? s->to_string() : "whole"; }
+
+// Shares of one (step, phase, tensor) → its logical summary; refuses gaps, overlaps and mixed shardings.
+Result<evidence::TensorSummary> merge_shares(const std::vector<const TensorRecord*>& shares, const std::string& what) {
+  const auto refuse = [&](const std::string& why) {
+    return invalid_argument("recording refused: {}: {}", what, why)
+        .with_hint("each element must be summarized by exactly one rank (the recorder's cover ranges)");
+  };
+  const TensorRecord& first = *shares.front();
+  const int parts = first.shard ? first.shard->parts : 1;
+  std::map<int, std::vector<const TensorRecord*>> by_piece;
+  for (const TensorRecord* t : shares) {
+    if ((t->shard.has_value() != first.shard.has_value()) ||
+        (t->shard && (t->shard->dim != first.shard->dim || t->shard->parts != parts)))
+      return refuse(fmt::format("rank {} records it as {}, rank {} as {}", first.rank, piece_name(first.shard), t->rank,
+                                piece_name(t->shard)));
+    by_piece[t->shard ? t->shard->index : 0].push_back(t);
+  }
+  evidence::TensorSummary sum;
+  for (int i = 0; i < parts; ++i) {
+    auto it = by_piece.find(i);
+    if (it == by_piece.end()) return refuse(fmt::format("piece {}/{} is recorded by no rank", i, parts));
+    std::vector<const TensorRecord*> v = it->second;
+    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->k0 != b->k0 ? a->k0 < b->k0 : a->k1 < b->k1; });
+    int64_t at = 0;
+    for (const TensorRecord* t : v) {
+      if (t->k0 == t->k1) continue;
+      if (t->k0 != at)
+        return refuse(fmt::format("piece {}/{}: local elements [{}, {}) {} (rank {} covers from {})", i, parts,
+                                  std::min(at, t->k0), std::max(at, t->k0),
+                                  t->k0 > at ? "are covered by no rank" : "are covered twice", t->rank, t->k0));
+      at = t->k1;
+      evidence::TensorSummary part;
+      part.lane0 = t->lane0;
+      part.lane1 = t->lane1;
+      part.stats = ExactSum::from_words(t->exact_words);
+      sum.merge(part);
+    }
+    if (at != first.local)
+      return refuse(
+          fmt::format("piece {}/{}: local elements [{}, {}) are covered by no rank", i, parts, at, first.local));
+  }
+  return sum;
+}
+
+void compare_replicas(const std::vector<const TensorRecord*>& shares, const Recording& rec, Assembly& out) {
+  std::map<int, std::vector<const TensorRecord*>> by_piece;
+  for (const TensorRecord* t : shares) by_piece[t->shard ? t->shard->index : 0].push_back(t);
+  for (const auto& [index, holders] : by_piece) {
+    if (holders.size() < 2) continue;
+    ++out.replica_sets;
+    out.replica_holders += static_cast<int64_t>(holders.size());
+    std::map<std::string, std::vector<int>> values;
+    for (const TensorRecord* t : holders) values[t->sha256].push_back(t->rank);
+    if (values.size() == 1) continue;
+    size_t best = 0;
+    int ties = 0;
+    for (const auto& [v, ranks] : values) {
+      if (ranks.size() > best) best = ranks.size(), ties = 0;
+      if (ranks.size() == best) ++ties;
+    }
+    ReplicaMismatch m{.step = holders[0]->step,
+                      .phase = holders[0]->phase,
+                      .tensor = holders[0]->tensor,
+                      .piece = piece_name(holders[0]->shard)};
+    for (const auto& [v, ranks] : values)
+      if (ties > 1 || ranks.size() != best) m.ranks.insert(m.ranks.end(), ranks.begin(), ranks.end());
+    for (const TensorRecord* t : holders) m.all.push_back(t->rank);
+    std::sort(m.ranks.begin(), m.ranks.end());
+    std::sort(m.all.begin(), m.all.end());
+    const bool tp_rep = !holders[0]->shard && rec.contract().strategy.tp > 1;
+    m.kind = tp_rep ? (rec.contract().strategy.dp > 1 ? "dp × tp replicas" : "tp-replicated") : "dp replicas";
+    out.replica_mismatches.push_back(std::move(m));
+  }
+}
+
+std::string loss_line(int64_t step, double value) {
+  return nlohmann::json{{"bits", fmt::format("{:016x}", std::bit_cast<uint64_t>(value))},
+                        {"phase", "loss"},
+                        {"step", step},
+                        {"tensor", "loss"},
+                        {"value", value}}
+      .dump();
+}
+
+}  // namespace
+
+const AssembledTensor* Assembly::find(int64_t step, const std::string& phase, const std::string& tensor) const {
+  for (const AssembledTensor& t : tensors)
+    if (t.step == step && t.phase == phase && t.tensor == tensor) return &t;
+  return nullptr;
+}
+
+Result<Assembly> assemble_checksums(const Recording& rec) {
+  const RecordingContract& c = rec.contract();
+  Assembly out;
+  // (step, phase, tensor) → every rank's share
+  std::map<std::tuple<int64_t, std::string, std::string>, std::vector<const TensorRecord*>> shares;
+  for (const RankRecords& rr : rec.ranks())
+    for (const TensorRecord& t : rr.tensors) shares[{t.step, t.phase, t.tensor}].push_back(&t);
+  for (int64_t s = 0; s < c.steps; ++s) {
+    double sum = 0;
+    int64_t targets = 0;
+    for (const auto& [l, rank] : rec.losses(s)) {
+      sum += l.loss_sum;
+      targets += l.targets;
+    }
+    if (targets == 0)
+      return invalid_argument("recording refused: step {} has no target token: its loss is a mean over nothing", s);
+    out.loss[s] = sum / static_cast<double>(targets);
+    out.targets[s] = targets;
+    out.checksums_jsonl += loss_line(s, out.loss[s]) + "\n";
+    if (!c.checksums_at(s)) continue;
+    for (const char* phase : {"grad", "param"})
+      for (const model::WeightSpec& w : rec.weights()) {
+        const std::string what = fmt::format("step {} {} {}", s, phase, w.name);
+        const auto it = shares.find({s, phase, w.name});
+        if (it == shares.end())
+          return invalid_argument("recording refused: {}: no rank recorded it (the model has it)", what);
+        SP_ASSIGN_OR_RETURN(evidence::TensorSummary summary, merge_shares(it->second, what));
+        compare_replicas(it->second, rec, out);
+        nlohmann::json j = summary.to_json();
+        j["step"] = s;
+        j["phase"] = phase;
+        j["tensor"] = w.name;
+        j["numel"] = shape_numel(w.shape);
+        out.checksums_jsonl += j.dump() + "\n";
+        out.tensors.push_back({s, phase, w.name, shape_numel(w.shape), summary});
+      }
+  }
+  return out;
+}
+
+}  // namespace sp::judge

@@ -1,0 +1,179 @@
+// The judge's criteria on the recording itself: its seal, its collectives against the model's traffic, its
+// checksum records against its anchors (judge/criteria_rows.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "judge/criteria_rows.h"
+#include "plan/traffic_model.h"
+
+namespace sp::judge::criterion {
+namespace {
+// The model's traffic per (group, phase) of one step, summed over the ranks (the trace report's unit), without
+// the engine's own world-group evidence (its exact-sum loss, norm and checksum exchanges).
+std::map<std::pair<std::string, std::string>, plan::Traffic> model_cells(const JudgeContext& x) {
+  std::map<std::pair<std::string, std::string>, plan::Traffic> out;
+  for (int rank = 0; rank < x.recording->contract().world; ++rank)
+    for (const auto& [key, t] : plan::predict_step_traffic(*x.plan, x.recording->grid(), rank, false, false))
+      if (key.first != "world") {
+        out[key].ops += t.ops;
+        out[key].bytes += t.bytes;
+      }
+  return out;
+}
+
+bool compared_phase(comm::Phase p) {
+  return p == comm::Phase::kForward || p == comm::Phase::kBackward || p == comm::Phase::kGradSync ||
+         p == comm::Phase::kOptimizer;
+}
+
+}  // namespace
+
+std::string ranks_text(const std::vector<int>& r) {
+  std::string s;
+  for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
+  return s;
+}
+std::string pct(double x) { return fmt::format("{:.3g} %", 100 * x); }
+proof::Criterion row(std::string name, std::string threshold, std::string evidence, bool passed) {
+  proof::Criterion c;
+  c.name = std::move(name);
+  c.threshold = std::move(threshold);
+  c.evidence = std::move(evidence);
+  c.passed = passed;
+  return c;
+}
+std::string rank_records(int rank) { return recording_rank_file(kRecordsDir, rank, "jsonl"); }
+
+Row sealed(const JudgeContext& x) {
+  const Recording& rec = *x.recording;
+  const RecordingContract& c = rec.contract();
+  Row r{row("recording complete and sealed",
+            "every rank's seal matches its files; every step, micro-batch, tensor and anchor recorded",
+            "seal/, contract.json, topology.json", true),
+        {.view = "recording", .point = 0}};
+  r.first.measured = fmt::format(
+      "{} ranks ({} dp × {} tp × {} pp, {}), {} steps, {} micro-batches per step, {} "
+      "anchors, {} files sealed",
+      c.world, c.strategy.dp, c.strategy.tp, c.strategy.pp, c.strategy_name, c.steps, c.micro_batches, c.anchors.size(),
+      rec.files_sealed());
+  return r;
+}
+
+Row collectives(const JudgeContext& x) {
+  Row r{row("collectives consistent across ranks", "every group's members issued the same ops", "trace/"),
+        {.view = "collectives", .point = 1, .evidence = "trace/"}};
+  if (!x.trace.ok()) {
+    r.first.measured = "trace unreadable";
+    r.first.detail = x.trace.status().message();
+    r.second.found = true, r.second.step = 0, r.second.detail = r.first.detail;
+    return r;
+  }
+  const evidence::TraceReport& t = *x.trace;
+  r.first.passed = t.consistent();
+  r.first.measured = fmt::format("{} records of {} ranks: {}", t.records, t.rank_files,
+                                 t.consistent() ? "consistent" : fmt::format("{} mismatches", t.mismatches.size()));
+  if (!t.consistent()) {
+    const evidence::TraceMismatch& m = t.mismatches.front();
+    r.first.detail = m.message;
+    r.second = {.view = "collectives",
+                .point = 1,
+                .found = true,
+                .step = std::max<int64_t>(m.step, 0),
+                .phase = m.phase,
+                .tensor = m.group,
+                .ranks = m.ranks,
+                .detail = m.message,
+                .evidence = "trace/"};
+  }
+  return r;
+}
+
+Row traffic(const JudgeContext& x) {
+  Row r{row("traffic equals the model of the declared strategy",
+            "payload bytes per step × group × phase (forward, backward, grad_sync, optimizer) = "
+            "plan/traffic_model; op counts may differ (bucketing)",
+            "trace/, contract.json"),
+        {.view = "traffic", .point = 2, .evidence = "trace/"}};
+  if (!x.plan.ok() || !x.trace.ok()) {
+    r.first.measured = !x.plan.ok() ? "no model" : "trace unreadable";
+    r.first.detail = !x.plan.ok() ? "the engine has no plan for the declared strategy: " + x.plan.status().message()
+                                  : x.trace.status().message();
+    r.second.found = true, r.second.step = 0, r.second.detail = r.first.detail;
+    return r;
+  }
+  const RecordingContract& c = x.recording->contract();
+  const comm::ProcessGrid& grid = x.recording->grid();
+  const auto model = model_cells(x);
+  // A pure data-parallel run may reduce on the default (world) group: it is the one dp group.
+  const std::string dp0 = grid.group_name(comm::Axis::kDp, 0);
+  std::map<std::pair<int64_t, std::pair<std::string, std::string>>, int64_t> traced;
+  int64_t stats_bytes = 0, traced_ops = 0, model_ops = 0;
+  for (const auto& [k, t] : x.trace->traffic) {
+    if (k.step < 0 || k.step >= c.steps) continue;
+    if (k.phase == comm::Phase::kEvidence) stats_bytes += t.bytes;
+    if (!compared_phase(k.phase)) continue;
+    std::string g = k.group == "world" && c.strategy.tp == 1 && c.strategy.pp == 1 ? dp0 : k.group;
+    traced[{k.step, {g, std::string(comm::phase_name(k.phase))}}] += t.bytes;
+    traced_ops += t.ops;
+  }
+  for (const auto& [key, t] : model) model_ops += t.ops * c.steps;
+  int64_t cells = 0;
+  for (int64_t s = 0; s < c.steps && !r.second.found; ++s) {
+    std::set<std::pair<std::string, std::string>> keys;
+    for (const auto& [k, b] : model) keys.insert(k);
+    for (auto it = traced.lower_bound({s, {}}); it != traced.end() && it->first.first == s; ++it)
+      keys.insert(it->first.second);
+    for (const auto& key : keys) {
+      ++cells;
+      const int64_t want = model.count(key) ? model.at(key).bytes : 0;
+      const int64_t got = traced.count({s, key}) ? traced.at({s, key}) : 0;
+      if (got == want) continue;
+      std::vector<int> members;
+      for (int rank = 0; rank < c.world; ++rank)
+        for (comm::Axis a : {comm::Axis::kDp, comm::Axis::kTp, comm::Axis::kPp})
+          if (grid.group_name(a, rank) == key.first) members.push_back(rank);
+      r.second = {.view = "traffic",
+                  .point = 2,
+                  .found = true,
+                  .step = s,
+                  .phase = key.second,
+                  .tensor = key.first,
+                  .ranks = members,
+                  .detail = fmt::format("step {} {} on {}: {} bytes traced, the model of {} predicts {}", s, key.second,
+                                        key.first, got, c.strategy_name, want),
+                  .evidence = "trace/"};
+      r.first.detail = r.second.detail;
+      break;
+    }
+  }
+  r.first.passed = !r.second.found;
+  r.first.measured = fmt::format(
+      "{} cells of {} steps {}; ops {} traced, {} in the model; statistics (phase "
+      "evidence, not compared) {} bytes",
+      cells, c.steps, r.first.passed ? "equal" : "differ", traced_ops, model_ops, stats_bytes);
+  return r;
+}
+
+Row records_agree(const JudgeContext& x) {
+  Row r{row("records agree across views",
+            "at every anchor with checksums: the engine's summary of the anchor's gradients and parameters "
+            "= the assembled checksum records, bit for bit",
+            "anchors/, records/"),
+        {.view = "records", .point = 0}};
+  int64_t n = 0;
+  std::vector<std::string> bad;
+  for (const AnchorResult& a : x.anchors) {
+    n += x.recording->contract().checksums_at(a.step) ? 2 * static_cast<int64_t>(a.grads.size()) : 0;
+    bad.insert(bad.end(), a.disagreements.begin(), a.disagreements.end());
+  }
+  r.first.passed = bad.empty();
+  r.first.measured = fmt::format("{} anchor tensors against their checksum records: {}", n,
+                                 bad.empty() ? "equal" : fmt::format("{} differ", bad.size()));
+  if (!bad.empty()) r.first.detail = bad.front();
+  return r;
+}
+
+}  // namespace sp::judge::criterion

@@ -1,0 +1,155 @@
+// A PyTorch run's recording (python/shardproof_torch, docs/formats/torch_recording.md), read back strictly for
+// `shardproof judge`: the contract, the topology, every rank's seal, records, token batches and anchor files.
+// open() refuses a recording that is incomplete (a rank without its seal or records, a step without its
+// records, a micro-batch nobody recorded), from another model (a tensor the config.json does not have, a
+// shape that is not its own), edited (a file that does not match its rank's seal, a file no seal lists) or
+// malformed — naming the file, its line or record and the field — so nothing is ever judged on what is left.
+// Not the judgement (judge/criteria.h) and not the assembly of partial checksums (judge/assemble.h).
+// Invariant: a Recording exists only for a directory that passed every rule above.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/process_grid.h"
+#include "config/hf_config.h"
+#include "config/run_config.h"
+#include "core/status.h"
+#include "model/weights.h"
+#include "plan/strategy.h"
+
+namespace sp::judge {
+
+inline constexpr std::string_view kRecordingFormat = "shardproof-torch";
+inline constexpr int kRecordingFormatVersion = 1;
+inline constexpr std::string_view kRecordsDir = "records", kTokensDir = "tokens", kAnchorsDir = "anchors",
+                                  kRecordingSealDir = "seal";
+// Files `judge` writes into the recording: derived, never sealed, rewritten by every judgement.
+inline constexpr std::array<std::string_view, 5> kJudgeDerivedFiles = {"checksums.jsonl", "gate.json", "summary.md",
+                                                                       "first_divergence.json", "report.html"};
+
+// A shard: an even split of the logical tensor into `parts` along `dim` (0 rows, 1 columns of the (out, in)
+// matrix); piece `index`. No shard: the whole tensor.
+struct Shard {
+  int dim = 0;
+  int index = 0;
+  int parts = 1;
+  bool operator==(const Shard&) const = default;
+  std::string to_string() const;  // "rows 1/2"
+};
+
+struct RecordingContract {
+  nlohmann::json doc;  // contract.json as read
+  config::HfModelConfig model;
+  std::string strategy_name = {};  // the user's name for it ("ddp", "zero1", ...)
+  // The declared grid (dp, tp, pp, ZeRO) with the batch's micro-batch size, as the engine's strategy.
+  plan::Strategy strategy = {};
+  int world = 1;
+  int64_t micro_batches = 1, seq_len = 1, steps = 1, checksum_every = 1;
+  std::vector<int64_t> anchors = {};  // increasing steps with anchor files
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, max_grad_norm = 0;
+  std::vector<std::string> no_decay = {};  // HF names the run declares without weight decay
+  std::string implementation = {};         // of the optimizer, as declared
+  std::string loss_reduction = {};         // declared: "token_mean" or "micro_batch_mean"
+  int64_t gradient_divisor = 1;            // what the framework divides gradients by in its sync (DDP: dp)
+  bool checksums_at(int64_t step) const { return checksum_every > 0 && step % checksum_every == 0; }
+  // The engine's run configuration of this model and batch shape at dp = tp = pp = 1, no evaluation: the
+  // reference's (judge/reference.h), and with the declared grid the traffic model's.
+  config::RunConfig single_device_config() const;
+};
+
+// One rank's partial summary of one tensor at one step and phase (records/rank-N.jsonl, kind "tensor").
+struct TensorRecord {
+  int rank = 0;
+  int64_t line = 0;
+  int64_t step = 0;
+  std::string phase = {}, tensor = {};
+  std::optional<Shard> shard = {};
+  int64_t numel = 0, local = 0, k0 = 0, k1 = 0;  // covered local elements [k0, k1) of the local piece
+  uint64_t lane0 = 0, lane1 = 0;
+  std::vector<uint64_t> exact_words = {};  // ExactSum::to_words layout (count, NaN, Inf, absmax included)
+  std::string sha256 = {};                 // of the local piece's bytes (replica comparison)
+};
+
+struct LossRecord {
+  int64_t index = 0, targets = 0;
+  double loss_sum = 0, objective = 0;
+};
+
+struct StepRecord {
+  int rank = 0;
+  int64_t line = 0;
+  int64_t step = 0;
+  double lr = 0;
+  std::optional<double> grad_norm = {};  // the norm this rank's clipping used
+  std::vector<int64_t> tokens = {};      // global micro-batch indices in this rank's token file, in order
+  std::vector<LossRecord> losses = {};
+};
+
+// A digest of one piece of training state, saved with a checkpoint or loaded on resume.
+struct StateDigest {
+  std::string tensor = {}, state = {};  // state: param, exp_avg, exp_avg_sq
+  std::optional<Shard> shard = {};
+  std::optional<std::string> sha256 = {};  // absent: the state did not exist (an optimizer not yet stepped)
+  int64_t optimizer_step = 0;
+};
+struct StateRecord {
+  int rank = 0;
+  int64_t line = 0;
+  int64_t step = 0;  // the step training resumes at
+  std::vector<StateDigest> states = {};
+};
+
+struct RankRecords {
+  std::vector<StepRecord> steps = {};  // by step, one each
+  std::vector<TensorRecord> tensors = {};
+  std::vector<StateRecord> saves = {}, resumes = {};
+};
+
+class Recording {
+ public:
+  // Every rule of the header; errors are kInvalidArgument (exit 2) naming the file and record.
+  static Result<Recording> open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  std::string path(std::string_view rel) const;  // dir/rel
+  const RecordingContract& contract() const { return contract_; }
+  const nlohmann::json& topology() const { return topology_; }
+  const comm::ProcessGrid& grid() const { return *grid_; }
+  const std::vector<model::WeightSpec>& weights() const { return weights_; }  // canonical order
+  const std::vector<RankRecords>& ranks() const { return ranks_; }
+  // Where the ids of `step` are: per token file, the global micro-batch indices it holds, in file order
+  // (docs/formats/token_batch.md; read by the token batch reader, data/token_batch.h).
+  struct TokenPiece {
+    int rank = 0;
+    std::string file;  // relative to the recording
+    std::vector<int64_t> indices;
+  };
+  std::vector<TokenPiece> token_pieces(int64_t step) const;
+  // The losses of `step` by micro-batch index, and the rank that recorded each.
+  std::vector<std::pair<LossRecord, int>> losses(int64_t step) const;
+  std::string anchor_file(int64_t step, int rank) const;  // "anchors/step-000004/rank-00001.safetensors"
+  int files_sealed() const { return files_sealed_; }
+
+ private:
+  std::string dir_ = {};
+  RecordingContract contract_;
+  nlohmann::json topology_;
+  std::optional<comm::ProcessGrid> grid_;
+  std::vector<model::WeightSpec> weights_ = {};
+  std::vector<RankRecords> ranks_ = {};
+  int files_sealed_ = 0;
+  friend struct RecordingReader;
+};
+
+// "records/rank-00001.jsonl", "seal/rank-00001.json", "tokens/rank-00001/step-000004.bin".
+std::string recording_rank_file(std::string_view dir, int rank, std::string_view ext);
+std::string recording_tokens_file(int rank, int64_t step);
+
+}  // namespace sp::judge

@@ -1,0 +1,310 @@
+#include "judge/records.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "core/exact_sum.h"
+#include "core/hash.h"
+#include "core/json_io.h"
+
+namespace sp::judge {
+using json = nlohmann::json;
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+Result<double> number(const JsonFields& f, const json& j, std::string_view key) {
+  const json& v = j.at(key);
+  if (!v.is_number()) return f.error(key, fmt::format("must be a number, got {}", v.type_name()));
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) return f.error(key, "is not finite");
+  return x;
+}
+
+Result<std::vector<int64_t>> int_list(const JsonFields& f, const json& j, std::string_view key, int64_t lo,
+                                      int64_t hi) {
+  SP_ASSIGN_OR_RETURN(const json* a, f.array(key));
+  std::vector<int64_t> out;
+  for (const json& v : *a) {
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      return f.error(key, fmt::format("holds {}, not an integer in [{}, {}]", v.dump(), lo, hi));
+    out.push_back(v.get<int64_t>());
+  }
+  return out;
+}
+
+Result<std::optional<Shard>> shard_of(const JsonFields& f, const json& j) {
+  const json& v = j.at("shard");
+  if (v.is_null()) return std::optional<Shard>();
+  if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+      !v[2].is_number_integer())
+    return f.error("shard", "must be null or [dim, index, parts]");
+  const Shard s{v[0].get<int>(), v[1].get<int>(), v[2].get<int>()};
+  if ((s.dim != 0 && s.dim != 1) || s.parts < 1 || s.index < 0 || s.index >= s.parts)
+    return f.error("shard", fmt::format("= {}: dim must be 0 or 1 and 0 <= index < parts", v.dump()));
+  return std::optional<Shard>(s);
+}
+
+Result<uint64_t> lane(const JsonFields& f, const json& v) {
+  if (!v.is_string() || v.get<std::string>().size() != 16)
+    return f.error("lanes", "must hold two 16-digit hex strings");
+  const std::string s = v.get<std::string>();
+  uint64_t x = 0;
+  for (char ch : s) {
+    const int d = (ch >= '0' && ch <= '9') ? ch - '0' : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10 : -1;
+    if (d < 0) return f.error("lanes", fmt::format("'{}' is not lowercase hex", s));
+    x = x << 4 | static_cast<uint64_t>(d);
+  }
+  return x;
+}
+
+// The ExactSum words of a partial: pos | neg | sq limbs, count, NaN, Inf, absmax bits (core/exact_sum.h).
+Result<std::vector<uint64_t>> exact_words(const JsonFields& f, const json& j, int64_t count) {
+  std::vector<uint64_t> sum, sq;
+  bool negative = false, unused = false;
+  const json& vs = j.at("sum");
+  const json& vq = j.at("sq");
+  if (!vs.is_string() || !hex_to_limbs(vs.get<std::string>(), ExactSum::kSumLimbs, sum, negative, true))
+    return f.error("sum", "must be a (signed) hex integer below 2^384 (units of 2^-149)");
+  if (!vq.is_string() || !hex_to_limbs(vq.get<std::string>(), ExactSum::kSqLimbs, sq, unused, false))
+    return f.error("sq", "must be a hex integer below 2^672 (units of 2^-298)");
+  SP_ASSIGN_OR_RETURN(const int64_t nan, f.integer("nan", 0, count));
+  SP_ASSIGN_OR_RETURN(const int64_t inf, f.integer("inf", 0, count - nan));
+  SP_ASSIGN_OR_RETURN(const double absmax, number(f, j, "absmax"));
+  const auto a = static_cast<float>(absmax);
+  if (absmax < 0 || static_cast<double>(a) != absmax || !std::isfinite(a))
+    return f.error("absmax", fmt::format("= {} is not a finite non-negative float32 value", absmax));
+  std::vector<uint64_t> w(ExactSum::kWords, 0);
+  for (size_t i = 0; i < sum.size(); ++i) w[(negative ? ExactSum::kSumLimbs : 0) + i] = sum[i];
+  for (size_t i = 0; i < sq.size(); ++i) w[2 * ExactSum::kSumLimbs + i] = sq[i];
+  const size_t tail = 2 * ExactSum::kSumLimbs + ExactSum::kSqLimbs;
+  w[tail] = static_cast<uint64_t>(count);
+  w[tail + 1] = static_cast<uint64_t>(nan);
+  w[tail + 2] = static_cast<uint64_t>(inf);
+  w[tail + 3] = std::bit_cast<uint32_t>(a);
+  return w;
+}
+
+Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line, RankRecords& out) {
+  SP_RETURN_IF_ERROR(f.expect_keys({"kind", "step", "phase", "tensor", "shard", "numel", "local", "cover", "lanes",
+                                    "sum", "sq", "count", "nan", "inf", "absmax", "sha256"}));
+  TensorRecord t{.rank = rank, .line = line};
+  SP_ASSIGN_OR_RETURN(t.step, f.integer("step", 0, kMax));
+  SP_ASSIGN_OR_RETURN(t.phase, f.string("phase"));
+  if (t.phase != "grad" && t.phase != "param") return f.error("phase", "must be \"grad\" or \"param\"");
+  SP_ASSIGN_OR_RETURN(t.tensor, f.string("tensor"));
+  SP_ASSIGN_OR_RETURN(t.shard, shard_of(f, j));
+  SP_ASSIGN_OR_RETURN(t.numel, f.integer("numel", 1, kMax));
+  SP_ASSIGN_OR_RETURN(t.local, f.integer("local", 1, t.numel));
+  if (t.local * (t.shard ? t.shard->parts : 1) != t.numel)
+    return f.error("local", fmt::format("= {}: a {} piece of {} elements", t.local,
+                                        t.shard ? t.shard->to_string() : "whole", t.numel));
+  SP_ASSIGN_OR_RETURN(const std::vector<int64_t> cover, int_list(f, j, "cover", 0, t.local));
+  if (cover.size() != 2 || cover[0] > cover[1]) return f.error("cover", "must be [k0, k1] with k0 <= k1");
+  t.k0 = cover[0];
+  t.k1 = cover[1];
+  SP_ASSIGN_OR_RETURN(const int64_t count, f.integer("count", 0, kMax));
+  if (count != t.k1 - t.k0) return f.error("count", fmt::format("= {}, but cover spans {}", count, t.k1 - t.k0));
+  const json& lanes = j.at("lanes");
+  if (!lanes.is_array() || lanes.size() != 2) return f.error("lanes", "must hold two 16-digit hex strings");
+  SP_ASSIGN_OR_RETURN(t.lane0, lane(f, lanes[0]));
+  SP_ASSIGN_OR_RETURN(t.lane1, lane(f, lanes[1]));
+  SP_ASSIGN_OR_RETURN(t.exact_words, exact_words(f, j, count));
+  SP_ASSIGN_OR_RETURN(t.sha256, f.sha256("sha256"));
+  out.tensors.push_back(std::move(t));
+  return Status();
+}
+
+Status step_record(const json& j, const JsonFields& f, const std::string& where, int rank, int64_t line,
+                   RankRecords& out) {
+  SP_RETURN_IF_ERROR(f.expect_keys({"kind", "step", "lr", "grad_norm", "tokens", "losses"}));
+  StepRecord s{.rank = rank, .line = line};
+  SP_ASSIGN_OR_RETURN(s.step, f.integer("step", 0, kMax));
+  SP_ASSIGN_OR_RETURN(s.lr, number(f, j, "lr"));
+  if (!j.at("grad_norm").is_null()) {
+    SP_ASSIGN_OR_RETURN(const double n, number(f, j, "grad_norm"));
+    s.grad_norm = n;
+  }
+  SP_ASSIGN_OR_RETURN(s.tokens, int_list(f, j, "tokens", 0, kMax));
+  SP_ASSIGN_OR_RETURN(const json* losses, f.array("losses"));
+  for (size_t i = 0; i < losses->size(); ++i) {
+    const json& l = (*losses)[i];
+    const JsonFields lf(l, where, fmt::format("losses[{}]", i));
+    SP_RETURN_IF_ERROR(lf.expect_keys({"index", "targets", "loss_sum", "objective"}));
+    LossRecord r;
+    SP_ASSIGN_OR_RETURN(r.index, lf.integer("index", 0, kMax));
+    SP_ASSIGN_OR_RETURN(r.targets, lf.integer("targets", 0, kMax));
+    SP_ASSIGN_OR_RETURN(r.loss_sum, number(lf, l, "loss_sum"));
+    SP_ASSIGN_OR_RETURN(r.objective, number(lf, l, "objective"));
+    s.losses.push_back(r);
+  }
+  for (const StepRecord& other : out.steps)
+    if (other.step == s.step)
+      return f.error("step", fmt::format("= {} is recorded twice (also line {})", s.step, other.line));
+  out.steps.push_back(std::move(s));
+  return Status();
+}
+
+Status state_record(const json& j, const JsonFields& f, const std::string& where, int rank, int64_t line, bool resume,
+                    RankRecords& out) {
+  SP_RETURN_IF_ERROR(f.expect_keys({"kind", "step", "states"}));
+  StateRecord r{.rank = rank, .line = line};
+  SP_ASSIGN_OR_RETURN(r.step, f.integer("step", 0, kMax));
+  SP_ASSIGN_OR_RETURN(const json* states, f.array("states"));
+  for (size_t i = 0; i < states->size(); ++i) {
+    const json& s = (*states)[i];
+    const JsonFields sf(s, where, fmt::format("states[{}]", i));
+    StateDigest d;
+    const bool moment = s.is_object() && s.contains("optimizer_step");
+    SP_RETURN_IF_ERROR(moment ? sf.expect_keys({"tensor", "shard", "state", "sha256", "optimizer_step"})
+                              : sf.expect_keys({"tensor", "shard", "state", "sha256"}));
+    SP_ASSIGN_OR_RETURN(d.tensor, sf.string("tensor"));
+    SP_ASSIGN_OR_RETURN(d.state, sf.string("state"));
+    if (d.state != "param" && d.state != "exp_avg" && d.state != "exp_avg_sq")
+      return sf.error("state", "must be param, exp_avg or exp_avg_sq");
+    SP_ASSIGN_OR_RETURN(d.shard, shard_of(sf, s));
+    if (!s.at("sha256").is_null()) {
+      SP_ASSIGN_OR_RETURN(const std::string h, sf.sha256("sha256"));
+      d.sha256 = h;
+    }
+    if (moment) {
+      SP_ASSIGN_OR_RETURN(d.optimizer_step, sf.integer("optimizer_step", 0, kMax));
+    }
+    r.states.push_back(std::move(d));
+  }
+  (resume ? out.resumes : out.saves).push_back(std::move(r));
+  return Status();
+}
+
+}  // namespace
+
+bool hex_to_limbs(std::string_view hex, size_t limbs, std::vector<uint64_t>& out, bool& negative, bool allow_sign) {
+  negative = allow_sign && !hex.empty() && hex[0] == '-';
+  if (negative) hex.remove_prefix(1);
+  if (hex.empty() || hex.size() > 8 * limbs) return false;
+  out.assign(limbs, 0);
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const char ch = hex[hex.size() - 1 - i];
+    const int d = (ch >= '0' && ch <= '9') ? ch - '0' : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10 : -1;
+    if (d < 0) return false;
+    out[i / 8] |= static_cast<uint64_t>(d) << (4 * (i % 8));
+  }
+  return true;
+}
+
+Result<RecordingContract> parse_recording_contract(const json& doc, const std::string& label) {
+  const JsonFields f(doc, label, "contract");
+  SP_RETURN_IF_ERROR(
+      f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size", "strategy",
+                     "batch", "steps", "checksum_every", "anchors", "optimizer", "loss", "hash"}));
+  SP_ASSIGN_OR_RETURN(const std::string format, f.string("format"));
+  if (format != kRecordingFormat)
+    return f.error("format",
+                   fmt::format("= \"{}\": not a recording of shardproof_torch (\"{}\")", format, kRecordingFormat));
+  SP_ASSIGN_OR_RETURN(const int64_t version, f.integer("format_version", 1, kMax));
+  if (version != kRecordingFormatVersion)
+    return f.error("format_version",
+                   fmt::format("= {}: this shardproof reads version {}", version, kRecordingFormatVersion));
+  json body = doc;
+  body.erase("hash");
+  SP_ASSIGN_OR_RETURN(const std::string hash, f.sha256("hash"));
+  if (sha256_hex(body.dump()) != hash)
+    return corrupt("{}: hash {} is not the SHA-256 of its other fields ({}): the contract was edited", label, hash,
+                   sha256_hex(body.dump()));
+  RecordingContract c;
+  c.doc = doc;
+  auto model = config::hf_model_from_json(doc.at("model"), "recording", label + " model");
+  if (!model.ok()) return model.status();
+  c.model = std::move(model).value();
+  SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
+  const JsonFields sf(*st, label, "strategy");
+  SP_RETURN_IF_ERROR(sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
+  SP_ASSIGN_OR_RETURN(c.strategy_name, sf.string("name"));
+  SP_ASSIGN_OR_RETURN(const int64_t dp, sf.integer("dp", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(const int64_t tp, sf.integer("tp", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(const int64_t pp, sf.integer("pp", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(const int64_t zero, sf.integer("zero", 0, 1));
+  plan::Strategy& s = c.strategy;
+  s.dp = static_cast<int>(dp), s.tp = static_cast<int>(tp), s.pp = static_cast<int>(pp),
+  s.zero = static_cast<int>(zero);
+  SP_ASSIGN_OR_RETURN(const int64_t world, f.integer("world_size", 1, 1 << 20));
+  c.world = static_cast<int>(world);
+  if (c.world != s.workers())
+    return f.error("world_size", fmt::format("= {} ≠ dp {} × tp {} × pp {}", c.world, s.dp, s.tp, s.pp));
+  SP_ASSIGN_OR_RETURN(const json* batch, f.object("batch"));
+  const JsonFields bf(*batch, label, "batch");
+  SP_RETURN_IF_ERROR(bf.expect_keys({"micro_batch", "micro_batches", "seq_len"}));
+  SP_ASSIGN_OR_RETURN(s.micro_batch_size, bf.integer("micro_batch", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(c.micro_batches, bf.integer("micro_batches", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(c.seq_len, bf.integer("seq_len", 1, c.model.model.max_seq));
+  SP_ASSIGN_OR_RETURN(c.steps, f.integer("steps", 1, 1 << 30));
+  SP_ASSIGN_OR_RETURN(c.checksum_every, f.integer("checksum_every", 0, c.steps));
+  SP_ASSIGN_OR_RETURN(c.anchors, int_list(f, doc, "anchors", 0, c.steps - 1));
+  for (size_t i = 1; i < c.anchors.size(); ++i)
+    if (c.anchors[i] <= c.anchors[i - 1]) return f.error("anchors", "must be increasing steps");
+  SP_ASSIGN_OR_RETURN(const json* opt, f.object("optimizer"));
+  const JsonFields of(*opt, label, "optimizer");
+  SP_RETURN_IF_ERROR(of.expect_keys(
+      {"name", "lr_schedule", "betas", "eps", "weight_decay", "no_decay", "max_grad_norm", "implementation"}));
+  SP_ASSIGN_OR_RETURN(const std::string name, of.string("name"));
+  if (name != "adamw") return of.error("name", fmt::format("= \"{}\": the judge knows AdamW only", name));
+  const json& betas = opt->at("betas");
+  if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number())
+    return of.error("betas", "must be [beta1, beta2]");
+  c.beta1 = betas[0].get<double>(), c.beta2 = betas[1].get<double>();
+  SP_ASSIGN_OR_RETURN(c.eps, number(of, *opt, "eps"));
+  SP_ASSIGN_OR_RETURN(c.weight_decay, number(of, *opt, "weight_decay"));
+  SP_ASSIGN_OR_RETURN(c.max_grad_norm, number(of, *opt, "max_grad_norm"));
+  SP_ASSIGN_OR_RETURN(c.implementation, of.string("implementation"));
+  SP_ASSIGN_OR_RETURN(const json* nd, of.array("no_decay"));
+  for (const json& n : *nd) {
+    if (!n.is_string()) return of.error("no_decay", "must list tensor names");
+    c.no_decay.push_back(n.get<std::string>());
+  }
+  SP_ASSIGN_OR_RETURN(const json* loss, f.object("loss"));
+  const JsonFields lf(*loss, label, "loss");
+  SP_RETURN_IF_ERROR(lf.expect_keys({"reduction", "gradient_divisor"}));
+  SP_ASSIGN_OR_RETURN(c.loss_reduction, lf.string("reduction"));
+  if (c.loss_reduction != "token_mean" && c.loss_reduction != "micro_batch_mean")
+    return lf.error("reduction", "must be \"token_mean\" or \"micro_batch_mean\"");
+  SP_ASSIGN_OR_RETURN(c.gradient_divisor, lf.integer("gradient_divisor", 1, 1 << 20));
+  if (c.micro_batches % s.dp != 0)
+    return f.error("batch", fmt::format("micro_batches {} is not a multiple of dp {}", c.micro_batches, s.dp));
+  return c;
+}
+
+Result<std::map<std::string, std::pair<int64_t, std::string>>> parse_seal(const json& doc, const std::string& label,
+                                                                          int rank) {
+  const JsonFields f(doc, label, "seal");
+  SP_RETURN_IF_ERROR(f.expect_keys({"format_version", "rank", "files"}));
+  SP_ASSIGN_OR_RETURN(const int64_t r, f.integer("rank", 0, kMax));
+  if (r != rank) return f.error("rank", fmt::format("= {}, but the file is rank {}'s", r, rank));
+  SP_ASSIGN_OR_RETURN(const json* files, f.object("files"));
+  std::map<std::string, std::pair<int64_t, std::string>> out;
+  for (const auto& [name, entry] : files->items()) {
+    if (name.empty() || name[0] == '/' || name.find("..") != std::string::npos)
+      return f.error("files", fmt::format("lists '{}', not a path inside the recording", name.substr(0, 120)));
+    const JsonFields ef(entry, label, "files." + name);
+    SP_RETURN_IF_ERROR(ef.expect_keys({"bytes", "sha256"}));
+    SP_ASSIGN_OR_RETURN(const int64_t bytes, ef.integer("bytes", 0, kMax));
+    SP_ASSIGN_OR_RETURN(const std::string sha, ef.sha256("sha256"));
+    out[name] = {bytes, sha};
+  }
+  return out;
+}
+
+Status parse_rank_record(const json& j, const std::string& where, int rank, int64_t line, RankRecords& out) {
+  if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
+    return corrupt("{}: a record is an object with a string \"kind\"", where);
+  const JsonFields f(j, where, "record");
+  const std::string kind = j["kind"].get<std::string>();
+  if (kind == "tensor") return tensor_record(j, f, rank, line, out);
+  if (kind == "step") return step_record(j, f, where, rank, line, out);
+  if (kind == "save" || kind == "resume") return state_record(j, f, where, rank, line, kind == "resume", out);
+  return corrupt("{}: unknown record kind \"{}\" (tensor, step, save, resume)", where, kind.substr(0, 40));
+}
+
+}  // namespace sp::judge
