@@ -37,7 +37,6 @@ import torch.distributed as dist
 
 from . import checksum, discovery, files, layout
 from .pieces import Piece, declared
-from .pieces import is_dtensor as _is_dtensor
 from .trace import PHASES, Group, TraceRecorder
 
 _STATES = ("exp_avg", "exp_avg_sq")
@@ -112,7 +111,7 @@ class Recorder:
 
     @classmethod
     def attach(cls, model, optimizer, out, *, hyper, batch, steps, hf_config=None, name=None,
-               gradient_divisor=None, **options):
+               gradient_divisor=None, groups=None, **options):
         """A Recorder for `model` (a Hugging Face LLaMA, wrapped or not: DDP, torch.compile, FSDP2, DTensor tensor
         parallelism) that finds what the constructor asks for (discovery.discover: every parameter's HF name, box
         and replicas, the process groups and the grid they imply, the ZeRO stage, the model's config) and
@@ -120,8 +119,8 @@ class Recorder:
         through its .optim). gradient_divisor: what the framework divides gradients by when it reduces them
         (default: dp, as DDP and FSDP2 average). Every rank calls it. Other keyword options are the constructor's
         (anchor_every, checksum_every, script, resume_step, loss_reduction). Refuses (RefusedModel) what it
-        cannot judge, by name."""
-        found = discovery.discover(model, optimizer, hf_config, name)
+        cannot judge, by name. groups: {axis: process group} the model does not show (a pipeline's pp group)."""
+        found = discovery.discover(model, optimizer, hf_config, name, groups)
         dp = found["strategy"]["dp"]
         rec = cls(out, rank=found["rank"], strategy=found["strategy"], hf_config=found["hf_config"],
                   parameters=found["pieces"], optimizer=found["optimizer"], hyper=hyper, batch=batch, steps=steps,
@@ -288,7 +287,7 @@ class Recorder:
         for pc, (name, p, shard), x in zip(self.pieces, self.params, values):
             k0, k1 = self._cover(x.size, pc)
             shape = self.shapes[name]
-            part = checksum.partial_of(x[k0:k1], checksum.box_indices(shape, pc.offsets, pc.sizes, k0))
+            part = checksum.partial_of(x[k0:k1], pc.indices(shape, k0))
             docs.append(dict(part.fields(), kind="tensor", step=self.step, phase=phase, tensor=name,
                              shard=shard, numel=int(np.prod(shape)),
                              local=int(x.size), cover=[k0, k1], sha256=checksum.bytes_digest(x)))
@@ -301,13 +300,8 @@ class Recorder:
             return True
         return piece.replicas[0] == self.rank
 
-    def _opt_state(self, p):
-        st = self.optimizer.state.get(p, {}) if self.optimizer is not None else {}
-        held = self.optimizer is not None and any(p is q for g in self.optimizer.param_groups for q in g["params"])
-        step = st.get("step", 0)
-        if _is_dtensor(step):
-            step = step.to_local()
-        return held, st, int(step.item() if torch.is_tensor(step) else step)
+    def _opt_state(self, pc):
+        return pc.moments(self.optimizer)
 
     @_timed
     def gradients(self):
@@ -315,9 +309,10 @@ class Recorder:
         self.trace.phase = "optimizer"
         grads = []
         for pc in self.pieces:
-            if pc.param.grad is None:
+            g = pc.grad()
+            if g is None:
                 raise ValueError(f"step {self.step}: {pc.name} has no gradient on rank {self.rank}")
-            grads.append(_local(pc.local(pc.param.grad)))
+            grads.append(_local(g))
         if self._checksums_due():
             self.records.write_many(self._tensor_records("grad", grads))
         if self.step in self.anchor_steps:
@@ -325,13 +320,13 @@ class Recorder:
             for pc, g in zip(self.pieces, grads):
                 name, shape = pc.name, pc.sizes
                 if self._writes_anchor(pc, False):
-                    a += [("param/" + name, _local(pc.local(pc.param)).reshape(shape).copy()),
+                    a += [("param/" + name, _local(pc.value()).reshape(shape).copy()),
                           ("grad/" + name, g.reshape(shape).copy())]
-                held, st, step = self._opt_state(pc.param)
+                held, st, step = self._opt_state(pc)
                 if held and self._writes_anchor(pc, True):
                     for s in _STATES:
                         v = st.get(s)
-                        a.append((f"{s}/{name}", (_local(pc.local(v)) if v is not None
+                        a.append((f"{s}/{name}", (_local(v) if v is not None
                                                   else np.zeros(g.size, np.float32)).reshape(shape).copy()))
                     meta[name] = step
             self.anchor = (a, meta)
@@ -343,7 +338,7 @@ class Recorder:
     @_timed
     def end_step(self):
         self.trace.phase = "optimizer"
-        values = [_local(pc.local(pc.param)) for pc in self.pieces]
+        values = [_local(pc.value()) for pc in self.pieces]
         if self._checksums_due():
             self.records.write_many(self._tensor_records("param", values))
         if self.anchor is not None:
@@ -370,14 +365,14 @@ class Recorder:
     def _state_digests(self):
         out = []
         for pc, (name, p, shard) in zip(self.pieces, self.params):
-            held, st, step = self._opt_state(p)
+            held, st, step = self._opt_state(pc)
             out.append({"tensor": name, "shard": shard, "state": "param",
-                        "sha256": checksum.bytes_digest(_local(pc.local(p)))})
+                        "sha256": checksum.bytes_digest(_local(pc.value()))})
             if held:
                 for s in _STATES:
                     v = st.get(s)
                     out.append({"tensor": name, "shard": shard, "state": s,
-                                "sha256": checksum.bytes_digest(_local(pc.local(v))) if v is not None else None,
+                                "sha256": checksum.bytes_digest(_local(v)) if v is not None else None,
                                 "optimizer_step": step})
         return out
 
