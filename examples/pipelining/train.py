@@ -11,7 +11,9 @@ Each stage holds its decoder layers (embed_tokens on the first, norm and lm_head
 Face names. The loss function the schedule calls returns Σ token losses of its micro-batch / (targets of the global
 batch) · M, and the schedule's scale_grads divides the gradients by the M micro-batches: the single-device per-token
 mean. --scale-grads off with a loss function that does not multiply by M is the same training; --loss mean returns
-each micro-batch's own token mean (what most pipeline examples do: a per-micro-batch mean, which the judge names).
+each micro-batch's own token mean (what most pipeline examples do: a per-micro-batch mean, which the judge names);
+--accumulate K accumulates each step's gradient over K schedule calls of M / K micro-batches (under scale_grads,
+torch divides what is accumulated at every call: torchtitan#1733, as the pinned torch ships it).
 The clipping norm is each stage's squared norm summed over the pipeline group (a statistic). The batches and the
 schedule are examples/torch/train_llama.py's.
 """
@@ -36,7 +38,7 @@ from shardproof_torch import pipelining  # noqa: E402
 def make_loss(args, n_global):
     """The loss function the schedule calls on the last stage for each micro-batch: (logits, targets) -> the scalar
     it backpropagates. n_global[0] is the step's target count (the loop sets it before each step)."""
-    M = args.micro_batches
+    M = args.micro_batches // args.accumulate  # per schedule call
 
     def loss_fn(logits, targets):
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-1,
@@ -70,10 +72,12 @@ def worker(rank, args, world, port):
     stage = pipelining.stage(model, rank, world, group, micro_batch=args.micro_batch, seq_len=args.seq)
     n_global = [1]
     kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[args.schedule]
-    schedule = kind(stage, n_microbatches=args.micro_batches, loss_fn=make_loss(args, n_global),
+    per_call = args.micro_batches // args.accumulate
+    schedule = kind(stage, n_microbatches=per_call, loss_fn=make_loss(args, n_global),
                     scale_grads=args.scale_grads == "on")
     opt, hyper = adamw(model, args)
-    pipe = pipelining.attach(schedule, opt, args.out, steps=args.steps, hyper=hyper, script=os.path.abspath(__file__))
+    pipe = pipelining.attach(schedule, opt, args.out, steps=args.steps, hyper=hyper, script=os.path.abspath(__file__),
+                             accumulate=args.accumulate)
     rec = pipe.recorder
     for step in range(args.steps):
         lr = lr_at(args, step)
@@ -81,7 +85,9 @@ def worker(rank, args, world, port):
         tokens = torch.cat([micro_batch_tokens(args, step, i) for i in range(args.micro_batches)])
         n_global[0] = int((tokens[:, 1:] >= 0).sum())
         opt.zero_grad(set_to_none=True)
-        pipe.step(tokens)
+        rows = tokens.shape[0] // args.accumulate
+        for c in range(args.accumulate):  # gradient accumulation over schedule calls (torchtitan#1733's pattern)
+            pipe.step(tokens[c * rows:(c + 1) * rows], first=c * per_call)
         rec.gradients()
         with rec.statistics():
             norm = clip_grad_norm(model.parameters(), args.clip, group)
@@ -106,7 +112,11 @@ def parse_args(argv=None):
                     help="the schedule's scale_grads (divide the gradients by the micro-batch count)")
     ap.add_argument("--loss", default="token", choices=["token", "mean"],
                     help="token: Σ losses / global targets (· M under scale_grads); mean: each micro-batch's mean")
+    ap.add_argument("--accumulate", type=int, default=1,
+                    help="schedule calls per optimizer step, each on micro-batches / accumulate micro-batches")
     args = ap.parse_args(argv)
+    if args.micro_batches % args.accumulate:
+        ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --accumulate {args.accumulate}")
     if args.layers < args.world:
         ap.error(f"--layers {args.layers} must be at least --world {args.world} (one stage per rank)")
     return args

@@ -205,11 +205,12 @@ class DeepSpeedRecording:
         self.recorder.finish()
 
 
-def attach(engine, out, *, steps, hyper, seq_len, script=None, name=None, **options):
+def attach(engine, out, *, steps, hyper, seq_len, script=None, name=None, micro_batches=None, **options):
     """A DeepSpeedRecording of `engine` (deepspeed.initialize's, ZeRO 1-3, fp32, torch AdamW as its client
     optimizer): its Recorder declares dp, the ZeRO stage, the batch (train_micro_batch_size_per_gpu, dp · the
-    accumulation steps micro-batches per step, seq_len) and the gradient divisor dp · gas. hyper: as
-    Recorder's; its max_grad_norm must be the engine's gradient_clipping. Every rank calls it."""
+    accumulation steps micro-batches per step unless micro_batches says how many the loop trains, seq_len) and the
+    gradient divisor dp · gas. hyper: as Recorder's; its max_grad_norm must be the engine's gradient_clipping.
+    Every rank calls it."""
     _check(engine)
     if float(hyper["max_grad_norm"]) != float(engine.gradient_clipping()):
         raise Refused(f"hyper max_grad_norm {hyper['max_grad_norm']} is not the engine's gradient_clipping "
@@ -226,7 +227,8 @@ def attach(engine, out, *, steps, hyper, seq_len, script=None, name=None, **opti
     rec = Recorder(out, rank=dist.get_rank(), strategy={"name": name or f"deepspeed-zero{stage}", "dp": dp, "tp": 1,
                                                         "pp": 1, "zero": stage},
                    hf_config=hf, parameters=found, optimizer=z.optimizer, hyper=hyper, steps=steps,
-                   batch={"micro_batch": engine.train_micro_batch_size_per_gpu(), "micro_batches": dp * gas,
+                   batch={"micro_batch": engine.train_micro_batch_size_per_gpu(),
+                          "micro_batches": micro_batches or dp * gas,
                           "seq_len": seq_len},
                    groups={"dp": z.dp_process_group}, gradient_divisor=dp * gas, script=script, **options)
     return DeepSpeedRecording(engine, rec)

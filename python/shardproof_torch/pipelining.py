@@ -92,6 +92,7 @@ class Pipeline:
     def __init__(self, schedule, recorder, pp_rank, pp_size, micro_batches):
         self.schedule, self.recorder = schedule, recorder
         self.pp_rank, self.pp_size, self.M = pp_rank, pp_size, micro_batches
+        self.first = 0  # the global index of the schedule call's first micro-batch
         self.forward_chunk = 0
         self._wrap()
 
@@ -100,9 +101,9 @@ class Pipeline:
 
         def in_phase(f, phase):
             def wrapped(chunk, *args, **kwargs):
-                rec.trace.phase, rec.trace.micro_batch = phase, chunk
+                rec.trace.phase, rec.trace.micro_batch = phase, self.first + chunk
                 if phase == "forward":
-                    self.forward_chunk = chunk
+                    self.forward_chunk = self.first + chunk
                 return f(chunk, *args, **kwargs)
             return wrapped
 
@@ -126,17 +127,19 @@ class Pipeline:
 
         self.schedule._loss_fn = recorded_loss
 
-    def step(self, tokens):
-        """Runs the schedule's step on this stage for the step's tokens (M·b rows of T + 1 ids, -1 padding at the
-        end of a row): the first stage feeds the ids (padding as id 0, which only feeds padded targets) and records
-        each micro-batch's rows, the last takes the targets; the schedule splits both into M micro-batches."""
+    def step(self, tokens, first=0):
+        """Runs the schedule's step on this stage for M micro-batches' tokens (M·b rows of T + 1 ids, -1 padding at
+        the end of a row), global micro-batches first.. of the step (a step accumulated over several schedule calls
+        gives each call its first index): the first stage feeds the ids (padding as id 0, which only feeds padded
+        targets) and records each micro-batch's rows, the last takes the targets; the schedule splits both."""
         tokens = torch.as_tensor(tokens)
         if tokens.shape[0] % self.M:
             raise ValueError(f"{tokens.shape[0]} rows do not split into {self.M} micro-batches")
         b = tokens.shape[0] // self.M
+        self.first = first
         if self.pp_rank == 0:
             for i in range(self.M):
-                self.recorder.micro_batch(i, tokens[i * b:(i + 1) * b])
+                self.recorder.micro_batch(first + i, tokens[i * b:(i + 1) * b])
         ids, targets = tokens[:, :-1].clamp(min=0), tokens[:, 1:].long()
         first, last = self.pp_rank == 0, self.pp_rank == self.pp_size - 1
         args = (ids,) if first else ()
@@ -148,10 +151,11 @@ class Pipeline:
         return out
 
 
-def attach(schedule, optimizer, out, *, steps, hyper, script=None, name=None, **options):
+def attach(schedule, optimizer, out, *, steps, hyper, script=None, name=None, accumulate=1, **options):
     """A Pipeline recording `schedule` (torch.distributed.pipelining's ScheduleGPipe or Schedule1F1B over a stage
     built by stage()): a Recorder (Recorder.attach on the stage's module, the stage's group as the pp axis) whose
-    batch and gradient divisor are the schedule's. Every rank calls it."""
+    batch and gradient divisor are the schedule's; accumulate: schedule calls per optimizer step (the step's
+    micro-batches are accumulate x the schedule's). Every rank calls it."""
     st = schedule._stage
     if type(schedule).__name__ not in ("ScheduleGPipe", "Schedule1F1B"):
         raise ValueError(f"{type(schedule).__name__}: the recorded schedules are ScheduleGPipe and Schedule1F1B")
@@ -167,7 +171,7 @@ def attach(schedule, optimizer, out, *, steps, hyper, script=None, name=None, **
                          f"is the whole world (one stage per rank)")
     kind = "gpipe" if type(schedule).__name__ == "ScheduleGPipe" else "1f1b"
     rec = Recorder.attach(st.submod, optimizer, out, hyper=hyper, steps=steps, script=script,
-                          batch={"micro_batch": b, "micro_batches": M, "seq_len": T},
+                          batch={"micro_batch": b, "micro_batches": M * accumulate, "seq_len": T},
                           gradient_divisor=M if schedule.scale_grads else 1, groups={"pp": st.group},
                           name=name or f"pp{pp_size}-{kind}", **options)
     return Pipeline(schedule, rec, pp_rank, pp_size, M)
