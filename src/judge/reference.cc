@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/mpi_communicator.h"
@@ -40,16 +41,16 @@ Result<std::unique_ptr<JudgeReference>> JudgeReference::make(const Recording& re
 Result<std::vector<int32_t>> JudgeReference::global_batch(int64_t step) const {
   const Recording& rec = *s_->rec;
   const RecordingContract& c = rec.contract();
-  const int64_t per = c.micro_batch * (c.seq_len + 1);
+  const int64_t per = c.strategy.micro_batch_size * (c.seq_len + 1);
   std::vector<int32_t> out(static_cast<size_t>(c.micro_batches * per));
   for (const Recording::TokenPiece& p : rec.token_pieces(step)) {
     auto batch = data::read_token_batch(rec.path(p.file), c.model.model.vocab_size);
     if (!batch.ok()) return invalid_argument("recording '{}' refused: {}", rec.dir(), batch.status().message());
-    const auto rows = static_cast<int64_t>(p.indices.size()) * c.micro_batch;
+    const auto rows = static_cast<int64_t>(p.indices.size()) * c.strategy.micro_batch_size;
     if (batch->rows != rows || batch->cols != c.seq_len + 1)
       return invalid_argument(
           "recording '{}' refused: {} holds ({}, {}) ids; rank {} recorded {} micro-batches of ({}, {})", rec.dir(),
-          p.file, batch->rows, batch->cols, p.rank, p.indices.size(), c.micro_batch, c.seq_len + 1);
+          p.file, batch->rows, batch->cols, p.rank, p.indices.size(), c.strategy.micro_batch_size, c.seq_len + 1);
     for (size_t j = 0; j < p.indices.size(); ++j)
       std::memcpy(out.data() + p.indices[j] * per, batch->tokens.data() + static_cast<int64_t>(j) * per,
                   sizeof(int32_t) * static_cast<size_t>(per));
@@ -60,12 +61,12 @@ Result<std::vector<int32_t>> JudgeReference::global_batch(int64_t step) const {
 Status JudgeReference::check_batches() const {
   const Recording& rec = *s_->rec;
   const RecordingContract& c = rec.contract();
-  const int64_t T = c.seq_len, per = c.micro_batch * (T + 1);
+  const int64_t T = c.seq_len, per = c.strategy.micro_batch_size * (T + 1);
   for (int64_t step = 0; step < c.steps; ++step) {
     SP_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, global_batch(step));
     for (const auto& [l, rank] : rec.losses(step)) {
       int64_t targets = 0;
-      for (int64_t b = 0; b < c.micro_batch; ++b)
+      for (int64_t b = 0; b < c.strategy.micro_batch_size; ++b)
         for (int64_t i = 1; i <= T; ++i) targets += ids[static_cast<size_t>(l.index * per + b * (T + 1) + i)] >= 0;
       if (targets != l.targets)
         return invalid_argument(
@@ -77,13 +78,15 @@ Status JudgeReference::check_batches() const {
   return Status();
 }
 
-Result<ReferenceStep> JudgeReference::operator()(int64_t step, const AnchorState& anchor) {
-  SP_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens, global_batch(step));
+Result<ReferenceStep> JudgeReference::operator()(int64_t step, const ParamsFn& params, int64_t skip) {
+  SP_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, global_batch(step));
+  const RecordingContract& c = s_->rec->contract();
+  if (skip >= 0) {
+    const int64_t per = c.strategy.micro_batch_size * (c.seq_len + 1);
+    std::fill(tokens.begin() + skip * per, tokens.begin() + (skip + 1) * per, -1);
+  }
   parallel::Engine& e = *s_->engine;
-  e.set_parameters([&](const std::string& name) -> const float* {
-    auto it = anchor.tensors.find(name);
-    return it == anchor.tensors.end() ? nullptr : it->second.param.data();
-  });
+  e.set_parameters(params);
   ReferenceStep r;
   r.loss = e.compute_gradients(tokens.data(), &r.micro_batch_losses);
   for (const model::UnitPiece& p : e.gradient_pieces())

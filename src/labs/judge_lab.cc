@@ -28,7 +28,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The first divergence's line of a judged recording ("first divergence: ..." of first_divergence.json).
 std::string first_divergence_line(const std::string& dir) {
-  Result<std::string> text = read_file(dir + "/" + std::string(evidence::kFirstDivergenceFile));
+  Result<std::string> text = read_file(dir + "/judge/" + std::string(evidence::kFirstDivergenceFile));
   if (!text.ok()) return "no " + std::string(evidence::kFirstDivergenceFile);
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   return j.is_object() && j.contains("line") && j["line"].is_string() ? j["line"].get<std::string>()
@@ -66,7 +66,7 @@ Result<bool> run_judge_lab(const Lab& lab, const std::string& root, const std::s
             "installs it), or set SHARDPROOF_PYTHON to a Python that imports torch");
   SP_RETURN_IF_ERROR(make_directories(out));
   const nlohmann::json lab_json = lab_bundle_json(lab);
-  SP_RETURN_IF_ERROR(write_file_atomic(out + "/lab.json", lab_json.dump(2) + "\n"));
+  SP_RETURN_IF_ERROR(write_file_atomic(out + "/" + std::string(evidence::kLabFile), lab_json.dump(2) + "\n"));
   say(
       fmt::format("{} §{} {}: {} on {} processes, recorded as it is ({}/run) and with the bug {} planted "
                   "({}/fault), each judged by `shardproof judge`\n",
