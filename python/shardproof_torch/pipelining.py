@@ -170,6 +170,10 @@ def attach(schedule, optimizer, out, *, steps, hyper, script=None, name=None, ac
         raise ValueError(f"a pipeline of {pp_size} stages on {dist.get_world_size()} ranks: the recorded pipeline "
                          f"is the whole world (one stage per rank)")
     kind = "gpipe" if type(schedule).__name__ == "ScheduleGPipe" else "1f1b"
+    # Every rank declares the model's no-decay set (the recorder checks they agree), not its own stage's.
+    stages = [None] * pp_size
+    dist.all_gather_object(stages, sorted(hyper.get("no_decay", [])), group=st.group)
+    hyper = dict(hyper, no_decay=sorted(set().union(*stages)))
     rec = Recorder.attach(st.submod, optimizer, out, hyper=hyper, steps=steps, script=script,
                           batch={"micro_batch": b, "micro_batches": M * accumulate, "seq_len": T},
                           gradient_divisor=M if schedule.scale_grads else 1, groups={"pp": st.group},

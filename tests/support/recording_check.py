@@ -80,7 +80,13 @@ def check_recording(out, world, zero, dp, tp, pp=1, micro_batches=4):
 
 
 def judge(out):
-    """`shardproof judge out`: (the completed process, gate.json)."""
+    """`shardproof judge out`: (the completed process, judge/gate.json)."""
     judged = subprocess.run([BIN, "judge", out], capture_output=True, text=True, timeout=900)
-    with open(os.path.join(out, "gate.json")) as f:
+    with open(os.path.join(out, "judge", "gate.json")) as f:
         return judged, json.load(f)
+
+
+def judged_rows(judged, gate):
+    """gate.json's criteria by name, after asserting the judge ran (exit 0 PASS, 1 FAIL, 3 UNVERIFIED)."""
+    assert judged.returncode in (0, 1, 3), judged.stdout + judged.stderr
+    return {c["name"]: c for c in gate["criteria"]}
