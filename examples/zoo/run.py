@@ -7,7 +7,7 @@ divergence. examples/zoo/README.md is the table; tests/python/test_zoo.py runs e
     .venv/bin/python examples/zoo/run.py --list
 
 Not a replica: each entry runs the framework's own code path (torch's clip_grad_norm_ on FSDP2's DTensor
-gradients, transformers' Trainer), with the plant, where there is one, patching only the function its issue fixed.
+gradients, torch.distributed.pipelining's GPipe, transformers' Trainer), with the plant, where there is one, patching only the function its issue fixed.
 """
 import argparse
 import json
@@ -30,6 +30,19 @@ ENTRIES = {
         "function": "torch.nn.utils.clip_grad._clip_grads_with_norm_ (re-planted)",
         "example": "fsdp2", "args": ["--torch-clip", "--plant", "pytorch-149768"], "twin": ["--torch-clip"],
         "view": "update", "step": 0, "tensor": None,
+    },
+    "pytorch-144352": {
+        "issue": "https://github.com/pytorch/pytorch/issues/144352",
+        "function": "torch.distributed.pipelining.stage._PipelineStageBase.scale_grads (re-planted: no division)",
+        "example": "pipelining", "args": ["--plant", "pytorch-144352"], "twin": [],
+        "view": "gradients", "step": 0, "tensor": None,
+    },
+    "torchtitan-1733": {
+        "issue": "https://github.com/pytorch/torchtitan/issues/1733",
+        "function": "torch.distributed.pipelining's scale_grads under gradient accumulation (as shipped: each "
+                    "schedule call divides everything accumulated so far)",
+        "example": "pipelining", "args": ["--accumulate", "2"], "twin": [],
+        "view": "gradients", "step": 0, "tensor": None,
     },
     "transformers-34191": {
         "issue": "https://github.com/huggingface/transformers/issues/34191",

@@ -3,14 +3,28 @@ pipelining.py) and trained by torch.distributed.pipelining's ScheduleGPipe and S
 schedule's seams. Checked from the files: the grid (pp 2), every tensor recorded once by the stage holding it, the
 clip norm the single-device run's (the same model, seed and batches), the losses recorded by the last stage only,
 the activations and their gradients traced as p2p in the forward and backward phases of each micro-batch with no
-shape exchange, and the gradient divisor the schedule's scale_grads."""
+shape exchange, and the gradient divisor the schedule's scale_grads. Judged: PASS with every step's gradient
+checked, every update replayed bit for bit and the traffic view comparing the activations' and gradients' p2p
+bytes with the engine's pipeline model."""
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from recording_check import check_recording, jsonl, record  # noqa: E402
+from recording_check import check_recording, judge, judged_rows, jsonl, record  # noqa: E402
+
+
+def check_judged_pass(out, steps=2):
+    judged, gate = judge(out)
+    rows = judged_rows(judged, gate)
+    assert judged.returncode == 0 and gate["verdict"] == "PASS", judged.stdout + judged.stderr
+    assert f"{steps} of {steps} steps × 21 tensors" in \
+        rows["gradients equal the engine's single-device gradient at every step"]["measured"]
+    assert f"{21 * steps} tensors, {21 * steps} bitwise" in \
+        rows["update equals the engine's AdamW replay at every step"]["measured"]
+    traffic = rows["traffic equals the model of the recorded layout"]["measured"]
+    assert f"{2 * steps} cells of {steps} steps equal" in traffic and "NOT compared" not in traffic, traffic
 
 
 def check_pipeline(out, scale_grads=True):
@@ -37,14 +51,20 @@ def check_pipeline(out, scale_grads=True):
 
 
 def test_gpipe_two_stages(tmp_path):
-    check_pipeline(record(tmp_path, "pipelining", "--schedule", "gpipe"))
+    out = record(tmp_path, "pipelining", "--schedule", "gpipe")
+    check_pipeline(out)
+    check_judged_pass(out)
 
 
 @pytest.mark.long
 def test_1f1b_two_stages(tmp_path):
-    check_pipeline(record(tmp_path, "pipelining", "--schedule", "1f1b"))
+    out = record(tmp_path, "pipelining", "--schedule", "1f1b")
+    check_pipeline(out)
+    check_judged_pass(out)
 
 
 @pytest.mark.long
 def test_gpipe_without_scale_grads(tmp_path):
-    check_pipeline(record(tmp_path, "pipelining", "--scale-grads", "off"), scale_grads=False)
+    out = record(tmp_path, "pipelining", "--scale-grads", "off")
+    check_pipeline(out, scale_grads=False)
+    check_judged_pass(out)

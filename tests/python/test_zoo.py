@@ -30,6 +30,12 @@ def test_fsdp2_clip_norm_of_the_local_shard(tmp_path):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("name", sorted(n for n in zoo.ENTRIES if n != "pytorch-170862"))
+def test_pipeline_gradients_not_divided_by_the_micro_batches(tmp_path):
+    doc = check_entry(tmp_path, "pytorch-144352")
+    assert doc["pattern"].startswith("every tensor's gradient is 4 × the engine's"), doc
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", sorted(n for n in zoo.ENTRIES if n not in ("pytorch-170862", "pytorch-144352")))
 def test_entry(tmp_path, name):
     check_entry(tmp_path, name)
