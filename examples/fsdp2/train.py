@@ -80,6 +80,8 @@ def worker(rank, args, world, port):
                           batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches,
                                  "seq_len": args.seq},
                           hyper=hyper)
+    if args.keep_after_attach:  # the resharding changed behind the recorder's back (the traffic view's test)
+        model.set_reshard_after_forward(False)
     dp_rank = mesh["dp"].get_local_rank()
     M, k = args.micro_batches, args.micro_batches // dp
     for step in range(args.steps):
@@ -124,6 +126,9 @@ def parse_args(argv=None):
                     help="3: reshard after forward; 2: keep; 0: no FSDP2 (--tp alone: DTensor tensor parallelism)")
     ap.add_argument("--torch-clip", action="store_true",
                     help="clip with torch.nn.utils.clip_grad_norm_ (one mesh: not with --tp) in place of the helper")
+    ap.add_argument("--keep-after-attach", action="store_true",
+                    help="set_reshard_after_forward(False) after Recorder.attach: the run no longer does what the "
+                         "recorded units declare (the traffic view FAILs it)")
     args = ap.parse_args(argv)
     if args.torch_clip and args.tp > 1:
         ap.error("--torch-clip needs one mesh: clip_grad_norm_ refuses gradients on the dp and dp x tp meshes")
