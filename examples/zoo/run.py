@@ -7,7 +7,8 @@ divergence. examples/zoo/README.md is the table; tests/python/test_zoo.py runs e
     .venv/bin/python examples/zoo/run.py --list
 
 Not a replica: each entry runs the framework's own code path (torch's clip_grad_norm_ on FSDP2's DTensor
-gradients, torch.distributed.pipelining's GPipe, transformers' Trainer), with the plant, where there is one, patching only the function its issue fixed.
+gradients, torch.distributed.pipelining's GPipe, transformers' Trainer), with the plant, where there is one,
+patching only the function its issue fixed.
 """
 import argparse
 import json
