@@ -104,7 +104,14 @@ class Pipeline:
                 rec.trace.phase, rec.trace.micro_batch = phase, self.first + chunk
                 if phase == "forward":
                     self.forward_chunk = self.first + chunk
-                return f(chunk, *args, **kwargs)
+                out = f(chunk, *args, **kwargs)
+                # get_*_ops: P2POps the schedule may run later, batched with another phase's (1F1B): each carries
+                # its own phase and micro-batch to the trace
+                if isinstance(out, list):
+                    for op in out:
+                        if hasattr(op, "tensor") and hasattr(op, "op"):
+                            rec.trace.tensor_phases[id(op.tensor)] = (phase, self.first + chunk)
+                return out
             return wrapped
 
         for name in ("get_fwd_recv_ops", "get_fwd_send_ops", "forward_one_chunk"):
