@@ -29,12 +29,11 @@ import json
 import os
 import pathlib
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
 
-from bench_host import cpu, load
+from bench_host import cpu, load, median_step
 
 TERMS = [("GEMMs", "gemm"), ("attention", "attention"), ("memory-bound", "memory_bound"), ("optimizer", "optimizer"),
          ("evidence", "evidence"), ("comm", "comm"), ("bubble", "wait")]
@@ -105,8 +104,7 @@ def main():
             label = f"{precision} ({which}: {backend})"
             for r in json.loads((out / "compare.json").read_text())["rows"]:
                 run = pathlib.Path(r["dir"])
-                steps = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
-                measured = statistics.median(s["step_s"] for s in steps if s.get("step", -1) >= 1 and "step_s" in s)
+                measured = median_step(run)
                 p = subprocess.run([a.bin, "plan", "--cluster", str(cluster), "--run", str(run), "--json"],
                                    capture_output=True, text=True)
                 if p.returncode != 0:

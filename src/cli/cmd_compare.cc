@@ -24,7 +24,7 @@
 #include "evidence/run_dir.h"
 #include "evidence/strategy_table.h"
 #include "plan/run_plan.h"
-#include "plan/strategy_spec.h"
+#include "plan/strategy.h"
 #include "proof/equivalence.h"
 #include "report/render.h"
 
@@ -95,17 +95,18 @@ void fill_equivalence(evidence::StrategyRow& row, const std::string& dir, const 
     row.first_divergence = c.divergence.front().to_string();
 }
 
-evidence::StrategyRow error_row(const plan::StrategySpec& spec, const std::string& dir, const std::string& error) {
+evidence::StrategyRow error_row(const plan::NamedStrategy& e, const std::vector<std::string>& overrides,
+                                const std::string& dir, const std::string& error) {
   evidence::StrategyRow row;
-  row.label = spec.label;
+  row.label = e.label;
   row.dir = dir;
-  row.overrides = spec.overrides();
-  row.dp = spec.dp;
-  row.tp = spec.tp;
-  row.pp = spec.pp;
-  row.zero = spec.zero;
-  row.world = spec.world();
-  row.schedule = spec.schedule;
+  row.overrides = overrides;
+  row.dp = e.strategy.dp;
+  row.tp = e.strategy.tp;
+  row.pp = e.strategy.pp;
+  row.zero = e.strategy.zero;
+  row.world = e.strategy.world();
+  row.schedule = config::schedule_name(e.strategy.schedule);
   row.error = error;
   row.exit_code = -1;
   return row;
@@ -115,55 +116,63 @@ int run_compare(const CompareOpts& o) {
   if (launched_by_mpi())
     return report_status(invalid_argument("shardproof compare was started under mpirun")
                              .with_hint("run it directly: it starts one mpirun per strategy itself"));
-  auto specs = plan::parse_strategy_list(o.strategies);
-  if (!specs.ok()) return report_status(specs.status());
-  const std::vector<plan::StrategySpec> list = plan::with_reference_first(std::move(*specs));
   const std::string root = o.source.root_or_default();
   // --deepspeed: the batch rule is checked at the base configuration's dp (before the strategies' overrides)
   // for every strategy, so that all of them train one batch under one contract (as prove's stages do).
   config::DeepSpeedInput deepspeed{.file = o.source.deepspeed};
   auto base = o.source.load(deepspeed);
-  if (base.ok()) deepspeed.rule_dp = base->parallel.dp;
   if (!base.ok()) return report_status(base.status());
+  deepspeed.rule_dp = base->parallel.dp;
+  const plan::Strategy base_strategy = plan::strategy_of(*base);
+  auto named = plan::parse_strategy_list(o.strategies, base_strategy);
+  if (!named.ok()) return report_status(named.status());
+  // The reference: the base's strategy on one device (its schedule, recompute and reduction).
+  const plan::Strategy reference = *plan::parse_strategy("dp1", base_strategy);
+  const std::vector<plan::NamedStrategy> list = plan::with_reference_first(*named, reference);
   if (Status st = make_directories(o.out + "/logs"); !st.ok()) return report_status(st);
 
   std::vector<evidence::StrategyRow> rows;
   std::string ref_dir;
   for (size_t i = 0; i < list.size(); ++i) {
-    const plan::StrategySpec& spec = list[i];
-    const std::string dir = o.out + "/" + spec.label;
-    const std::string log_path = o.out + "/logs/" + spec.label + ".log";
-    RunSource source = o.source;  // the base, then the strategy's overrides
-    for (const std::string& s : spec.overrides()) source.sets.push_back(s);
-    std::fprintf(stderr, "compare [%zu/%zu] %s (%d rank%s): ", i + 1, list.size(), spec.label.c_str(), spec.world(),
-                 spec.world() == 1 ? "" : "s");
+    const plan::NamedStrategy& e = list[i];
+    const bool is_reference = i == 0;
+    const int world = e.strategy.world();
+    const std::string dir = o.out + "/" + e.label;
+    const std::string log_path = o.out + "/logs/" + e.label + ".log";
+    // The run's configuration: the base with the strategy applied; its `train` child gets the same as --set.
+    config::RunConfig config = *base;
+    plan::apply(e.strategy, config);
+    const std::vector<std::string> overrides = plan::strategy_sets(e.strategy, base_strategy);
+    std::fprintf(stderr, "compare [%zu/%zu] %s (%d rank%s): ", i + 1, list.size(), e.label.c_str(), world,
+                 world == 1 ? "" : "s");
     std::fflush(stderr);
-    auto config = source.load(deepspeed);
-    Status st = config.status();
-    if (st.ok()) st = plan::RunPlan::make(*config, spec.world()).status();
+    Status st = plan::RunPlan::make(config, world).status();
     if (st.ok()) st = prepare_run_dir(dir);
     if (!st.ok()) {
       std::fprintf(stderr, "not run: %s\n", st.message().c_str());
-      rows.push_back(error_row(spec, dir, "not run: " + st.message()));
+      rows.push_back(error_row(e, overrides, dir, "not run: " + st.message()));
       continue;
     }
+    RunSource source = o.source;  // the base, then the strategy's overrides
+    source.sets.insert(source.sets.end(), overrides.begin(), overrides.end());
     std::vector<std::string> args = {"train", "--out", dir, "--quiet", "--root", root};
     if (!o.cache.empty()) args.insert(args.end(), {"--cache", o.cache});
     const std::vector<std::string> from = source.train_args(deepspeed.rule_dp);
     args.insert(args.end(), from.begin(), from.end());
     Stopwatch watch;
-    const int rc = run_with_mpirun(spec.world(), args, log_path);
+    const int rc = run_with_mpirun(world, args, log_path);
     evidence::StrategyRow row;
     if (rc != 0) {
-      row = error_row(spec, dir, fmt::format("run exited {}: {} (log: {})", rc, log_summary(log_path), log_path));
+      row =
+          error_row(e, overrides, dir, fmt::format("run exited {}: {} (log: {})", rc, log_summary(log_path), log_path));
       row.exit_code = rc;
     } else {
-      row = evidence::strategy_row_of_run(dir, spec.is_reference() ? std::string() : ref_dir);
-      row.label = spec.label;
-      row.overrides = spec.overrides();
-      if (!spec.is_reference()) fill_equivalence(row, dir, ref_dir);
+      row = evidence::strategy_row_of_run(dir, is_reference ? std::string() : ref_dir);
+      row.label = e.label;
+      row.overrides = overrides;
+      if (!is_reference) fill_equivalence(row, dir, ref_dir);
     }
-    if (spec.is_reference() && rc == 0) ref_dir = dir;
+    if (is_reference && rc == 0) ref_dir = dir;
     std::fprintf(stderr, "%s in %.1f s%s\n", row.ok() ? "ok" : "FAIL", watch.seconds(),
                  row.equivalence.empty() ? "" : (", " + row.equivalence).c_str());
     rows.push_back(std::move(row));
@@ -222,8 +231,8 @@ void register_compare(CLI::App& app, CommandResult& result) {
                          "at the dp before the strategies' overrides"});
   cmd->add_option("--strategies", o->strategies,
                   "Comma-separated strategies, each tokens joined by '-': dpN tpN ppN zeroN gpipe 1f1b "
-                  "interleaved[V] recompute selective fast, e.g. dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always "
-                  "runs first)")
+                  "interleaved[V] zbh1 recompute selective fast sp mbN ps-wN-sN, e.g. "
+                  "dp2,zero1-dp2,tp2,pp2-gpipe,dp2-tp2-pp2 (dp1 always runs first; docs/compare.md §Grammar)")
       ->required();
   cmd->add_option("--out", o->out, "Directory for the runs (DIR/<strategy>/), logs, compare.md and compare.json")
       ->required();

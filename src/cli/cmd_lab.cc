@@ -270,6 +270,15 @@ void register_lab(CLI::App& app, CommandResult& result) {
         print(fmt::format("{}{}: {} of {} claims hold\n", l->key,
                           l->variation.empty() ? "" : " variation " + l->variation, total - failed, total));
         result.exit_code = failed == 0 ? 0 : 1;
+        // A plan lab's figures are the planner's: claims that hold on edited figures prove nothing.
+        if (l->is_plan())
+          for (const std::string& edited : labs::plan_lab_edited_cases(*l, o->out, o->source.root_or_default())) {
+            print(
+                fmt::format("FAIL: {}: the claims above were evaluated on a plan the planner does not give "
+                            "(shardproof lab verify {} {} derives the gate again)\n",
+                            edited, l->key, o->out));
+            result.exit_code = 1;
+          }
       }
   });
 
@@ -289,7 +298,7 @@ void register_lab(CLI::App& app, CommandResult& result) {
                                            : "shardproof verify " + o->out + " derives a proof bundle's gate again"));
           return;
         }
-        result.exit_code = exit_code_of(labs::verify_plan_lab(*l, o->out));
+        result.exit_code = exit_code_of(labs::verify_plan_lab(*l, o->out, o->source.root_or_default()));
       }
   });
 }

@@ -9,6 +9,7 @@
 // placement), 1 runtime error.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "cli/plan_text.h"
 #include "cli/run_setup.h"
 #include "cli/run_source.h"
+#include "comm/topology.h"
 #include "config/ds_config.h"
 #include "config/hf_config.h"
 #include "core/file_io.h"
@@ -148,6 +150,21 @@ Result<config::RunConfig> planned_config(const PlanArgs& a, const std::string& r
   return c;
 }
 
+// `cluster` with the ranks of the run in `run_dir` on the nodes of their recorded hosts when they ran on more
+// than one (topology.json's `host`, planner::with_rank_hosts); unchanged otherwise, or without a topology.json.
+Result<planner::ClusterSpec> place_recorded_hosts(const std::string& run_dir, const planner::ClusterSpec& cluster) {
+  const std::string path = evidence::RunPaths(run_dir).topology();
+  if (!std::filesystem::exists(path)) return cluster;
+  SP_ASSIGN_OR_RETURN(const nlohmann::json topology, read_json_file(path));
+  if (Status st = comm::validate_topology(topology); !st.ok()) return st.with_context(path);
+  std::vector<std::string> hosts;
+  for (const auto& r : topology.at("ranks")) hosts.push_back(r.at("host").get<std::string>());
+  if (std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts.front(); })) return cluster;
+  auto placed = planner::with_rank_hosts(cluster, hosts);
+  if (!placed.ok()) return placed.status().with_context(path);
+  return placed;
+}
+
 // Without a run to evaluate (no --global-batch, --run or --search): the cluster, the model and, with
 // --dp/--tp/--pp, the link each axis crosses.
 int describe_placement(const PlanArgs& a, const planner::ClusterSpec& cl, const planner::ModelShape& model) {
@@ -245,11 +262,8 @@ int run_search(const PlanArgs& a, const planner::PlanQuery& q, const planner::Mo
                const std::string& counterpart_note) {
   const planner::ClusterSpec& cluster = q.cluster;
   const config::RunConfig& config = q.config;
-  planner::SearchSpace space;
-  space.world = cluster.devices();
-  space.global_batch = config.train.global_batch;
-  // every recompute mode of the engine: none, selective, full (SearchSpace's default)
-  space.sequence_parallel = true;  // the engine runs it: priced by its ledger and traffic models
+  const planner::SearchSpace space =
+      planner::engine_search_space(cluster.devices(), config.train.global_batch, config.parallel.reduction);
   auto r = planner::search_strategies(model, space, planner::engine_evaluators(q), search_progress());
   if (!r.ok()) return report_status(r.status());
   nlohmann::json j = planner::search_result_to_json(*r);
@@ -294,6 +308,13 @@ int run_plan(const PlanArgs& args) {
   if (a.nodes > 0) {
     cluster = planner::with_nodes(*cluster, a.nodes);
     if (!cluster.ok()) return report_status(cluster.status());
+  }
+  // A run across hosts is priced where it ran: each rank on the node of its recorded host (topology.json),
+  // not by slot; a run on one host keeps the by-slot placement on any cluster.
+  if (!a.run.empty()) {
+    auto placed = place_recorded_hosts(a.run, *cluster);
+    if (!placed.ok()) return report_status(placed.status());
+    cluster = std::move(*placed);
   }
   Result<planner::ModelShape> model = invalid_argument("no model");
   if (!a.model.empty()) {

@@ -21,6 +21,7 @@
 #include "evidence/faults.h"
 #include "evidence/run_dir.h"
 #include "plan/run_plan.h"
+#include "plan/strategy.h"
 #include "proof/gate.h"
 #include "proof/protocol.h"
 #include "proof/seal.h"
@@ -167,16 +168,10 @@ class Protocol {
     std::printf("[2/4] reference: one device, then the parallel configuration (checkpoint at step %lld)\n",
                 static_cast<long long>(k_));
     auto ref = evidence_sets(0, 120);
-    ref.insert(ref.end(), {"--out", paths_.reference().root(),
-                           "--set", "parallel.dp=1",
-                           "--set", "parallel.tp=1",
-                           "--set", "parallel.pp=1",
-                           "--set", "parallel.zero=0",
-                           "--set", "parallel.schedule=1f1b",
-                           "--set", "parallel.virtual_stages=1",
-                           "--set", "parallel.architecture=allreduce",
-                           "--set", "parallel.servers=0",
-                           "--set", "parallel.sequence_parallel=false"});
+    ref.insert(ref.end(), {"--out", paths_.reference().root()});
+    const plan::Strategy parallel = plan::strategy_of(config_);
+    for (const std::string& s : plan::strategy_sets(plan::single_device(parallel), parallel))
+      ref.insert(ref.end(), {"--set", s});
     if (!plan_.reference_checkpoints.empty())  // the states the anchored replays start from
       ref.insert(ref.end(), {"--checkpoint-at", steps_list(plan_.reference_checkpoints)});
     if (stage("reference", 1, ref) != 0) return finish();

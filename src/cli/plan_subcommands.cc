@@ -136,7 +136,8 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
   if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);
   if (mpi.world_rank() != 0) return 0;
   const std::string when = utc_now();
-  const planner::ClusterSpec spec = planner::this_host_cluster(*c, when);
+  planner::ClusterSpec spec = planner::this_host_cluster(*c, when);
+  spec.name = std::filesystem::path(out).stem().string();  // `plan --cluster NAME` finds it by its file name
   const std::string text = planner::cluster_to_toml(spec, planner::calibration_comment(*c, when));
   auto check = planner::parse_cluster(text, out);  // what is written must read back
   if (!check.ok()) return report_status(check.status().with_context("calibrate produced an unreadable cluster file"));
@@ -174,18 +175,22 @@ int run_published(const PublishedArgs& a) {
       *table, *cluster, {.efficiency = a.efficiency, .fit_row = a.fit_row, .dtype = table->precision});
   if (!predicted.ok()) return report_status(predicted.status().with_context(path));
   const std::vector<planner::PublishedPrediction>* rows = &predicted->rows;
-  nlohmann::json j = {{"format_version", 1},
-                      {"table", path},
-                      {"source", table->venue + ", " + table->table},
-                      {"cluster", table->cluster},
-                      {"precision", table->precision},
-                      {"efficiency", predicted->efficiency},
-                      {"fitted_on", predicted->fit_row.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fit_row)},
-                      {"within_15_percent", predicted->within_15_percent},
-                      {"tp16_within_15_percent", predicted->tp16_within_15_percent},
-                      {"flops_definition", table->flops_definition},
-                      {"assumptions", planner::time_model_assumptions()},
-                      {"rows", nlohmann::json::array()}};
+  nlohmann::json j = {
+      {"format_version", 1},
+      {"table", path},
+      {"source", table->venue + ", " + table->table},
+      {"cluster", table->cluster},
+      {"precision", table->precision},
+      {"efficiency", predicted->efficiency},
+      {"fitted_on", predicted->fit_row.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fit_row)},
+      {"within_15_percent", predicted->within_15_percent},
+      {"engine_within_15_percent", predicted->engine_within_15_percent},
+      {"schedule", table->schedule.empty() ? nlohmann::json("searched") : nlohmann::json(table->schedule)},
+      {"activations",
+       table->activations.empty() ? nlohmann::json("fp32 (the engine's)") : nlohmann::json(table->activations)},
+      {"flops_definition", table->flops_definition},
+      {"assumptions", planner::time_model_assumptions()},
+      {"rows", nlohmann::json::array()}};
   for (const auto& p : *rows) j["rows"].push_back(planner::published_prediction_to_json(p));
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
@@ -197,33 +202,44 @@ int run_published(const PublishedArgs& a) {
           ? fmt::format("{:.0f} % of the GEMM peak (stated, not fitted)", 100 * predicted->efficiency)
           : fmt::format("{:.1f} % of the GEMM peak, FITTED on the row {} alone (its prediction made exact)",
                         100 * predicted->efficiency, predicted->fit_row);
+  const std::string as_run =
+      (table->activations.empty()
+           ? std::string("activations, tp sums and pipeline messages in the engine's fp32")
+           : fmt::format("activations, tp sums and pipeline messages in {} as the runs kept them",
+                         table->activations)) +
+      (table->schedule.empty() ? std::string("; schedule searched")
+                               : fmt::format("; the runs' schedule ({}) for pp > 1", table->schedule));
   std::printf(
-      "planned on %s in %s at %s; the GPT shapes as their engine counterparts;\nmicro-batch and schedule searched "
-      "(the fastest that fits); TFLOP/s by the table's own FLOPs (%s)\n\n",
-      table->cluster.c_str(), table->precision.c_str(), efficiency.c_str(), table->flops_definition.c_str());
+      "planned on %s in %s at %s; the GPT shapes as their engine counterparts;\n%s; micro-batch and virtual stages "
+      "searched (the fastest that fits); TFLOP/s by the table's own FLOPs (%s)\n\n",
+      table->cluster.c_str(), table->precision.c_str(), efficiency.c_str(), as_run.c_str(),
+      table->flops_definition.c_str());
   std::printf("%-16s %3s %3s %3s %5s %5s  %-34s %9s %9s %7s  %7s %7s  %6s  %s\n", "model", "tp", "pp", "dp", "GPUs",
               "batch", "chosen", "implied s", "planned s", "error", "TFLOP/s", "planned", "bubble", "memory");
   for (const auto& p : *rows)
     std::printf("%-16s %3d %3d %3d %5d %5lld  %-34s %9.2f %9.2f %+6.0f%%  %7.0f %7.0f  %5.1f%%  %.1f GiB%s\n",
                 p.run.model.c_str(), p.run.tp, p.run.pp, p.run.dp(), p.run.gpus,
-                static_cast<long long>(p.run.global_batch), planner::strategy_name(p.chosen).c_str(), p.implied_seconds,
+                static_cast<long long>(p.run.global_batch), plan::strategy_name(p.chosen).c_str(), p.implied_seconds,
                 p.predicted_seconds, 100 * p.error, p.run.tflops_per_gpu, p.predicted_tflops_per_gpu, 100 * p.bubble,
                 p.peak_bytes / double(1 << 30),
                 p.over_category.empty() ? "" : (", does not fit: " + p.over_category).c_str());
   std::printf("\nthe predicted step's terms and the term that dominates the error (docs/plan.md §6):\n");
   std::printf("%-16s %8s %8s %8s %8s  %-24s %14s %14s  %s\n", "model", "GEMMs s", "tp s", "idle s", "dp s",
-              "dominant term of error", "error under it", "GEMM eff. to close", "16-bit tp sums: s, error");
+              "dominant term of error", "error under it", "GEMM eff. to close", "engine's fp32 stream: s, error");
   for (const auto& p : *rows)
     std::printf("%-16s %8.2f %8.2f %8.2f %8.2f  %-24s %+13.0f%% %13.1f%%  %s\n", p.run.model.c_str(), p.gemm_s,
                 p.pass_comm_s, p.pipeline_idle_s, p.after_pipeline_s, p.error_term.c_str(), 100 * p.error_under_term,
                 100 * p.gemm_efficiency_to_close,
-                p.tp16_applies ? fmt::format("{:8.2f} {:+5.0f}%", p.tp16_seconds, 100 * p.tp16_error).c_str() : "n/a");
+                p.engine_priced ? fmt::format("{:8.2f} {:+5.0f}%{}", p.engine_seconds, 100 * p.engine_error,
+                                              p.engine_fits ? "" : " (does not fit)")
+                                      .c_str()
+                                : "n/a");
   std::printf("\n%d of %zu rows within ±15 %% of the published time\n", predicted->within_15_percent, rows->size());
-  const auto applies = std::count_if(rows->begin(), rows->end(), [](const auto& p) { return p.tp16_applies; });
-  std::printf(
-      "%d of %td rows (where it applies) with the tp sums at 16 bits as Megatron all-reduces them (the engine sums "
-      "fp32; a fact about Megatron, nothing fitted)\n",
-      predicted->tp16_within_15_percent, applies);
+  if (!table->activations.empty())
+    std::printf(
+        "(%d of %zu with the same candidates priced at the engine's fp32 stream: what the runs' own precision "
+        "changes)\n",
+        predicted->engine_within_15_percent, rows->size());
   return 0;
 }
 

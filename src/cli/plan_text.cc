@@ -30,6 +30,18 @@ void print_evaluation(const nlohmann::json& j) {
   const auto& st = j["step"];
   const auto& pl = j["pipeline"];
   std::printf("placement %s\n", j["placement"]["grid"].get<std::string>().c_str());
+  const auto& where = j["inputs"]["cluster"]["placement"];
+  if (where.contains("node_hosts")) {  // a run across hosts, priced where it ran (topology.json)
+    std::string nodes;
+    for (size_t n = 0; n < where["node_hosts"].size(); ++n) {
+      std::string ranks;
+      for (size_t r = 0; r < where["rank_nodes"].size(); ++r)
+        if (where["rank_nodes"][r].get<size_t>() == n) ranks += fmt::format("{}{}", ranks.empty() ? "" : ",", r);
+      nodes +=
+          fmt::format("{}node {} = {} (ranks {})", n ? "; " : "", n, where["node_hosts"][n].get<std::string>(), ranks);
+    }
+    std::printf("  ranks on the run's recorded hosts: %s\n", nodes.c_str());
+  }
   for (const auto& w : j["placement"].value("warnings", nlohmann::json::array()))
     std::printf("  WARNING: %s\n", w.get<std::string>().c_str());
   for (const auto& [axis, l] : j["placement"]["links"].items())

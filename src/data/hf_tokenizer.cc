@@ -235,6 +235,24 @@ Status HfReader::model(const nlohmann::json& m, HfBpe& t) const {
         "model.type",
         fmt::format("\"{}\" is not supported (only BPE)", m.is_object() ? m.value("type", std::string("?")) : "?"),
         "a SentencePiece unigram model: give its tokenizer.model instead");
+  // The keys `tokenizers` writes for a BPE model (tokenizers/src/models/bpe/serialization.rs); any other may
+  // change the encoding in a way this reader would not see.
+  static const std::vector<std::string> kModelKeys = {"type",
+                                                      "dropout",
+                                                      "unk_token",
+                                                      "continuing_subword_prefix",
+                                                      "end_of_word_suffix",
+                                                      "fuse_unk",
+                                                      "byte_fallback",
+                                                      "ignore_merges",
+                                                      "vocab",
+                                                      "merges"};
+  for (const auto& [k, v] : m.items())
+    if (std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
+      return refuse("model." + k, "unknown key: shardproof does not know whether it changes the encoding",
+                    "remove it if the tokenizer was edited by hand; a BPE model holds only type, dropout, unk_token, "
+                    "continuing_subword_prefix, end_of_word_suffix, fuse_unk, byte_fallback, ignore_merges, vocab "
+                    "and merges");
   if (m.contains("dropout") && !m["dropout"].is_null() && !(m["dropout"].is_number() && m["dropout"] == 0))
     return refuse("model.dropout", "BPE dropout makes encoding random; it must be null or 0");
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})

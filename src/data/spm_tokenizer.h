@@ -14,8 +14,10 @@
 
 namespace sp::data {
 
-// `bytes` is the .model file's content, `name` the file named in errors. Refused (exit 2): bytes that are
-// not a SentencePiece model, a model without an end-of-sequence id (eos_id = -1), more than 2^24 pieces.
+// `bytes` is the .model file's content, `name` the file named in errors. Refused (exit 2), in our words: an
+// empty file, a file cut short or damaged (its protobuf fields are walked first: one running past the end, the
+// trainer_spec or normalizer_spec missing), pieces the library refuses, a model without an end-of-sequence id
+// (eos_id = -1), more than 2^24 pieces.
 Result<std::unique_ptr<TextEncoder>> load_spm_tokenizer(const std::string& bytes, const std::string& name);
 
 }  // namespace sp::data

@@ -10,7 +10,13 @@ namespace sp::data {
 
 Result<std::unique_ptr<TextEncoder>> load_text_encoder(const std::string& bytes, const std::string& name) {
   const size_t first = bytes.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || bytes[first] != '{') return load_spm_tokenizer(bytes, name);
+  if (first == std::string::npos)
+    return invalid_argument("tokenizer '{}' is empty ({} bytes{})", name, bytes.size(),
+                            bytes.empty() ? "" : ", all whitespace")
+        .with_hint(
+            "data.tokenizer (or --tokenizer) names a SentencePiece tokenizer.model or a tokenizer.json; copy the "
+            "file again");
+  if (bytes[first] != '{') return load_spm_tokenizer(bytes, name);
   SP_ASSIGN_OR_RETURN(const nlohmann::json j, parse_json_strict(bytes, name));
   if (j.is_object() && j.contains("format")) {  // an earlier `data prepare`'s own tokenizer.json
     auto own = Tokenizer::from_json(bytes, name);

@@ -103,6 +103,14 @@ inline constexpr std::string_view kCompareFile = "compare.json";
 inline constexpr std::string_view kCompareSummaryFile = "compare.md";
 // A plan directory (`plan --out`, docs/plan.md §8): the planner's JSON document.
 inline constexpr std::string_view kPlanFile = "plan.json";
+// A judge lab's directory (`lab run`, docs/labs.md §LSL-P): the lab, as a proof lab's prove.json carries it.
+inline constexpr std::string_view kLabFile = "lab.json";
+
+// A path inside a bundle as a lab claim names it ("parallel/trace/rank-*.jsonl", "fault/gate.json",
+// "dgx-a100-tp-dp-pp/plan.json"; '*' for any run of characters): its file name must be one this header names —
+// a file of a run, proof, compare, plan or judge lab directory, a rank file of trace/, timeline/ or activations/,
+// a checkpoint's manifest, a stage's log. kInvalidArgument naming it and the names there are, otherwise.
+Status check_bundle_name(std::string_view relative);
 
 // "fault/checksums.jsonl": a file of a stage as evidence pointers in gate.json and summary.md name it;
 // a directory gets a trailing '/'.

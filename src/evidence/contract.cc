@@ -97,8 +97,9 @@ const std::vector<std::string>& stage_contract_differences() {
 }
 
 const std::vector<std::string>& resumable_contract_differences() {
-  static const std::vector<std::string> keys = {"hash",         "world_size",  "config.parallel", "config.evidence",
-                                                "config.prove", "config.name", "engine.mpi"};
+  static const std::vector<std::string> keys = {
+      "hash",         "world_size",  "config.parallel",        "config.evidence",
+      "config.prove", "config.name", "config.train.recompute", "engine.mpi"};
   return keys;
 }
 

@@ -35,8 +35,8 @@ std::vector<std::string> contract_diff(const nlohmann::json& a, const nlohmann::
                                        const std::vector<std::string>& ignore = {});
 
 // The contract keys that may differ between a proof's stages: the topology and evidence settings
-// (docs/prove.md). A resumed run may also change the run's name and the MPI library (resharding onto
-// another machine; docs/checkpoints.md).
+// (docs/prove.md). A resumed run may also change the run's name, the MPI library (resharding onto another
+// machine) and train.recompute (recomputation trains the same bits; docs/checkpoints.md).
 const std::vector<std::string>& stage_contract_differences();
 const std::vector<std::string>& resumable_contract_differences();
 // Two runs compared with `verify --against` (or in `compare`): also recomputation (the same numbers, bit

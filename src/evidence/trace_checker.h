@@ -97,9 +97,10 @@ class Checker {
                           const std::vector<std::pair<int, std::string>>& values, int64_t seq, int64_t t_us,
                           const std::string& where, const std::vector<int>& novel = {});
   // Whether `w`, lacking the group's collective #i, only failed to record it: the job was stopped and killed
-  // `w` in that step (its last record is of that step), a member completed the op, which completes only once
-  // all members have joined, and every member that recorded it recorded that op (some may have failed inside
-  // it as the job went down; none waited it out). So `w` joined it too and was killed before its record.
+  // `w` at or after its last record (the op's step is not before it: `w` may have recorded nothing of the op's
+  // step, when the op is its first of that step), a member completed the op, which completes only once all
+  // members have joined, and every member that recorded it recorded that op (some may have failed inside it as
+  // the job went down; none waited it out). So `w` joined it too and was killed before its record.
   bool recorded_by_others_only(int w, const std::vector<std::pair<int, OpList>>& parts, size_t i) const;
 
   // A job stopped by a failed check or the watchdog (a record marked aborted or timed_out): its ranks were
@@ -108,11 +109,6 @@ class Checker {
   bool in_flight_at_stop(int world_rank, int64_t step) const {
     const auto it = last_step_.find(world_rank);
     return stopped_ && it != last_step_.end() && step >= it->second;
-  }
-  // The stopped job killed `world_rank` in `step` itself: its last record is of that step.
-  bool killed_in_step(int world_rank, int64_t step) const {
-    const auto it = last_step_.find(world_rank);
-    return stopped_ && it != last_step_.end() && step == it->second;
   }
 
   TraceReport& report_;

@@ -48,7 +48,7 @@ bool Checker::recorded_by_others_only(int w, const std::vector<std::pair<int, Op
   const TraceRecord* completed = nullptr;
   for (const auto& [v, colls] : parts)
     if (i < colls.size() && !colls[i]->aborted && !colls[i]->timed_out) completed = colls[i];
-  if (completed == nullptr || !completes_after_all_join(completed->op) || !killed_in_step(w, completed->step))
+  if (completed == nullptr || !completes_after_all_join(completed->op) || !in_flight_at_stop(w, completed->step))
     return false;
   // Every copy is that op (a member may have failed inside it as the job went down, never waited it out).
   const std::string sig = op_signature(*completed);

@@ -79,8 +79,8 @@ void compare_replicas(const std::vector<const TensorRecord*>& shares, const Reco
     for (const TensorRecord* t : holders) m.all.push_back(t->rank);
     std::sort(m.ranks.begin(), m.ranks.end());
     std::sort(m.all.begin(), m.all.end());
-    const bool tp_rep = !holders[0]->shard && rec.contract().tp > 1;
-    m.kind = tp_rep ? (rec.contract().dp > 1 ? "dp × tp replicas" : "tp-replicated") : "dp replicas";
+    const bool tp_rep = !holders[0]->shard && rec.contract().strategy.tp > 1;
+    m.kind = tp_rep ? (rec.contract().strategy.dp > 1 ? "dp × tp replicas" : "tp-replicated") : "dp replicas";
     out.replica_mismatches.push_back(std::move(m));
   }
 }

@@ -29,12 +29,10 @@ std::pair<double, bool> distance(const std::vector<float>& a, const std::vector<
 
 Result<plan::RunPlan> declared_plan(const RecordingContract& c) {
   config::RunConfig rc = c.single_device_config();
-  rc.parallel.dp = c.dp;
-  rc.parallel.tp = c.tp;
-  rc.parallel.pp = c.pp;
-  rc.parallel.zero = c.zero;
-  rc.parallel.schedule = config::Schedule::kGpipe;
-  rc.parallel.reduction = config::Reduction::kFast;  // a framework's all-reduce: MPI's order, not the canonical tree
+  plan::Strategy s = c.strategy;
+  s.schedule = config::Schedule::kGpipe;
+  s.reduction = config::Reduction::kFast;  // a framework's all-reduce: MPI's order, not the canonical tree
+  plan::apply(s, rc);
   return plan::RunPlan::make(rc, c.world);
 }
 

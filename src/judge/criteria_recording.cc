@@ -57,7 +57,8 @@ Row sealed(const JudgeContext& x) {
   r.first.measured = fmt::format(
       "{} ranks ({} dp × {} tp × {} pp, {}), {} steps, {} micro-batches per step, {} "
       "anchors, {} files sealed",
-      c.world, c.dp, c.tp, c.pp, c.strategy, c.steps, c.micro_batches, c.anchors.size(), rec.files_sealed());
+      c.world, c.strategy.dp, c.strategy.tp, c.strategy.pp, c.strategy_name, c.steps, c.micro_batches, c.anchors.size(),
+      rec.files_sealed());
   return r;
 }
 
@@ -114,7 +115,7 @@ Row traffic(const JudgeContext& x) {
     if (k.step < 0 || k.step >= c.steps) continue;
     if (k.phase == comm::Phase::kEvidence) stats_bytes += t.bytes;
     if (!compared_phase(k.phase)) continue;
-    std::string g = k.group == "world" && c.tp == 1 && c.pp == 1 ? dp0 : k.group;
+    std::string g = k.group == "world" && c.strategy.tp == 1 && c.strategy.pp == 1 ? dp0 : k.group;
     traced[{k.step, {g, std::string(comm::phase_name(k.phase))}}] += t.bytes;
     traced_ops += t.ops;
   }
@@ -142,7 +143,7 @@ Row traffic(const JudgeContext& x) {
                   .tensor = key.first,
                   .ranks = members,
                   .detail = fmt::format("step {} {} on {}: {} bytes traced, the model of {} predicts {}", s, key.second,
-                                        key.first, got, c.strategy, want),
+                                        key.first, got, c.strategy_name, want),
                   .evidence = "trace/"};
       r.first.detail = r.second.detail;
       break;

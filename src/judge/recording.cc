@@ -31,8 +31,8 @@ config::RunConfig RecordingContract::single_device_config() const {
   config::RunConfig rc;
   rc.model = model.model;
   rc.data.vocab_size = model.model.vocab_size;
-  rc.train.micro_batch_size = micro_batch;
-  rc.train.global_batch = micro_batch * micro_batches;
+  rc.train.micro_batch_size = strategy.micro_batch_size;
+  rc.train.global_batch = strategy.micro_batch_size * micro_batches;
   rc.train.seq_len = seq_len;
   rc.train.steps = steps;
   rc.train.eval_batches = 0;
@@ -67,9 +67,10 @@ struct RecordingReader {
     if (!doc.ok()) return refuse(doc.status().message());
     if (Status s = comm::validate_topology(*doc); !s.ok()) return refuse("topology.json: " + s.message());
     const RecordingContract& c = r.contract_;
-    if ((*doc)["dp"] != c.dp || (*doc)["tp"] != c.tp || (*doc)["pp"] != c.pp)
+    const plan::Strategy& s = c.strategy;
+    if ((*doc)["dp"] != s.dp || (*doc)["tp"] != s.tp || (*doc)["pp"] != s.pp)
       return refuse(fmt::format("topology.json is dp {} × tp {} × pp {}; contract.json declares dp {} × tp {} × pp {}",
-                                (*doc)["dp"].dump(), (*doc)["tp"].dump(), (*doc)["pp"].dump(), c.dp, c.tp, c.pp));
+                                (*doc)["dp"].dump(), (*doc)["tp"].dump(), (*doc)["pp"].dump(), s.dp, s.tp, s.pp));
     r.topology_ = *doc;
     SP_ASSIGN_OR_RETURN(r.grid_, comm::grid_from_topology(*doc));
     return Status();

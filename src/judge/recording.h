@@ -22,6 +22,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "model/weights.h"
+#include "plan/strategy.h"
 
 namespace sp::judge {
 
@@ -46,9 +47,11 @@ struct Shard {
 struct RecordingContract {
   nlohmann::json doc;  // contract.json as read
   config::HfModelConfig model;
-  std::string strategy = {};  // the user's name for it ("ddp", "zero1", ...)
-  int dp = 1, tp = 1, pp = 1, zero = 0, world = 1;
-  int64_t micro_batch = 1, micro_batches = 1, seq_len = 1, steps = 1, checksum_every = 1;
+  std::string strategy_name = {};  // the user's name for it ("ddp", "zero1", ...)
+  // The declared grid (dp, tp, pp, ZeRO) with the batch's micro-batch size, as the engine's strategy.
+  plan::Strategy strategy = {};
+  int world = 1;
+  int64_t micro_batches = 1, seq_len = 1, steps = 1, checksum_every = 1;
   std::vector<int64_t> anchors = {};  // increasing steps with anchor files
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, max_grad_norm = 0;
   std::vector<std::string> no_decay = {};  // HF names the run declares without weight decay

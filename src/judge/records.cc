@@ -222,21 +222,22 @@ Result<RecordingContract> parse_recording_contract(const json& doc, const std::s
   SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
   const JsonFields sf(*st, label, "strategy");
   SP_RETURN_IF_ERROR(sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
-  SP_ASSIGN_OR_RETURN(c.strategy, sf.string("name"));
+  SP_ASSIGN_OR_RETURN(c.strategy_name, sf.string("name"));
   SP_ASSIGN_OR_RETURN(const int64_t dp, sf.integer("dp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t tp, sf.integer("tp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t pp, sf.integer("pp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t zero, sf.integer("zero", 0, 1));
-  c.dp = static_cast<int>(dp), c.tp = static_cast<int>(tp), c.pp = static_cast<int>(pp),
-  c.zero = static_cast<int>(zero);
+  plan::Strategy& s = c.strategy;
+  s.dp = static_cast<int>(dp), s.tp = static_cast<int>(tp), s.pp = static_cast<int>(pp),
+  s.zero = static_cast<int>(zero);
   SP_ASSIGN_OR_RETURN(const int64_t world, f.integer("world_size", 1, 1 << 20));
   c.world = static_cast<int>(world);
-  if (c.world != c.dp * c.tp * c.pp)
-    return f.error("world_size", fmt::format("= {} ≠ dp {} × tp {} × pp {}", c.world, c.dp, c.tp, c.pp));
+  if (c.world != s.workers())
+    return f.error("world_size", fmt::format("= {} ≠ dp {} × tp {} × pp {}", c.world, s.dp, s.tp, s.pp));
   SP_ASSIGN_OR_RETURN(const json* batch, f.object("batch"));
   const JsonFields bf(*batch, label, "batch");
   SP_RETURN_IF_ERROR(bf.expect_keys({"micro_batch", "micro_batches", "seq_len"}));
-  SP_ASSIGN_OR_RETURN(c.micro_batch, bf.integer("micro_batch", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(s.micro_batch_size, bf.integer("micro_batch", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(c.micro_batches, bf.integer("micro_batches", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(c.seq_len, bf.integer("seq_len", 1, c.model.model.max_seq));
   SP_ASSIGN_OR_RETURN(c.steps, f.integer("steps", 1, 1 << 30));
@@ -270,8 +271,8 @@ Result<RecordingContract> parse_recording_contract(const json& doc, const std::s
   if (c.loss_reduction != "token_mean" && c.loss_reduction != "micro_batch_mean")
     return lf.error("reduction", "must be \"token_mean\" or \"micro_batch_mean\"");
   SP_ASSIGN_OR_RETURN(c.gradient_divisor, lf.integer("gradient_divisor", 1, 1 << 20));
-  if (c.micro_batches % c.dp != 0)
-    return f.error("batch", fmt::format("micro_batches {} is not a multiple of dp {}", c.micro_batches, c.dp));
+  if (c.micro_batches % s.dp != 0)
+    return f.error("batch", fmt::format("micro_batches {} is not a multiple of dp {}", c.micro_batches, s.dp));
   return c;
 }
 

@@ -40,16 +40,16 @@ Result<std::unique_ptr<JudgeReference>> JudgeReference::make(const Recording& re
 Result<std::vector<int32_t>> JudgeReference::global_batch(int64_t step) const {
   const Recording& rec = *s_->rec;
   const RecordingContract& c = rec.contract();
-  const int64_t per = c.micro_batch * (c.seq_len + 1);
+  const int64_t per = c.strategy.micro_batch_size * (c.seq_len + 1);
   std::vector<int32_t> out(static_cast<size_t>(c.micro_batches * per));
   for (const Recording::TokenPiece& p : rec.token_pieces(step)) {
     auto batch = data::read_token_batch(rec.path(p.file), c.model.model.vocab_size);
     if (!batch.ok()) return invalid_argument("recording '{}' refused: {}", rec.dir(), batch.status().message());
-    const auto rows = static_cast<int64_t>(p.indices.size()) * c.micro_batch;
+    const auto rows = static_cast<int64_t>(p.indices.size()) * c.strategy.micro_batch_size;
     if (batch->rows != rows || batch->cols != c.seq_len + 1)
       return invalid_argument(
           "recording '{}' refused: {} holds ({}, {}) ids; rank {} recorded {} micro-batches of ({}, {})", rec.dir(),
-          p.file, batch->rows, batch->cols, p.rank, p.indices.size(), c.micro_batch, c.seq_len + 1);
+          p.file, batch->rows, batch->cols, p.rank, p.indices.size(), c.strategy.micro_batch_size, c.seq_len + 1);
     for (size_t j = 0; j < p.indices.size(); ++j)
       std::memcpy(out.data() + p.indices[j] * per, batch->tokens.data() + static_cast<int64_t>(j) * per,
                   sizeof(int32_t) * static_cast<size_t>(per));
@@ -60,12 +60,12 @@ Result<std::vector<int32_t>> JudgeReference::global_batch(int64_t step) const {
 Status JudgeReference::check_batches() const {
   const Recording& rec = *s_->rec;
   const RecordingContract& c = rec.contract();
-  const int64_t T = c.seq_len, per = c.micro_batch * (T + 1);
+  const int64_t T = c.seq_len, per = c.strategy.micro_batch_size * (T + 1);
   for (int64_t step = 0; step < c.steps; ++step) {
     SP_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, global_batch(step));
     for (const auto& [l, rank] : rec.losses(step)) {
       int64_t targets = 0;
-      for (int64_t b = 0; b < c.micro_batch; ++b)
+      for (int64_t b = 0; b < c.strategy.micro_batch_size; ++b)
         for (int64_t i = 1; i <= T; ++i) targets += ids[static_cast<size_t>(l.index * per + b * (T + 1) + i)] >= 0;
       if (targets != l.targets)
         return invalid_argument(

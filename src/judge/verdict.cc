@@ -50,8 +50,8 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
     const JudgeDetection* f = v.first < 0 ? nullptr : &v.detections[static_cast<size_t>(v.first)];
     if (f == nullptr || d.step < f->step || (d.step == f->step && d.point < f->point)) v.first = static_cast<int>(i);
   }
-  v.title = fmt::format("shardproof judge: {} (dp {} × tp {} × pp {}{}), {} steps", c.strategy, c.dp, c.tp, c.pp,
-                        c.zero ? ", ZeRO-1" : "", c.steps);
+  v.title = fmt::format("shardproof judge: {} (dp {} × tp {} × pp {}{}), {} steps", c.strategy_name, c.strategy.dp,
+                        c.strategy.tp, c.strategy.pp, c.strategy.zero ? ", ZeRO-1" : "", c.steps);
   v.notes.push_back(v.first_line());
   v.notes.push_back(fmt::format(
       "recorded by {} on torch {} ({}); optimizer {}", c.doc.value("python", "?"), c.doc.value("torch", "?"),
@@ -80,11 +80,11 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
                                   bytes / static_cast<int64_t>(x.anchors.size())));
   }
   for (const std::string& n : x.notes) v.notes.push_back(n);
-  v.summary = {{"strategy", c.strategy},
-               {"dp", c.dp},
-               {"tp", c.tp},
-               {"pp", c.pp},
-               {"zero", c.zero},
+  v.summary = {{"strategy", c.strategy_name},
+               {"dp", c.strategy.dp},
+               {"tp", c.strategy.tp},
+               {"pp", c.strategy.pp},
+               {"zero", c.strategy.zero},
                {"steps", c.steps},
                {"world", c.world},
                {"anchors", anchors},

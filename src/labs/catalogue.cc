@@ -15,7 +15,8 @@
 
 #include "comm/process_grid.h"
 #include "config/toml_fields.h"
-#include "plan/strategy_spec.h"
+#include "plan/strategy.h"
+#include "planner/evaluate.h"
 #include "planner/model_shape.h"
 
 namespace sp::labs {
@@ -89,10 +90,13 @@ Status check_plan_fields(const std::string& path, const toml::table& t, const st
                                 {"fault_placement", p.fault_placement.empty()},
                                 {"clusters", p.clusters.empty()},
                                 {"placements", p.placements.empty()}}));
-  if (Result<planner::ModelShape> shape = planner::named_shape(p.model); !shape.ok())
+  Result<planner::ModelShape> shape = planner::named_shape(p.model);
+  if (!shape.ok())
     return invalid_argument("{}: {}: 'model' names no model shape: {}", at("model"), owner, shape.status().message())
         .with_hint(shape.status().hint() + " (`shardproof plan list`)");
-  Result<plan::StrategySpec> strategy = plan::parse_strategy(p.strategy);
+  // Over the engine's defaults around the shape, as `shardproof plan` takes them (fast reductions, micro-batch 1).
+  const plan::Strategy around = plan::strategy_of(planner::run_config_around(shape->engine_counterpart(), ""));
+  Result<plan::Strategy> strategy = plan::parse_strategy(p.strategy, around);
   if (!strategy.ok())
     return invalid_argument("{}: {}: 'strategy' '{}': {}", at("strategy"), owner, p.strategy,
                             strategy.status().message())
@@ -110,7 +114,7 @@ Status check_plan_fields(const std::string& path, const toml::table& t, const st
                             p.global_batch)
         .with_hint("sequences per optimizer step (plan --global-batch)");
   lab.world = strategy->world();
-  p.dp = strategy->dp, p.tp = strategy->tp, p.pp = strategy->pp, p.zero = strategy->zero;
+  p.parsed = *strategy;
   // A contrast needs two of each, named once each.
   for (std::string_view key : {std::string_view("clusters"), std::string_view("placements")}) {
     const std::vector<std::string>& list = key == "clusters" ? p.clusters : p.placements;

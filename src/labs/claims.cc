@@ -16,6 +16,7 @@
 #include "core/file_io.h"
 #include "core/json_io.h"
 #include "evidence/bubble.h"
+#include "evidence/bundle_paths.h"
 
 namespace sp::labs {
 namespace {
@@ -60,8 +61,9 @@ const json* field_of(const json& r, const std::string& field) {
   return p.ok() && r.contains(*p) ? &r.at(*p) : nullptr;
 }
 
-// The files GLOB names under `bundle`, sorted; an error if none.
+// The files GLOB names under `bundle`, sorted; an error if none, or if its file name is none of the bundle's.
 Result<std::vector<std::string>> files_of(const std::string& bundle, const std::string& pattern) {
+  SP_RETURN_IF_ERROR(evidence::check_bundle_name(pattern));  // every name has its home in bundle_paths.h
   glob_t g{};
   const std::string full = bundle + "/" + pattern;
   std::vector<std::string> out;

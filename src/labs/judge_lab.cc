@@ -66,7 +66,7 @@ Result<bool> run_judge_lab(const Lab& lab, const std::string& root, const std::s
             "installs it), or set SHARDPROOF_PYTHON to a Python that imports torch");
   SP_RETURN_IF_ERROR(make_directories(out));
   const nlohmann::json lab_json = lab_bundle_json(lab);
-  SP_RETURN_IF_ERROR(write_file_atomic(out + "/lab.json", lab_json.dump(2) + "\n"));
+  SP_RETURN_IF_ERROR(write_file_atomic(out + "/" + std::string(evidence::kLabFile), lab_json.dump(2) + "\n"));
   say(
       fmt::format("{} §{} {}: {} on {} processes, recorded as it is ({}/run) and with the bug {} planted "
                   "({}/fault), each judged by `shardproof judge`\n",

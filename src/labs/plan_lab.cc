@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "evidence/bundle_paths.h"
 #include "labs/plan_lab_criteria.h"
-#include "plan/strategy_spec.h"
+#include "plan/strategy.h"
 #include "planner/cluster.h"
 #include "planner/model_shape.h"
 #include "report/render.h"
@@ -34,12 +34,16 @@ std::vector<std::pair<std::string, std::string>> derived_files(const Lab& lab, c
           {std::string(evidence::kSummaryFile), plan_lab_summary(context, heading, gate)}};
 }
 
-std::string verdict_text(const proof::Gate& gate) {
+// The gate's rows, then the verdict; `differing` derived files (verify) make it a FAIL whatever the gate says.
+std::string verdict_text(const proof::Gate& gate, int differing = 0) {
   std::string out;
   for (const proof::Criterion& c : gate.criteria) {
     out += fmt::format("  {:<5} {}: {}\n", !c.required ? "info" : (c.passed ? "pass" : "FAIL"), c.name, c.measured);
     if (!c.detail.empty() && c.required && !c.passed) out += "        " + c.detail + "\n";
   }
+  if (differing > 0)
+    return out + fmt::format("verdict: FAIL: {} derived file(s) differ from the gate the files give (gate: {})\n",
+                             differing, gate.passed() ? "PASS" : "FAIL");
   return out + fmt::format("verdict: {}\n", gate.passed() ? "PASS" : "FAIL");
 }
 
@@ -63,24 +67,13 @@ Result<planner::PlanQuery> plan_lab_query(const Lab& lab, const PlanLabCase& c, 
   if (!cluster.ok()) return context(cluster.status());
   Result<planner::ModelShape> shape = planner::named_shape(p.model);
   if (!shape.ok()) return context(shape.status());
-  Result<plan::StrategySpec> s = plan::parse_strategy(p.strategy);
-  if (!s.ok()) return context(s.status());
-  // The engine's defaults around a named shape, as `shardproof plan` takes them (docs/plan.md §10).
+  // The engine's defaults around a named shape, as `shardproof plan` takes them (docs/plan.md §10), with the
+  // lab's strategy and the case's placement; through the config reader, so the placement is checked as in a
+  // TOML file.
   config::RunConfig rc = planner::run_config_around(shape->engine_counterpart(), c.placement);
   rc.train.global_batch = p.global_batch;
-  // The strategy and the placement through the config reader, so their values are checked as in a TOML file.
-  nlohmann::json j = rc.to_json();
-  j["parallel"]["dp"] = s->dp;
-  j["parallel"]["tp"] = s->tp;
-  j["parallel"]["pp"] = s->pp;
-  j["parallel"]["zero"] = s->zero;
-  j["parallel"]["axis_order"] = c.placement;
-  if (!s->schedule.empty()) {
-    j["parallel"]["schedule"] = s->schedule;
-    j["parallel"]["virtual_stages"] = std::max(s->virtual_stages, 1);
-  }
-  if (!s->recompute.empty()) j["train"]["recompute"] = s->recompute;
-  Result<config::RunConfig> config = config::RunConfig::from_json(j);
+  plan::apply(p.parsed, rc);
+  Result<config::RunConfig> config = config::RunConfig::from_json(rc.to_json());
   if (!config.ok()) return context(config.status());
   return planner::PlanQuery{
       .cluster = *cluster, .config = *config, .dtype = "fp32", .efficiency = planner::kDefaultGemmEfficiency};
@@ -96,6 +89,23 @@ Status validate_plan_lab(const Lab& lab, const std::string& root) {
       return e.status().with_context(fmt::format("lab {}, case {}", lab.key, c.dir()));
   }
   return Status();
+}
+
+std::map<std::string, nlohmann::json> plan_lab_derivation(const Lab& lab, const std::string& root) {
+  std::map<std::string, nlohmann::json> out;
+  for (const PlanLabCase& c : plan_lab_cases(lab.plan)) {
+    Result<planner::PlanQuery> q = plan_lab_query(lab, c, root);
+    if (!q.ok()) continue;
+    Result<planner::PlanEvaluation> e = planner::evaluate_plan(*q);
+    if (e.ok()) out[c.dir()] = nlohmann::json::parse(planner::plan_evaluation_to_json(*q, *e).dump(1));
+  }
+  return out;
+}
+
+std::vector<std::string> plan_lab_edited_cases(const Lab& lab, const std::string& dir, const std::string& root) {
+  const PlanLabContext context = PlanLabContext::make(lab.plan, dir, plan_lab_derivation(lab, root));
+  const proof::Criterion rederived = plan_lab_criteria().front().check(context);
+  return rederived.passed ? std::vector<std::string>{} : std::vector<std::string>{rederived.detail};
 }
 
 Result<bool> run_plan_lab(const Lab& lab, const std::string& root, const std::string& out) {
@@ -124,7 +134,7 @@ Result<bool> run_plan_lab(const Lab& lab, const std::string& root, const std::st
     if (!problems.empty()) return internal_error("{}: the plan's report lists {} problem(s)", dir, problems.size());
   }
   // The verdict from what was written, as `lab verify` derives it again.
-  const PlanLabContext context = PlanLabContext::make(lab.plan, out);
+  const PlanLabContext context = PlanLabContext::make(lab.plan, out, plan_lab_derivation(lab, root));
   const proof::Gate gate = plan_lab_gate(context);
   for (const auto& [name, bytes] : derived_files(lab, context, gate))
     SP_RETURN_IF_ERROR(write_file_atomic(out + "/" + name, bytes));
@@ -137,23 +147,23 @@ Result<bool> run_plan_lab(const Lab& lab, const std::string& root, const std::st
   return gate.passed();
 }
 
-Result<bool> verify_plan_lab(const Lab& lab, const std::string& dir) {
+Result<bool> verify_plan_lab(const Lab& lab, const std::string& dir, const std::string& root) {
   if (!std::filesystem::is_directory(dir))
     return not_found("'{}' is not a directory", dir)
         .with_hint(fmt::format("shardproof lab run {} --out DIR writes one", lab.key));
-  const PlanLabContext context = PlanLabContext::make(lab.plan, dir);
+  const PlanLabContext context = PlanLabContext::make(lab.plan, dir, plan_lab_derivation(lab, root));
   const proof::Gate gate = plan_lab_gate(context);
-  bool same = true;
+  int differing = 0;
   for (const auto& [name, bytes] : derived_files(lab, context, gate)) {
     Result<std::string> on_disk = read_file(dir + "/" + name);
     if (!on_disk.ok() || *on_disk != bytes) {
       print(fmt::format("{}/{}: differs from the gate derived from the files (edited, or from another lab)\n", dir,
                         name));
-      same = false;
+      ++differing;
     }
   }
-  print(verdict_text(gate));
-  return gate.passed() && same;
+  print(verdict_text(gate, differing));
+  return gate.passed() && differing == 0;
 }
 
 }  // namespace sp::labs

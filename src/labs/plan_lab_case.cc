@@ -38,8 +38,9 @@ std::string inputs_problem(const PlanLabSpec& spec, const PlanLabCase& c, const 
     if (actual[i] != expected[i].second)
       problem = fmt::format("{}: {} is '{}', the lab's case has '{}'", c.plan_file(), expected[i].first, actual[i],
                             expected[i].second);
-  if (st.at("dp").get<int>() != spec.dp || st.at("tp").get<int>() != spec.tp || st.at("pp").get<int>() != spec.pp ||
-      st.at("zero").get<int>() != spec.zero)
+  const plan::Strategy& s = spec.parsed;
+  if (st.at("dp").get<int>() != s.dp || st.at("tp").get<int>() != s.tp || st.at("pp").get<int>() != s.pp ||
+      st.at("zero").get<int>() != s.zero)
     problem = fmt::format("{}: strategy {} is not the lab's {}", c.plan_file(), st.at("name").get<std::string>(),
                           spec.strategy);
   if (in.at("cluster").at("nodes").get<int>() != spec.nodes ||
@@ -69,6 +70,25 @@ void read_figures(const nlohmann::json& j, PlanLabRecord& r) {
   r.tp_link = placement.at("links").at("tp").at("link").get<std::string>();
 }
 
+// A value no plan can hold (issue 45: an edited plan.json with "mfu": 7.0 passed every criterion): a time
+// that is negative or not finite, a utilization outside [0, 1], a negative byte count. "" when none.
+std::string impossible_value(const nlohmann::json& j, const PlanLabCase& c) {
+  for (const auto& [k, v] : j.at("step").items()) {
+    if (!v.is_number()) continue;
+    const double x = v.get<double>();
+    const bool utilization = k == "mfu" || k == "hfu";
+    if (!std::isfinite(x) || x < 0 || (utilization && x > 1))
+      return fmt::format(
+          "{}: step.{} is {}, {}", c.plan_file(), k, v.dump(),
+          utilization ? "outside [0, 1]: a utilization above 100 % is impossible" : "not a finite non-negative number");
+  }
+  for (const char* k : {"peak_bytes", "limit_bytes"})
+    if (!j.at("memory").at(k).is_number() || j.at("memory").at(k).get<double>() < 0)
+      return fmt::format("{}: memory.{} is {}, not a non-negative byte count", c.plan_file(), k,
+                         j.at("memory").at(k).dump());
+  return "";
+}
+
 }  // namespace
 
 PlanLabRecord read_plan_lab_case(const PlanLabSpec& spec, const PlanLabCase& c, const std::string& dir) {
@@ -91,8 +111,10 @@ PlanLabRecord read_plan_lab_case(const PlanLabSpec& spec, const PlanLabCase& c, 
   try {  // a field of the wrong type or missing: the case was not evaluated as the lab says
     r.problem = inputs_problem(spec, c, *j);
     read_figures(*j, r);
+    if (const std::string bad = impossible_value(*j, c); !bad.empty()) r.problem = bad;
     if (!(std::isfinite(r.step_s) && r.step_s > 0))
       r.problem = fmt::format("{}: step.seconds is {}", c.plan_file(), r.step_s);
+    r.plan = std::move(j).value();
   } catch (const nlohmann::json::exception& e) {
     r.problem = fmt::format("{}: {}", c.plan_file(), e.what());
   }

@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "plan/strategy.h"
 
 namespace sp::labs {
 
@@ -17,8 +20,8 @@ namespace sp::labs {
 // (cluster, placement) pair; `fault_placement` is the single fault, the placement the topology check must flag.
 struct PlanLabSpec {
   std::string model{};                    // a named shape (`shardproof plan list`): "llama-7b"
-  std::string strategy{};                 // compare's grammar (plan/strategy_spec.h): "dp4-tp4-pp2-zero1"
-  int dp = 1, tp = 1, pp = 1, zero = 0;   // `strategy`'s grid, as the catalogue reader parsed it
+  std::string strategy{};                 // its name (plan/strategy.h): "dp4-tp4-pp2-zero1"
+  plan::Strategy parsed{};                // the name over the engine's defaults around `model` (catalogue reader)
   int nodes = 0;                          // nodes of every cluster (dp·tp·pp = nodes × devices per node)
   int64_t global_batch = 0;               // sequences per step
   std::vector<std::string> clusters{};    // cluster presets, configs/clusters/NAME.toml (at least two)
@@ -48,11 +51,14 @@ struct PlanLabRecord {
   std::vector<std::string> warnings;
   bool tp_crosses_nodes = false;
   std::string tp_link;
+  nlohmann::json plan;  // plan.json as read (null when unreadable), for the re-derivation
   bool ok() const { return problem.empty(); }
 };
 
 // Reads case `c` under the lab's directory `dir`: both files must exist, plan.json must be the spec's
-// (kind, cluster, nodes, model, strategy grid, axis order, global batch) and its step time finite and > 0.
+// (kind, cluster, nodes, model, strategy grid, axis order, global batch), its step time finite and > 0, every
+// time of its step finite and ≥ 0, its MFU and HFU within [0, 1] and its memory figures non-negative (an
+// impossible value is a problem, whatever the planner would say).
 PlanLabRecord read_plan_lab_case(const PlanLabSpec& spec, const PlanLabCase& c, const std::string& dir);
 
 }  // namespace sp::labs

@@ -39,6 +39,26 @@ Criterion judge(std::string_view name, std::string threshold, const std::vector<
   return k;
 }
 
+// 0. Every case's plan.json is what the planner gives from the lab's inputs (the planner is deterministic):
+//    an edited figure, however consistent with the others, is not the planner's.
+Criterion every_plan_rederived(const PlanLabContext& c) {
+  return judge("every plan re-derived from its inputs",
+               "plan.json equals the planner's evaluation of the lab's inputs (catalogue, cluster presets)", c.all(),
+               [&](const PlanLabRecord& r) {
+                 const auto it = c.planner.find(r.c.dir());
+                 if (it == c.planner.end())
+                   return fmt::format("{}: the planner did not evaluate the lab's inputs", r.c.dir());
+                 if (r.plan == it->second) return std::string();
+                 const nlohmann::json patch = nlohmann::json::diff(r.plan, it->second);
+                 const std::string path = patch.empty() ? "" : patch[0].value("path", std::string());
+                 const nlohmann::json::json_pointer at(path);
+                 return fmt::format("{}: {} is {}, the planner gives {} from the lab's inputs", r.c.plan_file(),
+                                    path.empty() ? "the document" : path,
+                                    r.plan.contains(at) ? r.plan.at(at).dump() : "absent",
+                                    it->second.contains(at) ? it->second.at(at).dump() : "absent");
+               });
+}
+
 // 1. Every case's plan.json is the lab's (cluster, nodes, model, strategy, axis order) and has its report.html.
 Criterion every_case_evaluated(const PlanLabContext& c) {
   return judge("every case evaluated",
@@ -144,9 +164,11 @@ Criterion pass_comm_growth(const PlanLabContext& c) {
 
 }  // namespace
 
-PlanLabContext PlanLabContext::make(const PlanLabSpec& spec, const std::string& dir) {
+PlanLabContext PlanLabContext::make(const PlanLabSpec& spec, const std::string& dir,
+                                    std::map<std::string, nlohmann::json> planner) {
   PlanLabContext c;
   c.spec = spec;
+  c.planner = std::move(planner);
   for (const PlanLabCase& k : plan_lab_cases(spec)) c.records.push_back(read_plan_lab_case(spec, k, dir));
   return c;
 }
@@ -179,6 +201,7 @@ const PlanLabRecord* PlanLabContext::find(const std::string& cluster, const std:
 
 const std::vector<PlanLabRule>& plan_lab_criteria() {
   static const std::vector<PlanLabRule> k = {
+      {"every plan re-derived from its inputs", every_plan_rederived},
       {"every case evaluated", every_case_evaluated},
       {"every case fits", every_case_fits},
       {"sound placements not flagged", sound_not_flagged},

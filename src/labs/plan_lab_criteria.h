@@ -9,6 +9,8 @@
 // unreadable case fails every criterion that needs it.
 #pragma once
 
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,11 +20,16 @@
 
 namespace sp::labs {
 
-// What the criteria share: the spec and every case's record, read once, in plan_lab_cases order.
+// What the criteria share: the spec and every case's record, read once, in plan_lab_cases order, and what the
+// planner gives for each case from the lab's own inputs (`planner`: case dir → plan.json's document, computed
+// by the caller, labs/plan_lab.h, so that the criteria stay functions of what they are given; a case missing
+// from it is one whose query did not evaluate).
 struct PlanLabContext {
-  static PlanLabContext make(const PlanLabSpec& spec, const std::string& dir);
+  static PlanLabContext make(const PlanLabSpec& spec, const std::string& dir,
+                             std::map<std::string, nlohmann::json> planner);
   PlanLabSpec spec;
   std::vector<PlanLabRecord> records;
+  std::map<std::string, nlohmann::json> planner;
   bool is_fault(const PlanLabRecord& r) const { return r.c.placement == spec.fault_placement; }
   // The records of every case, of the sound placements, of the fault placement.
   std::vector<const PlanLabRecord*> all() const;

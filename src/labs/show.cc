@@ -11,7 +11,7 @@
 #include "evidence/faults.h"
 #include "labs/judge_lab.h"
 #include "labs/plan_lab_case.h"
-#include "plan/strategy_spec.h"
+#include "plan/strategy.h"
 
 namespace sp::labs {
 
@@ -69,12 +69,11 @@ std::string prove_equivalent(const Lab& lab) {
 std::string plan_equivalent(const Lab& lab, const PlanLabCase& c) {
   std::string s = fmt::format("shardproof plan --cluster {} --nodes {} --model {} --global-batch {}", c.cluster,
                               lab.plan.nodes, lab.plan.model, lab.plan.global_batch);
-  if (Result<plan::StrategySpec> st = plan::parse_strategy(lab.plan.strategy); st.ok()) {
-    s += fmt::format(" --dp {} --tp {} --pp {} --zero {}", st->dp, st->tp, st->pp, st->zero);
-    if (!st->schedule.empty())
-      s += fmt::format(" --schedule {} --virtual-stages {}", st->schedule, std::max(st->virtual_stages, 1));
-    if (!st->recompute.empty()) s += " --recompute " + st->recompute;
-  }
+  const plan::Strategy& st = lab.plan.parsed;
+  s += fmt::format(" --dp {} --tp {} --pp {} --zero {}", st.dp, st.tp, st.pp, st.zero);
+  if (st.schedule != config::Schedule::k1F1B || st.virtual_stages != 1)
+    s += fmt::format(" --schedule {} --virtual-stages {}", config::schedule_name(st.schedule), st.virtual_stages);
+  if (st.recompute != model::Recompute::kNone) s += fmt::format(" --recompute {}", model::recompute_name(st.recompute));
   return s + " --axis-order " + c.placement + " --out DIR/" + c.dir();
 }
 

@@ -81,8 +81,8 @@ Status check_checkpoint_contract(const ResumePlan& plan, const json& contract, b
   return failed_precondition("checkpoint step {} in '{}' was saved by a different run (saved ≠ current):{}", plan.step,
                              plan.dir, lines)
       .with_hint(
-          "resume with the configuration, data and build that saved it (only parallel.* and evidence.* may "
-          "change), or train into another --out directory" +
+          "resume with the configuration, data and build that saved it (only parallel.*, evidence.* and "
+          "train.recompute may change), or train into another --out directory" +
           evidence::blas_core_hint(diffs));
 }
 

@@ -29,6 +29,7 @@ LedgerModelInput ledger_model_input(const RunPlan& plan, const comm::Coords& coo
   in.sequence_parallel = pc.sequence_parallel;
   in.param_bytes = static_cast<int64_t>(dtype_size(c.train.precision.compute));
   in.grad_bytes = static_cast<int64_t>(dtype_size(c.train.precision.grad));
+  in.stream_bytes = plan.stream_bytes;
   in.gemm16 = plan.gemm16;
   for (const ChunkPlacement& p : plan.chunks_of(coords.pp))
     in.chunks.push_back({p.layer_begin, p.layer_end, p.first, p.last});

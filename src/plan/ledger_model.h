@@ -42,6 +42,7 @@ struct LedgerModelInput {
   // the resolved 16-bit GEMM backend (sizes the stage's scratch.gemm16).
   int64_t param_bytes = 4;
   int64_t grad_bytes = 4;
+  int64_t stream_bytes = 4;  // the residual stream and the tp sums' staging (RunPlan::stream_bytes)
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
   bool mixed() const { return param_bytes != 4; }
   struct Chunk {

@@ -96,8 +96,10 @@ class Replay {
     const int64_t B = sh.B, T = sh.T, C = sh.C, D = sh.D, Hl = sh.Hl, Fl = sh.Fl, Wqkv = sh.Wqkv;
     const int64_t h = in_.param_bytes;  // the activations saved in 16 bits in mixed precision
     const std::tuple<std::string_view, int64_t, int64_t> t[] = {
-        {".xn1", Ns() * C, h},      {".rstd1", Ns(), kF},   {".qkv", N() * Wqkv, h}, {".probs", B * Hl * T * T, h},
-        {".attn", N() * Hl * D, h}, {".mid", Ns() * C, kF}, {".xn2", Ns() * C, h},   {".rstd2", Ns(), kF},
+        {".xn1", Ns() * C, h},      {".rstd1", Ns(), kF},
+        {".qkv", N() * Wqkv, h},    {".probs", B * Hl * T * T, h},
+        {".attn", N() * Hl * D, h}, {".mid", Ns() * C, in_.stream_bytes},
+        {".xn2", Ns() * C, h},      {".rstd2", Ns(), kF},
         {".gu", N() * 2 * Fl, h},   {".h", N() * Fl, h}};
     for (const auto& [s, n, bytes] : t)
       if ((s != ".probs" || in_.recompute != model::Recompute::kSelective) && !(split && f_to_b(s)))
@@ -121,7 +123,7 @@ class Replay {
     const auto A = Category::kActivation;
     const std::string p = sim_.named ? fmt::format("act.fb{}", next_fb_) : std::string();
     ++next_fb_;
-    if (pools_res0(ch)) sim_.alloc(key(p, ".res0"), A, Ns() * sh.C * kF);
+    if (pools_res0(ch)) sim_.alloc(key(p, ".res0"), A, Ns() * sh.C * in_.stream_bytes);
     for (int l = ch.layer_begin; l < ch.layer_end && in_.recompute != model::Recompute::kFull; ++l) {
       const std::string q = sim_.named ? fmt::format("{}.layers.{}", p, l) : std::string();
       sim_.alloc(key(q, ".rstd1"), A, Ns() * kF);
@@ -195,9 +197,10 @@ class Replay {
       sim_.alloc(i == 0 ? std::string("comm.dp_staging") : fmt::format("comm.dp_staging.{}", i), Category::kComm,
                  comm::deterministic_all_reduce_scratch(max_unit, in_.dp) * kF);
     if (in_.sequence_parallel && in_.tp > 1)  // the rank-major copy and the reduce-scatter's scratch
-      sim_.alloc("comm.tp_staging", Category::kComm, 2 * N() * C * kF);
+      sim_.alloc("comm.tp_staging", Category::kComm, 2 * N() * C * in_.stream_bytes);
     else if (in_.deterministic && in_.tp > 1)
-      sim_.alloc("comm.tp_staging", Category::kComm, comm::deterministic_all_reduce_scratch(N() * C, in_.tp) * kF);
+      sim_.alloc("comm.tp_staging", Category::kComm,
+                 comm::deterministic_all_reduce_scratch(N() * C, in_.tp) * in_.stream_bytes);
     std::vector<int> all_units;
     for (const auto& ids : chunk_units) all_units.insert(all_units.end(), ids.begin(), ids.end());
     const int64_t wb = in_.param_bytes, gb = in_.grad_bytes;
@@ -235,7 +238,7 @@ class Replay {
     if (ch.first) sim_.alloc(key(p, ".inputs"), Category::kIo, N() * kF);
     if (ch.last) sim_.alloc(key(p, ".targets"), Category::kIo, N() * kF);
     for (int i = pools_res0(ch) ? 1 : 0; i <= n_local; ++i)
-      sim_.alloc(sim_.named ? fmt::format("{}.res{}", p, i) : std::string(), A, Ns() * C * kF);
+      sim_.alloc(sim_.named ? fmt::format("{}.res{}", p, i) : std::string(), A, Ns() * C * in_.stream_bytes);
     if (in_.recompute != model::Recompute::kFull)
       for (int l = ch.layer_begin; l < ch.layer_end; ++l)
         block_set(sim_.named ? fmt::format("{}.layers.{}", p, l) : std::string(), in_.split_backward);

@@ -49,6 +49,10 @@ struct RunPlan {
   // The 16-bit GEMM backend train.gemm16 resolves to on this CPU (kernels::gemm16_resolve): kOneDnn or
   // kFallback in mixed precision; kAuto (none) in fp32.
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;
+  // Bytes per element of the residual stream and of what carries it between ranks (tensor-parallel sums,
+  // pipeline messages): 4 in every run the engine makes (fp32 in every precision); the planner prices a
+  // published 16-bit run at its own 2 (planner/published_prediction.h), through these same models.
+  int64_t stream_bytes = 4;
 
   static Result<RunPlan> make(const config::RunConfig& config, int world);
   // Every rule `config` breaks at `world` ranks, one sentence each (empty: make() succeeds), with its kind:

@@ -3,22 +3,23 @@
 #include "comm/process_grid.h"
 #include "plan/run_plan.h"
 #include "plan/schedule.h"
+#include "plan/strategy.h"
 
 namespace sp::plan {
 
 evidence::FaultTarget RunPlan::fault_target() const {
-  const config::ParallelConfig& pc = config.parallel;
-  return {.dp = pc.dp,
-          .tp = pc.tp,
-          .pp = pc.pp,
-          .zero = pc.zero,
-          .world = pc.world(),
-          .servers = pc.parameter_server() ? pc.servers : 0,
-          .staleness = pc.staleness,
+  const Strategy s = strategy_of(config);
+  return {.dp = s.dp,
+          .tp = s.tp,
+          .pp = s.pp,
+          .zero = s.zero,
+          .world = s.world(),
+          .servers = s.servers,
+          .staleness = config.parallel.staleness,
           .steps = config.train.steps,
           .micro_batches = micro_batches,
           .checkpoint_every = config.evidence.checkpoint_every,
-          .sequence_parallel = pc.sequence_parallel,
+          .sequence_parallel = s.sequence_parallel,
           .weight_passes = weight_passes_by_rank()};
 }
 

@@ -21,6 +21,7 @@ struct Ctx {
   std::map<std::tuple<const std::string*, const char*, const char*>, Traffic> raw;
   std::string dp, tp, pp, world = "world";
   bool det;
+  int64_t sb = 4;  // bytes per element of the residual stream and what carries it (RunPlan::stream_bytes)
   void add(const std::string& group, const char* phase, const char* op, int64_t ops, int64_t bytes) {
     Traffic& t = raw[{&group, phase, op}];
     t.ops += ops;
@@ -88,33 +89,34 @@ void add_sp_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const c
   const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = rc.model.dim;
   const int blocks = ch.layer_end - ch.layer_begin;
+  const int64_t sb = x.sb;
   auto block_forward = [&] {
     for (int i = 0; i < 2; ++i) {
-      x.all_gather(x.tp, phase, N * C, pb);  // norm output → column-parallel input
-      x.reduce_scatter(x.tp, phase, N * C);  // row-parallel output → residual shard
+      x.all_gather(x.tp, phase, N * C, pb);      // norm output → column-parallel input
+      x.reduce_scatter(x.tp, phase, N * C, sb);  // row-parallel output → residual shard
     }
   };
   if (forward) {
-    if (ch.first) x.reduce_scatter(x.tp, phase, N * C);
+    if (ch.first) x.reduce_scatter(x.tp, phase, N * C, sb);
     for (int b = 0; b < blocks; ++b) block_forward();
     if (ch.last) x.all_gather(x.tp, phase, N * C, pb);
     return;
   }
   if (ch.last) {
     x.all_gather(x.tp, phase, N * C, pb);  // xf again, for the LM head's weight gradient
-    x.reduce_scatter(x.tp, phase, N * C);
+    x.reduce_scatter(x.tp, phase, N * C, sb);
     x.sum(x.tp, phase, C);  // model.norm.weight
   }
   for (int b = 0; b < blocks; ++b) {
     if (rc.train.recompute == model::Recompute::kFull) block_forward();
     for (int i = 0; i < 2; ++i) {
-      x.all_gather(x.tp, phase, N * C, pb);  // dres → row-parallel backward
-      x.all_gather(x.tp, phase, N * C, pb);  // xn2, xn1 again, for gate/up's and q/k/v's weight gradients
-      x.reduce_scatter(x.tp, phase, N * C);  // column-parallel input gradient → shard
-      x.sum(x.tp, phase, C);                 // post_attention_layernorm, input_layernorm
+      x.all_gather(x.tp, phase, N * C, pb);      // dres → row-parallel backward
+      x.all_gather(x.tp, phase, N * C, pb);      // xn2, xn1 again, for gate/up's and q/k/v's weight gradients
+      x.reduce_scatter(x.tp, phase, N * C, sb);  // column-parallel input gradient → shard
+      x.sum(x.tp, phase, C);                     // post_attention_layernorm, input_layernorm
     }
   }
-  if (ch.first) x.all_gather(x.tp, phase, N * C, 4);  // dres → the embedding's scatter-add
+  if (ch.first) x.all_gather(x.tp, phase, N * C, sb);  // dres → the embedding's scatter-add
 }
 
 // One forward or backward pass of a chunk for one micro-batch: ZeRO-3's gathers, tensor parallelism's sums
@@ -128,6 +130,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   const int64_t N = rc.train.micro_batch_size * rc.train.seq_len, C = m.dim;
   const bool sp = rc.parallel.sequence_parallel;
   const int64_t Nb = sp_rows(N, tp, sp);  // the pipeline boundary's token rows
+  const int64_t sb = x.sb;                // the residual stream's bytes: tp sums and pipeline messages
   auto numel = [&](int id) { return model::unit_numel(m, id, tp); };
   const int blocks = ch.layer_end - ch.layer_begin;
   if (sp) add_sp_pass_traffic(x, ch, forward, phase);
@@ -137,13 +140,13 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   if (forward) {
     if (ch.first) {
       gather(model::embed_unit());
-      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C);
+      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
     if (tp > 1 && !sp)
       for (int b = 0; b < blocks; ++b) {
-        x.sum(x.tp, phase, N * C);
-        x.sum(x.tp, phase, N * C);
+        x.sum(x.tp, phase, N * C, sb);
+        x.sum(x.tp, phase, N * C, sb);
       }
     if (ch.last) {
       gather(model::head_unit(m));
@@ -154,22 +157,22 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
         x.sum(x.tp, phase, N);                       // target logit
       }
     }
-    if (!ch.first) x.add(x.pp, phase, "recv", 1, 4 * Nb * C);  // recv_forward
-    if (!ch.last) x.add(x.pp, phase, "send", 1, 4 * Nb * C);   // send_forward
+    if (!ch.first) x.add(x.pp, phase, "recv", 1, sb * Nb * C);  // recv_forward
+    if (!ch.last) x.add(x.pp, phase, "send", 1, sb * Nb * C);   // send_forward
   } else {
     if (ch.last) {
       gather(model::head_unit(m));
       if (m.tie_embeddings) gather(model::embed_unit());
-      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C);
+      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
     if (tp > 1 && !sp) {
       // full replays each block's two forward all-reduces; selective recomputes no communication
       const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
-      for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C);
+      for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C, sb);
     }
-    if (!ch.last) x.add(x.pp, phase, "recv", 1, 4 * Nb * C);   // recv_backward
-    if (!ch.first) x.add(x.pp, phase, "send", 1, 4 * Nb * C);  // send_backward
+    if (!ch.last) x.add(x.pp, phase, "recv", 1, sb * Nb * C);   // recv_backward
+    if (!ch.first) x.add(x.pp, phase, "send", 1, sb * Nb * C);  // send_backward
   }
 }
 
@@ -189,6 +192,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     x.pp = grid.group_name(comm::Axis::kPp, rank);
   }
   x.det = rc.parallel.reduction == config::Reduction::kDeterministic;
+  x.sb = plan.stream_bytes;
   const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
   // Bytes per element of the parameters ZeRO gathers and of the gradients dp reduces (mixed precision:
   // 16-bit working weights, train.grad_dtype; docs/memory.md §"What phase 2 changes").

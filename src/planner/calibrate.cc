@@ -1,6 +1,7 @@
 #include "planner/calibrate.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "core/check.h"
 #include "core/timer.h"
 #include "kernels/matmul.h"
+#include "planner/calibrate_hosts.h"
 
 namespace sp::planner {
 namespace {
@@ -61,59 +63,92 @@ GemmMeasurement measure_sgemm(int64_t n, double min_seconds) {
   return m;
 }
 
+namespace {
+
+// The timed tries of one size (TransferOptions): decided by rank a from its warm-up and broadcast, so that
+// every rank runs the same loop; 0 = the size is not measured.
+int tries_for(comm::Communicator& world, const TransferOptions& o, int64_t bytes, double warm_up_seconds) {
+  int tries = 0;
+  if (world.rank() == o.a && warm_up_seconds <= o.max_transfer_seconds) {
+    tries = bytes <= kBandwidthFrom ? 10 * o.repetitions : o.repetitions;
+    const double fit = o.seconds_per_size / std::max(warm_up_seconds, 1e-9);
+    if (fit < tries) tries = std::max(3, static_cast<int>(fit));
+  }
+  world.broadcast(&tries, 1, DType::kI32, o.a);
+  return tries;
+}
+
+void check_pair(const comm::Communicator& world, const TransferOptions& o, const char* what) {
+  SP_CHECK(world.size() >= 2, "{} needs two ranks, the world has {}", what, world.size());
+  SP_CHECK(o.a != o.b && o.a >= 0 && o.b >= 0 && o.a < world.size() && o.b < world.size(),
+           "{} between ranks {} and {} of {}", what, o.a, o.b, world.size());
+  SP_CHECK(o.repetitions >= 1, "{} with {} repetitions", what, o.repetitions);
+}
+
+}  // namespace
+
 std::vector<TransferSample> measure_ping_pong(comm::Communicator& world, const std::vector<int64_t>& sizes,
-                                              int repetitions) {
-  SP_CHECK(world.size() >= 2, "ping-pong needs two ranks, the world has {}", world.size());
-  SP_CHECK(repetitions >= 1, "ping-pong with {} repetitions", repetitions);
+                                              const TransferOptions& o) {
+  check_pair(world, o, "ping-pong");
   const int64_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
   std::vector<uint8_t> buf(static_cast<size_t>(std::max<int64_t>(largest, 1)), 1);
   std::vector<TransferSample> out;
   constexpr int kTag = 7;
+  const int me = world.rank();
+  auto round_trip = [&](int64_t bytes) {  // the time on rank a; 0 elsewhere
+    if (me == o.a) {
+      Stopwatch t;
+      world.send(buf.data(), bytes, DType::kU8, o.b, kTag);
+      world.recv(buf.data(), bytes, DType::kU8, o.b, kTag);
+      return t.seconds();
+    }
+    if (me == o.b) {
+      world.recv(buf.data(), bytes, DType::kU8, o.a, kTag);
+      world.send(buf.data(), bytes, DType::kU8, o.a, kTag);
+    }
+    return 0.0;
+  };
   for (int64_t bytes : sizes) {
     world.barrier();
+    const int tries = tries_for(world, o, bytes, round_trip(bytes) / 2);  // the warm-up, not a sample
+    if (tries == 0) continue;
     double best = std::numeric_limits<double>::infinity();
-    const int reps = bytes <= kBandwidthFrom ? 10 * repetitions : repetitions;
-    for (int rep = -1; rep < reps; ++rep) {  // rep −1: warm-up, not timed
-      if (world.rank() == 0) {
-        Stopwatch t;
-        world.send(buf.data(), bytes, DType::kU8, 1, kTag);
-        world.recv(buf.data(), bytes, DType::kU8, 1, kTag);
-        if (rep >= 0) best = std::min(best, t.seconds());
-      } else if (world.rank() == 1) {
-        world.recv(buf.data(), bytes, DType::kU8, 0, kTag);
-        world.send(buf.data(), bytes, DType::kU8, 0, kTag);
-      }
+    for (int rep = 0; rep < tries; ++rep) {
+      const double t = round_trip(bytes);
+      if (me == o.a) best = std::min(best, t);
     }
-    world.broadcast(&best, 1, DType::kF64, 0);
+    world.broadcast(&best, 1, DType::kF64, o.a);
     out.push_back({bytes, best / 2});
   }
   return out;
 }
 
 std::vector<TransferSample> measure_exchange(comm::Communicator& world, const std::vector<int64_t>& sizes,
-                                             int repetitions) {
-  SP_CHECK(world.size() >= 2, "an exchange needs two ranks, the world has {}", world.size());
-  SP_CHECK(repetitions >= 1, "exchange with {} repetitions", repetitions);
+                                             const TransferOptions& o) {
+  check_pair(world, o, "an exchange");
   const int64_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
   std::vector<uint8_t> out_buf(static_cast<size_t>(std::max<int64_t>(largest, 1)), 1);
   std::vector<uint8_t> in_buf(out_buf.size(), 0);
   std::vector<TransferSample> out;
   constexpr int kTag = 8;
+  const int me = world.rank();
+  auto exchange = [&](int64_t bytes) {  // the time on ranks a and b; +inf elsewhere
+    world.barrier();
+    if (me != o.a && me != o.b) return std::numeric_limits<double>::infinity();
+    const int peer = me == o.a ? o.b : o.a;
+    Stopwatch t;
+    auto in = world.irecv(in_buf.data(), bytes, DType::kU8, peer, kTag);
+    auto sent = world.isend(out_buf.data(), bytes, DType::kU8, peer, kTag);
+    in->wait();
+    sent->wait();
+    return t.seconds();
+  };
   for (int64_t bytes : sizes) {
+    const int tries = tries_for(world, o, bytes, exchange(bytes));  // the warm-up, not a sample
+    if (tries == 0) continue;
     double best = std::numeric_limits<double>::infinity();
-    const int reps = bytes <= kBandwidthFrom ? 10 * repetitions : repetitions;
-    for (int rep = -1; rep < reps; ++rep) {  // rep −1: warm-up, not timed
-      world.barrier();
-      if (world.rank() > 1) continue;
-      const int peer = 1 - world.rank();
-      Stopwatch t;
-      auto in = world.irecv(in_buf.data(), bytes, DType::kU8, peer, kTag);
-      auto sent = world.isend(out_buf.data(), bytes, DType::kU8, peer, kTag);
-      in->wait();
-      sent->wait();
-      if (rep >= 0) best = std::min(best, t.seconds());
-    }
-    world.all_reduce(&best, 1, DType::kF64, comm::ReduceOp::kMin);  // ranks 0 and 1 timed; the best of both
+    for (int rep = 0; rep < tries; ++rep) best = std::min(best, exchange(bytes));
+    world.all_reduce(&best, 1, DType::kF64, comm::ReduceOp::kMin);  // ranks a and b timed; the best of both
     out.push_back({bytes, best});
   }
   return out;
@@ -156,10 +191,13 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
     return invalid_argument("plan calibrate needs at least 2 ranks to measure the link between them, got {}",
                             world.size())
         .with_hint("shardproof plan calibrate --np 2 (or under mpirun -np N)");
+  SP_ASSIGN_OR_RETURN(const RankHosts placed, gather_rank_hosts(world, host));
   kernels::set_blas_threads(1);  // the engine's default: one OpenBLAS thread per rank
   Calibration c;
   c.ranks = world.size();
-  c.host = host;
+  c.host = placed.hosts.front();
+  c.hosts = placed.hosts;
+  c.ranks_per_host = placed.ranks_per_host;
   c.cpu_model = cpu_model_name();
   c.host_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   c.gemm_n = o.gemm_n;
@@ -170,10 +208,22 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
   c.gflops_per_rank.assign(static_cast<size_t>(world.size()), 0.0);
   const std::vector<int64_t> ones(static_cast<size_t>(world.size()), 1);
   world.all_gather(&mine, c.gflops_per_rank.data(), ones, DType::kF64);
-  c.samples = measure_ping_pong(world, o.sizes, o.repetitions);
+  const TransferOptions intra{.a = 0, .b = placed.intra_peer(), .repetitions = o.repetitions};
+  c.samples = measure_ping_pong(world, o.sizes, intra);
   SP_ASSIGN_OR_RETURN(c.link, fit_alpha_beta(c.samples));
-  c.exchange_samples = measure_exchange(world, o.sizes, o.repetitions);
+  c.exchange_samples = measure_exchange(world, o.sizes, intra);
   SP_ASSIGN_OR_RETURN(c.exchange, fit_alpha_beta(c.exchange_samples));
+  if (placed.nodes() > 1) {
+    const TransferOptions inter{.a = 0, .b = placed.inter_peer(), .repetitions = o.repetitions};
+    c.inter_samples = measure_ping_pong(world, o.sizes, inter);
+    auto fit = fit_alpha_beta(c.inter_samples);
+    if (!fit.ok()) return fit.status().with_context(fmt::format("the link between {} and {}", c.hosts[0], c.hosts[1]));
+    c.inter_link = *fit;
+    c.inter_exchange_samples = measure_exchange(world, o.sizes, inter);
+    fit = fit_alpha_beta(c.inter_exchange_samples);
+    if (!fit.ok()) return fit.status().with_context(fmt::format("the link between {} and {}", c.hosts[0], c.hosts[1]));
+    c.inter_exchange = *fit;
+  }
   if (o.measure_kernels) {
     world.barrier();
     c.kernels = calibrate_kernels(o.kernels);
@@ -199,16 +249,24 @@ ClusterSpec this_host_cluster(const Calibration& c, const std::string& when) {
   double mean = 0;
   for (double g : c.gflops_per_rank) mean += g;
   mean /= static_cast<double>(std::max<size_t>(c.gflops_per_rank.size(), 1));
+  const int nodes = std::max<int>(1, static_cast<int>(c.hosts.size()));
+  const int per_node = c.ranks_per_host > 0 ? c.ranks_per_host : c.ranks;
+  const std::string where =
+      nodes == 1 ? c.host : fmt::format("{} hosts {} … {}", nodes, c.hosts.front(), c.hosts.back());
   ClusterSpec s;
   s.name = "this-host";
-  s.description =
-      fmt::format("{}: {} ranks of one CPU core each ({}), MPI over shared memory", c.host, c.ranks, c.cpu_model);
+  s.description = nodes == 1 ? fmt::format("{}: {} ranks of one CPU core each ({}), MPI over shared memory", c.host,
+                                           c.ranks, c.cpu_model)
+                             : fmt::format(
+                                   "{}: {} ranks of one CPU core each per host ({}), MPI over shared memory within a "
+                                   "host and TCP between hosts",
+                                   where, per_node, c.cpu_model);
   s.sources = {
-      fmt::format("measured by `shardproof plan calibrate` on {} at {} (numbers in the comment above)", c.host, when)};
-  s.nodes = 1;
-  s.devices_per_node = c.ranks;
+      fmt::format("measured by `shardproof plan calibrate` on {} at {} (numbers in the comment above)", where, when)};
+  s.nodes = nodes;
+  s.devices_per_node = per_node;
   s.device_model = "CPU core: " + c.cpu_model;
-  s.device_memory_bytes = c.host_memory_bytes / c.ranks;
+  s.device_memory_bytes = c.host_memory_bytes / per_node;
   s.peak_flops["fp32"] = mean * 1e9;
   if (c.kernels_measured) {  // the peak of each dtype is the largest rate measured for it
     for (const auto& [d, rates] : c.kernels.gemm_flops_per_s)
@@ -229,13 +287,19 @@ ClusterSpec this_host_cluster(const Calibration& c, const std::string& when) {
   s.intra.kind = LinkKind::kSharedMemory;
   s.intra.bandwidth_bytes_per_s = c.exchange.bandwidth_bytes_per_s;
   s.intra.latency_s = c.link.latency_s;
+  if (nodes > 1) {  // the hosts' network as the collectives see it: the exchange's bandwidth, the ping-pong's α
+    s.inter = InterNodeNetwork{.kind = NetworkKind::kEthernet,
+                               .nics_per_node = 1,
+                               .nic_bandwidth_bytes_per_s = c.inter_exchange.bandwidth_bytes_per_s,
+                               .latency_s = c.inter_link.latency_s};
+  }
   return s;
 }
 
 std::vector<std::string> calibration_comment(const Calibration& c, const std::string& when) {
   std::vector<std::string> lines = {
-      fmt::format("this-host: written by `shardproof plan calibrate` on {} at {}; run it again to refresh.", c.host,
-                  when),
+      fmt::format("written by `shardproof plan calibrate` on {} at {}; run it again to refresh.",
+                  c.hosts.size() > 1 ? fmt::format("{}", fmt::join(c.hosts, ", ")) : c.host, when),
       fmt::format("load average at the start: {:.2f} on {} CPUs{}", c.load_average, c.cores,
                   c.load_average > c.cores ? " (busy: other processes shared the cores, so the figures are "
                                              "pessimistic; calibrate again on a quiet machine)"
@@ -248,7 +312,7 @@ std::vector<std::string> calibration_comment(const Calibration& c, const std::st
   std::string per;
   for (double g : c.gflops_per_rank) per += fmt::format("{}{:.2f}", per.empty() ? "  " : ", ", g);
   lines.push_back(per);
-  lines.push_back("device.peak_tflops.fp32 is their mean; device.memory_gib is the host's memory / ranks.");
+  lines.push_back("device.peak_tflops.fp32 is their mean; device.memory_gib is a host's memory / its ranks.");
   lines.push_back("MPI ping-pong between ranks 0 and 1 (Communicator send/recv), one-way = best round trip / 2:");
   for (const auto& s : c.samples)
     lines.push_back(fmt::format("  {:>9} bytes: {:.3f} us", s.bytes, s.one_way_seconds * 1e6));
@@ -263,6 +327,24 @@ std::vector<std::string> calibration_comment(const Calibration& c, const std::st
       "fit: bandwidth = {:.3f} GB/s per direction while both run: intra.gbytes_per_s (the collectives' steps are "
       "exchanges); intra.latency_us is the ping-pong's",
       c.exchange.bandwidth_bytes_per_s / 1e9));
+  if (c.hosts.size() > 1) {
+    const int peer = c.ranks_per_host;
+    lines.push_back(
+        fmt::format("hosts (rank r on host floor(r / {})): {}", c.ranks_per_host, fmt::join(c.hosts, ", ")));
+    lines.push_back(fmt::format("MPI ping-pong between ranks 0 ({}) and {} ({}), TCP between hosts:", c.hosts[0], peer,
+                                c.hosts[1]));
+    for (const auto& s : c.inter_samples)
+      lines.push_back(fmt::format("  {:>9} bytes: {:.3f} us", s.bytes, s.one_way_seconds * 1e6));
+    lines.push_back(fmt::format("fit: bandwidth = {:.4f} GB/s; latency = {:.3f} us: inter_node.latency_us",
+                                c.inter_link.bandwidth_bytes_per_s / 1e9, c.inter_link.latency_s * 1e6));
+    lines.push_back(fmt::format("MPI exchange between ranks 0 and {} (both isend + irecv at once):", peer));
+    for (const auto& s : c.inter_exchange_samples)
+      lines.push_back(fmt::format("  {:>9} bytes: {:.3f} us", s.bytes, s.one_way_seconds * 1e6));
+    lines.push_back(fmt::format(
+        "fit: bandwidth = {:.4f} GB/s per direction while both run = {:.4g} Gbit/s: inter_node.nic_gbits_per_s (one "
+        "NIC per host); sizes whose one transfer took more than 0.5 s are not measured",
+        c.inter_exchange.bandwidth_bytes_per_s / 1e9, c.inter_exchange.bandwidth_bytes_per_s * 8 / 1e9));
+  }
   if (!c.kernels_measured) return lines;
   const KernelCalibration& k = c.kernels;
   for (const auto& [d, rates] : k.gemm_flops_per_s) {

@@ -1,8 +1,8 @@
-// Calibration of this machine as a cluster: sgemm FLOP/s per rank with the engine's own matmul
-// (kernels/matmul.h, OpenBLAS, one thread per rank, every rank at once as in training) and the MPI
-// latency and bandwidth between two ranks through the engine's Communicator (comm/), fitted to the α–β
-// model the planner prices collectives with (planner/collective_time.h). It is not a benchmark suite: a few
-// seconds, minimum times, one fit; `shardproof plan calibrate` writes the result as a cluster file.
+// Calibration of this machine (or of the hosts of a hostfile) as a cluster: sgemm FLOP/s per rank with the
+// engine's own matmul (kernels/matmul.h, OpenBLAS, one thread per rank, every rank at once as in training) and
+// the MPI latency and bandwidth between two ranks of one host — and, across hosts, between two hosts — through
+// the engine's Communicator (comm/), fitted to the α–β model the planner prices collectives with
+// (planner/collective_time.h). Not a benchmark suite: seconds, minimum times, one fit per link.
 // Fit: bandwidth B = the least-squares slope of one-way time against bytes over messages ≥ 64 KiB;
 // latency α = the smallest message's one-way time minus its bytes / B (at least 0).
 #pragma once
@@ -29,19 +29,28 @@ struct TransferSample {
   int64_t bytes = 0;
   double one_way_seconds = 0;  // half the best round trip
 };
-// Ping-pong between world ranks 0 and 1 (blocking send/recv of `bytes` each way, `repetitions` round
-// trips per size after one warm-up, ten times as many for messages ≤ 64 KiB: they measure latency, and
-// on a busy machine the minimum needs many tries); collective over `world`, which needs ≥ 2 ranks
-// (SP_CHECK); ranks other than 0 and 1 wait. Every rank returns the same samples.
+// Which two world ranks a transfer measurement runs between, and how long it may take. Per size: one warm-up,
+// then `repetitions` timed tries (ten times as many for messages ≤ 64 KiB: they measure latency, and on a busy
+// machine the minimum needs many tries), fewer (at least 3) where the warm-up says they would take more than
+// `seconds_per_size`; a size whose warm-up took more than `max_transfer_seconds` is not measured (a shaped
+// network at a few hundred Mbit/s moves 64 MiB in seconds). On shared memory nothing is cut.
+struct TransferOptions {
+  int a = 0, b = 1;
+  int repetitions = 20;
+  double seconds_per_size = 1.0;
+  double max_transfer_seconds = 0.5;
+};
+// Ping-pong between world ranks a and b (blocking send/recv of `bytes` each way); collective over `world`,
+// which needs ≥ 2 ranks and a ≠ b (SP_CHECK); the other ranks wait. Every rank returns the same samples.
 std::vector<TransferSample> measure_ping_pong(comm::Communicator& world, const std::vector<int64_t>& sizes,
-                                              int repetitions);
-// Exchange between world ranks 0 and 1: both send `bytes` to the other and receive as much at once (isend +
+                                              const TransferOptions& o);
+// Exchange between world ranks a and b: both send `bytes` to the other and receive as much at once (isend +
 // irecv), as every step of a ring or pairwise collective does; one_way_seconds = the best time for both
 // transfers to complete. On shared memory a core copies its own send and its own receive, so a direction
 // runs at about half the ping-pong's rate when both run (the AMD EPYC: 2.9–4.3 against 4.3–5.1 GB/s under
 // load); the collectives are priced with this bandwidth (docs/plan.md §9).
 std::vector<TransferSample> measure_exchange(comm::Communicator& world, const std::vector<int64_t>& sizes,
-                                             int repetitions);
+                                             const TransferOptions& o);
 
 struct AlphaBeta {
   double latency_s = 0;
@@ -65,7 +74,9 @@ struct CalibrationOptions {
 
 struct Calibration {
   int ranks = 0;
-  std::string host;
+  std::string host;                // world rank 0's
+  std::vector<std::string> hosts;  // distinct, in rank order (calibrate_hosts.h): the cluster's nodes
+  int ranks_per_host = 0;          // the cluster's devices_per_node
   std::string cpu_model;
   double host_memory_bytes = 0;
   double load_average = 0;  // 1-minute load average when the measurement started (/proc/loadavg)
@@ -76,16 +87,22 @@ struct Calibration {
   AlphaBeta link;                                // its fit: the latency α
   std::vector<TransferSample> exchange_samples;  // exchange
   AlphaBeta exchange;                            // its fit: the bandwidth B of the collectives
+  // Between the first two hosts (hosts.size() > 1): the same two measurements, world rank 0 and the second
+  // host's first rank; empty on one host.
+  std::vector<TransferSample> inter_samples, inter_exchange_samples;
+  AlphaBeta inter_link, inter_exchange;
   bool kernels_measured = false;
   KernelCalibration kernels;  // every figure the mean over the ranks
 };
-// Collective over `world` (≥ 2 ranks); every rank returns the same result.
+// Collective over `world` (≥ 2 ranks); `host` is this rank's host name; every rank returns the same result.
+// Ranks on several hosts (a hostfile) must be placed by slot in equal blocks (calibrate_hosts.h).
 Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::string& host,
                                         const CalibrationOptions& options);
 
-// The cluster file for `c`: one node of c.ranks "devices" (CPU cores running one rank each), device
-// memory = host memory / ranks, intra-node link "shm" with the ping-pong's α and the exchange's B (what a
-// collective's steps see), no inter-node network; with
+// The cluster file for `c`: one node per host of c.ranks_per_host "devices" (CPU cores running one rank each),
+// device memory = host memory / ranks per host, intra-node link "shm" with the ping-pong's α and the
+// exchange's B (what a collective's steps see); across hosts an "ethernet" network of one NIC per node with
+// the inter-host ping-pong's α and exchange's B (TCP between hosts), none on one host; with
 // the kernels measured, peak_tflops per dtype = the largest GEMM rate measured for it and [device.measured] =
 // the rates (efficiency = rate / that peak), else fp32 peak = the mean sgemm rate per rank at gemm_n.
 // `when` is the date written into the sources.

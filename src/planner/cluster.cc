@@ -1,6 +1,7 @@
 #include "planner/cluster.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -87,6 +88,10 @@ nlohmann::json ClusterSpec::to_json() const {
         {"latency_us", intra.latency_s / kUs}}},
       {"placement", {{"axis_order", axis_order}}},
   };
+  if (!rank_nodes.empty()) {
+    j["placement"]["rank_nodes"] = rank_nodes;
+    j["placement"]["node_hosts"] = node_hosts;
+  }
   if (inter)
     j["inter_node"] = {{"kind", network_kind_name(inter->kind)},
                        {"nics_per_node", inter->nics_per_node},
@@ -267,6 +272,39 @@ Result<ClusterSpec> with_nodes(const ClusterSpec& spec, int64_t nodes) {
         .with_hint("add an [inter_node] table to the cluster file (docs/formats/cluster.md) or use --nodes 1");
   ClusterSpec c = spec;
   c.nodes = static_cast<int>(nodes);
+  return c;
+}
+
+Result<ClusterSpec> with_rank_hosts(const ClusterSpec& spec, const std::vector<std::string>& host_of_rank) {
+  ClusterSpec c = spec;
+  c.rank_nodes.clear();
+  c.node_hosts.clear();
+  std::vector<int> ranks_on;
+  for (const std::string& h : host_of_rank) {
+    const auto it = std::find(c.node_hosts.begin(), c.node_hosts.end(), h);
+    const int node = static_cast<int>(it - c.node_hosts.begin());
+    if (it == c.node_hosts.end()) {
+      c.node_hosts.push_back(h);
+      ranks_on.push_back(0);
+    }
+    c.rank_nodes.push_back(node);
+    ++ranks_on[static_cast<size_t>(node)];
+  }
+  const int most = ranks_on.empty() ? 0 : *std::max_element(ranks_on.begin(), ranks_on.end());
+  if (static_cast<int>(c.node_hosts.size()) > spec.nodes || most > spec.devices_per_node)
+    return invalid_argument(
+               "the run placed {} ranks on {} hosts ({}), at most {} on one host; cluster '{}' has {} nodes of {} "
+               "devices",
+               host_of_rank.size(), c.node_hosts.size(), fmt::join(c.node_hosts, ", "), most, spec.name, spec.nodes,
+               spec.devices_per_node)
+        .with_hint(
+            fmt::format("plan it on a cluster of at least {} nodes of {} devices: `shardproof plan calibrate` across "
+                        "the same hosts writes one (docs/cluster.md), or --nodes {} for a preset",
+                        c.node_hosts.size(), most, c.node_hosts.size()));
+  if (c.node_hosts.size() > 1 && !spec.inter)
+    return invalid_argument("the run spans {} hosts, but cluster '{}' has no [inter_node] network", c.node_hosts.size(),
+                            spec.name)
+        .with_hint("plan it on a cluster file calibrated across those hosts (docs/cluster.md)");
   return c;
 }
 

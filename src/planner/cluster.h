@@ -3,7 +3,8 @@
 // from TOML (docs/formats/cluster.md), not a measurement (planner/calibrate.h writes this-host's).
 // Invariant: a ClusterSpec that exists passed every rule (counts ≥ 1, sizes and bandwidths > 0,
 // latencies ≥ 0, an inter-node network whenever nodes > 1, a valid axis order); rank r runs on
-// device r mod devices_per_node of node ⌊r / devices_per_node⌋ (mpirun's default by-slot mapping).
+// device r mod devices_per_node of node ⌊r / devices_per_node⌋ (mpirun's default by-slot mapping), unless a
+// run's recorded hosts place it (with_rank_hosts: `plan --run` of a run across hosts).
 // Units inside the struct are SI (bytes, bytes/s, seconds, FLOP/s); the file uses GiB, GB/s, Gb/s, µs, TFLOP/s.
 #pragma once
 
@@ -51,9 +52,16 @@ struct ClusterSpec {
   IntraNodeLink intra;
   std::optional<InterNodeNetwork> inter;  // present whenever nodes > 1
   std::string axis_order = "tp-dp-pp";    // the grid's order, fastest axis first (comm/process_grid.h)
+  // Not in the file: the node of each world rank where a run recorded it (with_rank_hosts) and the host each
+  // node was; empty: by slot.
+  std::vector<int> rank_nodes;
+  std::vector<std::string> node_hosts;
 
   int devices() const { return nodes * devices_per_node; }
-  int node_of(int rank) const { return rank / devices_per_node; }
+  int node_of(int rank) const {
+    return static_cast<size_t>(rank) < rank_nodes.size() ? rank_nodes[static_cast<size_t>(rank)]
+                                                         : rank / devices_per_node;
+  }
   // Peak FLOP/s for `dtype`; kInvalidArgument naming the dtypes the file gives when it has none.
   Result<double> peak_flops_for(const std::string& dtype) const;
   nlohmann::json to_json() const;
@@ -88,5 +96,9 @@ std::string cluster_to_toml(const ClusterSpec& spec, const std::vector<std::stri
 // The same cluster with `nodes` nodes (the CLI's --nodes); kInvalidArgument if nodes > 1 and the
 // file has no [inter_node], or if nodes is outside [1, kMaxClusterDevices / devices_per_node].
 Result<ClusterSpec> with_nodes(const ClusterSpec& spec, int64_t nodes);
+// The same cluster with world rank r on the node of `host_of_rank[r]` (a run's topology.json hosts, in rank
+// order; nodes numbered by each host's first rank), as mpirun placed them. kInvalidArgument naming both sides
+// when the run used more hosts than the cluster has nodes or put more ranks on one host than a node has devices.
+Result<ClusterSpec> with_rank_hosts(const ClusterSpec& spec, const std::vector<std::string>& host_of_rank);
 
 }  // namespace sp::planner

@@ -71,7 +71,7 @@ ChunkTimes chunk_times(const PlanQuery& q, const plan::RunPlan& plan, const plan
   if (!q.use_measured || q.cluster.measured.empty()) {
     const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
     const ChunkFlops f = chunk_flops(shape, ch.layer_end - ch.layer_begin, ch.last, c.train.micro_batch_size,
-                                     c.train.seq_len, c.parallel.tp, recompute_mode(c.train.recompute));
+                                     c.train.seq_len, c.parallel.tp, c.train.recompute);
     t.forward.gemm = f.forward / (peak * q.efficiency);
     t.backward.gemm = f.backward / (peak * q.efficiency);
     t.backward.wgrad = t.backward.gemm / 2;  // dW costs what dX does at one stated efficiency
@@ -110,6 +110,7 @@ Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
   placed.axis_order = pc.axis_order;
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, place_on_cluster(placed, pc.dp, pc.tp, pc.pp));
   SP_ASSIGN_OR_RETURN(plan::RunPlan plan, plan::RunPlan::make(q.config, grid.world_size()));
+  plan.stream_bytes = static_cast<int64_t>(dtype_size(q.stream_dtype));
   SP_ASSIGN_OR_RETURN(const comm::ProcessGrid flat,
                       comm::ProcessGrid::create(grid.world_size(), 1, 1, "dp-tp-pp", grid.world_size()));
   const GroupLink tp_link = axis_link(placed, grid, comm::Axis::kTp, HopPattern::kRing);
@@ -121,10 +122,12 @@ Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
   e.links = {{"tp", tp_link}, {"dp", dp_link}, {"pp", pp_link}, {"world", world_link}};
   if (pc.tp > 1 && tp_link.crosses_nodes && pc.tp <= placed.devices_per_node)
     e.placement_warnings.push_back(fmt::format(
-        "tp groups of {} ranks cross nodes (axis order {}): every tensor-parallel all-reduce runs on {} at {:.4g} "
-        "GB/s per hop instead of inside a node; a group of {} fits in one node of {} devices: put tp first "
-        "(--axis-order tp-dp-pp)",
-        pc.tp, pc.axis_order, tp_link.link, tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node));
+        "tp groups of {} ranks cross nodes ({}): every tensor-parallel all-reduce runs on {} at {:.4g} GB/s per hop "
+        "instead of inside a node; a group of {} fits in one node of {} devices: {}",
+        pc.tp, placed.rank_nodes.empty() ? "axis order " + pc.axis_order : "where the run's ranks ran", tp_link.link,
+        tp_link.bandwidth_bytes_per_s / 1e9, pc.tp, placed.devices_per_node,
+        placed.rank_nodes.empty() ? "put tp first (--axis-order tp-dp-pp)"
+                                  : "give mpirun consecutive slots per host (--map-by slot) with tp first"));
   return Placement{.placed = std::move(placed),
                    .grid = std::move(grid),
                    .plan = std::move(plan),
@@ -137,6 +140,7 @@ Result<Placement> place_plan(const PlanQuery& q, PlanEvaluation& e) {
 // Per pp rank: the communication inside its forward and backward passes (seconds per step).
 struct PassComm {
   std::vector<double> forward, backward;
+  double pp_message_bytes = 0;  // one pipeline send, as the traffic model counts it (0 without pp)
 };
 
 // The ledger and the traffic of the evaluated ranks (every rank, or one per pipeline stage: dp 0, tp 0 — tp
@@ -181,6 +185,8 @@ PassComm evaluate_ranks(const PlanQuery& q, const Placement& pl, PlanEvaluation&
         s += local_sum_seconds(t.ops, t.bytes, group_size(pc, axis), q.cluster.measured);
       PricedTraffic& b = busiest[{axis, phase, op}];
       if (t.bytes >= b.bytes) b = {axis, phase, op, t.ops, t.bytes, s, link.link};
+      if (axis == "pp" && op == "send" && t.ops > 0)
+        pass.pp_message_bytes = std::max(pass.pp_message_bytes, static_cast<double>(t.bytes) / t.ops);
       if (axis == "pp") continue;  // the pipeline simulation carries the transfers
       if (phase == "forward")
         fwd += s;
@@ -233,9 +239,8 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
       e.optimizer_seconds = std::max(e.optimizer_seconds, optimizer_times(q, plan, r.coords, peak).total());
       e.evidence_seconds = std::max(e.evidence_seconds, evidence_times(q, plan, r, peak).total());
     }
-  const int64_t activation_bytes = 4 * c.train.micro_batch_size * c.train.seq_len * c.model.dim;
-  pt.transfer_s =
-      pc.pp > 1 ? collective_seconds(Collective::kSendRecv, static_cast<double>(activation_bytes), pl.pp_link) : 0;
+  // One pipeline message as the traffic model counts it (the boundary's rows × C at the stream's bytes).
+  pt.transfer_s = pc.pp > 1 ? collective_seconds(Collective::kSendRecv, pass.pp_message_bytes, pl.pp_link) : 0;
   pt.record = q.pipeline_actions && pc.pp > 1;
   e.pipeline = simulate_pipeline(pt);
   e.closed_form_bubble = evidence::bubble_theory({.pp = pc.pp,
@@ -260,7 +265,7 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
 void summarize_step(const PlanQuery& q, int world, double peak, PlanEvaluation& e) {
   const config::RunConfig& c = q.config;
   const ModelShape shape = ModelShape::from_llama(c.model, c.name, "the run configuration");
-  const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, recompute_mode(c.train.recompute));
+  const StepFlops flops = step_flops(shape, c.train.global_batch, c.train.seq_len, c.train.recompute);
   e.model_flops = flops.model;
   e.hardware_flops = flops.hardware;
   e.tokens_per_second = static_cast<double>(c.train.global_batch * c.train.seq_len) / e.step_seconds;
@@ -319,19 +324,14 @@ config::RunConfig run_config_around(const ModelShape& shape, const std::string& 
   return c;
 }
 
-config::RunConfig config_for_strategy(const config::RunConfig& base, const Strategy& s) {
+namespace {
+// The engine's configuration for a search strategy: `base` with the strategy applied (plan/strategy.h).
+config::RunConfig config_for_strategy(const config::RunConfig& base, const plan::Strategy& s) {
   config::RunConfig c = base;
-  c.parallel.dp = s.dp;
-  c.parallel.tp = s.tp;
-  c.parallel.pp = s.pp;
-  c.parallel.virtual_stages = s.virtual_stages;
-  c.parallel.schedule = s.schedule;
-  c.parallel.zero = s.zero;
-  c.train.micro_batch_size = s.micro_batch_size;
-  c.train.recompute = engine_recompute(s.recompute);
-  c.parallel.sequence_parallel = s.sequence_parallel;
+  plan::apply(s, c);
   return c;
 }
+}  // namespace
 
 StrategyEvaluators engine_evaluators(const PlanQuery& base) {
   // memory() and time() of one strategy come from one evaluation, kept between the two calls.
@@ -340,8 +340,8 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
     std::optional<PlanEvaluation> e;
   };
   auto cache = std::make_shared<Cache>();
-  auto evaluate = [base, cache](const Strategy& s) -> const PlanEvaluation& {
-    if (cache->name != strategy_name(s) || !cache->e) {
+  auto evaluate = [base, cache](const plan::Strategy& s) -> const PlanEvaluation& {
+    if (cache->name != plan::strategy_name(s) || !cache->e) {
       PlanQuery q = base;
       q.config = config_for_strategy(base.config, s);
       q.named_memory = false;
@@ -350,13 +350,13 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
       q.every_rank_up_to = 0;
       auto e = evaluate_plan(q);
       SP_CHECK(e.ok(), "a strategy that passed the engine's rules could not be evaluated: {}", e.status().message());
-      cache->name = strategy_name(s);
+      cache->name = plan::strategy_name(s);
       cache->e = std::move(*e);
     }
     return *cache->e;
   };
   StrategyEvaluators out;
-  out.rules = [base](const Strategy& s) {
+  out.rules = [base](const plan::Strategy& s) {
     std::vector<Exclusion> why;
     for (plan::RuleViolation& v : plan::RunPlan::rule_violations(config_for_strategy(base.config, s), s.world()))
       why.push_back({v.kind == plan::RuleViolation::Kind::kDoesNotDivide ? ExclusionKind::kDoesNotDivide
@@ -364,7 +364,7 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
                      std::move(v.message)});
     return why;
   };
-  out.memory = [evaluate](const Strategy& s) {
+  out.memory = [evaluate](const plan::Strategy& s) {
     const PlanEvaluation& e = evaluate(s);
     MemoryVerdict m;
     m.peak_bytes = e.peak_bytes;
@@ -373,7 +373,7 @@ StrategyEvaluators engine_evaluators(const PlanQuery& base) {
     m.detail = {{"largest_rank", e.largest_rank}, {"largest_category", e.largest_category}};
     return m;
   };
-  out.time = [evaluate](const Strategy& s) {
+  out.time = [evaluate](const plan::Strategy& s) {
     const PlanEvaluation& e = evaluate(s);
     return TimeVerdict{.step_seconds = e.step_seconds,
                        .detail = {{"tokens_per_second", e.tokens_per_second},

@@ -36,6 +36,9 @@ struct PlanQuery {
   // The cluster's measured rates (cluster.measured) price the compute when it has them, unless the caller
   // states an efficiency instead (`plan --efficiency`): then GEMMs only, at `efficiency`, as for a preset.
   bool use_measured = true;
+  // The residual stream's dtype and what carries it between ranks (tp sums, pipeline messages): the engine's
+  // fp32 unless a published 16-bit run is priced as it ran (plan published; plan::RunPlan::stream_bytes).
+  DType stream_dtype = DType::kF32;
   bool named_memory = true;      // per-tensor memory entries (the search turns them off: totals are the same)
   bool pipeline_actions = true;  // keep the simulated pipeline's intervals (the search turns them off)
   bool all_ranks = false;        // evaluate every rank, whatever the world size
@@ -122,9 +125,6 @@ Result<PlanEvaluation> evaluate_plan(const PlanQuery& query);
 // The JSON of docs/plan.md §8 ("shardproof plan --json").
 nlohmann::json plan_evaluation_to_json(const PlanQuery& query, const PlanEvaluation& e);
 
-// The engine's configuration for a search strategy: `base` with the strategy's dp, tp, pp, v, schedule,
-// ZeRO stage, recompute (each mode the engine's own, engine_recompute) and micro-batch size.
-config::RunConfig config_for_strategy(const config::RunConfig& base, const Strategy& s);
 // The search's evaluators backed by evaluate_plan: the engine's rules (plan::RunPlan::violations), its memory
 // and its time, for the model and train shape in `base`.
 StrategyEvaluators engine_evaluators(const PlanQuery& base);

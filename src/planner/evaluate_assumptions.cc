@@ -62,6 +62,11 @@ std::vector<std::string> evaluation_assumptions(const PlanQuery& q, const PlanEv
         "(a stated efficiency, not measured); nothing else (norms, softmax, the optimizer) takes time",
         100 * q.efficiency, q.dtype, peak / 1e12));
   for (std::string& line : state_assumptions(q.config, e.plan, q.dtype)) out.push_back(std::move(line));
+  if (e.plan.stream_bytes != 4)
+    out.push_back(fmt::format(
+        "the residual stream, the tensor-parallel sums and the pipeline messages are priced at {} bytes a value, as "
+        "the published run kept them; the engine keeps them in fp32 (4 bytes), so this is not the engine's run",
+        e.plan.stream_bytes));
   out.push_back(
       "no overlap: tensor-parallel and ZeRO-3 collectives inside each pass (spread evenly over a rank's passes), then "
       "the pipeline, then the gradient sync, the optimizer's collectives and the evidence; the engine starts each "

@@ -13,26 +13,8 @@ using nlohmann::json;
 
 // The strategy the plan evaluated, with its name as `plan --search` ranks it.
 json strategy_json(const config::RunConfig& c) {
-  const config::ParallelConfig& pc = c.parallel;
-  const Strategy named{.dp = pc.dp,
-                       .tp = pc.tp,
-                       .pp = pc.pp,
-                       .virtual_stages = pc.virtual_stages,
-                       .schedule = pc.schedule,
-                       .zero = pc.zero,
-                       .recompute = recompute_mode(c.train.recompute),
-                       .micro_batch_size = c.train.micro_batch_size};
-  json strategy = {{"name", strategy_name(named)},
-                   {"dp", pc.dp},
-                   {"tp", pc.tp},
-                   {"pp", pc.pp},
-                   {"virtual_stages", pc.virtual_stages},
-                   {"schedule", config::schedule_name(pc.schedule)},
-                   {"zero", pc.zero},
-                   {"recompute", model::recompute_name(c.train.recompute)},
-                   {"micro_batch_size", c.train.micro_batch_size},
-                   {"reduction", config::reduction_name(pc.reduction)},
-                   {"axis_order", pc.axis_order}};
+  json strategy = plan::strategy_to_json(plan::strategy_of(c));
+  strategy["axis_order"] = c.parallel.axis_order;
   return strategy;
 }
 
@@ -127,7 +109,11 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
             {"efficiency", q.efficiency},
             {"compute_rates", e.measured_rates ? "measured" : "stated efficiency"},
             {"activation_model", "engine"}}},
-          {"placement", {{"grid", e.grid}, {"links", links}, {"warnings", e.placement_warnings}}},
+          {"placement",
+           {{"grid", e.grid},
+            {"links", links},
+            {"warnings", e.placement_warnings},
+            {"ranks_on", q.cluster.rank_nodes.empty() ? "slots" : "recorded hosts"}}},
           {"memory",
            {{"limit_bytes", e.limit_bytes},
             {"fits", e.fits()},

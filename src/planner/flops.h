@@ -16,8 +16,8 @@
 
 #include <cstdint>
 
+#include "model/llama_stage.h"
 #include "planner/model_shape.h"
-#include "planner/strategy.h"
 
 namespace sp::planner {
 
@@ -30,7 +30,7 @@ struct StepFlops {
   double hardware = 0;  // + recompute
 };
 // All FLOPs of one step over `sequences` sequences of `seq_len` tokens, summed over every rank.
-StepFlops step_flops(const ModelShape& m, int64_t sequences, int64_t seq_len, RecomputeMode recompute);
+StepFlops step_flops(const ModelShape& m, int64_t sequences, int64_t seq_len, model::Recompute recompute);
 
 // One micro-batch of B sequences on one pipeline chunk of `blocks` blocks (and the head when `has_head`)
 // on one of `tp` tensor-parallel ranks: the durations the pipeline simulation needs.
@@ -39,7 +39,7 @@ struct ChunkFlops {
   double backward = 0;  // 2 × forward, plus the recompute forward
 };
 ChunkFlops chunk_flops(const ModelShape& m, int blocks, bool has_head, int64_t micro_batch_size, int64_t seq_len,
-                       int tp, RecomputeMode recompute);
+                       int tp, model::Recompute recompute);
 
 // flops / (seconds · devices · peak per device): MFU when `flops` are model FLOPs, HFU when hardware FLOPs.
 double utilization(double flops, double seconds, int devices, double peak_flops_per_device);

@@ -33,6 +33,10 @@ Result<comm::ProcessGrid> place_on_cluster(const ClusterSpec& cluster, int dp, i
                dp, tp, pp, world, cluster.name, cluster.nodes, cluster.devices_per_node, cluster.devices())
         .with_hint(fmt::format("--nodes {} gives {} devices", nodes, nodes * cluster.devices_per_node));
   }
+  if (!cluster.rank_nodes.empty() && static_cast<int64_t>(cluster.rank_nodes.size()) != world)
+    return invalid_argument("dp {} × tp {} × pp {} = {} ranks, but the recorded placement on '{}' has {}", dp, tp, pp,
+                            world, cluster.name, cluster.rank_nodes.size())
+        .with_hint("plan the run's own configuration (--run DIR) without changing its degrees");
   // Fewer ranks than devices: they fill the first devices by slot, as mpirun -np world does.
   return comm::ProcessGrid::create(dp, tp, pp, cluster.axis_order, static_cast<int>(world));
 }

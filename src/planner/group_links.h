@@ -3,7 +3,8 @@
 // a network simulator: no routing, no congestion beyond the one shared resource modelled, a node's NICs.
 // Placement is the engine's own: ranks come from comm::ProcessGrid with the cluster's axis order, and rank
 // r runs on node ⌊r / devices_per_node⌋ (mpirun by-slot), so a tp group of 8 with order "tp-dp-pp" sits
-// inside one DGX node while the same group with order "dp-tp-pp" spans 8 nodes.
+// inside one DGX node while the same group with order "dp-tp-pp" spans 8 nodes; a run's recorded hosts
+// replace the by-slot rule where the cluster carries them (ClusterSpec::rank_nodes).
 // Model (docs/plan.md §time): a group's collective runs as a ring through its members in group-rank
 // order (p2p: a chain, no wrap-around). A hop between two devices of one node gets the intra-node link's
 // per-direction bandwidth. A hop that leaves node n shares n's NICs with every other hop leaving n at the

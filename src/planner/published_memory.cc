@@ -37,9 +37,9 @@ std::string megatron_activation_case_name(MegatronActivationCase c) {
   return "?";
 }
 
-MegatronActivationCase megatron_activation_case(int tp, bool sequence_parallel, RecomputeMode recompute) {
-  if (recompute == RecomputeMode::kFull) return MegatronActivationCase::kFullRecompute;
-  const bool selective = recompute == RecomputeMode::kSelective;
+MegatronActivationCase megatron_activation_case(int tp, bool sequence_parallel, model::Recompute recompute) {
+  if (recompute == model::Recompute::kFull) return MegatronActivationCase::kFullRecompute;
+  const bool selective = recompute == model::Recompute::kSelective;
   if (sequence_parallel)
     return selective ? MegatronActivationCase::kTensorSequenceSelective
                      : MegatronActivationCase::kTensorSequenceParallel;

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <string>
 
-#include "planner/strategy.h"
+#include "model/llama_stage.h"
 
 namespace sp::planner {
 
@@ -48,7 +48,7 @@ enum class MegatronActivationCase {
 std::string megatron_activation_case_name(MegatronActivationCase c);
 // The Table 2 row for a strategy: tp, whether sequence parallelism is on, and the recompute mode
 // (tp = 1 without recompute is "no parallelism").
-MegatronActivationCase megatron_activation_case(int tp, bool sequence_parallel, RecomputeMode recompute);
+MegatronActivationCase megatron_activation_case(int tp, bool sequence_parallel, model::Recompute recompute);
 // Bytes of activations one transformer layer keeps for one micro-batch.
 double megatron_activation_bytes_per_layer(MegatronActivationCase c, int64_t seq_len, int64_t micro_batch,
                                            int64_t hidden, int64_t heads, int tp);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "model/precision.h"
 #include "planner/evaluate.h"
 #include "planner/flops.h"
 #include "planner/search.h"
@@ -15,17 +16,22 @@ namespace sp::planner {
 namespace {
 
 // The candidates a row leaves open: ZeRO 0 (the study's plain data parallelism) or 1 (where the engine's
-// gradient buffers leave no room without it) × micro-batch × (1F1B, or interleaved with v = 2 … max when
-// pp > 1), at the row's tp, pp, dp and full recompute (eq. 3 assumes it).
-std::vector<Strategy> candidates_of(const PublishedRun& r, const PublishedPredictionOptions& o) {
-  std::vector<Strategy> out;
+// The candidates a row leaves open: ZeRO 0 (the study's plain data parallelism) or 1 (where the engine's
+// gradient buffers leave no room without it) × micro-batch × the pipeline's schedule when pp > 1 — the table's
+// (interleaved: v = 2 … max, every v whose chunks hold whole layers passing the engine's rules), or, where it
+// states none, 1F1B and interleaved — at the row's tp, pp, dp and full recompute (eq. 3 assumes it); the rest
+// is `around`'s.
+std::vector<plan::Strategy> candidates_of(const PublishedTable& t, const PublishedRun& r, int max_virtual_stages,
+                                          const PublishedPredictionOptions& o, const plan::Strategy& around) {
+  std::vector<plan::Strategy> out;
   for (int zero : {0, 1})
     for (int64_t b : o.micro_batch_sizes) {
-      Strategy s{
-          .dp = r.dp(), .tp = r.tp, .pp = r.pp, .zero = zero, .recompute = RecomputeMode::kFull, .micro_batch_size = b};
-      out.push_back(s);
-      if (r.pp == 1) continue;
-      for (int v = 2; v <= o.max_virtual_stages; ++v) {
+      plan::Strategy s = around;
+      s.dp = r.dp(), s.tp = r.tp, s.pp = r.pp, s.zero = zero, s.recompute = model::Recompute::kFull;
+      s.micro_batch_size = b;
+      if (r.pp == 1 || t.schedule != "interleaved") out.push_back(s);
+      if (r.pp == 1 || t.schedule == "1f1b") continue;
+      for (int v = 2; v <= max_virtual_stages; ++v) {
         s.schedule = config::Schedule::kInterleaved;
         s.virtual_stages = v;
         out.push_back(s);
@@ -61,34 +67,17 @@ void attribute_error(PublishedPrediction& p, double efficiency) {
   }
 }
 
-// One candidate of a row, priced as every plan is (no per-name memory, no recorded pipeline actions).
+// One candidate of a row, priced as every plan is (no per-name memory, no recorded pipeline actions), with the
+// residual stream, the tp sums and the pipeline messages at `stream` bytes a value.
 Result<PlanEvaluation> evaluate_candidate(const ClusterSpec& cluster, const config::RunConfig& c,
-                                          const PublishedPredictionOptions& o) {
+                                          const PublishedPredictionOptions& o, DType stream) {
   return evaluate_plan(PlanQuery{.cluster = cluster,
                                  .config = c,
                                  .dtype = o.dtype,
                                  .efficiency = o.efficiency,
+                                 .stream_dtype = stream,
                                  .named_memory = false,
                                  .pipeline_actions = false});
-}
-
-// The chosen candidate with Megatron's 16-bit tensor-parallel sums (published_prediction.h: tp16_*): half the
-// bytes on the tp link is its bandwidth doubled. Exact when the node's link carries nothing else that sets a
-// time: with the ranks numbered tp fastest, every dp and pp group then spans several nodes (tp · dp above a
-// node's devices), and a hop leaving a node (at most all of the node's NICs) is slower than one inside it, so
-// their rings are priced at the NIC hop, which the doubled link does not change.
-Status price_tp16(const ClusterSpec& cluster, const config::RunConfig& c, const PublishedPredictionOptions& o,
-                  PublishedPrediction& p) {
-  p.tp16_applies = cluster.axis_order == "tp-dp-pp" && p.run.tp * p.run.dp() > cluster.devices_per_node &&
-                   cluster.inter && cluster.inter->node_bandwidth_bytes_per_s() <= cluster.intra.bandwidth_bytes_per_s;
-  if (!p.tp16_applies) return Status();
-  ClusterSpec tp16 = cluster;
-  tp16.intra.bandwidth_bytes_per_s *= 2;
-  auto e = evaluate_candidate(tp16, c, o);
-  if (!e.ok()) return e.status().with_context(fmt::format("{} with 16-bit tp sums", p.run.model));
-  p.tp16_seconds = e->step_seconds;
-  p.tp16_error = p.tp16_seconds / p.implied_seconds - 1;
-  return Status();
 }
 
 Result<PublishedPrediction> predict_row(const PublishedTable& t, const PublishedRun& r, const ClusterSpec& node_type,
@@ -112,25 +101,32 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   // loss scaler at DeepSpeed's defaults (it moves no byte the plan counts).
   SP_ASSIGN_OR_RETURN(base.train.precision, model::precision_from_names(t.precision, "fp32"));
   if (base.train.precision.compute == DType::kF16) base.fp16 = optim::LossScalerConfig{};
-  p.row_flops = step_flops(p.shape, r.global_batch, t.seq_len, RecomputeMode::kFull).hardware;
+  p.row_flops = step_flops(p.shape, r.global_batch, t.seq_len, model::Recompute::kFull).hardware;
   p.implied_seconds = p.row_flops / (r.tflops_per_gpu * 1e12 * r.gpus);
+  // The dtype the run kept its activations in (the table's `activations`), else the engine's fp32.
+  DType stream = DType::kF32;
+  if (!t.activations.empty()) {
+    SP_ASSIGN_OR_RETURN(stream, model::precision_dtype_from_name(t.activations, "activations"));
+  }
   SearchSpace space;
   space.world = r.gpus;
   space.global_batch = r.global_batch;
-  space.max_virtual_stages = o.max_virtual_stages;
+  space.max_virtual_stages =
+      o.max_virtual_stages > 0 ? o.max_virtual_stages : std::max<int>(1, static_cast<int>(r.layers / r.pp));
   // The fastest candidate that fits, ZeRO 0 preferred; when none fits, the fastest of all, reported as such.
   std::optional<PlanEvaluation> best;
   config::RunConfig best_config;
-  for (const Strategy& s : candidates_of(r, o)) {
+  for (const plan::Strategy& s : candidates_of(t, r, space.max_virtual_stages, o, plan::strategy_of(base))) {
     if (!shape_rules(p.counterpart, space, s).empty()) continue;
-    const config::RunConfig c = config_for_strategy(base, s);
+    config::RunConfig c = base;
+    plan::apply(s, c);
     if (!plan::RunPlan::violations(c, s.world()).empty()) continue;
     ++p.candidates;
-    auto e = evaluate_candidate(cluster, c, o);
-    if (!e.ok()) return e.status().with_context(fmt::format("{} {}", r.model, strategy_name(s)));
+    auto e = evaluate_candidate(cluster, c, o, stream);
+    if (!e.ok()) return e.status().with_context(fmt::format("{} {}", r.model, plan::strategy_name(s)));
     if (e->fits()) ++p.fitting;
     // Fitting first, then the study's plain data parallelism (ZeRO 0) before ZeRO-1, then the step time.
-    const auto key = [](const PlanEvaluation& x, const Strategy& st) {
+    const auto key = [](const PlanEvaluation& x, const plan::Strategy& st) {
       return std::tuple(!x.fits(), st.zero, x.step_seconds);
     };
     const bool better = !best || key(*e, s) < key(*best, p.chosen);
@@ -156,7 +152,14 @@ Result<PublishedPrediction> predict_row(const PublishedTable& t, const Published
   p.pipeline_idle_s = std::max(0.0, best->pipeline.makespan_s - best->compute_seconds - best->pass_comm_seconds);
   p.after_pipeline_s = best->after_pipeline_seconds + best->optimizer_seconds + best->evidence_seconds;
   attribute_error(p, o.efficiency);
-  SP_RETURN_IF_ERROR(price_tp16(cluster, best_config, o, p));
+  if (stream != DType::kF32) {  // the same candidate as the engine runs it: an fp32 stream
+    p.engine_priced = true;
+    auto e = evaluate_candidate(cluster, best_config, o, DType::kF32);
+    if (!e.ok()) return e.status().with_context(fmt::format("{} with the engine's fp32 stream", r.model));
+    p.engine_seconds = e->step_seconds;
+    p.engine_error = p.engine_seconds / p.implied_seconds - 1;
+    p.engine_fits = e->fits();
+  }
   return p;
 }
 
@@ -185,7 +188,7 @@ Result<PublishedPredictions> predict_published(const PublishedTable& table, cons
   for (const PublishedRun& r : table.runs) {
     SP_ASSIGN_OR_RETURN(PublishedPrediction p, predict_row(table, r, node_type, o));
     if (std::abs(p.error) <= 0.15) ++out.within_15_percent;
-    if (p.tp16_applies && std::abs(p.tp16_error) <= 0.15) ++out.tp16_within_15_percent;
+    if (p.engine_priced && std::abs(p.engine_error) <= 0.15) ++out.engine_within_15_percent;
     out.rows.push_back(std::move(p));
   }
   return out;
@@ -203,7 +206,7 @@ nlohmann::json published_prediction_to_json(const PublishedPrediction& p) {
           {"planned_ffn_dim", p.counterpart.ffn_dim},
           {"candidates", p.candidates},
           {"fitting", p.fitting},
-          {"chosen", strategy_to_json(p.chosen)},
+          {"chosen", plan::strategy_to_json(p.chosen)},
           {"row_flops", p.row_flops},
           {"published_tflops_per_gpu", p.run.tflops_per_gpu},
           {"predicted_tflops_per_gpu", p.predicted_tflops_per_gpu},
@@ -223,8 +226,10 @@ nlohmann::json published_prediction_to_json(const PublishedPrediction& p) {
           {"error_term", p.error_term},
           {"error_under_term", p.error_under_term},
           {"gemm_efficiency_to_close", p.gemm_efficiency_to_close},
-          {"tp16", p.tp16_applies ? nlohmann::json{{"predicted_seconds", p.tp16_seconds}, {"error", p.tp16_error}}
-                                  : nlohmann::json(nullptr)}};
+          {"engine", p.engine_priced ? nlohmann::json{{"predicted_seconds", p.engine_seconds},
+                                                      {"error", p.engine_error},
+                                                      {"fits", p.engine_fits}}
+                                     : nlohmann::json(nullptr)}};
 }
 
 }  // namespace sp::planner

@@ -3,9 +3,12 @@
 // time the row implies (the row's FLOPs by its own definition over its achieved FLOP/s). It is not a fit:
 // nothing here reads the published throughput before predicting, and the GEMM efficiency is the planner's
 // stated default unless the caller gives another. A GPT row is planned as its shape's engine counterpart
-// (ModelShape::engine_counterpart), through the same evaluate_plan as every plan. What a row does not state
-// (micro-batch size, schedule, virtual stages) is searched: the fastest candidate that fits is the prediction.
-// Invariant: every figure comes from evaluate_plan and flops.h; nothing is scaled toward the published one.
+// (ModelShape::engine_counterpart), through the same evaluate_plan as every plan, priced as the row ran where
+// the table says how: its schedule (PublishedTable::schedule) and its activations' dtype (::activations: the
+// residual stream, the tensor-parallel sums and the pipeline messages, PlanQuery::stream_dtype). What a row
+// does not state (micro-batch size, virtual stages) is searched: the fastest candidate that fits is the
+// prediction. Invariant: every figure comes from evaluate_plan and flops.h; nothing is scaled toward the
+// published one.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +17,10 @@
 #include <vector>
 
 #include "core/status.h"
+#include "plan/strategy.h"
 #include "planner/cluster.h"
 #include "planner/model_shape.h"
 #include "planner/published_runs.h"
-#include "planner/strategy.h"
 
 namespace sp::planner {
 
@@ -27,7 +30,7 @@ struct PublishedPrediction {
   ModelShape counterpart;        // what was planned
   int candidates = 0;            // micro-batch × schedule × v the engine's rules accept for the stated tp, pp, dp
   int fitting = 0;               // of those, the ones that fit in the device's memory
-  Strategy chosen;               // the fastest fitting candidate
+  plan::Strategy chosen;         // the fastest fitting candidate
   double row_flops = 0;          // per iteration, by the table's definition (Narayanan et al. eq. 3 for the GPT shape)
   double implied_seconds = 0;    // row_flops / (tflops_per_gpu · gpus)
   double predicted_seconds = 0;  // the plan's step time
@@ -48,13 +51,12 @@ struct PublishedPrediction {
   std::string error_term;
   double error_under_term = 0;
   double gemm_efficiency_to_close = 0;
-  // A fact about Megatron, not a fit: it all-reduces the tensor-parallel activations in the compute dtype
-  // (fp16, 2 bytes) where the engine sums them in fp32 (plan/traffic_model.cc). The chosen candidate evaluated
-  // again with those sums at 16 bits (the tp link's bandwidth doubled, the latency unchanged: the same thing for
-  // a row whose dp and pp groups all cross nodes over NICs slower than the link inside a node) and its error.
-  // Absent (tp16_applies false) for a row where the doubled link could also speed up dp or pp traffic.
-  bool tp16_applies = false;
-  double tp16_seconds = 0, tp16_error = 0;
+  // The same chosen candidate as the engine would run it: the residual stream, the tensor-parallel sums and
+  // the pipeline messages in fp32 (plan::RunPlan::stream_bytes 4); what the row's own precision changes. Absent
+  // (engine_priced false) when the table states no activation dtype (the prediction is then the engine's).
+  bool engine_priced = false;
+  double engine_seconds = 0, engine_error = 0;
+  bool engine_fits = false;
 };
 
 struct PublishedPredictionOptions {
@@ -64,7 +66,9 @@ struct PublishedPredictionOptions {
   std::string fit_row;
   std::string dtype;  // which peak (the table's precision)
   std::vector<int64_t> micro_batch_sizes = {1, 2, 4, 8};
-  int max_virtual_stages = 4;  // interleaved candidates v ∈ {2, …, max} (pp > 1)
+  // Interleaved candidates v ∈ {2, …, max} (pp > 1); 0: every v the row's layers allow, down to one layer per
+  // chunk (v ≤ L/pp), since the table states none.
+  int max_virtual_stages = 0;
 };
 
 // `node_type`: the cluster the table names (one node type); each row gets gpus / devices_per_node nodes.
@@ -76,7 +80,7 @@ struct PublishedPredictions {
   double efficiency = 0;  // the efficiency used: stated, or fitted on `fit_row`
   std::string fit_row;    // empty: stated
   int within_15_percent = 0;
-  int tp16_within_15_percent = 0;  // rows within ±15 % with Megatron's 16-bit tp sums (tp16_error)
+  int engine_within_15_percent = 0;  // rows within ±15 % priced at the engine's fp32 stream (engine_error)
 };
 Result<PublishedPredictions> predict_published(const PublishedTable& table, const ClusterSpec& node_type,
                                                const PublishedPredictionOptions& options);

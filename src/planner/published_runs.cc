@@ -24,6 +24,8 @@ Result<PublishedTable> read_published_table(const std::string& path) {
   t.precision = src.string("precision").value_or("");
   t.recompute = src.choice("recompute", {"none", "selective", "full"}).value_or("none");
   t.flops_definition = src.string("flops_definition").value_or("");
+  t.schedule = src.choice("schedule", {"1f1b", "interleaved"}, /*required=*/false).value_or("");
+  t.activations = src.choice("activations", {"fp32", "bf16", "fp16"}, /*required=*/false).value_or("");
   t.seq_len = src.integer("seq_len", 1, int64_t{1} << 24).value_or(1);
   t.vocab_size = src.integer("vocab_size", 1, int64_t{1} << 31).value_or(1);
   t.peak_tflops = src.number("peak_tflops", config::NumberRule::kPositive).value_or(1);

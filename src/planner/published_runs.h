@@ -29,6 +29,10 @@ struct PublishedRun {
 
 struct PublishedTable {
   std::string title, authors, venue, url, table, cluster, precision, recompute, flops_definition;
+  // How every row ran, where the paper states it for all rows (optional keys; empty: not stated, then searched
+  // or the engine's): the pipeline schedule of the rows with pp > 1 ("1f1b", "interleaved"), and the dtype the
+  // run kept its activations in and summed its tensor-parallel outputs in ("fp16", "bf16", "fp32").
+  std::string schedule, activations;
   int64_t seq_len = 0, vocab_size = 0;
   double peak_tflops = 0;
   std::vector<PublishedRun> runs;

@@ -51,8 +51,17 @@ std::string exclusion_kind_name(ExclusionKind kind) {
   return "?";
 }
 
-std::vector<Strategy> enumerate_strategies(const SearchSpace& space) {
-  std::vector<Strategy> out;
+SearchSpace engine_search_space(int world, int64_t global_batch, config::Reduction reduction) {
+  SearchSpace space;
+  space.world = world;
+  space.global_batch = global_batch;
+  space.sequence_parallel = true;
+  space.reduction = reduction;
+  return space;
+}
+
+std::vector<plan::Strategy> enumerate_strategies(const SearchSpace& space) {
+  std::vector<plan::Strategy> out;
   if (space.world < 1) return out;
   for (int tp : divisors(space.world))
     for (int pp : divisors(space.world / tp)) {
@@ -69,9 +78,10 @@ std::vector<Strategy> enumerate_strategies(const SearchSpace& space) {
       }
       for (const auto& [schedule, v] : pipes)
         for (int zero : space.zero_stages)
-          for (RecomputeMode rc : space.recompute)
+          for (model::Recompute rc : space.recompute)
             for (int64_t b : space.micro_batch_sizes) {
-              Strategy s;
+              plan::Strategy s;
+              s.reduction = space.reduction;
               s.tp = tp;
               s.pp = pp;
               s.dp = space.world / (tp * pp);
@@ -90,7 +100,7 @@ std::vector<Strategy> enumerate_strategies(const SearchSpace& space) {
   return out;
 }
 
-std::vector<Exclusion> shape_rules(const ModelShape& m, const SearchSpace& space, const Strategy& s) {
+std::vector<Exclusion> shape_rules(const ModelShape& m, const SearchSpace& space, const plan::Strategy& s) {
   std::vector<Exclusion> out;
   auto divide = [&](std::string rule) { out.push_back({ExclusionKind::kDoesNotDivide, std::move(rule)}); };
   auto refuse = [&](std::string rule) { out.push_back({ExclusionKind::kRefused, std::move(rule)}); };
@@ -126,11 +136,11 @@ Result<SearchResult> search_strategies(const ModelShape& m, const SearchSpace& s
   SP_RETURN_IF_ERROR(m.validate());
   SearchResult r;
   std::vector<size_t> order;  // enumeration index of each ranked strategy
-  const std::vector<Strategy> all = enumerate_strategies(space);
+  const std::vector<plan::Strategy> all = enumerate_strategies(space);
   r.enumerated = static_cast<int64_t>(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     if (progress) progress(static_cast<int64_t>(i), r.enumerated);
-    const Strategy& s = all[i];
+    const plan::Strategy& s = all[i];
     std::vector<Exclusion> why = shape_rules(m, space, s);
     if (e.rules && why.empty()) {  // the system's own rules, once the general ones pass (no repeats)
       std::vector<Exclusion> more = e.rules(s);
@@ -175,7 +185,7 @@ nlohmann::json search_result_to_json(const SearchResult& r) {
     const auto& x = r.ranked[i];
     ranked.push_back(
         {{"rank", i + 1},
-         {"strategy", strategy_to_json(x.strategy)},
+         {"strategy", plan::strategy_to_json(x.strategy)},
          {"memory",
           {{"peak_bytes", x.memory.peak_bytes}, {"limit_bytes", x.memory.limit_bytes}, {"detail", x.memory.detail}}},
          {"time", {{"step_seconds", x.time.step_seconds}, {"detail", x.time.detail}}}});
@@ -185,7 +195,7 @@ nlohmann::json search_result_to_json(const SearchResult& r) {
     for (const auto& w : x.reasons) reasons.push_back({{"kind", exclusion_kind_name(w.kind)}, {"rule", w.rule}});
     const std::string kind = exclusion_kind_name(x.reasons.front().kind);
     ++by_kind[kind];
-    excluded.push_back({{"strategy", strategy_to_json(x.strategy)}, {"kind", kind}, {"reasons", reasons}});
+    excluded.push_back({{"strategy", plan::strategy_to_json(x.strategy)}, {"kind", kind}, {"reasons", reasons}});
   }
   return {{"enumerated", r.enumerated}, {"ranked", ranked}, {"excluded", excluded}, {"excluded_by_kind", by_kind}};
 }

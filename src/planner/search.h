@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/status.h"
+#include "plan/strategy.h"
 #include "planner/model_shape.h"
-#include "planner/strategy.h"
 
 namespace sp::planner {
 
@@ -29,9 +29,13 @@ struct SearchSpace {
   std::vector<config::Schedule> schedules = {config::Schedule::kGpipe, config::Schedule::k1F1B,
                                              config::Schedule::kInterleaved, config::Schedule::kZbH1};
   std::vector<int> zero_stages = {0, 1, 2, 3};
-  std::vector<RecomputeMode> recompute = {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull};
+  std::vector<model::Recompute> recompute = {model::Recompute::kNone, model::Recompute::kSelective,
+                                             model::Recompute::kFull};
   int max_virtual_stages = 4;      // interleaved: v ∈ [2, max_virtual_stages]
   bool sequence_parallel = false;  // also try every tp > 1 strategy with sequence parallelism
+  // What the search does not vary: the reduction of every strategy, as the base configuration has it
+  // (plan::strategy_of; the planner's engine defaults reduce fast, planner/evaluate.h run_config_around).
+  config::Reduction reduction = config::Reduction::kFast;
 };
 
 enum class ExclusionKind { kDoesNotDivide, kRefused, kDoesNotFit };
@@ -57,18 +61,18 @@ struct TimeVerdict {
 
 struct StrategyEvaluators {
   // Extra rules of the system being planned (phase 2: the engine's plan::RunPlan::make); may be empty.
-  std::function<std::vector<Exclusion>(const Strategy&)> rules;
-  std::function<MemoryVerdict(const Strategy&)> memory;  // required
-  std::function<TimeVerdict(const Strategy&)> time;      // required
+  std::function<std::vector<Exclusion>(const plan::Strategy&)> rules;
+  std::function<MemoryVerdict(const plan::Strategy&)> memory;  // required
+  std::function<TimeVerdict(const plan::Strategy&)> time;      // required
 };
 
 struct RankedStrategy {
-  Strategy strategy;
+  plan::Strategy strategy;
   MemoryVerdict memory;
   TimeVerdict time;
 };
 struct ExcludedStrategy {
-  Strategy strategy;
+  plan::Strategy strategy;
   std::vector<Exclusion> reasons;  // the first decides the kind reported in summaries
 };
 struct SearchResult {
@@ -81,12 +85,16 @@ struct SearchResult {
 // the divisors of world / tp, dp = world / (tp·pp); at pp = 1 only 1F1B with v = 1 (every schedule is the
 // same there); then the schedule list (interleaved once per v ∈ [2, max_virtual_stages]), ZeRO stages,
 // recompute modes and micro-batch sizes in the order given.
-std::vector<Strategy> enumerate_strategies(const SearchSpace& space);
+// The space `plan --search` searches: every ZeRO stage, recompute mode, schedule and micro-batch size of the
+// defaults, and sequence parallelism too (the engine runs it: priced by its ledger and traffic models), at
+// `reduction` (the base configuration's).
+SearchSpace engine_search_space(int world, int64_t global_batch, config::Reduction reduction);
+std::vector<plan::Strategy> enumerate_strategies(const SearchSpace& space);
 
 // The general rules of Megatron-style 3D parallelism (each with its source in docs/plan.md): head, KV-head
 // and FFN divisibility by tp; layers by pp·v; the global batch by micro-batch·dp; interleaving needs the
 // micro-batches per pipeline to be a multiple of pp; ZeRO-2/3 with pp > 1 and ZeRO ≥ 1 with dp = 1 refused.
-std::vector<Exclusion> shape_rules(const ModelShape& model, const SearchSpace& space, const Strategy& s);
+std::vector<Exclusion> shape_rules(const ModelShape& model, const SearchSpace& space, const plan::Strategy& s);
 
 // kInvalidArgument for an unusable space (world or batch < 1, an empty list, a ZeRO stage outside 0..3,
 // a micro-batch < 1) or missing evaluators. `progress` (optional) is called after every strategy judged

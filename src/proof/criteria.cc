@@ -55,6 +55,7 @@ const std::vector<CriterionRule>& gate_criteria() {
       {"one contract across the stages", one_contract},
       {"records agree across views", records_agree},
       {"gradient norms agree across views", grad_norms_agree},
+      {"clipping and skips follow the gradient", optimizer_follows_gradient},
       {"learning rates follow the contract's schedule", lr_follows_schedule},
       {"every view holds the contract's steps", steps_as_contracted},
       {"stages completed", stages_completed},

@@ -1,17 +1,21 @@
 // Cross-checks that make a consistent forgery expensive (criteria_rows.h): what one view records must follow
-// from another view or from the contract — the gradient norm from the gradient checksums, the learning rate
-// from the schedule, each view's steps from train.steps, a resumed stage's trace from a resume of its own.
-// A forger who recomputes every one of them and reseals is stopped only by a signature (verify --key,
-// docs/prove.md §verify). Each problem names the stage, the file, the step and (traces) the rank.
+// from another view or from the contract — the gradient norm from the gradient checksums, the clipping and the
+// skips from the norm, the learning rate from the schedule, each view's steps from train.steps, a resumed
+// stage's trace from a resume of its own. A forger who recomputes every one of them and reseals is stopped only
+// by a signature (verify --key, docs/prove.md §verify). Each problem names the stage, the file, the step and
+// (traces) the rank.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "comm/trace_record.h"
 #include "core/file_io.h"
 #include "evidence/checksums.h"
+#include "kernels/clip.h"
+#include "optim/loss_scaler.h"
 #include "proof/criteria_rows.h"
 
 namespace sp::proof::criterion {
@@ -141,6 +145,86 @@ Criterion grad_norms_agree(const GateContext& c) {
               fmt::format("{} steps compared, {} differ", checked, problems.size()),
               "metrics.jsonl's grad_norm = √Σ l2² of checksums.jsonl's gradients at every step that has them",
               fmt::format("*/{}, */{}", kMetricsFile, kChecksumsFile), problems.empty() ? "" : problems.front());
+}
+
+// 1c'. What the optimizer did follows from the gradient it saw, at every step of every stage: the clipping
+//      coefficient is min(1, max_norm / (grad_norm + 1e-6)) of the recorded norm and the contract's
+//      train.grad_clip, bit for bit (the engine's own function, kernels::clip_coefficient); a step is skipped
+//      exactly when its gradient was not finite (metrics' finite = every gradient record's finite); a skipped
+//      step leaves every parameter record as the step before left it; in fp16 the loss scale of each step is
+//      the contract's dynamic scaler (optim::LossScaler) run over the recorded overflows from step 0.
+namespace {
+
+// One stage's problems (at most one per step and rule kind; the caller keeps the first).
+void optimizer_problems(const GateContext& c, std::string_view stage, std::vector<std::string>& problems,
+                        int64_t& checked) {
+  const RunPaths run = c.bundle->paths().stage(stage);
+  if (!path_exists(run.metrics())) return;  // a stage that did not run: stages completed says so
+  const std::string file = stage_file(stage, kMetricsFile), sums = stage_file(stage, kChecksumsFile);
+  std::map<int64_t, bool> grads_finite;                          // step → every gradient record finite
+  std::map<int64_t, std::map<std::string, std::string>> params;  // step → tensor → digest
+  if (auto records = read_checksums(run.checksums()); records.ok())
+    for (const ChecksumRecord& r : *records) {
+      if (r.key.phase == "grad") grads_finite.try_emplace(r.key.step, true).first->second &= r.finite;
+      if (r.key.phase == "param") params[r.key.step][r.key.tensor] = r.digest;
+    }
+  // A replay stage starts each anchor from the reference's state, so the step before an anchor and the scaler's
+  // history are not its own: the parameters and the fp16 scaler (replayed over the recorded overflows) are
+  // checked on the stages that run from step 0 (the recovery continues the parallel run's records).
+  const bool from_start = stage != kAnchoredStage && stage != kFaultAnchoredStage;
+  std::optional<optim::LossScaler> scaler;
+  if (c.config.fp16 && from_start) scaler.emplace(*c.config.fp16);
+  int64_t expect_step = 0;
+  for (const json& m : metrics_records(run)) {
+    const int64_t step = m.value("step", int64_t{-1});
+    if (step < 0 || !m.contains("loss")) continue;
+    ++checked;
+    const bool skipped = m.value("skipped", false), finite = m.value("finite", true);
+    const double norm = m.contains("grad_norm") && m["grad_norm"].is_number() ? m["grad_norm"].get<double>() : NAN;
+    if (std::isfinite(norm) && (!m.contains("clip") || !m["clip"].is_number() ||
+                                m["clip"].get<double>() != kernels::clip_coefficient(norm, c.config.train.grad_clip)))
+      problems.push_back(
+          fmt::format("{}: step {}: clip {}, but min(1, max_norm / (grad_norm + 1e-6)) of grad_norm {:.17g} and "
+                      "train.grad_clip {} is {:.9g}",
+                      file, step, m.value("clip", json()).dump(), norm, c.config.train.grad_clip,
+                      kernels::clip_coefficient(norm, c.config.train.grad_clip)));
+    if (skipped == finite)
+      problems.push_back(
+          fmt::format("{}: step {}: skipped {} with finite {}: a step is skipped exactly when its "
+                      "gradient is not finite",
+                      file, step, skipped, finite));
+    if (const auto g = grads_finite.find(step); g != grads_finite.end() && g->second != finite)
+      problems.push_back(
+          fmt::format("{}: step {}: finite {}, but {}'s gradient records say {}", file, step, finite, sums, g->second));
+    const auto now = params.find(step), before = params.find(step - 1);
+    if (from_start && skipped && now != params.end() && before != params.end() && now->second != before->second)
+      problems.push_back(fmt::format("{}: step {} was skipped, but its parameter records differ from step {}'s", sums,
+                                     step, step - 1));
+    if (scaler) {
+      const double want = scaler->scale();
+      if (step != expect_step || m.value("loss_scale", 0.0) != want)
+        problems.push_back(
+            fmt::format("{}: step {}: loss_scale {}, the contract's [fp16] scaler over the recorded "
+                        "overflows gives {} at step {}",
+                        file, step, m.value("loss_scale", json()).dump(), want, expect_step));
+      if (!scaler->update(!finite).ok() || step != expect_step) scaler.reset();  // the sequence is broken already
+      ++expect_step;
+    }
+  }
+}
+
+}  // namespace
+
+Criterion optimizer_follows_gradient(const GateContext& c) {
+  std::vector<std::string> problems;
+  int64_t checked = 0;
+  for (std::string_view stage : stages_of(c)) optimizer_problems(c, stage, problems, checked);
+  return make("clipping and skips follow the gradient", problems.empty() && checked > 0,
+              fmt::format("{} steps compared, {} problems", checked, problems.size()),
+              "clip = min(1, train.grad_clip / (grad_norm + 1e-6)) bit for bit; skipped ⇔ a non-finite gradient, "
+              "and a skipped step leaves the parameters; fp16: the loss scales are the [fp16] scaler's",
+              fmt::format("*/{}, */{}, {}", kMetricsFile, kChecksumsFile, kContractFile),
+              problems.empty() ? (checked > 0 ? "" : "no step recorded") : problems.front());
 }
 
 // 1d. The learning rate of every step in metrics.jsonl is the contract's schedule at that step, bit for bit

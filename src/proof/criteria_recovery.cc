@@ -9,6 +9,7 @@
 
 #include "ckpt/load.h"
 #include "ckpt/names.h"
+#include "core/json_io.h"
 #include "proof/criteria_rows.h"
 
 namespace sp::proof::criterion {
@@ -39,16 +40,31 @@ Criterion checkpoints_verify(const GateContext& c) {
     problem = listing.status().message();
   else if (std::find(listing->steps.begin(), listing->steps.end(), k) == listing->steps.end())
     problem = fmt::format("no checkpoint at step {}", k);
+  // Each manifest binds the contract it was saved under (issue 45: a bundle cut to fewer steps, its contracts
+  // edited and rehashed, kept checkpoints of the longer run): it must be the parallel stage's contract.
+  auto stage_contract = read_json_file(c.bundle->paths().parallel().contract());
+  const std::string want = stage_contract.ok() ? stage_contract->value("hash", std::string()) : std::string();
   if (listing.ok())
     for (int64_t s : listing->steps) {
-      if (Status st = ckpt::verify_checkpoint(paths, s); !st.ok()) {
+      Status st = ckpt::verify_checkpoint(paths, s);
+      if (st.ok())
+        if (auto m = ckpt::read_manifest(paths, s); m.ok() && m->contract_hash != want)
+          st = failed_precondition(
+              "{}: saved under contract {} (config.train.steps {}), but {} is {} (config.train.steps {})",
+              stage_file(kParallelStage, fmt::format("{}/step-{:06d}/manifest.json", kCheckpointsDir, s)),
+              m->contract_hash.substr(0, 16),
+              m->contract.value("config", json::object()).value("train", json::object()).value("steps", int64_t{-1}),
+              stage_file(kParallelStage, kContractFile), want.substr(0, 16), c.config.train.steps);
+      if (!st.ok()) {
         if (problem.empty()) problem = st.message();
       } else {
         ++verified;
       }
     }
   return make("checkpoints verify", problem.empty(), fmt::format("{} checkpoint(s) verified", verified),
-              fmt::format("every shard's size and SHA-256; one at step {}", k),
+              fmt::format("every shard's size and SHA-256, every manifest saved under the stage's contract; one at "
+                          "step {}",
+                          k),
               stage_dir(kParallelStage, kCheckpointsDir), problem);
 }
 

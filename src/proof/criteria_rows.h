@@ -1,10 +1,10 @@
 // The gate's criteria (criteria.h) by what they check, one function each; only the table in criteria.cc
 // calls them. criteria_bundle.cc: the bundle as the protocol wrote it (seal, one contract, records that
 // agree, every stage ran). criteria_crosscheck.cc: what one view records against another view or the contract
-// (gradient norms, learning rates, steps, the recovery's own resume). criteria_prediction.cc: the parallel run against
-// its plan (topology, traces, traffic, ledger). criteria_reference.cc: the parallel run against the single-device
-// reference (gradients, drift, held-out eval, throughput). criteria_recovery.cc: checkpoints, the fault and the
-// recovery.
+// (gradient norms, clipping and skips, learning rates, steps, the recovery's own resume). criteria_prediction.cc: the
+// parallel run against its plan (topology, traces, traffic, ledger). criteria_reference.cc: the parallel run against
+// the single-device reference (gradients, drift, held-out eval, throughput). criteria_recovery.cc: checkpoints, the
+// fault and the recovery.
 #pragma once
 
 #include <string>
@@ -31,6 +31,7 @@ Criterion records_agree(const GateContext& c);
 Criterion stages_completed(const GateContext& c);
 // criteria_crosscheck.cc
 Criterion grad_norms_agree(const GateContext& c);
+Criterion optimizer_follows_gradient(const GateContext& c);
 Criterion lr_follows_schedule(const GateContext& c);
 Criterion steps_as_contracted(const GateContext& c);
 Criterion recovery_resumed_itself(const GateContext& c);

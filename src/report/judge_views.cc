@@ -58,6 +58,16 @@ std::vector<View> judge_views(const std::string& dir, json& d) {
   traffic.notes.push_back(
       "traced traffic only: the gate's traffic row compares it with the engine's traffic model of "
       "the declared strategy (docs/judge.md §3)");
+  // Where the comparison is, and its outcome, instead of a red "no prediction" next to a passing gate row
+  // (issue 45): the gate's row on the traffic, as gate.json has it.
+  std::string row = "the gate's traffic row";
+  if (g.ok())
+    for (const json& c : g->value("criteria", json::array()))
+      if (c.value("name", std::string()).rfind("traffic", 0) == 0)
+        row = fmt::format("the gate's row \"{}\": {}", c.value("name", std::string()),
+                          c.value("passed", false) ? "pass" : "FAIL");
+  if (traffic.data.contains("runs"))
+    for (json& r : traffic.data["runs"]) r["prediction_elsewhere"] = row;
   views.push_back(std::move(traffic));
   return views;
 }

@@ -12,6 +12,8 @@ Every case trains a shrunken tiny preset (4 steps, a checkpoint every 2) and com
                   and resuming from it reproduces the straight run exactly.
   damage_<kind>   a damaged newest checkpoint is refused naming the file (and tensor), on every rank,
                   without a hang; --fallback-previous resumes from the previous one exactly.
+  recompute_switch  dp1 saved with train.recompute=selective, resumed with none and with full: byte-identical
+                  to the uninterrupted run (recomputation trains the same bits).
   enospc, tmpfs_full, leftover_partial, resume_required_empty, resume_never, evidence_edited,
   contract_mismatch, export_import   the remaining rows: full disk (injected, and a real 8 MB tmpfs when mount works),
                   stale files, --resume modes, config mismatch, consolidated export + train --init-from.
@@ -342,6 +344,26 @@ def case_contract_mismatch():
     check(p.returncode == 1, f"exit {p.returncode}")
     for e in ["config.train.seed: 1234 ≠ 99", "config.model.ffn_dim: 128 ≠ 192", "saved ≠ current"]:
         check(e in p.stderr, f"stderr lacks {e!r}:\n{p.stderr[-3000:]}")
+
+
+def case_recompute_switch():
+    """A checkpoint saved under one recomputation mode resumes under another (issue 45): recomputation trains
+    the same bits (docs/config.md), so dp1 saved with selective at step 2, resumed with none and with full,
+    equals the uninterrupted dp1 run (recompute none) byte for byte."""
+    run = fresh(work("recompute", "selective"))
+    train("dp1", run, "--stop-after", "2", sets=["--set", "train.recompute=selective"])
+    straight = work("dp1", "straight")
+    for mode in ("none", "full"):
+        resumed = copy_run(run, work("recompute", f"selective_to_{mode}"))
+        p = train("dp1", resumed, "--resume", "required", sets=["--set", f"train.recompute={mode}"])
+        check("resuming from checkpoint step 2" in p.stderr, f"no resume line in:\n{p.stderr[-2000:]}")
+        same_run(resumed, straight, 0, 4, f"selective -> {mode}")
+    # Another training setting still is refused, naming it.
+    bad = copy_run(run, work("recompute", "seed"))
+    p = train("dp1", bad, "--resume", "required", sets=["--set", "train.recompute=none", "--set", "train.seed=7"],
+              expect_ok=False)
+    check(p.returncode == 1 and "config.train.seed" in p.stderr and "train.recompute may change" in p.stderr,
+          p.stderr[-2000:])
 
 
 def case_export_import():

@@ -6,7 +6,8 @@ Cases (CASE --bin shardproof --work DIR):
             2048, byte fallback) encodes every line of every corpus file exactly as `spm_encode` does; the
             tokenizer.json that transformers' LLaMA converter would write for it (hf_reference.py) encodes every
             line exactly as the reference encoder written in hf_reference.py does, and as spm_encode does; a
-            hand-written small BPE encodes to the ids written out below; bad tokenizer files exit 2 naming the key.
+            hand-written small BPE encodes to the ids written out below; bad tokenizer files exit 2 naming the key
+            (inside `model` too); an empty file and a SentencePiece model cut short exit 2 in our words.
   prepare   `data prepare --tokenizer` with each: the manifest names the copied file and its kind, the lineage
             and the dataset identity carry the file's SHA-256, the shards hold exactly the encoded documents
             followed by </s>; a vocabulary size other than the tokenizer's is refused naming data.vocab_size;
@@ -124,6 +125,8 @@ def case_encode(a):
         "merge": ({"merges": SMALL_MERGES + ["w d"]}, "model.merges[6]: \"w\" + \"d\": wd is not in model.vocab"),
         "no_byte": ({"drop_byte": "<0x41>"}, "the byte token <0x41> is not in the vocab"),
         "unknown": ({"extra": 1}, "extra: unknown key"),
+        # Inside `model` too (issue 45: only the top level was checked).
+        "model_unknown": ({"model_extra": 1}, "model.extra: unknown key"),
     }
     for name, (edit, needle) in bad.items():
         t = small_tokenizer()
@@ -135,13 +138,50 @@ def case_encode(a):
             del t["model"]["vocab"][edit["drop_byte"]]
         elif "extra" in edit:
             t["extra"] = 1
+        elif "model_extra" in edit:
+            t["model"]["extra"] = 1
         else:
             t.update(edit)
         p = T.run([a.bin, "data", "encode", "--tokenizer", write_json(os.path.join(work, name + ".json"), t), text])
         T.check(p.returncode == 2 and needle in p.stderr, f"bad tokenizer {name}: exit {p.returncode}, "
                                                           f"expected 2 naming {needle!r}:\n{p.stderr}")
     p = T.run([a.bin, "data", "encode", "--tokenizer", text, text])  # text is not a SentencePiece model
-    T.check(p.returncode == 2 and "is not a SentencePiece model" in p.stderr, f"not a model: {p.stderr}")
+    T.check(p.returncode == 2 and "is not a complete SentencePiece model" in p.stderr, f"not a model: {p.stderr}")
+    damaged_files(a, work, model, text)
+
+
+def damaged_files(a, work, model, text):
+    """An empty tokenizer.json and a SentencePiece model cut short are named as such in our words, never by
+    SentencePiece's internals ("unk is not defined", "byte piece <0x00> is found", issue 45). The cuts: inside
+    the pieces, inside a piece's field, and exactly where the trainer_spec begins (the pieces whole)."""
+    raw = open(model, "rb").read()
+    # The byte where field 2 (trainer_spec) starts: walk the pieces (field 1, length-delimited) from the start.
+    at = 0
+    while raw[at] == 0x0A:
+        at += 1
+        n, shift = 0, 0
+        while True:
+            b = raw[at]
+            at += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        at += n
+    T.check(raw[at] == 0x12, f"{model}: byte {at} is not the trainer_spec's key")
+    files = {"empty.json": (b"", "is empty (0 bytes)"), "blank.json": (b" \n\n", "is empty (3 bytes, all whitespace)"),
+             "half.model": (raw[:len(raw) // 2], "runs past the end of the file"),
+             "one_byte_short.model": (raw[:-1], "runs past the end of the file"),
+             "no_trainer_spec.model": (raw[:at], "it ends after the pieces without the trainer_spec")}
+    for name, (data, needle) in files.items():
+        path = os.path.join(work, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        p = T.run([a.bin, "data", "encode", "--tokenizer", path, text])
+        T.check(p.returncode == 2 and needle in p.stderr and name in p.stderr,
+                f"{name}: exit {p.returncode}, expected 2 naming the file and {needle!r}:\n{p.stderr}")
+        for internal in ("unk is not defined", "byte piece", "SentencePiece:"):
+            T.check(internal not in p.stderr, f"{name}: SentencePiece's own words {internal!r}:\n{p.stderr}")
 
 
 def prepared(a, work, tokenizer, vocab=2048):

@@ -294,7 +294,7 @@ def check_usage(args):
     print("PASS usage")
 
 
-KEPT_FOR_REPORT = {"pp_microbatch_swap", "drop_tp_allreduce"}
+KEPT_FOR_REPORT = {"pp_microbatch_swap", "drop_tp_allreduce", "desync_extra_collective"}
 
 
 def main():

@@ -88,6 +88,15 @@ def check_page(args, d, ok, verdict):
         ok(page.errors == [] and page.network_requests() == [] and rows == 7 and shown == verdict,
            f"{d}/report.html: errors {page.errors}, requests {page.network_requests()}, {rows} view rows, "
            f"verdict {shown}")
+        # The traffic view names the gate's row that compares it, and its outcome; never a red "no prediction"
+        # next to a passing row (issue 45).
+        red = page.eval("[...document.querySelectorAll('#view-traffic .sp-error')].map(e => e.textContent)")
+        said = page.eval("(() => { const e = document.querySelector('#view-traffic [data-prediction-elsewhere]'); "
+                         "return e ? e.textContent : null; })()")
+        row = next(c for c in gate(d)["criteria"] if c["name"].startswith("traffic"))
+        ok(not any("no prediction" in t for t in red) and said is not None and
+           (": pass" if row["passed"] else ": FAIL") in said and row["name"] in said,
+           f"{d}/report.html's traffic view: red {red}, says {said!r}, gate row {row['name']} {row['passed']}")
 
 
 def reseal(d, rank, rel):

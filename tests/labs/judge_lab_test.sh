@@ -53,10 +53,11 @@ grep -q '"key": "LSL-P"' "$WORK/p/lab.json" || fail "lab.json does not carry the
 [ $? = 2 ] || fail "lab verify of a judge lab must exit 2"
 
 # The wrong notes a student might write: the communication checks catch the bug; the gradient view fires first;
-# the bug changes the number of all-reduces.
+# the bug changes the number of all-reduces; three rows fail (the notes said so until issue 45: four do).
 /usr/bin/python3 "$(dirname "$0")/../support/lab_claims.py" --bin "$BIN" --work "$WORK/claims" LSL-P "$WORK/p" \
   --plant "count fault/gate.json#/criteria name=traffic* passed=true == 1 => count fault/gate.json#/criteria name=traffic* passed=false == 1" \
   --plant "value fault/first_divergence.json /first/view == replicas => value fault/first_divergence.json /first/view == gradients" \
-  --plant "count fault/trace/rank-*.jsonl / count run/trace/rank-*.jsonl == 1 => count fault/trace/rank-*.jsonl / count run/trace/rank-*.jsonl < 1" ||
+  --plant "count fault/trace/rank-*.jsonl / count run/trace/rank-*.jsonl == 1 => count fault/trace/rank-*.jsonl / count run/trace/rank-*.jsonl < 1" \
+  --plant "count fault/gate.json#/criteria required=true passed=false == 4 => count fault/gate.json#/criteria required=true passed=false == 3" ||
   fail "LSL-P's claims"
 echo "PASS"

@@ -3,7 +3,9 @@
 # with the planner (no training: seconds), writes each case's plan.json + report.html, summary.md and
 # gate.json, and passes. Then the gate is tested on planted damage, each re-derived by `lab verify`: a
 # missing case, the fault placement's warning removed, the fault made faster than the sound placement, the
-# clusters made equal, the dominant link moved, an edited summary.md. Each must fail naming its criterion.
+# clusters made equal, the dominant link moved, a figure the planner does not give, an impossible MFU in every
+# plan with summary.md to match (issue 45), an edited summary.md. Each must fail naming its criterion, and the
+# last line of `lab verify` must say FAIL as its exit code does.
 # Every claim of its observations is checked against the output and must fail when planted wrong.
 # Usage: lsl_i_test.sh SHARDPROOF WORKDIR
 set -u
@@ -82,12 +84,45 @@ plant no-report "every case evaluated" 'os.remove(os.path.join(d, "dgx-a100-tp-d
 plant oom "every case fits" '
 j = load("dgx-a100-tp-dp-pp"); j["memory"]["peak_bytes"] = j["memory"]["limit_bytes"] + 1; save("dgx-a100-tp-dp-pp", j)'
 
-# An edited summary.md with the plans intact: the gate passes but the file differs from its derivation.
+# A possible figure that is not the planner's: only the re-derivation from the lab's inputs sees it.
+plant mfu-edited "every plan re-derived from its inputs" '
+j = load("dgx-h100-tp-dp-pp"); j["step"]["mfu"] = 0.9; j["step"]["hfu"] = 0.9; save("dgx-h100-tp-dp-pp", j)'
+grep -q "dgx-h100-tp-dp-pp/plan.json: /step/hfu is 0.9, the planner gives" "$WORK/mfu-edited.txt" ||
+  fail "the re-derivation does not name the edited figure: $(cat "$WORK/mfu-edited.txt")"
+
+# Issue 45: "mfu": 7.0 (700 %) in every plan.json and summary.md edited to match passed `lab check` (13 of 13
+# claims) and `lab verify` (PASS, exit 0). An impossible value is refused, and no edited plan re-derives.
+rm -rf "$WORK/forged" && cp -r "$WORK/i" "$WORK/forged"
+$PY - "$WORK/forged" <<'EOF2' || fail "the forgery did not apply"
+import json, os, re, sys
+d = sys.argv[1]
+for c in os.listdir(d):
+    p = os.path.join(d, c, "plan.json")
+    if os.path.isfile(p):
+        j = json.load(open(p)); j["step"]["mfu"] = 7.0; json.dump(j, open(p, "w"), indent=1)
+s = open(os.path.join(d, "summary.md")).read()
+open(os.path.join(d, "summary.md"), "w").write(re.sub(r"\| [0-9.]+ % \|", "| 700.0 % |", s))
+EOF2
+"$BIN" lab check LSL-I "$WORK/forged" > "$WORK/forged-check.txt" 2>&1
+[ $? = 1 ] || fail "lab check of plans with mfu 7.0 must exit 1: $(cat "$WORK/forged-check.txt")"
+grep -q "^FAIL: .*/plan.json: step.mfu is 7.0, outside \[0, 1\]" "$WORK/forged-check.txt" ||
+  fail "lab check does not name the impossible MFU: $(tail -3 "$WORK/forged-check.txt")"
+"$BIN" lab verify LSL-I "$WORK/forged" > "$WORK/forged.txt" 2>&1
+[ $? = 1 ] || fail "lab verify of plans with mfu 7.0 must exit 1"
+grep -q "^  FAIL  every plan re-derived from its inputs" "$WORK/forged.txt" || fail "no re-derivation row failed"
+grep -q "step.mfu is 7.0, outside \[0, 1\]" "$WORK/forged.txt" || fail "lab verify does not name the MFU"
+[ "$(tail -1 "$WORK/forged.txt" | cut -c1-13)" = "verdict: FAIL" ] || fail "the last line is not the FAIL verdict"
+echo "planted mfu 7.0 in every plan with summary.md to match: lab check and lab verify exit 1 naming it"
+
+# An edited summary.md with the plans intact: the gate passes but the file differs from its derivation; the
+# last line says FAIL as the exit code does (issue 45: it said "verdict: PASS" with exit 1).
 rm -rf "$WORK/edited" && cp -r "$WORK/i" "$WORK/edited"
 sed -i 's/Verdict: PASS/Verdict: PASS (checked by hand)/' "$WORK/edited/summary.md"
 "$BIN" lab verify LSL-I "$WORK/edited" > "$WORK/edited.txt" 2>&1
 [ $? = 1 ] || fail "an edited summary.md must fail lab verify"
 grep -q "summary.md: differs" "$WORK/edited.txt" || fail "lab verify does not name the edited summary.md"
+tail -1 "$WORK/edited.txt" | grep -q "^verdict: FAIL: 1 derived file(s) differ" ||
+  fail "lab verify exits 1 but its last line is: $(tail -1 "$WORK/edited.txt")"
 "$BIN" lab verify LSL-D "$WORK/i" > /dev/null 2>&1
 [ $? = 2 ] || fail "lab verify of a proof lab must exit 2"
 echo "PASS"

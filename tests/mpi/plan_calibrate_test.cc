@@ -78,7 +78,8 @@ TEST(PlanCalibrate, MeasuresAndWritesThisHost) {
   ASSERT_TRUE(back->measured.gemm_efficiency.count("fp32"));
   const Curve& e = back->measured.gemm_efficiency.at("fp32");
   EXPECT_EQ(e.x.size(), 2u);
-  EXPECT_NEAR(*std::max_element(e.y.begin(), e.y.end()), 1.0, 1e-5);
+  // At most 1: the peak may be a linear product's rate (below), which a loaded machine can make the fastest.
+  for (double v : e.y) EXPECT_LE(v, 1.0 + 1e-12);
   // A linear's three products per dtype over tokens × weights, read back as written; the peak is the largest
   // rate of the n×n×n products and the linear products together, so no efficiency exceeds 1 and one is 1.
   ASSERT_TRUE(back->measured.gemm_form_efficiency.count("fp32"));

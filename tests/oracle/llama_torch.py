@@ -200,10 +200,21 @@ def _round16(x, half):
     return x.to(torch.float32).to(half).to(x.dtype)
 
 
+# The model's casts go through _cast16, which hands each rounding, in the order the computation makes them, to
+# the active observer (flips.CastLog: record the values next to a rounding boundary, or flip one rounding);
+# none is active outside tests/oracle/flips.py.
+CAST_OBSERVER = None
+
+
+def _cast16(x, half):
+    r = _round16(x, half)
+    return r if CAST_OBSERVER is None else CAST_OBSERVER.visit(x, r, half)
+
+
 class _R(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, half):
-        return _round16(x, half)
+        return _cast16(x, half)
 
     @staticmethod
     def backward(ctx, g):
@@ -218,13 +229,13 @@ class _G(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        return _round16(g, ctx.half), None
+        return _cast16(g, ctx.half), None
 
 
 class _Softmax16(torch.autograd.Function):
     @staticmethod
     def forward(ctx, s, half):
-        p16 = _round16(torch.softmax(s, dim=-1), half)
+        p16 = _cast16(torch.softmax(s, dim=-1), half)
         ctx.half = half
         ctx.save_for_backward(p16)
         return p16
@@ -232,7 +243,7 @@ class _Softmax16(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (p16,) = ctx.saved_tensors
-        return _round16(p16 * (g - (p16 * g).sum(-1, keepdim=True)), ctx.half), None
+        return _cast16(p16 * (g - (p16 * g).sum(-1, keepdim=True)), ctx.half), None
 
 
 def _within_rounding(computed, given, half, bound):
@@ -341,7 +352,7 @@ def loss_and_grads_mixed(cfg, weights16, tokens, half, grad_half=None, loss_scal
     (loss * loss_scale).backward()
     grads = {k: v.grad.detach() for k, v in w.items()}
     if grad_half is not None:
-        grads = {k: _round16(g, grad_half) for k, g in grads.items()}
+        grads = {k: _cast16(g, grad_half) for k, g in grads.items()}
     return loss.item(), {k: g / loss_scale for k, g in grads.items()}
 
 

@@ -186,6 +186,9 @@ POSITIONS = {
     "gradient norms agree across views": [
         (f"{s} step {n}", metric(s, n, "grad_norm", lambda v: v * (1 + 1e-9)), True, f"{s}/metrics.jsonl: step {n}")
         for s, n in (("reference", 0), ("parallel", 2), ("fault", 1), ("recovery", 5))],
+    "clipping and skips follow the gradient": [
+        (f"{s} step {n}", metric(s, n, "clip", lambda v: v * 0.5), True, f"{s}/metrics.jsonl: step {n}")
+        for s, n in (("reference", 0), ("parallel", 2), ("fault", 1), ("recovery", 5))],
     "learning rates follow the contract's schedule": [
         (f"{s} step {n}", metric(s, n, "lr", lambda v: v * (1 + 1e-12)), True, f"{s}/metrics.jsonl: step {n}")
         for s, n in (("reference", 1), ("parallel", 4), ("recovery", 5))],

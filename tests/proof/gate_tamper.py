@@ -182,6 +182,26 @@ def lr_forged(b):
                      lambda r: r.update(lr=r["lr"] * 2))
 
 
+def grad_forged_resealed(b):
+    # Issue 45: a gradient forged consistently: one tensor's step-2 gradient record (l2, sum, absmax, digest) in
+    # every stage alike (the fault is at step 3, so the first divergence stays there), and metrics' grad_norm
+    # recomputed from the records (so "gradient norms agree" holds). Before the clipping row, every criterion
+    # passed on it. Step 2 was clipped (norm 1.45 > 1): the recorded clip coefficient is no longer
+    # min(1, max_norm / (grad_norm + 1e-6)).
+    import math
+    for stage in STAGES:
+        sums = os.path.join(b, stage, "checksums.jsonl")
+
+        def forge(r):
+            r.update(l2=r["l2"] * 1.5, sum=r["sum"] * 1.5, absmax=r["absmax"] * 1.5, digest="f" * 32)
+        edit_records(sums, lambda r, i: r["step"] == 2 and r["phase"] == "grad" and r["tensor"] == "lm_head.weight",
+                     forge)
+        norm = math.sqrt(sum(json.loads(l)["l2"] ** 2 for l in lines(sums)
+                             if json.loads(l)["step"] == 2 and json.loads(l)["phase"] == "grad"))
+        edit_records(os.path.join(b, stage, "metrics.jsonl"), lambda r, i: r.get("step") == 2 and "grad_norm" in r,
+                     lambda r: r.update(grad_norm=norm))
+
+
 def last_step_removed(b):
     for stage in STAGES:
         for name in ("metrics.jsonl", "checksums.jsonl"):
@@ -229,6 +249,8 @@ CASES = {
     "grad_norm_forged": (grad_norm_forged, True, "gradient norms agree across views", "metrics.jsonl: step 4"),
     "lr_forged": (lr_forged, True, "learning rates follow the contract's schedule", "metrics.jsonl: step 2"),
     "last_step_removed": (last_step_removed, True, "every view holds the contract's steps", "step 5 is missing"),
+    "grad_forged_resealed": (grad_forged_resealed, True, "clipping and skips follow the gradient",
+                             "reference/metrics.jsonl: step 2: clip"),
     "recovery_trace_copied": (recovery_trace_copied, True, "recovery resumed from its checkpoint",
                               "as a record of the parallel stage's trace does"),
     "resealed_unsigned_key": (file_added, True, None, "signature: FAIL"),
@@ -264,11 +286,14 @@ def check_base(args):
     print("PASS base: PASS, signature verifies with its key and not with another")
 
 
-def check_case(args, name):
-    edit, do_reseal, criterion, expect = CASES[name]
-    base, key, pub = paths(args.work)
+def check_case(args, name, spec=None, base=None):
+    """Copies the fixture (`base`: the dp2 x pp2 bundle of case base), applies spec = (edit, reseal, criterion,
+    text) of CASES[name], and requires verify to FAIL at that criterion naming that text."""
+    edit, do_reseal, criterion, expect = spec or CASES[name]
+    default_base, key, pub = paths(args.work)
+    base = base or default_base
     if not os.path.isfile(os.path.join(base, "bundle.sha256")):
-        fail("the fixture bundle is missing: run case `base` first")
+        fail(f"the fixture bundle {base} is missing: run its fixture case first")
     out = os.path.join(args.work, name)
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(base, out)

@@ -23,6 +23,10 @@ plan:        plan --out (one configuration with pp 2, and a --search) → the pl
              same page; a plan.json of another format is named by the page and the exit code.
 bad_input:   not a directory, not a bundle (exit 2 naming what was looked for; with --out a page that
              says so, drawn without error).
+lab:         LSL-D's bundle: the lab header, its observations linked to views, no schedule for a run without a
+             pipeline.
+fault_ended: a PASS whose fault stage ended with exit 1 (desync-extra-collective): that end is information under
+             the verdict, not a warning.
 Usage: report_test.py CASE --bin shardproof --work DIR
 """
 import argparse
@@ -792,6 +796,11 @@ def case_lab(args):
                 check(item["text"].startswith(o["text"]), f"observation drawn as {item['text'][:60]!r}")
                 check(item["view"] in views and item["href"] == "#view-" + item["view"],
                       f"observation '{o['text'][:40]}' links {item['href']}, not a view of the page ({views})")
+        # LSL-D has no pipeline (pp 1): no schedule among the header's facts or in the title (issue 45: "1f1b").
+        facts = page.eval("[...document.querySelectorAll('#sp-header [data-summary]')].map(s => s.textContent)")
+        title = page.eval("document.title + ' ' + (document.querySelector('h1') || {textContent: ''}).textContent")
+        check(not any(f.startswith("schedule") for f in facts) and "1f1b" not in title,
+              f"a run without a pipeline shows a schedule: facts {facts}, title {title!r}")
         # dp is a bitwise class: parallel's loss is the reference's, bit for bit, and is marked so.
         check_curves(page, {n: os.path.join(out, n) for n in ("reference", "parallel", "fault", "recovery")})
         note = page.eval("(() => { const p = document.querySelector('#view-curves [data-overlap]'); "
@@ -799,6 +808,25 @@ def case_lab(args):
         check("parallel = reference" in note, f"parallel and reference are bit-identical but not marked: '{note}'")
     v = run([args.bin, "verify", out])
     check(v.returncode == 0, f"verify of the lab's bundle: exit {v.returncode}\n{v.stdout[-1500:]}")
+
+
+def case_fault_ended(args):
+    """A passing proof whose fault stage ended with exit 1 (desync-extra-collective stops the job: the faults
+    suite's bundle): the stage's end is stated as information under the green PASS, never as a warning (issue 45:
+    a green PASS sat under a yellow "the stage ended with exit 1")."""
+    _, out = prove(args, os.path.join(args.work, "fault_ended"), "desync-extra-collective@3:2",
+                   ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"])
+    st = {s["name"]: s for s in load(os.path.join(out, "prove.json"))["stages"]}
+    check(st["fault"]["exit_code"] == 1, f"the fault stage exited {st['fault']['exit_code']}, the case needs 1")
+    with Browser(args.work) as b:
+        page = open_page(b, os.path.join(out, "report.html"))
+        verdict = page.eval("document.querySelector('[data-summary-verdict]').getAttribute('data-summary-verdict')")
+        warn = page.eval("[...document.querySelectorAll('#sp-header .sp-notes li')].map(li => li.textContent)")
+        info = page.eval("[...document.querySelectorAll('#sp-header .sp-info li')].map(li => li.textContent)")
+        check(verdict == "PASS", f"the page's verdict is {verdict}")
+        check(not any("ended with exit" in w for w in warn), f"the fault stage's end is a warning: {warn}")
+        check(any(i.startswith("fault: the stage ended with exit 1") for i in info),
+              f"the fault stage's end is not stated as information: {info}")
 
 
 def main():
@@ -812,7 +840,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     cases = {"proof_pass": case_proof_pass, "proof_fail": case_proof_fail, "proof_tp": case_proof_tp,
              "compare": case_compare, "plan": case_plan, "lab": case_lab,
-             "bad_input": case_bad_input}
+             "bad_input": case_bad_input, "fault_ended": case_fault_ended}
     if args.case not in cases:
         print("unknown case", args.case)
         sys.exit(2)

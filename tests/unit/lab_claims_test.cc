@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/file_io.h"
+#include "evidence/bundle_paths.h"
 #include "labs/claims.h"
 #include "temp_dir.h"
 #include "unity_id.h"
@@ -55,13 +56,13 @@ class Bundle {
   }
   bool holds(const std::string& claim) const { return evaluate_claim(dir_.path(), claim).holds; }
   std::string measured(const std::string& claim) const { return evaluate_claim(dir_.path(), claim).measured; }
-
- private:
   void write(const std::string& rel, const std::string& text) {
     const std::string path = dir_.path() + "/" + rel;
     ASSERT_TRUE(make_directories(path.substr(0, path.rfind('/'))).ok());
     ASSERT_TRUE(write_file(path, text).ok());
   }
+
+ private:
   sp::test::TempDir dir_;
 };
 
@@ -121,6 +122,26 @@ TEST(LabClaims, WhatCannotBeEvaluatedDoesNotHold) {
   EXPECT_FALSE(b.holds("value first_divergence.json /first/view > a"));  // strings are not ordered
   EXPECT_FALSE(b.holds("sum parallel/trace/rank-*.jsonl group == 1"));
   EXPECT_FALSE(b.holds("count parallel/trace/rank-*.jsonl / count parallel/trace/rank-9*.jsonl == 1"));
+}
+
+// A claim names bundle files by the names evidence/bundle_paths.h gives them: a file that exists under another
+// name is refused by name, never read.
+TEST(LabClaims, FilesAreNamedByTheBundlesNames) {
+  Bundle b;
+  b.write("parallel/checksum.jsonl", "{\"step\":0}\n");  // a name no writer uses
+  EXPECT_FALSE(b.holds("count parallel/checksum.jsonl == 1"));
+  EXPECT_NE(b.measured("count parallel/checksum.jsonl == 1").find("names no bundle file"), std::string::npos)
+      << b.measured("count parallel/checksum.jsonl == 1");
+  b.write("parallel/trace/notes.jsonl", "{\"step\":0}\n");
+  EXPECT_FALSE(b.holds("count parallel/trace/notes.jsonl == 1"));
+  EXPECT_TRUE(b.holds("count parallel/checksums.jsonl == 2"));
+  EXPECT_TRUE(b.holds("count parallel/trace/rank-0000*.jsonl == 4"));
+  for (const char* name : {"parallel/ledger.json", "fault/first_divergence.json", "*/report.html", "logs/fault.log",
+                           "parallel/checkpoints/step-*/manifest.json", "parallel/activations/*", "run/lab.json",
+                           "dgx-a100-tp-dp-pp/plan.json", "compare.json", "contract.json"})
+    EXPECT_TRUE(evidence::check_bundle_name(name).ok()) << name;
+  for (const char* name : {"parallel/ledger.jsonl", "parallel/trace/rank-0.json", "notes.txt", "checkpoints/x.json"})
+    EXPECT_FALSE(evidence::check_bundle_name(name).ok()) << name;
 }
 
 // An observation is prose and at least one claim; a plain string or an empty check is refused.

@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "cli/command.h"
 #include "cli/prove.h"
 #include "cli_run.h"
 #include "core/file_io.h"
+#include "evidence/bundle_paths.h"
 #include "evidence/faults.h"
 #include "labs/judge_lab.h"
 #include "labs/lab_run.h"
@@ -321,6 +323,33 @@ TEST(Labs, EveryVariationValidatesAndCarriesItsOwnClaims) {
   const Lab& d = **catalogue().find("LSL-D");
   EXPECT_FALSE(d.find_variation("nope").ok());
   EXPECT_EQ(d.variation_of_sets({"parallel.dp=4"}), nullptr);
+}
+
+// Every file a claim of the catalogue reads (count/sum/max/distinct/files/text/value GLOB, differ A B) is named by
+// a name of evidence/bundle_paths.h, in every lab and variation.
+TEST(Labs, ClaimsNameFilesByTheBundlesNames) {
+  int files = 0;
+  const auto check_claims = [&](const std::string& at, const std::vector<Observation>& observe) {
+    for (const Observation& o : observe)
+      for (const std::string& claim : o.checks) {
+        std::istringstream in(claim);
+        std::vector<std::string> w;
+        for (std::string s; in >> s;) w.push_back(s);
+        for (size_t i = 0; i + 1 < w.size(); ++i) {
+          const bool one = w[i] == "count" || w[i] == "sum" || w[i] == "max" || w[i] == "distinct" || w[i] == "files" ||
+                           w[i] == "text" || w[i] == "value";
+          for (size_t k = 1; k <= (w[i] == "differ" ? 2u : one ? 1u : 0u) && i + k < w.size(); ++k, ++files) {
+            const std::string file = w[i + k].substr(0, w[i + k].find('#'));
+            EXPECT_TRUE(evidence::check_bundle_name(file).ok()) << at << ": " << claim;
+          }
+        }
+      }
+  };
+  for (const Lab& lab : catalogue().labs) {
+    check_claims(lab.key, lab.observe);
+    for (const Variation& v : lab.variations) check_claims(lab.key + " variation " + v.name, v.observe);
+  }
+  EXPECT_GE(files, 250);
 }
 
 TEST(Labs, ProveOptionsCarryTheLab) {

@@ -27,14 +27,14 @@ TEST(PlanFlops, MegatronEquationThreeAndModelFlops) {
     const double V = static_cast<double>(m.vocab_size);
     const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
     const double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-    const StepFlops full = step_flops(m, 512, 2048, RecomputeMode::kFull);
+    const StepFlops full = step_flops(m, 512, 2048, model::Recompute::kFull);
     EXPECT_LT(rel(full.hardware, eq3), 1e-12) << m.name;
     EXPECT_LT(rel(full.model, model), 1e-12) << m.name;
-    const StepFlops none = step_flops(m, 512, 2048, RecomputeMode::kNone);
+    const StepFlops none = step_flops(m, 512, 2048, model::Recompute::kNone);
     EXPECT_EQ(none.hardware, none.model);
     EXPECT_EQ(none.model, full.model);
     // Selective recompute adds only QKᵀ of the attention core (the engine's): 2·s²·h per layer per sequence.
-    const StepFlops sel = step_flops(m, 512, 2048, RecomputeMode::kSelective);
+    const StepFlops sel = step_flops(m, 512, 2048, model::Recompute::kSelective);
     EXPECT_LT(rel(sel.hardware - sel.model, B * l * 2 * s * s * h), 1e-12) << m.name;
   }
 }
@@ -44,7 +44,7 @@ TEST(PlanFlops, ChunksAddUpToTheStep) {
   // (forward + backward) per micro-batch × micro-batches = the step's hardware FLOPs.
   auto m = named_shape("llama-13b");
   ASSERT_TRUE(m.ok());
-  for (RecomputeMode rc : {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull}) {
+  for (model::Recompute rc : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
     const int pp = 4, tp = 2;
     const int64_t B = 2, M = 16, T = 2048;
     double sum = 0;
@@ -52,7 +52,7 @@ TEST(PlanFlops, ChunksAddUpToTheStep) {
       const ChunkFlops c = chunk_flops(*m, static_cast<int>(m->n_layers) / pp, r == pp - 1, B, T, tp, rc);
       sum += (c.forward + c.backward) * tp * M;
     }
-    EXPECT_LT(rel(sum, step_flops(*m, B * M, T, rc).hardware), 1e-12) << recompute_label(rc);
+    EXPECT_LT(rel(sum, step_flops(*m, B * M, T, rc).hardware), 1e-12) << model::recompute_name(rc);
   }
 }
 
@@ -68,7 +68,7 @@ TEST(PlanFlops, UtilizationOfThePublishedRuns) {
   for (const PublishedRun& r : t->runs) {
     auto m = named_shape(r.model);
     ASSERT_TRUE(m.ok());
-    const StepFlops f = step_flops(*m, r.global_batch, t->seq_len, RecomputeMode::kFull);
+    const StepFlops f = step_flops(*m, r.global_batch, t->seq_len, model::Recompute::kFull);
     const double seconds = f.hardware / (r.tflops_per_gpu * 1e12 * r.gpus);
     const double hfu = utilization(f.hardware, seconds, r.gpus, t->peak_tflops * 1e12);
     std::printf("%-16s %6d %14.1f %12.2f %9.1f%% %9.0f%%\n", r.model.c_str(), r.gpus, f.hardware / 1e15, seconds,

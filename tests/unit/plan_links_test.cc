@@ -177,6 +177,96 @@ TEST(PlanLinks, FewerRanksThanDevicesFillTheFirstDevices) {
   EXPECT_TRUE(axis_link(c, *twelve, comm::Axis::kDp, HopPattern::kRing).crosses_nodes);
 }
 
+// A run across hosts is priced where its ranks ran (issue 47): two hosts of two devices, a tp 2 run whose ranks
+// mpirun put one per host (--map-by node) has its tp ring on the network, the same run with both on one host in
+// shared memory — although by slot both ranks would sit on node 0 either way.
+TEST(PlanLinks, RecordedHostsPlaceTheRanks) {
+  ClusterSpec c = dgx_a100(2);
+  c.devices_per_node = 2;
+  c.inter->nics_per_node = 1;
+  c.inter->nic_bandwidth_bytes_per_s = 12.5e6;  // 100 Mbit/s
+  auto within = with_rank_hosts(c, {"h0", "h0"});
+  auto across = with_rank_hosts(c, {"h0", "h1"});
+  ASSERT_TRUE(within.ok() && across.ok()) << across.status().to_string();
+  EXPECT_EQ(across->rank_nodes, (std::vector<int>{0, 1}));
+  EXPECT_EQ(across->node_hosts, (std::vector<std::string>{"h0", "h1"}));
+  auto grid = place_on_cluster(*across, 1, 2, 1);
+  ASSERT_TRUE(grid.ok()) << grid.status().to_string();
+  const GroupLink tp_across = axis_link(*across, *grid, comm::Axis::kTp, HopPattern::kRing);
+  EXPECT_TRUE(tp_across.crosses_nodes);
+  // The ring 0 → 1 → 0 leaves each node once: the one NIC is that hop's.
+  EXPECT_DOUBLE_EQ(tp_across.bandwidth_bytes_per_s, 12.5e6);
+  const GroupLink tp_within = axis_link(*within, *grid, comm::Axis::kTp, HopPattern::kRing);
+  EXPECT_FALSE(tp_within.crosses_nodes);
+  EXPECT_EQ(tp_within.bandwidth_bytes_per_s, c.intra.bandwidth_bytes_per_s);
+  // dp 2 × tp 2 by slot on two hosts (ranks 0, 1 on h0): tp inside, dp across with two rings leaving each node
+  // over its one NIC.
+  auto slots = with_rank_hosts(c, {"h0", "h0", "h1", "h1"});
+  ASSERT_TRUE(slots.ok());
+  auto g4 = place_on_cluster(*slots, 2, 2, 1);
+  ASSERT_TRUE(g4.ok());
+  EXPECT_FALSE(axis_link(*slots, *g4, comm::Axis::kTp, HopPattern::kRing).crosses_nodes);
+  const GroupLink dp = axis_link(*slots, *g4, comm::Axis::kDp, HopPattern::kRing);
+  EXPECT_TRUE(dp.crosses_nodes);
+  EXPECT_DOUBLE_EQ(dp.bandwidth_bytes_per_s, 12.5e6 / 2);
+  // The recorded placement fixes the world: another degree is refused, naming both.
+  auto other = place_on_cluster(*slots, 1, 2, 1);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("recorded placement"), std::string::npos) << other.status().message();
+}
+
+// A run on more hosts than the cluster has nodes, or more ranks on a host than a node has devices, is refused
+// naming both sides, with the calibration that would fit; a cluster without a network cannot hold two hosts.
+TEST(PlanLinks, RecordedHostsMustFitTheCluster) {
+  ClusterSpec c = dgx_a100(2);
+  c.devices_per_node = 2;
+  auto three = with_rank_hosts(c, {"a", "b", "c"});
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(three.status().message().find("3 hosts (a, b, c)"), std::string::npos) << three.status().message();
+  EXPECT_NE(three.status().hint().find("plan calibrate"), std::string::npos) << three.status().hint();
+  auto crowded = with_rank_hosts(c, {"a", "a", "a"});
+  ASSERT_FALSE(crowded.ok());
+  EXPECT_NE(crowded.status().message().find("at most 3 on one host"), std::string::npos) << crowded.status().message();
+  ClusterSpec no_network = c;  // two nodes without a network: what the parser refuses, built by hand
+  no_network.inter.reset();
+  auto no_net = with_rank_hosts(no_network, {"a", "b"});
+  ASSERT_FALSE(no_net.ok());
+  EXPECT_NE(no_net.status().message().find("no [inter_node]"), std::string::npos) << no_net.status().message();
+}
+
+// `plan calibrate` across hosts (calibrate.h): a calibration of 2 hosts × 2 ranks becomes a cluster of 2 nodes
+// of 2 devices whose network is the inter-host exchange's bandwidth and the inter-host ping-pong's latency, and
+// whose file reads back as written.
+TEST(PlanLinks, CalibrationAcrossHostsWritesTheNetwork) {
+  Calibration cal;
+  cal.ranks = 4;
+  cal.host = "h0";
+  cal.hosts = {"h0", "h1"};
+  cal.ranks_per_host = 2;
+  cal.cpu_model = "test CPU";
+  cal.host_memory_bytes = 8e9;
+  cal.gflops_per_rank = {50, 50, 50, 50};
+  cal.link = {.latency_s = 1e-6, .bandwidth_bytes_per_s = 5e9};
+  cal.exchange = {.latency_s = 2e-6, .bandwidth_bytes_per_s = 3e9};
+  cal.inter_link = {.latency_s = 40e-6, .bandwidth_bytes_per_s = 40e6};
+  cal.inter_exchange = {.latency_s = 60e-6, .bandwidth_bytes_per_s = 36e6};
+  const ClusterSpec s = this_host_cluster(cal, "2026-01-01T00:00:00Z");
+  EXPECT_EQ(s.nodes, 2);
+  EXPECT_EQ(s.devices_per_node, 2);
+  EXPECT_DOUBLE_EQ(s.device_memory_bytes, 4e9);
+  EXPECT_DOUBLE_EQ(s.intra.bandwidth_bytes_per_s, 3e9);
+  ASSERT_TRUE(s.inter.has_value());
+  EXPECT_EQ(s.inter->kind, NetworkKind::kEthernet);
+  EXPECT_EQ(s.inter->nics_per_node, 1);
+  EXPECT_DOUBLE_EQ(s.inter->nic_bandwidth_bytes_per_s, 36e6);
+  EXPECT_DOUBLE_EQ(s.inter->latency_s, 40e-6);
+  auto back = parse_cluster(cluster_to_toml(s, calibration_comment(cal, "2026-01-01T00:00:00Z")), "hosts.toml");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->nodes, 2);
+  EXPECT_NEAR(back->inter->nic_bandwidth_bytes_per_s / 36e6, 1.0, 1e-6);
+}
+
 }  // namespace SP_TEST_ID
 }  // namespace
 }  // namespace sp::planner

@@ -99,10 +99,10 @@ TEST(PlanPublished, MegatronActivationMemory) {
                    s * 2 * h * (34 + 5 * a * s / h));
   EXPECT_DOUBLE_EQ(megatron_activation_bytes_per_layer(C::kFullRecompute, 2048, 2, 4096, 32, 8), s * 2 * h * 2);
   // Which row a strategy selects.
-  EXPECT_EQ(megatron_activation_case(1, false, RecomputeMode::kNone), C::kNoParallelism);
-  EXPECT_EQ(megatron_activation_case(8, false, RecomputeMode::kNone), C::kTensorParallel);
-  EXPECT_EQ(megatron_activation_case(8, true, RecomputeMode::kSelective), C::kTensorSequenceSelective);
-  EXPECT_EQ(megatron_activation_case(8, true, RecomputeMode::kFull), C::kFullRecompute);
+  EXPECT_EQ(megatron_activation_case(1, false, model::Recompute::kNone), C::kNoParallelism);
+  EXPECT_EQ(megatron_activation_case(8, false, model::Recompute::kNone), C::kTensorParallel);
+  EXPECT_EQ(megatron_activation_case(8, true, model::Recompute::kSelective), C::kTensorSequenceSelective);
+  EXPECT_EQ(megatron_activation_case(8, true, model::Recompute::kFull), C::kFullRecompute);
 }
 
 TEST(PlanPublished, ThroughputTableLoadsAndCatchesTranscriptionErrors) {

@@ -35,14 +35,14 @@ ModelShape small_model() {
 // penalty per pipeline stage and per tp degree, so the ranking is known.
 StrategyEvaluators closed_form(const ModelShape& m, int64_t limit, int* memory_calls, int* time_calls) {
   StrategyEvaluators e;
-  e.memory = [=](const Strategy& s) {
+  e.memory = [=](const plan::Strategy& s) {
     ++*memory_calls;
     MemoryVerdict v;
     const double states = 16.0 * static_cast<double>(m.param_count()) / (s.tp * s.pp) / (s.zero == 3 ? s.dp : 1);
     const double act = 8e6 * static_cast<double>(s.micro_batch_size) *
-                       (s.recompute == RecomputeMode::kFull        ? 0.1
-                        : s.recompute == RecomputeMode::kSelective ? 0.5
-                                                                   : 1);
+                       (s.recompute == model::Recompute::kFull        ? 0.1
+                        : s.recompute == model::Recompute::kSelective ? 0.5
+                                                                      : 1);
     v.peak_bytes = static_cast<int64_t>(states + act);
     v.limit_bytes = limit;
     if (states > static_cast<double>(limit))
@@ -52,13 +52,13 @@ StrategyEvaluators closed_form(const ModelShape& m, int64_t limit, int* memory_c
     v.detail = {{"states", states}, {"activations", act}};
     return v;
   };
-  e.time = [=](const Strategy& s) {
+  e.time = [=](const plan::Strategy& s) {
     ++*time_calls;
     TimeVerdict t;
     t.step_seconds = 1.0 / s.world() + 0.01 * s.pp + 0.001 * s.tp + 0.0001 * s.zero +
-                     (s.recompute == RecomputeMode::kFull        ? 0.002
-                      : s.recompute == RecomputeMode::kSelective ? 0.001
-                                                                 : 0) +
+                     (s.recompute == model::Recompute::kFull        ? 0.002
+                      : s.recompute == model::Recompute::kSelective ? 0.001
+                                                                    : 0) +
                      1e-5 / static_cast<double>(s.micro_batch_size);
     return t;
   };
@@ -74,13 +74,13 @@ TEST(PlanSearch, EnumerationIsTheWholeCrossProduct) {
   const auto all = enumerate_strategies(space);
   EXPECT_EQ(all.size(), static_cast<size_t>((4 * 1 + 6 * 6) * 4 * 3 * 4));
   std::set<std::string> names;
-  for (const Strategy& s : all) {
+  for (const plan::Strategy& s : all) {
     EXPECT_EQ(s.world(), 8);
     EXPECT_TRUE(s.virtual_stages == 1 || s.schedule == config::Schedule::kInterleaved);
     names.insert(strategy_name(s));
   }
   EXPECT_EQ(names.size(), all.size()) << "names are unique";
-  EXPECT_EQ(strategy_name(all.front()), "dp8.tp1.pp1.v1.1f1b.zero0.recompute-none.mb1");
+  EXPECT_EQ(strategy_name(all.front()), "dp8-fast");
 }
 
 TEST(PlanSearch, EveryExclusionSaysWhy) {
@@ -91,9 +91,9 @@ TEST(PlanSearch, EveryExclusionSaysWhy) {
   int mem_calls = 0, time_calls = 0;
   // A limit that all-replicated states (16·P ≈ 0.1 GB for this model at tp·pp = 1) exceed.
   StrategyEvaluators e = closed_form(m, 60'000'000, &mem_calls, &time_calls);
-  e.rules = [](const Strategy& s) {
+  e.rules = [](const plan::Strategy& s) {
     std::vector<Exclusion> x;
-    if (s.recompute == RecomputeMode::kSelective)
+    if (s.recompute == model::Recompute::kSelective)
       x.push_back({ExclusionKind::kRefused, "the system under test has no selective recompute"});
     return x;
   };
@@ -111,36 +111,36 @@ TEST(PlanSearch, EveryExclusionSaysWhy) {
     return "";
   };
   // 12 heads on tp 8: does not divide (and neither do 4 KV heads).
-  std::string why = reason_of("dp1.tp8.pp1.v1.1f1b.zero0.recompute-none.mb1");
+  std::string why = reason_of("dp1-tp8-fast");
   EXPECT_NE(why.find("does_not_divide: n_heads 12 is not divisible by tp 8"), std::string::npos) << why;
   EXPECT_NE(why.find("does_not_divide: n_kv_heads 4 is not divisible by tp 8"), std::string::npos) << why;
   // Global batch 16 with micro-batch 8 and dp 4.
-  why = reason_of("dp4.tp2.pp1.v1.1f1b.zero0.recompute-none.mb8");
+  why = reason_of("dp4-tp2-fast-mb8");
   EXPECT_NE(why.find("global batch 16 is not divisible by micro_batch_size × dp = 8 × 4 = 32"), std::string::npos)
       << why;
   // 8 layers on pp 4 × v 3.
-  why = reason_of("dp2.tp1.pp4.v3.interleaved.zero0.recompute-none.mb1");
+  why = reason_of("dp2-pp4-interleaved3-fast");
   EXPECT_NE(why.find("n_layers 8 is not divisible by pp × v = 4 × 3 = 12"), std::string::npos) << why;
   // Interleaving with 16 / (4·2) = 2 micro-batches on pp 4.
-  why = reason_of("dp2.tp1.pp4.v2.interleaved.zero0.recompute-none.mb4");
+  why = reason_of("dp2-pp4-interleaved2-fast-mb4");
   EXPECT_NE(why.find("micro-batches per pipeline, global batch / (micro_batch_size × dp) = 2, to be a multiple of pp "
                      "= 4"),
             std::string::npos)
       << why;
   // Refused combinations, and the caller's own rule.
-  why = reason_of("dp2.tp1.pp4.v1.1f1b.zero2.recompute-none.mb1");
+  why = reason_of("dp2-pp4-zero2-fast");
   EXPECT_NE(why.find("refused: ZeRO-2 with pp = 4 is refused"), std::string::npos) << why;
-  why = reason_of("dp1.tp4.pp2.v1.1f1b.zero1.recompute-none.mb1");
+  why = reason_of("dp1-tp4-pp2-zero1-fast");
   EXPECT_NE(why.find("refused: ZeRO-1 with dp = 1 has nothing to shard over"), std::string::npos) << why;
-  why = reason_of("dp2.tp2.pp2.v1.1f1b.zero1.recompute-selective.mb1");
+  why = reason_of("dp2-tp2-pp2-zero1-selective-fast");
   EXPECT_EQ(why, "refused: the system under test has no selective recompute\n");
   // Does not fit: replicated states at tp = pp = 1 (param), and activations at micro-batch 8 (activation).
-  why = reason_of("dp8.tp1.pp1.v1.1f1b.zero0.recompute-none.mb1");
+  why = reason_of("dp8-fast");
   EXPECT_NE(why.find("does_not_fit: peak"), std::string::npos) << why;
   EXPECT_NE(why.find("param crosses the limit"), std::string::npos) << why;
-  why = reason_of("dp1.tp2.pp4.v1.1f1b.zero0.recompute-none.mb8");
+  why = reason_of("dp1-tp2-pp4-fast-mb8");
   EXPECT_NE(why.find("activation crosses the limit"), std::string::npos) << why;
-  EXPECT_EQ(reason_of("dp1.tp2.pp4.v1.1f1b.zero0.recompute-full.mb8"), "") << "recompute makes it fit";
+  EXPECT_EQ(reason_of("dp1-tp2-pp4-recompute-fast-mb8"), "") << "recompute makes it fit";
 
   // Evaluators ran only where they had to: memory for every strategy no rule excluded, time for those that fit.
   int rule_free = 0, fit = 0;
@@ -163,7 +163,7 @@ TEST(PlanSearch, RankingIsSortedAndReproducible) {
   for (size_t i = 1; i < r1->ranked.size(); ++i)
     EXPECT_LE(r1->ranked[i - 1].time.step_seconds, r1->ranked[i].time.step_seconds);
   // The closed form's optimum: pp 1, tp 1, ZeRO 0, no recompute, the largest micro-batch that divides.
-  EXPECT_EQ(strategy_name(r1->ranked.front().strategy), "dp8.tp1.pp1.v1.1f1b.zero0.recompute-none.mb2");
+  EXPECT_EQ(strategy_name(r1->ranked.front().strategy), "dp8-fast-mb2");
   const nlohmann::json j1 = search_result_to_json(*r1), j2 = search_result_to_json(*r2);
   EXPECT_EQ(j1.dump(), j2.dump());
   const auto& k = j1["excluded_by_kind"];

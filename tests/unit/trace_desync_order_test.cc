@@ -119,6 +119,39 @@ TEST(TraceDesyncOrder, TheRankThatIssuedTheExtraCollectiveIsNamedWhateverTheOrde
   EXPECT_EQ(cases, 125 * 4);
 }
 
+// A member killed after an op of a new step completed on the others but before its own first record of that
+// step (its last record is of the step before) joined that op too (it completes only once all joined): not the
+// desync (issue 45: the rule required the op's step to be the member's last recorded one, so such a member was
+// named). Ranks 1-3 record step 2's dp all_to_all, rank 0 nothing of step 2, and rank 2 then fails inside its
+// extra world all_reduce: rank 2 is named, on the world group, at step 2.
+TEST(TraceDesyncOrder, AMemberKilledBeforeItsFirstRecordOfTheStepIsNotTheDesync) {
+  sp::test::TempDir dir;
+  for (int r = 0; r < kWorld; ++r) {
+    Writer w{.rank = r};
+    for (int64_t step = 0; step < kSteps; ++step) {
+      const int64_t t = 1000 * step + r;
+      if (step == kSteps - 1 && r == 0) break;  // killed before recording anything of step 2
+      w.add("dp[tp0.pp0]", OpKind::kAllToAll, DType::kF32, 64, Phase::kGradSync, step, t);
+      if (step == kSteps - 1) {
+        if (r == kDeviant) w.add("world", OpKind::kAllReduce, DType::kI64, 1, Phase::kEvidence, step, t + 2, true);
+        break;
+      }
+      w.add("dp[tp0.pp0]", OpKind::kAllGather, DType::kF32, 64, Phase::kGradSync, step, t + 1);
+      w.add("world", OpKind::kAllReduce, DType::kF64, 4, Phase::kEvidence, step, t + 3);
+    }
+    Result<std::unique_ptr<comm::TraceWriter>> out = comm::TraceWriter::open(dir.path(), r);
+    ASSERT_TRUE(out.ok());
+    for (const TraceRecord& rec : w.records) (*out)->append(rec);
+  }
+  Result<TraceReport> report = check_trace_dir(dir.path());
+  ASSERT_TRUE(report.ok());
+  ASSERT_FALSE(report->consistent());
+  const TraceMismatch& first = report->mismatches.front();
+  EXPECT_EQ(first.ranks, std::vector<int>{kDeviant}) << first.message << "\n" << report->summary();
+  EXPECT_EQ(first.group, "world") << first.message;
+  EXPECT_EQ(first.step, 2) << first.message;
+}
+
 // The negative twin: the same missing dp record in a job that was not stopped (no rank failed inside an op) is
 // a mismatch naming the rank that lacks it.
 TEST(TraceDesyncOrder, AMissingOpInAJobThatWasNotStoppedIsStillAMismatch) {

@@ -462,9 +462,12 @@
       body.append(el('p', {}, 'Run ', el('b', {}, t.run), ': ', t.records + ' records; traces consistent: ',
                      el('b', {'data-consistent': t.consistent, class: t.consistent ? '' : 'sp-error'}, t.consistent ? 'yes' : 'NO (' + t.mismatches + ')'),
                      '; traced = predicted in every rank × step × group × phase cell: ',
-                     el('b', {'data-matches-prediction': t.matches_prediction, class: t.matches_prediction ? '' : 'sp-error'},
-                        t.prediction_found ? (t.matches_prediction ? 'yes' : 'NO (' + t.prediction_mismatches + ' of ' + t.prediction_cells + ' cells)')
-                                           : 'no prediction'), '.'));
+                     t.prediction_found || !t.prediction_elsewhere
+                       ? el('b', {'data-matches-prediction': t.matches_prediction, class: t.matches_prediction ? '' : 'sp-error'},
+                            t.prediction_found ? (t.matches_prediction ? 'yes' : 'NO (' + t.prediction_mismatches + ' of ' + t.prediction_cells + ' cells)')
+                                               : 'no prediction')
+                       : el('span', {'data-prediction-elsewhere': t.prediction_elsewhere}, 'compared by ' + t.prediction_elsewhere),
+                     '.'));
       const firsts = t.first_mismatches.concat(t.first_prediction_mismatches);
       if (firsts.length) body.append(el('ul', {class: 'sp-view-problems'}, firsts.map((m) => el('li', {}, m))));
       // Bytes per step, stacked by group, traced next to predicted.
@@ -877,6 +880,8 @@
   }
   if (data.notes && data.notes.length)
     document.getElementById('sp-header').append(el('ul', {class: 'sp-notes'}, data.notes.map((n) => el('li', {}, n))));
+  if (data.info && data.info.length)  // what the verdict already accounts for: not a warning
+    document.getElementById('sp-header').append(el('ul', {class: 'sp-info'}, data.info.map((n) => el('li', {}, n))));
   for (const v of data.views) {
     nav.append(el('a', {href: '#view-' + v.id}, v.id));
     const sec = el('section', {id: 'view-' + v.id, class: 'sp-view', 'data-view': v.id});
