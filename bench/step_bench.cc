@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   const model::LlamaConfig& m = rc->model;
   const planner::ModelShape shape = planner::ModelShape::from_llama(m, "bench", argv[1]);
   const double flops_per_token =
-      planner::step_flops(shape, B, T, planner::RecomputeMode::kNone).model / static_cast<double>(B * T);
+      planner::step_flops(shape, B, T, model::Recompute::kNone).model / static_cast<double>(B * T);
   const double tps = static_cast<double>(B * T) / median;
   // The median step's split by kind, seconds; "other" is the rest of that step's wall time.
   std::sort(splits.begin(), splits.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

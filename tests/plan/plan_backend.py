@@ -10,7 +10,7 @@ planner/evaluate_backends.h). Not timed: it checks names, never a figure.
              run as the hint. --efficiency (no measured rate priced) plans it anyway. A cluster written before the
              backends had full names ("openblas sgemm, 1 thread") is compared by library: it plans the OpenBLAS run
              and refuses the oneDNN one.
-  bf16       a bf16 run against a calibration whose bf16 backend is edited to the widening fallback: refused naming
+  bf16       (after `calibrate`, whose files and runs it reuses) a bf16 run against a calibration whose bf16 backend is edited to the widening fallback: refused naming
              engine.gemm16 and gemm_backend.bf16 (skipped where the CPU has no native bf16 GEMM).
 
 usage: plan_backend.py CASE --bin shardproof --work DIR
@@ -54,6 +54,7 @@ def plan(cluster, run, *extra):
 
 
 def case_calibrate():
+    T.fresh(ARGS.work, create=True)  # nothing from an earlier build: its calibrations and runs are measured anew
     files = {b: calibrated(b) for b in ("openblas", "onednn")}
     for b, (path, text) in files.items():
         fp32 = measured_backend(text, "fp32")
