@@ -5,7 +5,7 @@ refactoring changed no evidence: `scripts/bundle_diff.py OLD NEW` prints every o
 if there is one.
 
 Normalized: JSON/JSONL keys that hold times or ids (TIME_KEYS) and the contract's revision and the hashes that
-depend on it (REVISION_KEYS); the setup exchange of every rank's host and pid (its lengths' digests, the texts'
+depend on it (REVISION_KEYS, and a checkpoint manifest's digest; a tensor's digest is compared); the setup exchange of every rank's host and pid (its lengths' digests, the texts'
 sizes and digests); text that contains either bundle's path; the pid in a directory lock (.shardproof.lock:
 "pid N on host H"); report.html: the page around its data is compared byte for byte and its data document (the
 sp-data element, a pure function of the bundle's files) with the same rules, its pipeline and time views' clock
@@ -18,7 +18,10 @@ import sys
 
 TIME_KEYS = {"t_start_us", "t_end_us", "t0_us", "t1_us", "step_s", "compute_s", "tokens_per_s", "seconds", "pid",
              "step_us", "split_us", "time_split_s"}
-REVISION_KEYS = {"revision", "hash", "contract_hash", "digest"}
+REVISION_KEYS = {"revision", "hash", "contract_hash"}
+# A checkpoint manifest's own digest covers the contract hash; every other "digest" (a tensor's, a payload's) is
+# evidence and compared.
+MANIFEST_FILE = "manifest.json"  # ckpt/format.h: RUN/checkpoints/step-NNNNNN/manifest.json
 SKIP = ("logs/", "bundle.sha256")
 SKIP_SUFFIX = ("LATEST",)
 LOCK_FILE = ".shardproof.lock"  # evidence/bundle_paths.h kLockFile
@@ -35,18 +38,18 @@ CLOCK_VIEW_KEYS = {
 }
 
 
-def normalize(value, root):
+def normalize(value, root, manifest=False):
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if k in TIME_KEYS or k in REVISION_KEYS:
+            if k in TIME_KEYS or k in REVISION_KEYS or (manifest and k == "digest"):
                 out[k] = "<normalized>"
             elif k == "measured" and isinstance(v, str) and "tokens/s" in v:
                 out[k] = "<throughput>"
             elif k == "measured" and isinstance(v, str) and v.startswith("hash "):
                 out[k] = "<contract hash>"
             else:
-                out[k] = normalize(v, root)
+                out[k] = normalize(v, root, manifest)
         # The setup exchange of every rank's host and pid as JSON text (comm/topology.cc): first the texts' lengths
         # (an all_gather of I64), then the texts (a gather of U8). A pid with another number of digits changes the
         # lengths, so the first one's digests and the second one's sizes and digests follow the pids.
@@ -63,7 +66,7 @@ def normalize(value, root):
             out["evidence"]["metrics.jsonl"] = "<normalized>"
         return out
     if isinstance(value, list):
-        return [normalize(v, root) for v in value]
+        return [normalize(v, root, manifest) for v in value]
     if isinstance(value, str):
         return value.replace(root, "<bundle>")
     return value
@@ -107,7 +110,7 @@ def load(path, root):
         if path.endswith(".jsonl"):
             return [normalize(json.loads(line), root) for line in text.splitlines() if line]
         if path.endswith(".json"):
-            return normalize(json.loads(text), root)
+            return normalize(json.loads(text), root, os.path.basename(path) == MANIFEST_FILE)
     except json.JSONDecodeError:
         pass
     if path.endswith(".md"):
@@ -133,6 +136,10 @@ def main():
         print(__doc__)
         return 2
     a, b = (os.path.abspath(p) for p in sys.argv[1:])
+    for d in (a, b):
+        if not os.path.isdir(d):
+            print(f"bundle_diff: {d} is not a directory\nhint: give two bundle directories (a run's --out)")
+            return 2
     fa, fb = files(a), files(b)
     problems = [f"only in {a}: {f}" for f in sorted(fa - fb)] + [f"only in {b}: {f}" for f in sorted(fb - fa)]
     same = 0

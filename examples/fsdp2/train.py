@@ -75,8 +75,8 @@ def worker(rank, args, world, port):
             fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
         fully_shard(model, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
     opt, hyper = adamw(model, args)
-    rec = Recorder.attach(model, opt, args.out, steps=args.steps, name=f"fsdp2-zero{args.zero}"
-                          + (f"-tp{args.tp}" if args.tp > 1 else ""), script=os.path.abspath(__file__),
+    name = (f"fsdp2-zero{args.zero}" if args.zero else "dtensor") + (f"-tp{args.tp}" if args.tp > 1 else "")
+    rec = Recorder.attach(model, opt, args.out, steps=args.steps, name=name, script=os.path.abspath(__file__),
                           batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches,
                                  "seq_len": args.seq},
                           hyper=hyper)

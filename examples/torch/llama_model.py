@@ -11,7 +11,9 @@ are split. Y = XA with A = [A_1 .. A_p] split by columns (q, k, v, gate, up, lm_
 Z = YB with B split by rows (o_proj, down_proj: columns of the HF weight) needs g = reduce_from_tp (all-reduce
 forward, identity backward) on its output. The embedding is vocabulary-parallel (each rank its rows, a g on
 the output); the loss is the vocabulary-parallel cross entropy (all-reduces of the row max, sum exp and target
-logit, N floats each). Per block: 2 all-reduces forward, 2 backward, of (tokens, hidden) each.
+logit, N floats each). Per block: 2 all-reduces forward, 2 backward, of (tokens, hidden) each. With
+vocab_parallel=False the embedding and the LM head stay whole on every tp rank (no collective for either; their
+gradients are the same on every tp rank), as Megatron-style splits that replicate them do.
 """
 import math
 
@@ -92,14 +94,26 @@ def rotate_half(x):
     return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
 
 
+def rope_interleaved(x, cos, sin):
+    """The planted bug rope-interleaved: GPT-J's RoPE, rotating pairs (2i, 2i + 1) by angle i, where Hugging Face
+    LLaMA rotates (i, i + D/2)."""
+    D = x.shape[-1]
+    c, s = cos[..., : D // 2], sin[..., : D // 2]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).flatten(-2)
+
+
 class Llama(torch.nn.Module):
     """The layers [first_layer, last_layer) of a LLaMA, with the embedding on the first stage and the final norm
     and head on the last; tp > 1 splits it as the module docstring says. Parameters are registered under their
     HF names (dots become '__' inside torch; hf_parameters() gives the names back)."""
 
-    def __init__(self, cfg, first_layer, last_layer, tp=1, tp_rank=0, tp_group=None, norm_before_copy=False):
+    def __init__(self, cfg, first_layer, last_layer, tp=1, tp_rank=0, tp_group=None, norm_before_copy=False,
+                 vocab_parallel=True, rope_interleaved=False):
         super().__init__()
         self.cfg, self.tp, self.tp_rank, self.tp_group = cfg, tp, tp_rank, tp_group
+        self.vocab_parallel = vocab_parallel or tp == 1
+        self.rope_interleaved = rope_interleaved
         self.first_layer, self.last_layer = first_layer, last_layer
         self.first = first_layer == 0
         self.last = last_layer == cfg["num_hidden_layers"]
@@ -119,8 +133,9 @@ class Llama(torch.nn.Module):
             self._p[name] = p
             self.shards[name] = (shard, tp_rank, tp) if (shard is not None and tp > 1) else None
 
+        vocab = V // tp if self.vocab_parallel else V
         if self.first:
-            add("model.embed_tokens.weight", (V // tp, C), 0)
+            add("model.embed_tokens.weight", (vocab, C), 0 if self.vocab_parallel else None)
         for i in range(first_layer, last_layer):
             p = f"model.layers.{i}."
             add(p + "input_layernorm.weight", (C,), init="ones")
@@ -134,7 +149,7 @@ class Llama(torch.nn.Module):
             add(p + "mlp.down_proj.weight", (C, Fd // tp), 1)
         if self.last:
             add("model.norm.weight", (C,), init="ones")
-            add("lm_head.weight", (V // tp, C), 0)
+            add("lm_head.weight", (vocab, C), 0 if self.vocab_parallel else None)
 
     def hf_parameters(self):
         """[(HF name, parameter, shard)] in canonical order; shard = (dim, tp rank, tp) or None."""
@@ -164,10 +179,10 @@ class Llama(torch.nn.Module):
 
     def embed(self, ids):
         w = self._p["model.embed_tokens.weight"]
-        v0 = self.tp_rank * w.shape[0]
+        v0 = self.tp_rank * w.shape[0] if self.vocab_parallel else 0
         local = (ids >= v0) & (ids < v0 + w.shape[0])
         h = F.embedding((ids - v0).clamp(0, w.shape[0] - 1), w) * local.unsqueeze(-1).to(w.dtype)
-        return self._g(h)
+        return self._g(h) if self.vocab_parallel else h
 
     def block(self, i, x, cos, sin):
         p = f"model.layers.{i}."
@@ -179,8 +194,11 @@ class Llama(torch.nn.Module):
         q = (xn @ self._p[p + "self_attn.q_proj.weight"].t()).view(B, T, self.H, self.D).transpose(1, 2)
         k = (xn @ self._p[p + "self_attn.k_proj.weight"].t()).view(B, T, self.KV, self.D).transpose(1, 2)
         v = (xn @ self._p[p + "self_attn.v_proj.weight"].t()).view(B, T, self.KV, self.D).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if self.rope_interleaved:
+            q, k = rope_interleaved(q, cos, sin), rope_interleaved(k, cos, sin)
+        else:
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
         rep = self.H // self.KV
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(self.D)
@@ -203,13 +221,13 @@ class Llama(torch.nn.Module):
             x = self.block(i, x, cos, sin)
         if not self.last:
             return x
-        xn = self._f(self._norm(x, "model.norm.weight"))
-        return xn @ self._p["lm_head.weight"].t()
+        xn = self._norm(x, "model.norm.weight")
+        return (self._f(xn) if self.vocab_parallel else xn) @ self._p["lm_head.weight"].t()
 
     def loss_sum(self, logits, targets):
         """Sum of the per-token cross entropy over the targets that are not -1."""
         V = logits.shape[-1]
-        if self.tp == 1:
+        if self.tp == 1 or not self.vocab_parallel:
             return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=-1, reduction="sum")
         return VocabParallelCrossEntropy.apply(logits.reshape(-1, V), targets.reshape(-1), self.tp_rank * V,
                                                self.tp_group)

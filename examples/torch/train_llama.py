@@ -3,7 +3,7 @@
 `shardproof judge DIR` can prove it against the single-device reference (docs/judge.md, the worked example).
 
     train_llama.py --strategy {single,ddp,zero1,tp,pp,dp-tp} --world N --steps S --out DIR [--bug NAME]
-                   [--resume-at K]
+                   [--bug-step S] [--resume-at K] [--tp-vocab {split,whole}] [--anchor-every N]
 
 It starts its own gloo processes on this machine (torch.multiprocessing, no torchrun). Strategies:
   single  one process;                     ddp    DistributedDataParallel over dp = world;
@@ -11,7 +11,10 @@ It starts its own gloo processes on this machine (torch.multiprocessing, no torc
   pp      two stages, GPipe with send/recv;  dp-tp  DDP over dp = world / 2 of tp = 2 models.
 Every rank trains the micro-batches of its data-parallel rank (M / dp of the step's M, in order), accumulates
 their gradients, and backpropagates sum(token losses) / (target tokens of the global batch) (times dp, which
-DDP divides by): the single-device per-token mean. --bug plants one real-world bug (BUGS below).
+DDP divides by): the single-device per-token mean. The lr follows a schedule declared as data (warmup, then
+cosine to 10 %: shardproof_torch.schedule). --bug plants one real-world bug (BUGS below; those that act at one
+step act at --bug-step). --tp-vocab whole keeps the embedding and the LM head whole on every tp rank (Megatron
+splits that replicate them). --anchor-every N records the earlier anchored form (format 1) instead of every step.
 """
 import argparse
 import datetime
@@ -29,7 +32,7 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 from llama_model import Llama, init_weights  # noqa: E402
-from shardproof_torch import Grid, Recorder  # noqa: E402
+from shardproof_torch import Grid, Recorder, schedule  # noqa: E402
 
 STRATEGIES = {"single": (1, 1, 1, 0), "ddp": (2, 1, 1, 0), "zero1": (2, 1, 1, 1), "tp": (1, 2, 1, 0),
               "pp": (1, 1, 2, 0), "dp-tp": (2, 2, 1, 0)}  # default world's (dp, tp, pp, zero)
@@ -46,6 +49,16 @@ BUGS = {
     "pp-label-swap": ("pp", "the last stage computes micro-batch i's loss against micro-batch i+1's labels"),
     "resume-no-optimizer": ("ddp", "the resumed run loads the model but not the optimizer state"),
     "decay-norms": ("ddp", "weight decay applied to the norm weights too"),
+    "lr-spike": ("ddp", "at --bug-step the optimizer's groups take a 10x learning rate; the step records the schedule's"),
+    "skip-backward": ("ddp", "at --bug-step rank 0's first micro-batch is never backpropagated (its loss is recorded)"),
+    "grads-scaled": ("ddp", "at --bug-step the gradients are multiplied by 3 after they were recorded and clipped"),
+    "not-zeroed": ("ddp", "gradients are never zeroed between steps: each step's adds to the one before"),
+    "same-data": ("ddp", "every rank trains the same micro-batches (a sampler that ignores the rank), recorded under "
+                         "its own indices"),
+    "nan-grad": ("ddp", "at --bug-step one gradient element is NaN on every rank (after the reduction)"),
+    "schedule-restart": ("ddp", "the resumed run restarts the lr schedule from step 0 (needs --resume-at)"),
+    "loss-scaled": ("ddp", "the objective is multiplied by dp once more: every gradient twice the single-device one"),
+    "rope-interleaved": ("single", "RoPE rotates interleaved pairs (GPT-J style), not Hugging Face's halves"),
 }
 
 
@@ -77,13 +90,15 @@ def micro_batch_tokens(args, step, index):
     return torch.tensor(rows, dtype=torch.int64)
 
 
+def lr_schedule(args):
+    """Linear warmup over 4 steps (from 1/4), then cosine to 10 % of lr: declared as data, so that the judge checks
+    every step's lr against it (shardproof_torch.schedule)."""
+    return {"kind": "cosine", "lr": args.lr, "warmup_steps": 4, "total_steps": args.steps, "min_ratio": 0.1,
+            "warmup_start": 1}
+
+
 def lr_at(args, step):
-    """Linear warmup over 4 steps, then cosine to 10 % of lr."""
-    import math
-    if step < 4:
-        return args.lr * (step + 1) / 4
-    frac = (step - 4) / max(1, args.steps - 4)
-    return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+    return schedule.lr_at(lr_schedule(args), step)
 
 
 def global_norm(named, grid, groups):
@@ -110,14 +125,19 @@ def build(args, rank, dp, tp, pp, groups):
     pp_rank = rank // (tp * dp)
     first, last = (0, L) if pp == 1 else ((0, L // 2) if pp_rank == 0 else (L // 2, L))
     model = Llama(cfg, first, last, tp=tp, tp_rank=rank % tp, tp_group=groups.get("tp"),
-                  norm_before_copy=args.bug == "tp-norm-unreduced")
+                  norm_before_copy=args.bug == "tp-norm-unreduced", vocab_parallel=args.tp_vocab == "split",
+                  rope_interleaved=args.bug == "rope-interleaved")
     model.load_logical(init_weights(cfg, args.seed))
     return cfg, model
 
 
 def make_optimizer(args, model, dp, zero, groups):
     named = model.hf_parameters()
-    no_decay = [n for n, p, _ in named if p.dim() == 1]
+    # The declaration is the model's, the same on every rank (a stage or shard does not narrow it): the norms, and
+    # with --no-decay-embedding the embedding.
+    from shardproof_torch import logical_shapes
+    no_decay = [n for n, shape in logical_shapes(hf_config(args)).items()
+                if len(shape) == 1 or (args.no_decay_embedding and "embed_tokens" in n)]
     if args.bug == "decay-norms":
         param_groups = [{"params": [p for _, p, _ in named], "weight_decay": args.wd}]
     else:
@@ -134,7 +154,7 @@ def make_optimizer(args, model, dp, zero, groups):
     else:
         opt = torch.optim.AdamW(param_groups, **kw)
         local = opt
-    hyper = {"lr_schedule": "linear warmup 4 steps, cosine to 0.1 lr", "betas": [0.9, 0.95], "eps": 1e-8,
+    hyper = {"lr_schedule": lr_schedule(args), "betas": [0.9, 0.95], "eps": 1e-8,
              "weight_decay": args.wd, "no_decay": no_decay, "max_grad_norm": args.clip,
              "implementation": "torch.optim.AdamW(foreach=False)"}
     return opt, local, hyper
@@ -161,13 +181,18 @@ def run_steps(args, rank, dp, tp, pp, zero, groups, model, ddp, opt, rec, first_
     times = []
     for step in range(first_step, args.steps):
         t0, c0 = time.perf_counter(), time.process_time()
-        lr = lr_at(args, step)
+        at_bug = step == args.bug_step
+        # schedule-restart: the resumed segment counts its steps from 0 again
+        lr = lr_at(args, step - (first_step if args.bug == "schedule-restart" else 0))
         rec.begin_step(step, lr)
         batches = [micro_batch_tokens(args, step, i) for i in range(M)]
+        if args.bug == "same-data":  # rank r's micro-batch r·k + j is micro-batch j: every rank the same data
+            batches = [batches[i % k] for i in range(M)]
         n_global = sum(int((b[:, 1:] >= 0).sum()) for b in batches)
         mine = list(range(dp_rank * k, (dp_rank + 1) * k))
-        for p in model.parameters():
-            p.grad = None
+        if args.bug != "not-zeroed" or step == first_step:
+            for p in model.parameters():
+                p.grad = None
         saved = []  # pp: (index, stage input, stage output) for the backward pass
         for j, i in enumerate(mine):
             tokens = batches[i]
@@ -194,12 +219,16 @@ def run_steps(args, rank, dp, tp, pp, zero, groups, model, ddp, opt, rec, first_
                     n_mb = int((tokens[:, 1:] >= 0).sum())
                     if args.bug == "loss-per-microbatch":
                         objective = loss_sum / n_mb / M * dp
+                    elif args.bug == "loss-scaled":
+                        objective = loss_sum / n_global * dp * dp
                     else:
                         objective = loss_sum / n_global * dp
                     rec.loss(i, loss_sum.item(), n_mb, objective.item())
                 if pp > 1:
                     saved.append((i, x, objective))
                     continue
+                if args.bug == "skip-backward" and at_bug and dp_rank == 0 and j == 0:
+                    continue  # the planted bug: this micro-batch's loss is recorded, its backward never runs
                 with rec.phase("backward"):
                     objective.backward()
         if pp > 1:  # GPipe: every forward, then every backward in micro-batch order
@@ -213,6 +242,8 @@ def run_steps(args, rank, dp, tp, pp, zero, groups, model, ddp, opt, rec, first_
                         dy = torch.empty_like(y)
                         dist.recv(dy, src=peer, group=groups["pp"])
                         y.backward(dy)
+        if args.bug == "nan-grad" and at_bug:
+            named[1][1].grad.view(-1)[3] = float("nan")
         rec.gradients()
         with rec.statistics():
             norm = global_norm(named, {"tp": tp, "pp": pp, "bug": args.bug}, groups)
@@ -220,8 +251,11 @@ def run_steps(args, rank, dp, tp, pp, zero, groups, model, ddp, opt, rec, first_
         for _, p, _ in named:
             p.grad.detach().mul_(clip_coef)
         rec.clipped(norm.item())
+        if args.bug == "grads-scaled" and at_bug:
+            for _, p, _ in named:
+                p.grad.detach().mul_(3.0)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * (10.0 if args.bug == "lr-spike" and at_bug else 1.0)
         with rec.phase("optimizer"):
             opt.step()
         rec.end_step()
@@ -325,9 +359,15 @@ def parse_args(argv=None):
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--out", required=True, help="the recording directory (new)")
     ap.add_argument("--bug", choices=sorted(BUGS), help="plant one real-world bug")
+    ap.add_argument("--bug-step", type=int, default=1, help="the step at which a one-step bug acts (default 1)")
+    ap.add_argument("--no-decay-embedding", action="store_true",
+                    help="the embedding without weight decay too (declared in hyper no_decay)")
+    ap.add_argument("--tp-vocab", choices=("split", "whole"), default="split",
+                    help="tp: the embedding and LM head vocabulary-parallel (split) or whole on every tp rank")
     ap.add_argument("--resume-at", type=int, help="stop after K steps, save a checkpoint, resume in new processes")
     ap.add_argument("--ckpt", help="checkpoint directory (default: OUT.ckpt)")
-    ap.add_argument("--anchor-every", type=int, default=None, help="anchor period (default: every step up to 32)")
+    ap.add_argument("--anchor-every", type=int, default=None,
+                    help="record the earlier anchored form (format 1): the full state every N steps only")
     ap.add_argument("--checksum-every", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--vocab", type=int, default=128)
@@ -351,7 +391,7 @@ def parse_args(argv=None):
         need = BUGS[args.bug][0]
         if args.strategy != need:
             ap.error(f"--bug {args.bug} plants a {need} bug; run it with --strategy {need}")
-        if args.bug == "resume-no-optimizer" and args.resume_at is None:
+        if args.bug in ("resume-no-optimizer", "schedule-restart") and args.resume_at is None:
             args.resume_at = args.steps // 2
     dp, tp, pp, zero = STRATEGIES[args.strategy]
     world = args.world or dp * tp * pp

@@ -248,6 +248,19 @@ def box_indices(shape, offsets, sizes, k0):
     return f
 
 
+def logical_indices(shape, offsets, sizes, local):
+    """The logical indices (int64) of a box's local element indices `local` (an int64 array), as box_indices."""
+    local = np.asarray(local, dtype=np.int64)
+    shape, offsets, sizes = list(shape), list(offsets), list(sizes)
+    if shape[1:] == sizes[1:]:
+        row = 1
+        for s in shape[1:]:
+            row *= s
+        return local + (offsets[0] if shape else 0) * row
+    width = sizes[1]
+    return (offsets[0] + local // width) * shape[1] + offsets[1] + local % width
+
+
 def bytes_digest(x):
     """SHA-256 of a contiguous array's bytes: the replica comparison (bitwise) of a rank's local copy."""
     return hashlib.sha256(x.data).hexdigest()

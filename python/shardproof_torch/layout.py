@@ -5,16 +5,20 @@ rank = tp + tp_size * (dp + dp_size * pp), axis order tp-dp-pp.
 import os
 
 FORMAT = "shardproof-torch"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # every step: gradients per step, the full state at each segment's first step
+ANCHORS_FORMAT_VERSION = 1  # the earlier form: full state at anchor steps only (anchor_every=N)
 CONTRACT = "contract.json"
 TOPOLOGY = "topology.json"
 TRACE_DIR = "trace"
 RECORDS_DIR = "records"
 TOKENS_DIR = "tokens"
 ANCHORS_DIR = "anchors"
+GRADS_DIR = "grads"
+STATE_DIR = "state"
+SQRT_DIR = "sqrt"
 SEAL_DIR = "seal"
-# Written by `shardproof judge` into the recording (never sealed, rewritten by every judgement).
-DERIVED = ("checksums.jsonl", "gate.json", "summary.md", "first_divergence.json", "report.html")
+# `shardproof judge` writes only under this folder of the recording (never sealed, never a recorder's file).
+JUDGE_DIR = "judge"
 AXIS_ORDER = "tp-dp-pp"
 
 
@@ -36,6 +40,18 @@ def tokens_path(root, rank, step):
 
 def anchor_path(root, step, rank):
     return os.path.join(root, ANCHORS_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
+
+
+def grads_path(root, step, rank):
+    return os.path.join(root, GRADS_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
+
+
+def state_path(root, step, rank):
+    return os.path.join(root, STATE_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
+
+
+def sqrt_path(root, step, rank):
+    return os.path.join(root, SQRT_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
 
 
 def seal_path(root, rank):

@@ -1,6 +1,7 @@
 #include "judge/anchor.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <set>
@@ -12,7 +13,15 @@
 namespace sp::judge {
 namespace {
 
-constexpr const char* kKinds[] = {"param", "grad", "exp_avg", "exp_avg_sq", "param_after"};
+// What a file of each directory holds, and its metadata "format".
+struct FileKind {
+  std::string_view dir, format, what;
+  std::vector<std::string_view> kinds;
+};
+const FileKind kAnchorFile{
+    kAnchorsDir, "shardproof-torch-anchor", "anchor", {"param", "grad", "exp_avg", "exp_avg_sq", "param_after"}};
+const FileKind kGradsFile{kGradsDir, "shardproof-torch-grads", "gradients", {"grad"}};
+const FileKind kStateFile{kStateDir, "shardproof-torch-state", "state", {"param", "exp_avg", "exp_avg_sq"}};
 
 std::vector<float>& slot(AnchorTensor& t, std::string_view kind) {
   if (kind == "param") return t.param;
@@ -57,12 +66,11 @@ Result<std::map<std::string, std::optional<Shard>>> shard_map(const ckpt::Safete
   return out;
 }
 
-}  // namespace
-
-Result<AnchorState> read_anchor(const Recording& rec, int64_t step) {
+Result<AnchorState> read_files(const Recording& rec, int64_t step, const FileKind& fk) {
   AnchorState a{.step = step};
   const auto refuse = [&](const std::string& why) {
-    return invalid_argument("recording '{}' refused: anchor step {}: {}", rec.dir(), step, why);
+    return invalid_argument("recording '{}' refused: {} step {}: {}", rec.dir(), fk.what, step, why)
+        .with_hint("judge only what a run recorded in full: rerun it (or resume it) with the recorder to the end");
   };
   std::map<std::string, const model::WeightSpec*> specs;
   for (const model::WeightSpec& w : rec.weights()) specs[w.name] = &w;
@@ -70,7 +78,7 @@ Result<AnchorState> read_anchor(const Recording& rec, int64_t step) {
   std::map<std::pair<std::string, std::string>, std::map<int, int>> seen;
   std::map<std::string, int> parts_of;
   for (int rank = 0; rank < rec.contract().world; ++rank) {
-    const std::string rel = rec.anchor_file(step, rank);
+    const std::string rel = recording_step_file(fk.dir, step, rank);
     if (!path_exists(rec.path(rel))) continue;
     auto f = ckpt::SafetensorsReader::open(rec.path(rel));
     if (!f.ok()) return refuse(f.status().message());
@@ -81,6 +89,8 @@ Result<AnchorState> read_anchor(const Recording& rec, int64_t step) {
     if (md.count("step") == 0 || md.at("step") != std::to_string(step) || md.count("rank") == 0 ||
         md.at("rank") != std::to_string(rank))
       return refuse(fmt::format("{}: its metadata names another step or rank", rel));
+    if (md.count("format") == 0 || md.at("format") != fk.format)
+      return refuse(fmt::format("{}: metadata format is not \"{}\"", rel, fk.format));
     SP_ASSIGN_OR_RETURN(const auto shards, shard_map(*f, rel));
     nlohmann::json steps = nlohmann::json::object();
     if (md.count("optimizer_steps")) {
@@ -93,11 +103,9 @@ Result<AnchorState> read_anchor(const Recording& rec, int64_t step) {
       const std::string kind = e.name.substr(0, slash),
                         name = slash == std::string::npos ? "" : e.name.substr(slash + 1);
       const auto spec = specs.find(name);
-      if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds) || spec == specs.end())
-        return refuse(
-            fmt::format("{}: tensor '{}' is not <param|grad|exp_avg|exp_avg_sq|param_after>/<a tensor of the "
-                        "model>",
-                        rel, e.name.substr(0, 120)));
+      if (std::find(fk.kinds.begin(), fk.kinds.end(), kind) == fk.kinds.end() || spec == specs.end())
+        return refuse(fmt::format("{}: tensor '{}' is not <{}>/<a tensor of the model>", rel, e.name.substr(0, 120),
+                                  fmt::join(fk.kinds, "|")));
       const Shape& shape = spec->second->shape;
       const auto sh = shards.count(name) ? shards.at(name) : std::optional<Shard>();
       Shape local = shape;
@@ -125,17 +133,67 @@ Result<AnchorState> read_anchor(const Recording& rec, int64_t step) {
         t.optimizer_step = steps[name].get<int64_t>();
       }
       if (kind == "param_after") t.after_ranks.push_back(rank);
+      if (kind == "grad") t.grad_pieces.push_back({sh, rank});
     }
   }
   for (const model::WeightSpec& w : rec.weights())
-    for (const char* kind : kKinds) {
-      const auto it = seen.find({w.name, kind});
+    for (std::string_view kind : fk.kinds) {
+      const auto it = seen.find({w.name, std::string(kind)});
       const int parts = parts_of.count(w.name) ? parts_of.at(w.name) : 1;
       for (int i = 0; i < parts; ++i)
         if (it == seen.end() || !it->second.count(i))
-          return refuse(fmt::format("{} of {} (piece {}/{}) is in no rank's anchor file", kind, w.name, i, parts));
+          return refuse(fmt::format("{} of {} (piece {}/{}) is in no rank's {} file", kind, w.name, i, parts, fk.what));
     }
   return a;
+}
+
+}  // namespace
+
+Result<AnchorState> read_anchor(const Recording& rec, int64_t step) { return read_files(rec, step, kAnchorFile); }
+Result<AnchorState> read_grads(const Recording& rec, int64_t step) { return read_files(rec, step, kGradsFile); }
+Result<AnchorState> read_state(const Recording& rec, int64_t step) { return read_files(rec, step, kStateFile); }
+
+Result<RootValues> read_sqrt(const Recording& rec, int64_t step) {
+  RootValues out;
+  const auto refuse = [&](const std::string& why) {
+    return invalid_argument("recording '{}' refused: square roots of step {}: {}", rec.dir(), step, why)
+        .with_hint("judge only what a run recorded in full: rerun it (or resume it) with the recorder to the end");
+  };
+  std::map<std::string, const model::WeightSpec*> specs;
+  for (const model::WeightSpec& w : rec.weights()) specs[w.name] = &w;
+  for (int rank = 0; rank < rec.contract().world; ++rank) {
+    const std::string rel = recording_step_file(kSqrtDir, step, rank);
+    if (!path_exists(rec.path(rel))) continue;
+    auto f = ckpt::SafetensorsReader::open(rec.path(rel));
+    if (!f.ok()) return refuse(f.status().message());
+    for (const ckpt::SafetensorsEntry& e : f->tensors()) {
+      if (e.name.rfind("index/", 0) != 0) continue;
+      const std::string name = e.name.substr(6);
+      const auto spec = specs.find(name);
+      const ckpt::SafetensorsEntry* values = f->find("value/" + name);
+      if (spec == specs.end() || values == nullptr || e.dtype != DType::kI64 || values->dtype != DType::kF32 ||
+          e.shape.size() != 1 || values->shape != e.shape)
+        return refuse(fmt::format("{}: '{}' is not an I64 index/<tensor> with its F32 value/<tensor>", rel,
+                                  e.name.substr(0, 120)));
+      std::vector<int64_t> index(static_cast<size_t>(e.shape[0]));
+      std::vector<float> value(index.size());
+      if (Status s = f->read(e, index.data()); !s.ok()) return refuse(s.message());
+      if (Status s = f->read(*values, value.data()); !s.ok()) return refuse(s.message());
+      std::vector<kernels::SqrtValue>& dst = out[name];
+      const int64_t numel = shape_numel(spec->second->shape);
+      for (size_t i = 0; i < index.size(); ++i) {
+        if (index[i] < 0 || index[i] >= numel)
+          return refuse(fmt::format("{}: {} index {} is outside [0, {})", rel, name, index[i], numel));
+        dst.push_back({index[i], value[i]});
+      }
+    }
+  }
+  for (auto& [name, v] : out) {
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.index < b.index; });
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i].index == v[i - 1].index) return refuse(fmt::format("{} element {} is recorded twice", name, v[i].index));
+  }
+  return out;
 }
 
 }  // namespace sp::judge

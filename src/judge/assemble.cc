@@ -85,6 +85,15 @@ void compare_replicas(const std::vector<const TensorRecord*>& shares, const Reco
   }
 }
 
+// Σx² of each piece (its shares merged), credited to every rank that holds it.
+void piece_squares(const std::vector<const TensorRecord*>& shares, std::map<std::pair<std::string, int>, double>& out) {
+  std::map<int, ExactSum> piece;
+  for (const TensorRecord* t : shares)
+    piece[t->shard ? t->shard->index : 0].merge(ExactSum::from_words(t->exact_words));
+  for (const TensorRecord* t : shares)
+    out[{t->tensor, t->rank}] = piece.at(t->shard ? t->shard->index : 0).sum_squares();
+}
+
 std::string loss_line(int64_t step, double value) {
   return nlohmann::json{{"bits", fmt::format("{:016x}", std::bit_cast<uint64_t>(value))},
                         {"phase", "loss"},
@@ -97,49 +106,67 @@ std::string loss_line(int64_t step, double value) {
 }  // namespace
 
 const AssembledTensor* Assembly::find(int64_t step, const std::string& phase, const std::string& tensor) const {
-  for (const AssembledTensor& t : tensors)
-    if (t.step == step && t.phase == phase && t.tensor == tensor) return &t;
-  return nullptr;
+  const auto it = index.find({step, phase, tensor});
+  return it == index.end() ? nullptr : &tensors[it->second];
 }
 
-Result<Assembly> assemble_checksums(const Recording& rec) {
+namespace {
+
+using StepShares = std::map<std::pair<std::string, std::string>, std::vector<const TensorRecord*>>;
+
+// One step's loss and its tensors' logical records, from its shares ((phase, tensor) → every rank's share).
+Status assemble_one(const Recording& rec, int64_t s, const StepShares& shares, Assembly& out) {
   const RecordingContract& c = rec.contract();
-  Assembly out;
-  // (step, phase, tensor) → every rank's share
-  std::map<std::tuple<int64_t, std::string, std::string>, std::vector<const TensorRecord*>> shares;
-  for (const RankRecords& rr : rec.ranks())
-    for (const TensorRecord& t : rr.tensors) shares[{t.step, t.phase, t.tensor}].push_back(&t);
-  for (int64_t s = 0; s < c.steps; ++s) {
-    double sum = 0;
-    int64_t targets = 0;
-    for (const auto& [l, rank] : rec.losses(s)) {
-      sum += l.loss_sum;
-      targets += l.targets;
-    }
-    if (targets == 0)
-      return invalid_argument("recording refused: step {} has no target token: its loss is a mean over nothing", s);
-    out.loss[s] = sum / static_cast<double>(targets);
-    out.targets[s] = targets;
-    out.checksums_jsonl += loss_line(s, out.loss[s]) + "\n";
-    if (!c.checksums_at(s)) continue;
-    for (const char* phase : {"grad", "param"})
-      for (const model::WeightSpec& w : rec.weights()) {
-        const std::string what = fmt::format("step {} {} {}", s, phase, w.name);
-        const auto it = shares.find({s, phase, w.name});
-        if (it == shares.end())
-          return invalid_argument("recording refused: {}: no rank recorded it (the model has it)", what);
-        SP_ASSIGN_OR_RETURN(evidence::TensorSummary summary, merge_shares(it->second, what));
-        compare_replicas(it->second, rec, out);
-        nlohmann::json j = summary.to_json();
-        j["step"] = s;
-        j["phase"] = phase;
-        j["tensor"] = w.name;
-        j["numel"] = shape_numel(w.shape);
-        out.checksums_jsonl += j.dump() + "\n";
-        out.tensors.push_back({s, phase, w.name, shape_numel(w.shape), summary});
-      }
+  double sum = 0;
+  int64_t targets = 0;
+  for (const auto& [l, rank] : rec.losses(s)) {
+    sum += l.loss_sum;
+    targets += l.targets;
   }
+  if (targets == 0)
+    return invalid_argument("recording refused: step {} has no target token: its loss is a mean over nothing", s);
+  out.loss[s] = sum / static_cast<double>(targets);
+  out.targets[s] = targets;
+  out.checksums_jsonl += loss_line(s, out.loss[s]) + "\n";
+  if (!c.checksums_at(s)) return Status();
+  for (const char* phase : {"grad", "param"})
+    for (const model::WeightSpec& w : rec.weights()) {
+      const std::string what = fmt::format("step {} {} {}", s, phase, w.name);
+      const auto it = shares.find({phase, w.name});
+      if (it == shares.end())
+        return invalid_argument("recording refused: {}: no rank recorded it (the model has it)", what);
+      SP_ASSIGN_OR_RETURN(evidence::TensorSummary summary, merge_shares(it->second, what));
+      compare_replicas(it->second, rec, out);
+      if (std::string_view(phase) == "grad") piece_squares(it->second, out.piece_squares[s]);
+      nlohmann::json j = summary.to_json();
+      j["step"] = s;
+      j["phase"] = phase;
+      j["tensor"] = w.name;
+      j["numel"] = shape_numel(w.shape);
+      out.checksums_jsonl += j.dump() + "\n";
+      out.index[{s, phase, w.name}] = out.tensors.size();
+      out.tensors.push_back({s, phase, w.name, shape_numel(w.shape), summary});
+    }
+  return Status();
+}
+
+}  // namespace
+
+Result<Assembly> assemble_checksums(const Recording& rec) {
+  Assembly out;
+  std::map<int64_t, StepShares> shares;  // step → (phase, tensor) → every rank's share
+  for (const RankRecords& rr : rec.ranks())
+    for (const TensorRecord& t : rr.tensors) shares[t.step][{t.phase, t.tensor}].push_back(&t);
+  for (int64_t s = 0; s < rec.contract().steps; ++s) SP_RETURN_IF_ERROR(assemble_one(rec, s, shares[s], out));
   return out;
+}
+
+Status assemble_step(const Recording& rec, int64_t step, Assembly& out) {
+  StepShares shares;
+  for (const RankRecords& rr : rec.ranks())
+    for (const TensorRecord& t : rr.tensors)
+      if (t.step == step) shares[{t.phase, t.tensor}].push_back(&t);
+  return assemble_one(rec, step, shares, out);
 }
 
 }  // namespace sp::judge

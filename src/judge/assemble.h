@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/status.h"
@@ -37,15 +38,21 @@ struct ReplicaMismatch {
 
 struct Assembly {
   std::vector<AssembledTensor> tensors = {};  // by step: grads then params, tensors in canonical order
-  std::map<int64_t, double> loss = {};        // the run's global loss per step: Σ loss sums / Σ targets
-  std::map<int64_t, int64_t> targets = {};    // target tokens of each step's global batch
-  std::string checksums_jsonl = {};           // the engine's format, every step's loss then its tensor records
-  int64_t replica_sets = 0;                   // (step, phase, tensor, piece) held by more than one rank
+  std::map<std::tuple<int64_t, std::string, std::string>, size_t> index = {};  // (step, phase, tensor) → tensors
+  std::map<int64_t, double> loss = {};      // the run's global loss per step: Σ loss sums / Σ targets
+  std::map<int64_t, int64_t> targets = {};  // target tokens of each step's global batch
+  std::string checksums_jsonl = {};         // the engine's format, every step's loss then its tensor records
+  int64_t replica_sets = 0;                 // (step, phase, tensor, piece) held by more than one rank
   int64_t replica_holders = 0;
   std::vector<ReplicaMismatch> replica_mismatches = {};  // by step, grad before param, canonical tensor order
+  // step → (tensor, rank) → Σx² of the gradient piece that rank holds (whole or its shard): a rank's local norm
+  // (judge/diagnosis.h norm_pattern).
+  std::map<int64_t, std::map<std::pair<std::string, int>, double>> piece_squares = {};
   const AssembledTensor* find(int64_t step, const std::string& phase, const std::string& tensor) const;
 };
 
 Result<Assembly> assemble_checksums(const Recording& recording);
+// One more step into `out` (a judge following the recording: the steps in order, as their records complete).
+Status assemble_step(const Recording& recording, int64_t step, Assembly& out);
 
 }  // namespace sp::judge

@@ -5,27 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/adamw.h"
-#include "kernels/clip.h"
+#include "core/hash.h"
+#include "data/token_batch.h"
+#include "judge/diagnosis.h"
+#include "judge/replay.h"
 
 namespace sp::judge {
 namespace {
 
 constexpr double kU = 5.9604644775390625e-08;  // 2^-24
-
-// ‖a − b‖₂ / ‖b‖₂ in double (0 when both are zero), and whether every element is equal.
-std::pair<double, bool> distance(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  bool same = a.size() == b.size();
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    const double x = a[i], y = b[i];
-    d += (x - y) * (x - y);
-    n += y * y;
-    same = same && std::memcmp(&a[i], &b[i], sizeof(float)) == 0;
-  }
-  if (d == 0) return {0.0, same};
-  return {n == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(d / n), same};
-}
 
 Result<plan::RunPlan> declared_plan(const RecordingContract& c) {
   config::RunConfig rc = c.single_device_config();
@@ -40,55 +28,60 @@ const StepRecord& step_of(const Recording& rec, int rank, int64_t step) {
   return rec.ranks()[static_cast<size_t>(rank)].steps[static_cast<size_t>(step)];
 }
 
-void compare_anchor(const Recording& rec, const Assembly& as, const AnchorState& a, const ReferenceStep& ref,
-                    AnchorResult& out) {
+// The tp split the recording declares by its pieces: the embedding and head whole or by rows (vocabulary-
+// parallel); anything else Megatron's split does not do (a matrix split along the other dim) is named as what the
+// traffic model cannot model.
+void recorded_layout(const Recording& rec, JudgeContext& ctx) {
+  if (rec.contract().strategy.tp < 2) return;
+  for (const RankRecords& rr : rec.ranks())
+    for (const TensorRecord& t : rr.tensors) {
+      if (t.step != 0 || t.phase != "grad") continue;
+      const bool whole = !t.shard || t.shard->parts == 1;
+      if (t.tensor == "model.embed_tokens.weight") ctx.layout.embedding_split = !whole;
+      if (t.tensor == "lm_head.weight") ctx.layout.head_split = !whole;
+      const bool column =
+          t.tensor.find("o_proj") != std::string::npos || t.tensor.find("down_proj") != std::string::npos;
+      if (!whole && t.shard->dim != (column ? 1 : 0) && ctx.unmodelled.empty())
+        ctx.unmodelled = fmt::format(
+            "{} is split by {} (Megatron's split: by {}): the tp group's forward and "
+            "backward traffic of this layout is not modelled",
+            t.tensor, t.shard->dim == 0 ? "rows" : "columns", column ? "columns" : "rows");
+    }
+}
+
+// Every micro-batch's ids by their SHA-256; a second occurrence is a repeat.
+Result<std::vector<DataRepeat>> data_repeats(const Recording& rec) {
   const RecordingContract& c = rec.contract();
-  out.loss_run = as.loss.at(a.step);
-  out.loss_ref = ref.loss;
-  out.loss_rel = std::abs(out.loss_run - out.loss_ref) / std::max(std::abs(out.loss_ref), 1e-30);
-  for (const auto& [l, rank] : rec.losses(a.step)) {
-    const auto i = static_cast<size_t>(l.index);
-    if (i >= ref.micro_batch_losses.size()) continue;
-    const double want = ref.micro_batch_losses[i];
-    const double rel = std::abs(l.loss_sum - want) / std::max(std::abs(want), 1e-30);
-    if (out.worst_micro_batch < 0 || rel > out.worst_micro_batch_rel)
-      out.worst_micro_batch = l.index, out.worst_micro_batch_rel = rel, out.worst_micro_batch_rank = rank;
-  }
-  for (const model::WeightSpec& w : rec.weights()) {
-    const AnchorTensor& t = a.tensors.at(w.name);
-    const auto [grel, gsame] = distance(t.grad, ref.grads.at(w.name));
-    out.grads.push_back({w.name, grel, gsame, {}});
-    // The engine's AdamW (kernels/adamw.h: torch.optim.AdamW semantics) on the recorded state, with the lr and
-    // the clip coefficient of the rank that recorded the parameters after the step.
-    const int rank = t.after_ranks.empty() ? 0 : t.after_ranks.front();
-    const StepRecord& st = step_of(rec, rank, a.step);
-    const double norm = st.grad_norm.value_or(0.0);
-    const float coef = c.max_grad_norm > 0 ? kernels::clip_coefficient(norm, c.max_grad_norm) : 1.0f;
-    if (w.name == rec.weights().front().name) out.coefficient = coef;
-    std::vector<float> p = t.param, m = t.exp_avg, v = t.exp_avg_sq;
-    kernels::adamw_update(
-        p.data(), m.data(), v.data(), ConstBufView{t.grad.data(), static_cast<int64_t>(t.grad.size()), DType::kF32},
-        static_cast<float>(st.lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2), static_cast<float>(c.eps),
-        w.decay ? static_cast<float>(c.weight_decay) : 0.0f, t.optimizer_step + 1, coef);
-    const auto [urel, usame] = distance(t.param_after, p);
-    std::vector<int> owners = t.moment_ranks;
-    for (int r : t.after_ranks)
-      if (std::find(owners.begin(), owners.end(), r) == owners.end()) owners.push_back(r);
-    out.update.push_back({w.name, urel, usame, owners});
-    // The anchor's tensors must be the ones the checksums describe (the same recorder, the same moment).
-    if (c.checksums_at(a.step))
-      for (const auto& [phase, values] :
-           {std::pair<const char*, const std::vector<float>*>{"grad", &t.grad}, {"param", &t.param_after}}) {
-        evidence::TensorSummary s;
-        s.add_contiguous(values->data(), static_cast<int64_t>(values->size()), 0);
-        const AssembledTensor* rec_t = as.find(a.step, phase, w.name);
-        if (rec_t == nullptr || rec_t->summary.to_json() != s.to_json())
-          out.disagreements.push_back(
-              fmt::format("step {} {} {}: the anchor's values digest to {}, the checksums "
-                          "record {}",
-                          a.step, phase, w.name, s.digest().hex(), rec_t ? rec_t->summary.digest().hex() : "nothing"));
+  const int64_t per = c.strategy.micro_batch_size * (c.seq_len + 1);
+  std::map<std::string, DataRepeat> first;
+  std::vector<DataRepeat> out;
+  for (int64_t s = 0; s < c.steps; ++s)
+    for (const Recording::TokenPiece& p : rec.token_pieces(s)) {
+      auto batch = data::read_token_batch(rec.path(p.file), c.model.model.vocab_size);
+      if (!batch.ok()) return invalid_argument("recording '{}' refused: {}", rec.dir(), batch.status().message());
+      if (static_cast<int64_t>(batch->tokens.size()) != per * static_cast<int64_t>(p.indices.size()))
+        continue;  // the reference refuses its shape, naming it
+      for (size_t j = 0; j < p.indices.size(); ++j) {
+        const std::string key = sha256_hex(
+            std::string_view(reinterpret_cast<const char*>(batch->tokens.data() + static_cast<int64_t>(j) * per),
+                             sizeof(int32_t) * static_cast<size_t>(per)));
+        const DataRepeat here{.step = s,
+                              .index = p.indices[j],
+                              .first_step = s,
+                              .first_index = p.indices[j],
+                              .rank = p.rank,
+                              .first_rank = p.rank};
+        auto [it, added] = first.emplace(key, here);
+        if (!added)
+          out.push_back({.step = s,
+                         .index = p.indices[j],
+                         .first_step = it->second.step,
+                         .first_index = it->second.index,
+                         .rank = p.rank,
+                         .first_rank = it->second.rank});
       }
-  }
+    }
+  return out;
 }
 
 }  // namespace
@@ -107,13 +100,23 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   return t;
 }
 
-Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn& reference) {
+std::vector<int64_t> JudgeContext::unchecked_steps() const {
+  std::vector<int64_t> out;
+  for (const StepResult& s : steps)
+    if (!s.checked) out.push_back(s.step);
+  return out;
+}
+
+Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn& reference,
+                                        const std::map<int64_t, StepResult>* judged) {
   JudgeContext ctx;
   ctx.recording = &rec;
   const RecordingContract& c = rec.contract();
   SP_ASSIGN_OR_RETURN(ctx.assembly, assemble_checksums(rec));
   ctx.trace = evidence::check_trace_dir(rec.dir());
   ctx.plan = declared_plan(c);
+  recorded_layout(rec, ctx);
+  SP_ASSIGN_OR_RETURN(ctx.repeats, data_repeats(rec));
   // Every rank's clip norm against the norm of the logical gradient (exact, from the assembled checksums).
   for (int64_t s = 0; s < c.steps; ++s) {
     if (!c.checksums_at(s) || !(c.max_grad_norm > 0)) continue;
@@ -126,16 +129,19 @@ Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn&
       ++ctx.norm_checks;
       const std::optional<double> n = step_of(rec, rank, s).grad_norm;
       const double rel = n ? std::abs(*n - global) / std::max(global, 1e-30) : std::numeric_limits<double>::infinity();
-      if (!(rel <= tol)) ctx.norm_errors.push_back({s, rank, n.value_or(std::nan("")), global, rel});
+      if (!(rel <= tol)) {
+        NormError e{s, rank, n.value_or(std::nan("")), global, rel};
+        if (n && std::isfinite(*n)) e.pattern = norm_pattern(rec, ctx.assembly, s, rank, *n, tol);
+        if (n && !std::isfinite(*n))
+          e.pattern = fmt::format("rank {}'s norm is {}: the gradient holds NaN or Inf", rank, *n);
+        ctx.norm_errors.push_back(std::move(e));
+      }
     }
   }
-  for (int64_t s : c.anchors) {
-    SP_ASSIGN_OR_RETURN(const AnchorState a, read_anchor(rec, s));
-    SP_ASSIGN_OR_RETURN(const ReferenceStep ref, reference(s, a));
-    AnchorResult r{
-        .step = s, .bytes = a.bytes, .files = a.files, .tol = foreign_tolerances(c, ctx.assembly.targets.at(s))};
-    compare_anchor(rec, ctx.assembly, a, ref, r);
-    ctx.anchors.push_back(std::move(r));
+  if (c.every_step()) {
+    SP_RETURN_IF_ERROR(judge_every_step(rec, ctx.assembly, reference, ctx.steps, judged));
+  } else {
+    SP_RETURN_IF_ERROR(judge_anchors(rec, ctx.assembly, reference, ctx.steps));
   }
   return ctx;
 }

@@ -1,8 +1,10 @@
 // What the judge's views read, computed once from a recording (docs/judge.md): the assembled checksums and
-// replica comparison, the trace check, the traffic model of the declared strategy, and at every anchor the
-// engine's single-device gradient and loss of the recorded batch from the recorded parameters (through
-// ReferenceFn, which the CLI runs: proof/ never starts the engine) and the engine's AdamW applied to the
-// recorded state. Each view is then a function of this context (judge/criteria.h).
+// replica comparison, the trace check, the traffic model of the recorded layout, and per step the engine's
+// single-device gradient and loss of the recorded batch and the engine's AdamW replay of the recorded update.
+// Format 2 (every step): the state is known at each segment's first step; from there every step's gradient is
+// recomputed from the replayed parameters and its update replayed from the recorded gradients, bit for bit
+// against the recorded parameter checksums (judge/replay.h). Format 1: the same at anchors only; every other
+// step is unchecked (UNVERIFIED, never PASS). The engine runs through ReferenceFn, which the CLI provides.
 // Tolerances for a foreign implementation are derived, not tuned (docs/equivalence.md §7, foreign_tolerances).
 // Invariant: a pure function of the recording's bytes and of what ReferenceFn computes from them.
 #pragma once
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "judge/assemble.h"
 #include "judge/recording.h"
 #include "plan/run_plan.h"
+#include "plan/traffic_model.h"
 
 namespace sp::judge {
 
@@ -29,14 +33,17 @@ struct ReferenceStep {
   std::vector<double> micro_batch_losses = {};           // Σ token losses of each micro-batch, by index
   std::map<std::string, std::vector<float>> grads = {};  // HF name → logical gradient
 };
-using ReferenceFn = std::function<Result<ReferenceStep>(int64_t step, const AnchorState& anchor)>;
+// The parameters the engine starts from: HF name → logical values.
+using ParamsFn = std::function<const float*(const std::string& name)>;
+// `skip` ≥ 0: that micro-batch's ids replaced by padding (no target: the diagnosis of a missing backward).
+using ReferenceFn = std::function<Result<ReferenceStep>(int64_t step, const ParamsFn& params, int64_t skip)>;
 
 // docs/equivalence.md §7: u = 2^-24; R = 19·L + 6 reductions on a token's path through forward and backward,
 // K the longest of them; every one may run in another order in a foreign implementation (each ≲ √K·u; the
 // errors of independent reductions add in quadrature: √(R·K)·u), and RoPE's angles are rounded in fp32
 // (≤ T·u). token = (√(R·K) + T)·u; loss = token; gradient = token·√N (N target tokens: one more sum);
-// update = 16u (AdamW is ≤ 8 roundings per element); norm = 2·√Ψ·u (Ψ squares in an unknown order);
-// semantics = 2^-16 (the backpropagated scalar is two fp32 roundings of the loss sum).
+// update = 16u (AdamW is ≤ 8 roundings per element: format 1, whose replay is not bitwise); norm = 2·√Ψ·u
+// (Ψ squares in an unknown order); semantics = 2^-16 (the backpropagated scalar is two fp32 roundings).
 struct JudgeTolerances {
   double token = 0, loss = 0, grad = 0, update = 0, norm = 0, semantics = 0;
   int64_t reductions = 0, longest = 0;
@@ -45,42 +52,70 @@ JudgeTolerances foreign_tolerances(const RecordingContract& contract, int64_t ta
 
 struct TensorError {
   std::string tensor = {};
-  double rel = 0;               // ‖run − reference‖₂ / ‖reference‖₂
-  bool bitwise = false;         // every element equal
+  double rel = 0;  // ‖run − reference‖₂ / ‖reference‖₂ (update, format 2: a lower bound from the norms)
+  bool bitwise = false;         // every element equal (update, format 2: the checksum record's digest)
   std::vector<int> ranks = {};  // the ranks that recorded the run's values
+  int64_t nonfinite = 0;        // recorded values that are NaN or ±Inf
 };
 
-struct AnchorResult {
+// One recorded step as the gradient, loss and update views see it.
+struct StepResult {
   int64_t step = 0;
-  int64_t bytes = 0;
-  int files = 0;
+  bool checked = false;        // its gradient and loss recomputed and its update replayed
+  std::string unchecked = {};  // why not (a format 1 step without an anchor, a state the replay lost)
   JudgeTolerances tol = {};
+  int64_t bytes = 0;  // of the files read for it
+  int files = 0;
   double loss_run = 0, loss_ref = 0, loss_rel = 0;
   int64_t worst_micro_batch = -1;  // the micro-batch whose loss sum differs most
   double worst_micro_batch_rel = 0;
   int worst_micro_batch_rank = -1;
-  std::vector<TensorError> grads = {}, update = {};  // canonical order
-  double coefficient = 1;                            // the clip coefficient applied (from the recorded norm)
-  std::vector<std::string> disagreements = {};       // anchor tensors whose engine summary differs from the checksums
+  std::vector<TensorError> grads = {}, update = {};    // canonical order
+  double coefficient = 1;                              // the clip coefficient applied (rank 0's recorded norm)
+  std::vector<std::string> disagreements = {};         // tensors whose recorded values and checksum records differ
+  std::string grad_pattern = {}, update_pattern = {};  // what the failing evidence fits, where it fits one
+  std::vector<std::string> resume_mismatch = {};       // format 2: the state loaded here ≠ the replay's
 };
+
+// A StepResult as one line of judge/steps.jsonl (judge/step_result.cc), and back: what a judge following the run
+// keeps of a step whose gradients it discarded, and the report's map (each view's ratio per tensor).
+nlohmann::json step_result_json(const StepResult& s);
+Result<StepResult> step_result_from_json(const nlohmann::json& j, const std::string& where);
 
 // A clip norm a rank used that is not the gradient norm of the logical model.
 struct NormError {
   int64_t step = 0;
   int rank = 0;
   double recorded = 0, global = 0, rel = 0;
+  std::string pattern = {};  // "equals rank 1's local norm (...)": clipped before the reduction
+};
+
+// A micro-batch whose ids equal an earlier one's (the data view): (step, index) from `rank` repeats (first_step,
+// first_index) from `first_rank`; first_step == step: within one global batch.
+struct DataRepeat {
+  int64_t step = 0, index = 0, first_step = 0, first_index = 0;
+  int rank = 0, first_rank = 0;
 };
 
 struct JudgeContext {
-  static Result<JudgeContext> make(const Recording& recording, const ReferenceFn& reference);
+  // `judged`: the steps judged as they came by `judge --follow` (their gradients discarded), taken as they are.
+  static Result<JudgeContext> make(const Recording& recording, const ReferenceFn& reference,
+                                   const std::map<int64_t, StepResult>* judged = nullptr);
   const Recording* recording = nullptr;
   Assembly assembly;
   Result<evidence::TraceReport> trace = internal_error("not read");
-  Result<plan::RunPlan> plan = internal_error("not planned");  // the declared strategy as the engine plans it
-  std::vector<AnchorResult> anchors = {};
+  Result<plan::RunPlan> plan = internal_error("not planned");  // the declared grid as the engine plans it
+  plan::TpLayout layout = {};               // what the recorded tp split keeps whole (the traffic model's input)
+  std::string unmodelled = {};              // a recorded split the traffic model cannot model: its tp cells unchecked
+  std::vector<StepResult> steps = {};       // every recorded step, in order
   std::vector<NormError> norm_errors = {};  // every step with gradient checksums
+  std::vector<DataRepeat> repeats = {};     // every repeated micro-batch, by step
   int64_t norm_checks = 0;
   std::vector<std::string> notes = {};
+  std::vector<int64_t> unchecked_steps() const;
 };
+
+// ‖a − b‖₂ / ‖b‖₂ in double (0 when both are zero; ∞ when only b is), and whether every element is equal.
+std::pair<double, bool> relative_distance(const float* a, const float* b, size_t n);
 
 }  // namespace sp::judge

@@ -1,6 +1,7 @@
 // The judge's criteria (judge/criteria.h) by what they check, one function each; only the table in
 // criteria.cc calls them. criteria_recording.cc: the recording as the recorder wrote it (its seal,
-// its collectives against the model's traffic, its records against its anchors). criteria.cc: the training
+// its collectives against the model's traffic, its records against each other). criteria_declared.cc: the run
+// against what it declares and what any training must hold (its data, its lr schedule). criteria.cc: the training
 // it recorded against the engine's reference (loss weights, replicas, gradients, the update, the resume).
 #pragma once
 
@@ -24,5 +25,9 @@ Row sealed(const JudgeContext& x);
 Row collectives(const JudgeContext& x);
 Row traffic(const JudgeContext& x);
 Row records_agree(const JudgeContext& x);
+
+// criteria_declared.cc
+Row data(const JudgeContext& x);
+Row lr(const JudgeContext& x);
 
 }  // namespace sp::judge::criterion

@@ -1,9 +1,12 @@
 // A PyTorch run's recording (python/shardproof_torch, docs/formats/torch_recording.md), read back strictly for
-// `shardproof judge`: the contract, the topology, every rank's seal, records, token batches and anchor files.
-// open() refuses a recording that is incomplete (a rank without its seal or records, a step without its
-// records, a micro-batch nobody recorded), from another model (a tensor the config.json does not have, a
-// shape that is not its own), edited (a file that does not match its rank's seal, a file no seal lists) or
-// malformed — naming the file, its line or record and the field — so nothing is ever judged on what is left.
+// `shardproof judge`: the contract, the topology, every rank's seal, records, token batches, and the gradient
+// and state files of every step (format 2) or the anchor files (format 1). open() refuses a recording that is
+// incomplete (a rank without its seal or records, a step without its records, a micro-batch nobody recorded),
+// from another model (a tensor the config.json does not have, a shape that is not its own), edited (a file that
+// does not match its rank's seal, a file no seal lists, a link, a trace cut mid-line), malformed, or not a
+// recording at all (a proof bundle, a training run) — naming the file, its line or record, the field and the fix —
+// so nothing is ever judged on what is left. Files a judge following the run discarded (judge/consumed.jsonl)
+// count as present when their recorded SHA-256 is the seal's.
 // Not the judgement (judge/criteria.h) and not the assembly of partial checksums (judge/assemble.h).
 // Invariant: a Recording exists only for a directory that passed every rule above.
 #pragma once
@@ -21,18 +24,27 @@
 #include "config/hf_config.h"
 #include "config/run_config.h"
 #include "core/status.h"
+#include "kernels/adamw.h"
 #include "model/weights.h"
 #include "plan/strategy.h"
 
 namespace sp::judge {
 
 inline constexpr std::string_view kRecordingFormat = "shardproof-torch";
-inline constexpr int kRecordingFormatVersion = 1;
+inline constexpr int kRecordingFormatVersion = 2;   // every step: gradients per step, the state per segment
+inline constexpr int kRecordingAnchorsVersion = 1;  // the earlier form: the full state at anchor steps only
 inline constexpr std::string_view kRecordsDir = "records", kTokensDir = "tokens", kAnchorsDir = "anchors",
+                                  kGradsDir = "grads", kStateDir = "state", kSqrtDir = "sqrt",
                                   kRecordingSealDir = "seal";
-// Files `judge` writes into the recording: derived, never sealed, rewritten by every judgement.
-inline constexpr std::array<std::string_view, 5> kJudgeDerivedFiles = {"checksums.jsonl", "gate.json", "summary.md",
-                                                                       "first_divergence.json", "report.html"};
+// The recorder's folders: a file in one of them (or contract.json, topology.json) that no seal lists was added after
+// the run; any other file of the directory is the user's own, never read and never overwritten.
+inline constexpr std::array<std::string_view, 8> kRecorderDirs = {"trace", "records", "tokens", "anchors",
+                                                                  "grads", "state",   "sqrt",   "seal"};
+// Everything `judge` writes goes under this folder of the recording (never sealed, never a recorder's name).
+inline constexpr std::string_view kJudgeDir = "judge";
+// What a judge of format 1 wrote beside the recorder's files: still skipped by the seal check of such a recording.
+inline constexpr std::array<std::string_view, 5> kLegacyJudgeFiles = {"checksums.jsonl", "gate.json", "summary.md",
+                                                                      "first_divergence.json", "report.html"};
 
 // A shard: an even split of the logical tensor into `parts` along `dim` (0 rows, 1 columns of the (out, in)
 // matrix); piece `index`. No shard: the whole tensor.
@@ -44,8 +56,19 @@ struct Shard {
   std::string to_string() const;  // "rows 1/2"
 };
 
+// A learning-rate schedule declared as data (python/shardproof_torch/schedule.py; Hugging Face's formulas).
+struct LrSchedule {
+  std::string kind = {};  // constant, linear, cosine
+  double lr = 0, min_ratio = 0;
+  int64_t warmup_steps = 0, total_steps = 1, warmup_start = 0;
+  double at(int64_t step) const;  // lr · factor(step)
+  std::string to_string() const;  // "cosine, lr 0.003, warmup 4 (from 1), 20 steps, min 0.1"
+};
+inline constexpr double kScheduleRtol = 9.094947017729282e-13;  // 2^-40: the same formula, another order
+
 struct RecordingContract {
   nlohmann::json doc;  // contract.json as read
+  int format_version = kRecordingFormatVersion;
   config::HfModelConfig model;
   std::string strategy_name = {};  // the user's name for it ("ddp", "zero1", ...)
   // The declared grid (dp, tp, pp, ZeRO) with the batch's micro-batch size, as the engine's strategy.
@@ -56,9 +79,15 @@ struct RecordingContract {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, max_grad_norm = 0;
   std::vector<std::string> no_decay = {};  // HF names the run declares without weight decay
   std::string implementation = {};         // of the optimizer, as declared
-  std::string loss_reduction = {};         // declared: "token_mean" or "micro_batch_mean"
-  int64_t gradient_divisor = 1;            // what the framework divides gradients by in its sync (DDP: dp)
+  kernels::AdamWArithmetic arithmetic = kernels::AdamWArithmetic::kMulAdd;  // format 2: torch's element order
+  bool sqrt_recorded = false;  // format 2: torch's sqrt is not correctly rounded; its deviations are in sqrt/
+  std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
+  std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)
+  std::string loss_reduction = {};          // declared: "token_mean" or "micro_batch_mean"
+  int64_t gradient_divisor = 1;             // what the framework divides gradients by in its sync (DDP: dp)
+  bool every_step() const { return format_version >= 2; }
   bool checksums_at(int64_t step) const { return checksum_every > 0 && step % checksum_every == 0; }
+  bool decays(const std::string& tensor) const;  // weight decay applies: not in the declared no-decay set
   // The engine's run configuration of this model and batch shape at dp = tp = pp = 1, no evaluation: the
   // reference's (judge/reference.h), and with the declared grid the traffic model's.
   config::RunConfig single_device_config() const;
@@ -86,8 +115,10 @@ struct StepRecord {
   int rank = 0;
   int64_t line = 0;
   int64_t step = 0;
-  double lr = 0;
+  double lr = 0;                         // may be NaN or ±Inf (a diverged run: evidence, not a malformed file)
   std::optional<double> grad_norm = {};  // the norm this rank's clipping used
+  bool has_group_lr = false;             // format 2, when the optimizer stepped:
+  std::vector<double> group_lr = {};     // the lrs its groups held at its step
   std::vector<int64_t> tokens = {};      // global micro-batch indices in this rank's token file, in order
   std::vector<LossRecord> losses = {};
 };
@@ -116,6 +147,14 @@ class Recording {
  public:
   // Every rule of the header; errors are kInvalidArgument (exit 2) naming the file and record.
   static Result<Recording> open(const std::string& dir);
+  // A recording still being written (`judge --follow`): its contract and topology only; refresh() reads the
+  // ranks' records as far as they are complete. Nothing is judged final on it: the last judgement opens the
+  // sealed recording with open().
+  static Result<Recording> follow(const std::string& dir);
+  // Re-reads every rank's records (a half-written last line ignored); returns how many steps, from 0, every rank
+  // has recorded in full.
+  Result<int64_t> refresh();
+  bool sealed() const;  // every rank's seal is there: the run finished recording
 
   const std::string& dir() const { return dir_; }
   std::string path(std::string_view rel) const;  // dir/rel
@@ -135,7 +174,16 @@ class Recording {
   // The losses of `step` by micro-batch index, and the rank that recorded each.
   std::vector<std::pair<LossRecord, int>> losses(int64_t step) const;
   std::string anchor_file(int64_t step, int rank) const;  // "anchors/step-000004/rank-00001.safetensors"
+  std::string grads_file(int64_t step, int rank) const;   // "grads/step-000004/rank-00001.safetensors"
+  std::string state_file(int64_t step, int rank) const;   // "state/step-000000/rank-00001.safetensors"
+  // Format 2: the steps whose state was recorded (each segment's first: 0 and every resume), increasing.
+  const std::vector<int64_t>& state_steps() const { return state_steps_; }
   int files_sealed() const { return files_sealed_; }
+  // Files a judge following the run judged and discarded (judge/consumed.jsonl), with their SHA-256.
+  const std::map<std::string, std::string>& consumed() const { return consumed_; }
+  bool present(std::string_view rel) const;  // on disk (not discarded)
+  // Files outside the recorder's folders that no seal lists: the user's own (named in the summary, never read).
+  const std::vector<std::string>& foreign_files() const { return foreign_; }
 
  private:
   std::string dir_ = {};
@@ -144,6 +192,9 @@ class Recording {
   std::optional<comm::ProcessGrid> grid_;
   std::vector<model::WeightSpec> weights_ = {};
   std::vector<RankRecords> ranks_ = {};
+  std::vector<int64_t> state_steps_ = {};
+  std::map<std::string, std::string> consumed_ = {};
+  std::vector<std::string> foreign_ = {};
   int files_sealed_ = 0;
   friend struct RecordingReader;
 };
@@ -151,5 +202,9 @@ class Recording {
 // "records/rank-00001.jsonl", "seal/rank-00001.json", "tokens/rank-00001/step-000004.bin".
 std::string recording_rank_file(std::string_view dir, int rank, std::string_view ext);
 std::string recording_tokens_file(int rank, int64_t step);
+// "grads/step-000004/rank-00001.safetensors" (dir: anchors, grads or state).
+std::string recording_step_file(std::string_view dir, int64_t step, int rank);
+// "judge/gate.json": where `judge` writes its file `name` into a recording.
+std::string judge_file(std::string_view name);
 
 }  // namespace sp::judge

@@ -24,6 +24,20 @@ Result<double> number(const JsonFields& f, const json& j, std::string_view key) 
   return x;
 }
 
+// A value of a diverged run (format 2): a number, or "nan", "inf", "-inf" (JSON has no NaN; the recorder writes
+// them as text, python/shardproof_torch/files.py finite_or_text). Evidence of a FAIL, not a malformed record.
+Result<double> evidence_number(const JsonFields& f, const json& v, std::string_view key, bool text_allowed) {
+  if (v.is_number()) return v.get<double>();
+  if (text_allowed && v.is_string()) {
+    const std::string t = v.get<std::string>();
+    if (t == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (t == "inf") return std::numeric_limits<double>::infinity();
+    if (t == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  return f.error(key, fmt::format("must be a number{}, got {}", text_allowed ? " (or \"nan\", \"inf\", \"-inf\")" : "",
+                                  v.dump().substr(0, 40)));
+}
+
 Result<std::vector<int64_t>> int_list(const JsonFields& f, const json& j, std::string_view key, int64_t lo,
                                       int64_t hi) {
   SP_ASSIGN_OR_RETURN(const json* a, f.array(key));
@@ -118,15 +132,27 @@ Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line,
   return Status();
 }
 
-Status step_record(const json& j, const JsonFields& f, const std::string& where, int rank, int64_t line,
+Status step_record(const json& j, const JsonFields& f, const std::string& where, int rank, int64_t line, int version,
                    RankRecords& out) {
-  SP_RETURN_IF_ERROR(f.expect_keys({"kind", "step", "lr", "grad_norm", "tokens", "losses"}));
+  const bool v2 = version >= kRecordingFormatVersion;
+  SP_RETURN_IF_ERROR(v2 ? f.expect_keys({"kind", "step", "lr", "grad_norm", "tokens", "losses", "group_lr"})
+                        : f.expect_keys({"kind", "step", "lr", "grad_norm", "tokens", "losses"}));
   StepRecord s{.rank = rank, .line = line};
   SP_ASSIGN_OR_RETURN(s.step, f.integer("step", 0, kMax));
-  SP_ASSIGN_OR_RETURN(s.lr, number(f, j, "lr"));
+  SP_ASSIGN_OR_RETURN(s.lr, evidence_number(f, j.at("lr"), "lr", v2));
   if (!j.at("grad_norm").is_null()) {
-    SP_ASSIGN_OR_RETURN(const double n, number(f, j, "grad_norm"));
+    SP_ASSIGN_OR_RETURN(const double n, evidence_number(f, j.at("grad_norm"), "grad_norm", v2));
     s.grad_norm = n;
+  }
+  if (v2 && !j.at("group_lr").is_null()) {
+    SP_ASSIGN_OR_RETURN(const json* g, f.array("group_lr"));
+    std::vector<double> lrs;
+    for (const json& v : *g) {
+      SP_ASSIGN_OR_RETURN(const double x, evidence_number(f, v, "group_lr", true));
+      lrs.push_back(x);
+    }
+    s.group_lr = std::move(lrs);
+    s.has_group_lr = true;
   }
   SP_ASSIGN_OR_RETURN(s.tokens, int_list(f, j, "tokens", 0, kMax));
   SP_ASSIGN_OR_RETURN(const json* losses, f.array("losses"));
@@ -137,8 +163,8 @@ Status step_record(const json& j, const JsonFields& f, const std::string& where,
     LossRecord r;
     SP_ASSIGN_OR_RETURN(r.index, lf.integer("index", 0, kMax));
     SP_ASSIGN_OR_RETURN(r.targets, lf.integer("targets", 0, kMax));
-    SP_ASSIGN_OR_RETURN(r.loss_sum, number(lf, l, "loss_sum"));
-    SP_ASSIGN_OR_RETURN(r.objective, number(lf, l, "objective"));
+    SP_ASSIGN_OR_RETURN(r.loss_sum, evidence_number(lf, l.at("loss_sum"), "loss_sum", v2));
+    SP_ASSIGN_OR_RETURN(r.objective, evidence_number(lf, l.at("objective"), "objective", v2));
     s.losses.push_back(r);
   }
   for (const StepRecord& other : out.steps)
@@ -195,87 +221,6 @@ bool hex_to_limbs(std::string_view hex, size_t limbs, std::vector<uint64_t>& out
   return true;
 }
 
-Result<RecordingContract> parse_recording_contract(const json& doc, const std::string& label) {
-  const JsonFields f(doc, label, "contract");
-  SP_RETURN_IF_ERROR(
-      f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size", "strategy",
-                     "batch", "steps", "checksum_every", "anchors", "optimizer", "loss", "hash"}));
-  SP_ASSIGN_OR_RETURN(const std::string format, f.string("format"));
-  if (format != kRecordingFormat)
-    return f.error("format",
-                   fmt::format("= \"{}\": not a recording of shardproof_torch (\"{}\")", format, kRecordingFormat));
-  SP_ASSIGN_OR_RETURN(const int64_t version, f.integer("format_version", 1, kMax));
-  if (version != kRecordingFormatVersion)
-    return f.error("format_version",
-                   fmt::format("= {}: this shardproof reads version {}", version, kRecordingFormatVersion));
-  json body = doc;
-  body.erase("hash");
-  SP_ASSIGN_OR_RETURN(const std::string hash, f.sha256("hash"));
-  if (sha256_hex(body.dump()) != hash)
-    return corrupt("{}: hash {} is not the SHA-256 of its other fields ({}): the contract was edited", label, hash,
-                   sha256_hex(body.dump()));
-  RecordingContract c;
-  c.doc = doc;
-  auto model = config::hf_model_from_json(doc.at("model"), "recording", label + " model");
-  if (!model.ok()) return model.status();
-  c.model = std::move(model).value();
-  SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
-  const JsonFields sf(*st, label, "strategy");
-  SP_RETURN_IF_ERROR(sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
-  SP_ASSIGN_OR_RETURN(c.strategy_name, sf.string("name"));
-  SP_ASSIGN_OR_RETURN(const int64_t dp, sf.integer("dp", 1, 1 << 20));
-  SP_ASSIGN_OR_RETURN(const int64_t tp, sf.integer("tp", 1, 1 << 20));
-  SP_ASSIGN_OR_RETURN(const int64_t pp, sf.integer("pp", 1, 1 << 20));
-  SP_ASSIGN_OR_RETURN(const int64_t zero, sf.integer("zero", 0, 1));
-  plan::Strategy& s = c.strategy;
-  s.dp = static_cast<int>(dp), s.tp = static_cast<int>(tp), s.pp = static_cast<int>(pp),
-  s.zero = static_cast<int>(zero);
-  SP_ASSIGN_OR_RETURN(const int64_t world, f.integer("world_size", 1, 1 << 20));
-  c.world = static_cast<int>(world);
-  if (c.world != s.workers())
-    return f.error("world_size", fmt::format("= {} ≠ dp {} × tp {} × pp {}", c.world, s.dp, s.tp, s.pp));
-  SP_ASSIGN_OR_RETURN(const json* batch, f.object("batch"));
-  const JsonFields bf(*batch, label, "batch");
-  SP_RETURN_IF_ERROR(bf.expect_keys({"micro_batch", "micro_batches", "seq_len"}));
-  SP_ASSIGN_OR_RETURN(s.micro_batch_size, bf.integer("micro_batch", 1, 1 << 20));
-  SP_ASSIGN_OR_RETURN(c.micro_batches, bf.integer("micro_batches", 1, 1 << 20));
-  SP_ASSIGN_OR_RETURN(c.seq_len, bf.integer("seq_len", 1, c.model.model.max_seq));
-  SP_ASSIGN_OR_RETURN(c.steps, f.integer("steps", 1, 1 << 30));
-  SP_ASSIGN_OR_RETURN(c.checksum_every, f.integer("checksum_every", 0, c.steps));
-  SP_ASSIGN_OR_RETURN(c.anchors, int_list(f, doc, "anchors", 0, c.steps - 1));
-  for (size_t i = 1; i < c.anchors.size(); ++i)
-    if (c.anchors[i] <= c.anchors[i - 1]) return f.error("anchors", "must be increasing steps");
-  SP_ASSIGN_OR_RETURN(const json* opt, f.object("optimizer"));
-  const JsonFields of(*opt, label, "optimizer");
-  SP_RETURN_IF_ERROR(of.expect_keys(
-      {"name", "lr_schedule", "betas", "eps", "weight_decay", "no_decay", "max_grad_norm", "implementation"}));
-  SP_ASSIGN_OR_RETURN(const std::string name, of.string("name"));
-  if (name != "adamw") return of.error("name", fmt::format("= \"{}\": the judge knows AdamW only", name));
-  const json& betas = opt->at("betas");
-  if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number())
-    return of.error("betas", "must be [beta1, beta2]");
-  c.beta1 = betas[0].get<double>(), c.beta2 = betas[1].get<double>();
-  SP_ASSIGN_OR_RETURN(c.eps, number(of, *opt, "eps"));
-  SP_ASSIGN_OR_RETURN(c.weight_decay, number(of, *opt, "weight_decay"));
-  SP_ASSIGN_OR_RETURN(c.max_grad_norm, number(of, *opt, "max_grad_norm"));
-  SP_ASSIGN_OR_RETURN(c.implementation, of.string("implementation"));
-  SP_ASSIGN_OR_RETURN(const json* nd, of.array("no_decay"));
-  for (const json& n : *nd) {
-    if (!n.is_string()) return of.error("no_decay", "must list tensor names");
-    c.no_decay.push_back(n.get<std::string>());
-  }
-  SP_ASSIGN_OR_RETURN(const json* loss, f.object("loss"));
-  const JsonFields lf(*loss, label, "loss");
-  SP_RETURN_IF_ERROR(lf.expect_keys({"reduction", "gradient_divisor"}));
-  SP_ASSIGN_OR_RETURN(c.loss_reduction, lf.string("reduction"));
-  if (c.loss_reduction != "token_mean" && c.loss_reduction != "micro_batch_mean")
-    return lf.error("reduction", "must be \"token_mean\" or \"micro_batch_mean\"");
-  SP_ASSIGN_OR_RETURN(c.gradient_divisor, lf.integer("gradient_divisor", 1, 1 << 20));
-  if (c.micro_batches % s.dp != 0)
-    return f.error("batch", fmt::format("micro_batches {} is not a multiple of dp {}", c.micro_batches, s.dp));
-  return c;
-}
-
 Result<std::map<std::string, std::pair<int64_t, std::string>>> parse_seal(const json& doc, const std::string& label,
                                                                           int rank) {
   const JsonFields f(doc, label, "seal");
@@ -296,13 +241,14 @@ Result<std::map<std::string, std::pair<int64_t, std::string>>> parse_seal(const 
   return out;
 }
 
-Status parse_rank_record(const json& j, const std::string& where, int rank, int64_t line, RankRecords& out) {
+Status parse_rank_record(const json& j, const std::string& where, int rank, int64_t line, int version,
+                         RankRecords& out) {
   if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
     return corrupt("{}: a record is an object with a string \"kind\"", where);
   const JsonFields f(j, where, "record");
   const std::string kind = j["kind"].get<std::string>();
   if (kind == "tensor") return tensor_record(j, f, rank, line, out);
-  if (kind == "step") return step_record(j, f, where, rank, line, out);
+  if (kind == "step") return step_record(j, f, where, rank, line, version, out);
   if (kind == "save" || kind == "resume") return state_record(j, f, where, rank, line, kind == "resume", out);
   return corrupt("{}: unknown record kind \"{}\" (tensor, step, save, resume)", where, kind.substr(0, 40));
 }

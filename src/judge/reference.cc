@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/mpi_communicator.h"
@@ -77,13 +78,15 @@ Status JudgeReference::check_batches() const {
   return Status();
 }
 
-Result<ReferenceStep> JudgeReference::operator()(int64_t step, const AnchorState& anchor) {
-  SP_ASSIGN_OR_RETURN(const std::vector<int32_t> tokens, global_batch(step));
+Result<ReferenceStep> JudgeReference::operator()(int64_t step, const ParamsFn& params, int64_t skip) {
+  SP_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, global_batch(step));
+  const RecordingContract& c = s_->rec->contract();
+  if (skip >= 0) {
+    const int64_t per = c.strategy.micro_batch_size * (c.seq_len + 1);
+    std::fill(tokens.begin() + skip * per, tokens.begin() + (skip + 1) * per, -1);
+  }
   parallel::Engine& e = *s_->engine;
-  e.set_parameters([&](const std::string& name) -> const float* {
-    auto it = anchor.tensors.find(name);
-    return it == anchor.tensors.end() ? nullptr : it->second.param.data();
-  });
+  e.set_parameters(params);
   ReferenceStep r;
   r.loss = e.compute_gradients(tokens.data(), &r.micro_batch_losses);
   for (const model::UnitPiece& p : e.gradient_pieces())

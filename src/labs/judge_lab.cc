@@ -28,7 +28,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The first divergence's line of a judged recording ("first divergence: ..." of first_divergence.json).
 std::string first_divergence_line(const std::string& dir) {
-  Result<std::string> text = read_file(dir + "/" + std::string(evidence::kFirstDivergenceFile));
+  Result<std::string> text = read_file(dir + "/judge/" + std::string(evidence::kFirstDivergenceFile));
   if (!text.ok()) return "no " + std::string(evidence::kFirstDivergenceFile);
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   return j.is_object() && j.contains("line") && j["line"].is_string() ? j["line"].get<std::string>()

@@ -172,8 +172,8 @@ std::string judge_lab_show_text(const Lab& lab, const std::string& python) {
                           lab.fault),
               "  fault: ", "    ");
   out += wrap(
-      "DIR/run/ is judged PASS and DIR/fault/ FAIL (each directory holds the judge's gate.json, summary.md, "
-      "first_divergence.json, checksums.jsonl and report.html); PyTorch for Python 3 is needed "
+      "DIR/run/ is judged PASS and DIR/fault/ FAIL (each directory's judge/ holds the judge's gate.json, summary.md, "
+      "first_divergence.json, checksums.jsonl, steps.jsonl and report.html); PyTorch for Python 3 is needed "
       "(python3-torch, scripts/install-deps.sh)",
       "  gate: ", "    ");
   out += "  command: " + command_of(lab) + "\n  (the same as:\n";

@@ -22,6 +22,7 @@ struct Ctx {
   std::string dp, tp, pp, world = "world";
   bool det;
   int64_t sb = 4;  // bytes per element of the residual stream and what carries it (RunPlan::stream_bytes)
+  TpLayout layout = {};
   void add(const std::string& group, const char* phase, const char* op, int64_t ops, int64_t bytes) {
     Traffic& t = raw[{&group, phase, op}];
     t.ops += ops;
@@ -119,6 +120,14 @@ void add_sp_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const c
   if (ch.first) x.all_gather(x.tp, phase, N * C, sb);  // dres → the embedding's scatter-add
 }
 
+// A unit's elements on one rank: its tp piece, or the whole unit where the layout keeps it whole.
+int64_t unit_numel_of(const Ctx& x, int id) {
+  const model::LlamaConfig& m = x.plan.config.model;
+  const bool whole =
+      (id == model::embed_unit() && !x.layout.embedding_split) || (id == model::head_unit(m) && !x.layout.head_split);
+  return model::unit_numel(m, id, whole ? 1 : x.plan.config.parallel.tp);
+}
+
 // One forward or backward pass of a chunk for one micro-batch: ZeRO-3's gathers, tensor parallelism's sums
 // (two per block forward, two or four with recomputation backward, the vocabulary-parallel loss) and the
 // pipeline's activation and gradient p2p.
@@ -131,7 +140,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   const bool sp = rc.parallel.sequence_parallel;
   const int64_t Nb = sp_rows(N, tp, sp);  // the pipeline boundary's token rows
   const int64_t sb = x.sb;                // the residual stream's bytes: tp sums and pipeline messages
-  auto numel = [&](int id) { return model::unit_numel(m, id, tp); };
+  auto numel = [&](int id) { return unit_numel_of(x, id); };
   const int blocks = ch.layer_end - ch.layer_begin;
   if (sp) add_sp_pass_traffic(x, ch, forward, phase);
   auto gather = [&](int id) {  // ZeRO-3 acquisition
@@ -140,7 +149,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   if (forward) {
     if (ch.first) {
       gather(model::embed_unit());
-      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C, sb);
+      if (tp > 1 && !sp && x.layout.embedding_split) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
     if (tp > 1 && !sp)
@@ -151,7 +160,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
     if (ch.last) {
       gather(model::head_unit(m));
       if (m.tie_embeddings) gather(model::embed_unit());
-      if (tp > 1) {
+      if (tp > 1 && x.layout.head_split) {
         x.add(x.tp, phase, "all_reduce", 1, 4 * N);  // max
         x.sum(x.tp, phase, N);                       // Σexp
         x.sum(x.tp, phase, N);                       // target logit
@@ -163,7 +172,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
     if (ch.last) {
       gather(model::head_unit(m));
       if (m.tie_embeddings) gather(model::embed_unit());
-      if (tp > 1 && !sp) x.sum(x.tp, phase, N * C, sb);
+      if (tp > 1 && !sp && x.layout.head_split) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
     if (tp > 1 && !sp) {
@@ -178,14 +187,14 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
 
 }  // namespace
 
-StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
-                         bool eval_after) {
+StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after,
+                         const TpLayout& layout) {
   const config::RunConfig& rc = plan.config;
   const model::LlamaConfig& m = rc.model;
   // A parameter server runs no micro-batch and belongs to no grid axis; a worker's axes are itself.
   const bool ps = rc.parallel.parameter_server();
   const bool server = ps && plan.roles().is_server(rank);
-  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false};
+  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false, 4, layout};
   if (!server) {
     x.dp = grid.group_name(comm::Axis::kDp, rank);
     x.tp = grid.group_name(comm::Axis::kTp, rank);
@@ -193,13 +202,13 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
   }
   x.det = rc.parallel.reduction == config::Reduction::kDeterministic;
   x.sb = plan.stream_bytes;
-  const int dp = rc.parallel.dp, tp = rc.parallel.tp, zero = rc.parallel.zero;
+  const int dp = rc.parallel.dp, zero = rc.parallel.zero;
   // Bytes per element of the parameters ZeRO gathers and of the gradients dp reduces (mixed precision:
   // 16-bit working weights, train.grad_dtype; docs/memory.md §"What phase 2 changes").
   const int64_t pb = static_cast<int64_t>(dtype_size(rc.train.precision.compute));
   const int64_t gb = static_cast<int64_t>(dtype_size(rc.train.precision.grad));
   const auto chunks = plan.chunks_of(x.c.pp);
-  auto numel = [&](int id) { return model::unit_numel(m, id, tp); };
+  auto numel = [&](int id) { return unit_numel_of(x, id); };
 
   auto pass = [&](const ChunkPlacement& ch, bool forward, const char* phase) {
     add_pass_traffic(x, ch, forward, phase);
@@ -247,9 +256,9 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
 }
 
 StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
-                                 bool eval_after) {
+                                 bool eval_after, const TpLayout& layout) {
   StepTraffic out;
-  for (const auto& [key, t] : predict_step_ops(plan, grid, rank, checksums, eval_after)) {
+  for (const auto& [key, t] : predict_step_ops(plan, grid, rank, checksums, eval_after, layout)) {
     Traffic& sum = out[{std::get<0>(key), std::get<1>(key)}];
     sum.ops += t.ops;
     sum.bytes += t.bytes;

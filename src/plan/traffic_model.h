@@ -41,12 +41,23 @@ using StepTraffic = std::map<std::pair<std::string, std::string>, Traffic>;
 // ("all_reduce", "all_to_all", "all_gather", "reduce_scatter", "send", "recv"): what the planner prices.
 using StepOps = std::map<std::tuple<std::string, std::string, std::string>, Traffic>;
 
+// What a tensor-parallel split keeps whole. The engine's own is vocabulary-parallel (the embedding's rows, with
+// an all-reduce of its output; the LM head's rows with the vocabulary-parallel cross entropy's three sums and the
+// all-reduce of its input gradient). A foreign run may keep either whole on every tp rank (Megatron-style splits
+// that replicate them): no tp collective for it, and its gradient reduced over dp whole (the judge's recorded
+// layout, docs/judge.md §3). Not modelled under sequence parallelism.
+struct TpLayout {
+  bool embedding_split = true;
+  bool head_split = true;
+};
+
 // Predicted traffic of world rank `rank` in one training step, per op (the model itself).
-StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after);
+StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after,
+                         const TpLayout& layout = {});
 // The same summed over ops (with checksums taken or not, and
 // evaluation after the step or not).
 StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
-                                 bool eval_after);
+                                 bool eval_after, const TpLayout& layout = {});
 // Which steps take checksums and are followed by an evaluation: the trainer's loop and the prediction
 // both follow it (evidence/comm_prediction.h).
 evidence::StepSchedule step_schedule(const config::RunConfig& config);

@@ -13,6 +13,7 @@
 #include "evidence/bundle_paths.h"
 #include "report/assets.h"
 #include "report/report_data.h"
+#include "report/views.h"
 
 namespace sp::report {
 namespace {
@@ -167,7 +168,9 @@ Result<std::vector<std::string>> write_report(const std::string& dir, const std:
     }
     return data.status();
   }
-  const std::string path = out.empty() ? evidence::RunPaths(dir).file(evidence::kReportFile) : out;
+  const std::string path = !out.empty()                         ? out
+                           : data->value("kind", "") == "judge" ? evidence::RunPaths(dir).file(judged_report_file(dir))
+                                                                : evidence::RunPaths(dir).file(evidence::kReportFile);
   SP_RETURN_IF_ERROR(write_file_atomic(path, render_report(*data)));
   return report_problems(*data);
 }

@@ -80,6 +80,9 @@ std::vector<View> plan_views(const std::string& dir, json& d);
 std::vector<View> judge_views(const std::string& dir, json& d);
 // DIR/contract.json is a PyTorch recording's (format "shardproof-torch") and DIR/gate.json exists.
 bool is_judged_recording(const std::string& dir);
+// Where a judged recording's report.html goes: judge/report.html (a recording judged before the judge had its
+// folder: report.html beside the recorder's files).
+std::string judged_report_file(const std::string& dir);
 
 // "parallel/ledger.json: missing" for a file that does not exist, else "<rel><file>: <message>".
 std::string file_problem(const RunDir& run, std::string_view file, const Status& why);

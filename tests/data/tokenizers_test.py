@@ -156,8 +156,9 @@ def damaged_files(a, work, model, text):
     the pieces, inside a piece's field, and exactly where the trainer_spec begins (the pieces whole)."""
     raw = open(model, "rb").read()
     # The byte where field 2 (trainer_spec) starts: walk the pieces (field 1, length-delimited) from the start.
-    at = 0
+    at, starts = 0, []
     while raw[at] == 0x0A:
+        starts.append(at)
         at += 1
         n, shift = 0, 0
         while True:
@@ -170,7 +171,9 @@ def damaged_files(a, work, model, text):
         at += n
     T.check(raw[at] == 0x12, f"{model}: byte {at} is not the trainer_spec's key")
     files = {"empty.json": (b"", "is empty (0 bytes)"), "blank.json": (b" \n\n", "is empty (3 bytes, all whitespace)"),
-             "half.model": (raw[:len(raw) // 2], "runs past the end of the file"),
+             # cut inside the middle piece (2 bytes past its key: inside its length or its payload), never exactly
+             # at a field's boundary, which a cut at len // 2 hit by chance and which reads as 'ends after ...'
+             "half.model": (raw[:starts[len(starts) // 2] + 2], "runs past the end of the file"),
              "one_byte_short.model": (raw[:-1], "runs past the end of the file"),
              "no_trainer_spec.model": (raw[:at], "it ends after the pieces without the trainer_spec")}
     for name, (data, needle) in files.items():

@@ -42,7 +42,8 @@ grep -q "^run: judged in .* exit 0 (PASS)" "$WORK/p.txt" || fail "the run as it 
 grep -q "^fault: judged in .* exit 1 (FAIL); first divergence: replicas, step 0, grad, model.layers.0.input_layernorm.weight, ranks 0, 1" "$WORK/p.txt" ||
   fail "the planted bug's first divergence is not printed"
 grep -q "^every claim of the notes holds on this bundle" "$WORK/p.txt" || fail "lab run did not check the claims"
-for f in lab.json run/gate.json run/summary.md run/report.html fault/first_divergence.json fault/checksums.jsonl; do
+for f in lab.json run/judge/gate.json run/judge/summary.md run/judge/report.html fault/judge/first_divergence.json \
+  fault/judge/checksums.jsonl; do
   [ -e "$WORK/p/$f" ] || fail "the bundle lacks $f"
 done
 grep -q '"key": "LSL-P"' "$WORK/p/lab.json" || fail "lab.json does not carry the lab"
@@ -55,9 +56,9 @@ grep -q '"key": "LSL-P"' "$WORK/p/lab.json" || fail "lab.json does not carry the
 # The wrong notes a student might write: the communication checks catch the bug; the gradient view fires first;
 # the bug changes the number of all-reduces; three rows fail (the notes said so until issue 45: four do).
 /usr/bin/python3 "$(dirname "$0")/../support/lab_claims.py" --bin "$BIN" --work "$WORK/claims" LSL-P "$WORK/p" \
-  --plant "count fault/gate.json#/criteria name=traffic* passed=true == 1 => count fault/gate.json#/criteria name=traffic* passed=false == 1" \
-  --plant "value fault/first_divergence.json /first/view == replicas => value fault/first_divergence.json /first/view == gradients" \
+  --plant "count fault/judge/gate.json#/criteria name=traffic* passed=true == 1 => count fault/judge/gate.json#/criteria name=traffic* passed=false == 1" \
+  --plant "value fault/judge/first_divergence.json /first/view == replicas => value fault/judge/first_divergence.json /first/view == gradients" \
   --plant "count fault/trace/rank-*.jsonl / count run/trace/rank-*.jsonl == 1 => count fault/trace/rank-*.jsonl / count run/trace/rank-*.jsonl < 1" \
-  --plant "count fault/gate.json#/criteria required=true passed=false == 4 => count fault/gate.json#/criteria required=true passed=false == 3" ||
+  --plant "count fault/judge/gate.json#/criteria required=true passed=false == 4 => count fault/judge/gate.json#/criteria required=true passed=false == 3" ||
   fail "LSL-P's claims"
 echo "PASS"

@@ -2,6 +2,8 @@
 // hex integers of the exact sums are bounded by the ExactSum limbs before anything is allocated or summed, a
 // tensor record is exactly its keys with a cover that matches its count, and a partial built by hand from a
 // tensor's exact words merges back into the engine's own summary of that tensor (the assembly's arithmetic).
+// A diverged run's numbers are text in format 2 (never in format 1); a strategy's name may not say another
+// strategy; a schedule declared as data gives Hugging Face's values.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +12,7 @@
 
 #include "core/exact_sum.h"
 #include "evidence/tensor_summary.h"
+#include "judge/recording.h"
 #include "judge/records.h"
 #include "unity_id.h"
 
@@ -42,7 +45,7 @@ TEST(JudgeRecords, HexIntegersAreBoundedByTheirLimbs) {
 
 TEST(JudgeRecords, ATensorRecordIsExactlyItsKeys) {
   RankRecords out;
-  ASSERT_TRUE(parse_rank_record(tensor_record(), "r:1", 0, 1, out).ok());
+  ASSERT_TRUE(parse_rank_record(tensor_record(), "r:1", 0, 1, kRecordingFormatVersion, out).ok());
   ASSERT_EQ(out.tensors.size(), 1u);
   EXPECT_EQ(out.tensors[0].lane1, 2u);
   for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{{"count", 3},
@@ -57,11 +60,11 @@ TEST(JudgeRecords, ATensorRecordIsExactlyItsKeys) {
                                                                             {"extra", 1}}) {
     json j = tensor_record();
     j[key] = value;
-    const Status s = parse_rank_record(j, "r:1", 0, 1, out);
+    const Status s = parse_rank_record(j, "r:1", 0, 1, kRecordingFormatVersion, out);
     EXPECT_FALSE(s.ok()) << key << " = " << value.dump();
     EXPECT_NE(s.message().find("r:1"), std::string::npos) << s.message();
   }
-  EXPECT_FALSE(parse_rank_record(json{{"kind", "other"}}, "r:2", 0, 2, out).ok());
+  EXPECT_FALSE(parse_rank_record(json{{"kind", "other"}}, "r:2", 0, 2, kRecordingFormatVersion, out).ok());
 }
 
 // The partial of a tensor, written as the recorder writes it (Σx as one signed hex integer of the exact
@@ -87,7 +90,7 @@ TEST(JudgeRecords, PartialsMergeIntoTheEnginesSummary) {
     j["absmax"] = static_cast<double>(part.stats.absmax());
     j["lanes"] = {fmt::format("{:016x}", part.lane0), fmt::format("{:016x}", part.lane1)};
     RankRecords out;
-    const Status st = parse_rank_record(j, "r", 0, 1, out);
+    const Status st = parse_rank_record(j, "r", 0, 1, kRecordingFormatVersion, out);
     ASSERT_TRUE(st.ok()) << st.message();
     evidence::TensorSummary back;
     back.lane0 = out.tensors[0].lane0;
@@ -96,6 +99,66 @@ TEST(JudgeRecords, PartialsMergeIntoTheEnginesSummary) {
     merged.merge(back);
   }
   EXPECT_EQ(merged.to_json(), whole.to_json());
+}
+
+json step_record() {
+  return json::parse(R"({"kind":"step","step":0,"lr":0.001,"grad_norm":"nan","tokens":[0],"group_lr":["inf"],
+    "losses":[{"index":0,"targets":3,"loss_sum":"nan","objective":"-inf"}]})");
+}
+
+TEST(JudgeRecords, ADivergedStepIsEvidenceInFormat2Only) {
+  RankRecords out;
+  const Status s = parse_rank_record(step_record(), "r:1", 0, 1, kRecordingFormatVersion, out);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(std::isnan(*out.steps[0].grad_norm));
+  EXPECT_TRUE(std::isnan(out.steps[0].losses[0].loss_sum));
+  EXPECT_EQ(out.steps[0].losses[0].objective, -INFINITY);
+  EXPECT_TRUE(out.steps[0].has_group_lr);
+  EXPECT_EQ(out.steps[0].group_lr, std::vector<double>{INFINITY});
+  json j = step_record();
+  j["lr"] = "NaN";  // only the recorder's three spellings
+  EXPECT_FALSE(parse_rank_record(j, "r:1", 0, 1, kRecordingFormatVersion, out).ok());
+  j = step_record();
+  j.erase("group_lr");
+  RankRecords v1;
+  const Status old = parse_rank_record(j, "r:1", 0, 1, kRecordingAnchorsVersion, v1);
+  EXPECT_FALSE(old.ok());
+  EXPECT_NE(old.message().find("grad_norm"), std::string::npos) << old.message();
+}
+
+TEST(JudgeRecords, AStrategysNameSaysNoOtherStrategy) {
+  EXPECT_EQ(strategy_name_problem("ddp", 2, 1, 1, 0), "");
+  EXPECT_EQ(strategy_name_problem("my-run_7", 2, 2, 1, 0), "");  // the user's words are not read
+  EXPECT_EQ(strategy_name_problem("dp-tp", 2, 2, 1, 0), "");
+  EXPECT_EQ(strategy_name_problem("zero1", 2, 1, 1, 1), "");
+  EXPECT_NE(strategy_name_problem("fsdp-full-shard", 2, 1, 1, 0).find("ZeRO stage 2 or 3"), std::string::npos);
+  EXPECT_EQ(strategy_name_problem("fsdp2-zero2", 2, 1, 1, 2), "");  // FSDP2, reshard_after_forward=False
+  EXPECT_EQ(strategy_name_problem("fsdp2-zero3-tp2", 2, 2, 1, 3), "");
+  EXPECT_NE(strategy_name_problem("full-shard", 2, 1, 1, 2).find("ZeRO stage 3"), std::string::npos);
+  EXPECT_NE(strategy_name_problem("DDP+TP", 2, 1, 1, 0).find("tp = 1"), std::string::npos);
+  EXPECT_NE(strategy_name_problem("single", 2, 1, 1, 0).find("2 ranks"), std::string::npos);
+  EXPECT_NE(strategy_name_problem("pp", 2, 1, 1, 0).find("pp = 1"), std::string::npos);
+}
+
+// Hugging Face's get_cosine_schedule_with_warmup(opt, 10, 100) and get_linear_schedule_with_warmup(opt, 10, 100)
+// at base lr 1, evaluated in Python (transformers/optimization.py), and the constant schedule after its warmup.
+TEST(JudgeRecords, SchedulesAreHuggingFacesFormulas) {
+  LrSchedule cosine{.kind = "cosine", .lr = 1.0, .warmup_steps = 10, .total_steps = 100};
+  EXPECT_EQ(cosine.at(0), 0.0);
+  EXPECT_EQ(cosine.at(5), 0.5);
+  EXPECT_EQ(cosine.at(10), 1.0);
+  EXPECT_NEAR(cosine.at(55), 0.5, 1e-15);
+  EXPECT_NEAR(cosine.at(40), 0.5 * (1.0 + std::cos(M_PI * 30.0 / 90.0)), 1e-15);
+  EXPECT_EQ(cosine.at(100), 0.0);
+  LrSchedule linear{.kind = "linear", .lr = 2.0, .warmup_steps = 10, .total_steps = 100};
+  EXPECT_EQ(linear.at(55), 2.0 * 45.0 / 90.0);
+  EXPECT_EQ(linear.at(120), 0.0);
+  LrSchedule from_one{.kind = "constant", .lr = 1.0, .warmup_steps = 4, .total_steps = 8, .warmup_start = 1};
+  EXPECT_EQ(from_one.at(0), 0.25);
+  EXPECT_EQ(from_one.at(3), 1.0);
+  EXPECT_EQ(from_one.at(7), 1.0);
+  LrSchedule floor{.kind = "cosine", .lr = 1.0, .min_ratio = 0.1, .warmup_steps = 0, .total_steps = 10};
+  EXPECT_NEAR(floor.at(10), 0.1, 1e-15);
 }
 
 }  // namespace SP_TEST_ID

@@ -72,6 +72,49 @@ TEST(KernelsAdamW, MatchesPyTorchBitForBit) {
   }
 }
 
+// Hyperparameters that are Python floats, not fp32 values (lr 0.003·(s+1)/7, betas (0.9, 0.95), eps 1e-8,
+// weight decay 0.1), 45 elements (two AVX-512 vectors and a scalar tail), three steps, in both of PyTorch's
+// arithmetics. The FNV-1a 64 of p, exp_avg, exp_avg_sq's fp32 bytes after each step, printed by
+//   p0[i] = ((37 i) mod 101 − 50)/25, g_s[i] = ((53 i + 11 s) mod 97 − 48)/64 · 10^((i mod 7) − 3),
+//   p.grad = g_s; p.grad.mul_(torch.tensor(scale_s)); group lr = 0.003 (s + 1)/7; opt.step()
+// on PyTorch 1.13.0 (Debian) and 2.15.0 (PyPI), torch.optim.AdamW(..., foreach=False). Step 1 is the same
+// in both (m = 0 before it); the two orders part from step 2.
+uint64_t fnv_bytes(uint64_t h, const std::vector<float>& x) {
+  const auto* b = reinterpret_cast<const unsigned char*>(x.data());
+  for (size_t i = 0; i < x.size() * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+void expect_torch_digests(AdamWArithmetic arithmetic, const uint64_t (&want)[3]) {
+  constexpr int n = 45;
+  std::vector<float> p(n), m(n, 0.0f), v(n, 0.0f), g(n);
+  for (int i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<double>((i * 37) % 101 - 50) / 25.0);
+  const float scales[3] = {1.0f, 0.5f, 0.3f};
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < n; ++i)
+      g[i] = static_cast<float>(static_cast<double>((i * 53 + 11 * s) % 97 - 48) / 64.0 * std::pow(10.0, i % 7 - 3));
+    adamw_update(p.data(), m.data(), v.data(), f32_view(g.data(), n),
+                 AdamWStep{.lr = 0.003 * (s + 1) / 7,
+                           .beta1 = 0.9,
+                           .beta2 = 0.95,
+                           .eps = 1e-8,
+                           .weight_decay = 0.1,
+                           .t = s + 1,
+                           .grad_scale = scales[s],
+                           .arithmetic = arithmetic});
+    const uint64_t h = fnv_bytes(fnv_bytes(fnv_bytes(0xcbf29ce484222325ULL, p), m), v);
+    EXPECT_EQ(h, want[s]) << adamw_arithmetic_name(arithmetic) << " after step " << s + 1;
+  }
+}
+
+TEST(KernelsAdamW, MatchesPyTorch113WithPythonFloatHyperparameters) {
+  expect_torch_digests(AdamWArithmetic::kMulAdd, {0x74db20bff5c65b3fULL, 0xb2657f91315bfe03ULL, 0xa3bfac5cfc87bb72ULL});
+}
+
+TEST(KernelsAdamW, MatchesPyTorch2Lerp) {
+  expect_torch_digests(AdamWArithmetic::kLerp, {0x74db20bff5c65b3fULL, 0x8b281721ae07327cULL, 0xd82e473f20b0a838ULL});
+}
+
 // Closed form for two steps with gradients g1, g2 (in double):
 //   m1 = (1−β1)g1, v1 = (1−β2)g1², p1 = p0(1−lr·wd) − lr·(m1/(1−β1)) / (sqrt(v1/(1−β2)) + eps)
 //   m2 = β1·m1 + (1−β1)g2, v2 = β2·v1 + (1−β2)g2², p2 = p1(1−lr·wd) − lr·(m2/(1−β1²)) / (sqrt(v2/(1−β2²)) + eps)

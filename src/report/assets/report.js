@@ -118,7 +118,7 @@
   }
 
   views.gate = function (sec, d) {
-    sec.append(el('p', {}, el('span', {class: 'sp-verdict ' + (d.verdict === 'PASS' ? 'pass' : 'fail'),
+    sec.append(el('p', {}, el('span', {class: 'sp-verdict ' + verdictClass(d.verdict),
                                        'data-verdict': d.verdict}, 'Verdict: ' + d.verdict)));
     sec.append(el('p', {class: 'sp-line', 'data-first-divergence': ''}, d.first_divergence));
     const rows = d.criteria.map((c) => el('tr', {class: c.required && !c.passed ? 'fail' : '', 'data-criterion': c.name,
@@ -131,6 +131,33 @@
                      {id: 'gate-criteria'}));
     if (d.notes && d.notes.length) sec.append(el('ul', {}, d.notes.map((n) => el('li', {}, n))));
     sec.append(el('p', {class: 'sp-source'}, 'Derived by ' + d.derived_by + '.'));
+  };
+
+  function verdictClass(v) { return v === 'PASS' ? 'pass' : (v === 'UNVERIFIED' ? 'unverified' : 'fail'); }
+
+  // A judged recording's map (judge/steps.jsonl): one table per view, a row per tensor, a column per step; a cell is
+  // the tensor's ratio to the view's tolerance at that step (≤ 1 passes), blank where the step was not checked.
+  views['judge-map'] = function (sec, d) {
+    const unchecked = new Set(d.unchecked);
+    const cell = (r, step) => {
+      if (unchecked.has(step) || r === null || r === undefined)
+        return el('td', {class: 'sp-map-none', 'data-ratio': 'none', title: 'step ' + step + ': not checked'}, '');
+      const bad = r === 'inf' || r > 1;
+      const shade = bad ? 'sp-map-bad' : (r === 0 ? 'sp-map-exact' : 'sp-map-ok');
+      return el('td', {class: shade, 'data-ratio': String(r), title: 'step ' + step + ': ' + (r === 'inf' ? '∞' : fmtNum(r, 3)) +
+                       ' × the tolerance'}, r === 'inf' ? '∞' : (r === 0 ? '=' : fmtNum(r, 2)));
+    };
+    sec.append(el('p', {class: 'sp-source'}, 'Each cell: ‖run − engine‖ / tolerance (gradients: the derived foreign ',
+                  'tolerance; update: = where the replay is bit for bit, else a lower bound over 16u). Red: outside; ',
+                  'blank: the step was not checked (UNVERIFIED). Loss per step: ',
+                  d.loss.map((r, i) => (r === null ? '–' : (r === 'inf' ? '∞' : fmtNum(r, 2)))).join(' ')));
+    for (const v of d.views) {
+      sec.append(el('h3', {}, v.name));
+      const head = ['tensor'].concat(d.steps.map(String));
+      const rows = v.rows.map((row) => el('tr', {'data-map-view': v.name, 'data-tensor': row.tensor},
+        [el('td', {}, row.tensor)].concat(row.ratios.map((r, i) => cell(r, d.steps[i])))));
+      sec.append(table(head, rows, {class: 'sp-map', id: 'judge-map-' + v.name}));
+    }
   };
 
   // A judged PyTorch recording (docs/judge.md): every view's first finding, as the judge derived it.
@@ -859,7 +886,7 @@
   if (data.summary) {
     const s = data.summary;
     const header = document.getElementById('sp-header');
-    if (s.verdict) header.append(el('p', {}, el('span', {class: 'sp-verdict ' + (s.verdict === 'PASS' ? 'pass' : 'fail'),
+    if (s.verdict) header.append(el('p', {}, el('span', {class: 'sp-verdict ' + verdictClass(s.verdict),
                                                          'data-summary-verdict': s.verdict}, 'Verdict: ' + s.verdict)));
     const facts = Object.entries(s).filter(([k, v]) => k !== 'verdict' && v !== null && v !== '' && typeof v !== 'object')
                                    .map(([k, v]) => el('span', {'data-summary': k}, k.replace(/_/g, ' ') + ' ',

@@ -1,0 +1,131 @@
+// The judge's criteria on what a run declares and what any training holds (judge/criteria_rows.h): its data
+// (a micro-batch repeated within a global batch: every dp rank the same data) and its learning rate (every rank's
+// and its optimizer's groups' agree at every step, and follow the schedule when it is declared as data).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "judge/criteria_rows.h"
+
+namespace sp::judge::criterion {
+
+Row data(const JudgeContext& x) {
+  const RecordingContract& c = x.recording->contract();
+  Row r{row("data: no micro-batch repeated within a global batch",
+            "every micro-batch of a step holds other ids than the step's others (repeats across steps are named)",
+            "tokens/"),
+        {.view = "data", .point = 3, .evidence = "tokens/"}};
+  int64_t within = 0, across = 0;
+  std::set<int64_t> steps;
+  for (const DataRepeat& d : x.repeats) {
+    if (d.step != d.first_step) {
+      ++across;
+      continue;
+    }
+    ++within;
+    steps.insert(d.step);
+    if (r.second.found) continue;
+    const bool ranks = d.rank != d.first_rank;
+    r.second = {
+        .view = "data",
+        .point = 3,
+        .found = true,
+        .step = d.step,
+        .tensor = "tokens",
+        .ranks = {d.first_rank, d.rank},
+        .detail = fmt::format("step {}: micro-batch {} (rank {}) holds the same ids as micro-batch {} (rank {})",
+                              d.step, d.index, d.rank, d.first_index, d.first_rank),
+        .evidence = recording_tokens_file(d.rank, d.step),
+        .ratio = std::numeric_limits<double>::infinity(),
+        .pattern = ranks ? "the dp ranks trained the same micro-batches (a sampler that ignores the rank: "
+                           "every rank the same data)"
+                         : "one micro-batch drawn twice within the global batch"};
+  }
+  if (r.second.found) r.second.steps_failing = static_cast<int64_t>(steps.size());
+  std::string note;
+  for (const DataRepeat& d : x.repeats)
+    if (d.step != d.first_step) {
+      note = fmt::format(
+          "; step {} micro-batch {} repeats step {} micro-batch {} (across steps: an epoch "
+          "boundary, or data resumed from the wrong position)",
+          d.step, d.index, d.first_step, d.first_index);
+      break;
+    }
+  r.first.passed = !r.second.found;
+  r.first.measured = fmt::format("{} steps × {} micro-batches: {} repeated within a step, {} across steps{}", c.steps,
+                                 c.micro_batches, within, across, note);
+  r.first.detail = r.second.detail;
+  return r;
+}
+
+Row lr(const JudgeContext& x) {
+  const Recording& rec = *x.recording;
+  const RecordingContract& c = rec.contract();
+  Row r{row("learning rate as declared",
+            "every rank's recorded lr and its optimizer's groups' lr are one value at every step; with a schedule "
+            "declared as data, that value is the schedule's (within 2^-40)",
+            "records/, contract.json"),
+        {.view = "lr", .point = 7, .evidence = "records/"}};
+  int64_t groups = 0, scheduled = 0;
+  std::set<int64_t> failing;
+  const auto found = [&](int64_t s, int rank, std::string detail, std::string pattern) {
+    failing.insert(s);
+    if (r.second.found) return;
+    r.second = {.view = "lr",
+                .point = 7,
+                .found = true,
+                .step = s,
+                .tensor = "lr",
+                .ranks = {rank},
+                .detail = std::move(detail),
+                .evidence = rank_records(rank),
+                .ratio = std::numeric_limits<double>::infinity(),
+                .pattern = std::move(pattern)};
+  };
+  for (int64_t s = 0; s < c.steps; ++s) {
+    const double lr0 = rec.ranks()[0].steps[static_cast<size_t>(s)].lr;
+    for (int rank = 0; rank < c.world; ++rank) {
+      const StepRecord& st = rec.ranks()[static_cast<size_t>(rank)].steps[static_cast<size_t>(s)];
+      if (!std::isfinite(st.lr) || st.lr != lr0)
+        found(s, rank, fmt::format("step {}: rank {} recorded lr {:.9g}, rank 0 {:.9g}", s, rank, st.lr, lr0),
+              "the ranks' learning rates disagree");
+      if (!st.has_group_lr) continue;
+      for (double g : st.group_lr) {
+        ++groups;
+        if (g != st.lr)
+          found(s, rank,
+                fmt::format("step {}: rank {}'s optimizer stepped with lr {:.9g} in a group; the step recorded "
+                            "{:.9g}",
+                            s, rank, g, st.lr),
+                fmt::format("the optimizer's group held {:.6g} × the recorded lr", g / st.lr));
+      }
+    }
+    if (!c.schedule) continue;
+    ++scheduled;
+    const double want = c.schedule->at(s);
+    if (std::abs(lr0 - want) <= kScheduleRtol * std::abs(want)) continue;
+    std::string pattern;
+    for (int64_t o = 0; o < c.steps && pattern.empty(); ++o)
+      if (std::abs(c.schedule->at(o) - lr0) <= kScheduleRtol * std::abs(lr0) && o != s)
+        pattern = fmt::format("the lr is the schedule's at step {}: the schedule {} by {} steps{}", o,
+                              o < s ? "restarted or behind" : "ahead", std::abs(s - o),
+                              o == 0 ? " (restarted, e.g. at a resume)" : "");
+    found(s, 0,
+          fmt::format("step {}: lr {:.9g}, the declared schedule ({}) gives {:.9g}", s, lr0, c.schedule->to_string(),
+                      want),
+          pattern.empty() ? fmt::format("lr {:.6g} × the schedule's", lr0 / want) : pattern);
+  }
+  if (r.second.found) r.second.steps_failing = static_cast<int64_t>(failing.size());
+  r.first.passed = !r.second.found;
+  r.first.measured = fmt::format(
+      "{} steps × {} ranks agree{}; {}", c.steps, c.world,
+      groups > 0 ? fmt::format(", {} optimizer group lrs", groups) : "",
+      c.schedule ? fmt::format("the schedule ({}) at {} steps", c.schedule->to_string(), scheduled)
+                 : fmt::format("schedule declared as text (\"{}\"): not checked", c.schedule_text.substr(0, 60)));
+  r.first.detail = r.second.detail;
+  return r;
+}
+
+}  // namespace sp::judge::criterion
