@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""The recorder's cost (docs/judge.md §cost): one DDP step of examples/torch/train_llama.py with
-shardproof_torch recording checksums every step and no anchor, against the same loop without the recorder
-(--no-record: DDP's own C++ reduction), in paired rounds that alternate the two on the same machine; then the
-bytes of one anchor (the state around a step, which the judge replays).
+"""The recorder's cost (docs/judge.md §cost): one DDP step of examples/torch/train_llama.py (Debian's torch) or,
+with --preset hf100m, of Hugging Face's LlamaForCausalLM at 106 M parameters under torch 2.x DDP
+(examples/hf_ddp/train.py, run on .venv's python), with shardproof_torch recording checksums every step and no
+anchor, against the same loop without the recorder (--no-record: DDP's own C++ reduction), in paired rounds that
+alternate the two on the same machine; then the bytes of one anchor (the state around a step, which the judge
+replays).
 
-    bench/judge_recorder_overhead.py [--rounds 4] [--steps 8] [--world 2] [--preset bench|test]
+    bench/judge_recorder_overhead.py [--rounds 4] [--steps 8] [--world 2] [--preset bench|test|hf100m]
                                      [--micro-batches 4] [--out DIR]
 
 Per run: the median of steps 1.. (step 0 warms up, and DDP reduces it as one bucket); the figure is the ratio
@@ -26,11 +28,18 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLE = os.path.join(HERE, "..", "examples", "torch", "train_llama.py")
+ROOT = os.path.dirname(HERE)
+EXAMPLES = {"torch": (sys.executable, os.path.join(ROOT, "examples", "torch", "train_llama.py"), ["--strategy", "ddp"]),
+            "hf": (os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "examples", "hf_ddp", "train.py"),
+                   [])}
 PRESETS = {  # the published PyTorch figure's shape (reference/published-numbers.md: 4.2M parameters), and the tests'
-    "bench": ["--vocab", "2048", "--dim", "256", "--ffn", "688", "--layers", "4", "--heads", "8", "--kv-heads", "4",
-              "--seq", "128", "--micro-batch", "4", "--bucket-mb", "25"],
-    "test": [],
+    "bench": ("torch", ["--vocab", "2048", "--dim", "256", "--ffn", "688", "--layers", "4", "--heads", "8",
+                        "--kv-heads", "4", "--seq", "128", "--micro-batch", "4", "--bucket-mb", "25"]),
+    "test": ("torch", []),
+    # issue 42's size: 105.8 M parameters (vocabulary 32,000, hidden 768, 8 layers of 12 heads, MLP 2,048), micro-batches
+    # of 4 x 512 tokens: 4,096 tokens per rank and step at --world 2 --micro-batches 4
+    "hf100m": ("hf", ["--vocab", "32000", "--dim", "768", "--ffn", "2048", "--layers", "8", "--heads", "12",
+                      "--kv-heads", "12", "--seq", "512", "--micro-batch", "4", "--bucket-mb", "25"]),
 }
 
 
@@ -38,9 +47,11 @@ def run(out, steps, world, preset, record, anchor_every, micro_batches):
     timing = out + ".timing.jsonl"
     for p in (out, timing):
         shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else (os.path.exists(p) and os.remove(p))
-    cmd = [sys.executable, EXAMPLE, "--strategy", "ddp", "--world", str(world), "--steps", str(steps), "--out", out,
-           "--quiet", "--timing", timing, "--anchor-every", str(anchor_every),
-           "--micro-batches", str(micro_batches)] + PRESETS[preset]
+    example, flags = PRESETS[preset]
+    python, script, fixed = EXAMPLES[example]
+    cmd = [python, script] + fixed + ["--world", str(world), "--steps", str(steps), "--out", out,
+                                      "--quiet", "--timing", timing, "--anchor-every", str(anchor_every),
+                                      "--micro-batches", str(micro_batches)] + flags
     if not record:
         cmd.append("--no-record")
     subprocess.run(cmd, check=True)

@@ -2,7 +2,8 @@
 # Installs every Debian package shardproof needs to build, run and test (Debian 12, as root).
 # Idempotent: only missing packages are installed; prints nothing to do when all are present.
 # python3-torch is a test oracle only (tests/oracle, tests/judge); the engine never links or calls it.
-# python3-venv creates the project's .venv (scripts/install-venv.sh: torch 2.x and the frameworks from PyPI).
+# python3-venv creates the project's .venv (scripts/install-venv.sh: torch 2.x and the frameworks from PyPI);
+# python3-dev has the headers DeepSpeed's CPU communication op is compiled against on its first use (examples/deepspeed).
 set -euo pipefail
 
 packages=(
@@ -16,7 +17,7 @@ packages=(
   # the HTML report: Chart.js, embedded into the binary at build time (src/report/CMakeLists.txt)
   libjs-chart.js
   # tests and benchmarks (chromium: the report's browser test, tests/report/)
-  libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch python3-venv chromium openssl
+  libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-numpy python3-torch python3-venv python3-dev chromium openssl
   # the tokenizer references (spm_train, spm_encode, spm_export_vocab: tests/data/tokenizers_test.py)
   sentencepiece
 )

@@ -80,6 +80,8 @@ def worker(rank, args, world, port):
                           batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches,
                                  "seq_len": args.seq},
                           hyper=hyper)
+    if args.keep_after_attach:  # the resharding changed behind the recorder's back (the traffic view's test)
+        model.set_reshard_after_forward(False)
     dp_rank = mesh["dp"].get_local_rank()
     M, k = args.micro_batches, args.micro_batches // dp
     for step in range(args.steps):
@@ -100,7 +102,9 @@ def worker(rank, args, world, port):
                 objective.backward()
         rec.gradients()
         with rec.statistics():
-            norm = clip_grad_norm(model.parameters(), args.clip)
+            norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip) if args.torch_clip
+                    else clip_grad_norm(model.parameters(), args.clip))
+            norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
         rec.clipped(norm.item())
         for g in opt.param_groups:
             g["lr"] = lr
@@ -120,7 +124,14 @@ def parse_args(argv=None):
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (the mesh is dp x tp)")
     ap.add_argument("--zero", type=int, default=3, choices=[0, 2, 3],
                     help="3: reshard after forward; 2: keep; 0: no FSDP2 (--tp alone: DTensor tensor parallelism)")
+    ap.add_argument("--torch-clip", action="store_true",
+                    help="clip with torch.nn.utils.clip_grad_norm_ (one mesh: not with --tp) in place of the helper")
+    ap.add_argument("--keep-after-attach", action="store_true",
+                    help="set_reshard_after_forward(False) after Recorder.attach: the run no longer does what the "
+                         "recorded units declare (the traffic view FAILs it)")
     args = ap.parse_args(argv)
+    if args.torch_clip and args.tp > 1:
+        ap.error("--torch-clip needs one mesh: clip_grad_norm_ refuses gradients on the dp and dp x tp meshes")
     if args.world % args.tp or args.micro_batches % (args.world // args.tp):
         ap.error(f"--world {args.world} must be dp x tp with --micro-batches a multiple of dp")
     return args

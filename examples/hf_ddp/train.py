@@ -15,9 +15,11 @@ torch.compile (eager backend): attach finds the names through it.
 """
 import argparse
 import datetime
+import json
 import os
 import socket
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -26,7 +28,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-from train_llama import lr_at, micro_batch_tokens  # noqa: E402  (the torch example's batches and schedule)
+from train_llama import NullRecorder, lr_at, micro_batch_tokens  # noqa: E402  (the torch example's)
 
 from shardproof_torch import Recorder  # noqa: E402
 
@@ -78,12 +80,14 @@ def worker(rank, args, world, port):
     ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb, broadcast_buffers=False)
     net = torch.compile(ddp, backend="eager") if args.compile else ddp
     opt, hyper = adamw(model, args)
-    rec = Recorder.attach(net, opt, args.out, steps=args.steps, name="hf-ddp", script=os.path.abspath(__file__),
-                          batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches,
-                                 "seq_len": args.seq},
-                          hyper=hyper)
+    options = {} if args.anchor_every is None else {"anchor_every": args.anchor_every}
+    rec = NullRecorder() if args.no_record else Recorder.attach(
+        net, opt, args.out, steps=args.steps, name="hf-ddp", script=os.path.abspath(__file__),
+        batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches, "seq_len": args.seq},
+        hyper=hyper, **options)
     M, k, dp_rank = args.micro_batches, args.micro_batches // world, rank
     for step in range(args.steps):
+        t0, c0 = time.perf_counter(), time.process_time()
         lr = lr_at(args, step)
         rec.begin_step(step, lr)
         batches = [micro_batch_tokens(args, step, i) for i in range(M)]
@@ -107,6 +111,11 @@ def worker(rank, args, world, port):
         with rec.phase("optimizer"):
             opt.step()
         rec.end_step()
+        if rank == 0 and args.timing:  # the step's wall and CPU time, and the recorder's share of them
+            with open(args.timing, "a") as f:
+                f.write(json.dumps({"step": step, "seconds": time.perf_counter() - t0,
+                                    "cpu_seconds": time.process_time() - c0, "record": not args.no_record,
+                                    "recorder_seconds": rec.seconds, "recorder_cpu_seconds": rec.cpu_seconds}) + "\n")
         if rank == 0 and not args.quiet and (step % 5 == 0 or step == args.steps - 1):
             print(f"step {step} lr {lr:.2e} grad_norm {norm.item():.4f}", flush=True)
     rec.finish()
@@ -135,13 +144,20 @@ def common_flags(ap):
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--plant", default=None,
+                    help="a re-planted framework bug of the zoo, applied in every process (examples/zoo/plants.py)")
 
 
 def launch(worker, args):
-    """Starts worker(rank, args, world, port) on --world forked gloo processes, into a new --out."""
+    """Starts worker(rank, args, world, port) on --world forked gloo processes, into a new --out; --plant's bug is
+    applied first in each (examples/zoo/plants.py)."""
     if os.path.exists(args.out) and os.listdir(args.out):
         sys.exit(f"train.py: --out {args.out} is not empty: record into a new directory")
     os.makedirs(args.out, exist_ok=True)
+    if getattr(args, "plant", None):
+        sys.path.insert(0, os.path.join(HERE, "..", "zoo"))
+        import plants
+        plants.apply(args.plant)  # before the fork: every process inherits the patched function
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -153,6 +169,10 @@ def parse_args(argv=None):
     common_flags(ap)
     ap.add_argument("--compile", action="store_true", help="wrap the DDP model in torch.compile (eager backend)")
     ap.add_argument("--bucket-mb", type=float, default=0.02)
+    ap.add_argument("--no-record", action="store_true", help="train without the recorder (its cost's baseline)")
+    ap.add_argument("--timing", help="rank 0 appends each step's wall and CPU time to this JSON Lines file")
+    ap.add_argument("--anchor-every", type=int, default=None,
+                    help="the recorder's anchor_every (default: the recorder's; 0: checksums only)")
     args = ap.parse_args(argv)
     if args.micro_batches % args.world:
         ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")

@@ -11,7 +11,8 @@ enough for --steps steps of M micro-batches; the Trainer shuffles and shards it 
 transformers 5 otherwise: the loss divided by num_items_in_batch summed over ranks (average_tokens_across_devices),
 so the judge's loss view names the reduction a per-token mean over the global batch; --no-items turns
 num_items_in_batch off (the model no longer accepts loss kwargs), and the Trainer divides each micro-batch's mean by
-the accumulation steps instead: the per-micro-batch mean of transformers#34191, which the judge names and FAILs.
+the accumulation steps instead: the per-micro-batch mean of transformers#34191, which the judge names and FAILs; --no-average-tokens turns
+average_tokens_across_devices off: each rank divides its loss by its own targets (transformers#34242's question).
 """
 import argparse
 import os
@@ -60,7 +61,8 @@ def worker(rank, args, world, port):
                               adam_epsilon=1e-8, max_grad_norm=args.clip, warmup_steps=4, lr_scheduler_type="cosine",
                               optim="adamw_torch", seed=args.seed, report_to=[], save_strategy="no",
                               logging_steps=5, dataloader_drop_last=True, disable_tqdm=True,
-                              ddp_broadcast_buffers=False)
+                              ddp_broadcast_buffers=False,
+                              average_tokens_across_devices=not args.no_average_tokens)
     trainer = Trainer(model=model, args=targs, train_dataset=Rows(args))
     if args.no_items:
         trainer.model_accepts_loss_kwargs = False
@@ -75,6 +77,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common_flags(ap)
     ap.add_argument("--no-items", action="store_true", help="no num_items_in_batch: the per-micro-batch mean")
+    ap.add_argument("--no-average-tokens", action="store_true",
+                    help="average_tokens_across_devices=False: each rank divides by its own token count")
     args = ap.parse_args(argv)
     if args.micro_batches % args.world:
         ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")

@@ -104,6 +104,9 @@ class TraceRecorder:
                 g.announced = True
         self.file = files.JsonlFile(path)
         self.step, self.phase, self.micro_batch = -1, "setup", -1
+        # p2p tensors whose op runs later than its phase was set (a schedule that batches one micro-batch's forward
+        # sends with another's backward receives): id(tensor) -> (phase, micro_batch), taken by the op (pipelining.py)
+        self.tensor_phases = {}
         self.pending = []
         self.originals = {}
 
@@ -240,13 +243,17 @@ class TraceRecorder:
             peer = g.members[kwargs["group_" + side]]
         if peer is None:
             raise UnsupportedCollective(f"{op} without a source rank cannot be traced (name the peer)")
-        return {"group": g, "tensor": a(args, kwargs, 0, "tensor"), "peer_world": peer,
-                "tag": a(args, kwargs, 3, "tag", 0)}
+        t = a(args, kwargs, 0, "tensor")
+        fields = {"group": g, "tensor": t, "peer_world": peer, "tag": a(args, kwargs, 3, "tag", 0)}
+        tagged = self.tensor_phases.pop(id(t), None)
+        if tagged is not None:
+            fields["phase"], fields["micro_batch"] = tagged
+        return fields
 
     def _record(self, op, f, t0, t1):
         g = f["group"]
         r = {"group": g.name, "group_size": g.size, "group_rank": g.rank, "seq": g.seq, "op": op,
-             "phase": f.get("phase", self.phase), "step": self.step, "micro_batch": self.micro_batch,
+             "phase": f.get("phase", self.phase), "step": self.step, "micro_batch": f.get("micro_batch", self.micro_batch),
              "t_start_us": t0, "t_end_us": t1}
         g.seq += 1
         if not g.announced:

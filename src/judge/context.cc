@@ -9,6 +9,7 @@
 #include "data/token_batch.h"
 #include "judge/diagnosis.h"
 #include "judge/replay.h"
+#include "model/weights.h"
 
 namespace sp::judge {
 namespace {
@@ -31,7 +32,52 @@ const StepRecord& step_of(const Recording& rec, int rank, int64_t step) {
 // The tp split the recording declares by its pieces: the embedding and head whole or by rows (vocabulary-
 // parallel); anything else Megatron's split does not do (a matrix split along the other dim) is named as what the
 // traffic model cannot model.
+// FSDP2's units (contract strategy.units) as the traffic model's: each unit's padded shard from the model's shapes.
+// Every tensor of the model in exactly one unit; on a dp-only grid (FSDP2 + TP or a pipeline: its dp cells named
+// as not modelled).
+void recorded_units(const RecordingContract& c, JudgeContext& ctx) {
+  if (c.units.empty()) {
+    if (c.strategy.zero >= 2 && c.strategy.dp > 1)
+      ctx.unmodelled_dp = fmt::format(
+          "ZeRO-{} declared without FSDP2's units: the framework's schedule of gathers and reductions is not "
+          "modelled (the engine's ZeRO-{} is not the framework's)",
+          c.strategy.zero, c.strategy.zero);
+    return;
+  }
+  if (c.strategy.tp > 1 || c.strategy.pp > 1) {
+    ctx.unmodelled_dp = fmt::format(
+        "FSDP2's units on a dp {} × tp {} × pp {} grid: the dp group's gathers and reductions of tp-local or "
+        "per-stage shards are not modelled",
+        c.strategy.dp, c.strategy.tp, c.strategy.pp);
+    return;
+  }
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const model::WeightSpec& w : model::weight_table(c.model.model)) shapes[w.name] = w.shape;
+  std::map<std::string, int> seen;
+  for (const ShardingUnit& u : c.units) {
+    plan::ShardedUnit su{.padded_numel = 0, .reshard_after_forward = u.reshard_after_forward};
+    for (const std::string& t : u.tensors) {
+      const auto it = shapes.find(t);
+      if (it == shapes.end() || seen[t]++ > 0) {
+        ctx.unmodelled_dp =
+            fmt::format("FSDP2 unit tensor '{}' is {} of the model: the units do not partition it", t.substr(0, 80),
+                        it == shapes.end() ? "not a tensor" : "a second time a tensor");
+        return;
+      }
+      su.padded_numel += plan::fsdp2_padded_numel(it->second, c.strategy.dp);
+    }
+    ctx.layout.units.push_back(su);
+  }
+  for (const auto& [name, shape] : shapes)
+    if (!seen.count(name)) {
+      ctx.layout.units.clear();
+      ctx.unmodelled_dp = fmt::format("'{}' is in no FSDP2 unit: its dp traffic is not modelled", name);
+      return;
+    }
+}
+
 void recorded_layout(const Recording& rec, JudgeContext& ctx) {
+  recorded_units(rec.contract(), ctx);
   if (rec.contract().strategy.tp < 2) return;
   for (const RankRecords& rr : rec.ranks())
     for (const TensorRecord& t : rr.tensors) {
@@ -98,6 +144,10 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   t.norm = 2 * std::sqrt(static_cast<double>(m.param_count())) * kU;
   t.semantics = 1.52587890625e-05;  // 2^-16
   return t;
+}
+
+std::string JudgeContext::unmodelled_text() const {
+  return unmodelled + (!unmodelled.empty() && !unmodelled_dp.empty() ? "; " : "") + unmodelled_dp;
 }
 
 std::vector<int64_t> JudgeContext::unchecked_steps() const {

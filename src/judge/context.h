@@ -105,14 +105,17 @@ struct JudgeContext {
   Assembly assembly;
   Result<evidence::TraceReport> trace = internal_error("not read");
   Result<plan::RunPlan> plan = internal_error("not planned");  // the declared grid as the engine plans it
-  plan::TpLayout layout = {};               // what the recorded tp split keeps whole (the traffic model's input)
-  std::string unmodelled = {};              // a recorded split the traffic model cannot model: its tp cells unchecked
+  plan::RecordedLayout layout =
+      {};                          // what the recorded tp split keeps whole, FSDP2's units (the traffic model's input)
+  std::string unmodelled = {};     // a recorded split the traffic model cannot model: its tp cells unchecked
+  std::string unmodelled_dp = {};  // FSDP2 units the traffic model cannot model: the dp group's cells unchecked
   std::vector<StepResult> steps = {};       // every recorded step, in order
   std::vector<NormError> norm_errors = {};  // every step with gradient checksums
   std::vector<DataRepeat> repeats = {};     // every repeated micro-batch, by step
   int64_t norm_checks = 0;
   std::vector<std::string> notes = {};
   std::vector<int64_t> unchecked_steps() const;
+  std::string unmodelled_text() const;  // unmodelled and unmodelled_dp, "; "-joined ("" when the model covers all)
 };
 
 // ‖a − b‖₂ / ‖b‖₂ in double (0 when both are zero; ∞ when only b is), and whether every element is equal.

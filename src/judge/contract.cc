@@ -122,18 +122,46 @@ bool RecordingContract::decays(const std::string& tensor) const {
 
 namespace {
 
+// strategy.units: [{"tensors": [HF names], "reshard_after_forward": bool}] (FSDP2's fully_shard units, ZeRO 2 or 3);
+// the names are checked against the model's where the traffic model reads them (judge/context.cc).
+Result<std::vector<ShardingUnit>> units_of(const JsonFields& sf, const json& v, int zero) {
+  if (!v.is_array() || v.empty())
+    return sf.error("units", "must be a non-empty array of {\"tensors\": [names], \"reshard_after_forward\": bool}");
+  if (zero < 2)
+    return sf.error("units", fmt::format("are FSDP2's (ZeRO 2 or 3), but the strategy declares zero = {}", zero));
+  std::vector<ShardingUnit> out;
+  for (const json& u : v) {
+    const JsonFields uf(u, "", "strategy.units[]");
+    SP_RETURN_IF_ERROR(uf.expect_keys({"tensors", "reshard_after_forward"}));
+    ShardingUnit unit;
+    if (!u.at("reshard_after_forward").is_boolean()) return uf.error("reshard_after_forward", "must be true or false");
+    unit.reshard_after_forward = u.at("reshard_after_forward").get<bool>();
+    SP_ASSIGN_OR_RETURN(const json* names, uf.array("tensors"));
+    for (const json& n : *names) {
+      if (!n.is_string()) return uf.error("tensors", "must list HF tensor names");
+      unit.tensors.push_back(n.get<std::string>());
+    }
+    out.push_back(std::move(unit));
+  }
+  return out;
+}
+
 Status strategy_and_batch(const JsonFields& f, const json& doc, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
   const JsonFields sf(*st, label, "strategy");
-  SP_RETURN_IF_ERROR(sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
+  SP_RETURN_IF_ERROR(st->contains("units") ? sf.expect_keys({"name", "dp", "tp", "pp", "zero", "units"})
+                                           : sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
   SP_ASSIGN_OR_RETURN(c.strategy_name, sf.string("name"));
   SP_ASSIGN_OR_RETURN(const int64_t dp, sf.integer("dp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t tp, sf.integer("tp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t pp, sf.integer("pp", 1, 1 << 20));
-  SP_ASSIGN_OR_RETURN(const int64_t zero, sf.integer("zero", 0, 1));
+  SP_ASSIGN_OR_RETURN(const int64_t zero, sf.integer("zero", 0, 3));
   plan::Strategy& s = c.strategy;
   s.dp = static_cast<int>(dp), s.tp = static_cast<int>(tp), s.pp = static_cast<int>(pp);
   s.zero = static_cast<int>(zero);
+  if (st->contains("units")) {
+    SP_ASSIGN_OR_RETURN(c.units, units_of(sf, st->at("units"), s.zero));
+  }
   if (const std::string why = strategy_name_problem(c.strategy_name, s.dp, s.tp, s.pp, s.zero); !why.empty())
     return sf.error("name", fmt::format("\"{}\" {}", c.strategy_name.substr(0, 60), why));
   SP_ASSIGN_OR_RETURN(const int64_t world, f.integer("world_size", 1, 1 << 20));

@@ -133,7 +133,9 @@ Row traffic(const JudgeContext& x) {
   }
   for (const auto& [key, t] : model) model_ops += t.ops * c.steps;
   // A layout the model cannot model: the tp groups' forward and backward cells are not compared (nor passed).
+  // FSDP2's units the model cannot model: every dp group's cells.
   const auto unmodelled = [&](const std::pair<std::string, std::string>& key) {
+    if (!x.unmodelled_dp.empty() && key.first.rfind("dp[", 0) == 0) return true;
     return !x.unmodelled.empty() && key.first.rfind("tp[", 0) == 0 &&
            (key.second == "forward" || key.second == "backward");
   };
@@ -185,15 +187,21 @@ Row traffic(const JudgeContext& x) {
   if (r.second.found) r.second.steps_failing = failing;
   r.first.passed = !r.second.found;
   r.first.measured = fmt::format(
-      "{} cells of {} steps {}{}; ops {} traced, {} in the model; statistics (phase evidence, not compared) {} "
+      "{} cells of {} steps {}{}{}; ops {} traced, {} in the model; statistics (phase evidence, not compared) {} "
       "bytes{}",
       cells, c.steps, r.first.passed ? "equal" : "differ",
+      x.layout.units.empty()
+          ? ""
+          : fmt::format(" (dp: FSDP2's schedule of {} fully_shard units, {} resharded after forward)",
+                        x.layout.units.size(),
+                        std::count_if(x.layout.units.begin(), x.layout.units.end(),
+                                      [](const plan::ShardedUnit& u) { return u.reshard_after_forward; })),
       c.strategy.tp > 1
           ? fmt::format(" (embedding {}, head {})", x.layout.embedding_split ? "vocabulary-parallel" : "whole",
                         x.layout.head_split ? "vocabulary-parallel" : "whole")
           : "",
       traced_ops, model_ops, stats_bytes,
-      skipped > 0 ? fmt::format("; {} cells NOT compared (UNVERIFIED): {}", skipped, x.unmodelled) : "");
+      skipped > 0 ? fmt::format("; {} cells NOT compared (UNVERIFIED): {}", skipped, x.unmodelled_text()) : "");
   return r;
 }
 

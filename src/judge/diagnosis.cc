@@ -185,8 +185,9 @@ std::string norm_pattern(const Recording& rec, const Assembly& as, int64_t step,
   if (std::abs(recorded - local) <= tolerance * std::max(local, 1e-30))
     return fmt::format(
         "rank {}'s norm {} is the norm of its own pieces only: clipped before the reduction over "
-        "its tp/pp group",
-        rank, num(local));
+        "the group{} that shard{} its tensors",
+        rank, num(local), rec.contract().strategy.zero >= 2 ? "s (dp under ZeRO-2/3, tp, pp)" : " (tp or pp)",
+        rec.contract().strategy.zero >= 2 ? "" : "s");
   return {};
 }
 

@@ -56,6 +56,13 @@ struct Shard {
   std::string to_string() const;  // "rows 1/2"
 };
 
+// A fully_shard unit of an FSDP2 run as the recorder found it (contract.json strategy.units): the HF names of the
+// tensors it shards together, and whether it reshards them after forward (ZeRO-3) or keeps them (ZeRO-2).
+struct ShardingUnit {
+  std::vector<std::string> tensors = {};
+  bool reshard_after_forward = true;
+};
+
 // A learning-rate schedule declared as data (python/shardproof_torch/schedule.py; Hugging Face's formulas).
 struct LrSchedule {
   std::string kind = {};  // constant, linear, cosine
@@ -73,6 +80,7 @@ struct RecordingContract {
   std::string strategy_name = {};  // the user's name for it ("ddp", "zero1", ...)
   // The declared grid (dp, tp, pp, ZeRO) with the batch's micro-batch size, as the engine's strategy.
   plan::Strategy strategy = {};
+  std::vector<ShardingUnit> units = {};  // FSDP2's fully_shard units (empty: not FSDP2)
   int world = 1;
   int64_t micro_batches = 1, seq_len = 1, steps = 1, checksum_every = 1;
   std::vector<int64_t> anchors = {};  // increasing steps with anchor files

@@ -101,9 +101,10 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
     if (f == nullptr || d.step < f->step || (d.step == f->step && d.point < f->point)) v.first = static_cast<int>(i);
   }
   v.unverified = x.unchecked_steps();
-  v.unmodelled = x.unmodelled;
+  v.unmodelled = x.unmodelled_text();
   v.title = fmt::format("shardproof judge: {} (dp {} × tp {} × pp {}{}), {} steps", c.strategy_name, c.strategy.dp,
-                        c.strategy.tp, c.strategy.pp, c.strategy.zero ? ", ZeRO-1" : "", c.steps);
+                        c.strategy.tp, c.strategy.pp, c.strategy.zero ? fmt::format(", ZeRO-{}", c.strategy.zero) : "",
+                        c.steps);
   v.notes.push_back(v.first_line());
   if (v.first >= 0 && !v.detections[static_cast<size_t>(v.first)].pattern.empty())
     v.notes.push_back("pattern: " + v.detections[static_cast<size_t>(v.first)].pattern);

@@ -22,7 +22,7 @@ struct Ctx {
   std::string dp, tp, pp, world = "world";
   bool det;
   int64_t sb = 4;  // bytes per element of the residual stream and what carries it (RunPlan::stream_bytes)
-  TpLayout layout = {};
+  RecordedLayout layout = {};
   void add(const std::string& group, const char* phase, const char* op, int64_t ops, int64_t bytes) {
     Traffic& t = raw[{&group, phase, op}];
     t.ops += ops;
@@ -143,8 +143,12 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   auto numel = [&](int id) { return unit_numel_of(x, id); };
   const int blocks = ch.layer_end - ch.layer_begin;
   if (sp) add_sp_pass_traffic(x, ch, forward, phase);
-  auto gather = [&](int id) {  // ZeRO-3 acquisition
-    if (zero == 3 && dp > 1) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
+  const bool fsdp2 = !x.layout.units.empty();
+  if (fsdp2 && dp > 1)
+    for (const ShardedUnit& u : x.layout.units)
+      if (forward || u.reshard_after_forward) x.all_gather(x.dp, phase, dp * u.padded_numel, pb);
+  auto gather = [&](int id) {  // ZeRO-3 acquisition (the engine's; FSDP2's units above)
+    if (zero == 3 && dp > 1 && !fsdp2) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
   };
   if (forward) {
     if (ch.first) {
@@ -187,14 +191,22 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
 
 }  // namespace
 
+int64_t fsdp2_padded_numel(const std::vector<int64_t>& shape, int dp) {
+  if (shape.empty()) return 1;
+  int64_t n = (shape[0] + dp - 1) / dp;
+  for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
 StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after,
-                         const TpLayout& layout) {
+                         const RecordedLayout& layout) {
   const config::RunConfig& rc = plan.config;
   const model::LlamaConfig& m = rc.model;
   // A parameter server runs no micro-batch and belongs to no grid axis; a worker's axes are itself.
   const bool ps = rc.parallel.parameter_server();
   const bool server = ps && plan.roles().is_server(rank);
-  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false, 4, layout};
+  Ctx x{plan, grid, rank, server ? comm::Coords{} : grid.coords_of(rank), {}, "", "", "", "world", false};
+  x.layout = layout;
   if (!server) {
     x.dp = grid.group_name(comm::Axis::kDp, rank);
     x.tp = grid.group_name(comm::Axis::kTp, rank);
@@ -236,8 +248,11 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
                                               plan.local_micro_batches))
     if (!server && !a.weight())  // ZB-H1's W passes communicate nothing
       pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
+  const bool fsdp2 = !layout.units.empty();
   if (ps)
     add_ps_traffic(x, plan, rank);
+  else if (fsdp2 && dp > 1)
+    for (const ShardedUnit& u : layout.units) x.add(x.dp, "grad_sync", "reduce_scatter", 1, gb * dp * u.padded_numel);
   else if (dp > 1)
     for (int id : all_units) {
       if (zero == 0)
@@ -247,7 +262,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     }
   x.add(x.world, "evidence", "all_reduce", 1, 8 * plan.micro_batches);          // loss
   x.add(x.world, "optimizer", "all_reduce", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums, max
-  if ((zero == 1 || zero == 2) && dp > 1)
+  if ((zero == 1 || zero == 2) && dp > 1 && !fsdp2)
     for (int id : all_units) x.add(x.dp, "optimizer", "all_gather", 1, pb * numel(id));
   if (checksums) x.add(x.world, "evidence", "all_reduce", 2, summary_bytes + 8 * n_tensors);
   if (dp > 1 && zero < 3) x.add(x.world, "evidence", "all_gather", 1, 16 * static_cast<int64_t>(plan.world));
@@ -256,7 +271,7 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
 }
 
 StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
-                                 bool eval_after, const TpLayout& layout) {
+                                 bool eval_after, const RecordedLayout& layout) {
   StepTraffic out;
   for (const auto& [key, t] : predict_step_ops(plan, grid, rank, checksums, eval_after, layout)) {
     Traffic& sum = out[{std::get<0>(key), std::get<1>(key)}];

@@ -12,6 +12,8 @@
 //                   target logit (N each) forward and 1 (N·C) backward; recompute replays the forward ones
 //   tp under sequence parallelism: each sum above becomes a reduce-scatter and an all-gather, plus the norms'
 //                   gradient sums (add_sp_pass_traffic in traffic_model.cc says which, and in which dtype)
+//   dp under FSDP2's units (RecordedLayout::units): all_gather(dp·padded) per unit per forward pass, again per
+//                   backward pass if it reshards after forward; reduce_scatter(dp·padded) per unit in grad_sync
 //   pp:             send/recv of (N, C) per micro-batch per chunk boundary, each direction ((N/tp, C) under SP)
 //   world:          loss all_reduce (M doubles), gradient summaries (norm), parameter summaries and the
 //                   dp-replica digest exchange (evidence)
@@ -22,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "comm/process_grid.h"
 #include "evidence/comm_prediction.h"
@@ -41,23 +44,40 @@ using StepTraffic = std::map<std::pair<std::string, std::string>, Traffic>;
 // ("all_reduce", "all_to_all", "all_gather", "reduce_scatter", "send", "recv"): what the planner prices.
 using StepOps = std::map<std::tuple<std::string, std::string, std::string>, Traffic>;
 
-// What a tensor-parallel split keeps whole. The engine's own is vocabulary-parallel (the embedding's rows, with
-// an all-reduce of its output; the LM head's rows with the vocabulary-parallel cross entropy's three sums and the
-// all-reduce of its input gradient). A foreign run may keep either whole on every tp rank (Megatron-style splits
-// that replicate them): no tp collective for it, and its gradient reduced over dp whole (the judge's recorded
-// layout, docs/judge.md §3). Not modelled under sequence parallelism.
-struct TpLayout {
+// A fully_shard unit of a foreign run whose ZeRO-2/3 is FSDP2's (torch.distributed.fsdp.fully_shard): before
+// each forward pass it all-gathers its padded flat shard (dp × padded_numel elements out), again before each
+// backward pass when it reshards after forward, and it reduce-scatters its gradients (dp × padded_numel in) once
+// per step, in the step's last backward (docs/judge.md §3). padded_numel: fsdp2_padded_numel summed over the unit.
+struct ShardedUnit {
+  int64_t padded_numel = 0;
+  bool reshard_after_forward = true;
+  bool operator==(const ShardedUnit&) const = default;
+};
+
+// One rank's padded shard of a tensor under FSDP2: dim 0 cut by torch.chunk into dp pieces, each padded to the
+// first (the largest): ⌈rows / dp⌉ · (the other dims' product) elements.
+int64_t fsdp2_padded_numel(const std::vector<int64_t>& shape, int dp);
+
+// The layout a foreign run records, as far as it changes what travels. What a tensor-parallel split keeps whole:
+// the engine's own is vocabulary-parallel (the embedding's rows, with an all-reduce of its output; the LM head's
+// rows with the vocabulary-parallel cross entropy's three sums and the all-reduce of its input gradient). A foreign
+// run may keep either whole on every tp rank (Megatron-style splits that replicate them): no tp collective for it,
+// and its gradient reduced over dp whole (the judge's recorded layout, docs/judge.md §3). Not modelled under
+// sequence parallelism. units: non-empty for FSDP2's ZeRO (dp = the shard group, tp = pp = 1): its schedule
+// replaces the engine's ZeRO traffic on the dp group (gathers per pass, reduction per unit, no optimizer gathers).
+struct RecordedLayout {
   bool embedding_split = true;
   bool head_split = true;
+  std::vector<ShardedUnit> units = {};
 };
 
 // Predicted traffic of world rank `rank` in one training step, per op (the model itself).
 StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after,
-                         const TpLayout& layout = {});
+                         const RecordedLayout& layout = {});
 // The same summed over ops (with checksums taken or not, and
 // evaluation after the step or not).
 StepTraffic predict_step_traffic(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums,
-                                 bool eval_after, const TpLayout& layout = {});
+                                 bool eval_after, const RecordedLayout& layout = {});
 // Which steps take checksums and are followed by an evaluation: the trainer's loop and the prediction
 // both follow it (evidence/comm_prediction.h).
 evidence::StepSchedule step_schedule(const config::RunConfig& config);

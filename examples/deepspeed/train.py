@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Hugging Face `LlamaForCausalLM` trained by DeepSpeed's engine — ZeRO-1, 2 or 3 on its CPU accelerator (gloo),
+fp32, torch.optim.AdamW as the client optimizer, DeepSpeed's gradient accumulation and clipping — recorded through
+the engine's seams (python/shardproof_torch/deepspeed_engine.py) so that `shardproof judge DIR` proves it:
+
+    .venv/bin/python examples/deepspeed/train.py --zero 2 --steps 20 --out runs/ds-zero2
+    build/bin/shardproof judge runs/ds-zero2
+
+(The other files here, config.json and ds_config.json, are the engine's own DeepSpeed-config example:
+docs/deepspeed.md.) Each rank trains gradient_accumulation_steps = M / dp micro-batches per step: global
+micro-batches [dp_rank·k, (dp_rank+1)·k) of the step's M, and gives engine.backward Σ token losses / (targets of
+the global batch) · dp · k, which DeepSpeed's division by the accumulation steps and its mean over dp turn into the
+single-device per-token mean. The batches and the schedule are examples/torch/train_llama.py's. The first run on a
+machine builds DeepSpeed's CPU communication op with the C++ compiler and Python's headers (python3-dev).
+--manual-accumulation accumulates in the loop instead (the config's gradient_accumulation_steps 1, k backward calls,
+one engine.step()): under ZeRO-2 every backward is then an accumulation boundary and only the last micro-batch's
+gradient reaches the step, as DeepSpeed 0.19.8 ships it (allenai/open-instruct#1498).
+"""
+import argparse
+import datetime
+import os
+import sys
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "hf_ddp"))
+from train import adamw, build_model, common_flags, launch, loss_sum  # noqa: E402  (examples/hf_ddp)
+from train_llama import lr_at, micro_batch_tokens  # noqa: E402
+
+from shardproof_torch import deepspeed_engine  # noqa: E402
+
+
+def ds_config(args, world):
+    return {"train_micro_batch_size_per_gpu": args.micro_batch,
+            "gradient_accumulation_steps": 1 if args.manual_accumulation else args.micro_batches // world,
+            "gradient_clipping": args.clip,
+            # ZeRO-3 keeps a parameter under stage3_param_persistence_threshold elements whole (1e5 by default:
+            # every tensor of a small model); 0 partitions them all, as a large model's are
+            "zero_optimization": {"stage": args.zero, "stage3_param_persistence_threshold": 0},
+            "steps_per_print": 1 << 30, "wall_clock_breakdown": False}
+
+
+def worker(rank, args, world, port):
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank), LOCAL_SIZE=str(world))
+    import deepspeed
+    deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=300))
+    model = build_model(args)
+    opt, hyper = adamw(model, args)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config(args, world))
+    ds = deepspeed_engine.attach(engine, args.out, steps=args.steps, hyper=hyper, seq_len=args.seq,
+                                 script=os.path.abspath(__file__), micro_batches=args.micro_batches)
+    M, k = args.micro_batches, args.micro_batches // world
+    gas = engine.gradient_accumulation_steps()  # what engine.backward divides the loss by
+    for step in range(args.steps):
+        lr = lr_at(args, step)
+        for g in engine.optimizer.param_groups:
+            g["lr"] = lr
+        batches = [micro_batch_tokens(args, step, i) for i in range(M)]
+        n_global = sum(int((b[:, 1:] >= 0).sum()) for b in batches)
+        for i in range(rank * k, (rank + 1) * k):
+            ds.micro_batch(i, batches[i])
+            s = loss_sum(engine, batches[i])
+            objective = s / n_global * world * gas
+            ds.loss(i, s.item(), int((batches[i][:, 1:] >= 0).sum()), objective.item())
+            engine.backward(objective)
+            if not args.manual_accumulation or i == (rank + 1) * k - 1:
+                engine.step()
+        if rank == 0 and not args.quiet and (step % 5 == 0 or step == args.steps - 1):
+            print(f"step {step} lr {lr:.2e} grad_norm {float(engine.get_global_grad_norm()):.4f}", flush=True)
+    ds.finish()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common_flags(ap)
+    ap.add_argument("--zero", type=int, default=2, choices=[1, 2, 3], help="DeepSpeed's ZeRO stage")
+    ap.add_argument("--manual-accumulation", action="store_true",
+                    help="gradient_accumulation_steps 1 in the config, k backward calls and one engine.step() per "
+                         "step (open-instruct#1498's loop)")
+    args = ap.parse_args(argv)
+    if args.micro_batches % args.world:
+        ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")
+    return args
+
+
+def main(argv=None):
+    launch(worker, parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
