@@ -1,5 +1,6 @@
 // step_bench: tokens/s of one shardproof training step (the Engine at dp = tp = pp = 1, one micro-batch
-// of the whole batch, AdamW, clipping) and the OpenBLAS sgemm peak of this machine, single-threaded.
+// of the whole batch, AdamW, clipping) and the fp32 GEMM peak of the backend it runs (train.gemm32; "auto" is the
+// host's pick, as shardproof's), single-threaded unless parallel.blas_threads says otherwise.
 // Run by bench/train_vs_torch.py, which times PyTorch eager on the same shapes in the same run.
 //   step_bench PRESET_TOML BATCH SEQ STEPS [--checksums] [--trace DIR] [--alternate] [--set KEY=VALUE ...]
 // --set: a run-configuration override as `shardproof --set` takes it (train.precision=bf16,
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "cli/blas_select.h"
+#include "cli/run_setup.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
 #include "comm/trace_writer.h"
@@ -30,17 +32,21 @@
 #include "isa_peak.h"
 #include "kernels/blas_core.h"
 #include "kernels/gemm16.h"
+#include "kernels/gemm32_auto.h"
+#include "kernels/matmul.h"
 #include "parallel/engine.h"
+#include "planner/flops.h"
 
 using namespace sp;
 
+// The fp32 GEMM peak of the backend the engine runs (kernels::gemm after the Engine set train.gemm32).
 static double sgemm_peak() {
   const int n = 1024;
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     Stopwatch w;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    kernels::gemm(c.data(), a.data(), b.data(), n, n, n, false, true, n, n, n, 1.0f, 0.0f);
     best = std::max(best, 2.0 * n * n * n / w.seconds() * 1e-9);
   }
   return best;
@@ -98,6 +104,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   cli::select_blas_core(argv);  // before MPI and before any BLAS call, as in shardproof's main()
+  kernels::set_gemm32_cache_file(cli::user_cache_dir() + "/gemm32.json");  // "auto": the host's pick, as shardproof's
   openblas_set_num_threads(1);
   comm::MpiScope mpi(&argc, &argv);
   auto j = config::read_toml(argv[1]);
@@ -131,9 +138,9 @@ int main(int argc, char** argv) {
       *c = std::make_unique<comm::TracedCommunicator>(std::move(*c), trace, writer.get(), nullptr);
   }
   MemoryLedger ledger;
+  parallel::Engine engine(*plan, *grid, comms, trace, ledger, nullptr, nullptr, nullptr);  // sets train.gemm32
   const double peak = sgemm_peak();
   const double peak16 = bf16_gemm_peak();
-  parallel::Engine engine(*plan, *grid, comms, trace, ledger, nullptr, nullptr, nullptr);
   engine.initialize();
   const int64_t V = rc->model.vocab_size;
   engine.set_batch_source([&](int64_t s, int64_t mb, int32_t* tok) {
@@ -165,14 +172,12 @@ int main(int argc, char** argv) {
         "\"checksums_off_cpu_s\": %.5f, \"paired_wall\": %.4f, \"paired_cpu\": %.4f, \"pairs\": %zu}\n",
         median_of(wall[1]), median_of(wall[0]), median_of(cpu[1]), median_of(cpu[0]), median_of(pair_wall),
         median_of(pair_cpu), pair_wall.size());
-  // Model FLOPs per token: 6 per matmul weight (forward 2, backward 4) + causal attention
-  // 2·2·(T/2)·C per layer forward (QKᵀ and PV over the causal half), ×3 with the backward.
+  // Model FLOPs per token: the planner's one formula (planner/flops.h: forward + backward of every product, the
+  // attention core over the full T × T as Megatron and PaLM count it), so that this MFU and the plan's agree.
   const model::LlamaConfig& m = rc->model;
-  const double D = static_cast<double>(m.head_dim());
-  const double matmul_params = static_cast<double>(m.n_layers) * ((m.n_heads + 2 * m.n_kv_heads) * D * m.dim +
-                                                                  m.dim * m.n_heads * D + 3.0 * m.ffn_dim * m.dim) +
-                               static_cast<double>(m.vocab_size * m.dim);
-  const double flops_per_token = 6.0 * matmul_params + 6.0 * m.n_layers * static_cast<double>(T) * m.n_heads * D;
+  const planner::ModelShape shape = planner::ModelShape::from_llama(m, "bench", argv[1]);
+  const double flops_per_token =
+      planner::step_flops(shape, B, T, model::Recompute::kNone).model / static_cast<double>(B * T);
   const double tps = static_cast<double>(B * T) / median;
   // The median step's split by kind, seconds; "other" is the rest of that step's wall time.
   std::sort(splits.begin(), splits.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -183,10 +188,11 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"tokens_per_s\": %.2f, \"step_s\": %.5f, \"cpu_s\": %.5f, \"flops_per_token\": %.0f, \"gflops\": %.2f, "
       "\"sgemm_gflops\": %.2f, \"bf16_gemm_gflops\": %.2f, \"params\": %lld, \"blas_core\": \"%s\", \"onednn_isa\": "
-      "\"%s\", \"fp32_fma_peak_gflops\": %.2f, \"bf16_dot_peak_gflops\": %.2f, \"split_s\": %s}\n",
+      "\"%s\", \"gemm32\": \"%s\", \"threads\": %d, \"fp32_fma_peak_gflops\": %.2f, \"bf16_dot_peak_gflops\": %.2f, "
+      "\"split_s\": %s}\n",
       tps, median, median_of(cpus), flops_per_token, tps * flops_per_token * 1e-9, peak, peak16,
       static_cast<long long>(m.param_count()), kernels::blas_core().c_str(),
-      kernels::gemm16_capability().onednn_isa.c_str(), bench::fp32_fma_peak_gflops(), bench::bf16_dot_peak_gflops(),
-      split.dump().c_str());
+      kernels::gemm16_capability().onednn_isa.c_str(), kernels::gemm32_backend_name(kernels::current_gemm32()).c_str(),
+      kernels::blas_threads(), bench::fp32_fma_peak_gflops(), bench::bf16_dot_peak_gflops(), split.dump().c_str());
   return 0;
 }

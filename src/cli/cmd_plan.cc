@@ -32,6 +32,7 @@
 #include "planner/cluster.h"
 #include "planner/collective_time.h"
 #include "planner/evaluate.h"
+#include "planner/evaluate_backends.h"
 #include "planner/group_links.h"
 #include "planner/model_shape.h"
 #include "report/render.h"
@@ -361,6 +362,13 @@ int run_plan(const PlanArgs& args) {
                        .efficiency = a.efficiency,
                        .use_measured = !a.efficiency_given,
                        .all_ranks = a.all_ranks};
+  // A run is priced with the rates of the GEMM backend it executed, or not at all (planner/evaluate_backends.h).
+  if (!a.run.empty() && q.use_measured) {
+    auto contract = read_json_file(evidence::RunPaths(a.run).contract());
+    if (!contract.ok()) return report_status(contract.status());
+    if (Status b = planner::check_calibrated_backend(*contract, a.run, *cluster, a.cluster, q.dtype); !b.ok())
+      return report_status(b);
+  }
   if (a.search) return run_search(a, q, *model, counterpart_note);
   auto e = planner::evaluate_plan(q);
   if (!e.ok()) return report_status(e.status());

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/run_setup.h"
 #include "core/revision.h"
+#include "kernels/gemm32_auto.h"
 
 namespace {
 
@@ -50,14 +51,19 @@ bool refuse_unknown_command(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   sp::cli::select_blas_core(argv);  // first: it may re-execute this process before MPI or BLAS start
+  // Where train.gemm32 = "auto" keeps this host's pick (kernels/gemm32_auto.h; nothing is measured until a run
+  // needs it).
+  sp::kernels::set_gemm32_cache_file(sp::cli::user_cache_dir() + "/gemm32.json");
   CLI::App app{
       "shardproof: train LLaMA-style models across MPI ranks and prove each parallel strategy "
       "computes the same training as one device"};
   app.require_subcommand(1);
   // The version, where configs/ and data/ come from (an installed binary: ../share/shardproof), and the
   // OpenBLAS core that runs (it changes fp32 bits; the contract's engine.blas names it too).
-  app.set_version_flag("--version", std::string("shardproof ") + sp::git_revision() + "\ndata: " +
-                                        sp::cli::default_root_origin() + "\nblas core: " + sp::cli::blas_core_origin());
+  app.set_version_flag("--version",
+                       std::string("shardproof ") + sp::git_revision() + "\ndata: " + sp::cli::default_root_origin() +
+                           "\nblas core: " + sp::cli::blas_core_origin() +
+                           "\nfp32 GEMM pick (train.gemm32 = \"auto\"): " + sp::kernels::gemm32_cache_file());
   sp::cli::CommandResult result;
   sp::cli::register_train(app, result);
   sp::cli::register_grads(app, result);

@@ -11,14 +11,18 @@
 
 #include "cli/plan_text.h"
 #include "cli/run_setup.h"
+#include "comm/agree.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_scope.h"
+#include "config/run_sources.h"
 #include "core/file_io.h"
 #include "core/log.h"
+#include "kernels/gemm32_auto.h"
 #include "planner/calibrate.h"
 #include "planner/cluster.h"
 #include "planner/collective_time.h"
 #include "planner/evaluate.h"
+#include "planner/kernel_costs.h"
 #include "planner/model_shape.h"
 #include "planner/published_prediction.h"
 #include "planner/published_runs.h"
@@ -66,9 +70,41 @@ int run_list(const std::string& root_arg) {
 
 struct CalibrateArgs {
   int np = 0;
-  std::string out, root;
+  std::string out, root, gemm32 = "auto", model;
+  std::vector<std::string> sets;
   bool quick = false;
 };
+
+// --model: the GEMM calls of that run configuration's model at its micro-batch, at tp 1, 2 and its own tp
+// (planner::model_gemm_shapes), which the cluster file then prices as measured (docs/plan.md §9).
+Result<std::vector<planner::GemmShape>> model_gemms(const CalibrateArgs& a, const std::string& root) {
+  if (a.model.empty()) {
+    if (!a.sets.empty()) return invalid_argument("plan calibrate: --set applies to --model's run configuration");
+    return std::vector<planner::GemmShape>{};
+  }
+  const bool file = a.model.ends_with(".toml");
+  SP_ASSIGN_OR_RETURN(const config::RunConfig c,
+                      config::load_run_config(root, file ? "" : a.model, file ? a.model : "", a.sets));
+  std::vector<int> tps = {1, 2};
+  if (c.parallel.tp > 2) tps.push_back(c.parallel.tp);
+  return planner::model_gemm_shapes(c.model, c.train.micro_batch_size, c.train.seq_len, tps);
+}
+
+// The fp32 GEMM backend the calibration measures: what a run executes (train.gemm32; "auto" is rank 0's pick for
+// this host, kernels/gemm32_auto.h), the same on every rank. The cluster file records it ([device.measured]
+// gemm_backend.fp32) and `plan --run` refuses a run that executed another (planner/evaluate_backends.h).
+Status set_calibrated_gemm32(comm::Communicator& world, const std::string& asked) {
+  SP_ASSIGN_OR_RETURN(kernels::Gemm32Kind kind, kernels::gemm32_kind_from_name(asked));
+  std::string name(kernels::gemm32_kind_name(kind));
+  if (kind == kernels::Gemm32Kind::kAuto && world.rank() == 0) {
+    auto picked = kernels::gemm32_auto(1);
+    name = picked.ok() ? std::string(kernels::gemm32_kind_name(picked->kind)) : "openblas";
+  }
+  name = comm::broadcast_string(world, name);
+  SP_ASSIGN_OR_RETURN(kind, kernels::gemm32_kind_from_name(name));
+  kernels::set_gemm32(kind);
+  return Status();
+}
 
 int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
   if (!launched_by_mpi()) {
@@ -92,6 +128,10 @@ int run_calibrate(const CalibrateArgs& a, CLI::App* cmd) {
     o.kernels.parameter_bytes = {1 << 16, 1 << 18};
     o.kernels.min_seconds = 0.005;
   }
+  auto shapes = model_gemms(a, root);
+  if (!shapes.ok()) return report_status(shapes.status());
+  o.kernels.model_gemms = *shapes;
+  if (Status g = set_calibrated_gemm32(*world, a.gemm32); !g.ok()) return report_status(g, /*all_ranks=*/false);
   auto c = planner::calibrate_this_host(*world, mpi.hostname(), o);
   if (!c.ok()) return report_status(c.status(), /*all_ranks=*/false);
   if (mpi.world_rank() != 0) return 0;
@@ -216,6 +256,14 @@ void register_plan_subcommands(CLI::App* cmd, CommandResult& result) {
                   "~/.config/shardproof/clusters/this-host.toml)");
   cal->add_option("--root", c->root, "Repository root (default: the source tree)");
   cal->add_flag("--quick", c->quick, "Small sgemm and few repetitions (tests); noisier figures");
+  cal->add_option("--gemm32", c->gemm32,
+                  "The fp32 GEMM backend to measure, as train.gemm32: auto (default: this host's pick, what a run "
+                  "executes by default), openblas or onednn")
+      ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
+  cal->add_option("--model", c->model,
+                  "Also measure this run configuration's own GEMM calls (a preset or FILE.toml; at tp 1, 2 and its "
+                  "own), which plans of it then price as measured");
+  cal->add_option("--set", c->sets, "key=value override of --model's run configuration");
   cal->callback([c, cal, &result] { result.exit_code = run_calibrate(*c, cal); });
 
   auto list_root = std::make_shared<std::string>();

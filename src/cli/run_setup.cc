@@ -70,8 +70,10 @@ std::string default_root_origin() { return choose_root().origin; }
 
 std::string default_cache_dir(const std::string& root) {
   if (!is_installed_root(root)) return root + "/.shardproof-cache";
-  return xdg_dir("XDG_CACHE_HOME", ".cache") + "/shardproof";
+  return user_cache_dir();
 }
+
+std::string user_cache_dir() { return xdg_dir("XDG_CACHE_HOME", ".cache") + "/shardproof"; }
 
 std::string user_clusters_dir(const std::string& root) {
   if (!is_installed_root(root)) return root + "/configs/clusters";

@@ -28,6 +28,9 @@ std::string default_root_origin();
 // (a source tree), else $XDG_CACHE_HOME/shardproof (default ~/.cache/shardproof): an installed root is
 // read-only.
 std::string default_cache_dir(const std::string& root);
+// $XDG_CACHE_HOME/shardproof (default ~/.cache/shardproof): what is kept per user and host, whatever the root
+// (the fp32 GEMM pick, kernels/gemm32_auto.h).
+std::string user_cache_dir();
 // Where `plan calibrate` writes this-host.toml and where `plan` looks first for cluster files: the root's
 // configs/clusters when writable, else $XDG_CONFIG_HOME/shardproof/clusters (default
 // ~/.config/shardproof/clusters).

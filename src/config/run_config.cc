@@ -105,8 +105,8 @@ json RunConfig::to_json() const {
     j["train"]["grad_dtype"] = model::precision_name(train.precision.grad);
     j["train"]["gemm16"] = kernels::gemm16_kind_name(train.gemm16);
   }
-  // Likewise train.gemm32 only where it is not the default OpenBLAS.
-  if (train.gemm32 != kernels::Gemm32Kind::kOpenBlas) j["train"]["gemm32"] = kernels::gemm32_kind_name(train.gemm32);
+  // train.gemm32 where it names a backend: a pinned one, or the one a run resolved "auto" to (its contract).
+  if (train.gemm32 != kernels::Gemm32Kind::kAuto) j["train"]["gemm32"] = kernels::gemm32_kind_name(train.gemm32);
   if (fp16)
     j["fp16"] = {{"initial_scale_power", fp16->initial_scale_power},
                  {"loss_scale_window", fp16->window},

@@ -61,8 +61,10 @@ struct TrainConfig {
   // the 16-bit GEMM backend (kernels/gemm16.h; "auto" resolves at run time, RunPlan::gemm16).
   model::Precision precision;  // train.precision = "fp32" | "bf16" | "fp16", train.grad_dtype = "fp32" | 16-bit
   kernels::Gemm16Kind gemm16 = kernels::Gemm16Kind::kAuto;  // train.gemm16 = "auto" | "onednn" | "fallback"
-  // The fp32 GEMM backend (kernels/matmul.h): train.gemm32 = "openblas" (default) | "onednn".
-  kernels::Gemm32Kind gemm32 = kernels::Gemm32Kind::kOpenBlas;
+  // The fp32 GEMM backend (kernels/matmul.h): train.gemm32 = "auto" (default: the faster on this host,
+  // kernels/gemm32_auto.h) | "openblas" | "onednn". A run resolves "auto" before its contract, which records the
+  // backend that ran (parallel/trainer.cc), so a contract never says "auto".
+  kernels::Gemm32Kind gemm32 = kernels::Gemm32Kind::kAuto;
   int64_t micro_batches() const { return global_batch / micro_batch_size; }
   // The schedule these keys describe, as the engine runs it.
   optim::LrSchedule schedule() const;

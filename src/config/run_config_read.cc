@@ -74,7 +74,7 @@ Status read_train(const json& root, TrainConfig& t) {
   const std::string precision = f.read_string("precision").value_or("fp32");
   const std::string grad_dtype = f.read_string("grad_dtype").value_or("fp32");
   const std::string gemm16 = f.read_string("gemm16").value_or("auto");
-  const std::string gemm32 = f.read_string("gemm32").value_or("openblas");
+  const std::string gemm32 = f.read_string("gemm32").value_or("auto");
   const std::string lr_schedule = f.read_string("lr_schedule").value_or("cosine");
   choose(f, "warmup_type", {{"linear", optim::WarmupType::kLinear}, {"log", optim::WarmupType::kLog}}, t.warmup_type);
   set(f.read_number("warmup_min_lr", 0.0, 10.0), t.warmup_min_lr);

@@ -15,11 +15,24 @@ std::string compiler_version() { return fmt::format("g++ {}", __VERSION__); }
 std::string blas_version() { return openblas_get_config(); }
 
 std::string blas_core_hint(const std::vector<std::string>& diffs) {
+  std::string out;
   for (const std::string& d : diffs)
     if (d.rfind("engine.blas:", 0) == 0)
-      return "; engine.blas names the OpenBLAS core, which changes fp32 bits: set OPENBLAS_CORETYPE to the "
-             "recorded core (e.g. OPENBLAS_CORETYPE=Prescott) to run that one (docs/performance.md)";
-  return "";
+      out +=
+          "; engine.blas names the OpenBLAS core, which changes fp32 bits: set OPENBLAS_CORETYPE to the "
+          "recorded core (e.g. OPENBLAS_CORETYPE=Prescott) to run that one (docs/performance.md)";
+  for (const std::string& d : diffs)
+    if (d.rfind("config.train.gemm32:", 0) == 0) {
+      // "config.train.gemm32: "onednn" ≠ "openblas"": the recorded backend is the first value.
+      const size_t q0 = d.find('"'), q1 = q0 == std::string::npos ? q0 : d.find('"', q0 + 1);
+      const std::string recorded = q1 == std::string::npos ? "the recorded backend" : d.substr(q0 + 1, q1 - q0 - 1);
+      out +=
+          "; train.gemm32 names the fp32 GEMM backend, which changes fp32 bits (\"auto\" is this host's pick, "
+          "docs/kernels.md §\"The fp32 GEMM\"): --set train.gemm32=" +
+          recorded + " runs the recorded one";
+      break;
+    }
+  return out;
 }
 
 std::string contract_hash(const nlohmann::json& c) { return sha256_hex(c.dump()); }

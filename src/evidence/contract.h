@@ -20,8 +20,8 @@ struct ContractInputs {
   // The 16-bit GEMM backend that runs (kernels::Gemm16::name(), e.g. "onednn-2.6.3/avx512_core_bf16"), as
   // engine.gemm16; empty in fp32, where the field is absent (an fp32 contract is unchanged).
   std::string gemm16;
-  // The fp32 GEMM backend where it is not OpenBLAS (kernels::gemm32_backend_name, e.g.
-  // "onednn-2.6.3/avx512_core_bf16"), as engine.gemm32; empty and absent with OpenBLAS (engine.blas).
+  // The fp32 GEMM backend that ran (kernels::gemm32_backend_name: "openblas-0.3.21/Cooperlake",
+  // "onednn-2.6.3/avx512_core_bf16"), as engine.gemm32; config.train.gemm32 says which one was asked for.
   std::string gemm32;
 };
 
@@ -46,8 +46,9 @@ const std::vector<std::string>& comparable_contract_differences();
 // --expect-contract: `contract` must be the frozen contract at `path` up to stage_contract_differences().
 Status check_expected_contract(const std::string& path, const nlohmann::json& contract);
 
-// " (engine.blas differs: …)" when `diffs` (contract_diff lines) include engine.blas, else "": the OpenBLAS
-// core is part of the contract, and OPENBLAS_CORETYPE reproduces the recorded one. Appended to hints.
+// "; engine.blas names …" when `diffs` (contract_diff lines) include engine.blas — the OpenBLAS core is part of the
+// contract, and OPENBLAS_CORETYPE reproduces the recorded one — and "; train.gemm32 names …" with the --set that
+// runs the recorded fp32 GEMM backend when they include config.train.gemm32; else "". Appended to hints.
 std::string blas_core_hint(const std::vector<std::string>& diffs);
 
 std::string engine_revision();

@@ -28,21 +28,51 @@ std::atomic<Gemm32Kind> backend{Gemm32Kind::kOpenBlas};
 
 }  // namespace
 
-void set_gemm32(Gemm32Kind kind) { backend.store(kind); }
+void set_gemm32(Gemm32Kind kind) {
+  SP_CHECK(kind != Gemm32Kind::kAuto, "set_gemm32: train.gemm32 = \"auto\" must be resolved first (gemm32_auto.h)");
+  backend.store(kind);
+}
+Gemm32Kind current_gemm32() { return backend.load(); }
 
 Result<Gemm32Kind> gemm32_kind_from_name(std::string_view name) {
   if (name == "openblas") return Gemm32Kind::kOpenBlas;
   if (name == "onednn") return Gemm32Kind::kOneDnn;
+  if (name == "auto") return Gemm32Kind::kAuto;
   return invalid_argument("\"{}\" is not an fp32 GEMM backend", name)
-      .with_hint("use \"openblas\" or \"onednn\" (docs/kernels.md §\"The fp32 GEMM\")");
+      .with_hint(
+          "use \"auto\" (the faster on this host), \"openblas\" or \"onednn\" (docs/kernels.md §\"The fp32 "
+          "GEMM\")");
 }
 
-std::string_view gemm32_kind_name(Gemm32Kind kind) { return kind == Gemm32Kind::kOneDnn ? "onednn" : "openblas"; }
+std::string_view gemm32_kind_name(Gemm32Kind kind) {
+  switch (kind) {
+    case Gemm32Kind::kOpenBlas:
+      return "openblas";
+    case Gemm32Kind::kOneDnn:
+      return "onednn";
+    case Gemm32Kind::kAuto:
+      return "auto";
+  }
+  return "?";
+}
 
-std::string gemm32_backend_name(Gemm32Kind kind) { return kind == Gemm32Kind::kOneDnn ? onednn_name() : ""; }
+std::string gemm32_backend_name(Gemm32Kind kind) {
+  SP_CHECK(kind != Gemm32Kind::kAuto, "gemm32_backend_name: \"auto\" names no backend until it is resolved");
+  if (kind == Gemm32Kind::kOneDnn) return onednn_name();
+  // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64".
+  const std::string config = openblas_get_config();
+  const size_t v = config.find(' ');
+  const std::string version = v == std::string::npos ? "?" : config.substr(v + 1, config.find(' ', v + 1) - v - 1);
+  return "openblas-" + version + "/" + openblas_get_corename();
+}
 
 void gemm(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
           int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
+  gemm_on(backend.load(std::memory_order_relaxed), c, a, b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+}
+
+void gemm_on(Gemm32Kind kind, float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+             bool trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta) {
   if (M == 0 || N == 0) return;
   SP_CHECK_GE(lda, trans_a ? M : K, "gemm: lda smaller than a row of A");
   SP_CHECK_GE(ldb, trans_b ? K : N, "gemm: ldb smaller than a row of B");
@@ -53,7 +83,7 @@ void gemm(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_
       for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  if (backend.load(std::memory_order_relaxed) == Gemm32Kind::kOneDnn) {
+  if (kind == Gemm32Kind::kOneDnn) {
     // dnnl_sgemm is row-major, like the wrapper.
     const dnnl_status_t st =
         dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/gemm32_auto.h"
 #include "kernels/matmul.h"
 #include "parallel/parameter_server.h"
 
@@ -28,7 +29,11 @@ Engine::Engine(const plan::RunPlan& plan, const comm::ProcessGrid& grid, comm::G
   server_ = roles_.is_server(rank);
   if (!server_) coords_ = grid_.coords_of(rank);
   kernels::set_blas_threads(c.parallel.blas_threads);
-  kernels::set_gemm32(c.train.gemm32);
+  // A run resolved "auto" into the plan already (rank 0's pick, trainer.cc); a single-process user of the
+  // engine (step_bench, grads, the judge's reference) gets this host's pick here.
+  const Result<kernels::Gemm32Kind> gemm32 = kernels::resolve_gemm32(c.train.gemm32, c.parallel.blas_threads);
+  SP_CHECK(gemm32.ok(), "train.gemm32: {}", gemm32.status().message());
+  kernels::set_gemm32(*gemm32);
   comm::ScopedPhase phase(trace_, comm::Phase::kSetup, -1);
   const optim::AdamWConfig adamw{c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay};
   if (train_ != nullptr) {

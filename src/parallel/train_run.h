@@ -45,7 +45,9 @@ struct Run {
   const config::RunConfig& config;
   const TrainOptions& opt;
   const evidence::RunPaths paths;
-  const plan::RunPlan plan;
+  // Fixed by validate_and_plan, but for train.gemm32 = "auto", which prepare_data resolves to rank 0's pick
+  // before the contract is frozen (nothing reads it before).
+  plan::RunPlan plan;
   const comm::ProcessGrid grid;
   const int rank;
   DirectoryLock dir_lock;  // rank 0: the output directory is this run's until it ends (evidence/run_dir.h)

@@ -18,6 +18,7 @@
 #include "evidence/contract.h"
 #include "evidence/ledger_report.h"
 #include "evidence/run_dir.h"
+#include "kernels/gemm32_auto.h"
 #include "kernels/matmul.h"
 #include "parallel/memory_fit.h"
 #include "parallel/parameter_server.h"
@@ -99,6 +100,25 @@ Result<Setup> validate_and_plan(const config::RunConfig& config, const TrainOpti
   return Setup{std::move(plan), std::move(grid)};
 }
 
+// train.gemm32 = "auto": rank 0's pick for its host (kernels/gemm32_auto.h: cached per host, measured once), run by
+// every rank, so that ranks on hosts with different picks still sum in one order; written into the plan's config,
+// which the contract and the engine read.
+Status resolve_auto_gemm32(Run& run) {
+  kernels::Gemm32Kind& kind = run.plan.config.train.gemm32;
+  if (kind != kernels::Gemm32Kind::kAuto) return Status();
+  std::string name;
+  SP_RETURN_IF_ERROR(run.on_rank0([&]() -> Status {
+    SP_ASSIGN_OR_RETURN(const kernels::Gemm32Auto a, kernels::gemm32_auto(run.plan.config.parallel.blas_threads));
+    name = kernels::gemm32_kind_name(a.kind);
+    log_debug("train.gemm32 = \"auto\" → \"{}\" ({}; OpenBLAS {:.1f} ms, oneDNN {:.1f} ms per probe round)", name,
+              a.origin, a.probe.openblas_s * 1e3, a.probe.onednn_s * 1e3);
+    return Status();
+  }));
+  name = comm::broadcast_string(*run.comms.world, name);
+  SP_ASSIGN_OR_RETURN(kind, kernels::gemm32_kind_from_name(name));
+  return Status();
+}
+
 // 2. Prepare the data and freeze the contract: rank 0 prepares the corpus into the content-addressed
 //    cache, every rank opens and verifies it; the contract binds config, data, build and versions.
 Status prepare_data(Run& run, comm::MpiScope& mpi) {
@@ -162,9 +182,11 @@ Status prepare_data(Run& run, comm::MpiScope& mpi) {
                                                                   "; 0 trains without evaluation)")));
   }
 
+  SP_RETURN_IF_ERROR(resolve_auto_gemm32(run));
+  const config::RunConfig& resolved = run.plan.config;  // `config` with train.gemm32 resolved
   run.contract = evidence::make_contract(
-      {config.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())), mpi.library_version(),
-       mpi.world_size(), gemm16_backend_name(run.plan), kernels::gemm32_backend_name(config.train.gemm32)});
+      {resolved.to_json(), nlohmann::json(data::identity_to_json(run.train->identity())), mpi.library_version(),
+       mpi.world_size(), gemm16_backend_name(run.plan), kernels::gemm32_backend_name(resolved.train.gemm32)});
   // The proof protocol's stages run under one frozen contract (docs/prove.md).
   if (!run.opt.expect_contract.empty())
     SP_RETURN_IF_ERROR(run.agree(evidence::check_expected_contract(run.opt.expect_contract, run.contract)));

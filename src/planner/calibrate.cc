@@ -236,6 +236,7 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
     for (auto& [d, v] : c.kernels.gemm_flops_per_s) mean(v);
     for (auto& [d, forms] : c.kernels.gemm_form_flops_per_s)
       for (auto& [f, v] : forms) mean(v);
+    for (auto& [d, v] : c.kernels.gemm_shape_flops_per_s) mean(v);
     for (auto& [d, v] : c.kernels.attention_forward_s) mean(v);
     for (auto& [d, v] : c.kernels.attention_backward_s) mean(v);
     for (auto& [f, v] : c.kernels.memory_bytes_per_s) mean(v);
@@ -273,6 +274,8 @@ ClusterSpec this_host_cluster(const Calibration& c, const std::string& when) {
     for (const auto& [d, forms] : c.kernels.gemm_form_flops_per_s)
       for (const auto& [f, rates] : forms)
         for (double x : rates) s.peak_flops[d] = std::max(s.peak_flops[d], x);
+    for (const auto& [d, rates] : c.kernels.gemm_shape_flops_per_s)
+      for (double x : rates) s.peak_flops[d] = std::max(s.peak_flops[d], x);
     s.measured = device_rates_of(c.kernels, s.peak_flops);
     s.measured.notes = {
         "measured by plan calibrate with the engine's kernels, every rank at once, median of the repetitions",
@@ -301,9 +304,10 @@ std::vector<std::string> calibration_comment(const Calibration& c, const std::st
                   c.load_average > c.cores ? " (busy: other processes shared the cores, so the figures are "
                                              "pessimistic; calibrate again on a quiet machine)"
                                            : ""),
-      fmt::format("sgemm: kernels::gemm (OpenBLAS, 1 thread), n = {}, all {} ranks at once, best of the repetitions; "
-                  "GFLOP/s by rank:",
-                  c.gemm_n, c.ranks),
+      fmt::format(
+          "sgemm: kernels::gemm (the fp32 backend, 1 thread), n = {}, all {} ranks at once, best of the repetitions; "
+          "GFLOP/s by rank:",
+          c.gemm_n, c.ranks),
   };
   std::string per;
   for (double g : c.gflops_per_rank) per += fmt::format("{}{:.2f}", per.empty() ? "  " : ", ", g);
@@ -359,6 +363,14 @@ std::vector<std::string> calibration_comment(const Calibration& c, const std::st
       }
       lines.push_back(row);
     }
+  for (const auto& [d, rates] : k.gemm_shape_flops_per_s) {
+    std::string row = fmt::format("GEMM {} at the model's own calls, GFLOP/s at form:m x n x k =", d);
+    for (size_t i = 0; i < rates.size() && i < k.gemm_shapes.size(); ++i) {
+      const GemmShape& g = k.gemm_shapes[i];
+      row += fmt::format(" {}:{:.0f}x{:.0f}x{:.0f}:{:.1f}", gemm_form_name(g.form), g.m, g.n, g.k, rates[i] / 1e9);
+    }
+    lines.push_back(row);
+  }
   for (const auto& [d, s] : k.attention_forward_s) {
     std::string row =
         fmt::format("attention {} (D = {}), forward / backward us per head at T =", d, k.attention_head_dim);

@@ -36,7 +36,8 @@ void calibrate_gemms(const KernelCalibrationOptions& o, KernelCalibration& k) {
   }
   const std::vector<double> s32 = median_seconds(probes, o.min_seconds);
   for (size_t i = 0; i < s32.size(); ++i) k.gemm_flops_per_s["fp32"].push_back(k.gemm_flops[i] / s32[i]);
-  k.gemm_backend["fp32"] = "openblas sgemm, 1 thread";
+  // What ran: the process's fp32 backend (the CLI sets it as a run would, train.gemm32), as a contract names it.
+  k.gemm_backend["fp32"] = kernels::gemm32_backend_name(kernels::current_gemm32());
   for (DType t : {DType::kBF16, DType::kF16}) {
     auto g = kernels::make_gemm16(kernels::Gemm16Kind::kAuto, t);
     if (!g.ok()) continue;
@@ -64,6 +65,24 @@ void calibrate_gemms(const KernelCalibrationOptions& o, KernelCalibration& k) {
 // square weights, per dtype; the points of one dtype measured interleaved (median_seconds). Every call takes
 // its operands and outputs from cold arenas (cold_arena.h): a step reads its weights, leaves and saved
 // activations from memory, and a repeated call on warm buffers prices its GEMMs short.
+// The dtypes whose GEMMs are measured: fp32 (nullptr: kernels::gemm) and each 16-bit dtype the engine's Gemm16
+// backend runs here, as a run would resolve it (`owned` keeps them alive).
+struct GemmDtypes {
+  std::vector<std::unique_ptr<kernels::Gemm16>> owned;
+  std::vector<std::pair<std::string, kernels::Gemm16*>> list;
+};
+GemmDtypes gemm_dtypes() {
+  GemmDtypes out;
+  out.list.emplace_back("fp32", nullptr);
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    auto g = kernels::make_gemm16(kernels::Gemm16Kind::kAuto, t);
+    if (!g.ok()) continue;
+    out.owned.push_back(std::move(g).value());
+    out.list.emplace_back(std::string(model::precision_name(t)), out.owned.back().get());
+  }
+  return out;
+}
+
 void calibrate_linear_forms(const KernelCalibrationOptions& o, KernelCalibration& k) {
   for (int64_t t : o.gemm_tokens) k.gemm_tokens.push_back(static_cast<double>(t));
   for (int64_t n : o.gemm_widths) k.gemm_weights.push_back(static_cast<double>(n * n));
@@ -73,14 +92,8 @@ void calibrate_linear_forms(const KernelCalibrationOptions& o, KernelCalibration
   const std::vector<float> base = filled(13, 0.25f);
   ColdArena<float> in32(set, [&](size_t i) { return base[i % 13]; });
   ColdArena<float> out32(set, [](size_t) { return 0.f; });
-  std::vector<std::unique_ptr<kernels::Gemm16>> gemms;
-  std::vector<std::pair<std::string, kernels::Gemm16*>> dtypes = {{"fp32", nullptr}};
-  for (DType t : {DType::kBF16, DType::kF16}) {
-    auto g = kernels::make_gemm16(kernels::Gemm16Kind::kAuto, t);
-    if (!g.ok()) continue;
-    gemms.push_back(std::move(g).value());
-    dtypes.emplace_back(std::string(model::precision_name(t)), gemms.back().get());
-  }
+  const GemmDtypes gd = gemm_dtypes();
+  const auto& dtypes = gd.list;
   for (const auto& [d, g] : dtypes) {
     std::unique_ptr<ColdArena<uint16_t>> in16;
     if (g != nullptr) {
@@ -127,6 +140,78 @@ void calibrate_linear_forms(const KernelCalibrationOptions& o, KernelCalibration
     const std::vector<double> s = median_seconds(probes, o.min_seconds);
     for (size_t i = 0; i < flops.size(); ++i)
       for (size_t f = 0; f < 3; ++f) k.gemm_form_flops_per_s[d][kGemmForms[f]].push_back(flops[i] / s[3 * i + f]);
+  }
+}
+
+// One GEMM call of the kernel inventory as the engine makes it (kernels/matmul.h, linear16.h): forward
+// (m, n, k) = (tokens, OC, IC), dgrad (tokens, IC, OC), wgrad (OC, IC, tokens) with β = 1 in fp32 and the fresh
+// leaf's β = 0 in 16-bit, as calibrate_linear_forms measures the grid. `in`/`out`: cold arenas (cold_arena.h).
+std::function<void()> linear_call(const GemmShape& g, ColdArena<float>* in, ColdArena<float>* out,
+                                  ColdArena<uint16_t>* h, kernels::Gemm16* gm, float* ws) {
+  const auto m = static_cast<int64_t>(g.m), n = static_cast<int64_t>(g.n), k = static_cast<int64_t>(g.k);
+  switch (g.form) {
+    case GemmForm::kForward:  // y (N, OC) = x (N, IC) · wᵀ
+      if (gm == nullptr)
+        return [=] { kernels::linear_forward(out->take(m * n), in->take(m * k), in->take(n * k), m, k, n); };
+      return [=] { kernels::linear16_forward(out->take(m * n), h->take(m * k), h->take(n * k), m, k, n, *gm, ws); };
+    case GemmForm::kDgrad:  // dx (N, IC) = dy (N, OC) · w (OC, IC)
+      if (gm == nullptr)
+        return [=] {
+          kernels::linear_backward(out->take(m * n), nullptr, in->take(m * k), nullptr, in->take(k * n), m, n, k,
+                                   false);
+        };
+      return [=] {
+        kernels::linear16_backward(out->take(m * n), nullptr, h->take(m * k), nullptr, h->take(k * n), m, n, k, false,
+                                   *gm, ws);
+      };
+    case GemmForm::kWgrad:  // dw (OC, IC) += dyᵀ (OC, N) · x (N, IC)
+      if (gm == nullptr)
+        return [=] {
+          kernels::linear_backward(nullptr, out->take(m * n), in->take(k * m), in->take(k * n), nullptr, k, n, m,
+                                   false);
+        };
+      return [=] {
+        kernels::linear16_backward(nullptr, out->take(m * n), h->take(k * m), h->take(k * n), nullptr, k, n, m, false,
+                                   *gm, ws, /*overwrite_dw=*/true);
+      };
+  }
+  return [] {};
+}
+
+// A model's own GEMM calls (o.model_gemms) per dtype, operands from cold arenas, the calls of one dtype interleaved.
+void calibrate_model_gemms(const KernelCalibrationOptions& o, KernelCalibration& k) {
+  if (o.model_gemms.empty()) return;
+  k.gemm_shapes = o.model_gemms;
+  int64_t set = 0;
+  for (const GemmShape& g : o.model_gemms)
+    set = std::max(set, static_cast<int64_t>(g.m * g.k + g.k * g.n + g.m * g.n) + 3 * 16);
+  const std::vector<float> base = filled(13, 0.25f);
+  ColdArena<float> in32(set, [&](size_t i) { return base[i % 13]; });
+  ColdArena<float> out32(set, [](size_t) { return 0.f; });
+  const GemmDtypes gd = gemm_dtypes();
+  const auto& dtypes = gd.list;
+  for (const auto& [d, gm] : dtypes) {
+    std::unique_ptr<ColdArena<uint16_t>> in16;
+    if (gm != nullptr) {
+      const std::vector<uint16_t> b16 = filled16(13, gm->dtype());
+      in16 = std::make_unique<ColdArena<uint16_t>>(set, [&](size_t i) { return b16[i % 13]; });
+    }
+    std::vector<std::vector<float>> ws;  // per call: the Gemm16 workspace (the engine reuses one: warm)
+    std::vector<std::function<void()>> probes;
+    for (const GemmShape& g : o.model_gemms) {
+      const auto mm = static_cast<int64_t>(g.m), nn = static_cast<int64_t>(g.n), kk = static_cast<int64_t>(g.k);
+      // The workspace of the linear16 call of this form (linear16.h sizes it by the layer's N, IC, OC).
+      const int64_t N = g.form == GemmForm::kWgrad ? kk : mm;
+      const int64_t IC = g.form == GemmForm::kForward ? kk : nn;
+      const int64_t OC = g.form == GemmForm::kForward ? nn : g.form == GemmForm::kDgrad ? kk : mm;
+      ws.push_back(filled(gm ? kernels::linear16_workspace_floats(*gm, N, IC, OC) : 1, 0.f));
+      probes.push_back(linear_call(g, &in32, &out32, in16.get(), gm, ws.back().data()));
+    }
+    const std::vector<double> s = median_seconds(probes, o.min_seconds);
+    for (size_t i = 0; i < s.size(); ++i) {
+      const GemmShape& g = o.model_gemms[i];
+      k.gemm_shape_flops_per_s[d].push_back(2.0 * g.m * g.n * g.k / s[i]);
+    }
   }
 }
 
@@ -213,6 +298,7 @@ KernelCalibration calibrate_kernels(const KernelCalibrationOptions& o) {
   KernelCalibration k;
   calibrate_gemms(o, k);
   calibrate_linear_forms(o, k);
+  calibrate_model_gemms(o, k);
   calibrate_attention(o, k);
   calibrate_memory(o, k);
   return k;
@@ -235,6 +321,12 @@ DeviceRates device_rates_of(const KernelCalibration& k, const std::map<std::stri
       for (double x : rates) g.z.push_back(std::min(1.0, x / p->second));
       r.gemm_form_efficiency[d][f] = std::move(g);
     }
+  }
+  r.gemm_shapes = k.gemm_shapes;
+  for (const auto& [d, rates] : k.gemm_shape_flops_per_s) {
+    const auto p = peak.find(d);
+    if (p == peak.end()) continue;
+    for (double x : rates) r.gemm_shape_efficiency[d].push_back(std::min(1.0, x / p->second));
   }
   r.gemm_backend = k.gemm_backend;
   r.attention_head_dim = k.attention_head_dim;

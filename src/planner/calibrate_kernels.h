@@ -1,8 +1,10 @@
 // Calibration of the time model's compute rates on this host (planner/device_rates.h), with the engine's own
-// kernels on this thread: GEMM throughput per dtype over sizes (fp32: kernels::gemm, OpenBLAS; bf16 and fp16:
+// kernels on this thread: GEMM throughput per dtype over sizes (fp32: kernels::gemm on the backend the caller set,
+// train.gemm32 as a run resolves it, its name recorded; bf16 and fp16:
 // the engine's Gemm16 backend as a run would resolve it, oneDNN where the CPU multiplies 16-bit natively, its
 // name and ISA recorded), one attention head forward and backward over sequence lengths (fp32 and the 16-bit
-// kernels), and the bandwidth of each memory-bound kernel family over the bytes one call moves (the byte
+// kernels), a model's own linear products where asked (the calls its plans price), and the bandwidth of each
+// memory-bound kernel family over the bytes one call moves (the byte
 // formulas of planner/kernel_costs.h, so the planner divides by the same bytes it multiplied by).
 // Statistic: the median of the repetitions (at least `min_seconds` per point, in 3 rounds interleaved over the
 // sizes of a curve, so that a change of the machine's load bends no curve), what a step meets on average, not
@@ -31,6 +33,9 @@ struct KernelCalibrationOptions {
   std::vector<double> activation_bytes = {1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26};
   std::vector<double> parameter_bytes = {1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30};
   double min_seconds = 0.05;  // per measured point
+  // A model's own GEMM calls (model_gemm_shapes, `plan calibrate --model`), measured per dtype as the engine calls
+  // them; empty: none.
+  std::vector<GemmShape> model_gemms;
 };
 
 // One rank's measurement. gemm_seconds etc. are per point; the rates are derived by the caller after the
@@ -42,6 +47,8 @@ struct KernelCalibration {
   std::vector<double> gemm_tokens, gemm_weights;                // the grid of the linear products (t, n²)
   // dtype → form → FLOP/s per grid point, tokens-major
   std::map<std::string, std::map<GemmForm, std::vector<double>>> gemm_form_flops_per_s;
+  std::vector<GemmShape> gemm_shapes;                                 // KernelCalibrationOptions::model_gemms
+  std::map<std::string, std::vector<double>> gemm_shape_flops_per_s;  // dtype → FLOP/s per shape
   std::vector<double> attention_seq;
   int64_t attention_head_dim = 64;
   std::map<std::string, std::vector<double>> attention_forward_s, attention_backward_s;  // dtype → per point

@@ -82,6 +82,8 @@ nlohmann::json DeviceRates::to_json() const {
   for (const auto& [d, forms] : gemm_form_efficiency)
     for (const auto& [f, g] : forms)
       j["gemm_form_efficiency"][d][gemm_form_name(f)] = {{"tokens", g.x}, {"weights", g.y}, {"efficiency", g.z}};
+  for (const GemmShape& g : gemm_shapes) j["gemm_shapes"].push_back({gemm_form_name(g.form), g.m, g.n, g.k});
+  for (const auto& [d, e] : gemm_shape_efficiency) j["gemm_shape_efficiency"][d] = e;
   for (const auto& [d, b] : gemm_backend) j["gemm_backend"][d] = b;
   for (const auto& [d, c] : attention_forward_s) j["attention_forward_s"][d] = curve(c);
   for (const auto& [d, c] : attention_backward_s) j["attention_backward_s"][d] = curve(c);
@@ -139,6 +141,50 @@ void read_curves(config::TomlFields& parent, const std::string& origin, std::vec
   f.finish();
 }
 
+// gemm_shapes = [["forward", m, n, k], ...] and [device.measured.gemm_shape_efficiency] dtype = [one per shape].
+void read_gemm_shapes(config::TomlFields& m, const toml::table* t, const std::string& origin,
+                      std::vector<std::string>* errs, DeviceRates& out) {
+  if (!t->contains("gemm_shape_efficiency")) return;
+  const toml::array* shapes = t->get_as<toml::array>("gemm_shapes");
+  if (!shapes) {
+    m.error(fmt::format("{}: missing (rule: an array of [form, m, n, k], one per value of gemm_shape_efficiency)",
+                        m.where("gemm_shapes")));
+    return;
+  }
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    const toml::array* row = (*shapes)[i].as_array();
+    GemmShape g;
+    bool ok = row && row->size() == 4;
+    if (ok) {
+      const auto form = (*row)[0].value<std::string>();
+      const auto at = std::find_if(std::begin(kGemmForms), std::end(kGemmForms),
+                                   [&](GemmForm f) { return form && gemm_form_name(f) == *form; });
+      ok = at != std::end(kGemmForms);
+      if (ok) g.form = *at;
+      double* dims[] = {&g.m, &g.n, &g.k};
+      for (size_t d = 0; ok && d < 3; ++d) {
+        const auto v = (*row)[d + 1].value<double>();
+        ok = v && *v >= 1 && *v <= 1e12 && std::isfinite(*v);
+        if (ok) *dims[d] = *v;
+      }
+    }
+    if (!ok) {
+      m.error(
+          fmt::format("{}: element {} must be [\"forward\" | \"dgrad\" | \"wgrad\", m, n, k] with sizes in [1, 1e12]",
+                      m.where("gemm_shapes"), i));
+      return;
+    }
+    out.gemm_shapes.push_back(g);
+  }
+  const std::vector<double> cells(out.gemm_shapes.size(), 1.0);
+  read_curves(m, origin, errs, "gemm_shape_efficiency", cells, 1.0, [&](const std::string& k, Curve c) {
+    for (double e : c.y)
+      if (e > 1) return false;
+    out.gemm_shape_efficiency[k] = std::move(c.y);
+    return true;
+  });
+}
+
 }  // namespace
 
 void read_device_rates(config::TomlFields& device, const std::string& origin, std::vector<std::string>* errs,
@@ -161,7 +207,9 @@ void read_device_rates(config::TomlFields& device, const std::string& origin, st
                                                   "gemm_weights",
                                                   "gemm_forward_efficiency",
                                                   "gemm_dgrad_efficiency",
-                                                  "gemm_wgrad_efficiency"};
+                                                  "gemm_wgrad_efficiency",
+                                                  "gemm_shapes",
+                                                  "gemm_shape_efficiency"};
   for (const std::string& k : m.keys())
     if (std::find(kKnown.begin(), kKnown.end(), k) == kKnown.end())
       m.error(fmt::format("{}: unknown key in [device.measured]", m.where(k.c_str())));
@@ -202,6 +250,7 @@ void read_device_rates(config::TomlFields& device, const std::string& origin, st
       return true;
     });
   }
+  read_gemm_shapes(m, t, origin, errs, out);
   if (const toml::table* b = m.table("gemm_backend", false)) {
     config::TomlFields f(b, "device.measured.gemm_backend", origin, errs);
     for (const std::string& k : f.keys())
@@ -263,6 +312,12 @@ std::string device_rates_to_toml(const DeviceRates& r) {
   for (const auto& [d, forms] : r.gemm_form_efficiency)
     if (!forms.empty()) grid = &forms.begin()->second;
   if (grid) t += fmt::format("gemm_tokens = {}\ngemm_weights = {}\n", numbers(grid->x, 1), numbers(grid->y, 1));
+  if (!r.gemm_shapes.empty()) {
+    t += "gemm_shapes = [\n";
+    for (const GemmShape& g : r.gemm_shapes)
+      t += fmt::format("  [\"{}\", {:.0f}, {:.0f}, {:.0f}],\n", gemm_form_name(g.form), g.m, g.n, g.k);
+    t += "]\n";
+  }
   if (!seq.empty())
     t += fmt::format("attention_seq = {}\nattention_head_dim = {}\n", numbers(seq, 1), r.attention_head_dim);
   auto table = [&](const char* name, const auto& curves, double scale, auto key_name) {
@@ -277,6 +332,11 @@ std::string device_rates_to_toml(const DeviceRates& r) {
     for (const auto& [d, forms] : r.gemm_form_efficiency)
       if (auto g = forms.find(form); g != forms.end()) cells[d] = Curve{{}, g->second.z};
     table(("gemm_" + gemm_form_name(form) + "_efficiency").c_str(), cells, 1.0, same);
+  }
+  if (!r.gemm_shape_efficiency.empty()) {
+    t += "\n# a model's own GEMM calls (plan calibrate --model): [form, m, n, k], C (m, n) = A (m, k) B (k, n)\n";
+    t += "[device.measured.gemm_shape_efficiency]\n";
+    for (const auto& [d, e] : r.gemm_shape_efficiency) t += fmt::format("{} = {}\n", d, numbers(e, 1));
   }
   if (!r.gemm_backend.empty()) {
     t += "\n[device.measured.gemm_backend]\n";

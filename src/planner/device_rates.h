@@ -9,7 +9,8 @@
 // cluster file without shapes states), and each of a linear layer's three products as the engine calls it
 // (GemmForm) over a grid of token rows × weight elements — on a CPU the same FLOPs run at different rates
 // by form and shape (oneDNN's bf16 dW with the gradient-accumulating β = 1 at 256 tokens: about 0.6× its
-// forward, docs/plan.md §10), so a form's measured grid prices its calls where present.
+// forward, docs/plan.md §10), so a form's measured grid prices its calls where present; and, with `plan calibrate
+// --model`, at the model's own calls (gemm_shapes), which price those calls exactly.
 // Interpolation: piecewise linear in (log x, log y) between measured points, constant beyond the ends
 // (bilinear in the logs for a grid).
 #pragma once
@@ -53,20 +54,33 @@ inline constexpr MemoryFamily kMemoryFamilies[] = {
 // "norm", "swiglu", "rope", "cross_entropy", "add", "adamw", "cast", "exact_sum", "checksum", "digest"
 std::string memory_family_name(MemoryFamily f);
 
+// One GEMM call as the kernel inventory lists it (kernel_costs.h KernelCall): C (m, n) = A (m, k) · B (k, n) of form
+// `form`: forward (tokens, OC, IC), dgrad (tokens, IC, OC), wgrad (OC, IC, tokens).
+struct GemmShape {
+  GemmForm form = GemmForm::kForward;
+  double m = 0, n = 0, k = 0;
+  bool operator==(const GemmShape&) const = default;
+};
+
 struct DeviceRates {
   std::map<std::string, Curve> gemm_efficiency;  // dtype → fraction of peak_flops[dtype] vs FLOPs per call
   // dtype → form → fraction of peak_flops[dtype] over (token rows, weight elements IC·OC) of one call.
   std::map<std::string, std::map<GemmForm, Grid>> gemm_form_efficiency;
+  // A model's own calls (`plan calibrate --model`): the shapes, and per dtype the fraction of its peak each ran at
+  // (aligned with gemm_shapes). A call of one of these shapes is priced at its own measurement, not the grid.
+  std::vector<GemmShape> gemm_shapes;
+  std::map<std::string, std::vector<double>> gemm_shape_efficiency;
   std::map<std::string, std::string>
-      gemm_backend;                 // dtype → what ran ("openblas sgemm", "onednn-2.6.3/avx512_core_bf16")
-  int64_t attention_head_dim = 64;  // D at which the attention curves were measured
+      gemm_backend;  // dtype → what ran ("openblas-0.3.21/Cooperlake", "onednn-2.6.3/avx512_core_bf16")
+  int64_t attention_head_dim = 64;                    // D at which the attention curves were measured
   std::map<std::string, Curve> attention_forward_s;   // dtype → seconds per (sequence, head) vs T
   std::map<std::string, Curve> attention_backward_s;  // dtype → the same for the backward
   std::map<MemoryFamily, Curve> bandwidth;            // bytes/s vs bytes one call moves
   std::vector<std::string> notes;                     // how they were measured (for the report)
 
   bool empty() const {
-    return gemm_efficiency.empty() && gemm_form_efficiency.empty() && attention_forward_s.empty() && bandwidth.empty();
+    return gemm_efficiency.empty() && gemm_form_efficiency.empty() && gemm_shape_efficiency.empty() &&
+           attention_forward_s.empty() && bandwidth.empty();
   }
   nlohmann::json to_json() const;
 };

@@ -254,7 +254,9 @@ void price_pipeline(const PlanQuery& q, const Placement& pl, const PassComm& pas
       e.compute_split = compute[i];
     }
     e.pass_comm_seconds = std::max(e.pass_comm_seconds, pass.forward[i] + pass.backward[i]);
+    e.pass_comm_by_pp_rank.push_back(pass.forward[i] + pass.backward[i]);
   }
+  e.compute_by_pp_rank = compute;
   e.step_seconds = e.pipeline.makespan_s + e.after_pipeline_seconds + e.optimizer_seconds + e.evidence_seconds;
 }
 

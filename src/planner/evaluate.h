@@ -87,6 +87,10 @@ struct PlanEvaluation {
   // With measured device rates (cluster.measured, planner/kernel_costs.h): the busiest pp rank's compute split
   // into GEMMs, attention and memory-bound kernels; without them all of compute_seconds is GEMMs.
   KernelTimes compute_split;
+  // The same for every pp rank (by pp coordinate) with its pass communication: what each stage's measured time
+  // split (timeline/rank-*.jsonl) is compared with (bench/plan_vs_measured.py).
+  std::vector<KernelTimes> compute_by_pp_rank;
+  std::vector<double> pass_comm_by_pp_rank;
   double optimizer_seconds = 0;       // after the pipeline: gradient norm, clipping, AdamW, 16-bit casts
   bool measured_rates = false;        // the cluster's measured rates priced the compute
   double pass_comm_seconds = 0;       // tp and ZeRO-3 collectives inside the passes, busiest pp rank

@@ -66,6 +66,19 @@ json pipeline_json(const PlanEvaluation& e, int pp) {
   return {{"stages", stages}, {"actions", actions}, {"omitted", omitted}};
 }
 
+// Per pp rank: its compute by kind and its pass communication, seconds per step (every micro-batch).
+nlohmann::json by_pp_rank(const PlanEvaluation& e) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t p = 0; p < e.compute_by_pp_rank.size(); ++p) {
+    const KernelTimes& k = e.compute_by_pp_rank[p];
+    out.push_back({{"gemm_seconds", k.gemm},
+                   {"attention_seconds", k.attention},
+                   {"memory_seconds", k.memory},
+                   {"pass_comm_seconds", p < e.pass_comm_by_pp_rank.size() ? e.pass_comm_by_pp_rank[p] : 0.0}});
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation& e) {
@@ -116,7 +129,8 @@ nlohmann::json plan_evaluation_to_json(const PlanQuery& q, const PlanEvaluation&
             {"measured_rates", e.measured_rates},
             {"gemm_seconds", e.compute_split.gemm},
             {"attention_seconds", e.compute_split.attention},
-            {"memory_seconds", e.compute_split.memory}}},
+            {"memory_seconds", e.compute_split.memory},
+            {"by_pp_rank", by_pp_rank(e)}}},
           {"pipeline",
            {{"schedule", config::schedule_name(pc.schedule)},
             {"transfer_seconds", e.pipeline_times.transfer_s},

@@ -1,5 +1,7 @@
 #include "planner/kernel_costs.h"
 
+#include <algorithm>
+
 #include "plan/block_shapes.h"
 
 namespace sp::planner {
@@ -155,6 +157,28 @@ std::vector<KernelCall> evidence_kernels(const EvidenceKernelsInput& in) {
   return out;
 }
 
+std::vector<GemmShape> model_gemm_shapes(const model::LlamaConfig& model, int64_t micro_batch_size, int64_t seq_len,
+                                         const std::vector<int>& tps) {
+  std::vector<GemmShape> out;
+  for (int tp : tps) {
+    ChunkKernelsInput in;
+    in.model = model;
+    in.blocks = 1;  // every block has the same calls
+    in.first = in.last = true;
+    in.micro_batch_size = micro_batch_size;
+    in.seq_len = seq_len;
+    in.tp = tp;
+    const ChunkKernels k = chunk_kernels(in);
+    for (const auto* pass : {&k.forward, &k.backward})
+      for (const KernelCall& c : *pass)
+        if (c.kind == KernelCall::Kind::kGemm) {
+          const GemmShape g{c.form, c.m, c.n, c.k};
+          if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+        }
+  }
+  return out;
+}
+
 double gemm_tokens(const KernelCall& c) { return c.form == GemmForm::kWgrad ? c.k : c.m; }
 double gemm_weights(const KernelCall& c) { return c.form == GemmForm::kWgrad ? c.m * c.n : c.n * c.k; }
 
@@ -163,6 +187,15 @@ KernelTimes price_kernels(const std::vector<KernelCall>& calls, const DeviceRate
   KernelTimes t;
   const auto curve = rates.gemm_efficiency.find(dtype);
   const auto forms = rates.gemm_form_efficiency.find(dtype);
+  const auto shapes = rates.gemm_shape_efficiency.find(dtype);
+  // The efficiency measured at exactly this call (plan calibrate --model), or 0.
+  auto exact = [&](const KernelCall& c) {
+    if (shapes == rates.gemm_shape_efficiency.end()) return 0.0;
+    const GemmShape want{c.form, c.m, c.n, c.k};
+    const auto at = std::find(rates.gemm_shapes.begin(), rates.gemm_shapes.end(), want);
+    const auto i = static_cast<size_t>(at - rates.gemm_shapes.begin());
+    return at == rates.gemm_shapes.end() || i >= shapes->second.size() ? 0.0 : shapes->second[i];
+  };
   // `flops` at the efficiency of a call of `call_flops`.
   auto gemm_seconds = [&](double flops, double call_flops) {
     const double e = curve != rates.gemm_efficiency.end() ? curve->second.at(call_flops) : stated_efficiency;
@@ -175,8 +208,10 @@ KernelTimes price_kernels(const std::vector<KernelCall>& calls, const DeviceRate
         const Grid* grid = nullptr;
         if (forms != rates.gemm_form_efficiency.end())
           if (auto g = forms->second.find(c.form); g != forms->second.end()) grid = &g->second;
-        const double s =
-            c.count * (grid ? flops / (peak * grid->at(gemm_tokens(c), gemm_weights(c))) : gemm_seconds(flops, flops));
+        const double e = exact(c);
+        const double s = c.count * (e > 0  ? flops / (peak * e)
+                                    : grid ? flops / (peak * grid->at(gemm_tokens(c), gemm_weights(c)))
+                                           : gemm_seconds(flops, flops));
         t.gemm += s;
         if (c.form == GemmForm::kWgrad) t.wgrad += s;
         break;

@@ -86,6 +86,12 @@ struct EvidenceKernelsInput {
 };
 std::vector<KernelCall> evidence_kernels(const EvidenceKernelsInput& in);
 
+// The distinct GEMM calls (form, m, n, k) one step of `model` runs on a rank at each tensor-parallel degree of
+// `tps` (the chunk_kernels inventory of the whole model on one stage, micro-batches of micro_batch_size ×
+// seq_len tokens): what `plan calibrate --model` measures, so that its plans price these calls as measured.
+std::vector<GemmShape> model_gemm_shapes(const model::LlamaConfig& model, int64_t micro_batch_size, int64_t seq_len,
+                                         const std::vector<int>& tps);
+
 struct KernelTimes {
   double gemm = 0, attention = 0, memory = 0;
   double wgrad = 0;  // the part of `gemm` spent in weight-gradient products (ZB-H1's W pass)
@@ -96,8 +102,9 @@ struct KernelTimes {
 double gemm_tokens(const KernelCall& c);
 double gemm_weights(const KernelCall& c);
 
-// Prices `calls` at the device's rates for `dtype` (peak FLOP/s `peak`): GEMMs at peak × the measured
-// efficiency of their form at (token rows, weight elements) when `rates` has that grid for the dtype, else
+// Prices `calls` at the device's rates for `dtype` (peak FLOP/s `peak`): GEMMs at peak × the efficiency measured
+// at exactly their (form, m, n, k) when `rates` has that call (gemm_shapes, plan calibrate --model), else the
+// measured efficiency of their form at (token rows, weight elements) when `rates` has that grid for the dtype, else
 // at their FLOPs on the dtype's n×n×n curve, else × `stated_efficiency`; attention at
 // the measured seconds (scaled by head_dim / the measured head dim) or, without them, as GEMM FLOPs of the
 // causal half the engine computes; memory-bound kernels at the measured bandwidth of their family, else free.

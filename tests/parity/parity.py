@@ -31,9 +31,11 @@ BG = BF + ["train.grad_dtype=bf16"]
 F16 = ["train.precision=fp16", "fp16.initial_scale_power=16"]
 F16O = ["train.precision=fp16", "fp16.initial_scale_power=26", "fp16.hysteresis=1", "train.steps=8"]
 SEL = ["train.recompute=selective"]
-# fp32 products on oneDNN's sgemm instead of OpenBLAS's (train.gemm32, docs/kernels.md §"The fp32 GEMM"): other
-# bits than `ref`, so against their own reference; the same equalities on that backend.
+# The fp32 products on each backend pinned (train.gemm32, docs/kernels.md §"The fp32 GEMM"): `ref` and the cases
+# above run the host's pick ("auto"), which may be either; g32_* pin oneDNN's sgemm and o32_* OpenBLAS's, each against
+# its own pinned reference, so that both backends' equalities are proven on every host whatever it picks.
 G32 = ["train.gemm32=onednn"]
+O32 = ["train.gemm32=openblas"]
 ZB = ["parallel.schedule=zb-h1"]
 
 # name: (ranks, overrides, expected class)
@@ -129,6 +131,10 @@ CASES = {
     "g32_zero3_dp2": (2, G32 + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
     "g32_dp2_pp2": (4, G32 + ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
     "g32_tp2": (2, G32 + ["parallel.tp=2"], "within-tolerance"),
+    "ref_o32": (1, O32, "bitwise-equal"),
+    "o32_zero3_dp2": (2, O32 + ["parallel.dp=2", "parallel.zero=3"], "bitwise-equal"),
+    "o32_dp2_pp2": (4, O32 + ["parallel.dp=2", "parallel.pp=2", "parallel.zero=1"], "bitwise-equal"),
+    "o32_tp2": (2, O32 + ["parallel.tp=2"], "within-tolerance"),
 }
 # The reference each case is compared with (default: "ref").
 REFERENCE = {"ps_w3_s1": "ref_m6", "ps_w3_s2": "ref_m6"}
@@ -137,6 +143,7 @@ REFERENCE.update({c: "ref_bf16g" for c in CASES if c.startswith("bf16g_")})
 REFERENCE.update({c: "ref_fp16" for c in CASES if c.startswith("fp16_")})
 REFERENCE.update({c: "ref_fp16o" for c in CASES if c.startswith("fp16o_")})
 REFERENCE.update({c: "ref_g32" for c in CASES if c.startswith("g32_")})
+REFERENCE.update({c: "ref_o32" for c in CASES if c.startswith("o32_")})
 REFERENCE.update({"sel_tp2": "tp2", "bf16_sel_tp2": "bf16_tp2"})
 # Cases whose every checksum record must also equal another case's (same topology, another schedule).
 ALSO_BITWISE = {"zb_pp2": "pp2_1f1b", "zb_pp4": "pp4_1f1b", "bf16_zb_pp2": "bf16_pp2_1f1b",
@@ -185,15 +192,36 @@ def checksum_records(d):
             for r in T.read_jsonl(os.path.join(d, "checksums.jsonl"))]
 
 
-def check_other_backend(check, out, ref):
-    """A run on oneDNN's sgemm (train.gemm32) names it in its contract and is not the OpenBLAS run's bits: were
-    the key ignored, the g32 cases would only compare OpenBLAS with OpenBLAS."""
-    engine = T.read_json(os.path.join(out, "contract.json"))["engine"]
-    check(engine.get("gemm32", "").startswith("onednn-"), f"contract engine.gemm32 = {engine.get('gemm32')}")
-    got, want = checksum_records(out), checksum_records(ref)
-    differ = sum(g != w for g, w in zip(got, want))
-    check(differ > 0, f"all {len(want)} checksum records equal the OpenBLAS reference's: the backend did not change")
-    print(f"{differ} of {len(want)} checksum records differ from the OpenBLAS reference's (another summation order)")
+def contract_backend(d):
+    """(config.train.gemm32, engine.gemm32) of a run's contract: the backend it resolved to and what ran."""
+    c = T.read_json(os.path.join(d, "contract.json"))
+    return c["config"]["train"].get("gemm32"), c["engine"].get("gemm32", "")
+
+
+def check_pinned_backend(check, args, out):
+    """A run pinned to one fp32 backend (g32_*, o32_*) names it in its contract. The two pinned references
+    differ (another summation order: were the key ignored, both would be one backend), and the host's pick
+    (`ref`, train.gemm32 = "auto") is exactly one of them: its contract names the backend it resolved to and
+    every record equals that pinned reference's, and none of the other's."""
+    want = "onednn" if "g32" in args.case else "openblas"
+    key, engine = contract_backend(out)
+    check(key == want and engine.startswith(want + "-"), f"contract train.gemm32 = {key}, engine.gemm32 = {engine}")
+    if not args.case.startswith("ref_"):
+        return
+    auto = os.path.join(args.work, "ref")
+    if args.case == "ref_o32":  # it runs after ref_g32 (its fixture) and checks the pair
+        got, theirs = checksum_records(out), checksum_records(os.path.join(args.work, "ref_g32"))
+        differ = sum(g != w for g, w in zip(got, theirs))
+        check(differ > 0, f"all {len(theirs)} checksum records of both pinned backends are equal: the key did nothing")
+        print(f"{differ} of {len(theirs)} checksum records differ between the pinned backends")
+    picked, picked_engine = contract_backend(auto)
+    check(picked in ("openblas", "onednn") and picked_engine.startswith(picked + "-"),
+          f"`ref` (auto) contract: train.gemm32 = {picked}, engine.gemm32 = {picked_engine}")
+    same = checksum_records(auto) == checksum_records(out)
+    check(same == (picked == want), f"`ref` picked {picked}: its records {'equal' if same else 'differ from'} the "
+          f"{want}-pinned reference's")
+    print(f"`ref` resolved train.gemm32 = \"auto\" to {picked} ({picked_engine}); "
+          f"{'equal to' if same else 'differs from'} this {want} reference record for record")
 
 
 def check_every_record_bitwise(check, out, ref):
@@ -208,7 +236,7 @@ def check_every_record_bitwise(check, out, ref):
 
 
 # Cases run twice: the second run must be bitwise equal to the first (determinism run to run).
-REPEAT = {"sp_tp2", "ref_g32"}
+REPEAT = {"sp_tp2", "ref_g32", "ref_o32"}
 
 
 def main():
@@ -234,8 +262,8 @@ def main():
         verdict = v.stdout.split(": ")[1].split(" ")[0] if ": " in v.stdout else "?"
         check(verdict in expected.split("|"), f"equivalence class {verdict}, expected {expected}\n{v.stdout}{v.stderr}")
     check_sync_timeline(check, out, overrides)
-    if "g32" in args.case:
-        check_other_backend(check, out, os.path.join(args.work, "ref"))
+    if "g32" in args.case or "o32" in args.case:
+        check_pinned_backend(check, args, out)
     if "sel_" in args.case:
         check_every_record_bitwise(check, out, ref)
     if args.case in ALSO_BITWISE:

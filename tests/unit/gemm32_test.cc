@@ -5,8 +5,8 @@
 //  - each deterministic: the same product twice, and with every operand moved to another alignment, gives
 //    the same bits (the bitwise DP/ZeRO/PP equalities rest on it);
 //  - beta = 0 overwrites a NaN-filled C; K = 0 scales C by beta (the wrapper's definition, both backends);
-//  - the run configuration's train.gemm32 is read, written only where it is not the default, and refused
-//    with the valid names when unknown.
+//  - the run configuration's train.gemm32 is read ("auto" by default), written only where it names a backend,
+//    and refused with the valid names when unknown. The "auto" pick: gemm32_auto_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,8 +47,12 @@ std::vector<float> random_floats(const std::string& name, int64_t n, double scal
 TEST(Gemm32, Names) {
   EXPECT_EQ(*gemm32_kind_from_name("openblas"), Gemm32Kind::kOpenBlas);
   EXPECT_EQ(*gemm32_kind_from_name("onednn"), Gemm32Kind::kOneDnn);
+  EXPECT_EQ(*gemm32_kind_from_name("auto"), Gemm32Kind::kAuto);
   EXPECT_EQ(gemm32_kind_name(Gemm32Kind::kOneDnn), "onednn");
-  EXPECT_EQ(gemm32_backend_name(Gemm32Kind::kOpenBlas), "");  // engine.blas names OpenBLAS
+  EXPECT_EQ(gemm32_kind_name(Gemm32Kind::kAuto), "auto");
+  // engine.gemm32 names the library and what decides its bits (OpenBLAS's core, oneDNN's ISA).
+  EXPECT_EQ(gemm32_backend_name(Gemm32Kind::kOpenBlas).rfind("openblas-0.", 0), 0u);
+  EXPECT_NE(gemm32_backend_name(Gemm32Kind::kOpenBlas).find('/'), std::string::npos);
   EXPECT_EQ(gemm32_backend_name(Gemm32Kind::kOneDnn).rfind("onednn-", 0), 0u);
   const auto bad = gemm32_kind_from_name("mkl");
   ASSERT_FALSE(bad.ok());
@@ -101,8 +105,11 @@ TEST(Gemm32, BetaZeroOverwritesNaNAndKZeroScales) {
 TEST(Gemm32, RunConfigKey) {
   auto base = sp::test::preset_config("tiny", {});
   ASSERT_TRUE(base.ok()) << base.status().to_string();
-  EXPECT_EQ(base->train.gemm32, Gemm32Kind::kOpenBlas);
-  EXPECT_FALSE(base->to_json()["train"].contains("gemm32")) << "the default keeps an fp32 contract unchanged";
+  EXPECT_EQ(base->train.gemm32, Gemm32Kind::kAuto) << "the default is the host's faster backend";
+  EXPECT_FALSE(base->to_json()["train"].contains("gemm32")) << "\"auto\" is written by leaving the key out";
+  auto openblas = sp::test::preset_config("tiny", {"train.gemm32=openblas"});
+  ASSERT_TRUE(openblas.ok()) << openblas.status().to_string();
+  EXPECT_EQ(openblas->to_json()["train"]["gemm32"], "openblas") << "a pin survives a round trip (prove's stages)";
   auto onednn = sp::test::preset_config("tiny", {"train.gemm32=onednn"});
   ASSERT_TRUE(onednn.ok()) << onednn.status().to_string();
   EXPECT_EQ(onednn->train.gemm32, Gemm32Kind::kOneDnn);
@@ -111,6 +118,7 @@ TEST(Gemm32, RunConfigKey) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("train.gemm32 = \"cublas\""), std::string::npos) << bad.status().to_string();
   EXPECT_NE(bad.status().hint().find("\"openblas\" or \"onednn\""), std::string::npos) << bad.status().to_string();
+  EXPECT_NE(bad.status().hint().find("\"auto\""), std::string::npos) << bad.status().to_string();
 }
 
 }  // namespace SP_TEST_ID
