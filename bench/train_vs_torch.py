@@ -157,7 +157,7 @@ def worker(a):
     if a.worker == "ddp2":
         r = torch_ddp(a.preset, a.steps, a.work)
     else:
-        r = torch_steps(a.preset, a.steps, autocast=a.worker == "bf16", threads=a.threads)
+        r = torch_steps(a.preset, a.steps, autocast=a.worker == "bf16", threads=int(a.threads))
     print(json.dumps(r))
 
 
@@ -271,7 +271,7 @@ def host_line(build):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("build")
+    ap.add_argument("build", nargs="?", default="", help="the build directory (bench/step_bench, bin/shardproof)")
     ap.add_argument("--preset", default="small", choices=sorted(SHAPES))
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
@@ -282,8 +282,10 @@ def main():
     ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
     ap.add_argument("--work", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.worker:
+    if args.worker:  # a PyTorch variant's own process: it needs no build
         return worker(args)
+    if not args.build:
+        ap.error("the build directory is required (e.g. build, after make bench or cmake -DSP_BUILD_BENCH=ON)")
     threads = [int(t) for t in args.threads.split(",")]
     version = subprocess.run([os.path.join(args.build, "bin", "shardproof"), "--version"], capture_output=True,
                              text=True).stdout
