@@ -218,11 +218,15 @@ Row traffic(const JudgeContext& x) {
           : "",
       traced_ops, model_ops, stats_bytes,
       skipped > 0 ? fmt::format("; {} cells NOT compared (UNVERIFIED): {}", skipped, x.unmodelled_text()) : "");
-  if (fr)
+  if (fr) {
+    r.first.threshold =
+        "payload bytes per step × group, all phases together (a Flight Recorder trace has no phase) = "
+        "plan/traffic_model of the declared grid and the recorded tp split; op counts may differ (bucketing)";
     r.first.measured +=
         "; per step and group, all phases together: the phases (forward, backward, grad_sync, optimizer, "
         "statistics), micro-batches and payload digests NOT compared: the trace is a Flight Recorder dump, which "
         "records none of them";
+  }
   return r;
 }
 
