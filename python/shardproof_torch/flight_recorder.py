@@ -220,10 +220,9 @@ def _check_members(per_rank, paths, members_of):
     and another lacks, or another size or dtype, was edited)."""
     for g, members in members_of.items():
         lists = {r: per_rank[r].get(g, []) for r in members}
-        longest = max(lists.values(), key=len)
+        other = max(lists, key=lambda r: len(lists[r]))  # the member holding the most records: the reference
         for r, recs in lists.items():
-            for i, want in enumerate(longest):
-                other = next(x for x in lists if lists[x] is longest)
+            for i, want in enumerate(lists[other]):
                 if i >= len(recs):
                     raise Refused(f"{paths[r]}: group {g} has no collective_seq_id {want['seq'] + 1}, which "
                                   f"{paths[other]} record {want['record_id']} holds ({want['op']}): a record is "
