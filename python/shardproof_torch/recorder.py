@@ -150,7 +150,7 @@ class Recorder:
         registers DDP's traced comm hook. optimizer: the torch optimizer (a ZeroRedundancyOptimizer is read
         through its .optim). gradient_divisor: what the framework divides gradients by when it reduces them
         (default: dp, as DDP and FSDP2 average). Every rank calls it. Other keyword options are the constructor's
-        (anchor_every, checksum_every, script, resume_step, loss_reduction, quiet); the recording is format 2
+        (anchor_every, checksum_every, script, resume_step, loss_reduction, quiet, trace); the recording is format 2
         (every step) unless anchor_every is given. Refuses (RefusedModel, declared.Refused) what it cannot judge,
         by name. groups: {axis: process group} the model does not show (a pipeline's pp group)."""
         found = discovery.discover(model, optimizer, hf_config, name, groups)
