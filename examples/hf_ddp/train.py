@@ -11,7 +11,10 @@ The batches are examples/torch/train_llama.py's (the same function of seed, step
 padding, so micro-batches hold uneven target counts). Each rank trains micro-batches [dp_rank·k, (dp_rank+1)·k) of
 the step's M, accumulates with no_sync() on all but its last, and backpropagates Σ token losses / (targets of the
 global batch) × dp, which DDP's mean turns into the single-device per-token mean. --compile wraps the model in
-torch.compile (eager backend): attach finds the names through it.
+torch.compile (eager backend): attach finds the names through it. --trace flight-recorder takes PyTorch's Flight
+Recorder as the collective trace (TORCH_FR_BUFFER_SIZE set here before the processes start): convert its dumps with
+`python -m shardproof_torch.flight_recorder DIR` before judging (docs/judge.md §"Flight Recorder");
+--bug ddp-bucket-skipped (with it) registers examples/torch's hook that never all-reduces DDP's bucket 1.
 """
 import argparse
 import datetime
@@ -28,7 +31,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-from train_llama import NullRecorder, lr_at, micro_batch_tokens  # noqa: E402  (the torch example's)
+from train_llama import NullRecorder, lr_at, micro_batch_tokens, skip_bucket_hook  # noqa: E402  (the torch example's)
 
 from shardproof_torch import Recorder  # noqa: E402
 
@@ -81,10 +84,14 @@ def worker(rank, args, world, port):
     net = torch.compile(ddp, backend="eager") if args.compile else ddp
     opt, hyper = adamw(model, args)
     options = {} if args.anchor_every is None else {"anchor_every": args.anchor_every}
+    if args.trace != "recorder":
+        options["trace"] = args.trace
     rec = NullRecorder() if args.no_record else Recorder.attach(
         net, opt, args.out, steps=args.steps, name="hf-ddp", script=os.path.abspath(__file__),
         batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches, "seq_len": args.seq},
         hyper=hyper, **options)
+    if args.bug == "ddp-bucket-skipped":  # the recorder registered no hook of its own (Flight Recorder trace)
+        ddp.register_comm_hook(None, skip_bucket_hook)
     M, k, dp_rank = args.micro_batches, args.micro_batches // world, rank
     for step in range(args.steps):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -173,7 +180,15 @@ def parse_args(argv=None):
     ap.add_argument("--timing", help="rank 0 appends each step's wall and CPU time to this JSON Lines file")
     ap.add_argument("--anchor-every", type=int, default=None,
                     help="the recorder's anchor_every (default: the recorder's; 0: checksums only)")
+    ap.add_argument("--trace", default="recorder", choices=["recorder", "flight-recorder"],
+                    help="the collective trace: the recorder's wrappers, or PyTorch's Flight Recorder (its dumps)")
+    ap.add_argument("--bug", default=None, choices=["ddp-bucket-skipped"],
+                    help="a planted bug (needs --trace flight-recorder: the recorder's own trace holds DDP's hook)")
     args = ap.parse_args(argv)
+    if args.bug and args.trace != "flight-recorder":
+        ap.error("--bug needs --trace flight-recorder (with the recorder's trace, examples/torch plants it)")
+    if args.trace == "flight-recorder":  # read by torch when the first process group is made: set before the fork
+        os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "20000")
     if args.micro_batches % args.world:
         ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")
     return args

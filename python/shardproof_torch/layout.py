@@ -17,6 +17,9 @@ GRADS_DIR = "grads"
 STATE_DIR = "state"
 SQRT_DIR = "sqrt"
 SEAL_DIR = "seal"
+# A run traced by PyTorch's Flight Recorder (Recorder(trace="flight-recorder")): each rank's dump and step windows.
+FR_DIR = "flight_recorder"
+TRACE_RECORDER, TRACE_FLIGHT_RECORDER = "recorder", "flight-recorder"
 # `shardproof judge` writes only under this folder of the recording (never sealed, never a recorder's file).
 JUDGE_DIR = "judge"
 AXIS_ORDER = "tp-dp-pp"
@@ -52,6 +55,14 @@ def state_path(root, step, rank):
 
 def sqrt_path(root, step, rank):
     return os.path.join(root, SQRT_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
+
+
+def fr_dump_path(root, rank):
+    return os.path.join(root, FR_DIR, rank_file(rank, "pkl"))
+
+
+def fr_steps_path(root, rank):
+    return os.path.join(root, FR_DIR, rank_file(rank, "json"))
 
 
 def seal_path(root, rank):

@@ -71,15 +71,21 @@ def _local(t):
 class Recorder:
     def __init__(self, out, *, rank, strategy, hf_config, parameters, optimizer, hyper, batch, steps,
                  groups=None, loss_reduction="token_mean", gradient_divisor=1, anchor_every=None,
-                 checksum_every=1, script=None, resume_step=None, model=None, quiet=False):
+                 checksum_every=1, script=None, resume_step=None, model=None, quiet=False, trace="recorder"):
         """parameters: [(HF name, torch parameter, shard)] of this rank's model, shard = None (the whole
         logical tensor) or (dim, index, parts): an even split along dim 0 or 1 — or the pieces
         Recorder.attach discovers (discovery.Piece: any box, its replicas found). optimizer: the torch optimizer
         that holds this rank's AdamW state (for ZeroRedundancyOptimizer: its .optim). hyper: {lr_schedule
         (text, or a schedule as data: schedule.py), betas, eps, weight_decay, no_decay: [HF names],
         max_grad_norm, implementation}. model: the module, if given, is searched for parameters the engine does
-        not have (a bias). anchor_every: record the earlier anchored form (format 1) instead of every step."""
+        not have (a bias). anchor_every: record the earlier anchored form (format 1) instead of every step.
+        trace: "recorder" (torch.distributed's Python calls wrapped, trace.py) or "flight-recorder" (PyTorch's
+        Flight Recorder is the trace: nothing is wrapped; finish() writes this rank's dump and step windows to
+        flight_recorder/, which `python -m shardproof_torch.flight_recorder DIR` converts into trace/)."""
         self.out, self.rank, self.steps = out, rank, steps
+        from . import flight_recorder  # not at the top: `python -m shardproof_torch.flight_recorder` runs it
+        self.trace_source = flight_recorder.check_mode(trace, anchor_every, resume_step)
+        self.fr_steps = []  # Flight Recorder mode: [step, begin ns, end ns] (time.time_ns, FR's clock)
         self.every_step = anchor_every is None
         declared.check_integers(steps, gradient_divisor, checksum_every, self.every_step)
         declared.check_config(hf_config)
@@ -121,9 +127,12 @@ class Recorder:
         self._watch_optimizer()
         self.scaler_checked = False
         first_seq = segment.start(self, resume_step)
-        self.trace = TraceRecorder(layout.trace_path(out, rank), rank, self._groups(groups or {}), first_seq)
+        fr = self.trace_source == layout.TRACE_FLIGHT_RECORDER
+        self.trace = TraceRecorder(None if fr else layout.trace_path(out, rank), rank, self._groups(groups or {}),
+                                   first_seq)
         self.records = files.JsonlFile(layout.records_path(out, rank))
-        self.trace.install()
+        if not fr:
+            self.trace.install()
         self.step = -1
         self.step_doc = None
         self.anchor = None
@@ -141,7 +150,7 @@ class Recorder:
         registers DDP's traced comm hook. optimizer: the torch optimizer (a ZeroRedundancyOptimizer is read
         through its .optim). gradient_divisor: what the framework divides gradients by when it reduces them
         (default: dp, as DDP and FSDP2 average). Every rank calls it. Other keyword options are the constructor's
-        (anchor_every, checksum_every, script, resume_step, loss_reduction, quiet); the recording is format 2
+        (anchor_every, checksum_every, script, resume_step, loss_reduction, quiet, trace); the recording is format 2
         (every step) unless anchor_every is given. Refuses (RefusedModel, declared.Refused) what it cannot judge,
         by name. groups: {axis: process group} the model does not show (a pipeline's pp group)."""
         found = discovery.discover(model, optimizer, hf_config, name, groups)
@@ -192,7 +201,10 @@ class Recorder:
 
     def attach_ddp(self, ddp_model, hook=None):
         """Registers PyTorch's own allreduce_hook (or `hook`, same signature) as DDP's comm hook, so that its
-        bucket reductions go through torch.distributed.all_reduce (traced, phase grad_sync)."""
+        bucket reductions go through torch.distributed.all_reduce (traced, phase grad_sync). With a Flight
+        Recorder trace nothing is registered: DDP's own reductions are in the dump."""
+        if self.trace_source == layout.TRACE_FLIGHT_RECORDER:
+            return
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         inner = hook or default_hooks.allreduce_hook
         rec = self
@@ -225,6 +237,8 @@ class Recorder:
         return self.phase("evidence")
 
     def begin_step(self, step, lr):
+        if self.trace_source == layout.TRACE_FLIGHT_RECORDER:
+            self.fr_steps.append([step, time.time_ns(), None])
         self.step = step
         self.trace.step, self.trace.phase, self.trace.micro_batch = step, "forward", -1
         self.step_doc = {"kind": "step", "step": step, "lr": files.finite_or_text(lr), "grad_norm": None,
@@ -417,6 +431,8 @@ class Recorder:
         self.records.write(self.step_doc)
         self.trace.flush()
         self.trace.step, self.trace.phase, self.trace.micro_batch = -1, "setup", -1
+        if self.fr_steps:
+            self.fr_steps[-1][2] = time.time_ns()
 
     # ---------------------------------------------------------------- checkpoints
     def _state_digests(self):
@@ -447,5 +463,10 @@ class Recorder:
         size and SHA-256 (the judge refuses a recording whose files do not match their seal)."""
         self.trace.close()
         self.trace.uninstall()
+        if self.trace_source == layout.TRACE_FLIGHT_RECORDER:
+            from . import flight_recorder
+            dump, steps = flight_recorder.rank_files(self)
+            self._write(layout.fr_dump_path(self.out, self.rank), dump)
+            self._write(layout.fr_steps_path(self.out, self.rank), steps)
         self.records.close()
         segment.seal(self)

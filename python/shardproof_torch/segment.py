@@ -39,6 +39,8 @@ def contract(rec, strategy, hf_config, hyper, batch, loss_reduction, gradient_di
            "steps": rec.steps, "checksum_every": rec.checksum_every,
            "optimizer": dict(hyper, name="adamw"),
            "loss": {"reduction": loss_reduction, "gradient_divisor": gradient_divisor}}
+    if rec.trace_source == layout.TRACE_FLIGHT_RECORDER:  # absent: the recorder's own trace (earlier hashes kept)
+        doc["trace"] = rec.trace_source
     if rec.every_step:
         doc["optimizer"]["arithmetic"] = rec.arithmetic
         doc["optimizer"]["sqrt"] = "recorded" if rec.record_sqrt else "correctly-rounded"
@@ -160,7 +162,9 @@ def seal(rec):
     """seal/rank-NNNNN.json: every file this rank wrote with its size and SHA-256. The appended files (trace,
     records; rank 0 the contract and topology) are hashed now; whole files as they were written (by this segment,
     or sealed by the one before the resume), and any other of this rank's whole files still present as they are."""
-    mine = [layout.trace_path(rec.out, rec.rank), layout.records_path(rec.out, rec.rank)]
+    mine = [layout.records_path(rec.out, rec.rank)]
+    if rec.trace_source == layout.TRACE_RECORDER:  # a Flight Recorder trace is sealed when it is converted
+        mine.append(layout.trace_path(rec.out, rec.rank))
     if rec.rank == 0:
         mine += [os.path.join(rec.out, layout.CONTRACT), os.path.join(rec.out, layout.TOPOLOGY)]
     entries = {os.path.relpath(f, rec.out): {"bytes": os.path.getsize(f), "sha256": files.file_sha256(f)}

@@ -102,7 +102,7 @@ class TraceRecorder:
             if first_seq and g.name in first_seq:
                 g.seq = first_seq[g.name]
                 g.announced = True
-        self.file = files.JsonlFile(path)
+        self.file = files.JsonlFile(path) if path else None  # None: the state only (a Flight Recorder trace)
         self.step, self.phase, self.micro_batch = -1, "setup", -1
         # p2p tensors whose op runs later than its phase was set (a schedule that batches one micro-batch's forward
         # sends with another's backward receives): id(tensor) -> (phase, micro_batch), taken by the op (pipelining.py)
@@ -291,9 +291,11 @@ class TraceRecorder:
 
     def flush(self):
         """Writes the buffered records (the recorder calls it at the end of every step)."""
-        self.file.write_many(self.pending)
+        if self.file is not None:
+            self.file.write_many(self.pending)
         self.pending = []
 
     def close(self):
         self.flush()
-        self.file.close()
+        if self.file is not None:
+            self.file.close()

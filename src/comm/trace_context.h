@@ -12,7 +12,21 @@ namespace sp::comm {
 
 // kPush / kPull: a parameter-server worker sending its gradients to the servers, and the servers'
 // updated parameters coming back (docs/ps.md); appended so that the earlier values keep their numbers.
-enum class Phase { kSetup, kForward, kBackward, kGradSync, kOptimizer, kCheckpoint, kEval, kEvidence, kPush, kPull };
+// kUnknown: an op whose phase its source did not record (a trace converted from PyTorch's Flight Recorder dump,
+// python/shardproof_torch/flight_recorder.py); the engine never writes it.
+enum class Phase {
+  kSetup,
+  kForward,
+  kBackward,
+  kGradSync,
+  kOptimizer,
+  kCheckpoint,
+  kEval,
+  kEvidence,
+  kPush,
+  kPull,
+  kUnknown
+};
 std::string_view phase_name(Phase phase);  // "setup", "forward", ..., "evidence"
 std::optional<Phase> phase_from_name(std::string_view name);
 

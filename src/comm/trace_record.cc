@@ -156,7 +156,7 @@ std::string trace_record_to_json(const TraceRecord& r) {
   j["bytes"] = r.bytes;
   j["wire_bytes"] = r.wire_bytes;
   if (r.reduce) j["reduce"] = reduce_op_name(*r.reduce);
-  if (op_has_root(r.op)) {
+  if (op_has_root(r.op) && r.root >= 0) {
     j["root"] = r.root;
     j["root_world"] = r.root_world;
   }
@@ -206,13 +206,15 @@ Result<TraceRecord> trace_record_from_json(const json& j) {
   if (r.op == OpKind::kAllToAll) r.recv_counts = f.int_array<int64_t>("recv_counts", n, 0, kI64Max);
   r.bytes = f.integer("bytes", 0, kI64Max);
   r.wire_bytes = f.integer("wire_bytes", 0, kI64Max);
-  if (op_has_reduce(r.op)) {
+  // `reduce` and `root` may be absent: a trace converted from a Flight Recorder dump (which records neither) says
+  // it does not know them, and the checker compares them as such ("-", -1) on every member.
+  if (op_has_reduce(r.op) && j.contains("reduce")) {
     const std::string reduce = f.string("reduce");
     if (!f.status().ok()) return f.status();
     r.reduce = reduce_op_from_name(reduce);
     if (!r.reduce) return corrupt("field 'reduce' = '{}' is not sum, max or min", reduce);
   }
-  if (op_has_root(r.op)) {
+  if (op_has_root(r.op) && (j.contains("root") || j.contains("root_world"))) {
     r.root = static_cast<int>(f.integer("root", 0, r.group_size - 1));
     r.root_world = static_cast<int>(f.integer("root_world", 0, kIntMax));
   }

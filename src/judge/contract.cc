@@ -293,8 +293,12 @@ Result<RecordingContract> parse_recording_contract(const json& doc, const std::s
   c.format_version = static_cast<int>(*version);
   const bool v2 = c.every_step();
   if (Status s =
-          v2 ? f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
-                              "strategy", "batch", "steps", "checksum_every", "optimizer", "loss", "precision", "hash"})
+          v2 && doc.contains("trace")
+              ? f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
+                               "strategy", "batch", "steps", "checksum_every", "optimizer", "loss", "precision",
+                               "trace", "hash"})
+          : v2 ? f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
+                                "strategy", "batch", "steps", "checksum_every", "optimizer", "loss", "precision", "hash"})
              : f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
                               "strategy", "batch", "steps", "checksum_every", "anchors", "optimizer", "loss", "hash"});
       !s.ok())
@@ -305,6 +309,12 @@ Result<RecordingContract> parse_recording_contract(const json& doc, const std::s
   if (Status s = optimizer_and_loss(f, label, c); !s.ok()) return declared(s);
   if (v2)
     if (Status s = precision(f, label); !s.ok()) return declared(s);
+  if (v2 && doc.contains("trace")) {  // absent: the recorder's own trace
+    SP_ASSIGN_OR_RETURN(const std::string trace, f.string("trace"));
+    if (trace != "recorder" && trace != "flight-recorder")
+      return declared(f.error("trace", fmt::format("= \"{}\": \"recorder\" or \"flight-recorder\"", trace.substr(0, 40))));
+    c.flight_recorder_trace = trace == "flight-recorder";
+  }
   json body = doc;
   body.erase("hash");
   auto hash = f.sha256("hash");

@@ -87,6 +87,9 @@ Row collectives(const JudgeContext& x) {
   r.first.passed = t.consistent();
   r.first.measured = fmt::format("{} records of {} ranks: {}", t.records, t.rank_files,
                                  t.consistent() ? "consistent" : fmt::format("{} mismatches", t.mismatches.size()));
+  if (x.recording->contract().flight_recorder_trace)
+    r.first.measured += " (converted from Flight Recorder dumps: op, dtype, count and step compared; payload digests "
+                        "NOT compared, the dumps have none)";
   if (!t.consistent()) {
     const evidence::TraceMismatch& m = t.mismatches.front();
     r.first.detail = m.message;
@@ -118,7 +121,19 @@ Row traffic(const JudgeContext& x) {
   }
   const RecordingContract& c = x.recording->contract();
   const comm::ProcessGrid& grid = x.recording->grid();
-  const auto model = model_cells(x);
+  // A Flight Recorder trace has no phases: its cells are (step, group), the model's phases summed; a statistics
+  // collective cannot be told from the others there, so it counts as traffic (and fails a cell the model lacks).
+  const bool fr = c.flight_recorder_trace;
+  const std::string all_phases = "all phases";
+  auto model = model_cells(x);
+  if (fr) {
+    std::map<std::pair<std::string, std::string>, plan::Traffic> folded;
+    for (const auto& [key, t] : model) {
+      folded[{key.first, all_phases}].ops += t.ops;
+      folded[{key.first, all_phases}].bytes += t.bytes;
+    }
+    model = std::move(folded);
+  }
   // A pure data-parallel run may reduce on the default (world) group: it is the one dp group.
   const std::string dp0 = grid.group_name(comm::Axis::kDp, 0);
   std::map<std::pair<int64_t, std::pair<std::string, std::string>>, int64_t> traced;
@@ -126,9 +141,10 @@ Row traffic(const JudgeContext& x) {
   for (const auto& [k, t] : x.trace->traffic) {
     if (k.step < 0 || k.step >= c.steps) continue;
     if (k.phase == comm::Phase::kEvidence) stats_bytes += t.bytes;
-    if (!compared_phase(k.phase)) continue;
+    // Flight Recorder: every op but the set-up ones it recognizes (DDP's bucket rebuild) is phase unknown.
+    if (!(fr ? k.phase == comm::Phase::kUnknown : compared_phase(k.phase))) continue;
     std::string g = k.group == "world" && c.strategy.tp == 1 && c.strategy.pp == 1 ? dp0 : k.group;
-    traced[{k.step, {g, std::string(comm::phase_name(k.phase))}}] += t.bytes;
+    traced[{k.step, {g, fr ? all_phases : std::string(comm::phase_name(k.phase))}}] += t.bytes;
     traced_ops += t.ops;
   }
   for (const auto& [key, t] : model) model_ops += t.ops * c.steps;
@@ -202,6 +218,15 @@ Row traffic(const JudgeContext& x) {
           : "",
       traced_ops, model_ops, stats_bytes,
       skipped > 0 ? fmt::format("; {} cells NOT compared (UNVERIFIED): {}", skipped, x.unmodelled_text()) : "");
+  if (fr) {
+    r.first.threshold =
+        "payload bytes per step × group, all phases together (a Flight Recorder trace has no phase) = "
+        "plan/traffic_model of the declared grid and the recorded tp split; op counts may differ (bucketing)";
+    r.first.measured +=
+        "; per step and group, all phases together: the phases (forward, backward, grad_sync, optimizer, "
+        "statistics), micro-batches and payload digests NOT compared: the trace is a Flight Recorder dump, which "
+        "records none of them";
+  }
   return r;
 }
 

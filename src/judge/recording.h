@@ -38,8 +38,9 @@ inline constexpr std::string_view kRecordsDir = "records", kTokensDir = "tokens"
                                   kRecordingSealDir = "seal";
 // The recorder's folders: a file in one of them (or contract.json, topology.json) that no seal lists was added after
 // the run; any other file of the directory is the user's own, never read and never overwritten.
-inline constexpr std::array<std::string_view, 8> kRecorderDirs = {"trace", "records", "tokens", "anchors",
-                                                                  "grads", "state",   "sqrt",   "seal"};
+// flight_recorder/: a run traced by PyTorch's Flight Recorder (contract `trace`), its dumps and step windows.
+inline constexpr std::array<std::string_view, 9> kRecorderDirs = {"trace", "records", "tokens", "anchors",        "grads",
+                                                                  "state", "sqrt",    "seal",   "flight_recorder"};
 // Everything `judge` writes goes under this folder of the recording (never sealed, never a recorder's name).
 inline constexpr std::string_view kJudgeDir = "judge";
 // What a judge of format 1 wrote beside the recorder's files: still skipped by the seal check of such a recording.
@@ -89,6 +90,9 @@ struct RecordingContract {
   std::string implementation = {};         // of the optimizer, as declared
   kernels::AdamWArithmetic arithmetic = kernels::AdamWArithmetic::kMulAdd;  // format 2: torch's element order
   bool sqrt_recorded = false;  // format 2: torch's sqrt is not correctly rounded; its deviations are in sqrt/
+  // contract `trace` = "flight-recorder": trace/ was converted from PyTorch's Flight Recorder dumps, whose records
+  // have no phase, micro-batch or payload digest (docs/formats/torch_recording.md §Flight Recorder).
+  bool flight_recorder_trace = false;
   std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
   std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)
   std::string loss_reduction = {};          // declared: "token_mean" or "micro_batch_mean"
