@@ -15,6 +15,8 @@ Invariant: no host synchronization between begin() and result(); begin() only en
 asynchronous copy of the per-chunk integers (to pinned memory on CUDA). Not a second formula: a planted
 difference from checksum.py fails tests/python/test_checksum_device.py.
 """
+import os
+
 import numpy as np
 import torch
 
@@ -37,21 +39,40 @@ _S17, _S33 = int(checksum._S17), int(checksum._S33)
 _LOW = (1 << (64 - _S33)) - 1  # the bits a logical right shift by 33 keeps
 _NONFINITE = 0x7F800000  # |x| bit patterns from here up are Inf (equal) and NaN (above)
 _FIELDS = 6  # per chunk: window base, below-window flag, sum a, sum h*h, sum h*l, sum l*l
+COMPILE = os.environ.get("SHARDPROOF_DIGEST_COMPILE") == "1"  # fuse each pass into one kernel (torch.compile)
+_compiled = []
 
 
-def _indices(indices, c0, c1, device):
-    """The logical indices (int64, wrapping as uint64) of local elements [c0, c1) on `device`."""
+def _kernels():
+    """(lane sums, exact block): the eager functions, or (COMPILE) each torch.compile'd once with dynamic shapes,
+    so that a pass reads the tensor once instead of once per elementwise op."""
+    if not COMPILE:
+        return _lane_sums, _exact_block
+    if not _compiled:
+        _compiled.extend([torch.compile(_lane_sums, dynamic=True), torch.compile(_exact_block, dynamic=True)])
+    return _compiled
+
+
+def _form(indices):
+    """(first, width, full, k0): logical index first + (k // width) * full + k % width of local element k0 + k, for
+    checksum.Contiguous (width 2^62, full 0) and checksum.Columns; None for any other index function."""
     if isinstance(indices, checksum.Contiguous):
-        return torch.arange(indices.first + c0, indices.first + c1, dtype=torch.int64, device=device)
+        return indices.first, 1 << 62, 0, 0
     if isinstance(indices, checksum.Columns):
-        k = torch.arange(indices.k0 + c0, indices.k0 + c1, dtype=torch.int64, device=device)
-        return indices.first + torch.div(k, indices.width, rounding_mode="floor") * indices.full + k % indices.width
-    return torch.from_numpy(indices(c0, c1).view(np.int64)).to(device)  # any other form: built on the host
+        return indices.first, indices.width, indices.full, indices.k0
+    return None
 
 
-def _lane_sums(bits, j):
-    """Sums (mod 2^64, int64 (2,)) of fmix64(j * prime + s_l xor (b << 17) xor b) for both lanes; bits: the fp32
-    patterns zero-extended to int64, j the logical indices."""
+def _lane_sums(u, first, width, full, k0):
+    """_fmix_sums of the fp32 patterns u (int32) at the logical indices of a _form, built on u's device."""
+    k = torch.arange(u.numel(), dtype=torch.int64, device=u.device) + k0
+    return _fmix_sums(u, first + torch.div(k, width, rounding_mode="floor") * full + k % width)
+
+
+def _fmix_sums(u, j):
+    """Sums (mod 2^64, int64 (2,)) of fmix64(j * prime + s_l xor (b << 17) xor b) for both lanes; u: the fp32
+    patterns (int32), j the logical indices (int64, wrapping as uint64)."""
+    bits = u.to(torch.int64) & 0xFFFFFFFF
     v = bits ^ (bits << _S17)
     jp = j * _PRIME
     k = torch.stack([jp + s for s in _SEEDS]) ^ v
@@ -154,13 +175,19 @@ def begin(t, indices):
         raise ValueError(f"a device partial takes a 1-D float32 tensor, not {t.dtype} of shape {list(t.shape)}")
     t = t.contiguous()
     n = t.numel()
+    lane_sums, exact_block = _kernels()
+    form = _form(indices)
     lanes = torch.zeros(2, dtype=torch.int64, device=t.device)
     tails, rows = [], []
     for b0 in range(0, n, BLOCK):
         b1 = min(n, b0 + BLOCK)
         u = t[b0:b1].view(torch.int32)
-        lanes += _lane_sums(u.to(torch.int64) & 0xFFFFFFFF, _indices(indices, b0, b1, t.device))
-        per_chunk, tail = _exact_block(u)
+        if form is None:  # any other index function: its indices built on the host
+            j = np.ascontiguousarray(indices(b0, b1), dtype=np.uint64).view(np.int64)
+            lanes += _fmix_sums(u, torch.from_numpy(j).to(t.device))
+        else:
+            lanes += lane_sums(u, *form[:3], form[3] + b0)
+        per_chunk, tail = exact_block(u)
         rows.append(per_chunk.view(-1))
         tails.append(tail)
     return Pending(t, torch.cat([lanes] + tails + rows), len(tails))
