@@ -14,6 +14,7 @@ The judge turns the merged integers into l2 and sum with the engine's own ExactS
 record assembled from partials equals the engine's record of the same tensor bit for bit. Not a hash for
 security. Vectorized with NumPy (torch's own dependency, reached through Tensor.numpy()), in chunks that
 stay in cache; the exact sums in int64 fixed point per chunk (_exact_chunk), then Python integers.
+checksum_device.py computes the same Partial with torch ops on a tensor's own device (a GPU), from these constants.
 """
 import hashlib
 import math
