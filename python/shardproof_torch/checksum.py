@@ -14,6 +14,7 @@ The judge turns the merged integers into l2 and sum with the engine's own ExactS
 record assembled from partials equals the engine's record of the same tensor bit for bit. Not a hash for
 security. Vectorized with NumPy (torch's own dependency, reached through Tensor.numpy()), in chunks that
 stay in cache; the exact sums in int64 fixed point per chunk (_exact_chunk), then Python integers.
+checksum_device.py computes the same Partial with torch ops on a tensor's own device (a GPU), from these constants.
 """
 import hashlib
 import math
@@ -202,12 +203,22 @@ def contiguous_indices(first):
     return Contiguous(first)
 
 
+class Columns:
+    """Logical indices first + (k // width) * full + k % width of local elements k0 + k: a column shard or a box of
+    a 2-D tensor's columns (first = row0 * full + column0), its elements in row-major order. Data, not a closure,
+    so that checksum_device builds the same indices on a tensor's own device."""
+
+    def __init__(self, width, full, first, k0=0):
+        self.width, self.full, self.first, self.k0 = width, full, first, k0
+
+    def __call__(self, c0, c1):
+        k = np.arange(self.k0 + c0, self.k0 + c1, dtype=np.uint64)
+        return np.uint64(self.first) + (k // np.uint64(self.width)) * np.uint64(self.full) + k % np.uint64(self.width)
+
+
 def column_indices(width, full_width, column0):
     """Logical indices of a column shard: local element k is row k // width, column column0 + k % width."""
-    def f(c0, c1):
-        k = np.arange(c0, c1, dtype=np.uint64)
-        return (k // np.uint64(width)) * np.uint64(full_width) + np.uint64(column0) + k % np.uint64(width)
-    return f
+    return Columns(width, full_width, column0)
 
 
 def shard_indices(shape, shard, k0):
@@ -223,8 +234,7 @@ def shard_indices(shape, shard, k0):
             row_numel *= s
         return contiguous_indices(index * rows * row_numel + k0)
     width = shape[1] // parts
-    base = column_indices(width, shape[1], index * width)
-    return lambda c0, c1: base(k0 + c0, k0 + c1)
+    return Columns(width, shape[1], index * width, k0)
 
 
 def box_indices(shape, offsets, sizes, k0):
@@ -240,12 +250,7 @@ def box_indices(shape, offsets, sizes, k0):
     if len(shape) != 2:
         raise ValueError(f"a box {offsets}+{sizes} of a {len(shape)}-D tensor that does not hold whole rows: "
                          f"only 1-D and 2-D tensors are recorded")
-    width, full, col0, row0 = sizes[1], shape[1], offsets[1], offsets[0]
-
-    def f(c0, c1):
-        k = np.arange(k0 + c0, k0 + c1, dtype=np.uint64)
-        return ((np.uint64(row0) + k // np.uint64(width)) * np.uint64(full) + np.uint64(col0) + k % np.uint64(width))
-    return f
+    return Columns(sizes[1], shape[1], offsets[0] * shape[1] + offsets[1], k0)
 
 
 def logical_indices(shape, offsets, sizes, local):

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from . import batches, checksum, declared, discovery, files, layout, segment
+from . import batches, checksum, declared, discovery, files, layout, segment, staging
 from .pieces import Piece
 from .pieces import declared as declared_piece
 from .trace import PHASES, Group, TraceRecorder
@@ -65,13 +65,14 @@ def _timed(f):
 
 
 def _local(t):
-    return t.detach().contiguous().view(-1).numpy()
+    return t.detach().contiguous().view(-1).cpu().numpy()
 
 
 class Recorder:
     def __init__(self, out, *, rank, strategy, hf_config, parameters, optimizer, hyper, batch, steps,
                  groups=None, loss_reduction="token_mean", gradient_divisor=1, anchor_every=None,
-                 checksum_every=1, script=None, resume_step=None, model=None, quiet=False, trace="recorder"):
+                 checksum_every=1, script=None, resume_step=None, model=None, quiet=False, trace="recorder",
+                 digest=None):
         """parameters: [(HF name, torch parameter, shard)] of this rank's model, shard = None (the whole
         logical tensor) or (dim, index, parts): an even split along dim 0 or 1 — or the pieces
         Recorder.attach discovers (discovery.Piece: any box, its replicas found). optimizer: the torch optimizer
@@ -81,12 +82,16 @@ class Recorder:
         not have (a bias). anchor_every: record the earlier anchored form (format 1) instead of every step.
         trace: "recorder" (torch.distributed's Python calls wrapped, trace.py) or "flight-recorder" (PyTorch's
         Flight Recorder is the trace: nothing is wrapped; finish() writes this rank's dump and step windows to
-        flight_recorder/, which `python -m shardproof_torch.flight_recorder DIR` converts into trace/)."""
+        flight_recorder/, which `python -m shardproof_torch.flight_recorder DIR` converts into trace/).
+        digest: where checksums are computed (staging.py): "auto" (on a tensor's own device: NumPy for CPU
+        tensors), "device" (checksum_device's torch ops for every tensor, the GPU path run on the CPU), "numpy";
+        default SHARDPROOF_DIGEST or auto."""
         self.out, self.rank, self.steps = out, rank, steps
         from . import flight_recorder  # not at the top: `python -m shardproof_torch.flight_recorder` runs it
         self.trace_source = flight_recorder.check_mode(trace, anchor_every, resume_step)
         self.fr_steps = []  # Flight Recorder mode: [step, begin ns, end ns] (time.time_ns, FR's clock)
         self.every_step = anchor_every is None
+        self.digest = staging.digest_mode(digest)
         declared.check_integers(steps, gradient_divisor, checksum_every, self.every_step)
         declared.check_config(hf_config)
         self.grid = layout.Grid(strategy["dp"], strategy["tp"], strategy["pp"])
@@ -291,14 +296,16 @@ class Recorder:
         i, count = piece.replicas.index(self.rank), len(piece.replicas)
         return n * i // count, n * (i + 1) // count
 
-    def _tensor_records(self, phase, values):
+    def _tensor_records(self, phase, staged):
+        """The records of a staging.Staged's tensors: every partial enqueued, then one wait, then the SHA-256s."""
+        parts = []
+        for i, (pc, (name, _, _)) in enumerate(zip(self.pieces, self.params)):
+            k0, k1 = self._cover(staged.numel(i), pc)
+            parts.append((k0, k1, staged.partial(i, k0, k1, pc.indices(self.shapes[name], k0))))
         docs = []
-        for pc, (name, p, shard), x in zip(self.pieces, self.params, values):
-            k0, k1 = self._cover(x.size, pc)
-            shape = self.shapes[name]
-            part = checksum.partial_of(x[k0:k1], pc.indices(shape, k0))
-            docs.append(dict(part.fields(), kind="tensor", step=self.step, phase=phase, tensor=name,
-                             shard=shard, numel=int(np.prod(shape)),
+        for (name, p, shard), x, (k0, k1, part) in zip(self.params, staged.arrays(), parts):
+            docs.append(dict(part().fields(), kind="tensor", step=self.step, phase=phase, tensor=name,
+                             shard=shard, numel=int(np.prod(self.shapes[name])),
                              local=int(x.size), cover=[k0, k1], sha256=checksum.bytes_digest(x)))
         return docs
 
@@ -329,9 +336,12 @@ class Recorder:
             if g.dtype != torch.float32 or g.device.type != "cpu":
                 raise declared.Refused(f"step {self.step}: the gradient of {pc.name!r} on rank {self.rank} is "
                                        f"{g.dtype} on {g.device}: the judge reads fp32 CPU gradients")
-            grads.append(_local(g))
-        if self._checksums_due():
-            self.records.write_many(self._tensor_records("grad", grads))
+            grads.append(g)
+        due = self._checksums_due()
+        staged = staging.Staged(grads, self.digest, [due or self._writes_anchor(pc, False) for pc in self.pieces])
+        if due:
+            self.records.write_many(self._tensor_records("grad", staged))
+        grads = staged.arrays()
         if self.every_step:
             self._write_step_files(grads)
         elif self.step in self.anchor_steps:
@@ -408,9 +418,13 @@ class Recorder:
     @_timed
     def end_step(self):
         self.trace.phase = "optimizer"
-        values = [_local(pc.value()) for pc in self.pieces]
-        if self._checksums_due():
-            self.records.write_many(self._tensor_records("param", values))
+        due = self._checksums_due()
+        if due or self.anchor is not None:
+            staged = staging.Staged([pc.value() for pc in self.pieces], self.digest,
+                                    [due or self._writes_anchor(pc, False) for pc in self.pieces])
+            if due:
+                self.records.write_many(self._tensor_records("param", staged))
+            values = staged.arrays()
         if self.anchor is not None:
             a, meta = self.anchor
             for pc, x in zip(self.pieces, values):
