@@ -31,37 +31,34 @@ std::vector<float>& slot(AnchorTensor& t, std::string_view kind) {
   return t.param_after;
 }
 
-// Copies a piece (shard `s` of `shape`) into the logical tensor.
+// Copies a piece (shard `s` of `shape`, its elements in local order) into the logical tensor.
 void place(std::vector<float>& dst, const Shape& shape, const std::optional<Shard>& s, const std::vector<float>& src) {
   if (!s) {
     dst = src;
     return;
   }
-  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
-  if (s->dim == 0) {
-    const int64_t r = rows / s->parts;
-    std::copy(src.begin(), src.end(), dst.begin() + s->index * r * cols);
-    return;
-  }
-  const int64_t w = cols / s->parts;
-  for (int64_t i = 0; i < rows; ++i) std::copy_n(src.begin() + i * w, w, dst.begin() + i * cols + s->index * w);
+  s->for_each_run(shape, [&](int64_t logical, int64_t local, int64_t count) {
+    std::copy_n(src.begin() + local, count, dst.begin() + logical);
+  });
 }
 
-Result<std::map<std::string, std::optional<Shard>>> shard_map(const ckpt::SafetensorsReader& f,
-                                                              const std::string& label) {
+// The file's metadata "shards" (HF name → shard field), each parsed against its tensor's shape (judge/shard.h).
+Result<std::map<std::string, std::optional<Shard>>> shard_map(
+    const ckpt::SafetensorsReader& f, const std::string& label,
+    const std::map<std::string, const model::WeightSpec*>& specs) {
   std::map<std::string, std::optional<Shard>> out;
   const auto it = f.metadata().find("shards");
   if (it == f.metadata().end()) return invalid_argument("{}: no \"shards\" in its metadata", label);
   auto j = parse_json_strict(it->second, label + " metadata shards");
   if (!j.ok() || !j->is_object()) return invalid_argument("{}: metadata \"shards\" is not a JSON object", label);
   for (const auto& [name, v] : j->items()) {
-    if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
-        !v[2].is_number_integer())
-      return invalid_argument("{}: metadata shards[{}] is not [dim, index, parts]", label, name);
-    const Shard s{v[0].get<int>(), v[1].get<int>(), v[2].get<int>()};
-    if ((s.dim != 0 && s.dim != 1) || s.parts < 1 || s.index < 0 || s.index >= s.parts)
-      return invalid_argument("{}: metadata shards[{}] = {} is not a shard", label, name, v.dump());
-    out[name] = s;
+    const auto spec = specs.find(name);
+    if (spec == specs.end())
+      return invalid_argument("{}: metadata shards names '{}', not a tensor of the model", label, name.substr(0, 120));
+    auto s = parse_shard(v, spec->second->shape);
+    if (!s.ok())
+      return invalid_argument("{}: metadata shards[{}] {}", label, name, s.status().message()).with_hint(kShardHint);
+    out[name] = *s;
   }
   return out;
 }
@@ -74,9 +71,9 @@ Result<AnchorState> read_files(const Recording& rec, int64_t step, const FileKin
   };
   std::map<std::string, const model::WeightSpec*> specs;
   for (const model::WeightSpec& w : rec.weights()) specs[w.name] = &w;
-  // (tensor, kind) → pieces seen (index → rank)
-  std::map<std::pair<std::string, std::string>, std::map<int, int>> seen;
-  std::map<std::string, int> parts_of;
+  // (tensor, kind) → the pieces seen (by key: the same elements whatever form wrote them) and their ranks
+  std::map<std::pair<std::string, std::string>, std::map<PieceKey, std::pair<std::optional<Shard>, int>>> seen;
+  std::map<std::string, int> parts_of;  // the even form's piece count of each tensor (0: a box or fragment)
   for (int rank = 0; rank < rec.contract().world; ++rank) {
     const std::string rel = recording_step_file(fk.dir, step, rank);
     if (!path_exists(rec.path(rel))) continue;
@@ -91,7 +88,9 @@ Result<AnchorState> read_files(const Recording& rec, int64_t step, const FileKin
       return refuse(fmt::format("{}: its metadata names another step or rank", rel));
     if (md.count("format") == 0 || md.at("format") != fk.format)
       return refuse(fmt::format("{}: metadata format is not \"{}\"", rel, fk.format));
-    SP_ASSIGN_OR_RETURN(const auto shards, shard_map(*f, rel));
+    auto shards_read = shard_map(*f, rel, specs);
+    if (!shards_read.ok()) return refuse(shards_read.status().message()).with_hint(shards_read.status().hint());
+    const auto& shards = *shards_read;
     nlohmann::json steps = nlohmann::json::object();
     if (md.count("optimizer_steps")) {
       auto j = parse_json_strict(md.at("optimizer_steps"), rel + " metadata optimizer_steps");
@@ -108,20 +107,21 @@ Result<AnchorState> read_files(const Recording& rec, int64_t step, const FileKin
                                   fmt::join(fk.kinds, "|")));
       const Shape& shape = spec->second->shape;
       const auto sh = shards.count(name) ? shards.at(name) : std::optional<Shard>();
-      Shape local = shape;
-      if (sh) {
-        if (sh->dim >= static_cast<int>(shape.size()) || shape[static_cast<size_t>(sh->dim)] % sh->parts != 0)
-          return refuse(fmt::format("{}: {} cannot be split {}", rel, name, sh->to_string()));
-        local[static_cast<size_t>(sh->dim)] /= sh->parts;
-      }
+      // A whole tensor held as one fragment of its flattened elements (DeepSpeed) is written 1-D: the same bytes.
+      const Shape flat = {shape_numel(shape)};
+      const Shape local = sh ? sh->local_shape() : e.shape == flat ? flat : shape;
       std::vector<float> values(static_cast<size_t>(shape_numel(local)));
       if (Status s = f->read_f32(e.name, local, values.data()); !s.ok()) return refuse(s.message());
-      const int parts = sh ? sh->parts : 1, index = sh ? sh->index : 0;
-      if (auto [it, added] = parts_of.emplace(name, parts); !added && it->second != parts)
-        return refuse(fmt::format("{}: {} is split in {} pieces here and {} elsewhere", rel, name, parts, it->second));
-      if (auto [it, added] = seen[{name, kind}].emplace(index, rank); !added)
-        return refuse(fmt::format("{} of {} ({}) is recorded by rank {} and rank {}", kind, name,
-                                  sh ? sh->to_string() : "whole", it->second, rank));
+      const int parts = !sh ? 1 : sh->form == Shard::Form::kEven ? sh->parts : 0;
+      if (auto [it, added] = parts_of.emplace(name, parts); !added && it->second != parts) {
+        if (parts > 0 && it->second > 0)
+          return refuse(
+              fmt::format("{}: {} is split in {} pieces here and {} elsewhere", rel, name, parts, it->second));
+        it->second = 0;  // the even form beside a box or fragment: checked as a tiling
+      }
+      if (auto [it, added] = seen[{name, kind}].emplace(piece_key(sh, shape), std::pair{sh, rank}); !added)
+        return refuse(fmt::format("{} of {} ({}) is recorded by rank {} and rank {}", kind, name, piece_name(sh),
+                                  it->second.second, rank));
       AnchorTensor& t = a.tensors[name];
       std::vector<float>& dst = slot(t, kind);
       if (dst.empty()) dst.assign(static_cast<size_t>(shape_numel(shape)), 0.0f);
@@ -136,13 +136,30 @@ Result<AnchorState> read_files(const Recording& rec, int64_t step, const FileKin
       if (kind == "grad") t.grad_pieces.push_back({sh, rank});
     }
   }
+  // Every tensor of every kind tiled exactly once: the even form named by its missing piece (as it always was),
+  // boxes and fragments by the elements no piece, or two, hold.
   for (const model::WeightSpec& w : rec.weights())
     for (std::string_view kind : fk.kinds) {
       const auto it = seen.find({w.name, std::string(kind)});
       const int parts = parts_of.count(w.name) ? parts_of.at(w.name) : 1;
-      for (int i = 0; i < parts; ++i)
-        if (it == seen.end() || !it->second.count(i))
-          return refuse(fmt::format("{} of {} (piece {}/{}) is in no rank's {} file", kind, w.name, i, parts, fk.what));
+      if (parts > 0) {
+        std::set<int> indices;
+        if (it != seen.end())
+          for (const auto& [key, piece] : it->second) indices.insert(piece.first ? piece.first->index : 0);
+        for (int i = 0; i < parts; ++i)
+          if (!indices.count(i))
+            return refuse(
+                fmt::format("{} of {} (piece {}/{}) is in no rank's {} file", kind, w.name, i, parts, fk.what));
+        continue;
+      }
+      std::vector<std::pair<std::optional<Shard>, int>> pieces;
+      if (it != seen.end())
+        for (const auto& [key, piece] : it->second) pieces.push_back(piece);
+      if (const std::string problem = tiling_problem(w.shape, pieces); !problem.empty())
+        return refuse(fmt::format("{} of {}: {} of the {} files", kind, w.name, problem, fk.what))
+            .with_hint(
+                "the pieces of a tensor must hold each of its elements exactly once: a file was edited, or a "
+                "rank's pieces were not all written");
     }
   return a;
 }

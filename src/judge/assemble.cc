@@ -9,37 +9,58 @@
 namespace sp::judge {
 namespace {
 
-std::string piece_name(const std::optional<Shard>& s) { return s ? s->to_string() : "whole"; }
+// "piece 1/2" (the even form's names, "piece 0/1" for a whole tensor), "piece box [43, 0]+[43, 64]".
+std::string piece_label(const std::optional<Shard>& s) {
+  if (!s) return "piece 0/1";
+  if (s->form == Shard::Form::kEven) return fmt::format("piece {}/{}", s->index, s->parts);
+  return "piece " + s->to_string();
+}
 
-// Shares of one (step, phase, tensor) → its logical summary; refuses gaps, overlaps and mixed shardings.
-Result<evidence::TensorSummary> merge_shares(const std::vector<const TensorRecord*>& shares, const std::string& what) {
+// Shares of one (step, phase, tensor) of `shape` → its logical summary: the pieces must tile the tensor (each
+// logical element in exactly one piece, judge/shard.h) and each piece's shares its local elements (the cover ranges).
+Result<evidence::TensorSummary> merge_shares(const std::vector<const TensorRecord*>& shares, const Shape& shape,
+                                             const std::string& what) {
   const auto refuse = [&](const std::string& why) {
     return invalid_argument("recording refused: {}: {}", what, why)
         .with_hint("each element must be summarized by exactly one rank (the recorder's cover ranges)");
   };
   const TensorRecord& first = *shares.front();
-  const int parts = first.shard ? first.shard->parts : 1;
-  std::map<int, std::vector<const TensorRecord*>> by_piece;
-  for (const TensorRecord* t : shares) {
-    if ((t->shard.has_value() != first.shard.has_value()) ||
-        (t->shard && (t->shard->dim != first.shard->dim || t->shard->parts != parts)))
-      return refuse(fmt::format("rank {} records it as {}, rank {} as {}", first.rank, piece_name(first.shard), t->rank,
-                                piece_name(t->shard)));
-    by_piece[t->shard ? t->shard->index : 0].push_back(t);
+  bool even = true;  // the even form alone keeps the messages it always had
+  for (const TensorRecord* t : shares) even = even && (!t->shard || t->shard->form == Shard::Form::kEven);
+  std::map<PieceKey, std::vector<const TensorRecord*>> by_piece;
+  for (const TensorRecord* t : shares) by_piece[piece_key(t->shard, shape)].push_back(t);
+  if (even) {
+    const int parts = first.shard ? first.shard->parts : 1;
+    std::set<int> indices;
+    for (const TensorRecord* t : shares) {
+      if ((t->shard.has_value() != first.shard.has_value()) ||
+          (t->shard && (t->shard->dim != first.shard->dim || t->shard->parts != parts)))
+        return refuse(fmt::format("rank {} records it as {}, rank {} as {}", first.rank, piece_name(first.shard),
+                                  t->rank, piece_name(t->shard)));
+      indices.insert(t->shard ? t->shard->index : 0);
+    }
+    for (int i = 0; i < parts; ++i)
+      if (!indices.count(i)) return refuse(fmt::format("piece {}/{} is recorded by no rank", i, parts));
+  } else {
+    std::vector<std::pair<std::optional<Shard>, int>> pieces;
+    for (const auto& [key, holders] : by_piece) pieces.push_back({holders.front()->shard, holders.front()->rank});
+    if (const std::string problem = tiling_problem(shape, pieces); !problem.empty())
+      return refuse(problem).with_hint(
+          "the pieces of a tensor must hold each of its elements exactly once (replicas hold the same box): a "
+          "record was edited, or a rank's pieces were not all recorded");
   }
   evidence::TensorSummary sum;
-  for (int i = 0; i < parts; ++i) {
-    auto it = by_piece.find(i);
-    if (it == by_piece.end()) return refuse(fmt::format("piece {}/{} is recorded by no rank", i, parts));
-    std::vector<const TensorRecord*> v = it->second;
+  for (const auto& [key, holders] : by_piece) {
+    std::vector<const TensorRecord*> v = holders;
+    const std::string label = piece_label(v.front()->shard);
     std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->k0 != b->k0 ? a->k0 < b->k0 : a->k1 < b->k1; });
     int64_t at = 0;
     for (const TensorRecord* t : v) {
       if (t->k0 == t->k1) continue;
       if (t->k0 != at)
-        return refuse(fmt::format("piece {}/{}: local elements [{}, {}) {} (rank {} covers from {})", i, parts,
-                                  std::min(at, t->k0), std::max(at, t->k0),
-                                  t->k0 > at ? "are covered by no rank" : "are covered twice", t->rank, t->k0));
+        return refuse(fmt::format("{}: local elements [{}, {}) {} (rank {} covers from {})", label, std::min(at, t->k0),
+                                  std::max(at, t->k0), t->k0 > at ? "are covered by no rank" : "are covered twice",
+                                  t->rank, t->k0));
       at = t->k1;
       evidence::TensorSummary part;
       part.lane0 = t->lane0;
@@ -47,17 +68,17 @@ Result<evidence::TensorSummary> merge_shares(const std::vector<const TensorRecor
       part.stats = ExactSum::from_words(t->exact_words);
       sum.merge(part);
     }
-    if (at != first.local)
-      return refuse(
-          fmt::format("piece {}/{}: local elements [{}, {}) are covered by no rank", i, parts, at, first.local));
+    if (at != v.front()->local)
+      return refuse(fmt::format("{}: local elements [{}, {}) are covered by no rank", label, at, v.front()->local));
   }
   return sum;
 }
 
-void compare_replicas(const std::vector<const TensorRecord*>& shares, const Recording& rec, Assembly& out) {
-  std::map<int, std::vector<const TensorRecord*>> by_piece;
-  for (const TensorRecord* t : shares) by_piece[t->shard ? t->shard->index : 0].push_back(t);
-  for (const auto& [index, holders] : by_piece) {
+void compare_replicas(const std::vector<const TensorRecord*>& shares, const Shape& shape, const Recording& rec,
+                      Assembly& out) {
+  std::map<PieceKey, std::vector<const TensorRecord*>> by_piece;
+  for (const TensorRecord* t : shares) by_piece[piece_key(t->shard, shape)].push_back(t);
+  for (const auto& [key, holders] : by_piece) {
     if (holders.size() < 2) continue;
     ++out.replica_sets;
     out.replica_holders += static_cast<int64_t>(holders.size());
@@ -86,12 +107,11 @@ void compare_replicas(const std::vector<const TensorRecord*>& shares, const Reco
 }
 
 // Σx² of each piece (its shares merged), credited to every rank that holds it.
-void piece_squares(const std::vector<const TensorRecord*>& shares, std::map<std::pair<std::string, int>, double>& out) {
-  std::map<int, ExactSum> piece;
-  for (const TensorRecord* t : shares)
-    piece[t->shard ? t->shard->index : 0].merge(ExactSum::from_words(t->exact_words));
-  for (const TensorRecord* t : shares)
-    out[{t->tensor, t->rank}] = piece.at(t->shard ? t->shard->index : 0).sum_squares();
+void piece_squares(const std::vector<const TensorRecord*>& shares, const Shape& shape,
+                   std::map<std::pair<std::string, int>, double>& out) {
+  std::map<PieceKey, ExactSum> piece;
+  for (const TensorRecord* t : shares) piece[piece_key(t->shard, shape)].merge(ExactSum::from_words(t->exact_words));
+  for (const TensorRecord* t : shares) out[{t->tensor, t->rank}] = piece.at(piece_key(t->shard, shape)).sum_squares();
 }
 
 std::string loss_line(int64_t step, double value) {
@@ -135,9 +155,9 @@ Status assemble_one(const Recording& rec, int64_t s, const StepShares& shares, A
       const auto it = shares.find({phase, w.name});
       if (it == shares.end())
         return invalid_argument("recording refused: {}: no rank recorded it (the model has it)", what);
-      SP_ASSIGN_OR_RETURN(evidence::TensorSummary summary, merge_shares(it->second, what));
-      compare_replicas(it->second, rec, out);
-      if (std::string_view(phase) == "grad") piece_squares(it->second, out.piece_squares[s]);
+      SP_ASSIGN_OR_RETURN(evidence::TensorSummary summary, merge_shares(it->second, w.shape, what));
+      compare_replicas(it->second, w.shape, rec, out);
+      if (std::string_view(phase) == "grad") piece_squares(it->second, w.shape, out.piece_squares[s]);
       nlohmann::json j = summary.to_json();
       j["step"] = s;
       j["phase"] = phase;

@@ -76,22 +76,45 @@ void recorded_units(const RecordingContract& c, JudgeContext& ctx) {
     }
 }
 
+// ZeRO partitions recorded as flat fragments of the tensors (DeepSpeed's): the framework's bucketed all-reduce or
+// reduce-scatter and its parameter all-gathers have no traffic model; the dp group's cells are named, not compared.
+bool recorded_fragments(const Recording& rec, JudgeContext& ctx) {
+  for (const RankRecords& rr : rec.ranks())
+    for (const TensorRecord& t : rr.tensors)
+      if (t.shard && t.shard->form == Shard::Form::kFragment) {
+        ctx.unmodelled_dp = fmt::format(
+            "ZeRO-{} partitions recorded as flat fragments (DeepSpeed's): its bucketed gradient all-reduce or "
+            "reduce-scatter and its parameter all-gathers have no traffic model yet",
+            rec.contract().strategy.zero);
+        return true;
+      }
+  return false;
+}
+
 void recorded_layout(const Recording& rec, JudgeContext& ctx) {
-  recorded_units(rec.contract(), ctx);
+  if (!recorded_fragments(rec, ctx)) recorded_units(rec.contract(), ctx);
   if (rec.contract().strategy.tp < 2) return;
+  std::map<std::string, Shape> shapes;
+  for (const model::WeightSpec& w : rec.weights()) shapes[w.name] = w.shape;
   for (const RankRecords& rr : rec.ranks())
     for (const TensorRecord& t : rr.tensors) {
-      if (t.step != 0 || t.phase != "grad") continue;
-      const bool whole = !t.shard || t.shard->parts == 1;
+      if (t.step != 0 || t.phase != "grad" || !shapes.count(t.tensor)) continue;
+      const std::vector<int> cut = t.shard ? t.shard->cut_dims(shapes.at(t.tensor)) : std::vector<int>{};
+      const bool whole = cut.empty();
       if (t.tensor == "model.embed_tokens.weight") ctx.layout.embedding_split = !whole;
       if (t.tensor == "lm_head.weight") ctx.layout.head_split = !whole;
       const bool column =
           t.tensor.find("o_proj") != std::string::npos || t.tensor.find("down_proj") != std::string::npos;
-      if (!whole && t.shard->dim != (column ? 1 : 0) && ctx.unmodelled.empty())
+      if (!whole && cut != std::vector<int>{column ? 1 : 0} && ctx.unmodelled.empty())
         ctx.unmodelled = fmt::format(
             "{} is split by {} (Megatron's split: by {}): the tp group's forward and "
             "backward traffic of this layout is not modelled",
-            t.tensor, t.shard->dim == 0 ? "rows" : "columns", column ? "columns" : "rows");
+            t.tensor,
+            cut.size() > 1 ? "rows and columns"
+            : cut[0] == 0  ? "rows"
+            : cut[0] == 1  ? "columns"
+                           : "flat fragments",
+            column ? "columns" : "rows");
     }
 }
 

@@ -202,10 +202,12 @@ Row traffic(const JudgeContext& x) {
   }
   if (r.second.found) r.second.steps_failing = failing;
   r.first.passed = !r.second.found;
+  // Nothing compared (every cell unmodelled) is said as such, never as cells that are equal.
   r.first.measured = fmt::format(
-      "{} cells of {} steps {}{}{}; ops {} traced, {} in the model; statistics (phase evidence, not compared) {} "
-      "bytes{}",
-      cells, c.steps, r.first.passed ? "equal" : "differ",
+      "{}{}{}; ops {} traced, {} in the model; statistics (phase evidence, not compared) {} bytes{}",
+      cells == 0 && skipped > 0
+          ? fmt::format("no cell compared in {} steps", c.steps)
+          : fmt::format("{} cells of {} steps {}", cells, c.steps, r.first.passed ? "equal" : "differ"),
       x.layout.units.empty()
           ? ""
           : fmt::format(" (dp: FSDP2's schedule of {} fully_shard units, {} resharded after forward)",

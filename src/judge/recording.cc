@@ -19,8 +19,6 @@ namespace sp::judge {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string Shard::to_string() const { return fmt::format("{} {}/{}", dim == 0 ? "rows" : "columns", index, parts); }
-
 std::string recording_rank_file(std::string_view dir, int rank, std::string_view ext) {
   return fmt::format("{}/rank-{:05d}.{}", dir, rank, ext);
 }
@@ -225,6 +223,7 @@ struct RecordingReader {
 
   Status records() {
     r.ranks_.resize(static_cast<size_t>(r.contract_.world));
+    const ShapeMap shapes = shape_map(r.weights_);
     for (int rank = 0; rank < r.contract_.world; ++rank) {
       const std::string label = recording_rank_file(kRecordsDir, rank, "jsonl");
       auto doc = read_jsonl_file(r.path(label));
@@ -232,9 +231,9 @@ struct RecordingReader {
       for (size_t i = 0; i < doc->records.size(); ++i) {
         const std::string where = fmt::format("{}:{}", label, doc->line_numbers[i]);
         if (Status s = parse_rank_record(doc->records[i], where, rank, doc->line_numbers[i], r.contract_.format_version,
-                                         r.ranks_[rank]);
+                                         shapes, r.ranks_[rank]);
             !s.ok())
-          return refuse(s.message());
+          return s.hint().empty() ? refuse(s.message()) : refuse(s);
       }
     }
     return Status();
@@ -372,6 +371,7 @@ Result<Recording> Recording::follow(const std::string& given) {
 
 Result<int64_t> Recording::refresh() {
   int64_t complete = contract_.steps;
+  const ShapeMap shapes = shape_map(weights_);
   for (int rank = 0; rank < contract_.world; ++rank) {
     const std::string label = recording_rank_file(kRecordsDir, rank, "jsonl");
     RankRecords rr;
@@ -381,8 +381,8 @@ Result<int64_t> Recording::refresh() {
       if (!doc.ok()) return doc.status();
       for (size_t i = 0; i < doc->records.size(); ++i) {
         const std::string where = fmt::format("{}:{}", label, doc->line_numbers[i]);
-        SP_RETURN_IF_ERROR(
-            parse_rank_record(doc->records[i], where, rank, doc->line_numbers[i], contract_.format_version, rr));
+        SP_RETURN_IF_ERROR(parse_rank_record(doc->records[i], where, rank, doc->line_numbers[i],
+                                             contract_.format_version, shapes, rr));
       }
     }
     std::sort(rr.steps.begin(), rr.steps.end(), [](auto& a, auto& b) { return a.step < b.step; });

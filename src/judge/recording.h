@@ -24,6 +24,7 @@
 #include "config/hf_config.h"
 #include "config/run_config.h"
 #include "core/status.h"
+#include "judge/shard.h"
 #include "kernels/adamw.h"
 #include "model/weights.h"
 #include "plan/strategy.h"
@@ -46,16 +47,6 @@ inline constexpr std::string_view kJudgeDir = "judge";
 // What a judge of format 1 wrote beside the recorder's files: still skipped by the seal check of such a recording.
 inline constexpr std::array<std::string_view, 5> kLegacyJudgeFiles = {"checksums.jsonl", "gate.json", "summary.md",
                                                                       "first_divergence.json", "report.html"};
-
-// A shard: an even split of the logical tensor into `parts` along `dim` (0 rows, 1 columns of the (out, in)
-// matrix); piece `index`. No shard: the whole tensor.
-struct Shard {
-  int dim = 0;
-  int index = 0;
-  int parts = 1;
-  bool operator==(const Shard&) const = default;
-  std::string to_string() const;  // "rows 1/2"
-};
 
 // A fully_shard unit of an FSDP2 run as the recorder found it (contract.json strategy.units): the HF names of the
 // tensors it shards together, and whether it reshards them after forward (ZeRO-3) or keeps them (ZeRO-2).

@@ -50,16 +50,11 @@ Result<std::vector<int64_t>> int_list(const JsonFields& f, const json& j, std::s
   return out;
 }
 
-Result<std::optional<Shard>> shard_of(const JsonFields& f, const json& j) {
-  const json& v = j.at("shard");
-  if (v.is_null()) return std::optional<Shard>();
-  if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
-      !v[2].is_number_integer())
-    return f.error("shard", "must be null or [dim, index, parts]");
-  const Shard s{v[0].get<int>(), v[1].get<int>(), v[2].get<int>()};
-  if ((s.dim != 0 && s.dim != 1) || s.parts < 1 || s.index < 0 || s.index >= s.parts)
-    return f.error("shard", fmt::format("= {}: dim must be 0 or 1 and 0 <= index < parts", v.dump()));
-  return std::optional<Shard>(s);
+// The record's "shard" (judge/shard.h parse_shard) against the tensor's shape, named by file, line and field.
+Result<std::optional<Shard>> shard_of(const JsonFields& f, const json& j, const Shape& shape) {
+  auto s = parse_shard(j.at("shard"), shape);
+  if (!s.ok()) return f.error("shard", s.status().message()).with_hint(kShardHint);
+  return *s;
 }
 
 Result<uint64_t> lane(const JsonFields& f, const json& v) {
@@ -102,7 +97,8 @@ Result<std::vector<uint64_t>> exact_words(const JsonFields& f, const json& j, in
   return w;
 }
 
-Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line, RankRecords& out) {
+Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line, const ShapeMap& shapes,
+                     RankRecords& out) {
   SP_RETURN_IF_ERROR(f.expect_keys({"kind", "step", "phase", "tensor", "shard", "numel", "local", "cover", "lanes",
                                     "sum", "sq", "count", "nan", "inf", "absmax", "sha256"}));
   TensorRecord t{.rank = rank, .line = line};
@@ -110,12 +106,15 @@ Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line,
   SP_ASSIGN_OR_RETURN(t.phase, f.string("phase"));
   if (t.phase != "grad" && t.phase != "param") return f.error("phase", "must be \"grad\" or \"param\"");
   SP_ASSIGN_OR_RETURN(t.tensor, f.string("tensor"));
-  SP_ASSIGN_OR_RETURN(t.shard, shard_of(f, j));
   SP_ASSIGN_OR_RETURN(t.numel, f.integer("numel", 1, kMax));
-  SP_ASSIGN_OR_RETURN(t.local, f.integer("local", 1, t.numel));
-  if (t.local * (t.shard ? t.shard->parts : 1) != t.numel)
-    return f.error("local", fmt::format("= {}: a {} piece of {} elements", t.local,
-                                        t.shard ? t.shard->to_string() : "whole", t.numel));
+  // A tensor the model lacks, or of another size, is refused by the reader's completeness check, naming the model.
+  const auto shape = shapes.find(t.tensor);
+  if (shape != shapes.end() && shape_numel(shape->second) == t.numel) {
+    SP_ASSIGN_OR_RETURN(t.shard, shard_of(f, j, shape->second));
+  }
+  SP_ASSIGN_OR_RETURN(t.local, f.integer("local", 0, t.numel));
+  if (t.local != (t.shard ? t.shard->numel() : t.numel))
+    return f.error("local", fmt::format("= {}: a {} piece of {} elements", t.local, piece_name(t.shard), t.numel));
   SP_ASSIGN_OR_RETURN(const std::vector<int64_t> cover, int_list(f, j, "cover", 0, t.local));
   if (cover.size() != 2 || cover[0] > cover[1]) return f.error("cover", "must be [k0, k1] with k0 <= k1");
   t.k0 = cover[0];
@@ -175,7 +174,7 @@ Status step_record(const json& j, const JsonFields& f, const std::string& where,
 }
 
 Status state_record(const json& j, const JsonFields& f, const std::string& where, int rank, int64_t line, bool resume,
-                    RankRecords& out) {
+                    const ShapeMap& shapes, RankRecords& out) {
   SP_RETURN_IF_ERROR(f.expect_keys({"kind", "step", "states"}));
   StateRecord r{.rank = rank, .line = line};
   SP_ASSIGN_OR_RETURN(r.step, f.integer("step", 0, kMax));
@@ -191,7 +190,9 @@ Status state_record(const json& j, const JsonFields& f, const std::string& where
     SP_ASSIGN_OR_RETURN(d.state, sf.string("state"));
     if (d.state != "param" && d.state != "exp_avg" && d.state != "exp_avg_sq")
       return sf.error("state", "must be param, exp_avg or exp_avg_sq");
-    SP_ASSIGN_OR_RETURN(d.shard, shard_of(sf, s));
+    const auto shape = shapes.find(d.tensor);
+    if (shape == shapes.end()) return sf.error("tensor", fmt::format("'{}' is not a tensor of the model", d.tensor));
+    SP_ASSIGN_OR_RETURN(d.shard, shard_of(sf, s, shape->second));
     if (!s.at("sha256").is_null()) {
       SP_ASSIGN_OR_RETURN(const std::string h, sf.sha256("sha256"));
       d.sha256 = h;
@@ -206,6 +207,12 @@ Status state_record(const json& j, const JsonFields& f, const std::string& where
 }
 
 }  // namespace
+
+ShapeMap shape_map(const std::vector<model::WeightSpec>& weights) {
+  ShapeMap out;
+  for (const model::WeightSpec& w : weights) out[w.name] = w.shape;
+  return out;
+}
 
 bool hex_to_limbs(std::string_view hex, size_t limbs, std::vector<uint64_t>& out, bool& negative, bool allow_sign) {
   negative = allow_sign && !hex.empty() && hex[0] == '-';
@@ -242,14 +249,14 @@ Result<std::map<std::string, std::pair<int64_t, std::string>>> parse_seal(const 
 }
 
 Status parse_rank_record(const json& j, const std::string& where, int rank, int64_t line, int version,
-                         RankRecords& out) {
+                         const ShapeMap& shapes, RankRecords& out) {
   if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
     return corrupt("{}: a record is an object with a string \"kind\"", where);
   const JsonFields f(j, where, "record");
   const std::string kind = j["kind"].get<std::string>();
-  if (kind == "tensor") return tensor_record(j, f, rank, line, out);
+  if (kind == "tensor") return tensor_record(j, f, rank, line, shapes, out);
   if (kind == "step") return step_record(j, f, where, rank, line, version, out);
-  if (kind == "save" || kind == "resume") return state_record(j, f, where, rank, line, kind == "resume", out);
+  if (kind == "save" || kind == "resume") return state_record(j, f, where, rank, line, kind == "resume", shapes, out);
   return corrupt("{}: unknown record kind \"{}\" (tensor, step, save, resume)", where, kind.substr(0, 40));
 }
 

@@ -9,9 +9,11 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "judge/recording.h"
+#include "model/weights.h"
 
 namespace sp::judge {
 
@@ -28,10 +30,14 @@ std::string strategy_name_problem(const std::string& name, int dp, int tp, int p
 // file (relative) → (bytes, SHA-256) of a seal whose "rank" must be `rank`.
 Result<std::map<std::string, std::pair<int64_t, std::string>>> parse_seal(const nlohmann::json& doc,
                                                                           const std::string& label, int rank);
+// HF name → logical shape of the model's tensors: what a record's shard is checked against (judge/shard.h).
+using ShapeMap = std::map<std::string, Shape>;
+ShapeMap shape_map(const std::vector<model::WeightSpec>& weights);
 // One line of records/rank-N.jsonl into `out` (a step, tensor, save or resume record).
 // Format 2 step records may hold "nan"/"inf"/"-inf" for a diverged run's numbers, and group_lr.
+// A shard is parsed against its tensor's shape (a box inside it, a fragment within its elements).
 Status parse_rank_record(const nlohmann::json& j, const std::string& where, int rank, int64_t line, int version,
-                         RankRecords& out);
+                         const ShapeMap& shapes, RankRecords& out);
 // An unsigned (or, with allow_sign, "-"-prefixed) lowercase hex integer of at most `limbs` 32-bit limbs into
 // little-endian limbs; false if it does not parse or fit.
 bool hex_to_limbs(std::string_view hex, size_t limbs, std::vector<uint64_t>& out, bool& negative, bool allow_sign);

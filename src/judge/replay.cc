@@ -166,16 +166,14 @@ bool replay_update(ReplayTensor& x, const std::vector<float>& g, const Shape& sh
   if (uniform || in.pieces.size() < 2) {
     run(0, n, in.pieces.empty() ? 1.0f : in.pieces.front().second);
   } else {
-    // Each piece with its own rank's coefficient: rows are contiguous, columns one segment per row.
-    const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+    // Each piece with its own rank's coefficient, run by contiguous run of its logical elements (judge/shard.h).
     for (const auto& [shard, coef] : in.pieces) {
-      if (!shard || shard->dim == 0) {
-        const int64_t r = shard ? rows / shard->parts : rows;
-        run((shard ? shard->index * r : 0) * cols, r * cols, coef);
+      if (!shard) {
+        run(0, n, coef);
         continue;
       }
-      const int64_t w = cols / shard->parts;
-      for (int64_t i = 0; i < rows; ++i) run(i * cols + shard->index * w, w, coef);
+      const float c = coef;
+      shard->for_each_run(shape, [&](int64_t logical, int64_t, int64_t count) { run(logical, count, c); });
     }
   }
   x.t = h.t;

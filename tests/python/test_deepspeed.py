@@ -1,15 +1,26 @@
 """examples/deepspeed/train.py: a Hugging Face LlamaForCausalLM under DeepSpeed's engine, ZeRO-1, 2 and 3 on its CPU
-accelerator, recorded through the engine's seams (python/shardproof_torch/deepspeed_engine.py). Checked from the
-files: the contract (dp 2, the ZeRO stage, the gradient divisor dp x accumulation steps), every tensor tiled exactly
-once by the flat fragments DeepSpeed's partitions hold (a norm weight split across the two partitions), the clip
-norm DeepSpeed computed equal to the single-device run's, and DeepSpeed's own collectives traced in their phases."""
+accelerator, recorded through the engine's seams (python/shardproof_torch/deepspeed_engine.py) and judged by
+`shardproof judge`, its ZeRO partitions read as flat {"start", "numel"} fragments of each tensor (judge/shard.h).
+Checked from the files: the contract (dp 2, the ZeRO stage, the gradient divisor dp x accumulation steps), every
+tensor tiled exactly once by the fragments (a norm weight split across the two partitions), the clip norm DeepSpeed
+computed equal to the single-device run's, DeepSpeed's own collectives traced in their phases. Judged: every math
+view (gradients, update bit for bit, loss, lr, replicas, records) compared and passed, the traffic view's dp cells
+named as not compared (DeepSpeed's bucketed all-reduce / reduce-scatter has no traffic model): UNVERIFIED, exit 3,
+never PASS. open-instruct#1498's loop (--manual-accumulation: only the last micro-batch's gradient reaches a ZeRO-2
+step) FAILs at gradients, step 0; records edited to cut a fragment short or to reach past its tensor are refused
+naming the elements."""
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from recording_check import check_recording, jsonl, record  # noqa: E402
+from recording_check import (check_recording, edited_records, first_divergence, judge, judged_rows,  # noqa: E402
+                             jsonl, record, refused)
+
+TRAFFIC = "traffic equals the model of the recorded layout"
+GRADIENTS = "gradients equal the engine's single-device gradient at every step"
+UPDATE = "update equals the engine's AdamW replay at every step"
 
 
 def check_zero(out, zero):
@@ -21,19 +32,88 @@ def check_zero(out, zero):
     return ops
 
 
+def check_judged(out, steps, zero):
+    """Every math view compared and passed; the traffic view's dp cells named as not compared: UNVERIFIED (exit 3)."""
+    judged, gate = judge(out)
+    rows = judged_rows(judged, gate)
+    assert judged.returncode == 3 and gate["verdict"] == "UNVERIFIED", judged.stdout + judged.stderr
+    assert all(c["passed"] or not c["required"] for c in rows.values()), rows
+    assert f"{steps} of {steps} steps × 21 tensors" in rows[GRADIENTS]["measured"], rows[GRADIENTS]
+    assert f"{steps} of {steps} steps replayed, {21 * steps} tensors, {21 * steps} bitwise" in \
+        rows[UPDATE]["measured"], rows[UPDATE]
+    traffic = rows[TRAFFIC]["measured"]
+    assert traffic.startswith("no cell compared") and "cells NOT compared (UNVERIFIED)" in traffic, traffic
+    assert f"ZeRO-{zero} partitions recorded as flat fragments (DeepSpeed's)" in traffic, traffic
+    with open(os.path.join(out, "judge", "summary.md")) as f:
+        assert "**Verdict: UNVERIFIED** — traffic not compared" in f.read()
+    first, _ = first_divergence(out)
+    assert first is None, first
+    return rows
+
+
+def is_grad(step, tensor=None):
+    return lambda r: r["kind"] == "tensor" and r["step"] == step and r["phase"] == "grad" and \
+        isinstance(r["shard"], dict) and (tensor is None or r["tensor"] == tensor)
+
+
+def check_fragments_refused(out, tmp_path):
+    """A fragment cut short (its record shortened consistently: shard, local, cover, count) leaves elements no piece
+    holds; a fragment reaching past its tensor is refused as a shard; both name the file or the elements."""
+    rec = next(r for r in jsonl(os.path.join(out, "records", "rank-00000.jsonl")) if is_grad(0)(r))
+    end = rec["shard"]["start"] + rec["shard"]["numel"]
+
+    def cut(r):
+        r["shard"]["numel"] -= 1
+        r["local"] -= 1
+        r["cover"][1] -= 1
+        r["count"] -= 1
+
+    refused(edited_records(out, str(tmp_path / "cut"), 0, is_grad(0, rec["tensor"]), cut),
+            f"step 0 grad {rec['tensor']}: logical elements [{end - 1}, {end})", "are in no piece")
+
+    def past(r):
+        r["shard"]["start"] = r["numel"] - r["shard"]["numel"] + 1
+
+    refused(edited_records(out, str(tmp_path / "past"), 0, is_grad(0, rec["tensor"]), past),
+            "records/rank-00000.jsonl:", "record.shard = ", "pass the tensor's", "hint:")
+
+
 def test_zero2(tmp_path):
-    ops = check_zero(record(tmp_path, "deepspeed", "--zero", "2"), 2)
+    out = record(tmp_path, "deepspeed", "--zero", "2")
+    ops = check_zero(out, 2)
     assert {("dp", "all_reduce", "grad_sync"), ("dp", "all_gather", "optimizer"), ("dp", "all_reduce",
                                                                                  "evidence")} <= ops
+    check_judged(out, 2, 2)
+    check_fragments_refused(out, tmp_path)
 
 
 @pytest.mark.long
 def test_zero1(tmp_path):
-    ops = check_zero(record(tmp_path, "deepspeed", "--zero", "1"), 1)
+    out = record(tmp_path, "deepspeed", "--zero", "1")
+    ops = check_zero(out, 1)
     assert {("dp", "all_reduce", "grad_sync"), ("dp", "all_gather", "optimizer")} <= ops
+    check_judged(out, 2, 1)
 
 
 @pytest.mark.long
 def test_zero3(tmp_path):
-    ops = check_zero(record(tmp_path, "deepspeed", "--zero", "3"), 3)
+    out = record(tmp_path, "deepspeed", "--zero", "3")
+    ops = check_zero(out, 3)
     assert {("world", "all_gather", "forward"), ("world", "reduce_scatter", "grad_sync")} <= ops
+    check_judged(out, 2, 3)
+
+
+@pytest.mark.long
+def test_zero2_manual_accumulation_fails_at_gradients(tmp_path):
+    """open-instruct#1498 as DeepSpeed 0.19.8 ships it: gradient_accumulation_steps 1 and k backward calls before
+    one engine.step() under ZeRO-2; every backward is a boundary, so each rank's step sees its last micro-batch's
+    gradient only. The loss view passes (the objective's weight is the single-device 1/N); the gradients view
+    FAILs at step 0 on every tensor, and that is the first divergence."""
+    out = record(tmp_path, "deepspeed", "--zero", "2", "--manual-accumulation", steps=2)
+    judged, gate = judge(out)
+    rows = judged_rows(judged, gate)
+    assert judged.returncode == 1 and gate["verdict"] == "FAIL", judged.stdout + judged.stderr
+    assert not rows[GRADIENTS]["passed"], rows[GRADIENTS]
+    first, _ = first_divergence(out)
+    assert (first["view"], first["step"]) == ("gradients", 0), first
+    assert first["tensors_failing"] == 21, first

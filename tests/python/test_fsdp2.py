@@ -3,9 +3,9 @@
 with every step's gradient checked, every tensor's update replayed bit for bit, and the traffic view comparing
 FSDP2's own schedule (the recorded fully_shard units through plan/traffic_model: per unit an all-gather of its
 padded flat shard per forward, again per backward when resharded after forward, a reduce-scatter per step) with
-the traced bytes. Checked from the files as well: 3 ranks (torch.chunk's uneven rows: the (offsets, sizes) shard
-form the judge's reader does not take yet) and FSDP2 + tensor parallelism on a 2 x 2 mesh: the contract's grid
-and ZeRO stage, every (step, phase, tensor)'s summaries tiling the logical tensor exactly once, the replicas'
+the traced bytes; on 3 ranks too (torch.chunk's uneven rows: the (offsets, sizes) shard form, judge/shard.h), with
+edited boxes refused by name; FSDP2 + tensor parallelism on a 2 x 2 mesh judged UNVERIFIED (its math views pass, its
+traffic is not modelled). Checked from the files as well: the contract's grid and ZeRO stage, every (step, phase, tensor)'s summaries tiling the logical tensor exactly once, the replicas'
 SHA-256 equal, the collectives traced on the grid's groups in their phases, the clip norm the single-device run's."""
 import json
 import os
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from recording_check import check_recording, judge, judged_rows, jsonl, record  # noqa: E402
+from recording_check import check_recording, edited_records, judge, judged_rows, jsonl, record, refused  # noqa: E402
 
 TRAFFIC = "traffic equals the model of the recorded layout"
 
@@ -75,8 +75,39 @@ def test_fsdp2_traffic_catches_gathers_the_units_do_not_run(tmp_path):
     assert doc["pattern"].startswith("nothing traced where the model has traffic"), doc
 
 
+def is_embedding_grad(r):
+    return r["kind"] == "tensor" and r["step"] == 0 and r["phase"] == "grad" and \
+        r["tensor"] == "model.embed_tokens.weight"
+
+
+def check_boxes_refused(out, tmp_path):
+    """Box records edited as a person would (the seal recomputed) are refused by name, exit 2: a box shifted onto
+    its neighbour's rows (two ranks hold rows 42..43, nobody the last), a box past the tensor, a negative size."""
+    def shift(r):
+        r["shard"]["offsets"][0] -= 1
+
+    refused(edited_records(out, str(tmp_path / "overlap"), 1, is_embedding_grad, shift),
+            "step 0 grad model.embed_tokens.weight: logical elements [2688, 2752) (from row 42, column 0) are in "
+            "two pieces: rank 0's box [0, 0]+[43, 64] and rank 1's box [42, 0]+[43, 64]")
+
+    def past(r):
+        r["shard"]["offsets"][0] += 1
+
+    refused(edited_records(out, str(tmp_path / "past"), 2, is_embedding_grad, past),
+            "records/rank-00002.jsonl:", "record.shard = {\"offsets\":[87,0],\"sizes\":[42,64]}: dim 0 spans "
+            "[87, 129), outside the tensor's 128 rows (shape (128, 64))", "hint:")
+
+    def negative(r):
+        r["shard"]["sizes"][1] = -64
+
+    refused(edited_records(out, str(tmp_path / "negative"), 2, is_embedding_grad, negative),
+            "dim 1 has size -64: a box's offsets and sizes are not negative")
+
+
 @pytest.mark.long
-def test_fsdp2_zero3_uneven_shards_recorded(tmp_path):
+def test_fsdp2_zero3_uneven_shards_judged(tmp_path):
+    """ZeRO-3 on 3 ranks: torch.chunk's uneven rows, recorded as {"offsets", "sizes"} boxes, judged PASS with every
+    view compared (FSDP2's units padded to the first chunk in the traffic model); edited boxes refused by name."""
     out = record(tmp_path, "fsdp2", "--world", "3", "--micro-batches", "3")
     contract, ops = check_recording(out, 3, 3, 3, 1, micro_batches=3)
     assert {("dp", "all_gather", "forward"), ("dp", "all_gather", "backward"),
@@ -84,10 +115,24 @@ def test_fsdp2_zero3_uneven_shards_recorded(tmp_path):
     recs = jsonl(os.path.join(out, "records", "rank-00002.jsonl"))
     emb = next(r for r in recs if r["kind"] == "tensor" and r["tensor"] == "model.embed_tokens.weight")
     assert emb["shard"] == {"offsets": [86, 0], "sizes": [42, 64]}  # 128 rows in 3: 43, 43, 42
+    check_judged_pass(out, 2, 3, 3)
+    check_boxes_refused(out, tmp_path)
 
 
 @pytest.mark.long
-def test_fsdp2_with_tensor_parallel_2x2_recorded(tmp_path):
-    _, ops = check_recording(record(tmp_path, "fsdp2", "--world", "4", "--tp", "2"), 4, 3, 2, 2)
+def test_fsdp2_with_tensor_parallel_2x2_judged(tmp_path):
+    """FSDP2 + DTensor TP on a 2 x 2 mesh: 2-D boxes (a row-parallel matrix cut in columns by tp and in rows by dp)
+    read, every math view compared and passed, the traffic cells named as not compared (FSDP2's units over tp-local
+    shards and DTensor's tp all-reduces have no model): UNVERIFIED, exit 3, never PASS."""
+    out = record(tmp_path, "fsdp2", "--world", "4", "--tp", "2")
+    _, ops = check_recording(out, 4, 3, 2, 2)
     assert {("tp", "all_reduce", "forward"), ("tp", "all_reduce", "backward"),
             ("dp", "reduce_scatter", "grad_sync")} <= ops
+    judged, gate = judge(out)
+    rows = judged_rows(judged, gate)
+    assert judged.returncode == 3 and gate["verdict"] == "UNVERIFIED", judged.stdout + judged.stderr
+    assert all(c["passed"] or not c["required"] for c in rows.values()), rows
+    assert "2 of 2 steps replayed, 42 tensors, 42 bitwise" in \
+        rows["update equals the engine's AdamW replay at every step"]["measured"]
+    assert rows[TRAFFIC]["measured"].startswith("no cell compared"), rows[TRAFFIC]
+    assert "cells NOT compared (UNVERIFIED)" in rows[TRAFFIC]["measured"], rows[TRAFFIC]

@@ -2,7 +2,9 @@
 will, for the package's pytest files (tests/python/): the one home of these helpers. record() runs an example;
 check_recording() asserts the contract's grid and ZeRO stage, that every (step, phase, tensor)'s summaries tile the
 logical tensor exactly once (boxes, even splits and flat fragments alike), that replicas of a piece agree (SHA-256),
-and that every rank's clip norm is the single-device run's (SINGLE_NORMS); traced() tallies the trace.
+and that every rank's clip norm is the single-device run's (SINGLE_NORMS); traced() tallies the trace. judge(),
+judged_rows() and first_divergence() run the judge and read its files; edited_records() and refused() edit a
+recording as a person would (a record changed, the seal recomputed) and require the judge to refuse it by name.
 """
 import json
 import os
@@ -90,3 +92,50 @@ def judged_rows(judged, gate):
     """gate.json's criteria by name, after asserting the judge ran (exit 0 PASS, 1 FAIL, 3 UNVERIFIED)."""
     assert judged.returncode in (0, 1, 3), judged.stdout + judged.stderr
     return {c["name"]: c for c in gate["criteria"]}
+
+
+def first_divergence(out):
+    """judge/first_divergence.json's earliest finding and its pattern line: (first, pattern)."""
+    with open(os.path.join(out, "judge", "first_divergence.json")) as f:
+        doc = json.load(f)
+    return doc["first"], doc["pattern"]
+
+
+def edited_records(out, dest, rank, pick, change):
+    """A copy of the recording `out` at `dest` whose records/rank-N.jsonl has change(record) applied to the first
+    record pick(record) selects (written back compact and key-sorted, as the recorder writes), resealed as someone
+    who edits a recording would (docs/judge.md §6: a seal is SHA-256s anyone can recompute). Returns dest."""
+    import hashlib
+    import shutil
+    shutil.copytree(out, dest, ignore=shutil.ignore_patterns("judge"))
+    rel = os.path.join("records", f"rank-{rank:05d}.jsonl")
+    with open(os.path.join(dest, rel)) as f:
+        lines = f.read().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        r = json.loads(line)
+        if pick(r):
+            change(r)
+            lines[i] = json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n"
+            break
+    else:
+        raise AssertionError(f"no record of {rel} to edit")
+    data = "".join(lines).encode()
+    with open(os.path.join(dest, rel), "wb") as f:
+        f.write(data)
+    seal_path = os.path.join(dest, "seal", f"rank-{rank:05d}.json")
+    with open(seal_path) as f:
+        seal = json.load(f)
+    seal["files"][rel] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    with open(seal_path, "w") as f:
+        json.dump(seal, f, indent=2, sort_keys=True)
+    return dest
+
+
+def refused(out, *expected):
+    """`shardproof judge out` refuses the recording (exit 2) with a message holding every `expected` text."""
+    p = subprocess.run([BIN, "judge", out], capture_output=True, text=True, timeout=900)
+    text = p.stdout + p.stderr
+    assert p.returncode == 2, f"exit {p.returncode}, expected 2 (refused):\n{text}"
+    for e in expected:
+        assert e in text, f"'{e}' not in:\n{text}"
+    return text

@@ -21,6 +21,7 @@ namespace {
 namespace SP_TEST_ID {
 
 using json = nlohmann::json;
+const ShapeMap kShapes = {{"model.norm.weight", {4}}};
 
 json tensor_record() {
   return json::parse(R"({"kind":"tensor","step":0,"phase":"grad","tensor":"model.norm.weight","shard":null,
@@ -45,7 +46,7 @@ TEST(JudgeRecords, HexIntegersAreBoundedByTheirLimbs) {
 
 TEST(JudgeRecords, ATensorRecordIsExactlyItsKeys) {
   RankRecords out;
-  ASSERT_TRUE(parse_rank_record(tensor_record(), "r:1", 0, 1, kRecordingFormatVersion, out).ok());
+  ASSERT_TRUE(parse_rank_record(tensor_record(), "r:1", 0, 1, kRecordingFormatVersion, kShapes, out).ok());
   ASSERT_EQ(out.tensors.size(), 1u);
   EXPECT_EQ(out.tensors[0].lane1, 2u);
   for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{{"count", 3},
@@ -60,11 +61,11 @@ TEST(JudgeRecords, ATensorRecordIsExactlyItsKeys) {
                                                                             {"extra", 1}}) {
     json j = tensor_record();
     j[key] = value;
-    const Status s = parse_rank_record(j, "r:1", 0, 1, kRecordingFormatVersion, out);
+    const Status s = parse_rank_record(j, "r:1", 0, 1, kRecordingFormatVersion, kShapes, out);
     EXPECT_FALSE(s.ok()) << key << " = " << value.dump();
     EXPECT_NE(s.message().find("r:1"), std::string::npos) << s.message();
   }
-  EXPECT_FALSE(parse_rank_record(json{{"kind", "other"}}, "r:2", 0, 2, kRecordingFormatVersion, out).ok());
+  EXPECT_FALSE(parse_rank_record(json{{"kind", "other"}}, "r:2", 0, 2, kRecordingFormatVersion, kShapes, out).ok());
 }
 
 // The partial of a tensor, written as the recorder writes it (Σx as one signed hex integer of the exact
@@ -90,7 +91,7 @@ TEST(JudgeRecords, PartialsMergeIntoTheEnginesSummary) {
     j["absmax"] = static_cast<double>(part.stats.absmax());
     j["lanes"] = {fmt::format("{:016x}", part.lane0), fmt::format("{:016x}", part.lane1)};
     RankRecords out;
-    const Status st = parse_rank_record(j, "r", 0, 1, kRecordingFormatVersion, out);
+    const Status st = parse_rank_record(j, "r", 0, 1, kRecordingFormatVersion, kShapes, out);
     ASSERT_TRUE(st.ok()) << st.message();
     evidence::TensorSummary back;
     back.lane0 = out.tensors[0].lane0;
@@ -108,7 +109,7 @@ json step_record() {
 
 TEST(JudgeRecords, ADivergedStepIsEvidenceInFormat2Only) {
   RankRecords out;
-  const Status s = parse_rank_record(step_record(), "r:1", 0, 1, kRecordingFormatVersion, out);
+  const Status s = parse_rank_record(step_record(), "r:1", 0, 1, kRecordingFormatVersion, kShapes, out);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE(std::isnan(*out.steps[0].grad_norm));
   EXPECT_TRUE(std::isnan(out.steps[0].losses[0].loss_sum));
@@ -117,11 +118,11 @@ TEST(JudgeRecords, ADivergedStepIsEvidenceInFormat2Only) {
   EXPECT_EQ(out.steps[0].group_lr, std::vector<double>{INFINITY});
   json j = step_record();
   j["lr"] = "NaN";  // only the recorder's three spellings
-  EXPECT_FALSE(parse_rank_record(j, "r:1", 0, 1, kRecordingFormatVersion, out).ok());
+  EXPECT_FALSE(parse_rank_record(j, "r:1", 0, 1, kRecordingFormatVersion, kShapes, out).ok());
   j = step_record();
   j.erase("group_lr");
   RankRecords v1;
-  const Status old = parse_rank_record(j, "r:1", 0, 1, kRecordingAnchorsVersion, v1);
+  const Status old = parse_rank_record(j, "r:1", 0, 1, kRecordingAnchorsVersion, kShapes, v1);
   EXPECT_FALSE(old.ok());
   EXPECT_NE(old.message().find("grad_norm"), std::string::npos) << old.message();
 }
