@@ -38,10 +38,11 @@ def files_of(d):
     return out
 
 
+# tp (column shards) in make test; zero1 and the anchored form in make test-long (python.long.recorder_device).
 @pytest.mark.parametrize("name,args", [("tp", ["--strategy", "tp"]),
-                                       ("zero1", ["--strategy", "zero1"]),
-                                       ("anchored", ["--strategy", "zero1", "--anchor-every", "2",
-                                                     "--checksum-every", "2"])])
+                                       pytest.param("zero1", ["--strategy", "zero1"], marks=pytest.mark.long),
+                                       pytest.param("anchored", ["--strategy", "zero1", "--anchor-every", "2",
+                                                                 "--checksum-every", "2"], marks=pytest.mark.long)])
 def test_device_path_writes_the_same_recording(name, args):
     numpy_files = files_of(record(name, "numpy", args))
     device_files = files_of(record(name, "device", args))
