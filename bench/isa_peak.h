@@ -18,7 +18,7 @@ namespace sp::bench {
 
 namespace isa_detail {
 
-constexpr int kChains = 16;          // ≥ latency (4–5 cycles) × FMA ports (2): the ports never wait
+constexpr int kChains = 16;  // ≥ latency (4–5 cycles) × FMA ports (2): the ports never wait
 // AVX2 has 16 ymm registers: 16 accumulators and the two operands spill, and the FMAs wait on memory (the
 // peak read 58 GFLOP/s on a Zen 3 core whose sgemm ran at 85; 8 to 14 chains, unrolled, read 102). 12 chains +
 // 2 operands fit and still cover latency × ports (Haswell 5 × 2; Skylake, Zen 3 and Zen 4 4 × 2).

@@ -5,8 +5,8 @@
 namespace sp::comm {
 namespace {
 constexpr std::array<std::string_view, 11> kPhaseNames = {
-    "setup", "forward", "backward", "grad_sync", "optimizer", "checkpoint", "eval", "evidence", "push", "pull",
-    "unknown",
+    "setup", "forward",  "backward", "grad_sync", "optimizer", "checkpoint",
+    "eval",  "evidence", "push",     "pull",      "unknown",
 };
 }  // namespace
 

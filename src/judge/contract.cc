@@ -293,14 +293,15 @@ Result<RecordingContract> parse_recording_contract(const json& doc, const std::s
   c.format_version = static_cast<int>(*version);
   const bool v2 = c.every_step();
   if (Status s =
-          v2 && doc.contains("trace")
+          v2 && doc.contains("trace") ? f.expect_keys({"format", "format_version", "torch", "python", "script", "model",
+                                                       "world_size", "strategy", "batch", "steps", "checksum_every",
+                                                       "optimizer", "loss", "precision", "trace", "hash"})
+          : v2
               ? f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
                                "strategy", "batch", "steps", "checksum_every", "optimizer", "loss", "precision",
-                               "trace", "hash"})
-          : v2 ? f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
-                                "strategy", "batch", "steps", "checksum_every", "optimizer", "loss", "precision", "hash"})
-             : f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
-                              "strategy", "batch", "steps", "checksum_every", "anchors", "optimizer", "loss", "hash"});
+                               "hash"})
+              : f.expect_keys({"format", "format_version", "torch", "python", "script", "model", "world_size",
+                               "strategy", "batch", "steps", "checksum_every", "anchors", "optimizer", "loss", "hash"});
       !s.ok())
     return declared(s);
   c.doc = doc;
@@ -312,7 +313,8 @@ Result<RecordingContract> parse_recording_contract(const json& doc, const std::s
   if (v2 && doc.contains("trace")) {  // absent: the recorder's own trace
     SP_ASSIGN_OR_RETURN(const std::string trace, f.string("trace"));
     if (trace != "recorder" && trace != "flight-recorder")
-      return declared(f.error("trace", fmt::format("= \"{}\": \"recorder\" or \"flight-recorder\"", trace.substr(0, 40))));
+      return declared(
+          f.error("trace", fmt::format("= \"{}\": \"recorder\" or \"flight-recorder\"", trace.substr(0, 40))));
     c.flight_recorder_trace = trace == "flight-recorder";
   }
   json body = doc;

@@ -88,8 +88,9 @@ Row collectives(const JudgeContext& x) {
   r.first.measured = fmt::format("{} records of {} ranks: {}", t.records, t.rank_files,
                                  t.consistent() ? "consistent" : fmt::format("{} mismatches", t.mismatches.size()));
   if (x.recording->contract().flight_recorder_trace)
-    r.first.measured += " (converted from Flight Recorder dumps: op, dtype, count and step compared; payload digests "
-                        "NOT compared, the dumps have none)";
+    r.first.measured +=
+        " (converted from Flight Recorder dumps: op, dtype, count and step compared; payload digests "
+        "NOT compared, the dumps have none)";
   if (!t.consistent()) {
     const evidence::TraceMismatch& m = t.mismatches.front();
     r.first.detail = m.message;

@@ -121,9 +121,10 @@ struct RecordingReader {
       const std::string rel = recording_rank_file("trace", rank, "jsonl");
       auto bytes = read_file(r.path(rel));
       if (!bytes.ok() && r.contract_.flight_recorder_trace)
-        return refuse(fmt::format("{} is missing: the run is traced by PyTorch's Flight Recorder and its dumps were "
-                                  "not converted (hint: python -m shardproof_torch.flight_recorder {})",
-                                  rel, r.dir_));
+        return refuse(
+            fmt::format("{} is missing: the run is traced by PyTorch's Flight Recorder and its dumps were "
+                        "not converted (hint: python -m shardproof_torch.flight_recorder {})",
+                        rel, r.dir_));
       if (!bytes.ok()) continue;  // a missing trace is the trace check's finding (collectives)
       if (!bytes->empty() && bytes->back() != '\n') {
         const size_t last = bytes->rfind('\n');

@@ -40,8 +40,8 @@ inline constexpr std::string_view kRecordsDir = "records", kTokensDir = "tokens"
 // The recorder's folders: a file in one of them (or contract.json, topology.json) that no seal lists was added after
 // the run; any other file of the directory is the user's own, never read and never overwritten.
 // flight_recorder/: a run traced by PyTorch's Flight Recorder (contract `trace`), its dumps and step windows.
-inline constexpr std::array<std::string_view, 9> kRecorderDirs = {"trace", "records", "tokens", "anchors",        "grads",
-                                                                  "state", "sqrt",    "seal",   "flight_recorder"};
+inline constexpr std::array<std::string_view, 9> kRecorderDirs = {
+    "trace", "records", "tokens", "anchors", "grads", "state", "sqrt", "seal", "flight_recorder"};
 // Everything `judge` writes goes under this folder of the recording (never sealed, never a recorder's name).
 inline constexpr std::string_view kJudgeDir = "judge";
 // What a judge of format 1 wrote beside the recorder's files: still skipped by the seal check of such a recording.
