@@ -155,6 +155,25 @@ Result<std::vector<DataRepeat>> data_repeats(const Recording& rec) {
 
 }  // namespace
 
+double clip_norm_tolerance(int64_t longest, int64_t tensors, int64_t ranks, int64_t lanes) {
+  lanes = std::max<int64_t>(lanes, 1);
+  const double k = static_cast<double>((longest + lanes - 1) / lanes + 2 * lanes + tensors + ranks + 8);
+  if (k * kU >= 0.5) return std::numeric_limits<double>::infinity();
+  const double g = k * kU / (1 - k * kU);
+  return g / (1 + std::sqrt(1 - g)) + 2 * kU;
+}
+
+double clip_norm_tolerance(const RecordingContract& c) {
+  int64_t longest = 0, tensors = 0;
+  for (const model::WeightSpec& w : model::weight_table(c.model.model)) {
+    int64_t n = 1;
+    for (int64_t d : w.shape) n *= d;
+    longest = std::max(longest, n);
+    ++tensors;
+  }
+  return clip_norm_tolerance(longest, tensors, c.world, c.norm_lanes);
+}
+
 JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) {
   const model::LlamaConfig& m = c.model.model;
   JudgeTolerances t;
@@ -164,13 +183,19 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   t.loss = t.token;
   t.grad = t.token * std::sqrt(static_cast<double>(std::max<int64_t>(targets, 1)));
   t.update = 16 * kU;
-  t.norm = 2 * std::sqrt(static_cast<double>(m.param_count())) * kU;
+  t.norm = clip_norm_tolerance(c);
   t.semantics = 1.52587890625e-05;  // 2^-16
   return t;
 }
 
-std::string JudgeContext::unmodelled_text() const {
+std::string JudgeContext::traffic_unmodelled() const {
   return unmodelled + (!unmodelled.empty() && !unmodelled_dp.empty() ? "; " : "") + unmodelled_dp;
+}
+
+std::string JudgeContext::unmodelled_text() const {
+  std::string out = traffic_unmodelled();
+  if (!out.empty()) out = "traffic not compared: " + out;
+  return out + (!out.empty() && !norm_unbounded.empty() ? "; " : "") + norm_unbounded;
 }
 
 std::vector<int64_t> JudgeContext::unchecked_steps() const {
@@ -198,6 +223,10 @@ Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn&
       if (t.step == s && t.phase == "grad") sq += t.summary.stats.sum_squares();
     const double global = std::sqrt(sq);
     const double tol = foreign_tolerances(c, ctx.assembly.targets.at(s)).norm;
+    if (!std::isfinite(tol)) {  // a piece too long for any fp32 bound: the norms are not compared, never passed
+      ctx.norm_unbounded = "clip norms not compared: a tensor too long to bound its fp32 sum of squares";
+      break;
+    }
     for (int rank = 0; rank < c.world; ++rank) {
       ++ctx.norm_checks;
       const std::optional<double> n = step_of(rec, rank, s).grad_norm;

@@ -255,11 +255,17 @@ Status optimizer_and_loss(const JsonFields& f, const std::string& label, Recordi
   return Status();
 }
 
-// Format 2 declares what the recorder checked: fp32 CPU tensors, no autocast or GradScaler.
-Status precision(const JsonFields& f, const std::string& label) {
+// Format 2 declares what the recorder checked: fp32 CPU tensors, no autocast or GradScaler; and the lanes of the
+// norm kernel the clip-norm bound assumes (judge/context.cc, clip_norm_tolerance).
+Status precision(const JsonFields& f, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* p, f.object("precision"));
   const JsonFields pf(*p, label, "precision");
-  SP_RETURN_IF_ERROR(pf.expect_keys({"params", "grads", "device", "autocast", "grad_scaler"}));
+  SP_RETURN_IF_ERROR(p->contains("norm_lanes")
+                         ? pf.expect_keys({"params", "grads", "device", "autocast", "grad_scaler", "norm_lanes"})
+                         : pf.expect_keys({"params", "grads", "device", "autocast", "grad_scaler"}));
+  if (p->contains("norm_lanes")) {
+    SP_ASSIGN_OR_RETURN(c.norm_lanes, pf.integer("norm_lanes", 1, 64));
+  }
   for (const char* k : {"params", "grads"}) {
     SP_ASSIGN_OR_RETURN(const std::string d, pf.string(k));
     if (d != "float32") return pf.error(k, fmt::format("= \"{}\": the judge reads float32 (issue 44: bf16)", d));
@@ -309,7 +315,7 @@ Result<RecordingContract> parse_recording_contract(const json& doc, const std::s
   if (Status s = strategy_and_batch(f, doc, label, c); !s.ok()) return declared(s);
   if (Status s = optimizer_and_loss(f, label, c); !s.ok()) return declared(s);
   if (v2)
-    if (Status s = precision(f, label); !s.ok()) return declared(s);
+    if (Status s = precision(f, label, c); !s.ok()) return declared(s);
   if (v2 && doc.contains("trace")) {  // absent: the recorder's own trace
     SP_ASSIGN_OR_RETURN(const std::string trace, f.string("trace"));
     if (trace != "recorder" && trace != "flight-recorder")

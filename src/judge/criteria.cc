@@ -239,9 +239,10 @@ Row gradients(const JudgeContext& x) {
 Row update(const JudgeContext& x) {
   const bool v2 = x.recording->contract().every_step();
   Row r{row("update equals the engine's AdamW replay at every step",
-            v2 ? "each rank's clip norm within 2·√Ψ·u of the logical gradient's; every tensor's parameters after the "
+            v2 ? "each rank's clip norm within the fp32 bound γ_k of the logical gradient's; every tensor's parameters "
+                 "after the "
                  "step bit for bit the replay's (the declared betas, eps, decay and no-decay set)"
-               : "each rank's clip norm within 2·√Ψ·u of the logical gradient's; at anchors ‖Δp‖/‖p‖ ≤ 16u",
+               : "each rank's clip norm within the fp32 bound γ_k of the logical gradient's; at anchors ‖Δp‖/‖p‖ ≤ 16u",
             v2 ? "grads/, state/, records/" : "anchors/, records/"),
         {.view = "update", .point = 8, .evidence = v2 ? "records/" : "anchors/"}};
   if (!x.norm_errors.empty()) {

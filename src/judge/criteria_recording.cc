@@ -220,7 +220,7 @@ Row traffic(const JudgeContext& x) {
                         x.layout.head_split ? "vocabulary-parallel" : "whole")
           : "",
       traced_ops, model_ops, stats_bytes,
-      skipped > 0 ? fmt::format("; {} cells NOT compared (UNVERIFIED): {}", skipped, x.unmodelled_text()) : "");
+      skipped > 0 ? fmt::format("; {} cells NOT compared (UNVERIFIED): {}", skipped, x.traffic_unmodelled()) : "");
   if (fr) {
     r.first.threshold =
         "payload bytes per step × group, all phases together (a Flight Recorder trace has no phase) = "

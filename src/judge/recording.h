@@ -84,6 +84,9 @@ struct RecordingContract {
   // contract `trace` = "flight-recorder": trace/ was converted from PyTorch's Flight Recorder dumps, whose records
   // have no phase, micro-batch or payload digest (docs/formats/torch_recording.md §Flight Recorder).
   bool flight_recorder_trace = false;
+  // contract `precision.norm_lanes`: the independent fp32 accumulators of the run's norm kernel (ATen's
+  // Vectorized<float>: 8 on x86-64, 4 on aarch64's NEON); absent (earlier recordings): 4, the fewest.
+  int64_t norm_lanes = 4;
   std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
   std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)
   std::string loss_reduction = {};          // declared: "token_mean" or "micro_batch_mean"

@@ -157,7 +157,7 @@ std::vector<std::pair<std::string, std::string>> judge_derived_files(const Judge
         !v.unverified.empty()
             ? fmt::format("{} of {} steps could not be checked: {}", v.unverified.size(), x.steps.size(),
                           x.steps[static_cast<size_t>(v.unverified.front())].unchecked)
-            : "traffic not compared: " + v.unmodelled;
+            : v.unmodelled;
     if (const size_t at = summary.find(pass); at != std::string::npos)
       summary.replace(at, pass.size(), "**Verdict: UNVERIFIED** — " + why);
     if (!v.unverified.empty()) summary += "\n## Steps not checked\n\n";
