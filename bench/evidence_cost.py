@@ -70,6 +70,11 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="a step_bench override, e.g. train.precision=bf16")
     a = ap.parse_args()
     s1, s2 = (int(x) for x in a.steps.split(","))
+    # The fp32 backend pinned: `auto` would run its probe under valgrind (valgrind's CPU is another host key, and
+    # the probe, measured at valgrind's pace, holds the pick cache's lock for many minutes, so every other run on
+    # the machine waits on it).
+    if not any(kv.startswith("train.gemm32=") for kv in a.set):
+        a.set.append("train.gemm32=openblas")
     sets = [x for kv in a.set for x in ("--set", kv)]
     variants = {"off": sets, "on": sets + ["--checksums", "--trace", "DIR"], "off again": sets}
     work = tempfile.mkdtemp(prefix="evidence-cost-")
