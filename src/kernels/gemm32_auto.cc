@@ -37,23 +37,37 @@ std::map<int, Gemm32Auto>& memo() {
   return m;
 }
 
-// An exclusive flock on `path` for the scope; not held (fd < 0) when the file cannot be opened.
+// An exclusive flock on `path` for the scope, waited for at most `wait_s` (a probe takes about a second; one that
+// holds the lock far longer is stopped, traced or under valgrind, and nothing may hang on it); held() says whether
+// it was taken. Not held when the file cannot be opened.
 class FileLock {
  public:
-  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0)
-      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  FileLock(const std::string& path, double wait_s) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    for (int tries = 0; fd_ >= 0; ++tries) {
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+        held_ = true;
+        return;
       }
+      if (errno != EWOULDBLOCK && errno != EINTR) return;
+      if (tries * 0.05 >= wait_s) return;
+      ::usleep(50000);
+    }
   }
   ~FileLock() {
     if (fd_ >= 0) ::close(fd_);  // closing releases the lock
   }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return held_; }
 
  private:
   int fd_;
+  bool held_ = false;
 };
+double& lock_wait_seconds() {
+  static double s = 60;
+  return s;
+}
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -109,7 +123,7 @@ Gemm32Auto from_cache(const std::string& file, int threads) {
   const std::string key = gemm32_host_key(threads);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ec);
-  const FileLock lock(file + ".lock");
+  const FileLock lock(file + ".lock", lock_wait_seconds());
   nlohmann::json doc;
   if (path_exists(file)) {
     auto read = read_json_file(file, uint64_t{1} << 24);
@@ -125,6 +139,13 @@ Gemm32Auto from_cache(const std::string& file, int threads) {
                               doc["hosts"][key].value("hostname", "?"));
       return *a;
     }
+  if (!lock.held()) {  // another process holds the cache past any probe's time: measure, leave the file alone
+    log_warn(
+        "the fp32 GEMM pick cache '{}' stayed locked for {:.0f} s (another shardproof process is probing); "
+        "measuring without caching",
+        file, lock_wait_seconds());
+    return measured(threads, fmt::format("measured now (not cached: {}.lock held by another process)", file));
+  }
   Gemm32Auto a = measured(threads, "measured now, written to " + file);
   if (!doc.is_object()) doc = {{"format", kFormat}, {"version", 1}, {"hosts", nlohmann::json::object()}};
   doc["hosts"][key] = entry_of(a.probe);
@@ -147,6 +168,8 @@ void set_gemm32_cache_file(std::string path) {
 }
 
 const std::string& gemm32_cache_file() { return cache_path(); }
+
+void set_gemm32_lock_wait(double seconds) { lock_wait_seconds() = seconds; }
 
 Result<Gemm32Auto> gemm32_auto(int threads) {
   if (threads < 1) return invalid_argument("fp32 GEMM pick for {} threads: at least one thread", threads);

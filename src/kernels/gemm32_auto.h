@@ -33,6 +33,10 @@ struct Gemm32Auto {
 // when a cache file is set. Memoized per thread count for the process.
 Result<Gemm32Auto> gemm32_auto(int threads);
 
+// How long gemm32_auto waits for another process's lock on the cache (default 60 s: a probe takes about a
+// second) before it measures without caching, with a warning; tests shorten it.
+void set_gemm32_lock_wait(double seconds);
+
 // `kind` itself, or for kAuto gemm32_auto(threads).kind.
 Result<Gemm32Kind> resolve_gemm32(Gemm32Kind kind, int threads);
 

@@ -7,7 +7,9 @@
 //    is kept beside it; a damaged file is replaced; a cache that cannot be written still gives a pick, said so.
 #include "kernels/gemm32_auto.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -98,6 +100,23 @@ TEST_F(Gemm32Cache, MeasuredOnceThenTheFileDecides) {
   }
   EXPECT_EQ(*resolve_gemm32(Gemm32Kind::kOpenBlas, 1), Gemm32Kind::kOpenBlas) << "a pin is never looked up";
   EXPECT_EQ(*resolve_gemm32(Gemm32Kind::kOneDnn, 1), Gemm32Kind::kOneDnn);
+}
+
+// Another process holding the cache's lock (a probe stopped, traced or under valgrind) delays a run by the lock wait
+// at most: the pick is measured and not written, and said so. flock locks per open file, so a second open here
+// contends like another process.
+TEST_F(Gemm32Cache, ALockHeldElsewhereIsWaitedForBoundedly) {
+  std::filesystem::create_directories(std::filesystem::path(file_).parent_path());
+  const int fd = ::open((file_ + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  set_gemm32_lock_wait(0.2);
+  const auto a = gemm32_auto(1);
+  set_gemm32_lock_wait(60);
+  ::close(fd);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_NE(a->origin.find("not cached"), std::string::npos) << a->origin;
+  EXPECT_FALSE(std::filesystem::exists(file_)) << "nothing written without the lock";
 }
 
 TEST_F(Gemm32Cache, OtherHostsKeptDamagedReplacedUnwritableSaid) {
