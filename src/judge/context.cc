@@ -76,16 +76,68 @@ void recorded_units(const RecordingContract& c, JudgeContext& ctx) {
     }
 }
 
-// ZeRO partitions recorded as flat fragments of the tensors (DeepSpeed's): the framework's bucketed all-reduce or
-// reduce-scatter and its parameter all-gathers have no traffic model; the dp group's cells are named, not compared.
+// DeepSpeed's ZeRO-1/2 as the traffic model's flat groups (plan::FlatZeroGroups) from the recorded config and
+// groups; "" when modelled, else why not (its dp cells then stay not compared). Every tensor of the model in
+// exactly one group.
+std::string deepspeed_groups(const RecordingContract& c, plan::FlatZeroGroups& out) {
+  const int zero = c.strategy.zero;
+  if (!c.deepspeed)
+    return fmt::format(
+        "ZeRO-{} partitions recorded as flat fragments (DeepSpeed's) without DeepSpeed's config (contract "
+        "strategy.deepspeed: recorded before it existed): its bucketed gradient reduction and its parameter "
+        "all-gathers are not modelled",
+        zero);
+  const DeepSpeedZero& d = *c.deepspeed;
+  if (zero == 3)
+    return fmt::format(
+        "DeepSpeed's ZeRO-3 partitions: its parameter all-gathers follow the module trace it records in step 0 "
+        "(a fetch per module then; coalesced prefetches of up to {} elements after) and what stays gathered depends "
+        "on max_reuse_distance {} and max_live_parameters {}, so the forward and backward gathers of a step are not "
+        "predictable from the layout: its dp traffic is not compared",
+        d.prefetch_bucket_size, d.max_reuse_distance, d.max_live_parameters);
+  const std::string stage = fmt::format("DeepSpeed's ZeRO-{} with ", zero);
+  if (!d.use_multi_rank_bucket_allreduce)
+    return stage + "use_multi_rank_bucket_allreduce false (each gradient slice reduced to its owner): not modelled";
+  if (d.parameter_alignment)
+    return stage + "parameter_alignment (each parameter padded inside its group's buffer): not modelled";
+  if (!d.allgather_partitions)
+    return stage + "allgather_partitions false (updated partitions broadcast, not all-gathered): not modelled";
+  std::map<std::string, int64_t> numel;
+  for (const model::WeightSpec& w : model::weight_table(c.model.model)) numel[w.name] = shape_numel(w.shape);
+  std::map<std::string, int> seen;
+  std::vector<int64_t> sums;
+  for (const std::vector<std::string>& g : d.groups) {
+    int64_t n = 0;
+    for (const std::string& t : g) {
+      if (!numel.count(t) || seen[t]++ > 0)
+        return fmt::format("DeepSpeed's parameter group tensor '{}' is {} of the model: the groups do not partition it",
+                           t.substr(0, 80), numel.count(t) ? "a second time a tensor" : "not a tensor");
+      n += numel.at(t);
+    }
+    sums.push_back(n);
+  }
+  for (const auto& [name, n] : numel)
+    if (!seen.count(name))
+      return fmt::format("'{}' is in no DeepSpeed parameter group: its dp traffic is not modelled", name);
+  // ZeRO-2 reduces at every backward (its gradient hooks); ZeRO-1 at each accumulation boundary.
+  const int64_t backwards = c.micro_batches / c.strategy.dp, gas = d.gradient_accumulation_steps;
+  if (zero == 1 && backwards % gas != 0)
+    return fmt::format(
+        "DeepSpeed's ZeRO-1 with {} backward passes a step and gradient_accumulation_steps {}: the "
+        "steps' accumulation boundaries are not fixed by the declaration",
+        backwards, gas);
+  out.numel = std::move(sums);
+  out.reductions = zero == 2 ? backwards : backwards / gas;
+  return "";
+}
+
+// ZeRO partitions recorded as flat fragments of the tensors (DeepSpeed's): ZeRO-1/2 modelled from the recorded
+// config (deepspeed_groups); what is not is named, its dp cells not compared.
 bool recorded_fragments(const Recording& rec, JudgeContext& ctx) {
   for (const RankRecords& rr : rec.ranks())
     for (const TensorRecord& t : rr.tensors)
       if (t.shard && t.shard->form == Shard::Form::kFragment) {
-        ctx.unmodelled_dp = fmt::format(
-            "ZeRO-{} partitions recorded as flat fragments (DeepSpeed's): its bucketed gradient all-reduce or "
-            "reduce-scatter and its parameter all-gathers have no traffic model yet",
-            rec.contract().strategy.zero);
+        ctx.unmodelled_dp = deepspeed_groups(rec.contract(), ctx.layout.flat_zero);
         return true;
       }
   return false;

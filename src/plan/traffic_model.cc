@@ -198,6 +198,11 @@ int64_t fsdp2_padded_numel(const std::vector<int64_t>& shape, int dp) {
   return n;
 }
 
+int64_t deepspeed_flat_numel(int64_t numel, int dp) {
+  const int64_t alignment = 2 * static_cast<int64_t>(dp);
+  return (numel + alignment - 1) / alignment * alignment;
+}
+
 StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after,
                          const RecordedLayout& layout) {
   const config::RunConfig& rc = plan.config;
@@ -249,8 +254,12 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     if (!server && !a.weight())  // ZB-H1's W passes communicate nothing
       pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
   const bool fsdp2 = !layout.units.empty();
+  const bool flat = !layout.flat_zero.numel.empty();
   if (ps)
     add_ps_traffic(x, plan, rank);
+  else if (flat && dp > 1)
+    for (int64_t r = 0; r < layout.flat_zero.reductions; ++r)
+      for (int64_t n : layout.flat_zero.numel) x.sum(x.dp, "grad_sync", n, gb);
   else if (fsdp2 && dp > 1)
     for (const ShardedUnit& u : layout.units) x.add(x.dp, "grad_sync", "reduce_scatter", 1, gb * dp * u.padded_numel);
   else if (dp > 1)
@@ -262,7 +271,9 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     }
   x.add(x.world, "evidence", "all_reduce", 1, 8 * plan.micro_batches);          // loss
   x.add(x.world, "optimizer", "all_reduce", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums, max
-  if ((zero == 1 || zero == 2) && dp > 1 && !fsdp2)
+  if ((zero == 1 || zero == 2) && dp > 1 && flat)
+    for (int64_t n : layout.flat_zero.numel) x.all_gather(x.dp, "optimizer", deepspeed_flat_numel(n, dp), pb);
+  else if ((zero == 1 || zero == 2) && dp > 1 && !fsdp2)
     for (int id : all_units) x.add(x.dp, "optimizer", "all_gather", 1, pb * numel(id));
   if (checksums) x.add(x.world, "evidence", "all_reduce", 2, summary_bytes + 8 * n_tensors);
   if (dp > 1 && zero < 3) x.add(x.world, "evidence", "all_gather", 1, 16 * static_cast<int64_t>(plan.world));

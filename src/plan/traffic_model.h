@@ -14,6 +14,8 @@
 //                   gradient sums (add_sp_pass_traffic in traffic_model.cc says which, and in which dtype)
 //   dp under FSDP2's units (RecordedLayout::units): all_gather(dp·padded) per unit per forward pass, again per
 //                   backward pass if it reshards after forward; reduce_scatter(dp·padded) per unit in grad_sync
+//   dp under DeepSpeed's ZeRO-1/2 (RecordedLayout::flat_zero): all_reduce(group numel) per group per reduction
+//                   pass in grad_sync; all_gather(deepspeed_flat_numel) per group in optimizer
 //   pp:             send/recv of (N, C) per micro-batch per chunk boundary, each direction ((N/tp, C) under SP)
 //   world:          loss all_reduce (M doubles), gradient summaries (norm), parameter summaries and the
 //                   dp-replica digest exchange (evidence)
@@ -58,6 +60,20 @@ struct ShardedUnit {
 // first (the largest): ⌈rows / dp⌉ · (the other dims' product) elements.
 int64_t fsdp2_padded_numel(const std::vector<int64_t>& shape, int dp);
 
+// DeepSpeed's ZeRO-1/2 (deepspeed/runtime/zero/stage_1_and_2.py) over dp, in place of the engine's ZeRO traffic:
+// each parameter group is one flat buffer. A reduction pass all-reduces every gradient element of every group
+// once (its buckets split the ops, never the bytes): ZeRO-2 at every backward, ZeRO-1 at each accumulation
+// boundary. After the step every group's flat buffer, padded to deepspeed_flat_numel, is all-gathered.
+struct FlatZeroGroups {
+  std::vector<int64_t> numel = {};  // elements of each group's parameters, in DeepSpeed's group order
+  int64_t reductions = 0;           // gradient reduction passes of a rank in one step
+  bool operator==(const FlatZeroGroups&) const = default;
+};
+
+// A DeepSpeed ZeRO-1/2 group's flat buffer: its numel rounded up to a multiple of 2·dp (nccl_start_alignment_factor
+// 2 times the dp size; without parameter_alignment).
+int64_t deepspeed_flat_numel(int64_t numel, int dp);
+
 // The layout a foreign run records, as far as it changes what travels. What a tensor-parallel split keeps whole:
 // the engine's own is vocabulary-parallel (the embedding's rows, with an all-reduce of its output; the LM head's
 // rows with the vocabulary-parallel cross entropy's three sums and the all-reduce of its input gradient). A foreign
@@ -65,10 +81,12 @@ int64_t fsdp2_padded_numel(const std::vector<int64_t>& shape, int dp);
 // and its gradient reduced over dp whole (the judge's recorded layout, docs/judge.md §3). Not modelled under
 // sequence parallelism. units: non-empty for FSDP2's ZeRO (dp = the shard group, tp = pp = 1): its schedule
 // replaces the engine's ZeRO traffic on the dp group (gathers per pass, reduction per unit, no optimizer gathers).
+// flat_zero: non-empty for DeepSpeed's ZeRO-1/2 (dp only): its reductions and gathers replace the engine's ZeRO's.
 struct RecordedLayout {
   bool embedding_split = true;
   bool head_split = true;
   std::vector<ShardedUnit> units = {};
+  FlatZeroGroups flat_zero = {};
 };
 
 // Predicted traffic of world rank `rank` in one training step, per op (the model itself).
