@@ -118,6 +118,10 @@ struct JudgeContext {
   std::string unmodelled_text() const;  // unmodelled and unmodelled_dp, "; "-joined ("" when the model covers all)
 };
 
+// The recorded layout as the traffic model's input, and what of it is not modelled (judge/layout.cc): fills
+// layout, unmodelled and unmodelled_dp of `ctx`.
+void recorded_layout(const Recording& recording, JudgeContext& ctx);
+
 // ‖a − b‖₂ / ‖b‖₂ in double (0 when both are zero; ∞ when only b is), and whether every element is equal.
 std::pair<double, bool> relative_distance(const float* a, const float* b, size_t n);
 

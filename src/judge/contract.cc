@@ -204,9 +204,15 @@ Result<DeepSpeedZero> deepspeed_of(const JsonFields& sf, const json& v, int zero
 Status strategy_and_batch(const JsonFields& f, const json& doc, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
   const JsonFields sf(*st, label, "strategy");
-  SP_RETURN_IF_ERROR(st->contains("units")       ? sf.expect_keys({"name", "dp", "tp", "pp", "zero", "units"})
-                     : st->contains("deepspeed") ? sf.expect_keys({"name", "dp", "tp", "pp", "zero", "deepspeed"})
-                                                 : sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
+  // The grid's keys, and what a framework's layout adds: FSDP2's units or DeepSpeed's config, DTensor's tp plan.
+  for (const char* k : {"name", "dp", "tp", "pp", "zero"})
+    if (!st->contains(k)) return sf.error(k, "is missing");
+  for (const auto& [k, _] : st->items())
+    if (k != "name" && k != "dp" && k != "tp" && k != "pp" && k != "zero" && k != "units" && k != "deepspeed" &&
+        k != "tp_plan")
+      return sf.error(k, "is not a strategy key (name, dp, tp, pp, zero, units, deepspeed, tp_plan)");
+  if (st->contains("units") && st->contains("deepspeed"))
+    return sf.error("deepspeed", "and units are two frameworks' ZeRO: a run has one");
   SP_ASSIGN_OR_RETURN(c.strategy_name, sf.string("name"));
   SP_ASSIGN_OR_RETURN(const int64_t dp, sf.integer("dp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t tp, sf.integer("tp", 1, 1 << 20));
@@ -220,6 +226,13 @@ Status strategy_and_batch(const JsonFields& f, const json& doc, const std::strin
   }
   if (st->contains("deepspeed")) {
     SP_ASSIGN_OR_RETURN(c.deepspeed, deepspeed_of(sf, st->at("deepspeed"), s.zero));
+  }
+  if (st->contains("tp_plan")) {
+    SP_ASSIGN_OR_RETURN(c.tp_plan, sf.string("tp_plan"));
+    if (c.tp_plan != "dtensor" && c.tp_plan != "dtensor-sequence-parallel")
+      return sf.error("tp_plan",
+                      fmt::format("= \"{}\": \"dtensor\" or \"dtensor-sequence-parallel\"", c.tp_plan.substr(0, 60)));
+    if (s.tp < 2) return sf.error("tp_plan", fmt::format("is DTensor's tensor parallelism, but tp = {}", s.tp));
   }
   if (const std::string why = strategy_name_problem(c.strategy_name, s.dp, s.tp, s.pp, s.zero); !why.empty())
     return sf.error("name", fmt::format("\"{}\" {}", c.strategy_name.substr(0, 60), why));

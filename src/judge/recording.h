@@ -85,6 +85,9 @@ struct RecordingContract {
   plan::Strategy strategy = {};
   std::vector<ShardingUnit> units = {};         // FSDP2's fully_shard units (empty: not FSDP2)
   std::optional<DeepSpeedZero> deepspeed = {};  // DeepSpeed's ZeRO config (absent: not DeepSpeed, or recorded before)
+  // DTensor's tensor parallelism as the recorder found it (contract strategy.tp_plan): "dtensor" (ColwiseParallel /
+  // RowwiseParallel), "dtensor-sequence-parallel" (a norm weight on the tp dim too), "" (not declared).
+  std::string tp_plan = {};
   int world = 1;
   int64_t micro_batches = 1, seq_len = 1, steps = 1, checksum_every = 1;
   std::vector<int64_t> anchors = {};  // increasing steps with anchor files

@@ -144,6 +144,7 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   const int blocks = ch.layer_end - ch.layer_begin;
   if (sp) add_sp_pass_traffic(x, ch, forward, phase);
   const bool fsdp2 = !x.layout.units.empty();
+  const bool dtensor = !x.layout.tp_modules.empty();
   if (fsdp2 && dp > 1)
     for (const ShardedUnit& u : x.layout.units)
       if (forward || u.reshard_after_forward) x.all_gather(x.dp, phase, dp * u.padded_numel, pb);
@@ -156,7 +157,9 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
       if (tp > 1 && !sp && x.layout.embedding_split) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-    if (tp > 1 && !sp)
+    if (tp > 1 && !sp && dtensor)
+      for (int64_t w : x.layout.tp_modules.rowwise_out) x.sum(x.tp, phase, N * w, sb);
+    else if (tp > 1 && !sp)
       for (int b = 0; b < blocks; ++b) {
         x.sum(x.tp, phase, N * C, sb);
         x.sum(x.tp, phase, N * C, sb);
@@ -179,7 +182,9 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
       if (tp > 1 && !sp && x.layout.head_split) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-    if (tp > 1 && !sp) {
+    if (tp > 1 && !sp && dtensor) {
+      for (int64_t w : x.layout.tp_modules.colwise_in) x.sum(x.tp, phase, N * w, sb);
+    } else if (tp > 1 && !sp) {
       // full replays each block's two forward all-reduces; selective recomputes no communication
       const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
       for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C, sb);

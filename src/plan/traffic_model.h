@@ -10,6 +10,8 @@
 //   tp, forward/backward/eval: 2 per block forward (o_proj, down_proj), 2 per block backward
 //                   (q/k/v and gate/up input gradients), +1 forward for the embedding, head: max, Σexp,
 //                   target logit (N each) forward and 1 (N·C) backward; recompute replays the forward ones
+//   tp under DTensor's plan (RecordedLayout::tp_modules): all_reduce(N·out) per RowwiseParallel module forward,
+//                   all_reduce(N·in) per ColwiseParallel module backward
 //   tp under sequence parallelism: each sum above becomes a reduce-scatter and an all-gather, plus the norms'
 //                   gradient sums (add_sp_pass_traffic in traffic_model.cc says which, and in which dtype)
 //   dp under FSDP2's units (RecordedLayout::units): all_gather(dp·padded) per unit per forward pass, again per
@@ -82,11 +84,22 @@ int64_t deepspeed_flat_numel(int64_t numel, int dp);
 // sequence parallelism. units: non-empty for FSDP2's ZeRO (dp = the shard group, tp = pp = 1): its schedule
 // replaces the engine's ZeRO traffic on the dp group (gathers per pass, reduction per unit, no optimizer gathers).
 // flat_zero: non-empty for DeepSpeed's ZeRO-1/2 (dp only): its reductions and gathers replace the engine's ZeRO's.
+// units under tp > 1 (FSDP2 over tensor-parallel shards): each padded_numel is of the tp-local shards.
+// tp_modules: non-empty for DTensor's ColwiseParallel / RowwiseParallel plan (pp 1, no sequence parallelism, the
+// embedding and head whole): per micro-batch pass, an all-reduce of each RowwiseParallel module's output (N × its
+// out_features) forward and of each ColwiseParallel module's input gradient (N × its in_features) backward, in place
+// of the engine's Megatron sums (two per block each way: a block's input gradients added before one all-reduce).
+struct TpModules {
+  std::vector<int64_t> rowwise_out = {}, colwise_in = {};
+  bool empty() const { return rowwise_out.empty() && colwise_in.empty(); }
+  bool operator==(const TpModules&) const = default;
+};
 struct RecordedLayout {
   bool embedding_split = true;
   bool head_split = true;
   std::vector<ShardedUnit> units = {};
   FlatZeroGroups flat_zero = {};
+  TpModules tp_modules = {};
 };
 
 // Predicted traffic of world rank `rank` in one training step, per op (the model itself).
