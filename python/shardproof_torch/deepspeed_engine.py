@@ -28,8 +28,9 @@ What it reads instead of asking (DeepSpeed's own metadata, never a copy of its a
   config values (bucket sizes, overlap_comm, contiguous_gradients, reduce_scatter, the multi-rank bucket all-reduce,
   allgather_partitions, parameter_alignment, ZeRO-3's prefetch and persistence thresholds) and, ZeRO-1/2, its
   parameter groups (each one flat buffer, gathered after the step) as lists of HF names.
-Refused by name: fp16/bf16, CPU offload, a non-default gradient_predivide_factor, a client optimizer that is not
-torch's AdamW, backward(scale_wrt_gas=False). Not DeepSpeed's pipeline engine.
+Refused by name: fp16/bf16, CPU offload, ZeRO++ (quantized or hierarchical collectives), a non-default
+gradient_predivide_factor, a client optimizer that is not torch's AdamW, backward(scale_wrt_gas=False). Not
+DeepSpeed's pipeline engine.
 """
 import torch
 import torch.distributed as dist
@@ -109,6 +110,9 @@ def _check(engine):
         raise Refused(f"the client optimizer is {type(inner).__name__}: the judge replays torch.optim.AdamW "
                       f"(foreach=False)\nhint: deepspeed.initialize(..., optimizer=torch.optim.AdamW(..., "
                       f"foreach=False))")
+    if engine.zero_quantized_gradients() or engine.zero_quantized_weights() or engine.zero_hpz_partition_size() > 1:
+        raise Refused("DeepSpeed ZeRO++ (zero_quantized_gradients, zero_quantized_weights or zero_hpz_partition_size): "
+                      "its quantized or hierarchical collectives are not recorded\nhint: leave ZeRO++ off")
     if engine.zero_optimization_stage() not in (1, 2, 3):
         raise Refused(f"ZeRO stage {engine.zero_optimization_stage()}: the recorded stages are 1, 2 and 3")
 

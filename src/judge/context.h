@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,9 +110,10 @@ struct JudgeContext {
       {};                          // what the recorded tp split keeps whole, FSDP2's units (the traffic model's input)
   std::string unmodelled = {};     // a recorded split the traffic model cannot model: its tp cells unchecked
   std::string unmodelled_dp = {};  // FSDP2 units the traffic model cannot model: the dp group's cells unchecked
-  std::vector<StepResult> steps = {};       // every recorded step, in order
-  std::vector<NormError> norm_errors = {};  // every step with gradient checksums
-  std::vector<DataRepeat> repeats = {};     // every repeated micro-batch, by step
+  std::set<std::string> unmodelled_dp_phases = {};  // non-empty: unmodelled_dp holds for these phases' cells only
+  std::vector<StepResult> steps = {};               // every recorded step, in order
+  std::vector<NormError> norm_errors = {};          // every step with gradient checksums
+  std::vector<DataRepeat> repeats = {};             // every repeated micro-batch, by step
   int64_t norm_checks = 0;
   std::vector<std::string> notes = {};
   std::vector<int64_t> unchecked_steps() const;

@@ -110,9 +110,9 @@ void recorded_units(const RecordingContract& c, const std::map<std::string, std:
     }
 }
 
-// DeepSpeed's ZeRO-1/2 as the traffic model's flat groups (plan::FlatZeroGroups) from the recorded config and
-// groups; "" when modelled, else why not (its dp cells then stay not compared). Every tensor of the model in
-// exactly one group.
+// DeepSpeed's ZeRO-1/2 (ZeRO-3: its gradient reduce-scatters) as the traffic model's flat groups (plan::FlatZeroGroups)
+// from the recorded config and groups; "" when modelled, else why not (its dp cells then stay not compared). Every
+// tensor of the model in exactly one group.
 std::string deepspeed_groups(const RecordingContract& c, plan::FlatZeroGroups& out) {
   const int zero = c.strategy.zero;
   if (!c.deepspeed)
@@ -122,13 +122,21 @@ std::string deepspeed_groups(const RecordingContract& c, plan::FlatZeroGroups& o
         "all-gathers are not modelled",
         zero);
   const DeepSpeedZero& d = *c.deepspeed;
-  if (zero == 3)
+  const int64_t backwards = c.micro_batches / c.strategy.dp, dp = c.strategy.dp;
+  if (zero == 3) {  // every backward reduce-scatters each gradient, padded to a multiple of dp
+    int64_t padded = 0;
+    for (const model::WeightSpec& w : model::weight_table(c.model.model))
+      padded += (shape_numel(w.shape) + dp - 1) / dp * dp;
+    out.numel = {padded};
+    out.reductions = backwards;
     return fmt::format(
-        "DeepSpeed's ZeRO-3 partitions: its parameter all-gathers follow the module trace it records in step 0 "
-        "(a fetch per module then; coalesced prefetches of up to {} elements after) and what stays gathered depends "
-        "on max_reuse_distance {} and max_live_parameters {}, so the forward and backward gathers of a step are not "
-        "predictable from the layout: its dp traffic is not compared",
+        "DeepSpeed's ZeRO-3 parameter all-gathers follow the module trace it records in step 0 (a fetch per module "
+        "then; coalesced prefetches of up to {} elements after) and what stays gathered depends on "
+        "max_reuse_distance {} and max_live_parameters {}, so a step's forward and backward gathers are not "
+        "predictable from the layout: its dp forward and backward cells are not compared (its gradient "
+        "reduce-scatters are)",
         d.prefetch_bucket_size, d.max_reuse_distance, d.max_live_parameters);
+  }
   const std::string stage = fmt::format("DeepSpeed's ZeRO-{} with ", zero);
   if (!d.use_multi_rank_bucket_allreduce)
     return stage + "use_multi_rank_bucket_allreduce false (each gradient slice reduced to its owner): not modelled";
@@ -154,7 +162,7 @@ std::string deepspeed_groups(const RecordingContract& c, plan::FlatZeroGroups& o
     if (!seen.count(name))
       return fmt::format("'{}' is in no DeepSpeed parameter group: its dp traffic is not modelled", name);
   // ZeRO-2 reduces at every backward (its gradient hooks); ZeRO-1 at each accumulation boundary.
-  const int64_t backwards = c.micro_batches / c.strategy.dp, gas = d.gradient_accumulation_steps;
+  const int64_t gas = d.gradient_accumulation_steps;
   if (zero == 1 && backwards % gas != 0)
     return fmt::format(
         "DeepSpeed's ZeRO-1 with {} backward passes a step and gradient_accumulation_steps {}: the "
@@ -172,6 +180,8 @@ bool recorded_fragments(const Recording& rec, JudgeContext& ctx) {
     for (const TensorRecord& t : rr.tensors)
       if (t.shard && t.shard->form == Shard::Form::kFragment) {
         ctx.unmodelled_dp = deepspeed_groups(rec.contract(), ctx.layout.flat_zero);
+        if (rec.contract().strategy.zero == 3 && !ctx.layout.flat_zero.numel.empty())
+          ctx.unmodelled_dp_phases = {"forward", "backward"};
         return true;
       }
   return false;

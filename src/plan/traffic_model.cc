@@ -148,8 +148,9 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   if (fsdp2 && dp > 1)
     for (const ShardedUnit& u : x.layout.units)
       if (forward || u.reshard_after_forward) x.all_gather(x.dp, phase, dp * u.padded_numel, pb);
-  auto gather = [&](int id) {  // ZeRO-3 acquisition (the engine's; FSDP2's units above)
-    if (zero == 3 && dp > 1 && !fsdp2) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
+  auto gather = [&](int id) {  // ZeRO-3 acquisition (the engine's; FSDP2's units above; DeepSpeed's: none)
+    if (zero == 3 && dp > 1 && !fsdp2 && x.layout.flat_zero.numel.empty())
+      x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
   };
   if (forward) {
     if (ch.first) {
@@ -264,7 +265,11 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     add_ps_traffic(x, plan, rank);
   else if (flat && dp > 1)
     for (int64_t r = 0; r < layout.flat_zero.reductions; ++r)
-      for (int64_t n : layout.flat_zero.numel) x.sum(x.dp, "grad_sync", n, gb);
+      for (int64_t n : layout.flat_zero.numel)
+        if (zero == 3)
+          x.reduce_scatter(x.dp, "grad_sync", n, gb);
+        else
+          x.sum(x.dp, "grad_sync", n, gb);
   else if (fsdp2 && dp > 1)
     for (const ShardedUnit& u : layout.units) x.add(x.dp, "grad_sync", "reduce_scatter", 1, gb * dp * u.padded_numel);
   else if (dp > 1)

@@ -17,7 +17,8 @@
 //   dp under FSDP2's units (RecordedLayout::units): all_gather(dp·padded) per unit per forward pass, again per
 //                   backward pass if it reshards after forward; reduce_scatter(dp·padded) per unit in grad_sync
 //   dp under DeepSpeed's ZeRO-1/2 (RecordedLayout::flat_zero): all_reduce(group numel) per group per reduction
-//                   pass in grad_sync; all_gather(deepspeed_flat_numel) per group in optimizer
+//                   pass in grad_sync; all_gather(deepspeed_flat_numel) per group in optimizer; ZeRO-3:
+//                   reduce_scatter(padded numel) per backward in grad_sync
 //   pp:             send/recv of (N, C) per micro-batch per chunk boundary, each direction ((N/tp, C) under SP)
 //   world:          loss all_reduce (M doubles), gradient summaries (norm), parameter summaries and the
 //                   dp-replica digest exchange (evidence)
@@ -66,6 +67,9 @@ int64_t fsdp2_padded_numel(const std::vector<int64_t>& shape, int dp);
 // each parameter group is one flat buffer. A reduction pass all-reduces every gradient element of every group
 // once (its buckets split the ops, never the bytes): ZeRO-2 at every backward, ZeRO-1 at each accumulation
 // boundary. After the step every group's flat buffer, padded to deepspeed_flat_numel, is all-gathered.
+// ZeRO-3 (stage3.py): one entry, Σ of each parameter padded to a multiple of dp (reduce_scatter_coalesced's
+// padding), reduce-scattered at every backward; its parameter gathers are not modelled (no forward/backward dp
+// traffic here, and none in the optimizer).
 struct FlatZeroGroups {
   std::vector<int64_t> numel = {};  // elements of each group's parameters, in DeepSpeed's group order
   int64_t reductions = 0;           // gradient reduction passes of a rank in one step

@@ -6,12 +6,13 @@ tensor tiled exactly once by the fragments (a norm weight split across the two p
 computed equal to the single-device run's, DeepSpeed's own collectives traced in their phases. Judged: every math
 view (gradients, update bit for bit, loss, lr, replicas, records) compared and passed; ZeRO-1/2's traffic compared
 with the model of DeepSpeed's flat parameter groups (contract strategy.deepspeed: an all-reduce of every gradient
-element per reduction pass, an all-gather of each padded group after the step): PASS, exit 0. ZeRO-3's dp cells are
-named as not compared (its gathers follow a module trace and reuse thresholds): UNVERIFIED, exit 3, never PASS.
---bug ds-bucket-skipped (a gradient slice DeepSpeed's allreduce_and_scatter never all-reduces from step 1) FAILs the
-traffic view at step 1, grad_sync on dp[tp0.pp0], as the first divergence. open-instruct#1498's loop (--manual-accumulation: only the last micro-batch's gradient reaches a ZeRO-2
-step) FAILs at gradients, step 0; records edited to cut a fragment short or to reach past its tensor are refused
-naming the elements."""
+element per reduction pass, an all-gather of each padded group after the step): PASS, exit 0. ZeRO-3: its gradient
+reduce-scatters compared (every backward, each parameter padded to a multiple of dp), its forward and backward
+parameter gathers named as not compared (they follow a module trace and reuse thresholds): UNVERIFIED, exit 3,
+never PASS. --bug ds-bucket-skipped (a gradient slice DeepSpeed's allreduce_and_scatter never all-reduces from step
+1) FAILs the traffic view at step 1, grad_sync on dp[tp0.pp0], as the first divergence. open-instruct#1498's loop
+(--manual-accumulation: only the last micro-batch's gradient reaches a ZeRO-2 step) FAILs at gradients, step 0;
+records edited to cut a fragment short or to reach past its tensor are refused naming the elements."""
 import os
 import sys
 
@@ -42,7 +43,8 @@ REDUCTIONS = {1: 1, 2: 2}
 
 def check_judged(out, steps, zero):
     """Every math view compared and passed. ZeRO-1/2: the traffic view's 2 cells a step (grad_sync, optimizer on
-    dp[tp0.pp0]) compared and equal: PASS (exit 0). ZeRO-3: its dp cells named as not compared: UNVERIFIED (exit 3)."""
+    dp[tp0.pp0]) compared and equal: PASS (exit 0). ZeRO-3: its grad_sync cells equal, its forward and backward
+    cells named as not compared: UNVERIFIED (exit 3)."""
     judged, gate = judge(out)
     rows = judged_rows(judged, gate)
     verdict = "PASS" if zero < 3 else "UNVERIFIED"
@@ -61,8 +63,11 @@ def check_judged(out, steps, zero):
         assert "NOT compared" not in traffic, traffic
         assert "**Verdict: PASS**" in summary
     else:
-        assert traffic.startswith("no cell compared") and "cells NOT compared (UNVERIFIED)" in traffic, traffic
-        assert "DeepSpeed's ZeRO-3 partitions: its parameter all-gathers follow the module trace" in traffic, traffic
+        # grad_sync compared at both steps; forward (both steps) and backward (step 0 only: step 1 gathers none)
+        assert traffic.startswith(f"{steps} cells of {steps} steps equal (dp: DeepSpeed's ZeRO-3: 2 gradient "
+                                  "reduce-scatters a step of its parameters' partitions)"), traffic
+        assert "3 cells NOT compared (UNVERIFIED): DeepSpeed's ZeRO-3 parameter all-gathers follow the module " \
+               "trace" in traffic, traffic
         assert "**Verdict: UNVERIFIED** — traffic not compared" in summary
     first, _ = first_divergence(out)
     assert first is None, first
