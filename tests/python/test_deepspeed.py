@@ -110,12 +110,61 @@ def test_zero2(tmp_path):
     check_fragments_refused(out, tmp_path)
 
 
+def edited_contract(out, dest, change):
+    """A copy of the recording `out` at `dest` whose contract.json has change(doc) applied, its hash recomputed as
+    the recorder computes it (python/shardproof_torch/segment.py) and rank 0's seal entry for it updated, as someone
+    who edits a recording would. Returns dest."""
+    import hashlib
+    import json
+    import shutil
+    shutil.copytree(out, dest, ignore=shutil.ignore_patterns("judge"))
+    path = os.path.join(dest, "contract.json")
+    with open(path) as f:
+        doc = json.load(f)
+    doc.pop("hash")
+    change(doc)
+    body = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    doc["hash"] = hashlib.sha256(body.encode()).hexdigest()
+    data = json.dumps(doc, indent=2, sort_keys=True).encode()
+    with open(path, "wb") as f:
+        f.write(data)
+    seal_path = os.path.join(dest, "seal", "rank-00000.json")
+    with open(seal_path) as f:
+        seal = json.load(f)
+    seal["files"]["contract.json"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    with open(seal_path, "w") as f:
+        json.dump(seal, f, indent=2, sort_keys=True)
+    return dest
+
+
+def check_deepspeed_config_edited(out, tmp_path):
+    """strategy.deepspeed edited: a group without model.norm.weight leaves the dp cells named as not compared
+    (UNVERIFIED, exit 3, naming the tensor), never passed; a bucket size that is not an integer is refused (exit 2)
+    naming the field."""
+    def drop_norm(doc):
+        for g in doc["strategy"]["deepspeed"]["groups"]:
+            if "model.norm.weight" in g:
+                g.remove("model.norm.weight")
+
+    judged, gate = judge(edited_contract(out, str(tmp_path / "groups"), drop_norm))
+    rows = judged_rows(judged, gate)
+    assert judged.returncode == 3 and gate["verdict"] == "UNVERIFIED", judged.stdout + judged.stderr
+    traffic = rows[TRAFFIC]["measured"]
+    assert traffic.startswith("no cell compared") and \
+        "cells NOT compared (UNVERIFIED): 'model.norm.weight' is in no DeepSpeed parameter group" in traffic, traffic
+
+    def text_size(doc):
+        doc["strategy"]["deepspeed"]["reduce_bucket_size"] = "5e8"
+    refused(edited_contract(out, str(tmp_path / "size"), text_size), "strategy.deepspeed.reduce_bucket_size")
+
+
 @pytest.mark.long
 def test_zero1(tmp_path):
     out = record(tmp_path, "deepspeed", "--zero", "1")
     ops = check_zero(out, 1)
     assert {("dp", "all_reduce", "grad_sync"), ("dp", "all_gather", "optimizer")} <= ops
     check_judged(out, 2, 1)
+    check_deepspeed_config_edited(out, tmp_path)
 
 
 @pytest.mark.long
