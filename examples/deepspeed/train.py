@@ -4,7 +4,7 @@ fp32, torch.optim.AdamW as the client optimizer, DeepSpeed's gradient accumulati
 the engine's seams (python/shardproof_torch/deepspeed_engine.py) so that `shardproof judge DIR` proves it:
 
     .venv/bin/python examples/deepspeed/train.py --zero 2 --steps 20 --out runs/ds-zero2
-    build/bin/shardproof judge runs/ds-zero2      # UNVERIFIED (exit 3): every math view passes, traffic not modelled
+    build/bin/shardproof judge runs/ds-zero2      # PASS (exit 0), traffic compared; --zero 3: UNVERIFIED (exit 3)
 
 (The other files here, config.json and ds_config.json, are the engine's own DeepSpeed-config example:
 docs/deepspeed.md.) Each rank trains gradient_accumulation_steps = M / dp micro-batches per step: global
@@ -16,6 +16,10 @@ machine builds DeepSpeed's CPU communication op with the C++ compiler and Python
 one engine.step()): under ZeRO-2 every backward is then an accumulation boundary and only the last micro-batch's
 gradient reaches the step, as DeepSpeed 0.19.8 ships it (allenai/open-instruct#1498); the judge FAILs it at
 gradients, step 0 (tests/python/test_deepspeed.py).
+--bug ds-bucket-skipped (ZeRO-1/2) plants a traffic bug in DeepSpeed's own reduction path: from step 1 on, the last
+gradient slice of every bucket DeepSpeed's allreduce_and_scatter is handed is dropped, never all-reduced (a parameter
+fragment left out of the reduction); the judge's traffic view FAILs at step 1, grad_sync on dp[tp0.pp0] (the bytes
+of that slice short of DeepSpeed's modelled reduction).
 """
 import argparse
 import datetime
@@ -46,6 +50,20 @@ def ds_config(args, world):
             "steps_per_print": 1 << 30, "wall_clock_breakdown": False}
 
 
+def skip_last_bucket_slice(engine):
+    """The planted ds-bucket-skipped: from step 1, DeepSpeed's ZeRO-1/2 allreduce_and_scatter gets its bucket
+    without the last (copy ranks, gradient slice, output) entry, so that slice is never all-reduced."""
+    z = engine.optimizer
+    reduce = z.allreduce_and_scatter
+
+    def skipping(bucket, *args, **kwargs):
+        if engine.global_steps >= 1 and len(bucket) > 0:
+            bucket = bucket[:-1]
+        return reduce(bucket, *args, **kwargs)
+
+    z.allreduce_and_scatter = skipping
+
+
 def worker(rank, args, world, port):
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
@@ -55,6 +73,8 @@ def worker(rank, args, world, port):
     model = build_model(args)
     opt, hyper = adamw(model, args)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config(args, world))
+    if args.bug == "ds-bucket-skipped":
+        skip_last_bucket_slice(engine)
     ds = deepspeed_engine.attach(engine, args.out, steps=args.steps, hyper=hyper, seq_len=args.seq,
                                  script=os.path.abspath(__file__), micro_batches=args.micro_batches)
     M, k = args.micro_batches, args.micro_batches // world
@@ -87,7 +107,12 @@ def parse_args(argv=None):
     ap.add_argument("--manual-accumulation", action="store_true",
                     help="gradient_accumulation_steps 1 in the config, k backward calls and one engine.step() per "
                          "step (open-instruct#1498's loop)")
+    ap.add_argument("--bug", default=None, choices=["ds-bucket-skipped"],
+                    help="plant a bug in DeepSpeed's path (ZeRO-1/2): ds-bucket-skipped drops the last gradient "
+                         "slice of every reduction bucket from step 1 on")
     args = ap.parse_args(argv)
+    if args.bug and args.zero == 3:
+        ap.error("--bug ds-bucket-skipped patches ZeRO-1/2's allreduce_and_scatter (not ZeRO-3's reduce-scatter)")
     if args.micro_batches % args.world:
         ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")
     return args

@@ -23,9 +23,14 @@ What it reads instead of asking (DeepSpeed's own metadata, never a copy of its a
   its norm (a statistic: phase evidence) and the norm it clipped with (`_global_grad_norm`); the engine's step at an
   accumulation boundary ends the recorded step (the parameters after the update and DeepSpeed's all-gather);
 - the strategy: dp (the data-parallel group's size), ZeRO stage, and the gradient divisor dp · gradient accumulation
-  steps (engine.backward divides the loss by the accumulation steps, the reduction averages over dp).
-Refused by name: fp16/bf16, CPU offload, a non-default gradient_predivide_factor, a client optimizer that is not
-torch's AdamW, backward(scale_wrt_gas=False). Not DeepSpeed's pipeline engine.
+  steps (engine.backward divides the loss by the accumulation steps, the reduction averages over dp);
+- what DeepSpeed's traffic depends on (contract strategy.deepspeed, read by the judge's traffic model): its ZeRO
+  config values (bucket sizes, overlap_comm, contiguous_gradients, reduce_scatter, the multi-rank bucket all-reduce,
+  allgather_partitions, parameter_alignment, ZeRO-3's prefetch and persistence thresholds) and, ZeRO-1/2, its
+  parameter groups (each one flat buffer, gathered after the step) as lists of HF names.
+Refused by name: fp16/bf16, CPU offload, ZeRO++ (quantized or hierarchical collectives), a non-default
+gradient_predivide_factor, a client optimizer that is not torch's AdamW, backward(scale_wrt_gas=False). Not
+DeepSpeed's pipeline engine.
 """
 import torch
 import torch.distributed as dist
@@ -105,6 +110,9 @@ def _check(engine):
         raise Refused(f"the client optimizer is {type(inner).__name__}: the judge replays torch.optim.AdamW "
                       f"(foreach=False)\nhint: deepspeed.initialize(..., optimizer=torch.optim.AdamW(..., "
                       f"foreach=False))")
+    if engine.zero_quantized_gradients() or engine.zero_quantized_weights() or engine.zero_hpz_partition_size() > 1:
+        raise Refused("DeepSpeed ZeRO++ (zero_quantized_gradients, zero_quantized_weights or zero_hpz_partition_size): "
+                      "its quantized or hierarchical collectives are not recorded\nhint: leave ZeRO++ off")
     if engine.zero_optimization_stage() not in (1, 2, 3):
         raise Refused(f"ZeRO stage {engine.zero_optimization_stage()}: the recorded stages are 1, 2 and 3")
 
@@ -205,6 +213,29 @@ class DeepSpeedRecording:
         self.recorder.finish()
 
 
+def traffic_config(engine, names):
+    """contract strategy.deepspeed: the engine's ZeRO config values its collectives depend on, and (ZeRO-1/2) its
+    flat parameter groups in DeepSpeed's order, each as the HF names of its parameters (names: id -> HF name)."""
+    z, stage = engine.optimizer, engine.zero_optimization_stage()
+    doc = {"gradient_accumulation_steps": int(engine.gradient_accumulation_steps()),
+           "reduce_bucket_size": int(engine.zero_reduce_bucket_size()),
+           "allgather_bucket_size": int(engine.zero_allgather_bucket_size()),
+           "overlap_comm": bool(engine.zero_overlap_comm()),
+           "contiguous_gradients": bool(engine.zero_contiguous_gradients()),
+           "reduce_scatter": bool(engine.zero_reduce_scatter()),
+           "use_multi_rank_bucket_allreduce": bool(engine.zero_multi_rank_bucket_allreduce()),
+           "allgather_partitions": bool(engine.zero_allgather_partitions()),
+           "parameter_alignment": bool(engine.zero_parameter_alignment())}
+    if stage < 3:
+        doc["groups"] = [[names[id(p)] for p in group] for group in z.bit16_groups]
+    else:
+        doc.update(prefetch_bucket_size=int(engine.zero_prefetch_bucket_size()),
+                   max_live_parameters=int(engine.zero_max_live_parameters()),
+                   max_reuse_distance=int(engine.zero_max_reuse_distance()),
+                   param_persistence_threshold=int(engine.zero_param_persistence_threshold()))
+    return doc
+
+
 def attach(engine, out, *, steps, hyper, seq_len, script=None, name=None, micro_batches=None, **options):
     """A DeepSpeedRecording of `engine` (deepspeed.initialize's, ZeRO 1-3, fp32, torch AdamW as its client
     optimizer): its Recorder declares dp, the ZeRO stage, the batch (train_micro_batch_size_per_gpu, dp · the
@@ -224,8 +255,10 @@ def attach(engine, out, *, steps, hyper, seq_len, script=None, name=None, micro_
         raise Refused(f"a data-parallel group of {dp} in a world of {dist.get_world_size()}: the recorded DeepSpeed "
                       f"run is data parallel over the whole world")
     found = pieces(engine, shapes, dist.get_rank())
+    names = {id(p): discovery.hf_name(raw) for raw, p in engine.module.named_parameters()}
     rec = Recorder(out, rank=dist.get_rank(), strategy={"name": name or f"deepspeed-zero{stage}", "dp": dp, "tp": 1,
-                                                        "pp": 1, "zero": stage},
+                                                        "pp": 1, "zero": stage,
+                                                        "deepspeed": traffic_config(engine, names)},
                    hf_config=hf, parameters=found, optimizer=z.optimizer, hyper=hyper, steps=steps,
                    batch={"micro_batch": engine.train_micro_batch_size_per_gpu(),
                           "micro_batches": micro_batches or dp * gas,

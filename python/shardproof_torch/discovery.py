@@ -226,6 +226,17 @@ def _strategy_name(dp, tp, pp, zero):
     return "-".join(parts) or "single"
 
 
+def tp_plan(model):
+    """contract strategy.tp_plan: "dtensor" when DTensor tensor parallelism (parallelize_module's ColwiseParallel /
+    RowwiseParallel) splits a parameter on a mesh with a tp dim, "dtensor-sequence-parallel" when a norm weight is
+    on the tp dim too (SequenceParallel replicates it there); None without DTensor tensor parallelism."""
+    on_tp = [hf_name(raw) for raw, p in unwrap(model).named_parameters()
+             if is_dtensor(p) and any(_AXIS_OF_DIM.get(n or "") == "tp" for n in (p.device_mesh.mesh_dim_names or ()))]
+    if not on_tp:
+        return None
+    return "dtensor-sequence-parallel" if any(n.endswith("norm.weight") for n in on_tp) else "dtensor"
+
+
 def discover(model, optimizer, hf_config=None, name=None, groups=None):
     """What Recorder.attach passes to the Recorder: {rank, strategy, hf_config, pieces, groups, optimizer (the one
     holding AdamW's state), ddp (a DDP wrapper in the chain, or None)}. groups: {axis: process group} given besides
@@ -247,5 +258,8 @@ def discover(model, optimizer, hf_config=None, name=None, groups=None):
     units = fsdp2_units(model) if zero >= 2 else None
     if units:
         strategy["units"] = units
+    plan = tp_plan(model) if tp > 1 else None
+    if plan:
+        strategy["tp_plan"] = plan
     return {"rank": dist.get_rank() if dist.is_initialized() else 0, "hf_config": hf_config, "pieces": found,
             "groups": groups, "optimizer": local, "ddp": ddp, "strategy": strategy}

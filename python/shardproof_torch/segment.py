@@ -41,7 +41,8 @@ def contract(rec, strategy, hf_config, hyper, batch, loss_reduction, gradient_di
            "torch": torch.__version__, "python": sys.version.split()[0], "script": script_doc,
            "model": hf_config, "world_size": rec.grid.world,
            "strategy": {"name": strategy["name"], "dp": rec.grid.dp, "tp": rec.grid.tp, "pp": rec.grid.pp,
-                        "zero": rec.zero, **({"units": strategy["units"]} if strategy.get("units") else {})},
+                        "zero": rec.zero, **{k: strategy[k] for k in ("units", "deepspeed", "tp_plan")
+                                         if strategy.get(k)}},
            "batch": {"micro_batch": int(batch["micro_batch"]), "micro_batches": int(batch["micro_batches"]),
                      "seq_len": int(batch["seq_len"])},
            "steps": rec.steps, "checksum_every": rec.checksum_every,

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -121,10 +122,11 @@ struct JudgeContext {
   Result<evidence::TraceReport> trace = internal_error("not read");
   Result<plan::RunPlan> plan = internal_error("not planned");  // the declared grid as the engine plans it
   plan::RecordedLayout layout =
-      {};                           // what the recorded tp split keeps whole, FSDP2's units (the traffic model's input)
-  std::string unmodelled = {};      // a recorded split the traffic model cannot model: its tp cells unchecked
-  std::string unmodelled_dp = {};   // FSDP2 units the traffic model cannot model: the dp group's cells unchecked
-  std::string norm_unbounded = {};  // why the clip norms were not compared (no fp32 bound for so long a tensor)
+      {};                          // what the recorded tp split keeps whole, FSDP2's units (the traffic model's input)
+  std::string unmodelled = {};     // a recorded split the traffic model cannot model: its tp cells unchecked
+  std::string unmodelled_dp = {};  // FSDP2 units the traffic model cannot model: the dp group's cells unchecked
+  std::set<std::string> unmodelled_dp_phases = {};  // non-empty: unmodelled_dp holds for these phases' cells only
+  std::string norm_unbounded = {};          // why the clip norms were not compared (no fp32 bound for so long a tensor)
   std::vector<StepResult> steps = {};       // every recorded step, in order
   std::vector<NormError> norm_errors = {};  // every step with gradient checksums
   std::vector<DataRepeat> repeats = {};     // every repeated micro-batch, by step
@@ -136,6 +138,10 @@ struct JudgeContext {
   std::string unmodelled_text() const;
   std::string traffic_unmodelled() const;  // unmodelled and unmodelled_dp, "; "-joined
 };
+
+// The recorded layout as the traffic model's input, and what of it is not modelled (judge/layout.cc): fills
+// layout, unmodelled and unmodelled_dp of `ctx`.
+void recorded_layout(const Recording& recording, JudgeContext& ctx);
 
 // ‖a − b‖₂ / ‖b‖₂ in double (0 when both are zero; ∞ when only b is), and whether every element is equal.
 std::pair<double, bool> relative_distance(const float* a, const float* b, size_t n);

@@ -146,11 +146,73 @@ Result<std::vector<ShardingUnit>> units_of(const JsonFields& sf, const json& v, 
   return out;
 }
 
+// strategy.deepspeed: DeepSpeed's ZeRO config values (judge/recording.h DeepSpeedZero), ZeRO 1 to 3; the group names
+// are checked against the model's where the traffic model reads them (judge/context.cc).
+Result<DeepSpeedZero> deepspeed_of(const JsonFields& sf, const json& v, int zero) {
+  if (!v.is_object()) return sf.error("deepspeed", "must be an object of DeepSpeed's ZeRO config values");
+  if (zero < 1) return sf.error("deepspeed", "is DeepSpeed's ZeRO config, but the strategy declares zero = 0");
+  const JsonFields df(v, "", "strategy.deepspeed");
+  const auto common = {
+      "gradient_accumulation_steps", "reduce_bucket_size", "allgather_bucket_size",           "overlap_comm",
+      "contiguous_gradients",        "reduce_scatter",     "use_multi_rank_bucket_allreduce", "allgather_partitions",
+      "parameter_alignment"};
+  std::vector<std::string_view> keys(common.begin(), common.end());
+  if (zero < 3)
+    keys.push_back("groups");
+  else
+    for (const char* k :
+         {"prefetch_bucket_size", "max_live_parameters", "max_reuse_distance", "param_persistence_threshold"})
+      keys.push_back(k);
+  for (const auto& [k, _] : v.items())
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) return df.error(k, "is not a key of this ZeRO stage");
+  for (std::string_view k : keys)
+    if (!v.contains(std::string(k))) return df.error(k, "is missing");
+  DeepSpeedZero d;
+  constexpr int64_t kBig = int64_t{1} << 62;
+  SP_ASSIGN_OR_RETURN(d.gradient_accumulation_steps, df.integer("gradient_accumulation_steps", 1, 1 << 20));
+  SP_ASSIGN_OR_RETURN(d.reduce_bucket_size, df.integer("reduce_bucket_size", 1, kBig));
+  SP_ASSIGN_OR_RETURN(d.allgather_bucket_size, df.integer("allgather_bucket_size", 1, kBig));
+  for (auto [key, field] : {std::pair{"overlap_comm", &d.overlap_comm},
+                            {"contiguous_gradients", &d.contiguous_gradients},
+                            {"reduce_scatter", &d.reduce_scatter},
+                            {"use_multi_rank_bucket_allreduce", &d.use_multi_rank_bucket_allreduce},
+                            {"allgather_partitions", &d.allgather_partitions},
+                            {"parameter_alignment", &d.parameter_alignment}}) {
+    if (!v.at(key).is_boolean()) return df.error(key, "must be true or false");
+    *field = v.at(key).get<bool>();
+  }
+  if (zero == 3) {
+    SP_ASSIGN_OR_RETURN(d.prefetch_bucket_size, df.integer("prefetch_bucket_size", 0, kBig));
+    SP_ASSIGN_OR_RETURN(d.max_live_parameters, df.integer("max_live_parameters", 0, kBig));
+    SP_ASSIGN_OR_RETURN(d.max_reuse_distance, df.integer("max_reuse_distance", 0, kBig));
+    SP_ASSIGN_OR_RETURN(d.param_persistence_threshold, df.integer("param_persistence_threshold", 0, kBig));
+    return d;
+  }
+  SP_ASSIGN_OR_RETURN(const json* groups, df.array("groups"));
+  for (const json& g : *groups) {
+    if (!g.is_array() || g.empty()) return df.error("groups", "must be non-empty arrays of HF tensor names");
+    d.groups.emplace_back();
+    for (const json& n : g) {
+      if (!n.is_string()) return df.error("groups", "must list HF tensor names");
+      d.groups.back().push_back(n.get<std::string>());
+    }
+  }
+  if (d.groups.empty()) return df.error("groups", "must hold DeepSpeed's parameter groups (none recorded)");
+  return d;
+}
+
 Status strategy_and_batch(const JsonFields& f, const json& doc, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
   const JsonFields sf(*st, label, "strategy");
-  SP_RETURN_IF_ERROR(st->contains("units") ? sf.expect_keys({"name", "dp", "tp", "pp", "zero", "units"})
-                                           : sf.expect_keys({"name", "dp", "tp", "pp", "zero"}));
+  // The grid's keys, and what a framework's layout adds: FSDP2's units or DeepSpeed's config, DTensor's tp plan.
+  for (const char* k : {"name", "dp", "tp", "pp", "zero"})
+    if (!st->contains(k)) return sf.error(k, "is missing");
+  for (const auto& [k, _] : st->items())
+    if (k != "name" && k != "dp" && k != "tp" && k != "pp" && k != "zero" && k != "units" && k != "deepspeed" &&
+        k != "tp_plan")
+      return sf.error(k, "is not a strategy key (name, dp, tp, pp, zero, units, deepspeed, tp_plan)");
+  if (st->contains("units") && st->contains("deepspeed"))
+    return sf.error("deepspeed", "and units are two frameworks' ZeRO: a run has one");
   SP_ASSIGN_OR_RETURN(c.strategy_name, sf.string("name"));
   SP_ASSIGN_OR_RETURN(const int64_t dp, sf.integer("dp", 1, 1 << 20));
   SP_ASSIGN_OR_RETURN(const int64_t tp, sf.integer("tp", 1, 1 << 20));
@@ -161,6 +223,16 @@ Status strategy_and_batch(const JsonFields& f, const json& doc, const std::strin
   s.zero = static_cast<int>(zero);
   if (st->contains("units")) {
     SP_ASSIGN_OR_RETURN(c.units, units_of(sf, st->at("units"), s.zero));
+  }
+  if (st->contains("deepspeed")) {
+    SP_ASSIGN_OR_RETURN(c.deepspeed, deepspeed_of(sf, st->at("deepspeed"), s.zero));
+  }
+  if (st->contains("tp_plan")) {
+    SP_ASSIGN_OR_RETURN(c.tp_plan, sf.string("tp_plan"));
+    if (c.tp_plan != "dtensor" && c.tp_plan != "dtensor-sequence-parallel")
+      return sf.error("tp_plan",
+                      fmt::format("= \"{}\": \"dtensor\" or \"dtensor-sequence-parallel\"", c.tp_plan.substr(0, 60)));
+    if (s.tp < 2) return sf.error("tp_plan", fmt::format("is DTensor's tensor parallelism, but tp = {}", s.tp));
   }
   if (const std::string why = strategy_name_problem(c.strategy_name, s.dp, s.tp, s.pp, s.zero); !why.empty())
     return sf.error("name", fmt::format("\"{}\" {}", c.strategy_name.substr(0, 60), why));

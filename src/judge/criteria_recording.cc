@@ -152,7 +152,9 @@ Row traffic(const JudgeContext& x) {
   // A layout the model cannot model: the tp groups' forward and backward cells are not compared (nor passed).
   // FSDP2's units the model cannot model: every dp group's cells.
   const auto unmodelled = [&](const std::pair<std::string, std::string>& key) {
-    if (!x.unmodelled_dp.empty() && key.first.rfind("dp[", 0) == 0) return true;
+    if (!x.unmodelled_dp.empty() && key.first.rfind("dp[", 0) == 0 &&
+        (x.unmodelled_dp_phases.empty() || x.unmodelled_dp_phases.count(key.second)))
+      return true;
     return !x.unmodelled.empty() && key.first.rfind("tp[", 0) == 0 &&
            (key.second == "forward" || key.second == "backward");
   };
@@ -205,7 +207,7 @@ Row traffic(const JudgeContext& x) {
   r.first.passed = !r.second.found;
   // Nothing compared (every cell unmodelled) is said as such, never as cells that are equal.
   r.first.measured = fmt::format(
-      "{}{}{}; ops {} traced, {} in the model; statistics (phase evidence, not compared) {} bytes{}",
+      "{}{}{}{}; ops {} traced, {} in the model; statistics (phase evidence, not compared) {} bytes{}",
       cells == 0 && skipped > 0
           ? fmt::format("no cell compared in {} steps", c.steps)
           : fmt::format("{} cells of {} steps {}", cells, c.steps, r.first.passed ? "equal" : "differ"),
@@ -215,6 +217,14 @@ Row traffic(const JudgeContext& x) {
                         x.layout.units.size(),
                         std::count_if(x.layout.units.begin(), x.layout.units.end(),
                                       [](const plan::ShardedUnit& u) { return u.reshard_after_forward; })),
+      x.layout.flat_zero.numel.empty() ? ""
+      : c.strategy.zero == 3
+          ? fmt::format(" (dp: DeepSpeed's ZeRO-3: {} gradient reduce-scatter{} a step of its parameters' partitions)",
+                        x.layout.flat_zero.reductions, x.layout.flat_zero.reductions == 1 ? "" : "s")
+          : fmt::format(" (dp: DeepSpeed's ZeRO-{}: {} flat parameter group{}, {} gradient reduction{} a step)",
+                        c.strategy.zero, x.layout.flat_zero.numel.size(),
+                        x.layout.flat_zero.numel.size() == 1 ? "" : "s", x.layout.flat_zero.reductions,
+                        x.layout.flat_zero.reductions == 1 ? "" : "s"),
       c.strategy.tp > 1
           ? fmt::format(" (embedding {}, head {})", x.layout.embedding_split ? "vocabulary-parallel" : "whole",
                         x.layout.head_split ? "vocabulary-parallel" : "whole")

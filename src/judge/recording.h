@@ -55,6 +55,17 @@ struct ShardingUnit {
   bool reshard_after_forward = true;
 };
 
+// DeepSpeed's ZeRO config values its collectives depend on, as the recorder read them from the engine (contract
+// strategy.deepspeed, python/shardproof_torch/deepspeed_engine.py). groups: ZeRO-1/2's parameter groups, each one
+// flat buffer, as HF names; the last four are ZeRO-3's (its prefetch and persistence thresholds).
+struct DeepSpeedZero {
+  int64_t gradient_accumulation_steps = 1, reduce_bucket_size = 0, allgather_bucket_size = 0;
+  bool overlap_comm = false, contiguous_gradients = true, reduce_scatter = true, use_multi_rank_bucket_allreduce = true,
+       allgather_partitions = true, parameter_alignment = false;
+  std::vector<std::vector<std::string>> groups = {};
+  int64_t prefetch_bucket_size = 0, max_live_parameters = 0, max_reuse_distance = 0, param_persistence_threshold = 0;
+};
+
 // A learning-rate schedule declared as data (python/shardproof_torch/schedule.py; Hugging Face's formulas).
 struct LrSchedule {
   std::string kind = {};  // constant, linear, cosine
@@ -72,7 +83,11 @@ struct RecordingContract {
   std::string strategy_name = {};  // the user's name for it ("ddp", "zero1", ...)
   // The declared grid (dp, tp, pp, ZeRO) with the batch's micro-batch size, as the engine's strategy.
   plan::Strategy strategy = {};
-  std::vector<ShardingUnit> units = {};  // FSDP2's fully_shard units (empty: not FSDP2)
+  std::vector<ShardingUnit> units = {};         // FSDP2's fully_shard units (empty: not FSDP2)
+  std::optional<DeepSpeedZero> deepspeed = {};  // DeepSpeed's ZeRO config (absent: not DeepSpeed, or recorded before)
+  // DTensor's tensor parallelism as the recorder found it (contract strategy.tp_plan): "dtensor" (ColwiseParallel /
+  // RowwiseParallel), "dtensor-sequence-parallel" (a norm weight on the tp dim too), "" (not declared).
+  std::string tp_plan = {};
   int world = 1;
   int64_t micro_batches = 1, seq_len = 1, steps = 1, checksum_every = 1;
   std::vector<int64_t> anchors = {};  // increasing steps with anchor files

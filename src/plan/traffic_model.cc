@@ -144,11 +144,13 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
   const int blocks = ch.layer_end - ch.layer_begin;
   if (sp) add_sp_pass_traffic(x, ch, forward, phase);
   const bool fsdp2 = !x.layout.units.empty();
+  const bool dtensor = !x.layout.tp_modules.empty();
   if (fsdp2 && dp > 1)
     for (const ShardedUnit& u : x.layout.units)
       if (forward || u.reshard_after_forward) x.all_gather(x.dp, phase, dp * u.padded_numel, pb);
-  auto gather = [&](int id) {  // ZeRO-3 acquisition (the engine's; FSDP2's units above)
-    if (zero == 3 && dp > 1 && !fsdp2) x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
+  auto gather = [&](int id) {  // ZeRO-3 acquisition (the engine's; FSDP2's units above; DeepSpeed's: none)
+    if (zero == 3 && dp > 1 && !fsdp2 && x.layout.flat_zero.numel.empty())
+      x.add(x.dp, phase, "all_gather", 1, pb * numel(id));
   };
   if (forward) {
     if (ch.first) {
@@ -156,7 +158,9 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
       if (tp > 1 && !sp && x.layout.embedding_split) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-    if (tp > 1 && !sp)
+    if (tp > 1 && !sp && dtensor)
+      for (int64_t w : x.layout.tp_modules.rowwise_out) x.sum(x.tp, phase, N * w, sb);
+    else if (tp > 1 && !sp)
       for (int b = 0; b < blocks; ++b) {
         x.sum(x.tp, phase, N * C, sb);
         x.sum(x.tp, phase, N * C, sb);
@@ -179,7 +183,9 @@ void add_pass_traffic(Ctx& x, const ChunkPlacement& ch, bool forward, const char
       if (tp > 1 && !sp && x.layout.head_split) x.sum(x.tp, phase, N * C, sb);
     }
     for (int l = ch.layer_begin; l < ch.layer_end; ++l) gather(model::block_unit(l));
-    if (tp > 1 && !sp) {
+    if (tp > 1 && !sp && dtensor) {
+      for (int64_t w : x.layout.tp_modules.colwise_in) x.sum(x.tp, phase, N * w, sb);
+    } else if (tp > 1 && !sp) {
       // full replays each block's two forward all-reduces; selective recomputes no communication
       const int per_block = rc.train.recompute == model::Recompute::kFull ? 4 : 2;
       for (int b = 0; b < blocks * per_block; ++b) x.sum(x.tp, phase, N * C, sb);
@@ -196,6 +202,11 @@ int64_t fsdp2_padded_numel(const std::vector<int64_t>& shape, int dp) {
   int64_t n = (shape[0] + dp - 1) / dp;
   for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
   return n;
+}
+
+int64_t deepspeed_flat_numel(int64_t numel, int dp) {
+  const int64_t alignment = 2 * static_cast<int64_t>(dp);
+  return (numel + alignment - 1) / alignment * alignment;
 }
 
 StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int rank, bool checksums, bool eval_after,
@@ -249,8 +260,16 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     if (!server && !a.weight())  // ZB-H1's W passes communicate nothing
       pass(chunks[static_cast<size_t>(a.virtual_stage)], a.forward, a.forward ? "forward" : "backward");
   const bool fsdp2 = !layout.units.empty();
+  const bool flat = !layout.flat_zero.numel.empty();
   if (ps)
     add_ps_traffic(x, plan, rank);
+  else if (flat && dp > 1)
+    for (int64_t r = 0; r < layout.flat_zero.reductions; ++r)
+      for (int64_t n : layout.flat_zero.numel)
+        if (zero == 3)
+          x.reduce_scatter(x.dp, "grad_sync", n, gb);
+        else
+          x.sum(x.dp, "grad_sync", n, gb);
   else if (fsdp2 && dp > 1)
     for (const ShardedUnit& u : layout.units) x.add(x.dp, "grad_sync", "reduce_scatter", 1, gb * dp * u.padded_numel);
   else if (dp > 1)
@@ -262,7 +281,9 @@ StepOps predict_step_ops(const RunPlan& plan, const comm::ProcessGrid& grid, int
     }
   x.add(x.world, "evidence", "all_reduce", 1, 8 * plan.micro_batches);          // loss
   x.add(x.world, "optimizer", "all_reduce", 2, summary_bytes + 8 * n_tensors);  // gradient summaries: sums, max
-  if ((zero == 1 || zero == 2) && dp > 1 && !fsdp2)
+  if ((zero == 1 || zero == 2) && dp > 1 && flat)
+    for (int64_t n : layout.flat_zero.numel) x.all_gather(x.dp, "optimizer", deepspeed_flat_numel(n, dp), pb);
+  else if ((zero == 1 || zero == 2) && dp > 1 && !fsdp2)
     for (int id : all_units) x.add(x.dp, "optimizer", "all_gather", 1, pb * numel(id));
   if (checksums) x.add(x.world, "evidence", "all_reduce", 2, summary_bytes + 8 * n_tensors);
   if (dp > 1 && zero < 3) x.add(x.world, "evidence", "all_gather", 1, 16 * static_cast<int64_t>(plan.world));
