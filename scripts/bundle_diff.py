@@ -5,7 +5,7 @@ refactoring changed no evidence: `scripts/bundle_diff.py OLD NEW` prints every o
 if there is one.
 
 Normalized: JSON/JSONL keys that hold times or ids (TIME_KEYS) and the contract's revision and the hashes that
-depend on it (REVISION_KEYS, and a checkpoint manifest's digest; a tensor's digest is compared); the setup exchange of every rank's host and pid (its lengths' digests, the texts'
+depend on it (REVISION_KEYS, and a checkpoint manifest's digest, also where anchors.json names it; a tensor's digest is compared); the setup exchange of every rank's host and pid (its lengths' digests, the texts'
 sizes and digests); text that contains either bundle's path; the pid in a directory lock (.shardproof.lock:
 "pid N on host H"); report.html: the page around its data is compared byte for byte and its data document (the
 sp-data element, a pure function of the bundle's files) with the same rules, its pipeline and time views' clock
@@ -18,7 +18,9 @@ import sys
 
 TIME_KEYS = {"t_start_us", "t_end_us", "t0_us", "t1_us", "step_s", "compute_s", "tokens_per_s", "seconds", "pid",
              "step_us", "split_us", "time_split_s"}
-REVISION_KEYS = {"revision", "hash", "contract_hash"}
+# manifest_digest: a checkpoint manifest's digest where another file names it (anchors.json of an anchored replay),
+# which covers the contract hash like the manifest's own "digest" below.
+REVISION_KEYS = {"revision", "hash", "contract_hash", "manifest_digest"}
 # A checkpoint manifest's own digest covers the contract hash; every other "digest" (a tensor's, a payload's) is
 # evidence and compared.
 MANIFEST_FILE = "manifest.json"  # ckpt/format.h: RUN/checkpoints/step-NNNNNN/manifest.json

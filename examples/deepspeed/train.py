@@ -28,14 +28,9 @@ import sys
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-
-HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-sys.path.insert(0, os.path.join(HERE, "..", "hf_ddp"))
-from train import adamw, build_model, common_flags, launch, loss_sum  # noqa: E402  (examples/hf_ddp)
-from train_llama import lr_at, micro_batch_tokens  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from hf_common import (adamw, build_model, check_micro_batches, common_flags, finish, gloo_env, launch,  # noqa: E402
+                       loss_sum, lr_at, progress, step_batches, targets)
 
 from shardproof_torch import deepspeed_engine  # noqa: E402
 
@@ -65,9 +60,7 @@ def skip_last_bucket_slice(engine):
 
 
 def worker(rank, args, world, port):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), LOCAL_SIZE=str(world))
+    gloo_env(rank, world, port, launcher_vars=True)
     import deepspeed
     deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=300))
     model = build_model(args)
@@ -77,27 +70,23 @@ def worker(rank, args, world, port):
         skip_last_bucket_slice(engine)
     ds = deepspeed_engine.attach(engine, args.out, steps=args.steps, hyper=hyper, seq_len=args.seq,
                                  script=os.path.abspath(__file__), micro_batches=args.micro_batches)
-    M, k = args.micro_batches, args.micro_batches // world
+    k = args.micro_batches // world
     gas = engine.gradient_accumulation_steps()  # what engine.backward divides the loss by
     for step in range(args.steps):
         lr = lr_at(args, step)
         for g in engine.optimizer.param_groups:
             g["lr"] = lr
-        batches = [micro_batch_tokens(args, step, i) for i in range(M)]
-        n_global = sum(int((b[:, 1:] >= 0).sum()) for b in batches)
+        batches, n_global = step_batches(args, step)
         for i in range(rank * k, (rank + 1) * k):
             ds.micro_batch(i, batches[i])
             s = loss_sum(engine, batches[i])
             objective = s / n_global * world * gas
-            ds.loss(i, s.item(), int((batches[i][:, 1:] >= 0).sum()), objective.item())
+            ds.loss(i, s.item(), targets(batches[i]), objective.item())
             engine.backward(objective)
             if not args.manual_accumulation or i == (rank + 1) * k - 1:
                 engine.step()
-        if rank == 0 and not args.quiet and (step % 5 == 0 or step == args.steps - 1):
-            print(f"step {step} lr {lr:.2e} grad_norm {float(engine.get_global_grad_norm()):.4f}", flush=True)
-    ds.finish()
-    dist.barrier()
-    dist.destroy_process_group()
+        progress(args, rank, step, lr, engine.get_global_grad_norm())
+    finish(ds)
 
 
 def parse_args(argv=None):
@@ -113,8 +102,7 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.bug and args.zero == 3:
         ap.error("--bug ds-bucket-skipped patches ZeRO-1/2's allreduce_and_scatter (not ZeRO-3's reduce-scatter)")
-    if args.micro_batches % args.world:
-        ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")
+    check_micro_batches(ap, args)
     return args
 
 

@@ -15,18 +15,14 @@ every rank backpropagates Σ token losses / (targets of the global batch) × dp,
 single-device per-token mean. The batches and the schedule are examples/torch/train_llama.py's.
 """
 import argparse
-import datetime
 import os
 import sys
 
 import torch
-import torch.distributed as dist
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-sys.path.insert(0, os.path.join(HERE, "..", "hf_ddp"))
-from train import adamw, build_model, common_flags, launch, loss_sum  # noqa: E402  (examples/hf_ddp)
-from train_llama import lr_at, micro_batch_tokens  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from hf_common import (adamw, build_model, common_flags, finish, init_gloo, launch, loss_sum, lr_at,  # noqa: E402
+                       optimizer_step, progress, step_batches, targets)
 
 from shardproof_torch import Recorder  # noqa: E402
 
@@ -60,9 +56,7 @@ def clip_grad_norm(params, max_norm):
 
 
 def worker(rank, args, world, port):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    init_gloo(rank, world, port)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     dp = world // args.tp
@@ -83,12 +77,11 @@ def worker(rank, args, world, port):
     if args.keep_after_attach:  # the resharding changed behind the recorder's back (the traffic view's test)
         model.set_reshard_after_forward(False)
     dp_rank = mesh["dp"].get_local_rank()
-    M, k = args.micro_batches, args.micro_batches // dp
+    k = args.micro_batches // dp
     for step in range(args.steps):
         lr = lr_at(args, step)
         rec.begin_step(step, lr)
-        batches = [micro_batch_tokens(args, step, i) for i in range(M)]
-        n_global = sum(int((b[:, 1:] >= 0).sum()) for b in batches)
+        batches, n_global = step_batches(args, step)
         opt.zero_grad(set_to_none=True)
         for j, i in enumerate(range(dp_rank * k, (dp_rank + 1) * k)):
             rec.micro_batch(i, batches[i])
@@ -97,7 +90,7 @@ def worker(rank, args, world, port):
             with rec.phase("forward"):
                 s = loss_sum(model, batches[i])
                 objective = s / n_global * dp
-                rec.loss(i, s.item(), int((batches[i][:, 1:] >= 0).sum()), objective.item())
+                rec.loss(i, s.item(), targets(batches[i]), objective.item())
             with rec.phase("backward"):
                 objective.backward()
         rec.gradients()
@@ -106,16 +99,9 @@ def worker(rank, args, world, port):
                     else clip_grad_norm(model.parameters(), args.clip))
             norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
         rec.clipped(norm.item())
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with rec.phase("optimizer"):
-            opt.step()
-        rec.end_step()
-        if rank == 0 and not args.quiet and (step % 5 == 0 or step == args.steps - 1):
-            print(f"step {step} lr {lr:.2e} grad_norm {norm.item():.4f}", flush=True)
-    rec.finish()
-    dist.barrier()
-    dist.destroy_process_group()
+        optimizer_step(rec, opt, lr)
+        progress(args, rank, step, lr, norm)
+    finish(rec)
 
 
 def parse_args(argv=None):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Hugging Face `LlamaForCausalLM` (the transformers class, built from a config this script writes: nothing is
-downloaded) trained by a plain torch 2.x DistributedDataParallel loop on gloo, recorded with one call —
+"""Hugging Face `LlamaForCausalLM` (the transformers class, built from a config examples/hf_common.py writes:
+nothing is downloaded) trained by a plain torch 2.x DistributedDataParallel loop on gloo, recorded with one call —
 `Recorder.attach(model, optimizer, ...)` — so that `shardproof judge DIR` proves it (docs/judge.md §"Hugging Face
 and torch 2.x"). Runs on the project's .venv:
 
@@ -17,65 +17,25 @@ Recorder as the collective trace (TORCH_FR_BUFFER_SIZE set here before the proce
 --bug ddp-bucket-skipped (with it) registers examples/torch's hook that never all-reduces DDP's bucket 1.
 """
 import argparse
-import datetime
+import contextlib
 import json
 import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-from train_llama import NullRecorder, lr_at, micro_batch_tokens, skip_bucket_hook  # noqa: E402  (the torch example's)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from hf_common import (NullRecorder, adamw, build_model, check_micro_batches, common_flags, finish,  # noqa: E402
+                       init_gloo, launch, loss_sum, lr_at, optimizer_step, progress, skip_bucket_hook, step_batches,
+                       targets)
 
 from shardproof_torch import Recorder  # noqa: E402
 
 
-def hf_config(args):
-    """The model's config.json as transformers 5 writes it (rope_parameters, not rope_theta)."""
-    return dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=args.vocab, hidden_size=args.dim,
-                intermediate_size=args.ffn, num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                num_key_value_heads=args.kv_heads, max_position_embeddings=args.seq, rms_norm_eps=1e-5,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False,
-                hidden_act="silu", initializer_range=0.02, attention_bias=False, mlp_bias=False)
-
-
-def build_model(args):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(args.seed)  # every rank builds the same weights (DDP broadcasts rank 0's anyway)
-    return LlamaForCausalLM(LlamaConfig(**hf_config(args), attn_implementation=args.attention))
-
-
-def loss_sum(model, tokens):
-    """Σ of the token cross entropies of a micro-batch (rows, T + 1); padding (-1) is no target. A padded input
-    position feeds only padded targets (padding is a suffix, attention is causal), so its id (0) changes nothing."""
-    ids, targets = tokens[:, :-1].clamp(min=0), tokens[:, 1:]
-    logits = model(input_ids=ids).logits
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-1,
-                           reduction="sum")
-
-
-def adamw(model, args):
-    """torch.optim.AdamW without weight decay on the 1-D tensors (the norm weights), and its declaration."""
-    no_decay = [n for n, p in model.named_parameters() if p.dim() == 1]
-    opt = torch.optim.AdamW([{"params": [p for n, p in model.named_parameters() if n not in no_decay],
-                              "weight_decay": args.wd},
-                             {"params": [p for n, p in model.named_parameters() if n in no_decay],
-                              "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
-    return opt, {"lr_schedule": "linear warmup 4 steps, cosine to 0.1 lr", "betas": [0.9, 0.95], "eps": 1e-8,
-                 "weight_decay": args.wd, "no_decay": no_decay, "max_grad_norm": args.clip,
-                 "implementation": "torch.optim.AdamW(foreach=False)"}
-
-
 def worker(rank, args, world, port):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    init_gloo(rank, world, port)
     from torch.nn.parallel import DistributedDataParallel
     model = build_model(args)
     # Small buckets, as a large model has them; the first one no larger (torch.compile's DDP optimizer requires it).
@@ -92,83 +52,34 @@ def worker(rank, args, world, port):
         hyper=hyper, **options)
     if args.bug == "ddp-bucket-skipped":  # the recorder registered no hook of its own (Flight Recorder trace)
         ddp.register_comm_hook(None, skip_bucket_hook)
-    M, k, dp_rank = args.micro_batches, args.micro_batches // world, rank
+    k, dp_rank = args.micro_batches // world, rank
     for step in range(args.steps):
         t0, c0 = time.perf_counter(), time.process_time()
         lr = lr_at(args, step)
         rec.begin_step(step, lr)
-        batches = [micro_batch_tokens(args, step, i) for i in range(M)]
-        n_global = sum(int((b[:, 1:] >= 0).sum()) for b in batches)
+        batches, n_global = step_batches(args, step)
         opt.zero_grad(set_to_none=True)
         for j, i in enumerate(range(dp_rank * k, (dp_rank + 1) * k)):
             rec.micro_batch(i, batches[i])
-            with (ddp.no_sync() if j < k - 1 else _nothing()):
+            with (ddp.no_sync() if j < k - 1 else contextlib.nullcontext()):
                 with rec.phase("forward"):
                     s = loss_sum(net, batches[i])
                     objective = s / n_global * world
-                    rec.loss(i, s.item(), int((batches[i][:, 1:] >= 0).sum()), objective.item())
+                    rec.loss(i, s.item(), targets(batches[i]), objective.item())
                 with rec.phase("backward"):
                     objective.backward()
         rec.gradients()
         with rec.statistics():
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip, foreach=False)
         rec.clipped(norm.item())
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with rec.phase("optimizer"):
-            opt.step()
-        rec.end_step()
+        optimizer_step(rec, opt, lr)
         if rank == 0 and args.timing:  # the step's wall and CPU time, and the recorder's share of them
             with open(args.timing, "a") as f:
                 f.write(json.dumps({"step": step, "seconds": time.perf_counter() - t0,
                                     "cpu_seconds": time.process_time() - c0, "record": not args.no_record,
                                     "recorder_seconds": rec.seconds, "recorder_cpu_seconds": rec.cpu_seconds}) + "\n")
-        if rank == 0 and not args.quiet and (step % 5 == 0 or step == args.steps - 1):
-            print(f"step {step} lr {lr:.2e} grad_norm {norm.item():.4f}", flush=True)
-    rec.finish()
-    dist.barrier()
-    dist.destroy_process_group()
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
-def common_flags(ap):
-    """The flags every Hugging Face example shares (examples/fsdp2 too): the run, the model, the batches."""
-    ap.add_argument("--world", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--attention", default="sdpa", choices=["sdpa", "eager"], help="transformers' attention kernel")
-    for name, v in (("seed", 1234), ("vocab", 128), ("dim", 64), ("ffn", 128), ("layers", 2), ("heads", 4),
-                    ("kv-heads", 2), ("seq", 16), ("micro-batch", 2), ("micro-batches", 4)):
-        ap.add_argument("--" + name, type=int, default=v)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--clip", type=float, default=1.0)
-    ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--plant", default=None,
-                    help="a re-planted framework bug of the zoo, applied in every process (examples/zoo/plants.py)")
-
-
-def launch(worker, args):
-    """Starts worker(rank, args, world, port) on --world forked gloo processes, into a new --out; --plant's bug is
-    applied first in each (examples/zoo/plants.py)."""
-    if os.path.exists(args.out) and os.listdir(args.out):
-        sys.exit(f"train.py: --out {args.out} is not empty: record into a new directory")
-    os.makedirs(args.out, exist_ok=True)
-    if getattr(args, "plant", None):
-        sys.path.insert(0, os.path.join(HERE, "..", "zoo"))
-        import plants
-        plants.apply(args.plant)  # before the fork: every process inherits the patched function
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(worker, args=(args, args.world, port), nprocs=args.world, join=True, start_method="fork")
+        progress(args, rank, step, lr, norm)
+    finish(rec)
 
 
 def parse_args(argv=None):
@@ -189,8 +100,7 @@ def parse_args(argv=None):
         ap.error("--bug needs --trace flight-recorder (with the recorder's trace, examples/torch plants it)")
     if args.trace == "flight-recorder":  # read by torch when the first process group is made: set before the fork
         os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "20000")
-    if args.micro_batches % args.world:
-        ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")
+    check_micro_batches(ap, args)
     return args
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hugging Face `Trainer` training `LlamaForCausalLM` (built from a config this script writes) with DDP over gloo
+"""Hugging Face `Trainer` training `LlamaForCausalLM` (built from a config examples/hf_common.py writes) with DDP over gloo
 processes, recorded by `ShardproofCallback.attach(trainer, out, ...)` (python/shardproof_torch/hf_trainer.py) and
 judged by `shardproof judge DIR`:
 
@@ -21,11 +21,8 @@ import sys
 import torch
 import torch.distributed as dist
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-sys.path.insert(0, os.path.join(HERE, "..", "hf_ddp"))
-from train import build_model, common_flags, launch  # noqa: E402  (examples/hf_ddp)
-from train_llama import micro_batch_tokens  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from hf_common import build_model, check_micro_batches, common_flags, init_gloo, launch, micro_batch_tokens  # noqa: E402
 
 from shardproof_torch.hf_trainer import ShardproofCallback  # noqa: E402
 
@@ -47,11 +44,7 @@ class Rows(torch.utils.data.Dataset):
 
 
 def worker(rank, args, world, port):
-    import datetime
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    init_gloo(rank, world, port, launcher_vars=True)
     from transformers import Trainer, TrainingArguments
     model = build_model(args)
     targs = TrainingArguments(output_dir=os.path.join(args.out + ".trainer"), use_cpu=True, ddp_backend="gloo",
@@ -80,8 +73,7 @@ def parse_args(argv=None):
     ap.add_argument("--no-average-tokens", action="store_true",
                     help="average_tokens_across_devices=False: each rank divides by its own token count")
     args = ap.parse_args(argv)
-    if args.micro_batches % args.world:
-        ap.error(f"--micro-batches {args.micro_batches} must be a multiple of --world {args.world}")
+    check_micro_batches(ap, args)
     return args
 
 

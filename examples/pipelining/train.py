@@ -18,7 +18,6 @@ The clipping norm is each stage's squared norm summed over the pipeline group (a
 schedule are examples/torch/train_llama.py's.
 """
 import argparse
-import datetime
 import os
 import sys
 
@@ -26,11 +25,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-sys.path.insert(0, os.path.join(HERE, "..", "hf_ddp"))
-from train import adamw, build_model, common_flags, launch  # noqa: E402  (examples/hf_ddp)
-from train_llama import lr_at, micro_batch_tokens  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from hf_common import (adamw, build_model, common_flags, finish, init_gloo, launch, lr_at,  # noqa: E402
+                       optimizer_step, progress, step_batches)
 
 from shardproof_torch import pipelining  # noqa: E402
 
@@ -63,9 +60,7 @@ def clip_grad_norm(params, max_norm, group):
 
 
 def worker(rank, args, world, port):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    init_gloo(rank, world, port)
     from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
     group = dist.new_group(list(range(world)))
     model = pipelining.split_llama(build_model(args), rank, world)
@@ -82,8 +77,8 @@ def worker(rank, args, world, port):
     for step in range(args.steps):
         lr = lr_at(args, step)
         rec.begin_step(step, lr)
-        tokens = torch.cat([micro_batch_tokens(args, step, i) for i in range(args.micro_batches)])
-        n_global[0] = int((tokens[:, 1:] >= 0).sum())
+        batches, n_global[0] = step_batches(args, step)
+        tokens = torch.cat(batches)
         opt.zero_grad(set_to_none=True)
         rows = tokens.shape[0] // args.accumulate
         for c in range(args.accumulate):  # gradient accumulation over schedule calls (torchtitan#1733's pattern)
@@ -92,16 +87,9 @@ def worker(rank, args, world, port):
         with rec.statistics():
             norm = clip_grad_norm(model.parameters(), args.clip, group)
         rec.clipped(norm.item())
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with rec.phase("optimizer"):
-            opt.step()
-        rec.end_step()
-        if rank == 0 and not args.quiet and (step % 5 == 0 or step == args.steps - 1):
-            print(f"step {step} lr {lr:.2e} grad_norm {norm.item():.4f}", flush=True)
-    rec.finish()
-    dist.barrier()
-    dist.destroy_process_group()
+        optimizer_step(rec, opt, lr)
+        progress(args, rank, step, lr, norm)
+    finish(rec)
 
 
 def parse_args(argv=None):

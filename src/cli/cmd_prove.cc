@@ -20,10 +20,10 @@
 #include "evidence/bundle_paths.h"
 #include "evidence/faults.h"
 #include "evidence/run_dir.h"
+#include "plan/protocol.h"
 #include "plan/run_plan.h"
 #include "plan/strategy.h"
 #include "proof/gate.h"
-#include "proof/protocol.h"
 #include "proof/seal.h"
 #include "report/render.h"
 
@@ -50,7 +50,7 @@ void read_stage_log(const std::string& log, json& record) {
 
 class Protocol {
  public:
-  Protocol(const ProveOptions& o, std::string root, config::RunConfig config, proof::ProtocolPlan plan,
+  Protocol(const ProveOptions& o, std::string root, config::RunConfig config, plan::ProtocolPlan plan,
            DirectoryLock& lock)
       : o_(o),
         paths_(o.out),
@@ -234,7 +234,7 @@ class Protocol {
   const evidence::ProofPaths paths_;
   std::string root_;
   config::RunConfig config_;
-  proof::ProtocolPlan plan_;
+  plan::ProtocolPlan plan_;
   evidence::FaultSpec fault_;
   int64_t k_;
   DirectoryLock& lock_;  // the bundle's root, held for the whole protocol but its contract stage
@@ -273,7 +273,7 @@ int run_prove(const ProveOptions& options) {
   }
   if (auto plan = plan::RunPlan::make(*config, config->parallel.world()); !plan.ok())
     return report_status(plan.status());
-  auto protocol = proof::plan_protocol(*config, o.fault);
+  auto protocol = plan::plan_protocol(*config, o.fault);
   if (!protocol.ok()) return report_status(protocol.status());
   if (!o.sign.empty())
     if (Status s = proof::check_signing_key(o.sign); !s.ok()) return report_status(s.with_context("--sign"));

@@ -37,7 +37,7 @@ struct Tolerances {
   double grad_later = 1e-3;
 };
 
-// kDivergentByDesign: a promise only (proof/equivalence.h): a configuration outside the equivalence
+// kDivergentByDesign: a promise only (plan/promise.h): a configuration outside the equivalence
 // guarantee (bounded staleness, docs/ps.md §SSP); a run of it is reported as such, never as a pass. As a
 // promise it is the weakest (the order is used by std::max over promises).
 enum class Equivalence { kBitwise, kWithinTolerance, kDivergent, kIncomplete, kDivergentByDesign };

@@ -10,8 +10,8 @@
 #include "evidence/faults.h"
 #include "labs/judge_lab.h"
 #include "labs/plan_lab.h"
+#include "plan/protocol.h"
 #include "plan/run_plan.h"
-#include "proof/protocol.h"
 
 namespace sp::labs {
 
@@ -50,8 +50,8 @@ Status validate_lab(const Lab& lab, const std::string& root, const std::vector<s
   Result<evidence::FaultSpec> fault = evidence::parse_fault(lab.fault);
   if (!fault.ok()) return context(fault.status());
   if (!fault->any()) return invalid_argument("lab {}: no fault; stage 3 needs one from the catalogue", lab.key);
-  // As `prove` plans stage 3 (proof/protocol.h).
-  if (Result<proof::ProtocolPlan> p = proof::plan_protocol(config, lab.fault); !p.ok()) return context(p.status());
+  // As `prove` plans stage 3 (plan/protocol.h).
+  if (Result<plan::ProtocolPlan> p = plan::plan_protocol(config, lab.fault); !p.ok()) return context(p.status());
   return Status();
 }
 

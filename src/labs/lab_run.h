@@ -26,7 +26,7 @@ Result<config::RunConfig> lab_config(const Lab& lab, const std::string& root,
                                      const std::vector<std::string>& extra_sets = {});
 // Everything `lab run` checks before launching: the config loads, its world equals lab.world,
 // RunPlan::make accepts it, the fault parses and can act on the run as `prove` runs stage 3
-// (proof::plan_protocol, as prove plans stage 3), and a checkpoint fault targets a
+// (plan::plan_protocol, as prove plans stage 3), and a checkpoint fault targets a
 // rank that writes a shard. Unavailable labs: kFailedPrecondition with the reason.
 Status validate_lab(const Lab& lab, const std::string& root, const std::vector<std::string>& extra_sets = {});
 

@@ -25,7 +25,7 @@ std::string eta_string(double seconds) {
 void write_step_records(Run& run, const StepResult& r, bool take) {
   if (!run.checksums) return;
   run.checksums->write_scalar(r.step, "loss", "loss", r.loss);
-  // fp16: the loss scaler's record, every step (proof::expected_records).
+  // fp16: the loss scaler's record, every step (plan::expected_records).
   if (run.config.train.precision.compute == DType::kF16) {
     SP_CHECK(r.loss_scale > 0, "step {}: an fp16 step without a loss scale", r.step);
     run.checksums->write_scaler(r.step, r.loss_scale, r.skipped);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "plan/promise.h"
 #include "proof/criteria_rows.h"
 
 namespace sp::proof {
@@ -28,7 +29,7 @@ Result<GateContext> GateContext::make(const ProofBundle& bundle) {
   SP_ASSIGN_OR_RETURN(c.config, config::RunConfig::from_json(bundle.contract()["config"]));
   SP_ASSIGN_OR_RETURN(c.plan, plan::RunPlan::make(c.config, c.config.parallel.world()));
   const RunPaths par = bundle.paths().parallel(), ref = bundle.paths().reference();
-  c.bitwise = promised_class(c.config) == Equivalence::kBitwise;
+  c.bitwise = plan::promised_class(c.config) == Equivalence::kBitwise;
   c.parallel_trace = check_trace_dir(par.root());
   c.parallel_vs_reference = compare_runs(par, ref);
   if (!c.bitwise) {
@@ -37,13 +38,13 @@ Result<GateContext> GateContext::make(const ProofBundle& bundle) {
                                         "prove.json lists no anchors: the configuration is not bitwise and was not "
                                         "replayed from the reference's state"))
                                   : compare_runs(bundle.paths().anchored(), ref);
-    c.eval_tolerance = tolerances_for(c.config).loss;
+    c.eval_tolerance = plan::tolerances_for(c.config).loss;
     for (const nlohmann::json& m : metrics_records(bundle.paths().anchored()))
       if (m.contains("eval_loss") && m["eval_loss"].is_number() &&
           m.value("anchor", int64_t{-2}) == m.value("step", int64_t{-2}) + 1)
         c.anchored_evals[m.value("step", int64_t{-2})] = m["eval_loss"].get<double>();
   }
-  c.divergence = locate_first_divergence(bundle, c.config, c.bitwise, tolerances_for(c.config));
+  c.divergence = locate_first_divergence(bundle, c.config, c.bitwise, plan::tolerances_for(c.config));
   return c;
 }
 

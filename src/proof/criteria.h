@@ -33,7 +33,7 @@ struct GateContext {
   Result<evidence::TraceReport> parallel_trace = internal_error("not read");  // the parallel stage's trace check
   Result<RunEquivalence> parallel_vs_reference = internal_error("not read");  // free-running
   Result<RunEquivalence> anchored_vs_reference = internal_error("not run");   // non-bitwise promises only
-  bool bitwise = false;  // the contract promises bitwise equality (equivalence.h promised_class)
+  bool bitwise = false;  // the contract promises bitwise equality (plan/promise.h promised_class)
   // Not bitwise: the held-out eval is verified like a step, from the reference's state: the anchored replay
   // evaluates the reference's state at each evaluation point on the parallel topology (anchored/metrics.jsonl,
   // "anchor" = s + 1 for the eval after step s), within the single-step loss tolerance of the reference's eval

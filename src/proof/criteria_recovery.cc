@@ -10,6 +10,7 @@
 #include "ckpt/load.h"
 #include "ckpt/names.h"
 #include "core/json_io.h"
+#include "plan/promise.h"
 #include "proof/criteria_rows.h"
 
 namespace sp::proof::criterion {
@@ -73,7 +74,7 @@ Criterion resume_exact(const GateContext& c) {
   const int64_t k = c.bundle->checkpoint_step();
   const RunPaths rec = c.bundle->paths().recovery(), par = c.bundle->paths().parallel();
   auto cmp = compare_checksums(rec.checksums(), par.checksums(),
-                               {.promised = Equivalence::kBitwise, .expected = expected_records(c.config)});
+                               {.promised = Equivalence::kBitwise, .expected = plan::expected_records(c.config)});
   auto trace = check_trace_dir(rec.root());
   const int64_t first = trace.ok() ? first_traced_step(*trace) : -1;
   const bool resumed = first == k;

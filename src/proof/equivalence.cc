@@ -12,7 +12,7 @@
 #include "core/json_io.h"
 #include "evidence/checksums.h"
 #include "evidence/contract.h"
-#include "model/weights.h"
+#include "plan/promise.h"
 
 namespace sp::proof {
 
@@ -42,58 +42,6 @@ Status check_comparable(const RunContract& run, const RunContract& reference, co
           evidence::blas_core_hint(diffs));
 }
 
-std::optional<std::pair<int, int>> stale_schedule(const config::RunConfig& config) {
-  const config::ParallelConfig& p = config.parallel;
-  if (p.staleness == 0) return std::nullopt;
-  if (p.replay_workers > 0) return std::make_pair(p.replay_workers, p.staleness);
-  if (p.parameter_server()) return std::make_pair(p.workers(), p.staleness);
-  return std::nullopt;
-}
-
-Equivalence promised_class(const config::RunConfig& config) {
-  if (stale_schedule(config)) return Equivalence::kDivergentByDesign;
-  const bool bitwise = config.parallel.tp == 1 && config.parallel.reduction == config::Reduction::kDeterministic;
-  return bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
-}
-
-double mixed_precision_envelope(const config::RunConfig& config) {
-  const DType t = config.train.precision.compute;
-  if (t == DType::kF32) return 0.0;
-  const double u = t == DType::kBF16 ? 0x1p-8 : 0x1p-11;  // 2^-p, p = 8 (bf16) or 11 (fp16) significand bits
-  const double R = 13.0 * static_cast<double>(config.model.n_layers) + 4.0;
-  return 2.0 * std::sqrt(R) * u / std::sqrt(3.0);
-}
-
-evidence::Tolerances tolerances_for(const config::RunConfig& config) {
-  evidence::Tolerances tol;
-  tol.grad_first *= std::sqrt(static_cast<double>(config.train.global_batch * config.train.seq_len));
-  // Mixed precision (docs/equivalence.md §5, §"Mixed precision across topologies"): a changed fp32 sum
-  // before a 16-bit rounding point moves the rounded value by a whole 16-bit ulp when it crosses a
-  // boundary, and the flips propagate through the R rounding points: the 16-bit envelope replaces the
-  // fp32 tolerances wherever it is larger (it always is).
-  const double t16 = mixed_precision_envelope(config);
-  for (double* x : {&tol.loss, &tol.param, &tol.grad_first, &tol.grad_later}) *x = std::max(*x, t16);
-  return tol;
-}
-
-std::vector<evidence::RecordKey> expected_records(const config::RunConfig& config, const std::vector<int64_t>& steps) {
-  std::vector<int64_t> which = steps;
-  if (which.empty())
-    for (int64_t s = 0; s < config.train.steps; ++s) which.push_back(s);
-  const std::vector<model::WeightSpec> tensors = model::weight_table(config.model);
-  const int64_t every = config.evidence.checksum_every;
-  std::vector<evidence::RecordKey> out;
-  for (int64_t s : which) {
-    out.push_back({s, "loss", "loss"});
-    if (config.train.precision.compute == DType::kF16)
-      out.push_back({s, evidence::kScalerPhase, evidence::kScalerTensor});
-    if (every <= 0 || s % every != 0) continue;
-    for (const char* phase : {"grad", "param"})
-      for (const model::WeightSpec& t : tensors) out.push_back({s, phase, t.name});
-  }
-  return out;
-}
-
 // The configurations of the checkpoints in a run's directory (their manifests hold the saving run's
 // contract): a run resumed from a checkpoint another topology saved carries that topology's steps too.
 static std::vector<json> saved_configs(const evidence::RunPaths& run) {
@@ -110,9 +58,9 @@ static std::vector<json> saved_configs(const evidence::RunPaths& run) {
 
 // The run's promise: the weakest of its own and those of the checkpoints in its directory.
 static Equivalence promised_class_of_run(const std::vector<json>& saved, const config::RunConfig& config) {
-  Equivalence promised = promised_class(config);
+  Equivalence promised = plan::promised_class(config);
   for (const json& c : saved)
-    if (auto cfg = config::RunConfig::from_json(c); cfg.ok()) promised = std::max(promised, promised_class(*cfg));
+    if (auto cfg = config::RunConfig::from_json(c); cfg.ok()) promised = std::max(promised, plan::promised_class(*cfg));
   return promised;
 }
 
@@ -197,7 +145,7 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
   RunEquivalence e;
   e.anchored = !anchors.steps.empty();
   const std::vector<json> saved = saved_configs(run);
-  evidence::CompareSpec spec{.tol = tolerances_for(rc.config),
+  evidence::CompareSpec spec{.tol = plan::tolerances_for(rc.config),
                              .promised = promised_class_of_run(saved, rc.config),
                              .anchored = e.anchored,
                              .keep_records = keep_records};
@@ -206,7 +154,7 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
   if (e.same_topology) spec.promised = Equivalence::kBitwise;
   // Bounded staleness: bitwise against a run of the same schedule (the replay), else divergent by design,
   // compared for information like a free-running within-tolerance run (step 0 judged).
-  const auto mine = stale_schedule(rc.config), theirs = stale_schedule(ref.config);
+  const auto mine = plan::stale_schedule(rc.config), theirs = plan::stale_schedule(ref.config);
   if (mine || theirs) {
     if (mine == theirs) {
       spec.promised = Equivalence::kBitwise;
@@ -219,12 +167,12 @@ Result<RunEquivalence> compare_runs(const evidence::RunPaths& run, const evidenc
   }
   if (e.anchored) {
     // Every anchored step starts from the reference's state; the reference must hold those steps too.
-    spec.expected = expected_records(rc.config, anchors.steps);
-    spec.reference_expected = expected_records(ref.config);
+    spec.expected = plan::expected_records(rc.config, anchors.steps);
+    spec.reference_expected = plan::expected_records(ref.config);
     e.judged_steps = static_cast<int64_t>(anchors.steps.size());
     e.steps = rc.config.train.steps;
   } else {
-    spec.expected = expected_records(rc.config);
+    spec.expected = plan::expected_records(rc.config);
     e.steps = rc.config.train.steps;
     if (spec.promised != Equivalence::kBitwise) {
       spec.judged_steps = {0};

@@ -1,8 +1,8 @@
 // The equivalence of a run to a reference, as its contract promises it (docs/equivalence.md):
 // the two contracts must be comparable (equal up to topology and evidence settings: otherwise "not
-// comparable: config.train.seed: 99 ≠ 1234"); the class the run must reach follows from its
-// configuration (bitwise for DP, ZeRO, PP and their hybrids in deterministic mode; within tolerance
-// with tensor parallelism or fast reductions), not from what it achieved; and both checksum files
+// comparable: config.train.seed: 99 ≠ 1234"); the class the run must reach is its configuration's
+// promise (plan/promise.h: bitwise for DP, ZeRO, PP and their hybrids in deterministic mode; within
+// tolerance with tensor parallelism or fast reductions), not what it achieved; and both checksum files
 // must hold every record the contract implies. A run whose promise is not bitwise is verified per
 // step only where its step started from the reference's state: its step 0 (the same initialization),
 // or every step of an anchored replay (anchors.json, `train --anchor-from`). Later free-running steps
@@ -12,9 +12,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "config/run_config.h"
@@ -34,29 +32,6 @@ Result<RunContract> read_run_contract(const evidence::RunPaths& run);
 // "not comparable: config.train.seed: 99 ≠ 1234" unless equal up to topology and evidence settings.
 Status check_comparable(const RunContract& run, const RunContract& reference, const std::string& run_label,
                         const std::string& reference_label);
-
-// What the configuration promises against the single-device reference: divergent-by-design for bounded
-// staleness (a parameter server with staleness > 0, or its single-process replay), which computes on
-// stale parameters by design (docs/ps.md §SSP).
-evidence::Equivalence promised_class(const config::RunConfig& config);
-// The fixed staleness schedule a run follows, as (workers, staleness); nullopt for a synchronous run.
-// Two runs of one schedule (the parameter server and its replay) promise bitwise equality to each other.
-std::optional<std::pair<int, int>> stale_schedule(const config::RunConfig& config);
-
-// The tolerances of a step that starts from the reference's state (docs/equivalence.md §3): 2^-16 for
-// the loss and the parameters; a gradient is a sum over the N = global_batch·seq_len tokens of the step
-// whose terms carry that relative error and whose signs cancel (its condition number is ≈ √N for
-// uncorrelated signs), so its tolerance is 2^-16·√N.
-evidence::Tolerances tolerances_for(const config::RunConfig& config);
-// The 16-bit envelope τ₁₆ = 2·√R·u/√3 (R = 13·n_layers + 4 rounding points, u = 2^-8 bf16, 2^-11 fp16;
-// docs/equivalence.md §5) of a mixed-precision run; 0 in fp32.
-double mixed_precision_envelope(const config::RunConfig& config);
-
-// The checksum records a run of `config` writes for `steps` (every step when empty): the loss, the loss
-// scaler's record in fp16, and every gradient and parameter tensor at the steps evidence.checksum_every
-// selects.
-std::vector<evidence::RecordKey> expected_records(const config::RunConfig& config,
-                                                  const std::vector<int64_t>& steps = {});
 
 // The anchors of an anchored replay (anchors.json), or empty for a free-running run.
 struct AnchorSet {

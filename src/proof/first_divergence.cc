@@ -14,6 +14,7 @@
 #include "core/json_io.h"
 #include "evidence/activations.h"
 #include "evidence/trace_check.h"
+#include "plan/promise.h"
 #include "proof/equivalence.h"
 
 namespace sp::proof {
@@ -127,17 +128,18 @@ FaultReading fault_reading(const ProofBundle& bundle, const config::RunConfig& c
                            const evidence::Tolerances& tol) {
   const bool replayed = !bitwise && !bundle.fault_anchors().empty();
   const bool exact = bitwise || !replayed;  // bit for bit, or within the single-step tolerances
-  return {.numbers = replayed ? bundle.paths().fault_anchored() : bundle.paths().fault(),
-          .against = bitwise || replayed ? bundle.paths().reference() : bundle.paths().parallel(),
-          .numbers_stage = replayed ? kFaultAnchoredStage : kFaultStage,
-          .against_stage = bitwise || replayed ? kReferenceStage : kParallelStage,
-          .replayed = replayed,
-          .spec = {.tol = tol,
-                   .promised = exact ? Equivalence::kBitwise : Equivalence::kWithinTolerance,
-                   .expected = expected_records(config, replayed ? bundle.fault_anchors() : std::vector<int64_t>{}),
-                   .reference_expected = expected_records(config),
-                   .anchored = replayed,
-                   .require_complete = false}};
+  return {
+      .numbers = replayed ? bundle.paths().fault_anchored() : bundle.paths().fault(),
+      .against = bitwise || replayed ? bundle.paths().reference() : bundle.paths().parallel(),
+      .numbers_stage = replayed ? kFaultAnchoredStage : kFaultStage,
+      .against_stage = bitwise || replayed ? kReferenceStage : kParallelStage,
+      .replayed = replayed,
+      .spec = {.tol = tol,
+               .promised = exact ? Equivalence::kBitwise : Equivalence::kWithinTolerance,
+               .expected = plan::expected_records(config, replayed ? bundle.fault_anchors() : std::vector<int64_t>{}),
+               .reference_expected = plan::expected_records(config),
+               .anchored = replayed,
+               .require_complete = false}};
 }
 
 namespace {

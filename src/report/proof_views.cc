@@ -14,6 +14,7 @@
 #include "evidence/checksums.h"
 #include "evidence/compare.h"
 #include "evidence/faults.h"
+#include "plan/promise.h"
 #include "proof/equivalence.h"
 #include "proof/first_divergence.h"
 #include "report/views.h"
@@ -175,9 +176,9 @@ View divergence_view(const proof::ProofBundle& bundle, const Result<proof::Proof
     return v;
   }
   // The class the contract promises and the tolerances the gate reads the fault with (docs/equivalence.md).
-  const bool bitwise = proof::promised_class(*config) == evidence::Equivalence::kBitwise;
-  const evidence::Tolerances tol = proof::tolerances_for(*config);
-  d["promised"] = evidence::equivalence_name(proof::promised_class(*config));
+  const bool bitwise = plan::promised_class(*config) == evidence::Equivalence::kBitwise;
+  const evidence::Tolerances tol = plan::tolerances_for(*config);
+  d["promised"] = evidence::equivalence_name(plan::promised_class(*config));
   d["tolerances"] = {
       {"loss", tol.loss}, {"param", tol.param}, {"grad_first", tol.grad_first}, {"grad_later", tol.grad_later}};
   const auto run_dir = [&](std::string_view stage) {

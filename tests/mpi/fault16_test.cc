@@ -19,7 +19,7 @@
 #include "evidence/faults.h"
 #include "mpi_test_util.h"
 #include "parallel/engine.h"
-#include "proof/equivalence.h"
+#include "plan/promise.h"
 
 namespace sp::parallel {
 namespace {
@@ -127,7 +127,7 @@ TEST(Fault16, TpGradScaleScalesOneShardBeyondTheEnvelope) {
   auto world = comm::make_world_communicator();
   if (world->size() != 2) GTEST_SKIP() << "2 ranks";
   const config::RunConfig config = config_for(1, 2, 0);
-  const double tau16 = proof::mixed_precision_envelope(config);
+  const double tau16 = plan::mixed_precision_envelope(config);
   std::vector<double> rel;
   std::vector<std::string> names;
   const std::vector<bool> changed = changed_at_step1(config, "tp-grad-scale@1:0", rel, names);

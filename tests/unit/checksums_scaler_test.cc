@@ -1,7 +1,7 @@
 // The fp16 loss scaler's records in checksums.jsonl (docs/formats/checksums.md, evidence/compare.h): read
 // strictly, exact under every promise (a different scale or skip is out of class even where the tensors
 // are judged within tolerance, and is the first divergence of its step), and required exactly where the
-// contract implies them (proof::expected_records: every step of an fp16 run, never in fp32/bf16).
+// contract implies them (plan::expected_records: every step of an fp16 run, never in fp32/bf16).
 // Synthetic checksums.jsonl files whose differences are stated in the test; the end-to-end check (a real
 // fp16 run with a forced overflow against a clean one) is tests/runs case fp16_scaler.
 #include <fmt/format.h>
@@ -17,8 +17,8 @@
 #include "core/file_io.h"
 #include "evidence/checksums.h"
 #include "evidence/compare.h"
+#include "plan/promise.h"
 #include "preset_config.h"
-#include "proof/equivalence.h"
 #include "temp_dir.h"
 #include "unity_id.h"
 
@@ -182,27 +182,27 @@ TEST(ChecksumsScaler, TheContractRequiresThemInFp16Only) {
   const config::RunConfig bf16 = config_with({"train.precision=bf16", "train.steps=2", "evidence.checksum_every=0"});
   const std::vector<RecordKey> want16 = {
       {0, "loss", "loss"}, {0, kScalerPhase, kScalerTensor}, {1, "loss", "loss"}, {1, kScalerPhase, kScalerTensor}};
-  EXPECT_EQ(proof::expected_records(fp16), want16);
-  EXPECT_EQ(proof::expected_records(bf16), (std::vector<RecordKey>{{0, "loss", "loss"}, {1, "loss", "loss"}}));
+  EXPECT_EQ(plan::expected_records(fp16), want16);
+  EXPECT_EQ(plan::expected_records(bf16), (std::vector<RecordKey>{{0, "loss", "loss"}, {1, "loss", "loss"}}));
 
   Dir d;
   const std::string with = d.write("with", {loss_record(0, 2.0), scaler_record(0, 65536.0, false), loss_record(1, 1.5),
                                             scaler_record(1, 65536.0, false)});
   const std::string without = d.write("without", {loss_record(0, 2.0), loss_record(1, 1.5)});
   // An fp16 contract: both files must hold a scaler record per step.
-  auto c = compare_checksums(without, with, {.expected = proof::expected_records(fp16)});
+  auto c = compare_checksums(without, with, {.expected = plan::expected_records(fp16)});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->verdict, Equivalence::kIncomplete);
   ASSERT_FALSE(c->problems.empty());
   EXPECT_NE(c->problems[0].find("missing, the first step 0 loss scaler"), std::string::npos) << c->problems[0];
   // A bf16 contract: a scaler record is not expected.
-  c = compare_checksums(with, without, {.expected = proof::expected_records(bf16)});
+  c = compare_checksums(with, without, {.expected = plan::expected_records(bf16)});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->verdict, Equivalence::kIncomplete);
   ASSERT_FALSE(c->problems.empty());
   EXPECT_NE(c->problems[0].find("step 0 loss scaler is not expected by the contract"), std::string::npos)
       << c->problems[0];
-  c = compare_checksums(with, with, {.expected = proof::expected_records(fp16)});
+  c = compare_checksums(with, with, {.expected = plan::expected_records(fp16)});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->verdict, Equivalence::kBitwise) << c->describe();
 }

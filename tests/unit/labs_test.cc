@@ -1,6 +1,6 @@
 // The lab catalogue (configs/labs/catalogue.toml read by labs/catalogue.h; labs/show.h; docs/labs.md):
 // 16 labs LSL-A … LSL-P in the order of chapter 4's sections; every available proof lab's run is a valid
-// plan at its declared world size (RunPlan::make) and its fault can act on that run (proof::plan_protocol);
+// plan at its declared world size (RunPlan::make) and its fault can act on that run (plan::plan_protocol);
 // every plan lab's cases evaluate with the planner, its fault placement flagged and its sound ones not;
 // a judge lab's script exists and its planted bug is one of the script's; unavailable labs say why and name a
 // runnable lab. The validator and the file reader are tested on
@@ -24,8 +24,8 @@
 #include "labs/lab_run.h"
 #include "labs/plan_lab.h"
 #include "labs/show.h"
+#include "plan/protocol.h"
 #include "plan/run_plan.h"
-#include "proof/protocol.h"
 #include "temp_dir.h"
 #include "unity_id.h"
 
@@ -109,7 +109,7 @@ TEST(Labs, EveryAvailableLabValidatesAndItsFaultApplies) {
     ASSERT_TRUE(fault.ok()) << fault.status().to_string();
     EXPECT_TRUE(fault->any());
     // As prove plans stage 3: the fault's step, the checkpoint cadence, the rank that writes the shard.
-    Result<proof::ProtocolPlan> protocol = proof::plan_protocol(*config, lab.fault);
+    Result<plan::ProtocolPlan> protocol = plan::plan_protocol(*config, lab.fault);
     EXPECT_TRUE(protocol.ok()) << protocol.status().to_string();
     // validate_lab also checks the declared world size.
     Status valid = validate_lab(lab, root());

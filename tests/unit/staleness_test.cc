@@ -10,8 +10,8 @@
 #include <set>
 
 #include "evidence/faults.h"
+#include "plan/promise.h"
 #include "plan/run_plan.h"
-#include "proof/equivalence.h"
 #include "unity_id.h"
 
 namespace sp {
@@ -129,17 +129,17 @@ TEST(StalenessPlan, ValidAndRefusedConfigurations) {
 
 TEST(StalenessClass, DivergentByDesignExceptAgainstTheSameSchedule) {
   using evidence::Equivalence;
-  EXPECT_EQ(proof::promised_class(ssp(2, 1, 1)), Equivalence::kDivergentByDesign);
-  EXPECT_EQ(proof::promised_class(replay(2, 1)), Equivalence::kDivergentByDesign);
-  EXPECT_EQ(proof::promised_class(ssp(2, 1, 0)), Equivalence::kBitwise);  // BSP
-  EXPECT_EQ(proof::promised_class(replay(2, 0)), Equivalence::kBitwise);  // the dp = 1 reference itself
+  EXPECT_EQ(plan::promised_class(ssp(2, 1, 1)), Equivalence::kDivergentByDesign);
+  EXPECT_EQ(plan::promised_class(replay(2, 1)), Equivalence::kDivergentByDesign);
+  EXPECT_EQ(plan::promised_class(ssp(2, 1, 0)), Equivalence::kBitwise);  // BSP
+  EXPECT_EQ(plan::promised_class(replay(2, 0)), Equivalence::kBitwise);  // the dp = 1 reference itself
   EXPECT_EQ(std::string(evidence::equivalence_name(Equivalence::kDivergentByDesign)), "divergent-by-design");
   // One schedule (W, s), whichever side runs it; another W or s is another schedule.
-  EXPECT_EQ(proof::stale_schedule(ssp(2, 1, 1)), proof::stale_schedule(replay(2, 1)));
-  EXPECT_EQ(proof::stale_schedule(ssp(2, 2, 1)), proof::stale_schedule(replay(2, 1)));  // servers do not matter
-  EXPECT_NE(proof::stale_schedule(ssp(2, 1, 1)), proof::stale_schedule(replay(4, 1)));
-  EXPECT_NE(proof::stale_schedule(ssp(2, 1, 1)), proof::stale_schedule(replay(2, 2)));
-  EXPECT_FALSE(proof::stale_schedule(tiny()).has_value());
+  EXPECT_EQ(plan::stale_schedule(ssp(2, 1, 1)), plan::stale_schedule(replay(2, 1)));
+  EXPECT_EQ(plan::stale_schedule(ssp(2, 2, 1)), plan::stale_schedule(replay(2, 1)));  // servers do not matter
+  EXPECT_NE(plan::stale_schedule(ssp(2, 1, 1)), plan::stale_schedule(replay(4, 1)));
+  EXPECT_NE(plan::stale_schedule(ssp(2, 1, 1)), plan::stale_schedule(replay(2, 2)));
+  EXPECT_FALSE(plan::stale_schedule(tiny()).has_value());
   // Weakest promise: std::max over promises never turns a divergent-by-design run into a pass.
   EXPECT_EQ(std::max(Equivalence::kWithinTolerance, Equivalence::kDivergentByDesign), Equivalence::kDivergentByDesign);
 }

@@ -1,13 +1,13 @@
-#include "proof/protocol.h"
+#include "plan/protocol.h"
 
 #include <algorithm>
 #include <string>
 
 #include "comm/process_grid.h"
+#include "plan/promise.h"
 #include "plan/run_plan.h"
-#include "proof/equivalence.h"
 
-namespace sp::proof {
+namespace sp::plan {
 namespace {
 constexpr int64_t kAnchorsAtEveryStep = 32;  // runs up to this long (the presets, the labs) are anchored at every step
 }  // namespace
@@ -44,7 +44,7 @@ Result<ProtocolPlan> plan_protocol(const config::RunConfig& config, std::string_
   if (spec.find('@') == std::string::npos) p.fault.step = checkpoint ? k - 1 : k;
   p.fault_config = config;
   p.fault_config.evidence.checkpoint_every = checkpoint ? k : 0;
-  SP_ASSIGN_OR_RETURN(const plan::RunPlan plan, plan::RunPlan::make(p.fault_config, pc.world()));
+  SP_ASSIGN_OR_RETURN(const RunPlan plan, RunPlan::make(p.fault_config, pc.world()));
   if (spec.find(':') == std::string::npos)
     p.fault.rank = evidence::default_fault_rank(p.fault.kind, plan.fault_target());
   SP_RETURN_IF_ERROR(evidence::check_fault_applicable(p.fault, plan.fault_target()));
@@ -93,4 +93,4 @@ Result<ProtocolPlan> plan_protocol(const config::RunConfig& config, std::string_
   return p;
 }
 
-}  // namespace sp::proof
+}  // namespace sp::plan

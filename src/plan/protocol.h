@@ -13,7 +13,7 @@
 #include "core/status.h"
 #include "evidence/faults.h"
 
-namespace sp::proof {
+namespace sp::plan {
 
 struct ProtocolPlan {
   int64_t checkpoint_step = 0;     // k: prove.checkpoint_step, default train.steps / 2
@@ -38,4 +38,4 @@ struct ProtocolPlan {
 // fault of the topology (evidence::default_fault_name).
 Result<ProtocolPlan> plan_protocol(const config::RunConfig& config, std::string_view fault_spec);
 
-}  // namespace sp::proof
+}  // namespace sp::plan
