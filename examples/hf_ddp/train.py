@@ -15,6 +15,12 @@ torch.compile (eager backend): attach finds the names through it. --trace flight
 Recorder as the collective trace (TORCH_FR_BUFFER_SIZE set here before the processes start): convert its dumps with
 `python -m shardproof_torch.flight_recorder DIR` before judging (docs/judge.md §"Flight Recorder");
 --bug ddp-bucket-skipped (with it) registers examples/torch's hook that never all-reduces DDP's bucket 1.
+
+--autocast bf16 runs every forward under torch.autocast("cpu", dtype=torch.bfloat16) (parameters, gradients and
+AdamW fp32) and declares it to the recorder: the judge's reference runs the engine's bf16 casts within the derived
+16-bit envelope (docs/judge.md §"bf16 autocast"). Two bugs smaller than that envelope: --bug bf16-compress (DDP's
+bf16_compress_hook: the gradients all-reduced in bf16 while the run declares fp32) and --bug bf16-grads (every
+gradient rounded to bf16 after the all-reduce, as a bf16 gradient buffer would).
 """
 import argparse
 import contextlib
@@ -46,10 +52,17 @@ def worker(rank, args, world, port):
     options = {} if args.anchor_every is None else {"anchor_every": args.anchor_every}
     if args.trace != "recorder":
         options["trace"] = args.trace
+    if args.autocast == "bf16":
+        options["autocast"] = torch.bfloat16
+    hook = None
+    if args.bug == "bf16-compress":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        hook = default_hooks.bf16_compress_hook
     rec = NullRecorder() if args.no_record else Recorder.attach(
         net, opt, args.out, steps=args.steps, name="hf-ddp", script=os.path.abspath(__file__),
         batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches, "seq_len": args.seq},
-        hyper=hyper, **options)
+        hyper=hyper, ddp_hook=hook, **options)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
     if args.bug == "ddp-bucket-skipped":  # the recorder registered no hook of its own (Flight Recorder trace)
         ddp.register_comm_hook(None, skip_bucket_hook)
     k, dp_rank = args.micro_batches // world, rank
@@ -62,12 +75,15 @@ def worker(rank, args, world, port):
         for j, i in enumerate(range(dp_rank * k, (dp_rank + 1) * k)):
             rec.micro_batch(i, batches[i])
             with (ddp.no_sync() if j < k - 1 else contextlib.nullcontext()):
-                with rec.phase("forward"):
+                with rec.phase("forward"), autocast:
                     s = loss_sum(net, batches[i])
                     objective = s / n_global * world
                     rec.loss(i, s.item(), targets(batches[i]), objective.item())
                 with rec.phase("backward"):
                     objective.backward()
+        if args.bug == "bf16-grads":
+            for p in model.parameters():
+                p.grad.copy_(p.grad.to(torch.bfloat16))
         rec.gradients()
         with rec.statistics():
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip, foreach=False)
@@ -93,10 +109,13 @@ def parse_args(argv=None):
                     help="the recorder's anchor_every (default: the recorder's; 0: checksums only)")
     ap.add_argument("--trace", default="recorder", choices=["recorder", "flight-recorder"],
                     help="the collective trace: the recorder's wrappers, or PyTorch's Flight Recorder (its dumps)")
-    ap.add_argument("--bug", default=None, choices=["ddp-bucket-skipped"],
-                    help="a planted bug (needs --trace flight-recorder: the recorder's own trace holds DDP's hook)")
+    ap.add_argument("--autocast", default="none", choices=["none", "bf16"],
+                    help="every forward under torch.autocast to bf16, declared to the recorder")
+    ap.add_argument("--bug", default=None, choices=["ddp-bucket-skipped", "bf16-compress", "bf16-grads"],
+                    help="a planted bug (ddp-bucket-skipped needs --trace flight-recorder: the recorder's own trace "
+                         "holds DDP's hook)")
     args = ap.parse_args(argv)
-    if args.bug and args.trace != "flight-recorder":
+    if args.bug == "ddp-bucket-skipped" and args.trace != "flight-recorder":
         ap.error("--bug needs --trace flight-recorder (with the recorder's trace, examples/torch plants it)")
     if args.trace == "flight-recorder":  # read by torch when the first process group is made: set before the fork
         os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "20000")

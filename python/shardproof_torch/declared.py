@@ -166,20 +166,55 @@ def check_model(model, names):
                           f"LLaMA has none)")
 
 
-def autocast_active():
-    """Whether an autocast region is open on this thread (CPU or CUDA), on torch 1.13 and 2.x."""
-    try:
-        if torch.is_autocast_enabled():
-            return True
-    except TypeError:
-        pass
-    for probe in (lambda: torch.is_autocast_cpu_enabled(), lambda: torch.is_autocast_enabled("cpu")):
+def _autocast_on(device):
+    """Whether autocast is enabled for `device` on this thread: torch 2.4+ takes the device, older ones don't."""
+    for probe in (lambda: torch.is_autocast_enabled(device),
+                  lambda: torch.is_autocast_cpu_enabled() if device == "cpu" else torch.is_autocast_enabled()):
         try:
-            if probe():
-                return True
+            return bool(probe())
         except (AttributeError, TypeError, RuntimeError):
             continue
     return False
+
+
+def autocast_dtype():
+    """The dtype name of the autocast region open on this thread ("bfloat16", "float16"; CPU first), or None."""
+    for device, older in (("cpu", "get_autocast_cpu_dtype"), ("cuda", "get_autocast_gpu_dtype")):
+        if not _autocast_on(device):
+            continue
+        for probe in (lambda: torch.get_autocast_dtype(device), lambda: getattr(torch, older)()):
+            try:
+                return str(probe()).replace("torch.", "")
+            except (AttributeError, TypeError, RuntimeError):
+                continue
+        return "unknown"
+    return None
+
+
+def check_autocast(declared_dtype, where, forward=False):
+    """An open autocast region must be the declared one ("bfloat16" or None); with forward=True (a forward of the
+    model) it must be open when declared."""
+    active = autocast_dtype()
+    if active is not None and declared_dtype is None:
+        raise Refused(f"{where} inside an autocast region ({active}) the recording does not declare: pass "
+                      f"autocast=torch.bfloat16 to the Recorder (fp16 autocast is not judged)")
+    if active is not None and active != declared_dtype:
+        raise Refused(f"{where} inside autocast to {active}; the recording declares {declared_dtype}")
+    if forward and active is None and declared_dtype is not None:
+        raise Refused(f"{where} outside autocast; the recording declares every forward under "
+                      f"torch.autocast(dtype=torch.{declared_dtype})")
+
+
+def autocast_declared(autocast):
+    """The constructor's autocast (None, torch.bfloat16 or "bfloat16") as the contract writes it: "bfloat16" or
+    None. fp16 autocast is refused: it needs a GradScaler, whose decisions the judge does not check yet."""
+    if autocast is None or autocast is False:
+        return None
+    name = str(autocast).replace("torch.", "")
+    if name in ("bfloat16", "bf16"):
+        return "bfloat16"
+    raise Refused(f"autocast={autocast!r}: the judge judges bf16 autocast (autocast=torch.bfloat16); fp16 needs a "
+                  f"GradScaler, whose skips and back-offs it does not check yet")
 
 
 def grad_scaler_active():

@@ -11,6 +11,7 @@ Not the recorder: it reads, and never changes a module, a tensor or an optimizer
 """
 from __future__ import annotations
 
+import torch
 import torch.distributed as dist
 
 from .pieces import Piece, is_dtensor
@@ -214,6 +215,13 @@ def fsdp2_units(model):
         groups = getattr(state, "_fsdp_param_groups", None)
         if groups is None:
             groups = [g for g in [getattr(state, "_fsdp_param_group", None)] if g is not None]
+        policy = getattr(state, "_mp_policy", None)
+        for field in ("param_dtype", "reduce_dtype"):
+            dtype = getattr(policy, field, None)
+            if dtype is not None and dtype != torch.float32:
+                raise RefusedModel(f"FSDP2's MixedPrecisionPolicy({field}={dtype}): its forward runs 16-bit "
+                                   f"parameters and a 16-bit residual stream, which the judge does not judge yet "
+                                   f"(bf16 autocast it does: docs/judge.md §1d)")
         for g in groups:
             keep = m is root and getattr(state, "_auto_reshard_after_forward", False)
             units.append({"tensors": [names[id(fp.sharded_param)] for fp in g.fsdp_params],

@@ -24,8 +24,9 @@ Every step it writes the synchronized gradients (one writer per piece) and the c
 the parameters after the update; at the first step of each segment (step 0, each resume) the full state
 (parameters and AdamW's moments): enough for the judge to replay every step's update bit for bit and to recompute
 every step's gradient (docs/judge.md §3). anchor_every=N records the earlier form instead (format 1: the full
-state around every N-th step only). What the judge cannot judge is refused by name (declared.Refused): autocast,
-a GradScaler, non-fp32 or GPU tensors, a bias the config lacks, an optimizer other than AdamW's CPU arithmetic.
+state around every N-th step only). What the judge cannot judge is refused by name (declared.Refused): fp16 or an
+undeclared autocast, a GradScaler, non-fp32 parameters or gradients, a bias the config lacks, an optimizer other
+than AdamW's CPU arithmetic.
 
 Not the judge and not a training framework: it never changes a tensor, and it issues no collective of its own
 after the set-up exchange of host names (made before the trace starts). Depends on torch only.
@@ -66,7 +67,7 @@ class Recorder(StepFiles):
     def __init__(self, out, *, rank, strategy, hf_config, parameters, optimizer, hyper, batch, steps,
                  groups=None, loss_reduction="token_mean", gradient_divisor=1, anchor_every=None,
                  checksum_every=1, script=None, resume_step=None, model=None, quiet=False, trace="recorder",
-                 digest=None):
+                 digest=None, autocast=None):
         """parameters: [(HF name, torch parameter, shard)] of this rank's model, shard = None (the whole
         logical tensor) or (dim, index, parts): an even split along dim 0 or 1 — or the pieces
         Recorder.attach discovers (discovery.Piece: any box, its replicas found). optimizer: the torch optimizer
@@ -79,13 +80,17 @@ class Recorder(StepFiles):
         flight_recorder/, which `python -m shardproof_torch.flight_recorder DIR` converts into trace/).
         digest: where checksums are computed (staging.py): "auto" (on a tensor's own device: NumPy for CPU
         tensors), "device" (checksum_device's torch ops for every tensor, the GPU path run on the CPU), "numpy";
-        default SHARDPROOF_DIGEST or auto."""
+        default SHARDPROOF_DIGEST or auto. autocast: torch.bfloat16 if the forward runs under
+        torch.autocast(dtype=torch.bfloat16) (parameters, gradients and the optimizer fp32): the judge's reference
+        then runs the engine's bf16 casts, within the derived 16-bit envelope (docs/judge.md §"bf16 autocast"); every
+        forward of `model` and every micro_batch/loss call is checked against it."""
         self.out, self.rank, self.steps = out, rank, steps
         from . import flight_recorder  # not at the top: `python -m shardproof_torch.flight_recorder` runs it
         self.trace_source = flight_recorder.check_mode(trace, anchor_every, resume_step)
         self.fr_steps = []  # Flight Recorder mode: [step, begin ns, end ns] (time.time_ns, FR's clock)
         self.every_step = anchor_every is None
         self.digest = staging.digest_mode(digest)
+        self.autocast = declared.autocast_declared(autocast)
         declared.check_integers(steps, gradient_divisor, checksum_every, self.every_step)
         declared.check_config(hf_config)
         self.grid = layout.Grid(strategy["dp"], strategy["tp"], strategy["pp"])
@@ -106,6 +111,7 @@ class Recorder(StepFiles):
             declared.check_parameter(n, p, rank)
         if model is not None:
             declared.check_model(model, self.shapes)
+            self.watch_forward(model)
         self.arithmetic = declared.adamw_arithmetic(optimizer)
         self.record_sqrt = anchor_every is None and not declared.sqrt_correctly_rounded()
         self.optimizer = optimizer
@@ -142,7 +148,7 @@ class Recorder(StepFiles):
 
     @classmethod
     def attach(cls, model, optimizer, out, *, hyper, batch, steps, hf_config=None, name=None,
-               gradient_divisor=None, groups=None, **options):
+               gradient_divisor=None, groups=None, ddp_hook=None, **options):
         """A Recorder for `model` (a Hugging Face LLaMA, wrapped or not: DDP, torch.compile, FSDP2, DTensor tensor
         parallelism) that finds what the constructor asks for (discovery.discover: every parameter's HF name, box
         and replicas, the process groups and the grid they imply, the ZeRO stage, the model's config) and
@@ -151,15 +157,18 @@ class Recorder(StepFiles):
         (default: dp, as DDP and FSDP2 average). Every rank calls it. Other keyword options are the constructor's
         (anchor_every, checksum_every, script, resume_step, loss_reduction, quiet, trace); the recording is format 2
         (every step) unless anchor_every is given. Refuses (RefusedModel, declared.Refused) what it cannot judge,
-        by name. groups: {axis: process group} the model does not show (a pipeline's pp group)."""
+        by name. groups: {axis: process group} the model does not show (a pipeline's pp group). ddp_hook: the DDP
+        comm hook the run uses (default_hooks.bf16_compress_hook, say): registered inside the recorder's traced one.
+        autocast=torch.bfloat16: the forward runs under bf16 autocast (checked at every forward of `model`)."""
         found = discovery.discover(model, optimizer, hf_config, name, groups)
         dp = found["strategy"]["dp"]
         rec = cls(out, rank=found["rank"], strategy=found["strategy"], hf_config=found["hf_config"],
                   parameters=found["pieces"], optimizer=found["optimizer"], hyper=hyper, batch=batch, steps=steps,
                   groups=found["groups"], gradient_divisor=dp if gradient_divisor is None else gradient_divisor,
                   **options)
+        rec.watch_forward(model)
         if found["ddp"] is not None:
-            rec.attach_ddp(found["ddp"])
+            rec.attach_ddp(found["ddp"], ddp_hook)
         return rec
 
     # ---------------------------------------------------------------- set-up
@@ -203,6 +212,8 @@ class Recorder(StepFiles):
         bucket reductions go through torch.distributed.all_reduce (traced, phase grad_sync). With a Flight
         Recorder trace nothing is registered: DDP's own reductions are in the dump."""
         if self.trace_source == layout.TRACE_FLIGHT_RECORDER:
+            if hook is not None:
+                ddp_model.register_comm_hook(ddp_model.process_group, hook)
             return
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         inner = hook or default_hooks.allreduce_hook
@@ -245,16 +256,16 @@ class Recorder(StepFiles):
         self.token_rows = []
         self.group_lr = None
 
-    def _refuse_autocast(self, where):
-        if declared.autocast_active():
-            raise declared.Refused(f"step {self.step}: {where} inside an autocast region: mixed precision is not "
-                                   f"judgeable yet (issue 44); record the run in fp32")
+    def watch_forward(self, model):
+        """Checks the autocast state at every forward of `model` (a forward pre-hook; it changes nothing)."""
+        model.register_forward_pre_hook(
+            lambda module, args: declared.check_autocast(self.autocast, f"step {self.step}: the model's forward", True))
 
     @_timed
     def micro_batch(self, index, tokens):
         """The ids (rows, seq_len + 1) of global micro-batch `index`, in the order this rank trains them;
         -1 is padding. Written by the ranks that feed the model (tp 0 of the first pipeline stage)."""
-        self._refuse_autocast(f"micro_batch({index})")
+        declared.check_autocast(self.autocast, f"step {self.step}: micro_batch({index})")
         self.trace.micro_batch = index
         if self.coords["tp"] == 0 and self.coords["pp"] == 0:
             self.step_doc["tokens"].append(int(index))
@@ -275,7 +286,7 @@ class Recorder(StepFiles):
     def loss(self, index, loss_sum, targets, objective):
         """Micro-batch `index`: the sum of its per-token losses, its target count and the scalar this rank
         backpropagates for it (before any division the framework applies, e.g. DDP's 1/dp)."""
-        self._refuse_autocast(f"loss({index})")
+        declared.check_autocast(self.autocast, f"step {self.step}: loss({index})")
         if self.coords["tp"] == 0 and self.coords["pp"] == self.grid.pp - 1:
             self.step_doc["losses"].append({"index": int(index), "targets": int(targets),
                                             "loss_sum": files.finite_or_text(loss_sum),

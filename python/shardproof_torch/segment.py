@@ -53,7 +53,7 @@ def contract(rec, strategy, hf_config, hyper, batch, loss_reduction, gradient_di
     if rec.every_step:
         doc["optimizer"]["arithmetic"] = rec.arithmetic
         doc["optimizer"]["sqrt"] = "recorded" if rec.record_sqrt else "correctly-rounded"
-        doc["precision"] = {"params": "float32", "grads": "float32", "device": "cpu", "autocast": False,
+        doc["precision"] = {"params": "float32", "grads": "float32", "device": "cpu", "autocast": rec.autocast or False,
                             "grad_scaler": False, "norm_lanes": norm_lanes()}
     else:
         doc["format_version"] = layout.ANCHORS_FORMAT_VERSION

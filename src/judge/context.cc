@@ -10,6 +10,7 @@
 #include "judge/diagnosis.h"
 #include "judge/replay.h"
 #include "model/weights.h"
+#include "plan/promise.h"
 
 namespace sp::judge {
 namespace {
@@ -96,8 +97,25 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   t.update = 16 * kU;
   t.norm = clip_norm_tolerance(c);
   t.semantics = 1.52587890625e-05;  // 2^-16
+  if (c.autocast_bf16) {            // docs/equivalence.md §8: the envelope of both sides' rounding points
+    t.rounding_points = autocast_rounding_points(m.n_layers);
+    const double env = plan::rounding_envelope(DType::kBF16, static_cast<double>(t.rounding_points));
+    t.loss = std::max(t.loss, env);
+    t.grad = std::max(t.grad, env);
+  }
   return t;
 }
+
+int64_t autocast_rounding_points(int64_t n_layers) { return (13 + 16) * n_layers + 4 + 4; }
+
+bool gradient_in_fp32(const RecordingContract& c, const std::string& name) {
+  if (!c.autocast_bf16) return true;
+  const auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.ends_with(s); };
+  return ends("layernorm.weight") || name == "model.norm.weight" ||
+         (name == "model.embed_tokens.weight" && !c.model.model.tie_embeddings);
+}
+
+bool sixteen_bit_values(const TensorError& e) { return e.nonzero >= 32 && 2 * e.sixteen > e.nonzero; }
 
 std::string JudgeContext::traffic_unmodelled() const {
   return unmodelled + (!unmodelled.empty() && !unmodelled_dp.empty() ? "; " : "") + unmodelled_dp;

@@ -46,9 +46,12 @@ using ReferenceFn = std::function<Result<ReferenceStep>(int64_t step, const Para
 // update = 16u (AdamW is ≤ 8 roundings per element: format 1, whose replay is not bitwise); norm: the worst case
 // of the framework's fp32 sum of squares, γ_k for k ≈ n_max/L (clip_norm_tolerance, below); semantics = 2^-16
 // (the backpropagated scalar is two fp32 roundings).
+// Under bf16 autocast (contract precision.autocast): loss and gradient are at least the 16-bit envelope
+// 2·√R₁₆·u₁₆/√3 (plan::rounding_envelope) of the R₁₆ rounding points of the engine's bf16 casts and autocast's
+// together (autocast_rounding_points; docs/equivalence.md §8); rounding_points = 0 in fp32.
 struct JudgeTolerances {
   double token = 0, loss = 0, grad = 0, update = 0, norm = 0, semantics = 0;
-  int64_t reductions = 0, longest = 0;
+  int64_t reductions = 0, longest = 0, rounding_points = 0;
 };
 JudgeTolerances foreign_tolerances(const RecordingContract& contract, int64_t targets);
 
@@ -66,13 +69,28 @@ JudgeTolerances foreign_tolerances(const RecordingContract& contract, int64_t ta
 double clip_norm_tolerance(int64_t longest, int64_t tensors, int64_t ranks, int64_t lanes);
 double clip_norm_tolerance(const RecordingContract& contract);  // of the contract's model, world and lanes
 
+// The 16-bit rounding points on a token's path of the engine's bf16 model (13 per block + 4) and those Hugging
+// Face's LLaMA under torch.autocast(bf16) adds or lacks (16 per block + 4; docs/equivalence.md §8): 29·L + 8.
+int64_t autocast_rounding_points(int64_t n_layers);
+// Whether the declared precision computes tensor `name`'s gradient in fp32 all along: every tensor in fp32; under
+// bf16 autocast the norm weights and an untied embedding (a linear's weight gradient is a bf16 product there).
+bool gradient_in_fp32(const RecordingContract& contract, const std::string& name);
+
 struct TensorError {
   std::string tensor = {};
   double rel = 0;  // ‖run − reference‖₂ / ‖reference‖₂ (update, format 2: a lower bound from the norms)
   bool bitwise = false;         // every element equal (update, format 2: the checksum record's digest)
   std::vector<int> ranks = {};  // the ranks that recorded the run's values
   int64_t nonfinite = 0;        // recorded values that are NaN or ±Inf
+  // Gradients whose declared precision is fp32 (gradient_in_fp32): the nonzero finite values, and how many of them
+  // are exact bf16 numbers (the low 16 bits zero). Both 0 for other tensors.
+  int64_t nonzero = 0, sixteen = 0;
 };
+// A gradient computed in fp32 whose values are mostly bf16 numbers was rounded to 16 bits on its way (a bf16
+// all-reduce or compress hook, a bf16 gradient buffer). A generic fp32 value is a bf16 number with probability
+// ≈ 2^-16; even at p = 2^-8 the chance that half of n ≥ 32 values are is ≤ 2^n·p^(n/2) = 2^-3n (docs/equivalence.md
+// §8): FAIL when 2·sixteen > nonzero ≥ 32.
+bool sixteen_bit_values(const TensorError& e);
 
 // One recorded step as the gradient, loss and update views see it.
 struct StepResult {

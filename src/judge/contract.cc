@@ -14,6 +14,7 @@
 
 #include "core/hash.h"
 #include "core/json_io.h"
+#include "judge/contract_strategy.h"
 #include "judge/records.h"
 
 namespace sp::judge {
@@ -121,85 +122,6 @@ bool RecordingContract::decays(const std::string& tensor) const {
 }
 
 namespace {
-
-// strategy.units: [{"tensors": [HF names], "reshard_after_forward": bool}] (FSDP2's fully_shard units, ZeRO 2 or 3);
-// the names are checked against the model's where the traffic model reads them (judge/context.cc).
-Result<std::vector<ShardingUnit>> units_of(const JsonFields& sf, const json& v, int zero) {
-  if (!v.is_array() || v.empty())
-    return sf.error("units", "must be a non-empty array of {\"tensors\": [names], \"reshard_after_forward\": bool}");
-  if (zero < 2)
-    return sf.error("units", fmt::format("are FSDP2's (ZeRO 2 or 3), but the strategy declares zero = {}", zero));
-  std::vector<ShardingUnit> out;
-  for (const json& u : v) {
-    const JsonFields uf(u, "", "strategy.units[]");
-    SP_RETURN_IF_ERROR(uf.expect_keys({"tensors", "reshard_after_forward"}));
-    ShardingUnit unit;
-    if (!u.at("reshard_after_forward").is_boolean()) return uf.error("reshard_after_forward", "must be true or false");
-    unit.reshard_after_forward = u.at("reshard_after_forward").get<bool>();
-    SP_ASSIGN_OR_RETURN(const json* names, uf.array("tensors"));
-    for (const json& n : *names) {
-      if (!n.is_string()) return uf.error("tensors", "must list HF tensor names");
-      unit.tensors.push_back(n.get<std::string>());
-    }
-    out.push_back(std::move(unit));
-  }
-  return out;
-}
-
-// strategy.deepspeed: DeepSpeed's ZeRO config values (judge/recording.h DeepSpeedZero), ZeRO 1 to 3; the group names
-// are checked against the model's where the traffic model reads them (judge/context.cc).
-Result<DeepSpeedZero> deepspeed_of(const JsonFields& sf, const json& v, int zero) {
-  if (!v.is_object()) return sf.error("deepspeed", "must be an object of DeepSpeed's ZeRO config values");
-  if (zero < 1) return sf.error("deepspeed", "is DeepSpeed's ZeRO config, but the strategy declares zero = 0");
-  const JsonFields df(v, "", "strategy.deepspeed");
-  const auto common = {
-      "gradient_accumulation_steps", "reduce_bucket_size", "allgather_bucket_size",           "overlap_comm",
-      "contiguous_gradients",        "reduce_scatter",     "use_multi_rank_bucket_allreduce", "allgather_partitions",
-      "parameter_alignment"};
-  std::vector<std::string_view> keys(common.begin(), common.end());
-  if (zero < 3)
-    keys.push_back("groups");
-  else
-    for (const char* k :
-         {"prefetch_bucket_size", "max_live_parameters", "max_reuse_distance", "param_persistence_threshold"})
-      keys.push_back(k);
-  for (const auto& [k, _] : v.items())
-    if (std::find(keys.begin(), keys.end(), k) == keys.end()) return df.error(k, "is not a key of this ZeRO stage");
-  for (std::string_view k : keys)
-    if (!v.contains(std::string(k))) return df.error(k, "is missing");
-  DeepSpeedZero d;
-  constexpr int64_t kBig = int64_t{1} << 62;
-  SP_ASSIGN_OR_RETURN(d.gradient_accumulation_steps, df.integer("gradient_accumulation_steps", 1, 1 << 20));
-  SP_ASSIGN_OR_RETURN(d.reduce_bucket_size, df.integer("reduce_bucket_size", 1, kBig));
-  SP_ASSIGN_OR_RETURN(d.allgather_bucket_size, df.integer("allgather_bucket_size", 1, kBig));
-  for (auto [key, field] : {std::pair{"overlap_comm", &d.overlap_comm},
-                            {"contiguous_gradients", &d.contiguous_gradients},
-                            {"reduce_scatter", &d.reduce_scatter},
-                            {"use_multi_rank_bucket_allreduce", &d.use_multi_rank_bucket_allreduce},
-                            {"allgather_partitions", &d.allgather_partitions},
-                            {"parameter_alignment", &d.parameter_alignment}}) {
-    if (!v.at(key).is_boolean()) return df.error(key, "must be true or false");
-    *field = v.at(key).get<bool>();
-  }
-  if (zero == 3) {
-    SP_ASSIGN_OR_RETURN(d.prefetch_bucket_size, df.integer("prefetch_bucket_size", 0, kBig));
-    SP_ASSIGN_OR_RETURN(d.max_live_parameters, df.integer("max_live_parameters", 0, kBig));
-    SP_ASSIGN_OR_RETURN(d.max_reuse_distance, df.integer("max_reuse_distance", 0, kBig));
-    SP_ASSIGN_OR_RETURN(d.param_persistence_threshold, df.integer("param_persistence_threshold", 0, kBig));
-    return d;
-  }
-  SP_ASSIGN_OR_RETURN(const json* groups, df.array("groups"));
-  for (const json& g : *groups) {
-    if (!g.is_array() || g.empty()) return df.error("groups", "must be non-empty arrays of HF tensor names");
-    d.groups.emplace_back();
-    for (const json& n : g) {
-      if (!n.is_string()) return df.error("groups", "must list HF tensor names");
-      d.groups.back().push_back(n.get<std::string>());
-    }
-  }
-  if (d.groups.empty()) return df.error("groups", "must hold DeepSpeed's parameter groups (none recorded)");
-  return d;
-}
 
 Status strategy_and_batch(const JsonFields& f, const json& doc, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* st, f.object("strategy"));
@@ -327,8 +249,9 @@ Status optimizer_and_loss(const JsonFields& f, const std::string& label, Recordi
   return Status();
 }
 
-// Format 2 declares what the recorder checked: fp32 CPU tensors, no autocast or GradScaler; and the lanes of the
-// norm kernel the clip-norm bound assumes (judge/context.cc, clip_norm_tolerance).
+// Format 2 declares what the recorder checked: fp32 CPU parameters and gradients, no GradScaler, autocast off or to
+// bf16 (the reference then runs the engine's bf16 casts); and the lanes of the norm kernel the clip-norm bound
+// assumes (judge/context.cc, clip_norm_tolerance).
 Status precision(const JsonFields& f, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* p, f.object("precision"));
   const JsonFields pf(*p, label, "precision");
@@ -344,8 +267,15 @@ Status precision(const JsonFields& f, const std::string& label, RecordingContrac
   }
   SP_ASSIGN_OR_RETURN(const std::string device, pf.string("device"));
   if (device != "cpu") return pf.error("device", fmt::format("= \"{}\": the judge reads CPU tensors", device));
-  for (const char* k : {"autocast", "grad_scaler"})
-    if (p->at(k) != false) return pf.error(k, "must be false: mixed precision is not judgeable yet (issue 44)");
+  const json& autocast = p->at("autocast");
+  if (autocast == "bfloat16")
+    c.autocast_bf16 = true;
+  else if (autocast != false)
+    return pf.error("autocast", fmt::format("= {}: false, or \"bfloat16\" (torch.autocast to bf16); fp16 autocast "
+                                            "needs its GradScaler judged, which the judge does not yet",
+                                            autocast.dump().substr(0, 40)));
+  if (p->at("grad_scaler") != false)
+    return pf.error("grad_scaler", "must be false: a GradScaler's scaled gradients and skipped steps are not judged");
   return Status();
 }
 

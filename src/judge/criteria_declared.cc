@@ -1,11 +1,13 @@
 // The judge's criteria on what a run declares and what any training holds (judge/criteria_rows.h): its data
 // (a micro-batch repeated within a global batch: every dp rank the same data) and its learning rate (every rank's
-// and its optimizer's groups' agree at every step, and follow the schedule when it is declared as data).
+// and its optimizer's groups' agree at every step, and follow the schedule when it is declared as data) and the
+// precision of its gradients (a gradient declared fp32 that holds bf16 numbers was rounded on its way).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
 #include <set>
+#include <string>
 
 #include "judge/criteria_rows.h"
 
@@ -124,6 +126,56 @@ Row lr(const JudgeContext& x) {
       groups > 0 ? fmt::format(", {} optimizer group lrs", groups) : "",
       c.schedule ? fmt::format("the schedule ({}) at {} steps", c.schedule->to_string(), scheduled)
                  : fmt::format("schedule declared as text (\"{}\"): not checked", c.schedule_text.substr(0, 60)));
+  r.first.detail = r.second.detail;
+  return r;
+}
+
+Row precision(const JudgeContext& x) {
+  const RecordingContract& c = x.recording->contract();
+  Row r{row("precision: fp32 gradients hold fp32 numbers",
+            "no gradient the declared precision computes in fp32 (" +
+                std::string(c.autocast_bf16 ? "under bf16 autocast: the norm weights and an untied embedding"
+                                            : "fp32: every one") +
+                ") has more than half of its ≥ 32 nonzero values exact bf16 numbers (by chance: ≤ 2^-3n; "
+                "docs/equivalence.md §8)",
+            "grads/"),
+        {.view = "precision", .point = 6, .evidence = "grads/"}};
+  int64_t tensors = 0, checked = 0, failing = 0;
+  double most = 0;
+  for (const StepResult& a : x.steps) {
+    if (!a.checked) continue;
+    ++checked;
+    const TensorError* bad = nullptr;
+    for (const TensorError& e : a.grads) {
+      if (e.nonzero == 0) continue;
+      ++tensors;
+      most = std::max(most, static_cast<double>(e.sixteen) / static_cast<double>(e.nonzero));
+      if (sixteen_bit_values(e) && bad == nullptr) bad = &e;
+    }
+    if (bad == nullptr) continue;
+    ++failing;
+    if (r.second.found) continue;
+    r.second = {.view = "precision",
+                .point = 6,
+                .found = true,
+                .step = a.step,
+                .phase = "grad",
+                .tensor = bad->tensor,
+                .ranks = bad->ranks,
+                .detail = fmt::format("step {}: {} of the {} nonzero values of {}'s gradient are bf16 numbers; the "
+                                      "contract declares it computed in fp32",
+                                      a.step, bad->sixteen, bad->nonzero, bad->tensor),
+                .evidence = recording_step_file(kGradsDir, a.step, bad->ranks.empty() ? 0 : bad->ranks.front()),
+                .ratio = std::numeric_limits<double>::infinity(),
+                .pattern = "rounded to bf16 on its way: a bf16 all-reduce or compress hook, a bf16 gradient buffer"};
+  }
+  if (r.second.found) r.second.steps_failing = failing;
+  r.first.passed = !r.second.found;
+  r.first.measured = checked == 0 ? std::string("no step checked")
+                                  : fmt::format(
+                                        "{} steps, {} fp32 gradients: at most {} of a tensor's nonzero "
+                                        "values are bf16 numbers",
+                                        checked, tensors, pct(most));
   r.first.detail = r.second.detail;
   return r;
 }

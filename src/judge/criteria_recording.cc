@@ -1,5 +1,5 @@
 // The judge's criteria on the recording itself: its seal, its collectives against the model's traffic, its
-// checksum records against its recorded values (judge/criteria_rows.h).
+// checksum records against its recorded values, its resumes against what it saved (judge/criteria_rows.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -263,6 +263,86 @@ Row records_agree(const JudgeContext& x) {
   r.first.measured = fmt::format("{} recorded tensors against their checksum records: {}", n,
                                  bad.empty() ? "equal" : fmt::format("{} differ", bad.size()));
   if (!bad.empty()) r.first.detail = bad.front();
+  return r;
+}
+
+Row resume(const JudgeContext& x) {
+  Row r{row("resume continues from exactly the saved state",
+            "every rank's loaded parameters and AdamW moments = what it saved (format 2: = the state the run had)",
+            "records/, state/"),
+        {.view = "resume", .point = 10, .evidence = "records/"}};
+  int64_t resumes = 0, states = 0;
+  for (int rank = 0; rank < x.recording->contract().world && !r.second.found; ++rank) {
+    const RankRecords& rr = x.recording->ranks()[static_cast<size_t>(rank)];
+    for (const StateRecord& res : rr.resumes) {
+      ++resumes;
+      const StateRecord* save = nullptr;
+      for (const StateRecord& s : rr.saves)
+        if (s.step == res.step) save = &s;
+      const auto found = [&](std::string tensor, std::string what, std::string pattern) {
+        r.second = {.view = "resume",
+                    .point = 10,
+                    .found = true,
+                    .step = res.step,
+                    .phase = "resume",
+                    .tensor = tensor,
+                    .ranks = {rank},
+                    .detail = what,
+                    .evidence = rank_records(rank),
+                    .ratio = std::numeric_limits<double>::infinity(),
+                    .steps_failing = 1,
+                    .pattern = pattern};
+      };
+      if (save == nullptr) {
+        found("", fmt::format("rank {} resumed at step {} from a state it never recorded saving", rank, res.step),
+              "a resume from another checkpoint than the one saved");
+        break;
+      }
+      for (const StateDigest& want : save->states) {
+        ++states;
+        const StateDigest* got = nullptr;
+        for (const StateDigest& g : res.states)
+          if (g.tensor == want.tensor && g.state == want.state && g.shard == want.shard) got = &g;
+        if (got == nullptr || got->sha256 != want.sha256 || got->optimizer_step != want.optimizer_step) {
+          const bool absent = got == nullptr || !got->sha256;
+          found(want.tensor,
+                fmt::format("step {}: rank {} resumed {} of {} {} what it saved ({})", res.step, rank, want.state,
+                            want.tensor, absent ? "without" : "different from",
+                            absent ? "the state is absent after loading"
+                                   : fmt::format("step count {} vs {}", got->optimizer_step, want.optimizer_step)),
+                absent ? "the optimizer state was not restored (moments absent after loading)"
+                       : "the loaded state is not the saved one (another checkpoint, or a partial load)");
+          break;
+        }
+      }
+      if (r.second.found) break;
+    }
+  }
+  // Format 2: the state recorded at a resume against the replay's state at that step.
+  for (const StepResult& s : x.steps)
+    if (!s.resume_mismatch.empty() && (!r.second.found || s.step < r.second.step)) {
+      r.second = {.view = "resume",
+                  .point = 10,
+                  .found = true,
+                  .step = s.step,
+                  .phase = "resume",
+                  .tensor = s.resume_mismatch.front(),
+                  .ranks = {0},
+                  .detail = fmt::format("step {}: the state the run resumed from differs from the state it had ({} "
+                                        "of {} tensors' parameters, moments or step counts differ, first: {})",
+                                        s.step, s.resume_mismatch.size(), 3 * x.recording->weights().size(),
+                                        s.resume_mismatch.front()),
+                  .evidence = recording_step_file(kStateDir, s.step, 0),
+                  .ratio = std::numeric_limits<double>::infinity(),
+                  .steps_failing = 1,
+                  .pattern = "the run resumed from a state it did not have (an older checkpoint, or one not restored)"};
+      ++resumes;
+    }
+  r.first.required = resumes > 0;
+  r.first.passed = !r.second.found;
+  r.first.measured = resumes == 0 ? "no resume recorded: not exercised"
+                                  : fmt::format("{} rank resumes, {} saved states compared", resumes, states);
+  r.first.detail = r.second.detail;
   return r;
 }
 

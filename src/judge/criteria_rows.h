@@ -25,9 +25,11 @@ Row sealed(const JudgeContext& x);
 Row collectives(const JudgeContext& x);
 Row traffic(const JudgeContext& x);
 Row records_agree(const JudgeContext& x);
+Row resume(const JudgeContext& x);
 
 // criteria_declared.cc
 Row data(const JudgeContext& x);
 Row lr(const JudgeContext& x);
+Row precision(const JudgeContext& x);
 
 }  // namespace sp::judge::criterion

@@ -102,6 +102,10 @@ struct RecordingContract {
   // contract `precision.norm_lanes`: the independent fp32 accumulators of the run's norm kernel (ATen's
   // Vectorized<float>: 8 on x86-64, 4 on aarch64's NEON); absent (earlier recordings): 4, the fewest.
   int64_t norm_lanes = 4;
+  // contract `precision.autocast` = "bfloat16": the forward ran under torch.autocast to bf16 (parameters, gradients
+  // and the optimizer fp32): the reference runs the engine in bf16 and the gradients and loss are judged within the
+  // 16-bit envelope of the rounding points of both (docs/equivalence.md §8).
+  bool autocast_bf16 = false;
   std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
   std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)
   std::string loss_reduction = {};          // declared: "token_mean" or "micro_batch_mean"

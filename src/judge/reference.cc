@@ -27,7 +27,9 @@ JudgeReference::JudgeReference(std::unique_ptr<State> s) : s_(std::move(s)) {}
 JudgeReference::~JudgeReference() = default;
 
 Result<std::unique_ptr<JudgeReference>> JudgeReference::make(const Recording& rec) {
-  auto plan = plan::RunPlan::make(rec.contract().single_device_config(), 1);
+  config::RunConfig rc = rec.contract().single_device_config();
+  if (rec.contract().autocast_bf16) rc.train.precision.compute = DType::kBF16;  // autocast: the engine's bf16 casts
+  auto plan = plan::RunPlan::make(rc, 1);
   if (!plan.ok()) return plan.status().with_context("the single-device reference of the recorded batch");
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
   auto s = std::make_unique<State>(&rec, *plan, grid);

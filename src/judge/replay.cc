@@ -214,6 +214,12 @@ void compare_gradients(const Recording& rec, const Assembly& as, const AnchorSta
     auto [rel, same] = relative_distance(t.grad.data(), want.data(), want.size());
     TensorError e{.tensor = w.name, .rel = rel, .bitwise = same};
     for (float x : t.grad) e.nonfinite += std::isfinite(x) ? 0 : 1;
+    if (gradient_in_fp32(c, w.name))
+      for (float x : t.grad) {
+        if (x == 0 || !std::isfinite(x)) continue;
+        ++e.nonzero;
+        e.sixteen += (std::bit_cast<uint32_t>(x) & 0xFFFFu) == 0 ? 1 : 0;
+      }
     for (const auto& [shard, rank] : t.grad_pieces)
       if (std::find(e.ranks.begin(), e.ranks.end(), rank) == e.ranks.end()) e.ranks.push_back(rank);
     out.grads.push_back(std::move(e));

@@ -35,7 +35,9 @@ json errors_json(const std::vector<TensorError>& v) {
                    {"rel", json_number(e.rel)},
                    {"bitwise", e.bitwise},
                    {"ranks", e.ranks},
-                   {"nonfinite", e.nonfinite}});
+                   {"nonfinite", e.nonfinite},
+                   {"nonzero", e.nonzero},
+                   {"sixteen", e.sixteen}});
   return out;
 }
 
@@ -44,7 +46,7 @@ Status errors_from(const JsonFields& f, const json& j, std::string_view key, con
   SP_ASSIGN_OR_RETURN(const json* a, f.array(key));
   for (const json& e : *a) {
     const JsonFields ef(e, where, std::string(key));
-    SP_RETURN_IF_ERROR(ef.expect_keys({"tensor", "rel", "bitwise", "ranks", "nonfinite"}));
+    SP_RETURN_IF_ERROR(ef.expect_keys({"tensor", "rel", "bitwise", "ranks", "nonfinite", "nonzero", "sixteen"}));
     TensorError t;
     SP_ASSIGN_OR_RETURN(t.tensor, ef.string("tensor"));
     SP_ASSIGN_OR_RETURN(t.rel, read_number(ef, e, "rel"));
@@ -56,6 +58,8 @@ Status errors_from(const JsonFields& f, const json& j, std::string_view key, con
       t.ranks.push_back(r.get<int>());
     }
     SP_ASSIGN_OR_RETURN(t.nonfinite, ef.integer("nonfinite", 0, int64_t{1} << 62));
+    SP_ASSIGN_OR_RETURN(t.nonzero, ef.integer("nonzero", 0, int64_t{1} << 62));
+    SP_ASSIGN_OR_RETURN(t.sixteen, ef.integer("sixteen", 0, t.nonzero));
     out.push_back(std::move(t));
   }
   (void)j;
@@ -92,7 +96,8 @@ json step_result_json(const StepResult& s) {
             {"norm", t.norm},
             {"semantics", t.semantics},
             {"reductions", t.reductions},
-            {"longest", t.longest}}},
+            {"longest", t.longest},
+            {"rounding_points", t.rounding_points}}},
           {"bytes", s.bytes},
           {"files", s.files},
           {"loss_run", json_number(s.loss_run)},
@@ -142,7 +147,8 @@ Result<StepResult> step_result_from_json(const json& j, const std::string& where
   SP_ASSIGN_OR_RETURN(s.unchecked, f.string("unchecked"));
   SP_ASSIGN_OR_RETURN(const json* tol, f.object("tolerances"));
   const JsonFields tf(*tol, where, "tolerances");
-  SP_RETURN_IF_ERROR(tf.expect_keys({"token", "loss", "grad", "update", "norm", "semantics", "reductions", "longest"}));
+  SP_RETURN_IF_ERROR(tf.expect_keys(
+      {"token", "loss", "grad", "update", "norm", "semantics", "reductions", "longest", "rounding_points"}));
   SP_ASSIGN_OR_RETURN(s.tol.token, read_number(tf, *tol, "token"));
   SP_ASSIGN_OR_RETURN(s.tol.loss, read_number(tf, *tol, "loss"));
   SP_ASSIGN_OR_RETURN(s.tol.grad, read_number(tf, *tol, "grad"));
@@ -151,6 +157,7 @@ Result<StepResult> step_result_from_json(const json& j, const std::string& where
   SP_ASSIGN_OR_RETURN(s.tol.semantics, read_number(tf, *tol, "semantics"));
   SP_ASSIGN_OR_RETURN(s.tol.reductions, tf.integer("reductions", 0, int64_t{1} << 40));
   SP_ASSIGN_OR_RETURN(s.tol.longest, tf.integer("longest", 0, int64_t{1} << 40));
+  SP_ASSIGN_OR_RETURN(s.tol.rounding_points, tf.integer("rounding_points", 0, int64_t{1} << 40));
   SP_ASSIGN_OR_RETURN(s.bytes, f.integer("bytes", 0, int64_t{1} << 62));
   SP_ASSIGN_OR_RETURN(const int64_t files, f.integer("files", 0, 1 << 30));
   s.files = static_cast<int>(files);

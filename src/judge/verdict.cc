@@ -126,7 +126,12 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
         fmt::format("foreign tolerances (docs/equivalence.md §7): R = {} reductions, K = {}: token {:.3g}, "
                     "loss {:.3g}, gradient {:.3g} (step 0), update {}, norm {:.3g}",
                     t.reductions, t.longest, t.token, t.loss, t.grad,
-                    c.every_step() ? "bit for bit" : fmt::format("{:.3g}", t.update), t.norm));
+                    c.every_step() ? "bit for bit" : fmt::format("{:.3g}", t.update), t.norm) +
+        (t.rounding_points > 0
+             ? fmt::format("; bf16 autocast: loss and gradient are the 16-bit envelope 2·√R₁₆·u/√3 of R₁₆ = {} "
+                           "rounding points (§8)",
+                           t.rounding_points)
+             : std::string()));
     v.notes.push_back(fmt::format("{} of {} steps checked; {} bytes of gradients and states read ({} per checked step)",
                                   checked, x.steps.size(), bytes, checked > 0 ? bytes / checked : 0));
   }

@@ -24,12 +24,14 @@ Equivalence promised_class(const config::RunConfig& config) {
   return bitwise ? Equivalence::kBitwise : Equivalence::kWithinTolerance;
 }
 
-double mixed_precision_envelope(const config::RunConfig& config) {
-  const DType t = config.train.precision.compute;
+double rounding_envelope(DType t, double points) {
   if (t == DType::kF32) return 0.0;
   const double u = t == DType::kBF16 ? 0x1p-8 : 0x1p-11;  // 2^-p, p = 8 (bf16) or 11 (fp16) significand bits
-  const double R = 13.0 * static_cast<double>(config.model.n_layers) + 4.0;
-  return 2.0 * std::sqrt(R) * u / std::sqrt(3.0);
+  return 2.0 * std::sqrt(points) * u / std::sqrt(3.0);
+}
+
+double mixed_precision_envelope(const config::RunConfig& config) {
+  return rounding_envelope(config.train.precision.compute, 13.0 * static_cast<double>(config.model.n_layers) + 4.0);
 }
 
 evidence::Tolerances tolerances_for(const config::RunConfig& config) {

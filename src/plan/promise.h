@@ -29,8 +29,11 @@ std::optional<std::pair<int, int>> stale_schedule(const config::RunConfig& confi
 // whose terms carry that relative error and whose signs cancel (its condition number is ≈ √N for
 // uncorrelated signs), so its tolerance is 2^-16·√N.
 evidence::Tolerances tolerances_for(const config::RunConfig& config);
-// The 16-bit envelope τ₁₆ = 2·√R·u/√3 (R = 13·n_layers + 4 rounding points, u = 2^-8 bf16, 2^-11 fp16;
-// docs/equivalence.md §5) of a mixed-precision run; 0 in fp32.
+// The 16-bit envelope τ₁₆ = 2·√R·u/√3 of two computations whose values pass R rounding points to the 16-bit dtype
+// t (u = 2^-8 bf16, 2^-11 fp16; each point moves a value by a relative error uniform in ±u, RMS u/√3, independent
+// points add in quadrature; docs/equivalence.md §5); 0 in fp32.
+double rounding_envelope(DType t, double points);
+// Of a mixed-precision run of the engine: R = 13·n_layers + 4, the engine's own rounding points.
 double mixed_precision_envelope(const config::RunConfig& config);
 
 // The checksum records a run of `config` writes for `steps` (every step when empty): the loss, the loss

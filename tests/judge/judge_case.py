@@ -156,7 +156,7 @@ def check_page(args, d, ok, verdict):
         rows = page.eval("document.querySelectorAll('#judge-views tr[data-view]').length")
         cells = page.eval("document.querySelectorAll('#judge-map-gradients td[data-ratio]').length")
         shown = page.eval("document.querySelector('[data-verdict]').getAttribute('data-verdict')")
-        ok(page.errors == [] and page.network_requests() == [] and rows == 9 and cells > 0 and shown == verdict,
+        ok(page.errors == [] and page.network_requests() == [] and rows == 10 and cells > 0 and shown == verdict,
            f"{d}/judge/report.html: errors {page.errors}, requests {page.network_requests()}, {rows} view rows, "
            f"{cells} map cells, verdict {shown}")
         # The traffic view names the gate's row that compares it, and its outcome; never a red "no prediction"

@@ -7,7 +7,8 @@ Cases (CASE --bin shardproof --work DIR):
                   have; a second recording into one directory; a resume under another contract; a collective it
                   cannot record; and what the judge could not judge: a float gradient_divisor, 2^64 steps, betas of
                   1e300, a negative weight decay, a strategy named for another one, a bias, a bf16 parameter, a
-                  forward under autocast, an enabled GradScaler, an optimizer other than AdamW's CPU arithmetic;
+                  forward under an undeclared autocast, an enabled GradScaler, an optimizer other than AdamW's CPU
+                  arithmetic;
                   Hugging Face batches it cannot say (prompt masking, left padding, packed sequences); NaN is written
                   as text, never as invalid JSON
   bad_input       a recording that is incomplete, from another model, edited or missing a rank is refused
@@ -266,7 +267,10 @@ def case_declarations(args):
              "says 'fsdp' (ZeRO stage 2 or 3), but the strategy declares zero = 0"),
             ("name_tp", lambda c: c["strategy"].update(name="ddp-tp"), "says 'tp', but the grid declares tp = 1"),
             ("schedule_kind", lambda c: c["optimizer"].update(lr_schedule={"kind": "exp"}), "optimizer.lr_schedule"),
-            ("precision", lambda c: c["precision"].update(autocast=True), "mixed precision is not judgeable")):
+            ("precision", lambda c: c["precision"].update(autocast=True),
+             'precision.autocast = true: false, or "bfloat16"'),
+            ("precision_fp16", lambda c: c["precision"].update(autocast="float16"),
+             "fp16 autocast needs its GradScaler")):
         good, why = refused(args, base, name, lambda d, ch=change: J.edit_contract(d, ch), expect, DECLARATION_HINT)
         ok(good, why)
     return ok.verdict("declarations")

@@ -1,0 +1,87 @@
+"""bf16 autocast (issue 44): transformers' LlamaForCausalLM under torch.autocast("cpu", dtype=torch.bfloat16) with
+DDP on gloo (examples/hf_ddp --autocast bf16), recorded by Recorder.attach(..., autocast=torch.bfloat16) and judged
+against the engine's bf16 casts within the derived 16-bit envelope (docs/equivalence.md §8). It PASSes, with every
+step's gradient checked and every update bit for bit; two bugs below the envelope (DDP's bf16_compress_hook where
+fp32 is declared, gradients rounded to bf16 after the reduction) FAIL on the precision row; a bug of the fp32
+catalogue (a DDP bucket never all-reduced) FAILs at the same view as in fp32; the same run in fp32 is out of the fp32
+tolerance (the envelope is what makes it judgeable, not a loose fp32 check); the long case runs 20 steps."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("SP_BIN") or os.path.join(ROOT, "build", "bin", "shardproof")
+EXAMPLE = os.path.join(ROOT, "examples", "hf_ddp", "train.py")
+GRADIENTS = "gradients equal the engine's single-device gradient at every step"
+PRECISION = "precision: fp32 gradients hold fp32 numbers"
+UPDATE = "update equals the engine's AdamW replay at every step"
+
+
+def record(tmp_path, name, steps, *extra):
+    out = str(tmp_path / name)
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    subprocess.run([sys.executable, EXAMPLE, "--steps", str(steps), "--out", out, "--quiet", "--attention", "eager",
+                    *extra], check=True, env=env, timeout=900)
+    return out
+
+
+def judge(out):
+    judged = subprocess.run([BIN, "judge", out], capture_output=True, text=True, timeout=600)
+    with open(os.path.join(out, "judge", "gate.json")) as f:
+        gate = json.load(f)
+    return judged, gate, {c["name"]: c for c in gate["criteria"]}
+
+
+def steps_lines(out):
+    with open(os.path.join(out, "judge", "steps.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def check_pass(out, steps):
+    judged, gate, rows = judge(out)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert gate["verdict"] == "PASS", rows
+    assert f"{steps} of {steps} steps × 21 tensors" in rows[GRADIENTS]["measured"]
+    assert f"{steps} of {steps} steps replayed, {21 * steps} tensors, {21 * steps} bitwise" in rows[UPDATE]["measured"]
+    assert rows[PRECISION]["passed"], rows[PRECISION]
+    # The tolerance is the envelope of 29·L + 8 = 66 rounding points, 2·√66·2^-8/√3 = 3.66e-2, and the run is
+    # measurably inside it but far outside fp32's (≈ 6e-5): the bf16 casts are what is judged.
+    lines = steps_lines(out)
+    tol = lines[0]["tolerances"]
+    assert tol["rounding_points"] == 66 and abs(tol["grad"] - 3.66e-2) < 1e-4, tol
+    worst = max(r for s in lines for r in s["ratios"]["gradients"].values())
+    print(f"worst gradient ratio to the envelope over {steps} steps: {worst:.3f}")
+    assert 1e-3 / tol["grad"] < worst < 1, worst
+    return worst
+
+
+def test_bf16_autocast_ddp_passes_and_bugs_below_the_envelope_fail(tmp_path):
+    check_pass(record(tmp_path, "clean", 3, "--autocast", "bf16"), 3)
+    for bug in ("bf16-compress", "bf16-grads"):
+        judged, gate, rows = judge(record(tmp_path, bug, 2, "--autocast", "bf16", "--bug", bug))
+        assert judged.returncode == 1 and gate["verdict"] == "FAIL", judged.stdout + judged.stderr
+        assert not rows[PRECISION]["passed"], rows[PRECISION]
+        assert "bf16 numbers" in rows[PRECISION]["detail"], rows[PRECISION]
+        # Below the envelope: the gradients row alone would have passed it.
+        assert rows[GRADIENTS]["passed"], rows[GRADIENTS]
+
+
+def test_fp32_catalogue_bug_fails_at_the_same_view_in_bf16(tmp_path):
+    views = {}
+    for mode in ("none", "bf16"):
+        out = record(tmp_path, f"skip-{mode}", 2, "--autocast", mode, "--trace", "flight-recorder", "--bug",
+                     "ddp-bucket-skipped")
+        subprocess.run([sys.executable, "-m", "shardproof_torch.flight_recorder", out], check=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+        judged, gate, rows = judge(out)
+        assert judged.returncode == 1, judged.stdout + judged.stderr
+        views[mode] = sorted(n for n, c in rows.items() if not c["passed"] and c.get("required", True))
+    assert GRADIENTS in views["none"] and views["bf16"] == views["none"], views
+
+
+@pytest.mark.long
+def test_bf16_autocast_ddp_20_steps_passes(tmp_path):
+    check_pass(record(tmp_path, "clean20", 20, "--autocast", "bf16"), 20)
