@@ -13,6 +13,11 @@ first split by DTensor tensor parallelism (ColwiseParallel q/k/v/gate/up, Rowwis
 Gradient accumulation turns FSDP2's reduction off on all but the last micro-batch (set_requires_gradient_sync);
 every rank backpropagates Σ token losses / (targets of the global batch) × dp, which FSDP2's mean over dp makes the
 single-device per-token mean. The batches and the schedule are examples/torch/train_llama.py's.
+
+--mp bf16 gives every unit FSDP2's MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32): the
+forward and backward run bf16 parameters (gathered in bf16), the gradients are reduced and kept in fp32; attach finds
+the policy and the judge's reference runs the engine's bf16 model within the derived 16-bit envelope (docs/judge.md
+§1d).
 """
 import argparse
 import os
@@ -58,7 +63,9 @@ def clip_grad_norm(params, max_norm):
 def worker(rank, args, world, port):
     init_gloo(rank, world, port)
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    mp = {} if args.mp == "none" else {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                                          reduce_dtype=torch.float32)}
     dp = world // args.tp
     mesh = init_device_mesh("cpu", (dp, args.tp), mesh_dim_names=("dp", "tp"))
     model = build_model(args)
@@ -66,8 +73,8 @@ def worker(rank, args, world, port):
         tensor_parallel(model, mesh["tp"])
     if args.zero:
         for layer in model.model.layers:
-            fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
-        fully_shard(model, mesh=mesh["dp"], reshard_after_forward=args.zero == 3)
+            fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=args.zero == 3, **mp)
+        fully_shard(model, mesh=mesh["dp"], reshard_after_forward=args.zero == 3, **mp)
     opt, hyper = adamw(model, args)
     name = (f"fsdp2-zero{args.zero}" if args.zero else "dtensor") + (f"-tp{args.tp}" if args.tp > 1 else "")
     rec = Recorder.attach(model, opt, args.out, steps=args.steps, name=name, script=os.path.abspath(__file__),
@@ -115,7 +122,11 @@ def parse_args(argv=None):
     ap.add_argument("--keep-after-attach", action="store_true",
                     help="set_reshard_after_forward(False) after Recorder.attach: the run no longer does what the "
                          "recorded units declare (the traffic view FAILs it)")
+    ap.add_argument("--mp", default="none", choices=["none", "bf16"],
+                    help="FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) on every unit")
     args = ap.parse_args(argv)
+    if args.mp != "none" and not args.zero:
+        ap.error("--mp is FSDP2's policy: it needs --zero 2 or 3")
     if args.torch_clip and args.tp > 1:
         ap.error("--torch-clip needs one mesh: clip_grad_norm_ refuses gradients on the dp and dp x tp meshes")
     if args.world % args.tp or args.micro_batches % (args.world // args.tp):

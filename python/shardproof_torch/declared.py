@@ -166,6 +166,19 @@ def check_model(model, names):
                           f"LLaMA has none)")
 
 
+def param_dtype_declared(param_dtype, autocast):
+    """The constructor's param_dtype (None or "bfloat16": FSDP2's bf16 parameters, fp32 reduction) as the contract
+    writes it; not with autocast as well (one 16-bit regime per run)."""
+    if param_dtype is None:
+        return None
+    if str(param_dtype).replace("torch.", "") != "bfloat16":
+        raise Refused(f"param_dtype={param_dtype!r}: the judge judges bf16 parameters (FSDP2's MixedPrecisionPolicy) "
+                      f"or fp32")
+    if autocast is not None:
+        raise Refused("bf16 parameters and autocast together: declare one 16-bit regime per run")
+    return "bfloat16"
+
+
 def _autocast_on(device):
     """Whether autocast is enabled for `device` on this thread: torch 2.4+ takes the device, older ones don't."""
     for probe in (lambda: torch.is_autocast_enabled(device),

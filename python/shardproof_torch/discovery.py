@@ -215,18 +215,35 @@ def fsdp2_units(model):
         groups = getattr(state, "_fsdp_param_groups", None)
         if groups is None:
             groups = [g for g in [getattr(state, "_fsdp_param_group", None)] if g is not None]
-        policy = getattr(state, "_mp_policy", None)
-        for field in ("param_dtype", "reduce_dtype"):
-            dtype = getattr(policy, field, None)
-            if dtype is not None and dtype != torch.float32:
-                raise RefusedModel(f"FSDP2's MixedPrecisionPolicy({field}={dtype}): its forward runs 16-bit "
-                                   f"parameters and a 16-bit residual stream, which the judge does not judge yet "
-                                   f"(bf16 autocast it does: docs/judge.md §1d)")
         for g in groups:
             keep = m is root and getattr(state, "_auto_reshard_after_forward", False)
             units.append({"tensors": [names[id(fp.sharded_param)] for fp in g.fsdp_params],
                           "reshard_after_forward": g.post_forward_mesh_info is not None and not keep})
     return units or None
+
+
+def fsdp2_param_dtype(model):
+    """FSDP2's MixedPrecisionPolicy as the contract's precision.param_dtype: "bfloat16" when every unit computes with
+    bf16 parameters and reduces gradients in fp32, None without one (fp32). Any other policy is refused by name: a
+    bf16 or unset reduce_dtype (the gradients reduced in bf16), fp16, units that disagree."""
+    found = set()
+    for m in unwrap(model).modules():
+        get_state = getattr(m, "_get_fsdp_state", None)
+        if get_state is None:
+            continue
+        policy = getattr(get_state(), "_mp_policy", None)
+        param, reduce = getattr(policy, "param_dtype", None), getattr(policy, "reduce_dtype", None)
+        if param in (None, torch.float32) and reduce in (None, torch.float32):
+            found.add(None)
+        elif param == torch.bfloat16 and reduce == torch.float32:
+            found.add("bfloat16")
+        else:
+            raise RefusedModel(f"FSDP2's MixedPrecisionPolicy(param_dtype={param}, reduce_dtype={reduce}): the judge "
+                               f"judges bf16 parameters with fp32 gradient reduction (reduce_dtype=torch.float32) "
+                               f"and fp32 (docs/judge.md §1d)")
+    if len(found) > 1:
+        raise RefusedModel("FSDP2 units disagree on MixedPrecisionPolicy: one parameter dtype per run is declared")
+    return found.pop() if found else None
 
 
 def _strategy_name(dp, tp, pp, zero):
@@ -270,4 +287,5 @@ def discover(model, optimizer, hf_config=None, name=None, groups=None):
     if plan:
         strategy["tp_plan"] = plan
     return {"rank": dist.get_rank() if dist.is_initialized() else 0, "hf_config": hf_config, "pieces": found,
-            "groups": groups, "optimizer": local, "ddp": ddp, "strategy": strategy}
+            "groups": groups, "optimizer": local, "ddp": ddp, "strategy": strategy,
+            "param_dtype": fsdp2_param_dtype(model) if zero >= 2 else None}

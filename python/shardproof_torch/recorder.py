@@ -67,7 +67,7 @@ class Recorder(StepFiles):
     def __init__(self, out, *, rank, strategy, hf_config, parameters, optimizer, hyper, batch, steps,
                  groups=None, loss_reduction="token_mean", gradient_divisor=1, anchor_every=None,
                  checksum_every=1, script=None, resume_step=None, model=None, quiet=False, trace="recorder",
-                 digest=None, autocast=None):
+                 digest=None, autocast=None, param_dtype=None):
         """parameters: [(HF name, torch parameter, shard)] of this rank's model, shard = None (the whole
         logical tensor) or (dim, index, parts): an even split along dim 0 or 1 — or the pieces
         Recorder.attach discovers (discovery.Piece: any box, its replicas found). optimizer: the torch optimizer
@@ -83,7 +83,8 @@ class Recorder(StepFiles):
         default SHARDPROOF_DIGEST or auto. autocast: torch.bfloat16 if the forward runs under
         torch.autocast(dtype=torch.bfloat16) (parameters, gradients and the optimizer fp32): the judge's reference
         then runs the engine's bf16 casts, within the derived 16-bit envelope (docs/judge.md §"bf16 autocast"); every
-        forward of `model` and every micro_batch/loss call is checked against it."""
+        forward of `model` and every micro_batch/loss call is checked against it. param_dtype: "bfloat16" when FSDP2's
+        MixedPrecisionPolicy computes with bf16 parameters and reduces in fp32 (attach finds it)."""
         self.out, self.rank, self.steps = out, rank, steps
         from . import flight_recorder  # not at the top: `python -m shardproof_torch.flight_recorder` runs it
         self.trace_source = flight_recorder.check_mode(trace, anchor_every, resume_step)
@@ -91,6 +92,7 @@ class Recorder(StepFiles):
         self.every_step = anchor_every is None
         self.digest = staging.digest_mode(digest)
         self.autocast = declared.autocast_declared(autocast)
+        self.param_dtype = declared.param_dtype_declared(param_dtype, self.autocast)
         declared.check_integers(steps, gradient_divisor, checksum_every, self.every_step)
         declared.check_config(hf_config)
         self.grid = layout.Grid(strategy["dp"], strategy["tp"], strategy["pp"])
@@ -165,7 +167,7 @@ class Recorder(StepFiles):
         rec = cls(out, rank=found["rank"], strategy=found["strategy"], hf_config=found["hf_config"],
                   parameters=found["pieces"], optimizer=found["optimizer"], hyper=hyper, batch=batch, steps=steps,
                   groups=found["groups"], gradient_divisor=dp if gradient_divisor is None else gradient_divisor,
-                  **options)
+                  param_dtype=found["param_dtype"], **options)
         rec.watch_forward(model)
         if found["ddp"] is not None:
             rec.attach_ddp(found["ddp"], ddp_hook)

@@ -109,6 +109,10 @@ Status JsonFields::error(std::string_view key, std::string_view what) const {
 }
 
 Status JsonFields::expect_keys(std::initializer_list<std::string_view> keys) const {
+  return expect_keys(std::span<const std::string_view>(keys.begin(), keys.size()));
+}
+
+Status JsonFields::expect_keys(std::span<const std::string_view> keys) const {
   if (!j_.is_object()) return corrupt("{}: {} must be an object, got {}", label_, where_, j_.type_name());
   for (std::string_view k : keys)
     if (!j_.contains(k)) return error(k, "is missing");

@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,7 @@ class JsonFields {
   static JsonFields input(const nlohmann::json& object, std::string where, JsonInputRules rules = {});
   // The object has exactly these keys (no more, no fewer).
   Status expect_keys(std::initializer_list<std::string_view> keys) const;
+  Status expect_keys(std::span<const std::string_view> keys) const;
   Result<int64_t> integer(std::string_view key, int64_t lo, int64_t hi) const;
   Result<std::string> string(std::string_view key) const;
   Result<const nlohmann::json*> object(std::string_view key) const;

@@ -97,8 +97,8 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   t.update = 16 * kU;
   t.norm = clip_norm_tolerance(c);
   t.semantics = 1.52587890625e-05;  // 2^-16
-  if (c.autocast_bf16) {            // docs/equivalence.md §8: the envelope of both sides' rounding points
-    t.rounding_points = autocast_rounding_points(m.n_layers);
+  if (c.bf16()) {                   // docs/equivalence.md §8: the envelope of both sides' rounding points
+    t.rounding_points = bf16_rounding_points(c);
     const double env = plan::rounding_envelope(DType::kBF16, static_cast<double>(t.rounding_points));
     t.loss = std::max(t.loss, env);
     t.grad = std::max(t.grad, env);
@@ -106,9 +106,14 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   return t;
 }
 
-int64_t autocast_rounding_points(int64_t n_layers) { return (13 + 16) * n_layers + 4 + 4; }
+int64_t bf16_rounding_points(const RecordingContract& c) {
+  const int64_t L = c.model.model.n_layers;
+  if (c.param_bf16) return (13 + 42) * L + 4 + 9;
+  return c.autocast_bf16 ? (13 + 16) * L + 4 + 4 : 0;
+}
 
 bool gradient_in_fp32(const RecordingContract& c, const std::string& name) {
+  if (c.param_bf16) return false;
   if (!c.autocast_bf16) return true;
   const auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.ends_with(s); };
   return ends("layernorm.weight") || name == "model.norm.weight" ||

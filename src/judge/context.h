@@ -48,7 +48,7 @@ using ReferenceFn = std::function<Result<ReferenceStep>(int64_t step, const Para
 // (the backpropagated scalar is two fp32 roundings).
 // Under bf16 autocast (contract precision.autocast): loss and gradient are at least the 16-bit envelope
 // 2·√R₁₆·u₁₆/√3 (plan::rounding_envelope) of the R₁₆ rounding points of the engine's bf16 casts and autocast's
-// together (autocast_rounding_points; docs/equivalence.md §8); rounding_points = 0 in fp32.
+// together (bf16_rounding_points; docs/equivalence.md §8); rounding_points = 0 in fp32.
 struct JudgeTolerances {
   double token = 0, loss = 0, grad = 0, update = 0, norm = 0, semantics = 0;
   int64_t reductions = 0, longest = 0, rounding_points = 0;
@@ -69,11 +69,14 @@ JudgeTolerances foreign_tolerances(const RecordingContract& contract, int64_t ta
 double clip_norm_tolerance(int64_t longest, int64_t tensors, int64_t ranks, int64_t lanes);
 double clip_norm_tolerance(const RecordingContract& contract);  // of the contract's model, world and lanes
 
-// The 16-bit rounding points on a token's path of the engine's bf16 model (13 per block + 4) and those Hugging
-// Face's LLaMA under torch.autocast(bf16) adds or lacks (16 per block + 4; docs/equivalence.md §8): 29·L + 8.
-int64_t autocast_rounding_points(int64_t n_layers);
+// The 16-bit rounding points on a token's path that the envelope counts (docs/equivalence.md §8), 0 in fp32: the
+// engine's bf16 model has 13 per block + 4; Hugging Face's LLaMA under torch.autocast(bf16) adds or lacks 16 per block
+// + 4 (29·L + 8 together); with FSDP2's bf16 parameters every op of the run rounds, 42 per block + 9, all counted
+// whether or not the engine rounds there too (55·L + 13).
+int64_t bf16_rounding_points(const RecordingContract& contract);
 // Whether the declared precision computes tensor `name`'s gradient in fp32 all along: every tensor in fp32; under
-// bf16 autocast the norm weights and an untied embedding (a linear's weight gradient is a bf16 product there).
+// bf16 autocast the norm weights and an untied embedding (a linear's weight gradient is a bf16 product there); with
+// bf16 parameters none.
 bool gradient_in_fp32(const RecordingContract& contract, const std::string& name);
 
 struct TensorError {

@@ -255,9 +255,15 @@ Status optimizer_and_loss(const JsonFields& f, const std::string& label, Recordi
 Status precision(const JsonFields& f, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* p, f.object("precision"));
   const JsonFields pf(*p, label, "precision");
-  SP_RETURN_IF_ERROR(p->contains("norm_lanes")
-                         ? pf.expect_keys({"params", "grads", "device", "autocast", "grad_scaler", "norm_lanes"})
-                         : pf.expect_keys({"params", "grads", "device", "autocast", "grad_scaler"}));
+  std::vector<std::string_view> keys = {"params", "grads", "device", "autocast", "grad_scaler"};
+  for (const char* optional : {"norm_lanes", "param_dtype"})
+    if (p->contains(optional)) keys.push_back(optional);
+  SP_RETURN_IF_ERROR(pf.expect_keys(keys));
+  if (p->contains("param_dtype")) {
+    if (p->at("param_dtype") != "bfloat16")
+      return pf.error("param_dtype", "must be \"bfloat16\" (FSDP2's MixedPrecisionPolicy), or absent (fp32)");
+    c.param_bf16 = true;
+  }
   if (p->contains("norm_lanes")) {
     SP_ASSIGN_OR_RETURN(c.norm_lanes, pf.integer("norm_lanes", 1, 64));
   }
@@ -274,6 +280,8 @@ Status precision(const JsonFields& f, const std::string& label, RecordingContrac
     return pf.error("autocast", fmt::format("= {}: false, or \"bfloat16\" (torch.autocast to bf16); fp16 autocast "
                                             "needs its GradScaler judged, which the judge does not yet",
                                             autocast.dump().substr(0, 40)));
+  if (c.autocast_bf16 && c.param_bf16)
+    return pf.error("param_dtype", "and autocast are both 16-bit: one 16-bit regime per recording");
   if (p->at("grad_scaler") != false)
     return pf.error("grad_scaler", "must be false: a GradScaler's scaled gradients and skipped steps are not judged");
   return Status();

@@ -190,9 +190,9 @@ std::string unchecked_text(const JudgeContext& x) {
 
 Row gradients(const JudgeContext& x) {
   Row r{row("gradients equal the engine's single-device gradient at every step",
-            x.recording->contract().autocast_bf16
-                ? "per tensor ‖Δg‖/‖g‖ ≤ the 16-bit envelope 2·√R₁₆·u/√3 of bf16 autocast and the engine's bf16 "
-                  "casts (docs/equivalence.md §8), finite"
+            x.recording->contract().bf16()
+                ? "per tensor ‖Δg‖/‖g‖ ≤ the 16-bit envelope 2·√R₁₆·u/√3 of the run's bf16 roundings and the "
+                  "engine's bf16 casts (docs/equivalence.md §8), finite"
                 : "per tensor ‖Δg‖/‖g‖ ≤ (√(R·K) + T)·u·√N (docs/equivalence.md §7), finite",
             "grads/, tokens/"),
         {.view = "gradients", .point = 6, .evidence = "grads/"}};

@@ -134,8 +134,9 @@ Row precision(const JudgeContext& x) {
   const RecordingContract& c = x.recording->contract();
   Row r{row("precision: fp32 gradients hold fp32 numbers",
             "no gradient the declared precision computes in fp32 (" +
-                std::string(c.autocast_bf16 ? "under bf16 autocast: the norm weights and an untied embedding"
-                                            : "fp32: every one") +
+                std::string(c.param_bf16      ? "bf16 parameters: none"
+                            : c.autocast_bf16 ? "under bf16 autocast: the norm weights and an untied embedding"
+                                              : "fp32: every one") +
                 ") has more than half of its ≥ 32 nonzero values exact bf16 numbers (by chance: ≤ 2^-3n; "
                 "docs/equivalence.md §8)",
             "grads/"),
@@ -171,11 +172,15 @@ Row precision(const JudgeContext& x) {
   }
   if (r.second.found) r.second.steps_failing = failing;
   r.first.passed = !r.second.found;
-  r.first.measured = checked == 0 ? std::string("no step checked")
-                                  : fmt::format(
-                                        "{} steps, {} fp32 gradients: at most {} of a tensor's nonzero "
-                                        "values are bf16 numbers",
-                                        checked, tensors, pct(most));
+  r.first.measured = checked == 0   ? std::string("no step checked")
+                     : tensors == 0 ? fmt::format(
+                                          "{} steps: the declared precision computes no gradient in fp32 "
+                                          "(nothing to count)",
+                                          checked)
+                                    : fmt::format(
+                                          "{} steps, {} fp32 gradients: at most {} of a tensor's nonzero "
+                                          "values are bf16 numbers",
+                                          checked, tensors, pct(most));
   r.first.detail = r.second.detail;
   return r;
 }

@@ -38,6 +38,7 @@ config::RunConfig RecordingContract::single_device_config() const {
   rc.train.seq_len = seq_len;
   rc.train.steps = steps;
   rc.train.eval_batches = 0;
+  if (param_bf16) rc.train.precision.compute = DType::kBF16;  // FSDP2's bf16 gathers, the engine's bf16
   return rc;
 }
 

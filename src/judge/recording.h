@@ -106,10 +106,15 @@ struct RecordingContract {
   // and the optimizer fp32): the reference runs the engine in bf16 and the gradients and loss are judged within the
   // 16-bit envelope of the rounding points of both (docs/equivalence.md §8).
   bool autocast_bf16 = false;
-  std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
-  std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)
-  std::string loss_reduction = {};          // declared: "token_mean" or "micro_batch_mean"
-  int64_t gradient_divisor = 1;             // what the framework divides gradients by in its sync (DDP: dp)
+  // contract `precision.param_dtype` = "bfloat16": FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)
+  // (the forward and backward in bf16 parameters, gathered in bf16; gradients reduced and kept fp32): the reference
+  // and the traffic model are the engine's bf16 (docs/equivalence.md §8).
+  bool param_bf16 = false;
+  bool bf16() const { return autocast_bf16 || param_bf16; }  // judged within the 16-bit envelope
+  std::optional<LrSchedule> schedule = {};                   // the lr schedule as data; absent: declared as text only
+  std::string schedule_text = {};                            // the declaration as text (format 1, or a text schedule)
+  std::string loss_reduction = {};                           // declared: "token_mean" or "micro_batch_mean"
+  int64_t gradient_divisor = 1;  // what the framework divides gradients by in its sync (DDP: dp)
   bool every_step() const { return format_version >= 2; }
   bool checksums_at(int64_t step) const { return checksum_every > 0 && step % checksum_every == 0; }
   bool decays(const std::string& tensor) const;  // weight decay applies: not in the declared no-decay set

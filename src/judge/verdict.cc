@@ -127,11 +127,10 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
                     "loss {:.3g}, gradient {:.3g} (step 0), update {}, norm {:.3g}",
                     t.reductions, t.longest, t.token, t.loss, t.grad,
                     c.every_step() ? "bit for bit" : fmt::format("{:.3g}", t.update), t.norm) +
-        (t.rounding_points > 0
-             ? fmt::format("; bf16 autocast: loss and gradient are the 16-bit envelope 2·√R₁₆·u/√3 of R₁₆ = {} "
-                           "rounding points (§8)",
-                           t.rounding_points)
-             : std::string()));
+        (t.rounding_points > 0 ? fmt::format("; {}: loss and gradient are the 16-bit envelope 2·√R₁₆·u/√3 of R₁₆ = {} "
+                                             "rounding points (§8)",
+                                             c.param_bf16 ? "bf16 parameters" : "bf16 autocast", t.rounding_points)
+                               : std::string()));
     v.notes.push_back(fmt::format("{} of {} steps checked; {} bytes of gradients and states read ({} per checked step)",
                                   checked, x.steps.size(), bytes, checked > 0 ? bytes / checked : 0));
   }

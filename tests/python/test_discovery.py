@@ -1,8 +1,8 @@
 """Recorder.attach's discovery (python/shardproof_torch/discovery.py) on real wrappers and placements, on gloo:
 Hugging Face names through DDP and torch.compile; every DTensor box (FSDP2 ZeRO-3 and ZeRO-2, uneven torch.chunk
 shards; FSDP2 + tensor parallelism on a 2 x 2 mesh) equal to the slice of the gathered tensor that rank holds; the
-replicas (DDP's group, TP-replicated norms); the groups and grid; a Partial parameter and FSDP2's bf16
-MixedPrecisionPolicy refused by name."""
+replicas (DDP's group, TP-replicated norms); the groups and grid; a Partial parameter refused by name; FSDP2's
+MixedPrecisionPolicy read (bf16 parameters, fp32 reduction) or refused by name (a bf16 reduction)."""
 import os
 import sys
 
@@ -137,23 +137,22 @@ def test_partial_parameter_is_refused_by_name():
     assert msg and "'model.norm.weight'" in msg and "Partial" in msg and "hint:" in msg
 
 
-def mixed_precision_fsdp2(rank, world):
+def mixed_precision_fsdp2(rank, world, reduce):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     model = hf_model()
     mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
-    fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-                                                                 reduce_dtype=torch.float32))
+    fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce))
     try:
-        discovery.fsdp2_units(model)
+        return discovery.fsdp2_param_dtype(model)
     except discovery.RefusedModel as e:
-        return str(e)
-    return None
+        return "refused: " + str(e)
 
 
-def test_fsdp2_mixed_precision_policy_is_refused_by_name():
-    msg = sp_gloo.run(2, mixed_precision_fsdp2)[0]
-    assert msg and "MixedPrecisionPolicy(param_dtype=torch.bfloat16)" in msg and "§1d" in msg, msg
+def test_fsdp2_mixed_precision_policy_read_or_refused_by_name():
+    assert sp_gloo.run(2, mixed_precision_fsdp2, torch.float32) == ["bfloat16", "bfloat16"]
+    msg = sp_gloo.run(2, mixed_precision_fsdp2, torch.bfloat16)[0]
+    assert msg.startswith("refused: ") and "reduce_dtype=torch.bfloat16" in msg and "§1d" in msg, msg
 
 
 def test_shard_field_forms():
