@@ -10,9 +10,11 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/timer.h"
 #include "kernels/matmul.h"
 #include "planner/calibrate_hosts.h"
+#include "planner/cold_arena.h"
 
 namespace sp::planner {
 namespace {
@@ -185,6 +187,20 @@ Result<AlphaBeta> fit_alpha_beta(const std::vector<TransferSample>& samples) {
   return ab;
 }
 
+namespace {
+// The ranks running on this rank's kernel (the same boot id: one machine's memory, network namespaces included).
+int ranks_sharing_memory(comm::Communicator& world) {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  const auto mine = static_cast<int64_t>(xxh3_64(id));
+  std::vector<int64_t> all(static_cast<size_t>(world.size()), 0);
+  const std::vector<int64_t> ones(static_cast<size_t>(world.size()), 1);
+  world.all_gather(&mine, all.data(), ones, DType::kI64);
+  return static_cast<int>(std::count(all.begin(), all.end(), mine));
+}
+}  // namespace
+
 Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::string& host,
                                         const CalibrationOptions& o) {
   if (world.size() < 2)
@@ -198,6 +214,7 @@ Result<Calibration> calibrate_this_host(comm::Communicator& world, const std::st
   c.host = placed.hosts.front();
   c.hosts = placed.hosts;
   c.ranks_per_host = placed.ranks_per_host;
+  cold_arena_ranks_per_host = ranks_sharing_memory(world);  // the cold arenas share this machine's memory
   c.cpu_model = cpu_model_name();
   c.host_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   c.gemm_n = o.gemm_n;

@@ -16,12 +16,22 @@
 
 namespace sp::planner {
 
+// The ranks that calibrate at once on this machine (one kernel: network-namespace "hosts" included;
+// calibrate_this_host sets it): they share its memory.
+inline int cold_arena_ranks_per_host = 1;
+
 // Bytes the arenas sweep at least: twice the last-level cache the OS reports (sysconf), or 2 × 32 MiB where
-// it reports none (some virtual machines), and never less than 64 MiB.
+// it reports none (some virtual machines), and never less than 64 MiB — but at most 1/16 of the host's memory
+// per rank calibrating on it at once: a probe holds up to four arenas, so they take at most a quarter of the memory. A
+// VM may report its host's whole L3 (480 MiB on a 2-vCPU Intel Xeon, 2026-12-07): 2 × that in each of four arenas
+// on each of four ranks was 20 GB of a 23 GB machine, killed by the OOM killer beside another test. Where the cap
+// applies the sweep is shorter than twice that reported cache, which a 2-vCPU share of it does not fill anyway.
 inline int64_t cold_sweep_bytes() {
   const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const int64_t cache = llc > 0 ? static_cast<int64_t>(llc) : (int64_t{32} << 20);
-  return std::max<int64_t>(2 * cache, int64_t{64} << 20);
+  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+  const int64_t cap = memory > 0 ? memory / (16 * std::max(cold_arena_ranks_per_host, 1)) : 2 * cache;
+  return std::max<int64_t>(std::min(2 * cache, cap), int64_t{64} << 20);
 }
 
 template <class T>
