@@ -101,8 +101,8 @@ def parse_args(argv=None):
                          "step (open-instruct#1498's loop)")
     ap.add_argument("--module-branch", action="store_true",
                     help="each micro-batch's first row through the engine, the others through engine.module: the "
-                         "model used twice in one loss (DeepSpeed#8224's engine(x) + engine.module(y); the zoo's "
-                         "deepspeed-8224 entry)")
+                         "model used twice in one loss (engine(x) + engine.module(y), as DeepSpeed#8224's fix tests "
+                         "it; the zoo's deepspeed-8224 entry)")
     ap.add_argument("--bug", default=None, choices=["ds-bucket-skipped"],
                     help="plant a bug in DeepSpeed's path (ZeRO-1/2): ds-bucket-skipped drops the last gradient "
                          "slice of every reduction bucket from step 1 on")

@@ -81,12 +81,12 @@ def _engine_backward_leaves_the_loss_undivided():
     graph tracker 0.19.8 ships). The issue names #7665's change, not a function; the fix changed
     DeepSpeedEngine.backward. Before it, backward did not divide the loss by gradient_accumulation_steps: the
     per-tensor hook the engine's forward puts on its outputs (_backward_prologue_per_tensor) divided the gradient
-    flowing through them instead. A loss that also uses the module outside the engine's forward (the issue's
-    `engine(x) + engine.module(y)`: the model used twice per micro-batch) sends that branch's gradient undivided,
-    gas times too large. Planted: DeepSpeedEngine.backward as the code before the fix wrote it: the loss neither
-    divided nor registered with the engine's graph tracker (so the output hooks divide their branch, as they did),
-    the division only in the returned value. The issue was reported under bf16; the mechanism does not depend on the
-    dtype, and the zoo runs it in fp32 (the recorder refuses DeepSpeed's bf16 section)."""
+    flowing through them instead. A loss that also uses the module outside the engine's forward (`engine(x) +
+    engine.module(y)` in the fix's test: the issue's submodule used more than once per step) sends that branch's
+    gradient undivided, gas times too large. Planted: DeepSpeedEngine.backward as the code before the fix wrote it:
+    the loss neither divided nor registered with the engine's graph tracker (so the output hooks divide their
+    branch, as they did), the division only in the returned value. The issue was reported under bf16; the mechanism
+    does not depend on the dtype, and the zoo runs it in fp32 (the recorder refuses DeepSpeed's bf16 section)."""
     from deepspeed.runtime.engine import DeepSpeedEngine, ZeROOptimizer
 
     def backward(self, loss, retain_graph=False, scale_wrt_gas=True):
