@@ -16,6 +16,8 @@ machine builds DeepSpeed's CPU communication op with the C++ compiler and Python
 one engine.step()): under ZeRO-2 every backward is then an accumulation boundary and only the last micro-batch's
 gradient reaches the step, as DeepSpeed 0.19.8 ships it (allenai/open-instruct#1498); the judge FAILs it at
 gradients, step 0 (tests/python/test_deepspeed.py).
+--module-branch sends each micro-batch's first row through the engine and the others through engine.module, one
+loss from both (DeepSpeed#8224's pattern; examples/zoo's deepspeed-8224 re-plants the bug it met).
 --bug ds-bucket-skipped (ZeRO-1/2) plants a traffic bug in DeepSpeed's own reduction path: from step 1 on, the last
 gradient slice of every bucket DeepSpeed's allreduce_and_scatter is handed is dropped, never all-reduced (a parameter
 fragment left out of the reduction); the judge's traffic view FAILs at step 1, grad_sync on dp[tp0.pp0] (the bytes
@@ -79,7 +81,8 @@ def worker(rank, args, world, port):
         batches, n_global = step_batches(args, step)
         for i in range(rank * k, (rank + 1) * k):
             ds.micro_batch(i, batches[i])
-            s = loss_sum(engine, batches[i])
+            s = loss_sum(engine, batches[i]) if not args.module_branch else \
+                loss_sum(engine, batches[i][:1]) + loss_sum(engine.module, batches[i][1:])
             objective = s / n_global * world * gas
             ds.loss(i, s.item(), targets(batches[i]), objective.item())
             engine.backward(objective)
@@ -96,6 +99,10 @@ def parse_args(argv=None):
     ap.add_argument("--manual-accumulation", action="store_true",
                     help="gradient_accumulation_steps 1 in the config, k backward calls and one engine.step() per "
                          "step (open-instruct#1498's loop)")
+    ap.add_argument("--module-branch", action="store_true",
+                    help="each micro-batch's first row through the engine, the others through engine.module: the "
+                         "model used twice in one loss (engine(x) + engine.module(y), as DeepSpeed#8224's fix tests "
+                         "it; the zoo's deepspeed-8224 entry)")
     ap.add_argument("--bug", default=None, choices=["ds-bucket-skipped"],
                     help="plant a bug in DeepSpeed's path (ZeRO-1/2): ds-bucket-skipped drops the last gradient "
                          "slice of every reduction bucket from step 1 on")

@@ -76,11 +76,46 @@ def _sequence_parallel_norms_not_replicated():
     SequenceParallel._replicate_module_fn = _replicate_module_fn
 
 
+def _engine_backward_leaves_the_loss_undivided():
+    """deepspeedai/DeepSpeed#8224 (2026-08, a regression from #7665, reported on 0.19.3; fixed by PR #8245, whose
+    graph tracker 0.19.8 ships). The issue names #7665's change, not a function; the fix changed
+    DeepSpeedEngine.backward. Before it, backward did not divide the loss by gradient_accumulation_steps: the
+    per-tensor hook the engine's forward puts on its outputs (_backward_prologue_per_tensor) divided the gradient
+    flowing through them instead. A loss that also uses the module outside the engine's forward (`engine(x) +
+    engine.module(y)` in the fix's test: the issue's submodule used more than once per step) sends that branch's
+    gradient undivided, gas times too large. Planted: DeepSpeedEngine.backward as the code before the fix wrote it:
+    the loss neither divided nor registered with the engine's graph tracker (so the output hooks divide their
+    branch, as they did), the division only in the returned value. The issue was reported under bf16; the mechanism
+    does not depend on the dtype, and the zoo runs it in fp32 (the recorder refuses DeepSpeed's bf16 section)."""
+    from deepspeed.runtime.engine import DeepSpeedEngine, ZeROOptimizer
+
+    def backward(self, loss, retain_graph=False, scale_wrt_gas=True):
+        with self._running_engine_backward_lock:
+            self._running_engine_backward_count += 1
+            self._running_engine_backward = True
+        try:
+            if not self.managed_gradient_accumulation():
+                self._unmanaged_backward_count += 1
+            gas_scaled_loss = loss / self.gradient_accumulation_steps() if scale_wrt_gas else loss  # returned only
+            if isinstance(self.optimizer, ZeROOptimizer):
+                loss = self.optimizer.scale_if_loss(loss)
+            loss.backward(retain_graph=retain_graph)
+            self._backward_epilogue()
+            return gas_scaled_loss
+        finally:
+            with self._running_engine_backward_lock:
+                self._running_engine_backward_count -= 1
+                self._running_engine_backward = self._running_engine_backward_count > 0
+
+    DeepSpeedEngine.backward = backward
+
+
 PLANTS = {
     "pytorch-144352": _pipelining_scale_grads_missing,
     "pytorch-170862": _clip_norm_of_the_local_shard,
     "pytorch-149768": _clip_epsilon_added_per_rank,
     "megatron-1446-sp": _sequence_parallel_norms_not_replicated,
+    "deepspeed-8224": _engine_backward_leaves_the_loss_undivided,
 }
 
 

@@ -7,8 +7,8 @@ divergence. examples/zoo/README.md is the table; tests/python/test_zoo.py runs e
     .venv/bin/python examples/zoo/run.py --list
 
 Not a replica: each entry runs the framework's own code path (torch's clip_grad_norm_ on FSDP2's DTensor
-gradients, torch.distributed.pipelining's GPipe, transformers' Trainer), with the plant, where there is one,
-patching only the function its issue fixed.
+gradients, torch.distributed.pipelining's GPipe, transformers' Trainer, DeepSpeed's engine), with the plant, where
+there is one, patching only the function its issue fixed.
 """
 import argparse
 import json
@@ -44,6 +44,14 @@ ENTRIES = {
                     "schedule call divides everything accumulated so far)",
         "example": "pipelining", "args": ["--accumulate", "2"], "twin": [],
         "view": "gradients", "step": 0, "tensor": None,
+    },
+    "deepspeed-8224": {
+        "issue": "https://github.com/deepspeedai/DeepSpeed/issues/8224",
+        "function": "deepspeed.runtime.engine.DeepSpeedEngine.backward (re-planted: the loss left undivided, the "
+                    "engine's output hooks dividing only the branch through its forward)",
+        "example": "deepspeed", "args": ["--zero", "2", "--module-branch", "--plant", "deepspeed-8224"],
+        "twin": ["--zero", "2", "--module-branch"],
+        "view": "gradients", "step": 0, "tensor": "model.layers.1.self_attn.k_proj.weight",
     },
     "transformers-34191": {
         "issue": "https://github.com/huggingface/transformers/issues/34191",

@@ -3,6 +3,7 @@ examples/zoo/plants.py into the one function its issue names, or run as shipped)
 first divergence the README's table gives — the view, the step and, where it names one, the tensor — not just the
 exit. One entry in `make test`; the rest long."""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -36,6 +37,20 @@ def test_pipeline_gradients_not_divided_by_the_micro_batches(tmp_path):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("name", sorted(n for n in zoo.ENTRIES if n not in ("pytorch-170862", "pytorch-144352")))
+def test_deepspeed_module_branch_left_undivided(tmp_path):
+    """DeepSpeed#8224: the twin (the same loop, engine(x) + engine.module(y), no plant) PASSes, so the FAIL is the
+    plant's; the loss is right and only its gradient is not (every tensor, both steps)."""
+    zoo.record("deepspeed-8224", str(tmp_path / "twin"), 2, twin=True)
+    twin = subprocess.run([BIN, "judge", str(tmp_path / "twin")], capture_output=True, text=True, timeout=900)
+    assert twin.returncode == 0, twin.stdout[-2000:]
+    doc = check_entry(tmp_path, "deepspeed-8224")
+    views = {v["view"]: v for v in doc["views"]}
+    assert (doc["first"]["tensors_failing"], doc["first"]["steps_failing"]) == (21, 2), doc["line"]
+    assert not views["loss"]["found"] and not views["traffic"]["found"], doc
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", sorted(n for n in zoo.ENTRIES
+                                        if n not in ("pytorch-170862", "pytorch-144352", "deepspeed-8224")))
 def test_entry(tmp_path, name):
     check_entry(tmp_path, name)
