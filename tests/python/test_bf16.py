@@ -3,8 +3,9 @@ DDP on gloo (examples/hf_ddp --autocast bf16), recorded by Recorder.attach(..., 
 against the engine's bf16 casts within the derived 16-bit envelope (docs/equivalence.md §8). It PASSes, with every
 step's gradient checked and every update bit for bit; two bugs below the envelope (DDP's bf16_compress_hook where
 fp32 is declared, gradients rounded to bf16 after the reduction) FAIL on the precision row; a bug of the fp32
-catalogue (a DDP bucket never all-reduced) FAILs at the same view as in fp32 (long: 16 s, make test is over budget); the same run in fp32 is out of the fp32
-tolerance (the envelope is what makes it judgeable, not a loose fp32 check); the long case runs 20 steps. FSDP2's
+catalogue (a DDP bucket never all-reduced) FAILs at the same view as in fp32 (long: make test is over budget); the
+same run is far outside the fp32 tolerance (the envelope is what makes it judgeable, not a loose fp32 check); the
+long case runs 20 steps. FSDP2's
 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (examples/fsdp2 --mp bf16): found by attach, judged PASS
 with the traffic view comparing its bf16 all-gathers and fp32 reduce-scatters; 20 steps in the long case."""
 import json
