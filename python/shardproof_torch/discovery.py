@@ -183,15 +183,20 @@ def grid_sizes(groups):
     return size.get("dp", 1), size.get("tp", 1), size.get("pp", 1)
 
 
+def _fsdp2_states(model):
+    """(module, FSDP2 state) of every fully_shard'ed module under `model`'s wrappers."""
+    for m in unwrap(model).modules():
+        get_state = getattr(m, "_get_fsdp_state", None)
+        if get_state is not None:
+            yield m, get_state()
+
+
 def zero_stage(model):
     """The ZeRO stage FSDP2 implements: 3 when it reshards parameters after forward (the default), 2 when not
     (`reshard_after_forward=False`), 0 without FSDP2."""
     stages = set()
-    for m in unwrap(model).modules():
-        get_state = getattr(m, "_get_fsdp_state", None)
-        if get_state is None:
-            continue
-        group = getattr(get_state(), "_fsdp_param_group", None)
+    for _, state in _fsdp2_states(model):
+        group = getattr(state, "_fsdp_param_group", None)
         if group is not None:
             stages.add(2 if group.post_forward_mesh_info is None else 3)
     if len(stages) > 1:
@@ -207,11 +212,7 @@ def fsdp2_units(model):
     root = unwrap(model)
     names = {id(p): hf_name(raw) for raw, p in root.named_parameters()}
     units = []
-    for m in root.modules():
-        get_state = getattr(m, "_get_fsdp_state", None)
-        if get_state is None:
-            continue
-        state = get_state()
+    for m, state in _fsdp2_states(root):
         groups = getattr(state, "_fsdp_param_groups", None)
         if groups is None:
             groups = [g for g in [getattr(state, "_fsdp_param_group", None)] if g is not None]
@@ -227,11 +228,8 @@ def fsdp2_param_dtype(model):
     bf16 parameters and reduces gradients in fp32, None without one (fp32). Any other policy is refused by name: a
     bf16 or unset reduce_dtype (the gradients reduced in bf16), fp16, units that disagree."""
     found = set()
-    for m in unwrap(model).modules():
-        get_state = getattr(m, "_get_fsdp_state", None)
-        if get_state is None:
-            continue
-        policy = getattr(get_state(), "_mp_policy", None)
+    for _, state in _fsdp2_states(model):
+        policy = getattr(state, "_mp_policy", None)
         param, reduce = getattr(policy, "param_dtype", None), getattr(policy, "reduce_dtype", None)
         if param in (None, torch.float32) and reduce in (None, torch.float32):
             found.add(None)

@@ -172,6 +172,7 @@ Row precision(const JudgeContext& x) {
   }
   if (r.second.found) r.second.steps_failing = failing;
   r.first.passed = !r.second.found;
+  r.first.required = tensors > 0;  // nothing counted (bf16 parameters, no step checked): information only
   r.first.measured = checked == 0   ? std::string("no step checked")
                      : tensors == 0 ? fmt::format(
                                           "{} steps: the declared precision computes no gradient in fp32 "

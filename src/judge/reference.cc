@@ -28,7 +28,8 @@ JudgeReference::~JudgeReference() = default;
 
 Result<std::unique_ptr<JudgeReference>> JudgeReference::make(const Recording& rec) {
   config::RunConfig rc = rec.contract().single_device_config();
-  if (rec.contract().bf16()) rc.train.precision.compute = DType::kBF16;  // the engine's bf16 casts
+  // Autocast: the engine's bf16 casts (bf16 parameters: single_device_config is bf16 already, the traffic model's too).
+  if (rec.contract().autocast_bf16) rc.train.precision.compute = DType::kBF16;
   auto plan = plan::RunPlan::make(rc, 1);
   if (!plan.ok()) return plan.status().with_context("the single-device reference of the recorded batch");
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
