@@ -11,8 +11,10 @@ enough for --steps steps of M micro-batches; the Trainer shuffles and shards it 
 transformers 5 otherwise: the loss divided by num_items_in_batch summed over ranks (average_tokens_across_devices),
 so the judge's loss view names the reduction a per-token mean over the global batch; --no-items turns
 num_items_in_batch off (the model no longer accepts loss kwargs), and the Trainer divides each micro-batch's mean by
-the accumulation steps instead: the per-micro-batch mean of transformers#34191, which the judge names and FAILs; --no-average-tokens turns
-average_tokens_across_devices off: each rank divides its loss by its own targets (transformers#34242's question).
+the accumulation steps instead: the per-micro-batch mean of transformers#34191, which the judge names and FAILs;
+--no-average-tokens turns average_tokens_across_devices off: each rank divides its loss by its own targets and DDP
+averages the ranks' gradients (transformers#34242, the zoo's `transformers-34242`), which the judge FAILs at the loss
+view too.
 """
 import argparse
 import os

@@ -59,6 +59,13 @@ ENTRIES = {
         "example": "hf_trainer", "args": ["--no-items"], "twin": [],
         "view": "loss", "step": 0, "tensor": "loss",
     },
+    "transformers-34242": {
+        "issue": "https://github.com/huggingface/transformers/issues/34242",
+        "function": "transformers.Trainer._get_num_items_in_batch with average_tokens_across_devices off (as "
+                    "shipped, the flag off: each rank divides by its own target count)",
+        "example": "hf_trainer", "args": ["--no-average-tokens"], "twin": [],
+        "view": "loss", "step": 0, "tensor": "loss",
+    },
 }
 
 

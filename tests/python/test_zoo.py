@@ -50,7 +50,20 @@ def test_deepspeed_module_branch_left_undivided(tmp_path):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("name", sorted(n for n in zoo.ENTRIES
-                                        if n not in ("pytorch-170862", "pytorch-144352", "deepspeed-8224")))
+def test_trainer_tokens_counted_per_rank(tmp_path):
+    """transformers#34242: the twin (the Trainer's default, average_tokens_across_devices on) PASSes, so the FAIL is
+    the rank-local count's; the loss view names the weight, not the micro-batch mean of #34191."""
+    zoo.record("transformers-34242", str(tmp_path / "twin"), 2, twin=True)
+    twin = subprocess.run([BIN, "judge", str(tmp_path / "twin")], capture_output=True, text=True, timeout=900)
+    assert twin.returncode == 0, twin.stdout[-2000:]
+    doc = check_entry(tmp_path, "transformers-34242")
+    assert "divided by another count than the global batch's targets" in doc["pattern"], doc
+    views = {v["view"]: v for v in doc["views"]}
+    assert views["gradients"]["found"] and not views["traffic"]["found"], doc
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", sorted(n for n in zoo.ENTRIES if n not in (
+    "pytorch-170862", "pytorch-144352", "deepspeed-8224", "transformers-34242")))
 def test_entry(tmp_path, name):
     check_entry(tmp_path, name)
