@@ -107,13 +107,17 @@ def init_gloo(rank, world, port, launcher_vars=False):
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
 
 
-def optimizer_step(rec, opt, lr):
-    """The step's update as the recorder sees it: the lr on every group, opt.step() in the optimizer phase, the step
-    closed."""
+def optimizer_step(rec, opt, lr, scaler=None):
+    """The step's update as the recorder sees it: the lr on every group, opt.step() (scaler.step(opt) and
+    scaler.update() with a GradScaler) in the optimizer phase, the step closed."""
     for g in opt.param_groups:
         g["lr"] = lr
     with rec.phase("optimizer"):
-        opt.step()
+        if scaler is None:
+            opt.step()
+        else:
+            scaler.step(opt)
+            scaler.update()
     rec.end_step()
 
 

@@ -21,6 +21,13 @@ AdamW fp32) and declares it to the recorder: the judge's reference runs the engi
 16-bit envelope (docs/judge.md §"bf16 autocast"). Two bugs smaller than that envelope: --bug bf16-compress (DDP's
 bf16_compress_hook: the gradients all-reduced in bf16 while the run declares fp32) and --bug bf16-grads (every
 gradient rounded to bf16 after the all-reduce, as a bf16 gradient buffer would).
+
+--autocast fp16 runs the forward under autocast to fp16 with a GradScaler (init_scale --init-scale, growth_interval
+--growth-interval: a large initial scale overflows the first steps, which GradScaler skips), declared to the recorder
+with the scaler (docs/judge.md §"fp16 with a GradScaler"). Its bugs: --bug fp16-step-anyway (opt.step() and
+scaler.update() instead of scaler.step(opt): an overflowed step is applied), --bug fp16-scaler-reset (a new GradScaler
+at step 3, as a resume that does not load the scaler's state), --bug fp16-clip-scaled (clip_grad_norm_ before
+scaler.unscale_: the norm of the scaled gradients, so each step clips by about 1/scale; AdamW hides most of it).
 """
 import argparse
 import contextlib
@@ -40,6 +47,10 @@ from hf_common import (NullRecorder, adamw, build_model, check_micro_batches, co
 from shardproof_torch import Recorder  # noqa: E402
 
 
+def new_scaler(args):
+    return torch.amp.GradScaler("cpu", init_scale=args.init_scale, growth_interval=args.growth_interval)
+
+
 def worker(rank, args, world, port):
     init_gloo(rank, world, port)
     from torch.nn.parallel import DistributedDataParallel
@@ -54,6 +65,10 @@ def worker(rank, args, world, port):
         options["trace"] = args.trace
     if args.autocast == "bf16":
         options["autocast"] = torch.bfloat16
+    scaler = None
+    if args.autocast == "fp16":
+        scaler = new_scaler(args)
+        options.update(autocast=torch.float16, grad_scaler=scaler)
     hook = None
     if args.bug == "bf16-compress":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -62,7 +77,8 @@ def worker(rank, args, world, port):
         net, opt, args.out, steps=args.steps, name="hf-ddp", script=os.path.abspath(__file__),
         batch={"micro_batch": args.micro_batch, "micro_batches": args.micro_batches, "seq_len": args.seq},
         hyper=hyper, ddp_hook=hook, **options)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+    autocast = torch.autocast("cpu", dtype=torch.float16 if args.autocast == "fp16" else torch.bfloat16,
+                              enabled=args.autocast != "none")
     if args.bug == "ddp-bucket-skipped":  # the recorder registered no hook of its own (Flight Recorder trace)
         ddp.register_comm_hook(None, skip_bucket_hook)
     k, dp_rank = args.micro_batches // world, rank
@@ -70,6 +86,8 @@ def worker(rank, args, world, port):
         t0, c0 = time.perf_counter(), time.process_time()
         lr = lr_at(args, step)
         rec.begin_step(step, lr)
+        if args.bug == "fp16-scaler-reset" and step == 3:
+            scaler = rec.grad_scaler = new_scaler(args)  # what a resume that forgets the scaler's state_dict does
         batches, n_global = step_batches(args, step)
         opt.zero_grad(set_to_none=True)
         for j, i in enumerate(range(dp_rank * k, (dp_rank + 1) * k)):
@@ -80,15 +98,29 @@ def worker(rank, args, world, port):
                     objective = s / n_global * world
                     rec.loss(i, s.item(), targets(batches[i]), objective.item())
                 with rec.phase("backward"):
-                    objective.backward()
+                    (objective if scaler is None else scaler.scale(objective)).backward()
         if args.bug == "bf16-grads":
             for p in model.parameters():
                 p.grad.copy_(p.grad.to(torch.bfloat16))
+        if args.bug == "fp16-clip-scaled":
+            with rec.statistics():
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip, foreach=False)
+        if scaler is not None:
+            scaler.unscale_(opt)
         rec.gradients()
-        with rec.statistics():
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip, foreach=False)
+        if args.bug != "fp16-clip-scaled":
+            with rec.statistics():
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip, foreach=False)
         rec.clipped(norm.item())
-        optimizer_step(rec, opt, lr)
+        if args.bug == "fp16-step-anyway":
+            for g in opt.param_groups:
+                g["lr"] = lr
+            with rec.phase("optimizer"):
+                opt.step()
+                scaler.update()
+            rec.end_step()
+        else:
+            optimizer_step(rec, opt, lr, scaler)
         if rank == 0 and args.timing:  # the step's wall and CPU time, and the recorder's share of them
             with open(args.timing, "a") as f:
                 f.write(json.dumps({"step": step, "seconds": time.perf_counter() - t0,
@@ -109,12 +141,17 @@ def parse_args(argv=None):
                     help="the recorder's anchor_every (default: the recorder's; 0: checksums only)")
     ap.add_argument("--trace", default="recorder", choices=["recorder", "flight-recorder"],
                     help="the collective trace: the recorder's wrappers, or PyTorch's Flight Recorder (its dumps)")
-    ap.add_argument("--autocast", default="none", choices=["none", "bf16"],
-                    help="every forward under torch.autocast to bf16, declared to the recorder")
-    ap.add_argument("--bug", default=None, choices=["ddp-bucket-skipped", "bf16-compress", "bf16-grads"],
+    ap.add_argument("--autocast", default="none", choices=["none", "bf16", "fp16"],
+                    help="every forward under torch.autocast to bf16 (or fp16 with a GradScaler), declared")
+    ap.add_argument("--init-scale", type=float, default=2.0 ** 16, help="fp16: GradScaler's init_scale")
+    ap.add_argument("--growth-interval", type=int, default=2000, help="fp16: GradScaler's growth_interval")
+    ap.add_argument("--bug", default=None, choices=["ddp-bucket-skipped", "bf16-compress", "bf16-grads",
+                                                    "fp16-step-anyway", "fp16-scaler-reset", "fp16-clip-scaled"],
                     help="a planted bug (ddp-bucket-skipped needs --trace flight-recorder: the recorder's own trace "
                          "holds DDP's hook)")
     args = ap.parse_args(argv)
+    if args.bug and args.bug.startswith("fp16") and args.autocast != "fp16":
+        ap.error(f"--bug {args.bug} needs --autocast fp16")
     if args.bug == "ddp-bucket-skipped" and args.trace != "flight-recorder":
         ap.error("--bug needs --trace flight-recorder (with the recorder's trace, examples/torch plants it)")
     if args.trace == "flight-recorder":  # read by torch when the first process group is made: set before the fork

@@ -205,12 +205,12 @@ def autocast_dtype():
 
 
 def check_autocast(declared_dtype, where, forward=False):
-    """An open autocast region must be the declared one ("bfloat16" or None); with forward=True (a forward of the
+    """An open autocast region must be the declared one ("bfloat16", "float16" or None); with forward=True (a forward of the
     model) it must be open when declared."""
     active = autocast_dtype()
     if active is not None and declared_dtype is None:
         raise Refused(f"{where} inside an autocast region ({active}) the recording does not declare: pass "
-                      f"autocast=torch.bfloat16 to the Recorder (fp16 autocast is not judged)")
+                      f"autocast=torch.{active} to the Recorder (fp16 with grad_scaler=its GradScaler)")
     if active is not None and active != declared_dtype:
         raise Refused(f"{where} inside autocast to {active}; the recording declares {declared_dtype}")
     if forward and active is None and declared_dtype is not None:
@@ -219,15 +219,17 @@ def check_autocast(declared_dtype, where, forward=False):
 
 
 def autocast_declared(autocast):
-    """The constructor's autocast (None, torch.bfloat16 or "bfloat16") as the contract writes it: "bfloat16" or
-    None. fp16 autocast is refused: it needs a GradScaler, whose decisions the judge does not check yet."""
+    """The constructor's autocast (None, torch.bfloat16, torch.float16 or their names) as the contract writes it:
+    "bfloat16", "float16" or None (fp16 needs its GradScaler: grad_scaler.contract_of)."""
     if autocast is None or autocast is False:
         return None
     name = str(autocast).replace("torch.", "")
     if name in ("bfloat16", "bf16"):
         return "bfloat16"
-    raise Refused(f"autocast={autocast!r}: the judge judges bf16 autocast (autocast=torch.bfloat16); fp16 needs a "
-                  f"GradScaler, whose skips and back-offs it does not check yet")
+    if name in ("float16", "fp16", "half"):
+        return "float16"
+    raise Refused(f"autocast={autocast!r}: the judge judges autocast to torch.bfloat16 or torch.float16 (with its "
+                  f"GradScaler)")
 
 
 def grad_scaler_active():

@@ -24,8 +24,8 @@ Every step it writes the synchronized gradients (one writer per piece) and the c
 the parameters after the update; at the first step of each segment (step 0, each resume) the full state
 (parameters and AdamW's moments): enough for the judge to replay every step's update bit for bit and to recompute
 every step's gradient (docs/judge.md §3). anchor_every=N records the earlier form instead (format 1: the full
-state around every N-th step only). What the judge cannot judge is refused by name (declared.Refused): fp16 or an
-undeclared autocast, a GradScaler, non-fp32 parameters or gradients, a bias the config lacks, an optimizer other
+state around every N-th step only). What the judge cannot judge is refused by name (declared.Refused): an undeclared
+autocast or GradScaler, fp16 without its GradScaler, non-fp32 parameters or gradients, a bias the config lacks, an optimizer other
 than AdamW's CPU arithmetic.
 
 Not the judge and not a training framework: it never changes a tensor, and it issues no collective of its own
@@ -37,13 +37,13 @@ import time
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from . import batches, checksum, declared, discovery, files, layout, segment, staging
+from . import grad_scaler as scaling
 from .step_files import StepFiles, _local
 from .pieces import Piece
 from .pieces import declared as declared_piece
-from .trace import PHASES, Group, TraceRecorder
+from .trace import PHASES, TraceRecorder, trace_groups
 
 # The optimizer's declared hyper-parameters: exactly these (docs/formats/torch_recording.md, contract.json).
 HYPER_KEYS = ("lr_schedule", "betas", "eps", "weight_decay", "no_decay", "max_grad_norm", "implementation")
@@ -67,7 +67,7 @@ class Recorder(StepFiles):
     def __init__(self, out, *, rank, strategy, hf_config, parameters, optimizer, hyper, batch, steps,
                  groups=None, loss_reduction="token_mean", gradient_divisor=1, anchor_every=None,
                  checksum_every=1, script=None, resume_step=None, model=None, quiet=False, trace="recorder",
-                 digest=None, autocast=None, param_dtype=None):
+                 digest=None, autocast=None, param_dtype=None, grad_scaler=None):
         """parameters: [(HF name, torch parameter, shard)] of this rank's model, shard = None (the whole
         logical tensor) or (dim, index, parts): an even split along dim 0 or 1 — or the pieces
         Recorder.attach discovers (discovery.Piece: any box, its replicas found). optimizer: the torch optimizer
@@ -83,7 +83,8 @@ class Recorder(StepFiles):
         default SHARDPROOF_DIGEST or auto. autocast: torch.bfloat16 if the forward runs under
         torch.autocast(dtype=torch.bfloat16) (parameters, gradients and the optimizer fp32): the judge's reference
         then runs the engine's bf16 casts, within the derived 16-bit envelope (docs/judge.md §"bf16 autocast"); every
-        forward of `model` and every micro_batch/loss call is checked against it. param_dtype: "bfloat16" when FSDP2's
+        forward of `model` and every micro_batch/loss call is checked against it; torch.float16 with grad_scaler=the run's
+        GradScaler (grad_scaler.py: its decisions recorded and judged). param_dtype: "bfloat16" when FSDP2's
         MixedPrecisionPolicy computes with bf16 parameters and reduces in fp32 (attach finds it)."""
         self.out, self.rank, self.steps = out, rank, steps
         from . import flight_recorder  # not at the top: `python -m shardproof_torch.flight_recorder` runs it
@@ -93,6 +94,7 @@ class Recorder(StepFiles):
         self.digest = staging.digest_mode(digest)
         self.autocast = declared.autocast_declared(autocast)
         self.param_dtype = declared.param_dtype_declared(param_dtype, self.autocast)
+        self.grad_scaler, self.scaler_contract = grad_scaler, scaling.contract_of(grad_scaler, self.autocast)
         declared.check_integers(steps, gradient_divisor, checksum_every, self.every_step)
         declared.check_config(hf_config)
         self.grid = layout.Grid(strategy["dp"], strategy["tp"], strategy["pp"])
@@ -135,7 +137,7 @@ class Recorder(StepFiles):
         self.scaler_checked = False
         first_seq = segment.start(self, resume_step)
         fr = self.trace_source == layout.TRACE_FLIGHT_RECORDER
-        self.trace = TraceRecorder(None if fr else layout.trace_path(out, rank), rank, self._groups(groups or {}),
+        self.trace = TraceRecorder(None if fr else layout.trace_path(out, rank), rank, trace_groups(self.grid, rank, groups or {}),
                                    first_seq)
         self.records = files.JsonlFile(layout.records_path(out, rank))
         if not fr:
@@ -161,7 +163,8 @@ class Recorder(StepFiles):
         (every step) unless anchor_every is given. Refuses (RefusedModel, declared.Refused) what it cannot judge,
         by name. groups: {axis: process group} the model does not show (a pipeline's pp group). ddp_hook: the DDP
         comm hook the run uses (default_hooks.bf16_compress_hook, say): registered inside the recorder's traced one.
-        autocast=torch.bfloat16: the forward runs under bf16 autocast (checked at every forward of `model`)."""
+        autocast=torch.bfloat16: the forward runs under bf16 autocast (checked at every forward of `model`);
+        autocast=torch.float16 with grad_scaler=the run's GradScaler."""
         found = discovery.discover(model, optimizer, hf_config, name, groups)
         dp = found["strategy"]["dp"]
         rec = cls(out, rank=found["rank"], strategy=found["strategy"], hf_config=found["hf_config"],
@@ -174,20 +177,6 @@ class Recorder(StepFiles):
         return rec
 
     # ---------------------------------------------------------------- set-up
-    def _groups(self, given):
-        world = list(range(self.grid.world))
-        groups = {None: Group("world", world, self.rank)}
-        for axis, pg in given.items():
-            if pg is None:
-                continue
-            members = self.grid.members(axis, self.rank)
-            actual = dist.get_process_group_ranks(pg) if hasattr(dist, "get_process_group_ranks") else members
-            if list(actual) != members:
-                raise ValueError(f"the {axis} group of rank {self.rank} holds ranks {list(actual)}, but the declared "
-                                 f"grid puts {members} in it (rank = tp + tp_size * (dp + dp_size * pp))")
-            groups[pg] = Group(self.grid.group_name(axis, self.rank), members, self.rank)
-        return groups
-
     def _watch_optimizer(self):
         """Records the lr the optimizer's groups hold when it steps (those holding this rank's parameters): the
         judge checks it against the step's recorded lr and the declared schedule. The instance's step is wrapped
@@ -330,11 +319,13 @@ class Recorder(StepFiles):
     def gradients(self):
         """The gradients as the optimizer will see them (synchronized, before clipping)."""
         self.trace.phase = "optimizer"
-        if not self.scaler_checked:
+        if self.grad_scaler is not None:
+            self.step_doc["scaler"] = scaling.after_unscale(self.grad_scaler, f"step {self.step}")
+        elif not self.scaler_checked:
             self.scaler_checked = True
             if declared.grad_scaler_active():
-                raise declared.Refused("an enabled GradScaler exists in this process: scaled gradients and skipped "
-                                       "steps are not judgeable yet (issue 44); record the run in fp32 without it")
+                raise declared.Refused("an enabled GradScaler the Recorder was not given exists in this process: "
+                                       "pass grad_scaler=scaler (with autocast=torch.float16)")
         grads = []
         for pc in self.pieces:
             g = pc.grad()
@@ -388,6 +379,8 @@ class Recorder(StepFiles):
         if self.token_rows:
             self._write(layout.tokens_path(self.out, self.rank, self.step),
                         files.token_batch_bytes(np.concatenate(self.token_rows)))
+        if "scaler" in self.step_doc:
+            self.step_doc["scaler"] = scaling.after_update(self.grad_scaler, self.step_doc["scaler"])
         if self.every_step:
             self.step_doc["group_lr"] = None if self.group_lr is None else [files.finite_or_text(x)
                                                                             for x in self.group_lr]

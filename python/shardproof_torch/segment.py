@@ -54,7 +54,7 @@ def contract(rec, strategy, hf_config, hyper, batch, loss_reduction, gradient_di
         doc["optimizer"]["arithmetic"] = rec.arithmetic
         doc["optimizer"]["sqrt"] = "recorded" if rec.record_sqrt else "correctly-rounded"
         doc["precision"] = {"params": "float32", "grads": "float32", "device": "cpu", "autocast": rec.autocast or False,
-                            "grad_scaler": False, "norm_lanes": norm_lanes()}
+                            "grad_scaler": rec.scaler_contract, "norm_lanes": norm_lanes()}
         if rec.param_dtype:  # absent in fp32: earlier contracts' hashes unchanged
             doc["precision"]["param_dtype"] = rec.param_dtype
     else:

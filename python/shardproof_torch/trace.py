@@ -92,6 +92,22 @@ class Group:
         self.announced = False
 
 
+def trace_groups(grid, rank, given):
+    """{process group: Group} of this rank: the world (key None) and each of `given` ({axis: process group}), whose
+    members must be the ones the declared grid (layout.Grid) puts in that axis's group with `rank`."""
+    groups = {None: Group("world", list(range(grid.world)), rank)}
+    for axis, pg in given.items():
+        if pg is None:
+            continue
+        members = grid.members(axis, rank)
+        actual = dist.get_process_group_ranks(pg) if hasattr(dist, "get_process_group_ranks") else members
+        if list(actual) != members:
+            raise ValueError(f"the {axis} group of rank {rank} holds ranks {list(actual)}, but the declared "
+                             f"grid puts {members} in it (rank = tp + tp_size * (dp + dp_size * pp))")
+        groups[pg] = Group(grid.group_name(axis, rank), members, rank)
+    return groups
+
+
 class TraceRecorder:
     def __init__(self, path, rank, groups, first_seq=None):
         """groups: {process-group object or None (world): Group}. first_seq: {group name: next seq} when a

@@ -97,9 +97,9 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
   t.update = 16 * kU;
   t.norm = clip_norm_tolerance(c);
   t.semantics = 1.52587890625e-05;  // 2^-16
-  if (c.bf16()) {                   // docs/equivalence.md §8: the envelope of both sides' rounding points
+  if (c.sixteen_bit()) {            // docs/equivalence.md §8: the envelope of both sides' rounding points
     t.rounding_points = bf16_rounding_points(c);
-    const double env = plan::rounding_envelope(DType::kBF16, static_cast<double>(t.rounding_points));
+    const double env = plan::rounding_envelope(c.sixteen_dtype(), static_cast<double>(t.rounding_points));
     t.loss = std::max(t.loss, env);
     t.grad = std::max(t.grad, env);
   }
@@ -109,12 +109,12 @@ JudgeTolerances foreign_tolerances(const RecordingContract& c, int64_t targets) 
 int64_t bf16_rounding_points(const RecordingContract& c) {
   const int64_t L = c.model.model.n_layers;
   if (c.param_bf16) return (13 + 42) * L + 4 + 9;
-  return c.autocast_bf16 ? (13 + 16) * L + 4 + 4 : 0;
+  return c.autocast_bf16 || c.autocast_fp16 ? (13 + 16) * L + 4 + 4 : 0;  // autocast casts alike to bf16 and fp16
 }
 
 bool gradient_in_fp32(const RecordingContract& c, const std::string& name) {
   if (c.param_bf16) return false;
-  if (!c.autocast_bf16) return true;
+  if (!c.autocast_bf16 && !c.autocast_fp16) return true;
   const auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.ends_with(s); };
   return ends("layernorm.weight") || name == "model.norm.weight" ||
          (name == "model.embed_tokens.weight" && !c.model.model.tie_embeddings);
@@ -130,6 +130,14 @@ std::string JudgeContext::unmodelled_text() const {
   std::string out = traffic_unmodelled();
   if (!out.empty()) out = "traffic not compared: " + out;
   return out + (!out.empty() && !norm_unbounded.empty() ? "; " : "") + norm_unbounded;
+}
+
+bool scaler_skipped(const Recording& rec, int64_t step) {
+  for (const RankRecords& rr : rec.ranks()) {
+    const auto& sc = rr.steps[static_cast<size_t>(step)].scaler;
+    if (sc && sc->found_inf) return true;
+  }
+  return false;
 }
 
 std::vector<int64_t> JudgeContext::unchecked_steps() const {
@@ -151,7 +159,7 @@ Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn&
   SP_ASSIGN_OR_RETURN(ctx.repeats, data_repeats(rec));
   // Every rank's clip norm against the norm of the logical gradient (exact, from the assembled checksums).
   for (int64_t s = 0; s < c.steps; ++s) {
-    if (!c.checksums_at(s) || !(c.max_grad_norm > 0)) continue;
+    if (!c.checksums_at(s) || !(c.max_grad_norm > 0) || scaler_skipped(rec, s)) continue;  // skipped: inf norms
     double sq = 0;
     for (const AssembledTensor& t : ctx.assembly.tensors)
       if (t.step == s && t.phase == "grad") sq += t.summary.stats.sum_squares();

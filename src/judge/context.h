@@ -33,6 +33,7 @@ struct ReferenceStep {
   double loss = 0;                                       // mean over the global batch's target tokens
   std::vector<double> micro_batch_losses = {};           // Σ token losses of each micro-batch, by index
   std::map<std::string, std::vector<float>> grads = {};  // HF name → logical gradient
+  double loss_scale = 1.0;                               // fp16: the scale its backward ran at (divided out)
 };
 // The parameters the engine starts from: HF name → logical values.
 using ParamsFn = std::function<const float*(const std::string& name)>;
@@ -98,7 +99,10 @@ bool sixteen_bit_values(const TensorError& e);
 // One recorded step as the gradient, loss and update views see it.
 struct StepResult {
   int64_t step = 0;
-  bool checked = false;        // its gradient and loss recomputed and its update replayed
+  bool checked = false;  // its gradient and loss recomputed and its update replayed
+  // fp16: a rank's GradScaler found a non-finite gradient, so the step was skipped: its gradients are not compared
+  // (the scaler row checks they hold one), its update is replayed as no step.
+  bool overflow = false;
   std::string unchecked = {};  // why not (a format 1 step without an anchor, a state the replay lost)
   JudgeTolerances tol = {};
   int64_t bytes = 0;  // of the files read for it
@@ -163,6 +167,9 @@ struct JudgeContext {
 // The recorded layout as the traffic model's input, and what of it is not modelled (judge/layout.cc): fills
 // layout, unmodelled and unmodelled_dp of `ctx`.
 void recorded_layout(const Recording& recording, JudgeContext& ctx);
+
+// fp16 with a GradScaler: whether some rank's scaler found a non-finite gradient at `step` (the step was skipped).
+bool scaler_skipped(const Recording& recording, int64_t step);
 
 // ‖a − b‖₂ / ‖b‖₂ in double (0 when both are zero; ∞ when only b is), and whether every element is equal.
 std::pair<double, bool> relative_distance(const float* a, const float* b, size_t n);

@@ -249,9 +249,40 @@ Status optimizer_and_loss(const JsonFields& f, const std::string& label, Recordi
   return Status();
 }
 
-// Format 2 declares what the recorder checked: fp32 CPU parameters and gradients, no GradScaler, autocast off or to
-// bf16 (the reference then runs the engine's bf16 casts); and the lanes of the norm kernel the clip-norm bound
-// assumes (judge/context.cc, clip_norm_tolerance).
+// precision.grad_scaler: false, or (with fp16 autocast, which needs one) torch's GradScaler as recording.h's
+// GradScalerSpec accepts it: growth 2, backoff 1/2, a power-of-two initial scale.
+Status grad_scaler(const JsonFields& pf, const std::string& label, const json& p, RecordingContract& c) {
+  const json& g = p.at("grad_scaler");
+  if (g == false) {
+    if (c.autocast_fp16)
+      return pf.error("grad_scaler",
+                      "is false with fp16 autocast: fp16 gradients need a GradScaler (record it: "
+                      "Recorder.attach(..., grad_scaler=scaler))");
+    return Status();
+  }
+  if (!c.autocast_fp16)
+    return pf.error("grad_scaler", "is only judged with autocast \"float16\" (bf16 and fp32 need no loss scale)");
+  SP_ASSIGN_OR_RETURN(const json* o, pf.object("grad_scaler"));
+  const JsonFields gf(*o, label, "precision.grad_scaler");
+  SP_RETURN_IF_ERROR(gf.expect_keys({"init_scale", "growth_factor", "backoff_factor", "growth_interval"}));
+  for (const auto& [key, want] : {std::pair{"growth_factor", 2.0}, std::pair{"backoff_factor", 0.5}})
+    if (!o->at(key).is_number() || o->at(key).get<double>() != want)
+      return gf.error(key, fmt::format("= {}: the judge checks GradScaler's default {} (its rule is the engine's "
+                                       "loss scaler's)",
+                                       o->at(key).dump().substr(0, 40), want));
+  const json& init = o->at("init_scale");
+  int exponent = 0;
+  if (!init.is_number() || !(init.get<double>() > 0) || std::frexp(init.get<double>(), &exponent) != 0.5 ||
+      exponent - 1 < 0 || exponent - 1 > 64)
+    return gf.error("init_scale", fmt::format("= {}: a power of two in [1, 2^64]", init.dump().substr(0, 40)));
+  SP_ASSIGN_OR_RETURN(const int64_t interval, gf.integer("growth_interval", 1, int64_t{1} << 40));
+  c.grad_scaler = GradScalerSpec{.init_scale = init.get<double>(), .growth_interval = interval};
+  return Status();
+}
+
+// Format 2 declares what the recorder checked: fp32 CPU parameters and gradients, autocast off, to bf16 (the
+// reference then runs the engine's bf16 casts) or to fp16 with its GradScaler; and the lanes of the norm kernel the
+// clip-norm bound assumes (judge/context.cc, clip_norm_tolerance).
 Status precision(const JsonFields& f, const std::string& label, RecordingContract& c) {
   SP_ASSIGN_OR_RETURN(const json* p, f.object("precision"));
   const JsonFields pf(*p, label, "precision");
@@ -276,15 +307,14 @@ Status precision(const JsonFields& f, const std::string& label, RecordingContrac
   const json& autocast = p->at("autocast");
   if (autocast == "bfloat16")
     c.autocast_bf16 = true;
+  else if (autocast == "float16")
+    c.autocast_fp16 = true;
   else if (autocast != false)
-    return pf.error("autocast", fmt::format("= {}: false, or \"bfloat16\" (torch.autocast to bf16); fp16 autocast "
-                                            "needs its GradScaler judged, which the judge does not yet",
+    return pf.error("autocast", fmt::format("= {}: false, \"bfloat16\" or \"float16\" (torch.autocast's dtype)",
                                             autocast.dump().substr(0, 40)));
-  if (c.autocast_bf16 && c.param_bf16)
+  if ((c.autocast_bf16 || c.autocast_fp16) && c.param_bf16)
     return pf.error("param_dtype", "and autocast are both 16-bit: one 16-bit regime per recording");
-  if (p->at("grad_scaler") != false)
-    return pf.error("grad_scaler", "must be false: a GradScaler's scaled gradients and skipped steps are not judged");
-  return Status();
+  return grad_scaler(pf, label, *p, c);
 }
 
 }  // namespace

@@ -190,16 +190,20 @@ std::string unchecked_text(const JudgeContext& x) {
 
 Row gradients(const JudgeContext& x) {
   Row r{row("gradients equal the engine's single-device gradient at every step",
-            x.recording->contract().bf16()
-                ? "per tensor ‖Δg‖/‖g‖ ≤ the 16-bit envelope 2·√R₁₆·u/√3 of the run's bf16 roundings and the "
-                  "engine's bf16 casts (docs/equivalence.md §8), finite"
+            x.recording->contract().sixteen_bit()
+                ? "per tensor ‖Δg‖/‖g‖ ≤ the 16-bit envelope 2·√R₁₆·u/√3 of the run's 16-bit roundings and the "
+                  "engine's 16-bit casts (docs/equivalence.md §8), finite; fp16: steps GradScaler skipped not compared"
                 : "per tensor ‖Δg‖/‖g‖ ≤ (√(R·K) + T)·u·√N (docs/equivalence.md §7), finite",
             "grads/, tokens/"),
         {.view = "gradients", .point = 6, .evidence = "grads/"}};
   double worst = 0;
-  int64_t tensors = 0, checked = 0, failing = 0;
+  int64_t tensors = 0, checked = 0, failing = 0, skipped = 0;
   for (const StepResult& a : x.steps) {
     if (!a.checked) continue;
+    if (a.overflow) {  // GradScaler skipped it: its gradients hold the overflow (the scaler row checks that)
+      ++skipped;
+      continue;
+    }
     ++checked;
     const TensorError* bad = nullptr;
     int64_t n_bad = 0;
@@ -234,9 +238,15 @@ Row gradients(const JudgeContext& x) {
   }
   if (r.second.found) r.second.steps_failing = failing;
   r.first.passed = !r.second.found;  // no step checked: every step UNVERIFIED, never PASS
-  r.first.measured = fmt::format("{} of {} steps × {} tensors; worst {} of the tolerance{}", checked, x.steps.size(),
-                                 checked == 0 ? 0 : tensors / checked, pct(worst), unchecked_text(x));
-  r.first.detail = checked == 0 ? "no step could be checked: nothing to compare" : r.second.detail;
+  r.first.measured =
+      fmt::format("{} of {} steps × {} tensors; worst {} of the tolerance{}{}", checked, x.steps.size(),
+                  checked == 0 ? 0 : tensors / checked, pct(worst),
+                  skipped > 0 ? fmt::format("; {} steps skipped by GradScaler (overflow): not compared", skipped) : "",
+                  unchecked_text(x));
+  if (checked == 0 && skipped > 0) r.first.passed = false;  // every step skipped: no gradient ever compared
+  r.first.detail = checked == 0 ? (skipped > 0 ? "GradScaler skipped every step: no gradient was compared"
+                                               : "no step could be checked: nothing to compare")
+                                : r.second.detail;
   return r;
 }
 
@@ -340,7 +350,8 @@ const std::vector<JudgeRule>& judge_criteria() {
                                                {"loss", loss},
                                                {"resume", resume},
                                                {"records", records_agree},
-                                               {"precision", precision}};
+                                               {"precision", precision},
+                                               {"scaler", scaler, has_grad_scaler}};
   return rules;
 }
 

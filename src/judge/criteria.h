@@ -66,6 +66,7 @@ struct JudgeVerdict {
 struct JudgeRule {
   std::string_view name;
   std::pair<proof::Criterion, JudgeDetection> (*check)(const JudgeContext& context);
+  bool (*applies)(const RecordingContract& contract) = nullptr;  // a row of some recordings only (null: of every one)
 };
 const std::vector<JudgeRule>& judge_criteria();
 

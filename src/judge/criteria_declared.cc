@@ -1,15 +1,18 @@
 // The judge's criteria on what a run declares and what any training holds (judge/criteria_rows.h): its data
 // (a micro-batch repeated within a global batch: every dp rank the same data) and its learning rate (every rank's
 // and its optimizer's groups' agree at every step, and follow the schedule when it is declared as data) and the
-// precision of its gradients (a gradient declared fp32 that holds bf16 numbers was rounded on its way).
+// precision of its gradients (a gradient declared fp32 that holds bf16 numbers was rounded on its way) and, in fp16,
+// its GradScaler's decisions (against the engine's loss scaler, on the recorded overflows).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "judge/criteria_rows.h"
+#include "optim/loss_scaler.h"
 
 namespace sp::judge::criterion {
 
@@ -134,9 +137,10 @@ Row precision(const JudgeContext& x) {
   const RecordingContract& c = x.recording->contract();
   Row r{row("precision: fp32 gradients hold fp32 numbers",
             "no gradient the declared precision computes in fp32 (" +
-                std::string(c.param_bf16      ? "bf16 parameters: none"
-                            : c.autocast_bf16 ? "under bf16 autocast: the norm weights and an untied embedding"
-                                              : "fp32: every one") +
+                std::string(c.param_bf16 ? "bf16 parameters: none"
+                            : c.autocast_bf16 || c.autocast_fp16
+                                ? "under autocast: the norm weights and an untied embedding"
+                                : "fp32: every one") +
                 ") has more than half of its ≥ 32 nonzero values exact bf16 numbers (by chance: ≤ 2^-3n; "
                 "docs/equivalence.md §8)",
             "grads/"),
@@ -182,6 +186,121 @@ Row precision(const JudgeContext& x) {
                                           "{} steps, {} fp32 gradients: at most {} of a tensor's nonzero "
                                           "values are bf16 numbers",
                                           checked, tensors, pct(most));
+  r.first.detail = r.second.detail;
+  return r;
+}
+
+}  // namespace sp::judge::criterion
+
+namespace sp::judge::criterion {
+namespace {
+
+// GradScaler's rule as the engine's loss scaler computes it: from the scale and growth tracker a step ran with and
+// its overflow, the two after scaler.update(). optim::LossScaler at hysteresis 1 with window = growth_interval,
+// restored at iter = tracker with no overflow yet, doubles the scale after `window` clean steps in a row and halves
+// it on an overflow: GradScaler's rule with growth 2 and backoff 1/2 (docs/judge.md §"fp16 with a GradScaler").
+std::pair<double, int64_t> scaler_rule(const GradScalerSpec& g, const ScalerRecord& s) {
+  optim::LossScaler rule(optim::LossScalerConfig{.initial_scale_power = 0,
+                                                 .window = g.growth_interval,
+                                                 .hysteresis = 1,
+                                                 .min_scale = std::ldexp(1.0, -1000),  // GradScaler has no floor
+                                                 .raise_at_min_scale = false});
+  rule.restore(optim::LossScalerState{.scale = s.scale, .iter = s.tracker, .last_overflow_iter = -1, .hysteresis = 1});
+  (void)rule.update(s.found_inf);
+  const double next = rule.scale();
+  return {next, s.found_inf || next > s.scale ? 0 : s.tracker + 1};
+}
+
+}  // namespace
+
+bool has_grad_scaler(const RecordingContract& c) { return c.grad_scaler.has_value(); }
+
+Row scaler(const JudgeContext& x) {
+  const Recording& rec = *x.recording;
+  const RecordingContract& c = rec.contract();
+  Row r{row("scaler: GradScaler's skips and scales follow its rule",
+            "every rank records one scaler; found_inf ⇔ a recorded gradient holds NaN or Inf; the scale and growth "
+            "tracker after each step are the engine's loss scaler's (hysteresis 1, window growth_interval) from the "
+            "step's; each step starts where the last ended, step 0 at init_scale",
+            "records/, grads/"),
+        {.view = "scaler", .point = 8, .evidence = "records/"}};
+  const GradScalerSpec& g = *c.grad_scaler;
+  int64_t skipped = 0, grown = 0, compared = 0;
+  std::set<int64_t> failing;
+  const auto found = [&](int64_t s, int rank, std::string detail, std::string pattern) {
+    failing.insert(s);
+    if (r.second.found) return;
+    r.second = {.view = "scaler",
+                .point = 8,
+                .found = true,
+                .step = s,
+                .phase = "scaler",
+                .tensor = "loss_scale",
+                .ranks = {rank},
+                .detail = std::move(detail),
+                .evidence = rank_records(rank),
+                .ratio = std::numeric_limits<double>::infinity(),
+                .pattern = std::move(pattern)};
+  };
+  const auto& steps0 = rec.ranks()[0].steps;
+  for (int64_t s = 0; s < c.steps; ++s) {
+    const ScalerRecord& a = *steps0[static_cast<size_t>(s)].scaler;
+    for (int rank = 1; rank < c.world; ++rank) {
+      const ScalerRecord& b = *rec.ranks()[static_cast<size_t>(rank)].steps[static_cast<size_t>(s)].scaler;
+      if (b.scale != a.scale || b.tracker != a.tracker || b.found_inf != a.found_inf || b.next_scale != a.next_scale ||
+          b.next_tracker != a.next_tracker)
+        found(s, rank,
+              fmt::format("step {}: rank {} recorded scale {:g}, found_inf {}, next {:g}; rank 0 {:g}, {}, {:g}", s,
+                          rank, b.scale, b.found_inf, b.next_scale, a.scale, a.found_inf, a.next_scale),
+              "the ranks' scalers decided apart: found_inf not shared (a sharded model needs ShardedGradScaler)");
+    }
+    const double want_scale = s == 0 ? g.init_scale : steps0[static_cast<size_t>(s - 1)].scaler->next_scale;
+    const int64_t want_tracker = s == 0 ? 0 : steps0[static_cast<size_t>(s - 1)].scaler->next_tracker;
+    if (a.scale != want_scale || a.tracker != want_tracker)
+      found(s, 0,
+            fmt::format("step {} ran with scale {:g} and growth tracker {}; {} {:g} and tracker {}", s, a.scale,
+                        a.tracker, s == 0 ? "the declared start is init_scale" : "the step before ended with scale",
+                        want_scale, want_tracker),
+            s == 0 ? "the scaler did not start from its declared init_scale"
+                   : "the scaler's state changed between steps (a resume that did not load it, a second scaler)");
+    const StepResult* judged = static_cast<size_t>(s) < x.steps.size() ? &x.steps[static_cast<size_t>(s)] : nullptr;
+    if (judged != nullptr && judged->checked) {
+      ++compared;
+      int64_t nonfinite = 0;
+      std::string where;
+      for (const TensorError& e : judged->grads)
+        if (e.nonfinite > 0 && where.empty())
+          nonfinite += e.nonfinite, where = e.tensor;
+        else
+          nonfinite += e.nonfinite;
+      if (a.found_inf != (nonfinite > 0))
+        found(s, 0,
+              a.found_inf ? fmt::format("step {}: found_inf, but every recorded gradient is finite", s)
+                          : fmt::format("step {}: {} NaN or infinite gradient values ({} first), found_inf false", s,
+                                        nonfinite, where),
+              a.found_inf ? "the scaler saw other gradients than the optimizer (unscale_ of another optimizer?)"
+                          : "the gradients overflowed after the scaler's check: the step was not skipped");
+    }
+    if (a.tracker >= g.growth_interval)
+      found(s, 0, fmt::format("step {}: growth tracker {} ≥ growth_interval {}", s, a.tracker, g.growth_interval),
+            "the tracker cannot reach the interval: its state was edited or restored from another scaler");
+    const auto [next, tracker] = scaler_rule(g, a);
+    if (a.next_scale != next || a.next_tracker != tracker)
+      found(s, 0,
+            fmt::format("step {}: after the step the scale is {:g} and the tracker {}; GradScaler's rule from scale "
+                        "{:g}, tracker {}, found_inf {} gives {:g} and {}",
+                        s, a.next_scale, a.next_tracker, a.scale, a.tracker, a.found_inf, next, tracker),
+            a.next_scale == a.scale && a.next_tracker == a.tracker ? "scaler.update() was not called"
+                                                                   : "the scale moved against the rule");
+    skipped += a.found_inf ? 1 : 0;
+    grown += a.next_scale > a.scale ? 1 : 0;
+  }
+  if (r.second.found) r.second.steps_failing = static_cast<int64_t>(failing.size());
+  r.first.passed = !r.second.found;
+  r.first.measured = fmt::format(
+      "{} steps × {} ranks: {} skipped (overflow), {} growths; scale {:g} → {:g}; found_inf against the gradients at "
+      "{} steps",
+      c.steps, c.world, skipped, grown, steps0.front().scaler->scale, steps0.back().scaler->next_scale, compared);
   r.first.detail = r.second.detail;
   return r;
 }

@@ -31,5 +31,7 @@ Row resume(const JudgeContext& x);
 Row data(const JudgeContext& x);
 Row lr(const JudgeContext& x);
 Row precision(const JudgeContext& x);
+Row scaler(const JudgeContext& x);  // fp16 with a GradScaler only (has_grad_scaler)
+bool has_grad_scaler(const RecordingContract& c);
 
 }  // namespace sp::judge::criterion

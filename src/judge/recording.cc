@@ -257,6 +257,12 @@ struct RecordingReader {
       if (static_cast<int64_t>(rr.steps.size()) != c.steps)
         return refuse(
             fmt::format("{} holds {} step records; contract.json declares {} steps", label, rr.steps.size(), c.steps));
+      for (const StepRecord& st : rr.steps)
+        if (st.scaler.has_value() != c.grad_scaler.has_value())
+          return refuse(
+              fmt::format("{}:{}: step {} {} a \"scaler\" record; contract.json's precision.grad_scaler is "
+                          "{}: every step of a run with a GradScaler records it, no other does",
+                          label, st.line, st.step, st.scaler ? "has" : "lacks", c.grad_scaler ? "declared" : "false"));
       std::map<std::pair<int64_t, std::string>, std::set<std::string>> seen;
       for (const TensorRecord& t : rr.tensors) {
         const auto spec = specs.find(t.tensor);

@@ -28,6 +28,7 @@
 #include "kernels/adamw.h"
 #include "model/weights.h"
 #include "plan/strategy.h"
+#include "tensor/dtype.h"
 
 namespace sp::judge {
 
@@ -76,6 +77,22 @@ struct LrSchedule {
 };
 inline constexpr double kScheduleRtol = 9.094947017729282e-13;  // 2^-40: the same formula, another order
 
+// contract `precision.grad_scaler` (with autocast "float16"): torch's GradScaler as the run built it. Its rule (the
+// scale × 2 after growth_interval clean steps in a row, × 1/2 and the step skipped on a non-finite gradient) is
+// DeepSpeed's dynamic loss scaler at hysteresis 1 (optim::LossScaler), the one the judge checks the decisions with;
+// growth_factor 2 and backoff_factor 1/2 only (the recorder refuses others), init_scale a power of two.
+struct GradScalerSpec {
+  double init_scale = 65536.0;
+  int64_t growth_interval = 2000;
+};
+// One step's GradScaler as one rank recorded it (records "scaler"): the scale and growth tracker the step's backward
+// ran with, whether unscale_ found a non-finite gradient (the step is then skipped), both after scaler.update().
+struct ScalerRecord {
+  double scale = 0, next_scale = 0;
+  int64_t tracker = 0, next_tracker = 0;
+  bool found_inf = false;
+};
+
 struct RecordingContract {
   nlohmann::json doc;  // contract.json as read
   int format_version = kRecordingFormatVersion;
@@ -110,11 +127,18 @@ struct RecordingContract {
   // (the forward and backward in bf16 parameters, gathered in bf16; gradients reduced and kept fp32): the reference
   // and the traffic model are the engine's bf16 (docs/equivalence.md §8).
   bool param_bf16 = false;
-  bool bf16() const { return autocast_bf16 || param_bf16; }  // judged within the 16-bit envelope
-  std::optional<LrSchedule> schedule = {};                   // the lr schedule as data; absent: declared as text only
-  std::string schedule_text = {};                            // the declaration as text (format 1, or a text schedule)
-  std::string loss_reduction = {};                           // declared: "token_mean" or "micro_batch_mean"
-  int64_t gradient_divisor = 1;  // what the framework divides gradients by in its sync (DDP: dp)
+  bool bf16() const { return autocast_bf16 || param_bf16; }
+  // contract `precision.autocast` = "float16" with its `grad_scaler`: the forward under torch.autocast to fp16, the
+  // loss scaled by a GradScaler (gradients recorded after unscale_): the reference runs the engine in fp16 at the
+  // run's scale, within the fp16 envelope; the scaler's decisions are a row of their own (docs/judge.md §"fp16").
+  bool autocast_fp16 = false;
+  std::optional<GradScalerSpec> grad_scaler = {};
+  bool sixteen_bit() const { return bf16() || autocast_fp16; }  // judged within the 16-bit envelope
+  DType sixteen_dtype() const { return autocast_fp16 ? DType::kF16 : DType::kBF16; }
+  std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
+  std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)
+  std::string loss_reduction = {};          // declared: "token_mean" or "micro_batch_mean"
+  int64_t gradient_divisor = 1;             // what the framework divides gradients by in its sync (DDP: dp)
   bool every_step() const { return format_version >= 2; }
   bool checksums_at(int64_t step) const { return checksum_every > 0 && step % checksum_every == 0; }
   bool decays(const std::string& tensor) const;  // weight decay applies: not in the declared no-decay set
@@ -151,6 +175,7 @@ struct StepRecord {
   std::vector<double> group_lr = {};     // the lrs its groups held at its step
   std::vector<int64_t> tokens = {};      // global micro-batch indices in this rank's token file, in order
   std::vector<LossRecord> losses = {};
+  std::optional<ScalerRecord> scaler = {};  // fp16 with a GradScaler (contract precision.grad_scaler): every step
 };
 
 // A digest of one piece of training state, saved with a checkpoint or loaded on resume.

@@ -131,12 +131,36 @@ Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line,
   return Status();
 }
 
+// A step's GradScaler (recording.h ScalerRecord): its scales positive numbers, its trackers counts, found_inf a bool.
+Result<ScalerRecord> scaler_record(const JsonFields& f, const json& j, const std::string& where) {
+  SP_ASSIGN_OR_RETURN(const json* o, f.object("scaler"));
+  const JsonFields sf(*o, where, "scaler");
+  SP_RETURN_IF_ERROR(sf.expect_keys({"scale", "growth_tracker", "found_inf", "next_scale", "next_growth_tracker"}));
+  ScalerRecord r;
+  for (const auto& [key, out] : {std::pair{"scale", &r.scale}, std::pair{"next_scale", &r.next_scale}}) {
+    const json& v = o->at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+      return sf.error(key, fmt::format("= {}: GradScaler's scale, a positive finite number", v.dump().substr(0, 40)));
+    *out = v.get<double>();
+  }
+  SP_ASSIGN_OR_RETURN(r.tracker, sf.integer("growth_tracker", 0, kMax));
+  SP_ASSIGN_OR_RETURN(r.next_tracker, sf.integer("next_growth_tracker", 0, kMax));
+  if (!o->at("found_inf").is_boolean()) return sf.error("found_inf", "must be true or false");
+  r.found_inf = o->at("found_inf").get<bool>();
+  return r;
+}
+
 Status step_record(const json& j, const JsonFields& f, const std::string& where, int rank, int64_t line, int version,
                    RankRecords& out) {
   const bool v2 = version >= kRecordingFormatVersion;
-  SP_RETURN_IF_ERROR(v2 ? f.expect_keys({"kind", "step", "lr", "grad_norm", "tokens", "losses", "group_lr"})
-                        : f.expect_keys({"kind", "step", "lr", "grad_norm", "tokens", "losses"}));
+  std::vector<std::string_view> keys = {"kind", "step", "lr", "grad_norm", "tokens", "losses"};
+  if (v2) keys.push_back("group_lr");
+  if (v2 && j.contains("scaler")) keys.push_back("scaler");  // fp16 with a GradScaler (the contract says whether)
+  SP_RETURN_IF_ERROR(f.expect_keys(keys));
   StepRecord s{.rank = rank, .line = line};
+  if (j.contains("scaler")) {
+    SP_ASSIGN_OR_RETURN(s.scaler, scaler_record(f, j, where));
+  }
   SP_ASSIGN_OR_RETURN(s.step, f.integer("step", 0, kMax));
   SP_ASSIGN_OR_RETURN(s.lr, evidence_number(f, j.at("lr"), "lr", v2));
   if (!j.at("grad_norm").is_null()) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "comm/mpi_communicator.h"
@@ -28,8 +29,13 @@ JudgeReference::~JudgeReference() = default;
 
 Result<std::unique_ptr<JudgeReference>> JudgeReference::make(const Recording& rec) {
   config::RunConfig rc = rec.contract().single_device_config();
-  // Autocast: the engine's bf16 casts (bf16 parameters: single_device_config is bf16 already, the traffic model's too).
+  // Autocast: the engine's 16-bit casts (bf16 parameters: single_device_config is bf16 already, the traffic model's
+  // too). fp16: the loss scale is given per step (operator()), the engine's own scaler is not used.
   if (rec.contract().autocast_bf16) rc.train.precision.compute = DType::kBF16;
+  if (rec.contract().autocast_fp16) {
+    rc.train.precision.compute = DType::kF16;
+    rc.fp16 = optim::LossScalerConfig{};
+  }
   auto plan = plan::RunPlan::make(rc, 1);
   if (!plan.ok()) return plan.status().with_context("the single-device reference of the recorded batch");
   SP_ASSIGN_OR_RETURN(comm::ProcessGrid grid, comm::ProcessGrid::create(1, 1, 1, "tp-dp-pp", 1));
@@ -90,14 +96,32 @@ Result<ReferenceStep> JudgeReference::operator()(int64_t step, const ParamsFn& p
   }
   parallel::Engine& e = *s_->engine;
   e.set_parameters(params);
+  // fp16: the run's loss scale of this step (its backward's range), halved while the engine's gradients overflow at
+  // it; a power of two, divided out exactly. Only the range differs from the run's scale, never a rounding.
+  double scale = 1.0;
+  if (c.grad_scaler) {
+    const std::optional<ScalerRecord>& sc = s_->rec->ranks()[0].steps[static_cast<size_t>(step)].scaler;
+    scale = sc ? sc->scale : c.grad_scaler->init_scale;
+  }
   ReferenceStep r;
-  r.loss = e.compute_gradients(tokens.data(), &r.micro_batch_losses);
-  for (const model::UnitPiece& p : e.gradient_pieces())
-    for (const model::TensorSlot& t : p.unit->tensors) {
-      auto& g = r.grads[t.spec.name];
-      g.resize(static_cast<size_t>(t.numel));
-      convert(f32_view(g.data(), t.numel), p.view().slice(t.offset, t.numel));  // 16-bit gradients: widened
-    }
+  for (int halvings = 0;; ++halvings) {
+    r = ReferenceStep{};
+    r.loss = e.compute_gradients(tokens.data(), &r.micro_batch_losses, scale);
+    bool finite = true;
+    for (const model::UnitPiece& p : e.gradient_pieces())
+      for (const model::TensorSlot& t : p.unit->tensors) {
+        auto& g = r.grads[t.spec.name];
+        g.resize(static_cast<size_t>(t.numel));
+        convert(f32_view(g.data(), t.numel), p.view().slice(t.offset, t.numel));  // 16-bit gradients: widened
+        for (float& x : g) {
+          finite = finite && std::isfinite(x);
+          x = static_cast<float>(x / scale);
+        }
+      }
+    if (finite || !c.grad_scaler || scale <= 1.0 || halvings >= 64) break;
+    scale /= 2;
+  }
+  r.loss_scale = scale;
   return r;
 }
 

@@ -270,7 +270,9 @@ Status StepJudge::step(const Assembly& as, int64_t s, StepResult& r) {
   SP_ASSIGN_OR_RETURN(const ReferenceStep ref, reference_(s, params, -1));
   compare_gradients(rec, as, g, ref, r);
   r.coefficient = coefficient_of(rec, 0, s);
-  if (std::any_of(r.grads.begin(), r.grads.end(), [&](const TensorError& e) { return !(e.rel <= r.tol.grad); })) {
+  r.overflow = scaler_skipped(rec, s);
+  if (!r.overflow &&
+      std::any_of(r.grads.begin(), r.grads.end(), [&](const TensorError& e) { return !(e.rel <= r.tol.grad); })) {
     r.grad_pattern = gradient_pattern(rec, r, g, ref, prev_ ? &*prev_ : nullptr, prev_coefficient_);
     if (r.grad_pattern.empty()) {
       SP_ASSIGN_OR_RETURN(r.grad_pattern, missing_micro_batch(rec, s, params, reference_, g, r));
@@ -287,6 +289,7 @@ Status StepJudge::step(const Assembly& as, int64_t s, StepResult& r) {
   for (const model::WeightSpec& w : rec.weights()) {
     const AnchorTensor& gt = g.tensors.at(w.name);
     UpdateInputs base = inputs_of(rec, s, w.name, gt);
+    base.no_step = r.overflow;  // GradScaler's skip: the recorded parameters are the ones before the step
     if (const auto it = roots.find(w.name); it != roots.end()) base.roots = it->second;
     ReplayTensor next = state_.at(w.name);
     std::string bad_root;

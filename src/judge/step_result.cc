@@ -87,6 +87,7 @@ json step_result_json(const StepResult& s) {
   const JudgeTolerances& t = s.tol;
   return {{"step", s.step},
           {"checked", s.checked},
+          {"overflow", s.overflow},
           {"unchecked", s.unchecked},
           {"tolerances",
            {{"token", t.token},
@@ -121,6 +122,7 @@ Result<StepResult> step_result_from_json(const json& j, const std::string& where
   const JsonFields f(j, where, "step");
   SP_RETURN_IF_ERROR(f.expect_keys({"step",
                                     "checked",
+                                    "overflow",
                                     "unchecked",
                                     "tolerances",
                                     "bytes",
@@ -144,6 +146,8 @@ Result<StepResult> step_result_from_json(const json& j, const std::string& where
   SP_ASSIGN_OR_RETURN(s.step, f.integer("step", 0, int64_t{1} << 40));
   if (!j.at("checked").is_boolean()) return f.error("checked", "must be true or false");
   s.checked = j.at("checked").get<bool>();
+  if (!j.at("overflow").is_boolean()) return f.error("overflow", "must be true or false");
+  s.overflow = j.at("overflow").get<bool>();
   SP_ASSIGN_OR_RETURN(s.unchecked, f.string("unchecked"));
   SP_ASSIGN_OR_RETURN(const json* tol, f.object("tolerances"));
   const JsonFields tf(*tol, where, "tolerances");

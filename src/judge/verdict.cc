@@ -90,6 +90,7 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
   JudgeVerdict v;
   const RecordingContract& c = x.recording->contract();
   for (const JudgeRule& rule : judge_criteria()) {
+    if (rule.applies != nullptr && !rule.applies(c)) continue;
     auto [criterion, detection] = rule.check(x);
     v.gate.criteria.push_back(std::move(criterion));
     v.detections.push_back(std::move(detection));
@@ -129,7 +130,10 @@ JudgeVerdict derive_judgement(const JudgeContext& x) {
                     c.every_step() ? "bit for bit" : fmt::format("{:.3g}", t.update), t.norm) +
         (t.rounding_points > 0 ? fmt::format("; {}: loss and gradient are the 16-bit envelope 2·√R₁₆·u/√3 of R₁₆ = {} "
                                              "rounding points (§8)",
-                                             c.param_bf16 ? "bf16 parameters" : "bf16 autocast", t.rounding_points)
+                                             c.param_bf16      ? "bf16 parameters"
+                                             : c.autocast_fp16 ? "fp16 autocast (u = 2^-11)"
+                                                               : "bf16 autocast",
+                                             t.rounding_points)
                                : std::string()));
     v.notes.push_back(fmt::format("{} of {} steps checked; {} bytes of gradients and states read ({} per checked step)",
                                   checked, x.steps.size(), bytes, checked > 0 ? bytes / checked : 0));

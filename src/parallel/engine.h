@@ -118,8 +118,9 @@ class Engine {
   // Loss and gradients of the plan's M micro-batches of explicit tokens (M·B, T+1), in micro-batch order, no
   // update: `shardproof grads` (M = 1) and `judge` (a recorded global batch). Requires dp = 1 (any tp, pp).
   // Returns the mean loss over the target tokens; each micro-batch's loss sum into micro_batch_losses if
-  // given; gradients via gradient_pieces().
-  double compute_gradients(const int32_t* tokens, std::vector<double>* micro_batch_losses = nullptr);
+  // given; gradients via gradient_pieces(), × loss_scale (fp16's loss scale: a power of two keeps them exact).
+  double compute_gradients(const int32_t* tokens, std::vector<double>* micro_batch_losses = nullptr,
+                           double loss_scale = 1.0);
   std::vector<model::UnitPiece> gradient_pieces() { return update_->gradient_pieces(); }
   std::vector<model::UnitPiece> parameter_pieces() { return update_->parameter_pieces(); }
   std::vector<model::UnitPiece> owned_parameter_pieces() { return update_->owned_parameters(); }

@@ -64,7 +64,7 @@ double Engine::evaluate(int64_t s) {
   return total / static_cast<double>(E * c.train.micro_batch_size * c.train.seq_len);
 }
 
-double Engine::compute_gradients(const int32_t* tokens, std::vector<double>* micro_batch_losses) {
+double Engine::compute_gradients(const int32_t* tokens, std::vector<double>* micro_batch_losses, double loss_scale) {
   const config::RunConfig& c = plan_.config;
   SP_CHECK(c.parallel.dp == 1, "compute_gradients needs dp = 1");
   const int64_t B = c.train.micro_batch_size, T = c.train.seq_len, M = plan_.micro_batches;
@@ -87,7 +87,7 @@ double Engine::compute_gradients(const int32_t* tokens, std::vector<double>* mic
   io.params = params_.get();
   io.grads = grads_.get();
   io.tp = tp_ops_.get();
-  io.loss_scale = static_cast<float>(1.0 / count);
+  io.loss_scale = static_cast<float>(loss_scale / count);
   runner_->run(actions_, io);
   grads_->finish_sync();
   comm::ScopedPhase phase(trace_, comm::Phase::kEvidence, 0);

@@ -114,7 +114,7 @@ def case_recorder(args):
         s._enabled = True  # an enabled scaler: CPU-only torch 1.13 disables its own, a GPU run's is enabled
         p.grad = torch.zeros(16)
         rec.gradients()
-    step_refused("grad_scaler", "an enabled GradScaler exists", with_scaler)
+    step_refused("grad_scaler", "an enabled GradScaler the Recorder was not given exists", with_scaler)
 
     # Hugging Face batches: what the engine's rows can say is accepted, the rest refused by name.
     ids = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 0]])
@@ -268,9 +268,14 @@ def case_declarations(args):
             ("name_tp", lambda c: c["strategy"].update(name="ddp-tp"), "says 'tp', but the grid declares tp = 1"),
             ("schedule_kind", lambda c: c["optimizer"].update(lr_schedule={"kind": "exp"}), "optimizer.lr_schedule"),
             ("precision", lambda c: c["precision"].update(autocast=True),
-             'precision.autocast = true: false, or "bfloat16"'),
+             'precision.autocast = true: false, "bfloat16" or "float16"'),
             ("precision_fp16", lambda c: c["precision"].update(autocast="float16"),
-             "fp16 autocast needs its GradScaler")):
+             "is false with fp16 autocast: fp16 gradients need a GradScaler"),
+            ("scaler_bf16", lambda c: c["precision"].update(grad_scaler={"init_scale": 65536.0}),
+             'is only judged with autocast "float16"'),
+            ("scaler_growth", lambda c: c["precision"].update(autocast="float16", grad_scaler={
+                "init_scale": 65536.0, "growth_factor": 3.0, "backoff_factor": 0.5, "growth_interval": 2000}),
+             "growth_factor = 3.0: the judge checks GradScaler's default 2")):
         good, why = refused(args, base, name, lambda d, ch=change: J.edit_contract(d, ch), expect, DECLARATION_HINT)
         ok(good, why)
     return ok.verdict("declarations")

@@ -14,35 +14,12 @@ import subprocess
 import sys
 
 import pytest
+from hf_runs import FSDP2, ROOT, judge, record, steps_lines
 
-ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BIN = os.environ.get("SP_BIN") or os.path.join(ROOT, "build", "bin", "shardproof")
-EXAMPLE = os.path.join(ROOT, "examples", "hf_ddp", "train.py")
-FSDP2 = os.path.join(ROOT, "examples", "fsdp2", "train.py")
 TRAFFIC = "traffic equals the model of the recorded layout"
 GRADIENTS = "gradients equal the engine's single-device gradient at every step"
 PRECISION = "precision: fp32 gradients hold fp32 numbers"
 UPDATE = "update equals the engine's AdamW replay at every step"
-
-
-def record(tmp_path, name, steps, *extra, example=EXAMPLE):
-    out = str(tmp_path / name)
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    subprocess.run([sys.executable, example, "--steps", str(steps), "--out", out, "--quiet", "--attention", "eager",
-                    *extra], check=True, env=env, timeout=900)
-    return out
-
-
-def judge(out):
-    judged = subprocess.run([BIN, "judge", out], capture_output=True, text=True, timeout=600)
-    with open(os.path.join(out, "judge", "gate.json")) as f:
-        gate = json.load(f)
-    return judged, gate, {c["name"]: c for c in gate["criteria"]}
-
-
-def steps_lines(out):
-    with open(os.path.join(out, "judge", "steps.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def check_pass(out, steps, points=66):
