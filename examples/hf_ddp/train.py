@@ -20,7 +20,9 @@ Recorder as the collective trace (TORCH_FR_BUFFER_SIZE set here before the proce
 AdamW fp32) and declares it to the recorder: the judge's reference runs the engine's bf16 casts within the derived
 16-bit envelope (docs/judge.md §"bf16 autocast"). Two bugs smaller than that envelope: --bug bf16-compress (DDP's
 bf16_compress_hook: the gradients all-reduced in bf16 while the run declares fp32) and --bug bf16-grads (every
-gradient rounded to bf16 after the all-reduce, as a bf16 gradient buffer would).
+gradient rounded to bf16 after the all-reduce, as a bf16 gradient buffer would), and --bug bf16-truncate (every
+linear's weight cast to bf16 by dropping its low 16 bits, as a hand-written cast kernel may, where autocast rounds
+to nearest: the judge's rounding probe of layer 0's q_proj sees it).
 
 --autocast fp16 runs the forward under autocast to fp16 with a GradScaler (init_scale --init-scale, growth_interval
 --growth-interval: a large initial scale overflows the first steps, which GradScaler skips), declared to the recorder
@@ -47,12 +49,25 @@ from hf_common import (NullRecorder, adamw, build_model, check_micro_batches, co
 from shardproof_torch import Recorder  # noqa: E402
 
 
+def truncating_linear(self, x):
+    """nn.Linear.forward under autocast with the weight truncated to bf16 instead of rounded (the gradient passes
+    through as autocast's cast passes it)."""
+    if not torch.is_autocast_enabled("cpu"):
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+    w = self.weight.detach().view(torch.int32).bitwise_and(-65536).view(torch.float32)
+    w = self.weight + (w - self.weight).detach()
+    with torch.autocast("cpu", enabled=False):
+        return torch.nn.functional.linear(x.to(torch.bfloat16), w.to(torch.bfloat16))
+
+
 def new_scaler(args):
     return torch.amp.GradScaler("cpu", init_scale=args.init_scale, growth_interval=args.growth_interval)
 
 
 def worker(rank, args, world, port):
     init_gloo(rank, world, port)
+    if args.bug == "bf16-truncate":
+        torch.nn.Linear.forward = truncating_linear
     from torch.nn.parallel import DistributedDataParallel
     model = build_model(args)
     # Small buckets, as a large model has them; the first one no larger (torch.compile's DDP optimizer requires it).
@@ -145,7 +160,7 @@ def parse_args(argv=None):
                     help="every forward under torch.autocast to bf16 (or fp16 with a GradScaler), declared")
     ap.add_argument("--init-scale", type=float, default=2.0 ** 16, help="fp16: GradScaler's init_scale")
     ap.add_argument("--growth-interval", type=int, default=2000, help="fp16: GradScaler's growth_interval")
-    ap.add_argument("--bug", default=None, choices=["ddp-bucket-skipped", "bf16-compress", "bf16-grads",
+    ap.add_argument("--bug", default=None, choices=["ddp-bucket-skipped", "bf16-compress", "bf16-grads", "bf16-truncate",
                                                     "fp16-step-anyway", "fp16-scaler-reset", "fp16-clip-scaled"],
                     help="a planted bug (ddp-bucket-skipped needs --trace flight-recorder: the recorder's own trace "
                          "holds DDP's hook)")

@@ -16,6 +16,7 @@ ANCHORS_DIR = "anchors"
 GRADS_DIR = "grads"
 STATE_DIR = "state"
 SQRT_DIR = "sqrt"
+PROBE_DIR = "probe"
 SEAL_DIR = "seal"
 # A run traced by PyTorch's Flight Recorder (Recorder(trace="flight-recorder")): each rank's dump and step windows.
 FR_DIR = "flight_recorder"
@@ -55,6 +56,10 @@ def state_path(root, step, rank):
 
 def sqrt_path(root, step, rank):
     return os.path.join(root, SQRT_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
+
+
+def probe_path(root, step, rank):
+    return os.path.join(root, PROBE_DIR, f"step-{step:06d}", rank_file(rank, "safetensors"))
 
 
 def fr_dump_path(root, rank):

@@ -38,7 +38,7 @@ import time
 import numpy as np
 import torch
 
-from . import batches, checksum, declared, discovery, files, layout, segment, staging
+from . import batches, checksum, declared, discovery, files, layout, probe, segment, staging
 from . import grad_scaler as scaling
 from .step_files import StepFiles, _local
 from .pieces import Piece
@@ -248,7 +248,10 @@ class Recorder(StepFiles):
         self.group_lr = None
 
     def watch_forward(self, model):
-        """Checks the autocast state at every forward of `model` (a forward pre-hook; it changes nothing)."""
+        """Checks the autocast state at every forward of `model` (a forward pre-hook; it changes nothing); under bf16
+        autocast, probes layer 0's q_proj (probe.py)."""
+        if probe.declared(self.autocast, self.grid) and self.every_step:
+            probe.Probe(self, model)
         model.register_forward_pre_hook(
             lambda module, args: declared.check_autocast(self.autocast, f"step {self.step}: the model's forward", True))
 

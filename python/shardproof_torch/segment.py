@@ -13,11 +13,12 @@ import sys
 import torch
 import torch.distributed as dist
 
-from . import declared, files, layout
+from . import declared, files, layout, probe
 
 # The files a rank writes whole (tokens, gradients, states, anchors): sealed as written, even if a judge
 # following the run (`judge --follow`) has judged and discarded them before the seal.
-WHOLE_DIRS = (layout.TOKENS_DIR, layout.ANCHORS_DIR, layout.GRADS_DIR, layout.STATE_DIR, layout.SQRT_DIR)
+WHOLE_DIRS = (layout.TOKENS_DIR, layout.ANCHORS_DIR, layout.GRADS_DIR, layout.STATE_DIR, layout.SQRT_DIR,
+              layout.PROBE_DIR)
 
 
 def _sha256_bytes(data):
@@ -57,6 +58,8 @@ def contract(rec, strategy, hf_config, hyper, batch, loss_reduction, gradient_di
                             "grad_scaler": rec.scaler_contract, "norm_lanes": norm_lanes()}
         if rec.param_dtype:  # absent in fp32: earlier contracts' hashes unchanged
             doc["precision"]["param_dtype"] = rec.param_dtype
+        if probe.declared(rec.autocast, rec.grid):
+            doc["precision"]["probe"] = probe.declared(rec.autocast, rec.grid)
     else:
         doc["format_version"] = layout.ANCHORS_FORMAT_VERSION
         doc["anchors"] = rec.anchor_steps
@@ -160,7 +163,7 @@ def start(rec, resume_step):
     for s in range(k, rec.steps):
         for path in (layout.tokens_path(rec.out, rec.rank, s), layout.anchor_path(rec.out, s, rec.rank),
                      layout.grads_path(rec.out, s, rec.rank), layout.state_path(rec.out, s, rec.rank),
-                     layout.sqrt_path(rec.out, s, rec.rank)):
+                     layout.sqrt_path(rec.out, s, rec.rank), layout.probe_path(rec.out, s, rec.rank)):
             if os.path.exists(path):
                 os.remove(path)
     next_seq = {}

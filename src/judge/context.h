@@ -22,6 +22,7 @@
 #include "evidence/trace_check.h"
 #include "judge/anchor.h"
 #include "judge/assemble.h"
+#include "judge/probe.h"
 #include "judge/recording.h"
 #include "plan/run_plan.h"
 #include "plan/traffic_model.h"
@@ -116,6 +117,7 @@ struct StepResult {
   std::vector<std::string> disagreements = {};         // tensors whose recorded values and checksum records differ
   std::string grad_pattern = {}, update_pattern = {};  // what the failing evidence fits, where it fits one
   std::vector<std::string> resume_mismatch = {};       // format 2: the state loaded here ≠ the replay's
+  ProbeCheck probe = {};                               // bf16 autocast: layer 0's q_proj against its inputs
 };
 
 // A StepResult as one line of judge/steps.jsonl (judge/step_result.cc), and back: what a judge following the run

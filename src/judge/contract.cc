@@ -287,7 +287,7 @@ Status precision(const JsonFields& f, const std::string& label, RecordingContrac
   SP_ASSIGN_OR_RETURN(const json* p, f.object("precision"));
   const JsonFields pf(*p, label, "precision");
   std::vector<std::string_view> keys = {"params", "grads", "device", "autocast", "grad_scaler"};
-  for (const char* optional : {"norm_lanes", "param_dtype"})
+  for (const char* optional : {"norm_lanes", "param_dtype", "probe"})
     if (p->contains(optional)) keys.push_back(optional);
   SP_RETURN_IF_ERROR(pf.expect_keys(keys));
   if (p->contains("param_dtype")) {
@@ -314,6 +314,11 @@ Status precision(const JsonFields& f, const std::string& label, RecordingContrac
                                             autocast.dump().substr(0, 40)));
   if ((c.autocast_bf16 || c.autocast_fp16) && c.param_bf16)
     return pf.error("param_dtype", "and autocast are both 16-bit: one 16-bit regime per recording");
+  if (p->contains("probe")) {
+    if (p->at("probe") != "model.layers.0.self_attn.q_proj" || !c.autocast_bf16)
+      return pf.error("probe", "must be \"model.layers.0.self_attn.q_proj\", with autocast \"bfloat16\" (or absent)");
+    c.probe = p->at("probe").get<std::string>();
+  }
   return grad_scaler(pf, label, *p, c);
 }
 

@@ -351,6 +351,7 @@ const std::vector<JudgeRule>& judge_criteria() {
                                                {"resume", resume},
                                                {"records", records_agree},
                                                {"precision", precision},
+                                               {"rounding", rounding, has_probe},
                                                {"scaler", scaler, has_grad_scaler}};
   return rules;
 }

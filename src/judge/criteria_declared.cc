@@ -306,3 +306,67 @@ Row scaler(const JudgeContext& x) {
 }
 
 }  // namespace sp::judge::criterion
+
+namespace sp::judge::criterion {
+
+bool has_probe(const RecordingContract& c) { return !c.probe.empty(); }
+
+Row rounding(const JudgeContext& x) {
+  const RecordingContract& c = x.recording->contract();
+  Row r{row("rounding: bf16 outputs are roundings of their inputs' products",
+            "at every step each recorded output of layer 0's q_proj (micro-batch 0) is a bf16 rounding of the exact "
+            "sum of its bf16 input × weight products within fp32's worst-case summation error, and no more of them "
+            "are one ulp from the nearest rounding than an fp32 sum's roundings make (by chance ≤ 2^-20; "
+            "docs/equivalence.md §8)",
+            "probe/, state/"),
+        {.view = "precision", .point = 6, .evidence = "probe/"}};
+  int64_t probed = 0, elements = 0, flips = 0, boundary = 0, wrong = 0, failing = 0;
+  double expected = 0;
+  for (const StepResult& a : x.steps) {
+    if (!a.checked || !a.probe.recorded) continue;
+    const ProbeCheck& p = a.probe;
+    ++probed, elements += p.elements, flips += p.flips, boundary += p.boundary, wrong += p.wrong;
+    expected += p.expected;
+    const bool too_many = static_cast<double>(p.flips) > p.threshold;
+    if (p.wrong == 0 && !too_many) continue;
+    ++failing;
+    if (r.second.found) continue;
+    r.second = {
+        .view = "precision",
+        .point = 6,
+        .found = true,
+        .step = a.step,
+        .phase = "forward",
+        .tensor = c.probe,
+        .ranks = {p.rank},
+        .detail = p.wrong > 0 ? fmt::format("step {}: {} of {} outputs of {} are no bf16 rounding of their inputs' "
+                                            "product; first: {}",
+                                            a.step, p.wrong, p.elements, c.probe, p.first_wrong)
+                              : fmt::format("step {}: {} of {} outputs of {} are one bf16 ulp from the rounding of "
+                                            "the exact sum; an fp32 sum's roundings make {:.2f} on average, more "
+                                            "than {:.1f} with probability ≤ 2^-20",
+                                            a.step, p.flips, p.elements, c.probe, p.expected, p.threshold),
+        .evidence = recording_step_file(kProbeDir, a.step, p.rank),
+        .ratio = std::numeric_limits<double>::infinity(),
+        .pattern = p.wrong > 0 ? "a cast that does not round to nearest (truncation), a 16-bit sum, or other inputs "
+                                 "than the recorded input and the replayed weight"
+                               : "more roundings than an fp32 sum makes: a 16-bit partial sum, or casts off by one "
+                                 "ulp at random"};
+  }
+  if (r.second.found) r.second.steps_failing = failing;
+  r.first.passed = !r.second.found;
+  r.first.required = probed > 0;  // no step probed: information only, said
+  const double k = static_cast<double>(c.model.model.dim);
+  r.first.measured = probed == 0
+                         ? std::string("no step probed (no probe file, or no step checked)")
+                         : fmt::format(
+                               "{} steps × {} outputs: {} one ulp from the nearest rounding ({:.2g} of them; the fp32 "
+                               "summation model expects {:.1f}, √K·2^-16 = {:.2g}), {} next to a boundary, {} wrong",
+                               probed, elements / probed, flips,
+                               static_cast<double>(flips) / static_cast<double>(std::max<int64_t>(elements, 1)),
+                               expected, std::sqrt(k) / 65536.0, boundary, wrong);
+  r.first.detail = r.second.detail;
+  return r;
+}
+
+}  // namespace sp::judge::criterion

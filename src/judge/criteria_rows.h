@@ -33,5 +33,7 @@ Row lr(const JudgeContext& x);
 Row precision(const JudgeContext& x);
 Row scaler(const JudgeContext& x);  // fp16 with a GradScaler only (has_grad_scaler)
 bool has_grad_scaler(const RecordingContract& c);
+Row rounding(const JudgeContext& x);  // bf16 autocast's probe only (has_probe)
+bool has_probe(const RecordingContract& c);
 
 }  // namespace sp::judge::criterion

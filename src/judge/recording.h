@@ -36,13 +36,13 @@ inline constexpr std::string_view kRecordingFormat = "shardproof-torch";
 inline constexpr int kRecordingFormatVersion = 2;   // every step: gradients per step, the state per segment
 inline constexpr int kRecordingAnchorsVersion = 1;  // the earlier form: the full state at anchor steps only
 inline constexpr std::string_view kRecordsDir = "records", kTokensDir = "tokens", kAnchorsDir = "anchors",
-                                  kGradsDir = "grads", kStateDir = "state", kSqrtDir = "sqrt",
+                                  kGradsDir = "grads", kStateDir = "state", kSqrtDir = "sqrt", kProbeDir = "probe",
                                   kRecordingSealDir = "seal";
 // The recorder's folders: a file in one of them (or contract.json, topology.json) that no seal lists was added after
 // the run; any other file of the directory is the user's own, never read and never overwritten.
 // flight_recorder/: a run traced by PyTorch's Flight Recorder (contract `trace`), its dumps and step windows.
-inline constexpr std::array<std::string_view, 9> kRecorderDirs = {
-    "trace", "records", "tokens", "anchors", "grads", "state", "sqrt", "seal", "flight_recorder"};
+inline constexpr std::array<std::string_view, 10> kRecorderDirs = {
+    "trace", "records", "tokens", "anchors", "grads", "state", "sqrt", "seal", "flight_recorder", "probe"};
 // Everything `judge` writes goes under this folder of the recording (never sealed, never a recorder's name).
 inline constexpr std::string_view kJudgeDir = "judge";
 // What a judge of format 1 wrote beside the recorder's files: still skipped by the seal check of such a recording.
@@ -134,6 +134,9 @@ struct RecordingContract {
   bool autocast_fp16 = false;
   std::optional<GradScalerSpec> grad_scaler = {};
   bool sixteen_bit() const { return bf16() || autocast_fp16; }  // judged within the 16-bit envelope
+  // contract `precision.probe` (bf16 autocast, tp 1): the module whose bf16 rounding the recorder probed at every step
+  // (probe/, judge/probe.h); empty: not probed.
+  std::string probe = {};
   DType sixteen_dtype() const { return autocast_fp16 ? DType::kF16 : DType::kBF16; }
   std::optional<LrSchedule> schedule = {};  // the lr schedule as data; absent: declared as text only
   std::string schedule_text = {};           // the declaration as text (format 1, or a text schedule)

@@ -278,6 +278,9 @@ Status StepJudge::step(const Assembly& as, int64_t s, StepResult& r) {
       SP_ASSIGN_OR_RETURN(r.grad_pattern, missing_micro_batch(rec, s, params, reference_, g, r));
     }
   }
+  if (!c.probe.empty()) {  // the probed module's weight before the step: the replay's, bit for bit the run's
+    SP_ASSIGN_OR_RETURN(r.probe, check_probe(rec, s, state_.at(c.probe + ".weight").p));
+  }
   // The update, tensor by tensor, against the recorded parameter checksums; a mismatch is tested against the
   // hypotheses, and the first that reproduces the recorded bits is what the run did.
   std::map<std::string, std::vector<std::string>> explained;  // says → tensors

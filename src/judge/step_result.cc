@@ -76,6 +76,25 @@ Result<std::vector<std::string>> strings(const JsonFields& f, std::string_view k
   return out;
 }
 
+Status probe_from(const JsonFields& f, const std::string& where, ProbeCheck& p) {
+  SP_ASSIGN_OR_RETURN(const json* o, f.object("probe"));
+  const JsonFields pf(*o, where, "probe");
+  SP_RETURN_IF_ERROR(pf.expect_keys(
+      {"recorded", "rank", "elements", "flips", "boundary", "wrong", "expected", "threshold", "first_wrong"}));
+  if (!o->at("recorded").is_boolean()) return pf.error("recorded", "must be true or false");
+  p.recorded = o->at("recorded").get<bool>();
+  SP_ASSIGN_OR_RETURN(const int64_t rank, pf.integer("rank", -1, 1 << 20));
+  p.rank = static_cast<int>(rank);
+  SP_ASSIGN_OR_RETURN(p.elements, pf.integer("elements", 0, int64_t{1} << 40));
+  SP_ASSIGN_OR_RETURN(p.flips, pf.integer("flips", 0, p.elements));
+  SP_ASSIGN_OR_RETURN(p.boundary, pf.integer("boundary", 0, p.elements));
+  SP_ASSIGN_OR_RETURN(p.wrong, pf.integer("wrong", 0, p.elements));
+  SP_ASSIGN_OR_RETURN(p.expected, read_number(pf, *o, "expected"));
+  SP_ASSIGN_OR_RETURN(p.threshold, read_number(pf, *o, "threshold"));
+  SP_ASSIGN_OR_RETURN(p.first_wrong, pf.string("first_wrong"));
+  return Status();
+}
+
 }  // namespace
 
 json step_result_json(const StepResult& s) {
@@ -114,6 +133,16 @@ json step_result_json(const StepResult& s) {
           {"grad_pattern", s.grad_pattern},
           {"update_pattern", s.update_pattern},
           {"resume_mismatch", s.resume_mismatch},
+          {"probe",
+           {{"recorded", s.probe.recorded},
+            {"rank", s.probe.rank},
+            {"elements", s.probe.elements},
+            {"flips", s.probe.flips},
+            {"boundary", s.probe.boundary},
+            {"wrong", s.probe.wrong},
+            {"expected", s.probe.expected},
+            {"threshold", s.probe.threshold},
+            {"first_wrong", s.probe.first_wrong}}},
           {"loss", s.checked ? json_number(std::max(s.loss_rel, s.worst_micro_batch_rel) / s.tol.loss) : json(nullptr)},
           {"ratios", ratios}};
 }
@@ -140,6 +169,7 @@ Result<StepResult> step_result_from_json(const json& j, const std::string& where
                                     "grad_pattern",
                                     "update_pattern",
                                     "resume_mismatch",
+                                    "probe",
                                     "loss",
                                     "ratios"}));
   StepResult s;
@@ -179,6 +209,7 @@ Result<StepResult> step_result_from_json(const json& j, const std::string& where
   SP_ASSIGN_OR_RETURN(s.grad_pattern, f.string("grad_pattern"));
   SP_ASSIGN_OR_RETURN(s.update_pattern, f.string("update_pattern"));
   SP_ASSIGN_OR_RETURN(s.resume_mismatch, strings(f, "resume_mismatch"));
+  SP_RETURN_IF_ERROR(probe_from(f, where, s.probe));
   return s;
 }
 

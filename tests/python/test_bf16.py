@@ -20,6 +20,7 @@ TRAFFIC = "traffic equals the model of the recorded layout"
 GRADIENTS = "gradients equal the engine's single-device gradient at every step"
 PRECISION = "precision: fp32 gradients hold fp32 numbers"
 UPDATE = "update equals the engine's AdamW replay at every step"
+ROUNDING = "rounding: bf16 outputs are roundings of their inputs' products"
 
 
 def check_pass(out, steps, points=66):
@@ -29,6 +30,11 @@ def check_pass(out, steps, points=66):
     assert f"{steps} of {steps} steps × 21 tensors" in rows[GRADIENTS]["measured"]
     assert f"{steps} of {steps} steps replayed, {21 * steps} tensors, {21 * steps} bitwise" in rows[UPDATE]["measured"]
     assert rows[PRECISION]["passed"], rows[PRECISION]
+    if points == 66:  # autocast: layer 0's q_proj probed at every step, every output a rounding of its inputs
+        assert rows[ROUNDING]["passed"] and rows[ROUNDING]["required"], rows[ROUNDING]
+        assert f"{steps} steps × " in rows[ROUNDING]["measured"] and " 0 wrong" in rows[ROUNDING]["measured"]
+    else:
+        assert ROUNDING not in rows, rows  # bf16 parameters: no autocast cast to probe
     # The tolerance is the envelope of R rounding points, 2·√R·2^-8/√3 (autocast: 29·L + 8 = 66, 3.66e-2; FSDP2's
     # bf16 parameters: 55·L + 13 = 123, 5.0e-2), and the run is measurably inside it but far outside fp32's (≈ 6e-5):
     # the bf16 casts are what is judged.
@@ -51,6 +57,11 @@ def test_bf16_autocast_ddp_passes_and_bugs_below_the_envelope_fail(tmp_path):
         assert "bf16 numbers" in rows[PRECISION]["detail"], rows[PRECISION]
         # Below the envelope: the gradients row alone would have passed it.
         assert rows[GRADIENTS]["passed"], rows[GRADIENTS]
+    # A cast that truncates where autocast rounds: inside the envelope, outside the rounding probe's bound.
+    judged, gate, rows = judge(record(tmp_path, "truncate", 2, "--autocast", "bf16", "--bug", "bf16-truncate"))
+    assert judged.returncode == 1 and not rows[ROUNDING]["passed"], judged.stdout + judged.stderr
+    assert "are no bf16 rounding of their inputs' product" in rows[ROUNDING]["detail"], rows[ROUNDING]
+    assert rows[GRADIENTS]["passed"], rows[GRADIENTS]
 
 
 @pytest.mark.long
