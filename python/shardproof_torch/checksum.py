@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from . import native
+
 _PRIME = np.uint64(0x100000001B3)
 _SEEDS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD6E8FEB86659FD93))
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
@@ -160,7 +162,15 @@ class Contiguous:
 def partial_of(x, indices):
     """Partial of the float32 values x (1-D NumPy array) whose logical indices are given by
     indices(c0, c1) -> uint64 array for the local elements [c0, c1) (a Contiguous one is not materialized:
-    j * prime = first * prime + k * prime, mod 2^64)."""
+    j * prime = first * prime + k * prime, mod 2^64). Contiguous indices go to the native partial where it is
+    available (native.py: the same bits), the rest to NumPy."""
+    if isinstance(indices, Contiguous) and native.available():
+        return native.partial(x, indices.first, Partial())
+    return partial_numpy(x, indices)
+
+
+def partial_numpy(x, indices):
+    """partial_of in NumPy: the definition the native partial is tested against."""
     p = Partial()
     n = x.size
     u_all = x.view(np.uint32)
