@@ -129,7 +129,9 @@ std::string JudgeContext::traffic_unmodelled() const {
 std::string JudgeContext::unmodelled_text() const {
   std::string out = traffic_unmodelled();
   if (!out.empty()) out = "traffic not compared: " + out;
-  return out + (!out.empty() && !norm_unbounded.empty() ? "; " : "") + norm_unbounded;
+  for (const std::string* more : {&norm_unbounded, &gradients_uncompared})
+    out += (!out.empty() && !more->empty() ? "; " : "") + *more;
+  return out;
 }
 
 bool scaler_skipped(const Recording& rec, int64_t step) {
@@ -187,6 +189,11 @@ Result<JudgeContext> JudgeContext::make(const Recording& rec, const ReferenceFn&
   } else {
     SP_RETURN_IF_ERROR(judge_anchors(rec, ctx.assembly, reference, ctx.steps));
   }
+  const auto compared = [](const StepResult& s) { return s.checked && !s.overflow; };
+  const auto skipped = [](const StepResult& s) { return s.checked && s.overflow; };
+  if (std::none_of(ctx.steps.begin(), ctx.steps.end(), compared) &&
+      std::any_of(ctx.steps.begin(), ctx.steps.end(), skipped))
+    ctx.gradients_uncompared = "gradients not compared: GradScaler skipped every step (each overflowed)";
   return ctx;
 }
 

@@ -154,6 +154,7 @@ struct JudgeContext {
   std::string unmodelled_dp = {};  // FSDP2 units the traffic model cannot model: the dp group's cells unchecked
   std::set<std::string> unmodelled_dp_phases = {};  // non-empty: unmodelled_dp holds for these phases' cells only
   std::string norm_unbounded = {};          // why the clip norms were not compared (no fp32 bound for so long a tensor)
+  std::string gradients_uncompared = {};    // fp16: GradScaler skipped every checked step, so no gradient compared
   std::vector<StepResult> steps = {};       // every recorded step, in order
   std::vector<NormError> norm_errors = {};  // every step with gradient checksums
   std::vector<DataRepeat> repeats = {};     // every repeated micro-batch, by step
@@ -161,7 +162,7 @@ struct JudgeContext {
   std::vector<std::string> notes = {};
   std::vector<int64_t> unchecked_steps() const;
   // What was not compared, as the verdict says it: "traffic not compared: " unmodelled and unmodelled_dp, then
-  // norm_unbounded; "" when everything was.
+  // norm_unbounded and gradients_uncompared; "" when everything was.
   std::string unmodelled_text() const;
   std::string traffic_unmodelled() const;  // unmodelled and unmodelled_dp, "; "-joined
 };

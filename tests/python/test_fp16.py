@@ -55,6 +55,13 @@ def test_fp16_grad_scaler_passes_and_its_bugs_fail(tmp_path):
     assert rows[GRADIENTS]["passed"] and rows[UPDATE]["passed"], rows  # only the scaler's row sees it
 
 
+def test_every_step_skipped_is_unverified(tmp_path):
+    """A scale so large that GradScaler skips every step: no gradient was compared, so never PASS (nor FAIL)."""
+    judged, gate, rows = judge(record(tmp_path, "all-skipped", 2, *FP16, "--init-scale", str(2.0 ** 40)))
+    assert judged.returncode == 3 and "GradScaler skipped every step" in judged.stdout, judged.stdout + judged.stderr
+    assert rows[SCALER]["passed"] and "2 skipped (overflow)" in rows[SCALER]["measured"], rows[SCALER]
+
+
 @pytest.mark.long
 def test_clipping_the_scaled_gradients_fails_at_gradients(tmp_path):
     run = record(tmp_path, "clip-scaled", 2, *FP16, "--bug", "fp16-clip-scaled", "--init-scale", "65536")
