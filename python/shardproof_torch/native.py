@@ -41,6 +41,10 @@ def _build():
     f = lib.sp_partial_contiguous
     f.restype = None
     f.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64] + [ctypes.c_void_p] * 4
+    g = lib.sp_partial_piece
+    g.restype = None
+    g.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64] + \
+        [ctypes.c_void_p] * 5
     return lib
 
 
@@ -58,18 +62,37 @@ def available():
     return _lib is not None
 
 
-def partial(x, first, out):
-    """Fills `out` (a checksum.Partial) with the partial of the fp32 values x (1-D, contiguous) whose logical
-    indices are first, first + 1, ...; returns it."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    lanes, sums = np.zeros(2, np.uint64), np.zeros(256, np.int64)
-    squares, counts = np.zeros(512, np.uint64), np.zeros(3, np.uint64)
-    _lib.sp_partial_contiguous(x.ctypes.data, x.size, first & ((1 << 64) - 1), lanes.ctypes.data, sums.ctypes.data,
-                               squares.ctypes.data, counts.ctypes.data)
+def _fill(out, size, lanes, sums, squares, counts):
     out.lane0, out.lane1 = int(lanes[0]), int(lanes[1])
     out.sum = sum(int(sums[e]) << (e - 1) for e in np.flatnonzero(sums).tolist())
     out.sq = sum((int(squares[2 * e]) | int(squares[2 * e + 1]) << 64) << (2 * e - 2)
                  for e in range(256) if squares[2 * e] or squares[2 * e + 1])
-    out.count = x.size
+    out.count = size
     out.nan, out.inf, out.absmax_bits = int(counts[0]), int(counts[1]), int(counts[2])
     return out
+
+
+def _buffers():
+    return np.zeros(2, np.uint64), np.zeros(256, np.int64), np.zeros(512, np.uint64), np.zeros(3, np.uint64)
+
+
+def partial(x, first, out):
+    """Fills `out` (a checksum.Partial) with the partial of the fp32 values x (1-D, contiguous) whose logical
+    indices are first, first + 1, ...; returns it."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    lanes, sums, squares, counts = _buffers()
+    _lib.sp_partial_contiguous(x.ctypes.data, x.size, first & ((1 << 64) - 1), lanes.ctypes.data, sums.ctypes.data,
+                               squares.ctypes.data, counts.ctypes.data)
+    return _fill(out, x.size, lanes, sums, squares, counts)
+
+
+def piece(x, first, k0, k1, out):
+    """One pass over a whole local piece x (logical indices first, first + 1, ...): `out` filled with the partial of
+    its elements [k0, k1), and the piece's identity — the digest lanes of all its elements, 32 hex digits — which
+    its replicas compare in place of a SHA-256 (docs/formats/torch_recording.md, `bits`)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    lanes, sums, squares, counts = _buffers()
+    whole = np.zeros(2, np.uint64)
+    _lib.sp_partial_piece(x.ctypes.data, x.size, first & ((1 << 64) - 1), k0, k1, lanes.ctypes.data,
+                          sums.ctypes.data, squares.ctypes.data, counts.ctypes.data, whole.ctypes.data)
+    return _fill(out, k1 - k0, lanes, sums, squares, counts), f"{int(whole[0]):016x}{int(whole[1]):016x}"

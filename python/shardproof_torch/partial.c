@@ -48,3 +48,26 @@ void sp_partial_contiguous(const uint32_t* u, int64_t n, uint64_t first, uint64_
   for (int i = 0; i < 256; ++i) squares[2 * i] = (uint64_t)sq[i], squares[2 * i + 1] = (uint64_t)(sq[i] >> 64);
   counts[0] = nan, counts[1] = inf, counts[2] = absmax;
 }
+
+/* A replicated piece in one pass: the partial of its covered elements [k0, k1) as sp_partial_contiguous gives it
+ * (lanes, sums, squares, counts), and in whole[2] the digest lanes of all n elements — the identity of the piece's
+ * bytes that its replicas compare (two pieces with the same lanes over the same logical indices are, but for a
+ * 2^-128 chance, the same bits), for a fraction of a SHA-256's cost. */
+static void add_lanes(const uint32_t* u, int64_t a, int64_t b, uint64_t first, uint64_t* w) {
+  const uint64_t prime = 0x100000001b3ULL;
+  uint64_t w0 = w[0], w1 = w[1], j = (first + (uint64_t)a) * prime;
+  for (int64_t i = a; i < b; ++i, j += prime) {
+    const uint64_t bits = u[i], v = (bits << 17) ^ bits;
+    w0 += fmix64((j + 0x9e3779b97f4a7c15ULL) ^ v);
+    w1 += fmix64((j + 0xd6e8feb86659fd93ULL) ^ v);
+  }
+  w[0] = w0, w[1] = w1;
+}
+
+void sp_partial_piece(const uint32_t* u, int64_t n, uint64_t first, int64_t k0, int64_t k1, uint64_t* lanes,
+                      int64_t* sums, uint64_t* squares, uint64_t* counts, uint64_t* whole) {
+  sp_partial_contiguous(u + k0, k1 - k0, first + (uint64_t)k0, lanes, sums, squares, counts);
+  whole[0] = lanes[0], whole[1] = lanes[1];
+  add_lanes(u, 0, k0, first, whole);
+  add_lanes(u, k1, n, first, whole);
+}

@@ -38,7 +38,7 @@ import time
 import numpy as np
 import torch
 
-from . import batches, checksum, declared, discovery, files, layout, probe, segment, staging
+from . import batches, checksum, declared, discovery, files, layout, native, probe, segment, staging
 from . import grad_scaler as scaling
 from .step_files import StepFiles, _local
 from .pieces import Piece
@@ -296,16 +296,24 @@ class Recorder(StepFiles):
         return n * i // count, n * (i + 1) // count
 
     def _tensor_records(self, phase, staged):
-        """The records of a staging.Staged's tensors: every partial enqueued, then one wait, then the SHA-256s."""
+        """The records of a staging.Staged's tensors: every partial enqueued, then one wait, then each piece's
+        identity for its replicas: the digest lanes of the whole piece from the C pass that takes its partial
+        (`bits`), else its SHA-256."""
         parts = []
         for i, (pc, (name, _, _)) in enumerate(zip(self.pieces, self.params)):
             k0, k1 = self._cover(staged.numel(i), pc)
-            parts.append((k0, k1, staged.partial(i, k0, k1, pc.indices(self.shapes[name], k0))))
+            indices = pc.indices(self.shapes[name], k0)
+            parts.append((k0, k1, indices, None if staged.native(i, indices) else staged.partial(i, k0, k1, indices)))
         docs = []
-        for (name, p, shard), x, (k0, k1, part) in zip(self.params, staged.arrays(), parts):
-            docs.append(dict(part().fields(), kind="tensor", step=self.step, phase=phase, tensor=name,
+        for (name, p, shard), x, (k0, k1, indices, part) in zip(self.params, staged.arrays(), parts):
+            if part is None:
+                partial, ident = native.piece(x, indices.first - k0, k0, k1, checksum.Partial())
+                ident = {"bits": ident}
+            else:
+                partial, ident = part(), {"sha256": checksum.bytes_digest(x)}
+            docs.append(dict(partial.fields(), kind="tensor", step=self.step, phase=phase, tensor=name,
                              shard=shard, numel=int(np.prod(self.shapes[name])),
-                             local=int(x.size), cover=[k0, k1], sha256=checksum.bytes_digest(x)))
+                             local=int(x.size), cover=[k0, k1], **ident))
         return docs
 
     def _writes_anchor(self, piece, state):

@@ -13,7 +13,7 @@ import os
 
 import torch
 
-from . import checksum, checksum_device
+from . import checksum, checksum_device, native
 
 MODES = ("auto", "device", "numpy")
 
@@ -33,6 +33,7 @@ class Staged:
     tensor i's bytes are read on the host (a file or a SHA-256 takes them)."""
 
     def __init__(self, tensors, mode, host=None):
+        self.mode = mode
         self.flat = [t.detach().contiguous().view(-1) for t in tensors]
         self.on_device = [mode == "device" or (mode == "auto" and f.device.type != "cpu") for f in self.flat]
         if mode == "numpy" and any(f.device.type != "cpu" for f in self.flat):
@@ -53,6 +54,13 @@ class Staged:
             return checksum_device.begin(self.flat[i][k0:k1], indices).result
         p = checksum.partial_of(self.flat[i].numpy()[k0:k1], indices)
         return lambda: p
+
+    def native(self, i, indices):
+        """Whether tensor i's partial and identity are one C pass over its host array (native.piece): digest
+        "auto" ("numpy" keeps the SHA-256 the device path also writes), a CPU tensor, contiguous logical indices, the
+        C partial built."""
+        return (self.mode == "auto" and not self.on_device[i] and self.host[i] is not None
+                and isinstance(indices, checksum.Contiguous) and native.available())
 
     def arrays(self):
         """The host arrays (NumPy, flat; None where not kept), after the one wait for every copy and partial."""

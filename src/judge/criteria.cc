@@ -130,7 +130,8 @@ Row loss(const JudgeContext& x) {
 Row replicas(const JudgeContext& x) {
   const Assembly& as = x.assembly;
   Row r{row("replicated state bitwise equal across replicas",
-            "every piece held by several ranks (dp replicas, TP-replicated norms): the same SHA-256, "
+            "every piece held by several ranks (dp replicas, TP-replicated norms): the same bits (its SHA-256, or "
+            "the digest lanes of all its elements), "
             "gradients and parameters",
             "records/"),
         {.view = "replicas", .point = 5, .evidence = "records/"}};

@@ -160,7 +160,8 @@ struct TensorRecord {
   int64_t numel = 0, local = 0, k0 = 0, k1 = 0;  // covered local elements [k0, k1) of the local piece
   uint64_t lane0 = 0, lane1 = 0;
   std::vector<uint64_t> exact_words = {};  // ExactSum::to_words layout (count, NaN, Inf, absmax included)
-  std::string sha256 = {};                 // of the local piece's bytes (replica comparison)
+  std::string sha256 =
+      {};  // the local piece's identity (replica comparison): its SHA-256, or its digest lanes (`bits`)
 };
 
 struct LossRecord {

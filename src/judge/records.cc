@@ -99,8 +99,10 @@ Result<std::vector<uint64_t>> exact_words(const JsonFields& f, const json& j, in
 
 Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line, const ShapeMap& shapes,
                      RankRecords& out) {
+  // The piece's identity for its replicas: its SHA-256, or (`bits`) the digest lanes of all its elements.
+  const bool bits = j.contains("bits");
   SP_RETURN_IF_ERROR(f.expect_keys({"kind", "step", "phase", "tensor", "shard", "numel", "local", "cover", "lanes",
-                                    "sum", "sq", "count", "nan", "inf", "absmax", "sha256"}));
+                                    "sum", "sq", "count", "nan", "inf", "absmax", bits ? "bits" : "sha256"}));
   TensorRecord t{.rank = rank, .line = line};
   SP_ASSIGN_OR_RETURN(t.step, f.integer("step", 0, kMax));
   SP_ASSIGN_OR_RETURN(t.phase, f.string("phase"));
@@ -126,7 +128,13 @@ Status tensor_record(const json& j, const JsonFields& f, int rank, int64_t line,
   SP_ASSIGN_OR_RETURN(t.lane0, lane(f, lanes[0]));
   SP_ASSIGN_OR_RETURN(t.lane1, lane(f, lanes[1]));
   SP_ASSIGN_OR_RETURN(t.exact_words, exact_words(f, j, count));
-  SP_ASSIGN_OR_RETURN(t.sha256, f.sha256("sha256"));
+  if (bits) {
+    SP_ASSIGN_OR_RETURN(t.sha256, f.string("bits"));
+    if (t.sha256.size() != 32 || t.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return f.error("bits", "must be 32 lowercase hex digits (the piece's two digest lanes)");
+  } else {
+    SP_ASSIGN_OR_RETURN(t.sha256, f.sha256("sha256"));
+  }
   out.tensors.push_back(std::move(t));
   return Status();
 }

@@ -70,7 +70,7 @@ def check_recording(out, world, zero, dp, tp, pp=1, micro_batches=4):
                 continue
             key = (rec["step"], rec["phase"], rec["tensor"])
             assert rec["local"] == piece_numel(rec, shapes[rec["tensor"]]), rec
-            holders.setdefault(key + (json.dumps(rec["shard"]),), set()).add(rec["sha256"])
+            holders.setdefault(key + (json.dumps(rec["shard"]),), set()).add(rec.get("bits") or rec["sha256"])
             covered[key] = covered.get(key, 0) + rec["count"]
     for (step, phase, tensor), count in covered.items():
         assert count == numel_of(shapes[tensor]), f"{tensor} at step {step} ({phase}): {count} elements summarized"
