@@ -14,7 +14,9 @@ import subprocess
 import sys
 
 import pytest
-from hf_runs import FSDP2, ROOT, judge, record, steps_lines
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from hf_runs import FSDP2, ROOT, judge, record, steps_lines  # noqa: E402
 
 TRAFFIC = "traffic equals the model of the recorded layout"
 GRADIENTS = "gradients equal the engine's single-device gradient at every step"

@@ -7,11 +7,15 @@ initial scale makes the first step overflow and a growth interval of 2 makes it 
 scaler bugs FAIL where they live: opt.step() on an overflowed step (update), a scaler re-created mid-run as a resume
 that forgets its state (scaler), clipping before unscale_ (gradients; long). The recorder refuses what it cannot
 judge by name (fp16 without its scaler, other growth factors, gradients read before unscale_)."""
+import os
 import re
+import sys
 
 import pytest
 import torch
-from hf_runs import first_divergence, judge, record, steps_lines
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from hf_runs import first_divergence, judge, record, steps_lines  # noqa: E402
 
 GRADIENTS = "gradients equal the engine's single-device gradient at every step"
 UPDATE = "update equals the engine's AdamW replay at every step"
